@@ -1,0 +1,439 @@
+// Package config describes upstream MCP servers and reads the .mcp.json
+// file format that lists them.
+//
+// A [Server] is the transport-independent description of one upstream: how
+// to reach it (a child process, a Streamable HTTP endpoint or a legacy SSE
+// endpoint) and the per-server options mcpd applies on top (timeouts, a
+// forced protocol version, tool filters). The gRPC edge builds Servers from
+// ConnectServer requests; [Parse] and [Load] build them from a file.
+//
+// The package imports only the standard library.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrInvalid is wrapped by every error that reports an invalid server
+// description (bad name, missing command, bad URL, unknown protocol
+// version, ...). The gRPC edge maps it to INVALID_ARGUMENT.
+var ErrInvalid = errors.New("invalid server config")
+
+// TransportKind says how mcpd reaches a server.
+type TransportKind int
+
+// Transport kinds. The zero value is deliberately invalid so that a Server
+// whose kind was never set fails [Server.Validate].
+const (
+	TransportUnspecified TransportKind = iota
+	TransportStdio                     // a child process speaking newline-delimited JSON-RPC on stdin/stdout
+	TransportHTTP                      // Streamable HTTP (2025-03-26 and later)
+	TransportSSE                       // the legacy HTTP+SSE transport (2024-11-05)
+)
+
+// String returns "stdio", "http" or "sse" (the names used in .mcp.json).
+func (k TransportKind) String() string {
+	switch k {
+	case TransportUnspecified:
+		return "unspecified"
+	case TransportStdio:
+		return "stdio"
+	case TransportHTTP:
+		return "http"
+	case TransportSSE:
+		return "sse"
+	}
+	return "TransportKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ParseTransportKind maps a .mcp.json "type" value to a TransportKind. It
+// accepts "stdio", "http", "sse" and the aliases other tools write for
+// Streamable HTTP ("streamable-http", "streamable_http", "streamableHttp"),
+// ignoring case.
+func ParseTransportKind(s string) (TransportKind, error) {
+	switch strings.ToLower(s) {
+	case "stdio":
+		return TransportStdio, nil
+	case "http", "streamable-http", "streamable_http", "streamablehttp":
+		return TransportHTTP, nil
+	case "sse":
+		return TransportSSE, nil
+	}
+	return TransportUnspecified, fmt.Errorf("%w: unknown type %q (want stdio, http, sse or streamable-http)", ErrInvalid, s)
+}
+
+// KnownProtocolVersions returns the MCP protocol revisions a forced
+// ProtocolVersion may name, oldest first. The slice is a fresh copy.
+func KnownProtocolVersions() []string {
+	return []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
+}
+
+// Server describes one upstream MCP server. The zero value of each option
+// means "use the daemon's default".
+//
+// Values in a Server are final: ${VAR} references are already expanded
+// (see [Expand]). Env and Headers values are secrets and are never printed
+// by this package; use [Server.String] to log a Server.
+type Server struct {
+	// Name identifies the server; tools are exposed as mcp__<Name>__<tool>.
+	// See [ValidateName].
+	Name string
+	Kind TransportKind
+
+	// Stdio transport.
+	Command string
+	Args    []string
+	Env     map[string]string // merged over the daemon's environment
+	Cwd     string            // "" = the daemon's working directory
+
+	// HTTP and SSE transports.
+	URL     string
+	Headers map[string]string
+
+	// Options.
+	CallTimeout     time.Duration // per-call timeout when the caller sets none
+	ConnectTimeout  time.Duration // bound on connect + initialize
+	ProtocolVersion string        // forced protocol revision; "" = negotiate
+	// ToolsAllow, if not empty, lists the only tools exposed; ToolsDeny
+	// hides tools. Entries are exact tool names or a prefix followed by
+	// "*" (e.g. "get_*"; "*" alone matches every tool). Deny wins.
+	ToolsAllow []string
+	ToolsDeny  []string
+
+	// Templates kept by Parse so that String can show ${VAR} instead of a
+	// possibly secret expanded value. Not part of equality.
+	argsTemplate []string // parallel to Args, or nil
+	urlTemplate  string   // "" unless the URL came from a ${...} template
+}
+
+// maxNameLen bounds a server name; together with the "mcp__" prefix and the
+// tool name it keeps qualified names within what model APIs accept.
+const maxNameLen = 64
+
+// ValidateName reports whether name can be a server name: 1 to 64
+// characters from A-Z, a-z, 0-9, '_' and '-', without "__" (the qualified
+// tool name mcp__<server>__<tool> must split unambiguously). The error wraps
+// [ErrInvalid] and states the rule.
+func ValidateName(name string) error {
+	if p := nameProblem(name); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalid, p)
+	}
+	return nil
+}
+
+const nameRule = `names are 1-64 characters from A-Z a-z 0-9 _ - without "__", so that mcp__<server>__<tool> splits unambiguously`
+
+func nameProblem(name string) string {
+	if name == "" {
+		return "server name is empty (" + nameRule + ")"
+	}
+	if len(name) > maxNameLen {
+		return fmt.Sprintf("server name is %d bytes long, the limit is %d (%s)", len(name), maxNameLen, nameRule)
+	}
+	for i := 0; i < len(name); i++ {
+		if !isNameByte(name[i]) {
+			return fmt.Sprintf("server name %q has invalid character %q at byte %d (%s)", name, rune(name[i]), i, nameRule)
+		}
+	}
+	if strings.Contains(name, "__") {
+		return fmt.Sprintf(`server name %q contains "__" (%s)`, name, nameRule)
+	}
+	return ""
+}
+
+func isNameByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+}
+
+// Validate checks that s describes a server mcpd can start: a valid name,
+// a command for stdio, an absolute http(s) URL for http and sse, no fields
+// of the other transport, a known ProtocolVersion, non-negative timeouts,
+// well-formed tool filters, env names and header names. It reports every
+// problem it finds in one error wrapping [ErrInvalid]. Error messages name
+// fields and keys but never print env or header values.
+func (s *Server) Validate() error {
+	var ps []string
+	add := func(format string, args ...any) { ps = append(ps, fmt.Sprintf(format, args...)) }
+
+	if p := nameProblem(s.Name); p != "" {
+		ps = append(ps, p)
+	}
+	switch s.Kind {
+	case TransportStdio:
+		if s.Command == "" {
+			add("stdio server needs a command")
+		}
+		if strings.IndexByte(s.Command, 0) >= 0 {
+			add("command contains a NUL byte")
+		}
+		for i, a := range s.Args {
+			if strings.IndexByte(a, 0) >= 0 {
+				add("args[%d] contains a NUL byte", i)
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+			switch {
+			case k == "":
+				add("env has an empty variable name")
+			case strings.ContainsAny(k, "=\x00"):
+				add("env name %q contains '=' or NUL", k)
+			case strings.IndexByte(s.Env[k], 0) >= 0:
+				add("env %s value contains a NUL byte", k)
+			}
+		}
+		if s.URL != "" {
+			add("stdio server takes no url")
+		}
+		if len(s.Headers) > 0 {
+			add("stdio server takes no headers")
+		}
+	case TransportHTTP, TransportSSE:
+		if p := urlProblem(s.URL); p != "" {
+			ps = append(ps, p)
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
+			switch {
+			case !isHeaderName(k):
+				add("header name %q is not a valid HTTP token", k)
+			case strings.ContainsAny(s.Headers[k], "\r\n\x00"):
+				add("header %s value contains a line break or NUL", k)
+			}
+		}
+		if s.Command != "" || len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" {
+			add("%s server takes no command, args, env or cwd", s.Kind)
+		}
+	default:
+		add("transport is %s (want stdio, http or sse)", s.Kind)
+	}
+	if s.ProtocolVersion != "" && !slices.Contains(KnownProtocolVersions(), s.ProtocolVersion) {
+		add("protocol version %q is not one of %s", s.ProtocolVersion, strings.Join(KnownProtocolVersions(), ", "))
+	}
+	if s.CallTimeout < 0 {
+		add("call timeout %v is negative", s.CallTimeout)
+	}
+	if s.ConnectTimeout < 0 {
+		add("connect timeout %v is negative", s.ConnectTimeout)
+	}
+	for i, p := range s.ToolsAllow {
+		if q := patternProblem(p); q != "" {
+			add("toolsAllow[%d]: %s", i, q)
+		}
+	}
+	for i, p := range s.ToolsDeny {
+		if q := patternProblem(p); q != "" {
+			add("toolsDeny[%d]: %s", i, q)
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(ps, "; "))
+}
+
+// urlProblem never prints the URL: it may carry a token in its userinfo,
+// path or query.
+func urlProblem(raw string) string {
+	if raw == "" {
+		return "http and sse servers need a url"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "url is not a valid URL"
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Sprintf("url scheme is %q (want http or https)", u.Scheme)
+	}
+	if u.Host == "" {
+		return "url has no host"
+	}
+	return ""
+}
+
+// isHeaderName reports whether k is an RFC 9110 token.
+func isHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func patternProblem(p string) string {
+	if p == "" {
+		return "empty tool pattern"
+	}
+	if i := strings.IndexByte(p, '*'); i >= 0 && i != len(p)-1 {
+		return fmt.Sprintf(`tool pattern %q may only end with "*"`, p)
+	}
+	return ""
+}
+
+// AllowsTool reports whether the tool named name (the server's own name,
+// not the qualified one) passes the ToolsAllow and ToolsDeny filters.
+func (s *Server) AllowsTool(name string) bool {
+	if len(s.ToolsAllow) > 0 && !slices.ContainsFunc(s.ToolsAllow, func(p string) bool { return matchTool(p, name) }) {
+		return false
+	}
+	return !slices.ContainsFunc(s.ToolsDeny, func(p string) bool { return matchTool(p, name) })
+}
+
+func matchTool(pattern, name string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(name, prefix)
+	}
+	return pattern == name
+}
+
+// Equal reports whether s and o describe the same server: every exported
+// field is compared, nil and empty slices and maps are equal, slice order
+// matters. A reload restarts a server only when Equal reports false; since
+// values are compared after expansion, a changed environment variable
+// counts as a change.
+func (s *Server) Equal(o *Server) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	return s.Name == o.Name &&
+		s.Kind == o.Kind &&
+		s.Command == o.Command &&
+		slices.Equal(s.Args, o.Args) &&
+		maps.Equal(s.Env, o.Env) &&
+		s.Cwd == o.Cwd &&
+		s.URL == o.URL &&
+		maps.Equal(s.Headers, o.Headers) &&
+		s.CallTimeout == o.CallTimeout &&
+		s.ConnectTimeout == o.ConnectTimeout &&
+		s.ProtocolVersion == o.ProtocolVersion &&
+		slices.Equal(s.ToolsAllow, o.ToolsAllow) &&
+		slices.Equal(s.ToolsDeny, o.ToolsDeny)
+}
+
+// Clone returns a deep copy of s, so that the copy can be kept while the
+// caller keeps changing its own.
+func (s *Server) Clone() *Server {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Args = slices.Clone(s.Args)
+	c.Env = maps.Clone(s.Env)
+	c.Headers = maps.Clone(s.Headers)
+	c.ToolsAllow = slices.Clone(s.ToolsAllow)
+	c.ToolsDeny = slices.Clone(s.ToolsDeny)
+	c.argsTemplate = slices.Clone(s.argsTemplate)
+	return &c
+}
+
+// redacted replaces secrets in URLs shown by String.
+const redacted = "xxxxx"
+
+// String describes s on one line for logs, for example
+//
+//	github (stdio): npx -y @modelcontextprotocol/server-github env=[GITHUB_TOKEN]
+//	remote (http): https://mcp.example.com/mcp?key=xxxxx headers=[Authorization] timeout=30s
+//
+// It never prints env or header values, only their names. Arguments and
+// URLs that Parse expanded from ${VAR} are shown as written in the file
+// (naming the variable, not its value); other URLs are shown with userinfo
+// and query values replaced by "xxxxx". Arguments given verbatim are
+// printed as they are. Because String has a value receiver, %v and %+v
+// of a Server use it too.
+func (s Server) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s):", s.Name, s.Kind)
+	switch s.Kind {
+	case TransportStdio:
+		b.WriteByte(' ')
+		b.WriteString(shellQuote(s.Command))
+		for i, a := range s.Args {
+			if len(s.argsTemplate) == len(s.Args) && strings.Contains(s.argsTemplate[i], "${") {
+				a = s.argsTemplate[i]
+			}
+			b.WriteByte(' ')
+			b.WriteString(shellQuote(a))
+		}
+		if s.Cwd != "" {
+			b.WriteString(" cwd=")
+			b.WriteString(shellQuote(s.Cwd))
+		}
+		writeKeys(&b, "env", s.Env)
+	default:
+		b.WriteByte(' ')
+		if s.urlTemplate != "" {
+			b.WriteString(s.urlTemplate)
+		} else {
+			b.WriteString(redactURL(s.URL))
+		}
+		writeKeys(&b, "headers", s.Headers)
+	}
+	if s.CallTimeout != 0 {
+		fmt.Fprintf(&b, " timeout=%v", s.CallTimeout)
+	}
+	if s.ConnectTimeout != 0 {
+		fmt.Fprintf(&b, " connect-timeout=%v", s.ConnectTimeout)
+	}
+	if s.ProtocolVersion != "" {
+		fmt.Fprintf(&b, " protocol=%s", s.ProtocolVersion)
+	}
+	if len(s.ToolsAllow) > 0 {
+		fmt.Fprintf(&b, " allow=[%s]", strings.Join(s.ToolsAllow, " "))
+	}
+	if len(s.ToolsDeny) > 0 {
+		fmt.Fprintf(&b, " deny=[%s]", strings.Join(s.ToolsDeny, " "))
+	}
+	return b.String()
+}
+
+func writeKeys(b *strings.Builder, label string, m map[string]string) {
+	if len(m) == 0 {
+		return
+	}
+	fmt.Fprintf(b, " %s=[%s]", label, strings.Join(slices.Sorted(maps.Keys(m)), " "))
+}
+
+// shellQuote quotes s when it would not read back as one word.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n\"'\\`$;&|<>()*?[]#~") {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+func redactURL(raw string) string {
+	if raw == "" {
+		return `""`
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<invalid url>"
+	}
+	if u.User != nil {
+		u.User = url.User(redacted)
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k, vs := range q {
+			for i := range vs {
+				vs[i] = redacted
+			}
+			q[k] = vs
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}

@@ -1,0 +1,474 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The two top-level keys that hold servers: "mcpServers" (Claude Desktop,
+// Claude Code, Cursor, Cline, ...) and "servers" (VS Code).
+const (
+	keyMCPServers = "mcpServers"
+	keyServers    = "servers"
+)
+
+// File is a parsed .mcp.json.
+//
+// One bad entry must not keep the other servers from starting, so Parse
+// splits entries three ways instead of failing: every entry appears in
+// exactly one of Servers, Invalid and Disabled. The daemon starts Servers,
+// reports each Invalid entry as a FAILED server whose last error is the
+// entry's error, and ignores Disabled ones.
+type File struct {
+	// Servers holds the enabled, valid entries, sorted by name. Each has
+	// passed [Server.Validate] and has its ${VAR} references expanded.
+	Servers []Server
+	// Invalid holds one error per entry that could not be used (wrong JSON
+	// types, unset variable, missing command, invalid name, duplicate
+	// name, ...), sorted by name.
+	Invalid []*EntryError
+	// Disabled holds the names of entries with "disabled": true, sorted.
+	Disabled []string
+}
+
+// EntryError reports why the entry for one server could not be used.
+type EntryError struct {
+	Name string // the entry's key in the file, even if it is not a valid name
+	Err  error
+}
+
+func (e *EntryError) Error() string { return fmt.Sprintf("server %q: %v", e.Name, e.Err) }
+
+func (e *EntryError) Unwrap() error { return e.Err }
+
+// Load reads and parses the .mcp.json file at path; see [Parse].
+func Load(path string, lookup func(string) (string, bool)) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	f, err := Parse(data, lookup)
+	if err != nil {
+		return nil, fmt.Errorf("load config %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse parses the contents of a .mcp.json file. lookup resolves ${VAR}
+// references (os.LookupEnv when nil; see [Expand]).
+//
+// The file is a JSON object with servers under "mcpServers", "servers" or
+// both (merged; a name under both is an error for that name). Comments and
+// trailing commas, which VS Code allows in its mcp.json, are accepted.
+// Other top-level keys (VS Code's "inputs", ...) are ignored. An entry is
+//
+//	{"command": "npx", "args": [...], "env": {...}, "cwd": "..."}       stdio ("type": "stdio" optional)
+//	{"type": "http" | "sse" | "streamable-http", "url": "...", "headers": {...}}
+//
+// An entry with a url and no type is "http" (the client may fall back to
+// SSE); "serverUrl" (Windsurf) is read as "url". "disabled": true skips the
+// entry. mcpd reads these option fields in an entry: "timeout" and
+// "connectTimeout" (seconds, a number), "protocolVersion", and "toolsAllow"
+// and "toolsDeny" (arrays of tool patterns). Other fields that editors add
+// ("alwaysAllow", "autoApprove", "envFile", ...) are ignored.
+//
+// ${VAR} and ${VAR:-default} expand in command, args, env values, cwd, url
+// and header values; not in names, keys or options.
+//
+// Parse returns an error only when the whole file is unusable: not JSON, not
+// an object, no "mcpServers" or "servers" key, or one of those not an
+// object. Problems with single entries are reported in [File.Invalid].
+func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
+	data = stripJSONC(data)
+	if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
+		return nil, fmt.Errorf("parse config: %w", describeSyntaxError(data, err))
+	}
+	top, err := objectMembers(data)
+	if err != nil {
+		return nil, fmt.Errorf("parse config: top level: %w", err)
+	}
+
+	type candidate struct {
+		key string // top-level key the entry came from
+		raw json.RawMessage
+		dup string // non-empty: why this name is unusable
+	}
+	cands := make(map[string]*candidate)
+	seenKeys := make(map[string]bool)
+	for _, m := range top {
+		if m.key != keyMCPServers && m.key != keyServers {
+			continue
+		}
+		if seenKeys[m.key] {
+			return nil, fmt.Errorf("parse config: key %q appears twice", m.key)
+		}
+		seenKeys[m.key] = true
+		if string(m.value) == "null" {
+			continue
+		}
+		entries, err := objectMembers(m.value)
+		if err != nil {
+			return nil, fmt.Errorf("parse config: %q: %w", m.key, err)
+		}
+		for _, e := range entries {
+			c, ok := cands[e.key]
+			switch {
+			case !ok:
+				cands[e.key] = &candidate{key: m.key, raw: e.value}
+			case c.key == m.key:
+				c.dup = fmt.Sprintf("defined twice under %q", m.key)
+			default:
+				c.dup = fmt.Sprintf("defined under both %q and %q", c.key, m.key)
+			}
+		}
+	}
+	if len(seenKeys) == 0 {
+		return nil, fmt.Errorf("parse config: no %q or %q object", keyMCPServers, keyServers)
+	}
+
+	f := &File{}
+	for _, name := range slices.Sorted(maps.Keys(cands)) {
+		c := cands[name]
+		if c.dup != "" {
+			f.Invalid = append(f.Invalid, &EntryError{Name: name, Err: fmt.Errorf("%w: %s", ErrInvalid, c.dup)})
+			continue
+		}
+		s, disabled, err := parseEntry(name, c.raw, lookup)
+		switch {
+		case disabled:
+			f.Disabled = append(f.Disabled, name)
+		case err != nil:
+			f.Invalid = append(f.Invalid, &EntryError{Name: name, Err: err})
+		default:
+			f.Servers = append(f.Servers, s)
+		}
+	}
+	return f, nil
+}
+
+// entry is one server as written in the file.
+type entry struct {
+	Type            string            `json:"type"`
+	Command         string            `json:"command"`
+	Args            []string          `json:"args"`
+	Env             map[string]string `json:"env"`
+	Cwd             string            `json:"cwd"`
+	URL             string            `json:"url"`
+	ServerURL       string            `json:"serverUrl"`
+	Headers         map[string]string `json:"headers"`
+	Disabled        bool              `json:"disabled"`
+	Timeout         float64           `json:"timeout"`
+	ConnectTimeout  float64           `json:"connectTimeout"`
+	ProtocolVersion string            `json:"protocolVersion"`
+	ToolsAllow      []string          `json:"toolsAllow"`
+	ToolsDeny       []string          `json:"toolsDeny"`
+}
+
+// maxTimeoutSeconds bounds timeouts far below time.Duration overflow.
+const maxTimeoutSeconds = 365 * 24 * 60 * 60
+
+// parseEntry turns one entry into a valid Server, or reports that it is
+// disabled, or why it cannot be used.
+func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, bool)) (Server, bool, error) {
+	var e entry
+	err := json.Unmarshal(raw, &e)
+	if e.Disabled {
+		// A disabled entry is skipped even if it is malformed elsewhere:
+		// people park half-written entries this way.
+		return Server{}, true, nil
+	}
+	if err != nil {
+		return Server{}, false, describeDecodeError(err)
+	}
+
+	var ps problems
+	fail := func(err error) { ps = append(ps, err) }
+	s := Server{
+		Name:            name,
+		ProtocolVersion: e.ProtocolVersion,
+		ToolsAllow:      e.ToolsAllow,
+		ToolsDeny:       e.ToolsDeny,
+	}
+	if e.URL == "" {
+		e.URL = e.ServerURL
+	}
+	switch {
+	case e.Type != "":
+		k, err := ParseTransportKind(e.Type)
+		if err != nil {
+			fail(err)
+		}
+		s.Kind = k
+	case e.URL != "" && e.Command != "":
+		fail(fmt.Errorf("%w: entry has both command and url; set \"type\" or remove one", ErrInvalid))
+	case e.URL != "":
+		s.Kind = TransportHTTP
+	case e.Command != "":
+		s.Kind = TransportStdio
+	default:
+		fail(fmt.Errorf("%w: entry needs a command (stdio) or a url (http, sse)", ErrInvalid))
+	}
+
+	expand := func(field, v string) string {
+		out, err := Expand(v, lookup)
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", field, err))
+		}
+		return out
+	}
+	s.Command = expand("command", e.Command)
+	if e.Args != nil {
+		s.Args = make([]string, len(e.Args))
+		for i, a := range e.Args {
+			s.Args[i] = expand("args["+strconv.Itoa(i)+"]", a)
+			if strings.Contains(a, "${") {
+				if s.argsTemplate == nil {
+					s.argsTemplate = make([]string, len(e.Args))
+				}
+				s.argsTemplate[i] = a
+			}
+		}
+	}
+	s.Env = expandMap("env", e.Env, expand)
+	s.Cwd = expand("cwd", e.Cwd)
+	s.URL = expand("url", e.URL)
+	if strings.Contains(e.URL, "${") {
+		s.urlTemplate = e.URL
+	}
+	s.Headers = expandMap("headers", e.Headers, expand)
+
+	s.CallTimeout, err = seconds("timeout", e.Timeout)
+	if err != nil {
+		fail(err)
+	}
+	s.ConnectTimeout, err = seconds("connectTimeout", e.ConnectTimeout)
+	if err != nil {
+		fail(err)
+	}
+	if len(ps) > 0 {
+		// Validate would only repeat these as missing fields.
+		return Server{}, false, ps.err()
+	}
+	if err := s.Validate(); err != nil {
+		return Server{}, false, err
+	}
+	return s, false, nil
+}
+
+func expandMap(field string, m map[string]string, expand func(field, v string) string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) { // sorted: stable error order
+		out[k] = expand(field+"."+k, m[k])
+	}
+	return out
+}
+
+func seconds(field string, v float64) (time.Duration, error) {
+	switch {
+	case v < 0:
+		return 0, fmt.Errorf("%w: %s is negative", ErrInvalid, field)
+	case v > maxTimeoutSeconds:
+		return 0, fmt.Errorf("%w: %s is more than %d seconds", ErrInvalid, field, maxTimeoutSeconds)
+	}
+	return time.Duration(v * float64(time.Second)), nil
+}
+
+// problems reports several errors on one line, so that each fits in a
+// server's last_error.
+type problems []error
+
+func (p problems) Error() string {
+	s := make([]string, len(p))
+	for i, e := range p {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (p problems) Unwrap() []error { return p }
+
+func (p problems) err() error {
+	if len(p) == 1 {
+		return p[0]
+	}
+	return p
+}
+
+// member is one key/value pair of a JSON object, in file order.
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+// objectMembers splits the JSON object in data into its members, keeping
+// duplicate keys (encoding/json would silently keep the last one). data
+// must be syntactically valid JSON.
+func objectMembers(data []byte) ([]member, error) {
+	if k := jsonKind(data); k != "object" {
+		return nil, fmt.Errorf("is a JSON %s, want an object", k)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // '{'
+		return nil, err
+	}
+	var ms []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string) // keys are strings in valid JSON
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		ms = append(ms, member{key: key, value: v})
+	}
+	return ms, nil
+}
+
+// jsonKind names the kind of the JSON value in data.
+func jsonKind(data []byte) string {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return "nothing"
+	}
+	switch data[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// describeSyntaxError turns a byte offset into a line and column.
+func describeSyntaxError(data []byte, err error) error {
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return err
+	}
+	// Offset counts the offending byte; point at it.
+	pos := max(min(int(se.Offset), len(data))-1, 0)
+	line := 1 + bytes.Count(data[:pos], []byte{'\n'})
+	col := pos - bytes.LastIndexByte(data[:pos], '\n')
+	return fmt.Errorf("invalid JSON at line %d, column %d: %w", line, col, err)
+}
+
+// describeDecodeError rewords a type mismatch in an entry. It keeps only
+// the kind of the offending JSON value: encoding/json includes a number's
+// text, which may be a secret.
+func describeDecodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	got, _, _ := strings.Cut(te.Value, " ")
+	if te.Field == "" {
+		return fmt.Errorf("%w: entry is a JSON %s, want an object", ErrInvalid, got)
+	}
+	return fmt.Errorf("%w: field %s is a JSON %s, want %s", ErrInvalid, te.Field, got, describeType(te.Type))
+}
+
+func describeType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Float64:
+		return "a number"
+	case reflect.Slice:
+		return "an array of strings"
+	case reflect.Map:
+		return "an object with string values"
+	}
+	return t.String()
+}
+
+// stripJSONC blanks out // and /* */ comments and trailing commas, which
+// VS Code's mcp.json allows. It replaces them with spaces (keeping
+// newlines) so that error offsets still point into the original file.
+func stripJSONC(data []byte) []byte {
+	if !bytes.ContainsAny(data, "/,") {
+		return data
+	}
+	out := bytes.Clone(data)
+	// Pass 1: comments.
+	for i := 0; i < len(out); i++ {
+		switch out[i] {
+		case '"':
+			i = skipString(out, i)
+		case '/':
+			if i+1 >= len(out) {
+				continue
+			}
+			switch out[i+1] {
+			case '/':
+				for ; i < len(out) && out[i] != '\n'; i++ {
+					out[i] = ' '
+				}
+			case '*':
+				end := bytes.Index(out[i+2:], []byte("*/"))
+				if end < 0 {
+					continue // left for the JSON parser to report
+				}
+				end += i + 4
+				for ; i < end; i++ {
+					if out[i] != '\n' {
+						out[i] = ' '
+					}
+				}
+				i--
+			}
+		}
+	}
+	// Pass 2: trailing commas.
+	for i := 0; i < len(out); i++ {
+		switch out[i] {
+		case '"':
+			i = skipString(out, i)
+		case ',':
+			j := i + 1
+			for j < len(out) && strings.IndexByte(" \t\r\n", out[j]) >= 0 {
+				j++
+			}
+			if j < len(out) && (out[j] == '}' || out[j] == ']') {
+				out[i] = ' '
+			}
+		}
+	}
+	return out
+}
+
+// skipString returns the index of the closing quote of the string that
+// starts at data[i], or len(data) if it is unterminated.
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(data)
+}
