@@ -1,0 +1,257 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrMessageTooLarge is wrapped by the Read error when the server sends a
+// line longer than ProcessOptions.MaxLineBytes. It ends the connection.
+var ErrMessageTooLarge = errors.New("message too large")
+
+const (
+	// readBufferSize holds typical messages whole, so most lines are decoded
+	// straight out of the reader's buffer without a copy.
+	readBufferSize = 64 << 10
+	// keepLongLineBytes is the largest assembled-line buffer kept for reuse;
+	// a rare huge message should not pin its memory for the connection's life.
+	keepLongLineBytes = 1 << 20
+	// maxSkippedLogBytes truncates a skipped stdout line in the warning.
+	maxSkippedLogBytes = 200
+)
+
+// lineConn is the newline-delimited JSON-RPC connection over a Process's
+// pipes. Read is called by one goroutine at a time (the SDK's read loop);
+// Write and Close may be called concurrently with everything.
+type lineConn struct {
+	p       *Process
+	r       *bufio.Reader
+	maxLine int
+
+	// Read state, owned by the reading goroutine.
+	long    []byte            // assembles lines longer than the reader's buffer
+	queue   []jsonrpc.Message // undelivered rest of a batch
+	readErr error             // sticky: the connection is over
+
+	writeMu sync.Mutex
+}
+
+var _ mcp.Connection = (*lineConn)(nil)
+
+func newLineConn(p *Process) *lineConn {
+	return &lineConn{
+		p:       p,
+		r:       bufio.NewReaderSize(p.stdout, readBufferSize),
+		maxLine: p.maxLine,
+	}
+}
+
+// SessionID implements mcp.Connection; stdio has no session id.
+func (c *lineConn) SessionID() string { return "" }
+
+// Close implements mcp.Connection by stopping the process in order (see
+// Process.Stop). It unblocks a pending Read at once.
+func (c *lineConn) Close() error {
+	return c.p.Stop(context.Background())
+}
+
+// Read implements mcp.Connection. It returns the next JSON-RPC message,
+// skipping blank lines and lines that are not JSON-RPC (logged at warn), and
+// delivers a batch array one message per call. ctx is observed only before
+// blocking; Close unblocks a blocked Read.
+func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(c.queue) > 0 {
+		msg := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		return msg, nil
+	}
+	if c.readErr != nil {
+		return nil, c.readErr
+	}
+	for {
+		line, err := c.readLine()
+		if err != nil {
+			c.readErr = c.readError(ctx, err)
+			return nil, c.readErr
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		switch line[0] {
+		case '{':
+			msg, err := jsonrpc.DecodeMessage(line)
+			if err != nil {
+				c.skip(line, err)
+				continue
+			}
+			return msg, nil
+		case '[':
+			if msg := c.decodeBatch(line); msg != nil {
+				return msg, nil
+			}
+		default:
+			c.skip(line, nil)
+		}
+	}
+}
+
+// readLine returns the next line, newline included. The result aliases a
+// buffer that is reused by the next call; DecodeMessage copies what it keeps.
+// A final line without a newline is returned before EOF.
+func (c *lineConn) readLine() ([]byte, error) {
+	line, err := c.r.ReadSlice('\n')
+	switch {
+	case err == nil || (err == io.EOF && len(line) > 0):
+		return line, c.checkLen(line)
+	case err != bufio.ErrBufferFull:
+		return nil, err
+	}
+	if cap(c.long) > keepLongLineBytes {
+		c.long = nil
+	}
+	c.long = append(c.long[:0], line...)
+	for {
+		// Every chunk so far ended without a newline: all of it is content.
+		if len(c.long) > c.maxLine {
+			return nil, c.tooLarge()
+		}
+		line, err = c.r.ReadSlice('\n')
+		c.long = append(c.long, line...)
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == nil || err == io.EOF:
+			return c.long, c.checkLen(c.long)
+		default:
+			return nil, err
+		}
+	}
+}
+
+func (c *lineConn) checkLen(line []byte) error {
+	n := len(line)
+	if n > 0 && line[n-1] == '\n' {
+		n--
+	}
+	if n > c.maxLine {
+		return c.tooLarge()
+	}
+	return nil
+}
+
+func (c *lineConn) tooLarge() error {
+	return fmt.Errorf("upstream message exceeds %d bytes: %w", c.maxLine, ErrMessageTooLarge)
+}
+
+// decodeBatch decodes a JSON-RPC batch (sent by 2025-03-26 servers), returns
+// its first valid message and queues the rest. Invalid elements are skipped.
+func (c *lineConn) decodeBatch(line []byte) jsonrpc.Message {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(line, &raws); err != nil {
+		c.skip(line, err)
+		return nil
+	}
+	msgs := c.queue[:0]
+	for _, raw := range raws {
+		msg, err := jsonrpc.DecodeMessage(raw)
+		if err != nil {
+			c.skip(raw, err)
+			continue
+		}
+		msgs = append(msgs, msg)
+	}
+	if len(msgs) == 0 {
+		if len(raws) == 0 {
+			c.skip(line, errors.New("empty batch"))
+		}
+		return nil
+	}
+	c.queue = msgs[1:]
+	return msgs[0]
+}
+
+// skip logs a stdout line that is not JSON-RPC. Servers print banners such as
+// "Starting..." to stdout; that must not end the session.
+func (c *lineConn) skip(line []byte, err error) {
+	ev := c.p.log.Warn()
+	if ev == nil {
+		return
+	}
+	if len(line) > maxSkippedLogBytes {
+		line = line[:maxSkippedLogBytes]
+	}
+	if err != nil {
+		ev = ev.Err(err)
+	}
+	ev.Bytes("line", line).Msg("skipping stdout line that is not JSON-RPC")
+}
+
+// readError turns a read failure into the connection's final error.
+func (c *lineConn) readError(ctx context.Context, err error) error {
+	if c.p.closing.Load() || errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("read: %w", mcp.ErrConnectionClosed)
+	}
+	if !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read: %w", err)
+	}
+	// stdout closes when the child exits; the reap follows at once, so wait
+	// for it (bounded) to say how the server ended.
+	timer := time.NewTimer(c.p.stopGrace)
+	defer timer.Stop()
+	select {
+	case <-c.p.done:
+	case <-timer.C:
+		return fmt.Errorf("read: server closed stdout: %w", io.EOF)
+	case <-ctx.Done():
+		return fmt.Errorf("read: server closed stdout: %w", io.EOF)
+	}
+	if exitErr := c.p.exitErr; exitErr != nil {
+		return fmt.Errorf("read: server process exited (%w): %w", exitErr, io.EOF)
+	}
+	return fmt.Errorf("read: server process exited (exit status 0): %w", io.EOF)
+}
+
+// Write implements mcp.Connection. Each message goes out as one line in a
+// single write; concurrent writes do not interleave. A write blocked on a
+// server that stopped reading is unblocked by Close.
+func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.p.closing.Load() {
+		return fmt.Errorf("write: %w", mcp.ErrConnectionClosed)
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	// EncodeMessage trims the encoder's newline, so this append normally
+	// reuses the spare capacity instead of copying.
+	data = append(data, '\n')
+	c.writeMu.Lock()
+	_, err = c.p.stdin.Write(data)
+	c.writeMu.Unlock()
+	if err != nil {
+		if c.p.closing.Load() || errors.Is(err, os.ErrClosed) {
+			return fmt.Errorf("write: %w", mcp.ErrConnectionClosed)
+		}
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}

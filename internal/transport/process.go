@@ -1,0 +1,397 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+)
+
+const (
+	// DefaultMaxLineBytes bounds one inbound JSON-RPC line when
+	// ProcessOptions.MaxLineBytes is zero; it matches the SDK's own default.
+	DefaultMaxLineBytes = 16 << 20
+	// DefaultStderrTailLines is the number of stderr lines kept for status
+	// when ProcessOptions.StderrTailLines is zero.
+	DefaultStderrTailLines = 50
+	// DefaultStopGrace is how long Stop waits after closing stdin, and again
+	// after SIGTERM, when ProcessOptions.StopGrace is zero.
+	DefaultStopGrace = 2 * time.Second
+
+	// maxStderrLineBytes truncates stderr lines so that one runaway line (a
+	// base64 blob, a minified stack) cannot bloat the log or the status tail.
+	maxStderrLineBytes = 1024
+)
+
+// StdioSpec describes a child process to run.
+type StdioSpec struct {
+	Command string
+	Args    []string
+	// Env is merged over os.Environ(); its values are secrets and are never
+	// logged or put into errors.
+	Env map[string]string
+	// Dir is the working directory; empty inherits the daemon's.
+	Dir string
+}
+
+// ProcessOptions tunes a Process. The zero value (or nil) selects defaults.
+type ProcessOptions struct {
+	// Logger receives lifecycle events, skipped stdout lines (warn) and the
+	// child's stderr, one info event per line with "stream":"stderr". The
+	// caller passes a logger that already carries a server field.
+	Logger zerolog.Logger
+	// MaxLineBytes bounds one inbound JSON-RPC line; 0 selects
+	// DefaultMaxLineBytes.
+	MaxLineBytes int
+	// StderrTailLines is the number of stderr lines kept for StderrTail; 0
+	// selects DefaultStderrTailLines.
+	StderrTailLines int
+	// StopGrace is how long Stop waits after closing stdin, and again after
+	// SIGTERM; 0 selects DefaultStopGrace. It also bounds how long Stop
+	// waits for stderr to drain after the reap, and how long Read waits for
+	// the reap after stdout EOF to report the exit status.
+	StopGrace time.Duration
+}
+
+// Process is a supervised stdio MCP server: a child process in its own
+// process group, with pipes for stdin, stdout and stderr. It implements
+// mcp.Transport; Connect may be called once.
+//
+// All methods are safe for concurrent use. Stop (or Close on the connection)
+// must be called to release the pipes, even after the child exited.
+type Process struct {
+	pid       int
+	log       zerolog.Logger
+	maxLine   int
+	stopGrace time.Duration
+
+	cmd    *exec.Cmd
+	stdin  *os.File // our write end of the child's stdin
+	stdout *os.File // our read end of the child's stdout
+	stderr *os.File // our read end of the child's stderr
+	tail   *lineTail
+
+	done       chan struct{} // closed once the child is reaped
+	exitErr    error         // written before done is closed
+	stderrDone chan struct{} // closed when the stderr reader returns
+
+	// closing is set when the stop sequence starts; the connection reports
+	// ErrConnectionClosed from then on.
+	closing        atomic.Bool
+	closeInputOnce sync.Once
+
+	connectMu sync.Mutex
+	connected bool
+
+	stopOnce  sync.Once
+	stopped   chan struct{} // closed when the stop sequence has finished
+	stopErr   error         // written before stopped is closed
+	hurryOnce sync.Once
+	hurry     chan struct{} // closed when a Stop caller's ctx ends: skip to SIGKILL
+}
+
+var _ mcp.Transport = (*Process)(nil)
+
+// StartProcess starts the child in its own process group with stdin, stdout
+// and stderr pipes. A failure to start it (command not found, not
+// executable, bad working directory) is returned as an error naming the
+// command, never the environment.
+func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
+	if spec.Command == "" {
+		return nil, errors.New("start process: empty command")
+	}
+	var o ProcessOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxLineBytes <= 0 {
+		o.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if o.StderrTailLines <= 0 {
+		o.StderrTailLines = DefaultStderrTailLines
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
+	}
+	env, err := mergeEnv(os.Environ(), spec.Env)
+	if err != nil {
+		return nil, fmt.Errorf("start process %q: %w", spec.Command, err)
+	}
+	if spec.Dir != "" {
+		// exec reports a bad Dir as "fork/exec <command>: no such file or
+		// directory", which blames the command; name the directory instead.
+		if fi, err := os.Stat(spec.Dir); err != nil {
+			return nil, fmt.Errorf("start process %q: working directory: %w", spec.Command, err)
+		} else if !fi.IsDir() {
+			return nil, fmt.Errorf("start process %q: working directory %q is not a directory", spec.Command, spec.Dir)
+		}
+	}
+
+	cmd := exec.Command(spec.Command, spec.Args...)
+	cmd.Env = env
+	cmd.Dir = spec.Dir
+	// Its own group, so that stopping signals the server and everything it
+	// spawned, and so that a terminal's Ctrl-C aimed at the daemon does not
+	// reach the servers before the daemon stops them in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	// Our own pipes (not cmd.StdoutPipe): closing our read end unblocks a
+	// pending Read through the runtime poller, and exec starts no copying
+	// goroutines for *os.File. os.Pipe sets O_CLOEXEC, so other children do
+	// not inherit our ends and hold the pipes open.
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start process %q: stdin pipe: %w", spec.Command, err)
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("start process %q: stdout pipe: %w", spec.Command, err)
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("start process %q: stderr pipe: %w", spec.Command, err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+
+	startErr := cmd.Start()
+	// The child holds its own copies now; keeping ours would hide EOF.
+	_ = inR.Close()
+	_ = outW.Close()
+	_ = errW.Close()
+	if startErr != nil {
+		_ = inW.Close()
+		_ = outR.Close()
+		_ = errR.Close()
+		return nil, fmt.Errorf("start process %q: %w", spec.Command, startErr)
+	}
+
+	p := &Process{
+		pid:        cmd.Process.Pid,
+		log:        o.Logger,
+		maxLine:    o.MaxLineBytes,
+		stopGrace:  o.StopGrace,
+		cmd:        cmd,
+		stdin:      inW,
+		stdout:     outR,
+		stderr:     errR,
+		tail:       newLineTail(o.StderrTailLines),
+		done:       make(chan struct{}),
+		stderrDone: make(chan struct{}),
+		stopped:    make(chan struct{}),
+		hurry:      make(chan struct{}),
+	}
+	p.log.Debug().Int("pid", p.pid).Str("command", spec.Command).Msg("server process started")
+	go p.wait()
+	go p.readStderr()
+	return p, nil
+}
+
+// mergeEnv returns base with extra applied over it. Keys of extra are
+// appended in sorted order so the child's environment is deterministic.
+func mergeEnv(base []string, extra map[string]string) ([]string, error) {
+	for k := range extra {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("invalid environment variable name %q", k)
+		}
+	}
+	env := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := extra[k]; !ok {
+			env = append(env, kv)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		env = append(env, k+"="+extra[k])
+	}
+	return env, nil
+}
+
+// wait reaps the child, then kills what is left of its process group.
+func (p *Process) wait() {
+	err := p.cmd.Wait()
+	// The server is gone; a grandchild left in its group would only hold the
+	// pipes open (hiding EOF) and leak.
+	_ = signalGroup(p.pid, syscall.SIGKILL)
+	p.exitErr = err
+	ev := p.log.Info().Int("pid", p.pid)
+	if err != nil {
+		ev = ev.Str("status", err.Error())
+	} else {
+		ev = ev.Str("status", "exit status 0")
+	}
+	ev.Msg("server process exited")
+	close(p.done)
+}
+
+// signalGroup signals every process in the group led by pgid. A group that
+// no longer exists is not an error.
+func signalGroup(pgid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pgid, sig)
+	if err == nil || errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return fmt.Errorf("signal process group %d with %v: %w", pgid, sig, err)
+}
+
+// Connect implements mcp.Transport: it returns the newline-delimited JSON-RPC
+// connection over the child's pipes. It may be called once. Closing the
+// connection stops the process (see Stop).
+func (p *Process) Connect(ctx context.Context) (mcp.Connection, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	p.connectMu.Lock()
+	defer p.connectMu.Unlock()
+	if p.connected {
+		return nil, errors.New("connect: process already connected")
+	}
+	if p.closing.Load() {
+		return nil, fmt.Errorf("connect: %w", mcp.ErrConnectionClosed)
+	}
+	p.connected = true
+	return newLineConn(p), nil
+}
+
+// Transport returns p as an mcp.Transport.
+func (p *Process) Transport() mcp.Transport { return p }
+
+// Pid returns the child's process id, which is also its process group id.
+func (p *Process) Pid() int { return p.pid }
+
+// Done returns a channel closed once the child has exited and been reaped.
+// By then whatever the child left in its process group has been sent
+// SIGKILL: the server is considered gone when its direct child is.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitError returns how the child ended, once Done is closed: nil for exit
+// status 0, otherwise typically an *exec.ExitError ("exit status 3",
+// "signal: killed"). Before Done is closed it returns nil.
+func (p *Process) ExitError() error {
+	select {
+	case <-p.done:
+		return p.exitErr
+	default:
+		return nil
+	}
+}
+
+// StderrTail returns a copy of the last stderr lines, oldest first.
+func (p *Process) StderrTail() []string { return p.tail.snapshot() }
+
+// Stop stops the child in order: close stdin, wait StopGrace, SIGTERM the
+// process group, wait StopGrace, SIGKILL the group, reap. Once the child is
+// reaped its group is SIGKILLed too, so no grandchild survives. Stop returns
+// after the child is reaped and every goroutine the Process started has
+// returned.
+//
+// Stop is idempotent and safe to call concurrently. When ctx ends first, the
+// remaining waits are skipped (the group is SIGKILLed at once), Stop still
+// waits for the reap, and it returns ctx's error.
+func (p *Process) Stop(ctx context.Context) error {
+	first := false
+	p.stopOnce.Do(func() { first = true })
+	if first {
+		p.stopErr = p.stop(ctx)
+		close(p.stopped)
+	} else {
+		select {
+		case <-p.stopped:
+		case <-ctx.Done():
+			p.hurryUp()
+			<-p.stopped
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return errors.Join(p.stopErr, fmt.Errorf("stop process %d: %w", p.pid, err))
+	}
+	return p.stopErr
+}
+
+func (p *Process) hurryUp() { p.hurryOnce.Do(func() { close(p.hurry) }) }
+
+func (p *Process) stop(ctx context.Context) error {
+	// "The client SHOULD initiate shutdown by closing the input stream."
+	p.closeInput()
+	var errs []error
+	if !p.awaitExit(ctx) {
+		errs = append(errs, signalGroup(p.pid, syscall.SIGTERM))
+		if !p.awaitExit(ctx) {
+			errs = append(errs, signalGroup(p.pid, syscall.SIGKILL))
+			// Nothing survives SIGKILL except a process stuck in the kernel,
+			// and then there is nothing better to do than wait.
+			<-p.done
+		}
+	}
+	// After the reap the group is dead, so stderr reaches EOF, unless a
+	// process that left the group still holds it: give it the grace, then cut
+	// it off so the reader goroutine returns.
+	timer := time.NewTimer(p.stopGrace)
+	select {
+	case <-p.stderrDone:
+	case <-timer.C:
+	case <-p.hurry:
+	case <-ctx.Done():
+	}
+	timer.Stop()
+	_ = p.stderr.Close()
+	<-p.stderrDone
+	return errors.Join(errs...)
+}
+
+// closeInput closes stdin, which asks the server to exit, and our read end of
+// stdout, which unblocks a pending Read (and keeps a child that is still
+// writing from blocking on a full pipe that nobody reads any more).
+func (p *Process) closeInput() {
+	p.closeInputOnce.Do(func() {
+		p.closing.Store(true)
+		_ = p.stdin.Close()
+		_ = p.stdout.Close()
+	})
+}
+
+// awaitExit reports whether the child was reaped within the stop grace.
+func (p *Process) awaitExit(ctx context.Context) bool {
+	timer := time.NewTimer(p.stopGrace)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-timer.C:
+	case <-p.hurry:
+	case <-ctx.Done():
+	}
+	// The child may have exited just as we gave up waiting.
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
