@@ -1,0 +1,63 @@
+package mcpclient
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the upstream layer. Callers test them with errors.Is;
+// the gRPC edge maps each to one status code.
+var (
+	// ErrNotFound means an unknown server or tool.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists means a server of that name is already connected.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrInvalidArgument means a request the caller must change.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrUnavailable means the server cannot take the request now (starting,
+	// reconnecting, failed, or its connection closed); retrying may succeed.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrPermissionDenied means a policy (a tool filter) refuses the request.
+	ErrPermissionDenied = errors.New("permission denied")
+	// ErrUnimplemented means a feature mcpd does not support yet.
+	ErrUnimplemented = errors.New("not implemented")
+)
+
+// RPCError is a JSON-RPC error answered by an upstream server.
+type RPCError struct {
+	// Server names the server that answered.
+	Server string
+	// Code is the JSON-RPC error code, for example -32602.
+	Code int64
+	// Message is the server's error message.
+	Message string
+}
+
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("server %q answered error %d: %s", e.Server, e.Code, e.Message)
+}
+
+// kindError attaches a sentinel kind to a descriptive message, so that
+// errors.Is finds the kind while Error shows only the message.
+type kindError struct {
+	kind  error
+	msg   string
+	cause error
+}
+
+func (e *kindError) Error() string        { return e.msg }
+func (e *kindError) Is(target error) bool { return target == e.kind }
+func (e *kindError) Unwrap() error        { return e.cause }
+
+// errorf returns an error of the given kind with a formatted message; a %w
+// verb in format wraps its operand as usual.
+func errorf(kind error, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &kindError{kind: kind, msg: err.Error(), cause: errors.Unwrap(err)}
+}
+
+// Deny returns an ErrPermissionDenied error with a formatted message, for
+// policies that live outside this package.
+func Deny(format string, args ...any) error {
+	return errorf(ErrPermissionDenied, format, args...)
+}

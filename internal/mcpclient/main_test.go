@@ -1,0 +1,104 @@
+package mcpclient
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+)
+
+// fakeServerEnv selects a fake stdio server: the test binary re-executed.
+const fakeServerEnv = "MCPD_MCPCLIENT_FAKE_SERVER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(fakeServerEnv); mode != "" {
+		os.Exit(runFakeServer(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// runFakeServer serves a go-sdk server on stdio, misbehaving as mode says.
+func runFakeServer(mode string) int {
+	switch mode {
+	case "exit-at-start":
+		fmt.Fprintln(os.Stderr, "fatal: missing API key")
+		return 3
+	case "die-on-discover":
+		// Read the first line; a server/discover ends the process, as some
+		// servers do on an unknown method. Started again, it serves.
+		r := bufio.NewReader(os.Stdin)
+		line, _ := r.ReadString('\n')
+		if strings.Contains(line, `"server/discover"`) {
+			fmt.Fprintln(os.Stderr, "unknown method server/discover")
+			return 1
+		}
+		return serveStdio(&mcp.IOTransport{
+			Reader: io.NopCloser(io.MultiReader(strings.NewReader(line), r)),
+			Writer: nopWriteCloser{os.Stdout},
+		})
+	case "ignore-discover":
+		return serveStdio(&droppingStdio{drop: "server/discover"})
+	}
+	return serveStdio(&mcp.StdioTransport{})
+}
+
+func fakeMCPServer() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "fake", Version: "0.1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Message string `json:"message"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Message}}}, nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "crash"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		os.Exit(7)
+		return nil, nil, nil
+	})
+	return srv
+}
+
+func serveStdio(t mcp.Transport) int {
+	if err := fakeMCPServer().Run(context.Background(), t); err != nil {
+		fmt.Fprintln(os.Stderr, "fake server:", err)
+		return 1
+	}
+	return 0
+}
+
+// droppingStdio is a stdio transport whose connection never sees requests
+// of one method: the server neither answers nor rejects them.
+type droppingStdio struct{ drop string }
+
+func (d *droppingStdio) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := (&mcp.StdioTransport{}).Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &droppingConn{Connection: conn, drop: d.drop}, nil
+}
+
+type droppingConn struct {
+	mcp.Connection
+	drop string
+}
+
+func (c *droppingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if req, ok := msg.(*jsonrpc.Request); err == nil && ok && req.Method == c.drop {
+			continue
+		}
+		return msg, err
+	}
+}
+
+// nopWriteCloser keeps stdout open when the SDK closes the connection.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -1,0 +1,290 @@
+package mcpclient
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+)
+
+// Options configure a Manager. The zero value of each field selects its
+// default.
+type Options struct {
+	// Logger receives lifecycle logs and child stderr; default: none.
+	Logger zerolog.Logger
+	// ClientInfo identifies mcpd to servers; default name "mcpd".
+	ClientInfo *mcp.Implementation
+	// ProbeTimeout bounds the server/discover probe; default 5s.
+	ProbeTimeout time.Duration
+	// ConnectTimeout bounds starting a server and opening its session,
+	// probe included; default 30s. A server's own setting wins.
+	ConnectTimeout time.Duration
+	// CallTimeout is the default deadline of a tool call; default 60s. A
+	// server's and a call's own settings win.
+	CallTimeout time.Duration
+	// StopGrace is how long a child process gets after stdin closes, and
+	// again after SIGTERM, before the next step; default 2s.
+	StopGrace time.Duration
+	// MaxLineBytes bounds one message from a stdio server; default 16 MiB.
+	MaxLineBytes int
+	// StderrTailLines is how many stderr lines a status keeps; default 50.
+	StderrTailLines int
+	// Dialer, if set, opens the transport of servers that are not stdio
+	// child processes; without it such servers fail as unsupported.
+	Dialer Dialer
+	// OnStateChange, if set, is called after every state change of a
+	// server. It must not block or call back into the Manager.
+	OnStateChange func(server string, state State)
+}
+
+func (o *Options) withDefaults() *Options {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.ClientInfo == nil {
+		out.ClientInfo = &mcp.Implementation{Name: "mcpd", Version: "dev"}
+	}
+	if out.ProbeTimeout <= 0 {
+		out.ProbeTimeout = 5 * time.Second
+	}
+	if out.ConnectTimeout <= 0 {
+		out.ConnectTimeout = 30 * time.Second
+	}
+	if out.CallTimeout <= 0 {
+		out.CallTimeout = 60 * time.Second
+	}
+	return &out
+}
+
+// Dialer opens a transport to a server reached over the network. Each
+// call returns a fresh transport for one session.
+type Dialer func(ctx context.Context, cfg config.Server) (mcp.Transport, error)
+
+// Manager holds the upstream servers by name. Its methods are safe for
+// concurrent use.
+type Manager struct {
+	opts *Options
+
+	// opMu serialises operations that replace or remove servers, so that
+	// two of them on one name cannot interleave; reads only take mu.
+	opMu    sync.Mutex
+	mu      sync.Mutex
+	servers map[string]*upstream
+	closed  bool
+}
+
+// NewManager returns an empty Manager.
+func NewManager(opts *Options) *Manager {
+	return &Manager{opts: opts.withDefaults(), servers: make(map[string]*upstream)}
+}
+
+// Connect adds a server and waits, up to ctx, until it is ready or has
+// failed. A server that fails stays registered in StateFailed so that its
+// status explains why. With replace, a server of the same name is stopped
+// and replaced; without, that is ErrAlreadyExists.
+func (m *Manager) Connect(ctx context.Context, cfg config.Server, replace bool) (Status, error) {
+	if err := cfg.Validate(); err != nil {
+		return Status{}, errorf(ErrInvalidArgument, "server config: %w", err)
+	}
+	m.opMu.Lock()
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.opMu.Unlock()
+		return Status{}, errorf(ErrUnavailable, "mcpd is shutting down")
+	}
+	old := m.servers[cfg.Name]
+	if old != nil && !replace {
+		m.mu.Unlock()
+		m.opMu.Unlock()
+		return Status{}, errorf(ErrAlreadyExists, "server %q already exists (set replace to replace it)", cfg.Name)
+	}
+	m.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+	u := newUpstream(cfg, 0, m.opts)
+	m.mu.Lock()
+	m.servers[cfg.Name] = u
+	m.mu.Unlock()
+	u.start()
+	m.opMu.Unlock()
+	return m.settle(ctx, u)
+}
+
+// AddFailed registers a server whose configuration could not be used (a
+// bad entry in the config file) in StateFailed, so that its status says
+// why. An existing server of that name is left alone.
+func (m *Manager) AddFailed(name string, reason error) error {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.servers[name] != nil {
+		return errorf(ErrAlreadyExists, "server %q already exists", name)
+	}
+	u := newUpstream(config.Server{Name: name}, 0, m.opts)
+	u.setState(StateFailed, reason.Error())
+	close(u.settled)
+	close(u.done)
+	m.servers[name] = u
+	return nil
+}
+
+// settle waits for u's first attempt and returns its status.
+func (m *Manager) settle(ctx context.Context, u *upstream) (Status, error) {
+	if err := u.waitSettled(ctx); err != nil {
+		return u.status(), err
+	}
+	return u.status(), nil
+}
+
+// Disconnect stops a server and forgets it.
+func (m *Manager) Disconnect(ctx context.Context, name string) error {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	m.mu.Lock()
+	u := m.servers[name]
+	delete(m.servers, name)
+	m.mu.Unlock()
+	if u == nil {
+		return errorf(ErrNotFound, "server %q not found", name)
+	}
+	u.stop()
+	return nil
+}
+
+// Restart stops a server and connects it again with the same configuration,
+// then waits like Connect.
+func (m *Manager) Restart(ctx context.Context, name string) (Status, error) {
+	m.opMu.Lock()
+	m.mu.Lock()
+	old := m.servers[name]
+	m.mu.Unlock()
+	if old == nil {
+		m.opMu.Unlock()
+		return Status{}, errorf(ErrNotFound, "server %q not found", name)
+	}
+	if err := old.cfg.Validate(); err != nil {
+		m.opMu.Unlock()
+		return Status{}, errorf(ErrInvalidArgument, "server %q cannot restart: %w", name, err)
+	}
+	old.stop()
+	u := newUpstream(old.cfg, old.status().Restarts+1, m.opts)
+	m.mu.Lock()
+	m.servers[name] = u
+	m.mu.Unlock()
+	u.start()
+	m.opMu.Unlock()
+	return m.settle(ctx, u)
+}
+
+// Get returns the status of one server.
+func (m *Manager) Get(name string) (Status, error) {
+	u, err := m.lookup(name)
+	if err != nil {
+		return Status{}, err
+	}
+	return u.status(), nil
+}
+
+// List returns the status of every server, sorted by name.
+func (m *Manager) List() []Status {
+	out := make([]Status, 0)
+	for _, u := range m.snapshot() {
+		out = append(out, u.status())
+	}
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Config.Name, b.Config.Name) })
+	return out
+}
+
+// Tools returns the tools of one server, or of every ready server when
+// server is empty, sorted by qualified name. Asking a server that is not
+// ready is ErrUnavailable.
+func (m *Manager) Tools(server string) ([]Tool, error) {
+	var tools []Tool
+	if server != "" {
+		u, err := m.lookup(server)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := u.ready(); err != nil {
+			return nil, err
+		}
+		tools = u.listTools()
+	} else {
+		for _, u := range m.snapshot() {
+			if _, err := u.ready(); err == nil {
+				tools = append(tools, u.listTools()...)
+			}
+		}
+	}
+	sortTools(tools)
+	return tools, nil
+}
+
+// CallTool calls a tool by its qualified name. A tool that reports failure
+// is a result with IsError set, not an error.
+func (m *Manager) CallTool(ctx context.Context, name string, args map[string]any, opts CallOptions) (*mcp.CallToolResult, error) {
+	server, tool, ok := SplitQualifiedToolName(name)
+	if !ok {
+		return nil, errorf(ErrInvalidArgument, "tool name %q is not a qualified name mcp__<server>__<tool>", name)
+	}
+	u, err := m.lookup(server)
+	if err != nil {
+		return nil, err
+	}
+	return u.callTool(ctx, tool, args, opts)
+}
+
+// Close stops every server and refuses new ones. It waits for the servers'
+// processes to exit; ctx bounds the wait.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	var wg sync.WaitGroup
+	for _, u := range m.snapshot() {
+		wg.Go(u.stop)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *Manager) lookup(name string) (*upstream, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := m.servers[name]
+	if u == nil {
+		return nil, errorf(ErrNotFound, "server %q not found", name)
+	}
+	return u, nil
+}
+
+func (m *Manager) snapshot() []*upstream {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*upstream, 0, len(m.servers))
+	for _, u := range m.servers {
+		out = append(out, u)
+	}
+	return out
+}

@@ -1,0 +1,245 @@
+package mcpclient
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+)
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// fakeServer describes the test binary re-executed as a stdio server.
+func fakeServer(name, mode string) config.Server {
+	return config.Server{
+		Name:    name,
+		Kind:    config.TransportStdio,
+		Command: os.Args[0],
+		Env:     map[string]string{fakeServerEnv: mode, "GORACE": "atexit_sleep_ms=0"},
+	}
+}
+
+// stateRecorder collects OnStateChange calls.
+type stateRecorder struct {
+	mu     sync.Mutex
+	states map[string][]State
+}
+
+func (r *stateRecorder) record(name string, s State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.states[name] = append(r.states[name], s)
+}
+
+func (r *stateRecorder) get(name string) []State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]State(nil), r.states[name]...)
+}
+
+func newTestManager(t *testing.T) (*Manager, *stateRecorder) {
+	rec := &stateRecorder{states: make(map[string][]State)}
+	m := NewManager(&Options{
+		ProbeTimeout:  time.Second,
+		StopGrace:     500 * time.Millisecond,
+		OnStateChange: rec.record,
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return m, rec
+}
+
+func TestEraProbe(t *testing.T) {
+	tests := []struct {
+		mode string
+		want string
+	}{
+		{"serve", "2026-07-28"},
+		{"ignore-discover", "2025-11-25"},
+		{"die-on-discover", "2025-11-25"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			t.Parallel()
+			m, _ := newTestManager(t)
+			ctx := testContext(t)
+			st, err := m.Connect(ctx, fakeServer("fake", tt.mode), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.State != StateReady || st.ProtocolVersion != tt.want {
+				t.Fatalf("got %v %q (%s), want ready %q", st.State, st.ProtocolVersion, st.LastError, tt.want)
+			}
+			res, err := m.CallTool(ctx, "mcp__fake__echo", map[string]any{"message": "hello"}, CallOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Content) != 1 {
+				t.Fatalf("echo: got %d content blocks, want 1", len(res.Content))
+			}
+		})
+	}
+}
+
+func TestForcedProtocolVersion(t *testing.T) {
+	m, _ := newTestManager(t)
+	cfg := fakeServer("fake", "serve")
+	cfg.ProtocolVersion = "2025-06-18"
+	st, err := m.Connect(testContext(t), cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ProtocolVersion != "2025-06-18" {
+		t.Errorf("got protocol version %q, want the forced 2025-06-18", st.ProtocolVersion)
+	}
+}
+
+func TestExitAtStart(t *testing.T) {
+	m, rec := newTestManager(t)
+	st, err := m.Connect(testContext(t), fakeServer("bad", "exit-at-start"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateFailed {
+		t.Fatalf("got state %v, want failed", st.State)
+	}
+	if !strings.Contains(st.LastError, "exit status 3") {
+		t.Errorf("last error %q does not mention the exit status", st.LastError)
+	}
+	if len(st.StderrTail) == 0 || !strings.Contains(strings.Join(st.StderrTail, "\n"), "missing API key") {
+		t.Errorf("stderr tail %q does not hold the server's message", st.StderrTail)
+	}
+	if got := rec.get("bad"); len(got) != 2 || got[0] != StateConnecting || got[1] != StateFailed {
+		t.Errorf("state changes: got %v, want [connecting failed]", got)
+	}
+	_, err = m.CallTool(testContext(t), "mcp__bad__echo", nil, CallOptions{})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("call on a failed server: got %v, want ErrUnavailable", err)
+	}
+}
+
+func TestCommandNotFound(t *testing.T) {
+	m, _ := newTestManager(t)
+	cfg := fakeServer("nope", "serve")
+	cfg.Command = "/nonexistent/mcp-server"
+	st, err := m.Connect(testContext(t), cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateFailed || !strings.Contains(st.LastError, "/nonexistent/mcp-server") {
+		t.Errorf("got %v %q, want failed naming the command", st.State, st.LastError)
+	}
+}
+
+func TestExitMidCallFailsAtOnce(t *testing.T) {
+	m, _ := newTestManager(t)
+	ctx := testContext(t)
+	if _, err := m.Connect(ctx, fakeServer("fake", "serve"), false); err != nil {
+		t.Fatal(err)
+	}
+	// The call's own timeout is far beyond the test's: only a prompt
+	// failure lets the test pass.
+	_, err := m.CallTool(ctx, "mcp__fake__crash", nil, CallOptions{Timeout: time.Hour})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("got %v, want ErrUnavailable", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := m.Get("fake")
+		if st.State == StateFailed {
+			if !strings.Contains(st.LastError, "exit status 7") {
+				t.Errorf("last error %q does not mention exit status 7", st.LastError)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server state %v, want failed after its process died", st.State)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestCloseStopsProcesses(t *testing.T) {
+	m := NewManager(&Options{StopGrace: 500 * time.Millisecond})
+	ctx := testContext(t)
+	var pids []int
+	for _, name := range []string{"a", "b"} {
+		st, err := m.Connect(ctx, fakeServer(name, "serve"), false)
+		if err != nil || st.Pid == 0 {
+			t.Fatalf("connect %s: %v pid %d", name, err, st.Pid)
+		}
+		pids = append(pids, st.Pid)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("process %d still exists after Close (kill: %v)", pid, err)
+		}
+	}
+	if _, err := m.Connect(ctx, fakeServer("c", "serve"), false); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("connect after Close: got %v, want ErrUnavailable", err)
+	}
+}
+
+func TestAddFailedAndDuplicates(t *testing.T) {
+	m, _ := newTestManager(t)
+	ctx := testContext(t)
+	if err := m.AddFailed("broken", errors.New("variable TOKEN is not set")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.Get("broken")
+	if err != nil || st.State != StateFailed || st.LastError != "variable TOKEN is not set" {
+		t.Fatalf("got %+v %v, want failed with the reason", st, err)
+	}
+	if _, err := m.Restart(ctx, "broken"); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("restart of an unusable entry: got %v, want ErrInvalidArgument", err)
+	}
+	if _, err := m.Connect(ctx, fakeServer("broken", "serve"), false); !errors.Is(err, ErrAlreadyExists) {
+		t.Errorf("connect over it without replace: got %v, want ErrAlreadyExists", err)
+	}
+	if st, err := m.Connect(ctx, fakeServer("broken", "serve"), true); err != nil || st.State != StateReady {
+		t.Errorf("connect over it with replace: got %v %v, want ready", st.State, err)
+	}
+}
+
+func TestSplitQualifiedToolName(t *testing.T) {
+	tests := []struct {
+		in           string
+		server, tool string
+		ok           bool
+	}{
+		{"mcp__demo__echo", "demo", "echo", true},
+		{"mcp__demo__get__thing", "demo", "get__thing", true},
+		{"mcp__a-b_c__x", "a-b_c", "x", true},
+		{"echo", "", "", false},
+		{"mcp__demo", "", "", false},
+		{"mcp____echo", "", "", false},
+		{"mcp__demo__", "", "", false},
+	}
+	for _, tt := range tests {
+		server, tool, ok := SplitQualifiedToolName(tt.in)
+		if server != tt.server || tool != tt.tool || ok != tt.ok {
+			t.Errorf("SplitQualifiedToolName(%q) = %q, %q, %v; want %q, %q, %v", tt.in, server, tool, ok, tt.server, tt.tool, tt.ok)
+		}
+		if ok && QualifiedToolName(server, tool) != tt.in {
+			t.Errorf("QualifiedToolName does not invert the split of %q", tt.in)
+		}
+	}
+}
