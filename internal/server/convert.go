@@ -1,0 +1,316 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// serverConfigFromProto turns a request's ServerConfig into the daemon's
+// own description; validation happens in the manager.
+func serverConfigFromProto(pc *mcpdv1.ServerConfig) (config.Server, error) {
+	if pc == nil {
+		return config.Server{}, invalidf("server is required")
+	}
+	callTimeout, err := durationField("call_timeout", pc.GetCallTimeout())
+	if err != nil {
+		return config.Server{}, err
+	}
+	connectTimeout, err := durationField("connect_timeout", pc.GetConnectTimeout())
+	if err != nil {
+		return config.Server{}, err
+	}
+	cfg := config.Server{
+		Name:            pc.GetName(),
+		CallTimeout:     callTimeout,
+		ConnectTimeout:  connectTimeout,
+		ProtocolVersion: pc.GetProtocolVersion(),
+		ToolsAllow:      pc.GetToolsAllow(),
+		ToolsDeny:       pc.GetToolsDeny(),
+	}
+	switch t := pc.GetTransport().(type) {
+	case *mcpdv1.ServerConfig_Stdio:
+		cfg.Kind = config.TransportStdio
+		cfg.Command = t.Stdio.GetCommand()
+		cfg.Args = t.Stdio.GetArgs()
+		cfg.Env = t.Stdio.GetEnv()
+		cfg.Cwd = t.Stdio.GetCwd()
+	case *mcpdv1.ServerConfig_Http:
+		cfg.Kind = config.TransportHTTP
+		cfg.URL = t.Http.GetUrl()
+		cfg.Headers = t.Http.GetHeaders()
+	case *mcpdv1.ServerConfig_Sse:
+		cfg.Kind = config.TransportSSE
+		cfg.URL = t.Sse.GetUrl()
+		cfg.Headers = t.Sse.GetHeaders()
+	default:
+		return config.Server{}, invalidf("server %q: one of stdio, http or sse is required", pc.GetName())
+	}
+	return cfg, nil
+}
+
+// durationField reads an optional, non-negative duration field; unset is 0.
+func durationField(name string, d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, invalidf("%s: %v", name, err)
+	}
+	if d.AsDuration() < 0 {
+		return 0, invalidf("%s must not be negative", name)
+	}
+	return d.AsDuration(), nil
+}
+
+var (
+	stateToProto = map[mcpclient.State]mcpdv1.ServerState{
+		mcpclient.StateConnecting:   mcpdv1.ServerState_SERVER_STATE_CONNECTING,
+		mcpclient.StateReady:        mcpdv1.ServerState_SERVER_STATE_READY,
+		mcpclient.StateReconnecting: mcpdv1.ServerState_SERVER_STATE_RECONNECTING,
+		mcpclient.StateFailed:       mcpdv1.ServerState_SERVER_STATE_FAILED,
+		mcpclient.StateStopped:      mcpdv1.ServerState_SERVER_STATE_STOPPED,
+	}
+	transportToProto = map[config.TransportKind]mcpdv1.Transport{
+		config.TransportStdio: mcpdv1.Transport_TRANSPORT_STDIO,
+		config.TransportHTTP:  mcpdv1.Transport_TRANSPORT_HTTP,
+		config.TransportSSE:   mcpdv1.Transport_TRANSPORT_SSE,
+	}
+)
+
+// serverToProto reports a server's status. Environment and header values
+// are secrets: only their names leave the daemon.
+func serverToProto(st mcpclient.Status) *mcpdv1.Server {
+	out := &mcpdv1.Server{
+		Name:             st.Config.Name,
+		State:            stateToProto[st.State],
+		Transport:        transportToProto[st.Config.Kind],
+		ProtocolVersion:  st.ProtocolVersion,
+		Instructions:     st.Instructions,
+		ToolCount:        int32(st.ToolCount),
+		LastError:        st.LastError,
+		Restarts:         st.Restarts,
+		StderrTail:       st.StderrTail,
+		Command:          st.Config.Command,
+		Args:             st.Config.Args,
+		Url:              st.Config.URL,
+		EnvNames:         sortedKeys(st.Config.Env),
+		HeaderNames:      sortedKeys(st.Config.Headers),
+		Pid:              int32(st.Pid),
+		StateChangedTime: timestamp(st.StateChanged),
+	}
+	if info := st.ServerInfo; info != nil {
+		out.ServerInfo = &mcpdv1.Implementation{Name: info.Name, Version: info.Version, Title: info.Title}
+	}
+	if st.Capabilities != nil {
+		out.Capabilities, _ = jsonStruct(st.Capabilities)
+	}
+	return out
+}
+
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func toolToProto(t mcpclient.Tool) *mcpdv1.Tool {
+	out := &mcpdv1.Tool{
+		Name:        t.Name,
+		Server:      t.Server,
+		ToolName:    t.Tool.Name,
+		Title:       t.Tool.Title,
+		Description: t.Tool.Description,
+	}
+	// Schemas and _meta are open-ended JSON; a value that is not an object
+	// is dropped rather than failing the whole listing.
+	out.InputSchema, _ = jsonStruct(t.Tool.InputSchema)
+	out.OutputSchema, _ = jsonStruct(t.Tool.OutputSchema)
+	out.Meta, _ = metaStruct(t.Tool.Meta)
+	if a := t.Tool.Annotations; a != nil {
+		out.Annotations = &mcpdv1.ToolAnnotations{
+			Title:           a.Title,
+			DestructiveHint: a.DestructiveHint,
+			OpenWorldHint:   a.OpenWorldHint,
+		}
+		// The SDK decodes these two as plain bools, so only true is known
+		// to have been sent.
+		if a.ReadOnlyHint {
+			out.Annotations.ReadOnlyHint = &a.ReadOnlyHint
+		}
+		if a.IdempotentHint {
+			out.Annotations.IdempotentHint = &a.IdempotentHint
+		}
+	}
+	return out
+}
+
+func callToolResultToProto(res *mcp.CallToolResult) (*mcpdv1.CallToolResponse, error) {
+	out := &mcpdv1.CallToolResponse{IsError: res.IsError}
+	var err error
+	if out.Content, err = contentsToProto(res.Content); err != nil {
+		return nil, err
+	}
+	if res.StructuredContent != nil {
+		if out.StructuredContent, err = jsonValue(res.StructuredContent); err != nil {
+			return nil, fmt.Errorf("structured content: %w", err)
+		}
+	}
+	if out.Meta, err = metaStruct(res.Meta); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func contentsToProto(blocks []mcp.Content) ([]*mcpdv1.Content, error) {
+	out := make([]*mcpdv1.Content, 0, len(blocks))
+	for _, b := range blocks {
+		c, err := contentToProto(b)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// contentToProto converts one block. Kinds that the API has no field for
+// (sampling's tool_use and tool_result) return nil and are skipped.
+func contentToProto(b mcp.Content) (*mcpdv1.Content, error) {
+	var (
+		out  = &mcpdv1.Content{}
+		meta mcp.Meta
+		ann  *mcp.Annotations
+	)
+	switch c := b.(type) {
+	case *mcp.TextContent:
+		out.Kind = &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: c.Text}}
+		meta, ann = c.Meta, c.Annotations
+	case *mcp.ImageContent:
+		out.Kind = &mcpdv1.Content_Image{Image: &mcpdv1.MediaContent{Data: c.Data, MimeType: c.MIMEType}}
+		meta, ann = c.Meta, c.Annotations
+	case *mcp.AudioContent:
+		out.Kind = &mcpdv1.Content_Audio{Audio: &mcpdv1.MediaContent{Data: c.Data, MimeType: c.MIMEType}}
+		meta, ann = c.Meta, c.Annotations
+	case *mcp.ResourceLink:
+		out.Kind = &mcpdv1.Content_ResourceLink{ResourceLink: &mcpdv1.ResourceLink{
+			Uri: c.URI, Name: c.Name, Title: c.Title, Description: c.Description, MimeType: c.MIMEType, Size: c.Size,
+		}}
+		meta, ann = c.Meta, c.Annotations
+	case *mcp.EmbeddedResource:
+		rc, err := resourceContentsToProto(c.Resource)
+		if err != nil {
+			return nil, err
+		}
+		out.Kind = &mcpdv1.Content_Resource{Resource: rc}
+		meta, ann = c.Meta, c.Annotations
+	default:
+		return nil, nil
+	}
+	var err error
+	if out.Meta, err = metaStruct(meta); err != nil {
+		return nil, err
+	}
+	out.Annotations = annotationsToProto(ann)
+	return out, nil
+}
+
+func resourceContentsToProto(rc *mcp.ResourceContents) (*mcpdv1.ResourceContents, error) {
+	if rc == nil {
+		return nil, nil
+	}
+	out := &mcpdv1.ResourceContents{Uri: rc.URI, MimeType: rc.MIMEType}
+	if rc.Blob != nil {
+		out.Data = &mcpdv1.ResourceContents_Blob{Blob: rc.Blob}
+	} else {
+		out.Data = &mcpdv1.ResourceContents_Text{Text: rc.Text}
+	}
+	var err error
+	out.Meta, err = metaStruct(rc.Meta)
+	return out, err
+}
+
+var roleToProto = map[mcp.Role]mcpdv1.Role{
+	"user":      mcpdv1.Role_ROLE_USER,
+	"assistant": mcpdv1.Role_ROLE_ASSISTANT,
+}
+
+func annotationsToProto(a *mcp.Annotations) *mcpdv1.Annotations {
+	if a == nil {
+		return nil
+	}
+	out := &mcpdv1.Annotations{LastModified: a.LastModified}
+	for _, r := range a.Audience {
+		if pr, ok := roleToProto[r]; ok {
+			out.Audience = append(out.Audience, pr)
+		}
+	}
+	if a.Priority != 0 {
+		p := a.Priority
+		out.Priority = &p
+	}
+	return out
+}
+
+func metaStruct(m mcp.Meta) (*structpb.Struct, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return jsonStruct(m)
+}
+
+// jsonStruct converts any JSON-marshalable value that encodes as an object.
+// Going through JSON accepts whatever Go types the SDK decoded into.
+func jsonStruct(v any) (*structpb.Struct, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if string(b) == "null" {
+		return nil, nil
+	}
+	s := &structpb.Struct{}
+	if err := protojson.Unmarshal(b, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// jsonValue converts any JSON-marshalable value.
+func jsonValue(v any) (*structpb.Value, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	val := &structpb.Value{}
+	if err := protojson.Unmarshal(b, val); err != nil {
+		return nil, err
+	}
+	return val, nil
+}

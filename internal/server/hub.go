@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"sort"
+	"strings"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// Page sizes of list RPCs.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+// hub implements mcpd.v1.MCPHub over a Manager. Every handler returns its
+// error through toStatus.
+type hub struct {
+	mcpdv1.UnimplementedMCPHubServer
+	mgr    *mcpclient.Manager
+	policy *CommandPolicy
+}
+
+var _ mcpdv1.MCPHubServer = (*hub)(nil)
+
+func (h *hub) ConnectServer(ctx context.Context, req *mcpdv1.ConnectServerRequest) (*mcpdv1.ConnectServerResponse, error) {
+	cfg, err := serverConfigFromProto(req.GetServer())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := h.policy.Check(cfg); err != nil {
+		return nil, toStatus(err)
+	}
+	logging.AddFields(ctx, logging.Fields{"server", cfg.Name})
+	st, err := h.mgr.Connect(ctx, cfg, req.GetReplace())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &mcpdv1.ConnectServerResponse{Server: serverToProto(st)}, nil
+}
+
+func (h *hub) DisconnectServer(ctx context.Context, req *mcpdv1.DisconnectServerRequest) (*mcpdv1.DisconnectServerResponse, error) {
+	if err := h.mgr.Disconnect(ctx, req.GetName()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &mcpdv1.DisconnectServerResponse{}, nil
+}
+
+func (h *hub) RestartServer(ctx context.Context, req *mcpdv1.RestartServerRequest) (*mcpdv1.RestartServerResponse, error) {
+	st, err := h.mgr.Restart(ctx, req.GetName())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &mcpdv1.RestartServerResponse{Server: serverToProto(st)}, nil
+}
+
+func (h *hub) GetServer(_ context.Context, req *mcpdv1.GetServerRequest) (*mcpdv1.GetServerResponse, error) {
+	st, err := h.mgr.Get(req.GetName())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &mcpdv1.GetServerResponse{Server: serverToProto(st)}, nil
+}
+
+func (h *hub) ListServers(context.Context, *mcpdv1.ListServersRequest) (*mcpdv1.ListServersResponse, error) {
+	statuses := h.mgr.List()
+	out := &mcpdv1.ListServersResponse{Servers: make([]*mcpdv1.Server, 0, len(statuses))}
+	for _, st := range statuses {
+		out.Servers = append(out.Servers, serverToProto(st))
+	}
+	return out, nil
+}
+
+func (h *hub) ListTools(_ context.Context, req *mcpdv1.ListToolsRequest) (*mcpdv1.ListToolsResponse, error) {
+	tools, err := h.mgr.Tools(req.GetServer())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	start, size, err := pageBounds(req.GetPageToken(), req.GetPageSize(), len(tools), func(i int) string { return tools[i].Name })
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	end := min(start+size, len(tools))
+	out := &mcpdv1.ListToolsResponse{Tools: make([]*mcpdv1.Tool, 0, end-start)}
+	for _, t := range tools[start:end] {
+		out.Tools = append(out.Tools, toolToProto(t))
+	}
+	if end < len(tools) {
+		out.NextPageToken = pageToken(tools[end-1].Name)
+	}
+	return out, nil
+}
+
+func (h *hub) CallTool(ctx context.Context, req *mcpdv1.CallToolRequest) (*mcpdv1.CallToolResponse, error) {
+	if req.GetName() == "" {
+		return nil, toStatus(invalidf("name is required"))
+	}
+	logging.AddFields(ctx, logging.Fields{"tool", req.GetName()})
+	timeout, err := durationField("timeout", req.GetTimeout())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	res, err := h.mgr.CallTool(ctx, req.GetName(), req.GetArguments().AsMap(), mcpclient.CallOptions{
+		Timeout: timeout,
+		Meta:    req.GetMeta().AsMap(),
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out, err := callToolResultToProto(res)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return out, nil
+}
+
+// A page token is the opaque form of the last name on the previous page.
+// Resuming after a name, not an offset, keeps pages stable when servers
+// come and go between calls.
+func pageToken(last string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(last))
+}
+
+// pageBounds returns where a page starts in a list sorted by name(i), and
+// its size.
+func pageBounds(token string, pageSize int32, n int, name func(int) string) (start, size int, err error) {
+	switch {
+	case pageSize < 0:
+		return 0, 0, invalidf("page_size must not be negative")
+	case pageSize == 0:
+		size = defaultPageSize
+	default:
+		size = min(int(pageSize), maxPageSize)
+	}
+	if token == "" {
+		return 0, size, nil
+	}
+	last, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(last) == 0 {
+		return 0, 0, invalidf("page_token is not a token this RPC returned")
+	}
+	start = sort.Search(n, func(i int) bool { return strings.Compare(name(i), string(last)) > 0 })
+	return start, size, nil
+}

@@ -1,0 +1,169 @@
+// Package server is mcpd's gRPC edge: the mcpd.v1.MCPHub handlers, the
+// interceptors (logging, authentication, panic recovery), the one mapping
+// from errors to gRPC statuses, health (overall and per server) and server
+// reflection.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"net"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// HealthServicePrefix prefixes a server's name to form its health service
+// name: the health of server "demo" is service "mcpd.server/demo".
+const HealthServicePrefix = "mcpd.server/"
+
+// Health reports overall and per-server health through grpc.health.v1.
+// Create it before the Manager so that the Manager can report state changes
+// to it.
+type Health struct {
+	srv *health.Server
+}
+
+// NewHealth returns a Health that reports the daemon as serving.
+func NewHealth() *Health {
+	return &Health{srv: health.NewServer()}
+}
+
+// ServerStateChanged records a server's state: SERVING when ready,
+// NOT_SERVING otherwise. It has the signature of
+// mcpclient.Options.OnStateChange.
+func (h *Health) ServerStateChanged(name string, state mcpclient.State) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if state == mcpclient.StateReady {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	h.srv.SetServingStatus(HealthServicePrefix+name, st)
+}
+
+// Options configure a Server.
+type Options struct {
+	// Logger receives one line per finished RPC; default: none.
+	Logger zerolog.Logger
+	// APIToken, if set, must arrive as "authorization: Bearer <token>" on
+	// every RPC but health checks.
+	APIToken string
+	// Commands restricts the commands ConnectServer may start; nil allows
+	// all.
+	Commands *CommandPolicy
+	// GRPCOptions are appended to the server's options (for example a
+	// maximum message size).
+	GRPCOptions []grpc.ServerOption
+}
+
+// Server is the gRPC server of mcpd.
+type Server struct {
+	grpc   *grpc.Server
+	health *Health
+}
+
+// New builds the gRPC server with MCPHub, health and reflection registered.
+func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
+	if opts == nil {
+		opts = &Options{}
+	}
+	log := interceptorLogger(opts.Logger)
+	logOpts := []logging.Option{
+		// Payloads are never logged: they may carry secrets.
+		logging.WithLogOnEvents(logging.FinishCall),
+	}
+	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		opts.Logger.Error().Interface("panic", p).Msg("recovered from panic in handler")
+		return status.Error(codes.Internal, "internal error")
+	})
+	authFn := bearerAuth(opts.APIToken)
+	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.Service != healthpb.Health_ServiceDesc.ServiceName
+	})
+	unary := []grpc.UnaryServerInterceptor{logging.UnaryServerInterceptor(log, logOpts...)}
+	stream := []grpc.StreamServerInterceptor{logging.StreamServerInterceptor(log, logOpts...)}
+	if opts.APIToken != "" {
+		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), notHealth))
+		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), notHealth))
+	}
+	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpt))
+	stream = append(stream, recovery.StreamServerInterceptor(recoverOpt))
+
+	gopts := append([]grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	}, opts.GRPCOptions...)
+	g := grpc.NewServer(gopts...)
+	mcpdv1.RegisterMCPHubServer(g, &hub{mgr: mgr, policy: opts.Commands})
+	healthpb.RegisterHealthServer(g, h.srv)
+	reflection.Register(g)
+	return &Server{grpc: g, health: h}
+}
+
+// Serve accepts connections on lis until Shutdown.
+func (s *Server) Serve(lis net.Listener) error {
+	return s.grpc.Serve(lis)
+}
+
+// Shutdown marks the daemon NOT_SERVING, lets in-flight RPCs finish until
+// ctx ends, then closes whatever is left.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.health.srv.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-stopped
+	}
+}
+
+// bearerAuth checks "authorization: Bearer <token>" in constant time.
+func bearerAuth(token string) auth.AuthFunc {
+	want := []byte(token)
+	return func(ctx context.Context) (context.Context, error) {
+		got, err := auth.AuthFromMD(ctx, "bearer")
+		if err != nil {
+			return nil, status.Error(codes.Unauthenticated, "missing bearer token")
+		}
+		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
+		}
+		return ctx, nil
+	}
+}
+
+// interceptorLogger adapts zerolog to go-grpc-middleware's logging
+// interface.
+func interceptorLogger(l zerolog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(_ context.Context, lvl logging.Level, msg string, fields ...any) {
+		var ev *zerolog.Event
+		switch lvl {
+		case logging.LevelDebug:
+			ev = l.Debug()
+		case logging.LevelInfo:
+			ev = l.Info()
+		case logging.LevelWarn:
+			ev = l.Warn()
+		default:
+			ev = l.Error()
+		}
+		ev.Fields(fields).Msg(msg)
+	})
+}

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// errorDomain names mcpd in google.rpc.ErrorInfo details.
+const errorDomain = "mcpd.v1"
+
+// ErrorInfo reasons mcpd sends.
+const (
+	// reasonUpstreamError marks a JSON-RPC error answered by a server; the
+	// metadata carries "server" and "jsonrpc_code".
+	reasonUpstreamError = "UPSTREAM_JSONRPC_ERROR"
+)
+
+// toStatus is the one place where errors become gRPC statuses. Handlers
+// return its result and nothing else, so no error reaches a client as
+// UNKNOWN by accident.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err // already a status, e.g. from an interceptor
+	}
+	var rpcErr *mcpclient.RPCError
+	switch {
+	case errors.As(err, &rpcErr):
+		return upstreamStatus(rpcErr)
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, mcpclient.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, mcpclient.ErrAlreadyExists):
+		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, mcpclient.ErrInvalidArgument):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, mcpclient.ErrUnavailable):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, mcpclient.ErrPermissionDenied):
+		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, mcpclient.ErrUnimplemented):
+		return status.Error(codes.Unimplemented, err.Error())
+	}
+	// Anything else is a bug in mcpd; the message is kept out of the status
+	// (it may carry internals) and logged by the logging interceptor.
+	return status.Error(codes.Internal, "internal error")
+}
+
+// upstreamStatus maps a server's JSON-RPC error to the closest code and
+// attaches the server name and JSON-RPC code as ErrorInfo.
+func upstreamStatus(e *mcpclient.RPCError) error {
+	st := status.New(jsonRPCCode(e.Code), e.Error())
+	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{
+		Reason: reasonUpstreamError,
+		Domain: errorDomain,
+		Metadata: map[string]string{
+			"server":       e.Server,
+			"jsonrpc_code": strconv.FormatInt(e.Code, 10),
+		},
+	})
+	if err != nil {
+		return st.Err()
+	}
+	return withInfo.Err()
+}
+
+// jsonRPCCode maps JSON-RPC and MCP error codes. A code with no closer
+// match is UNKNOWN, which gRPC reserves for errors from another error
+// space: that is what a server-defined code is.
+func jsonRPCCode(code int64) codes.Code {
+	switch code {
+	case -32602, -32600: // invalid params, invalid request
+		return codes.InvalidArgument
+	case -32601: // method not found
+		return codes.Unimplemented
+	case -32002: // resource not found (before 2025-11-25)
+		return codes.NotFound
+	case -32700, -32603: // parse error, internal error
+		return codes.Internal
+	case -32021, -32022, -32042: // missing client capabilities, unsupported protocol version, URL elicitation required
+		return codes.FailedPrecondition
+	}
+	return codes.Unknown
+}
+
+// invalidf returns an INVALID_ARGUMENT error for a bad request field.
+func invalidf(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
