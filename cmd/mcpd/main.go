@@ -1,0 +1,137 @@
+// Command mcpd is a sidecar daemon that connects to MCP servers and exposes
+// them to agent runtimes over the gRPC service mcpd.v1.MCPHub.
+//
+// Usage:
+//
+//	mcpd [flags]          run the daemon
+//	mcpd demo-server      run the demo MCP server on stdio
+//
+// Every flag also reads an environment variable, MCPD_ plus the flag name in
+// upper case with '-' as '_' (for example MCPD_LISTEN); a flag on the
+// command line wins.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpd-project/mcpd/internal/demoserver"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
+		os.Exit(runDemoServer())
+	}
+	cfg, err := parseFlags(os.Args[1:], os.LookupEnv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mcpd:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "mcpd:", err)
+		os.Exit(1)
+	}
+}
+
+// runDemoServer serves the demo MCP server on stdin and stdout until the
+// client goes away or a signal arrives. Its logs go to stderr, which mcpd
+// re-emits with the server's name.
+func runDemoServer() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := zerolog.New(os.Stderr).With().Timestamp().Logger().Level(zerolog.InfoLevel)
+	srv := demoserver.New(&demoserver.Options{Logger: log})
+	defer srv.Close()
+	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+		log.Error().Err(err).Msg("demo server stopped")
+		return 1
+	}
+	return 0
+}
+
+// config is the daemon's settings, from flags and MCPD_* variables.
+type config struct {
+	listen          string
+	configFile      string
+	apiTokenFile    string
+	apiToken        string // from MCPD_API_TOKEN only: a flag would show in ps
+	logLevel        string
+	logFormat       string
+	shutdownTimeout time.Duration
+	callTimeout     time.Duration
+	connectTimeout  time.Duration
+	probeTimeout    time.Duration
+	stopGrace       time.Duration
+	allowCommands   stringList
+}
+
+// stringList is a repeatable flag that also splits on commas.
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*s = append(*s, part)
+		}
+	}
+	return nil
+}
+
+func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("mcpd", flag.ContinueOnError)
+	fs.SetOutput(out)
+	c := &config{}
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:50051", "address to serve gRPC on: host:port or unix:///path/to.sock (mode 0600); a non-loopback address needs an API token")
+	fs.StringVar(&c.configFile, "config", "", "path of a .mcp.json file listing servers; empty runs the built-in demo server")
+	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token that every RPC but health must present as 'authorization: Bearer <token>' (or set MCPD_API_TOKEN)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "json", "log format: json or console")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs may run on after SIGTERM or SIGINT")
+	fs.DurationVar(&c.callTimeout, "call-timeout", 60*time.Second, "default deadline of a tool call (a server's or a call's own timeout wins)")
+	fs.DurationVar(&c.connectTimeout, "connect-timeout", 30*time.Second, "how long starting a server and opening its session may take")
+	fs.DurationVar(&c.probeTimeout, "probe-timeout", 5*time.Second, "how long to wait for a server to answer the 2026-07-28 server/discover probe before falling back to initialize")
+	fs.DurationVar(&c.stopGrace, "stop-grace", 2*time.Second, "how long a stdio server gets to exit after its stdin closes, and again after SIGTERM")
+	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
+
+	// Environment first, so that the command line overrides it.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "MCPD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := lookup(name); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (the only subcommand is demo-server)", fs.Arg(0))
+	}
+	c.apiToken, _ = lookup("MCPD_API_TOKEN")
+	return c, nil
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/server"
+)
+
+// defaultConfig is used when no --config is given: the demo server, run by
+// this very binary. ${MCPD_SELF} expands to the binary's path.
+//
+//go:embed default.mcp.json
+var defaultConfig []byte
+
+// run serves until ctx ends, then shuts down in order: health NOT_SERVING,
+// in-flight RPCs drain up to the shutdown timeout, servers stop.
+func run(ctx context.Context, c *config) error {
+	log, err := newLogger(c.logLevel, c.logFormat)
+	if err != nil {
+		return err
+	}
+	token, err := apiToken(c)
+	if err != nil {
+		return err
+	}
+	file, err := loadConfig(c.configFile)
+	if err != nil {
+		return err
+	}
+	lis, err := listen(c.listen, token != "")
+	if err != nil {
+		return err
+	}
+	defer lis.Close()
+
+	health := server.NewHealth()
+	mgr := mcpclient.NewManager(&mcpclient.Options{
+		Logger:         log,
+		ClientInfo:     &mcp.Implementation{Name: "mcpd", Version: version},
+		ProbeTimeout:   c.probeTimeout,
+		ConnectTimeout: c.connectTimeout,
+		CallTimeout:    c.callTimeout,
+		StopGrace:      c.stopGrace,
+		OnStateChange:  health.ServerStateChanged,
+	})
+	srv := server.New(mgr, health, &server.Options{
+		Logger:   log,
+		APIToken: token,
+		Commands: &server.CommandPolicy{Allowed: c.allowCommands},
+	})
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(lis) }()
+	log.Info().Str("listen", c.listen).Str("version", version).Msg("mcpd serving")
+
+	// Servers from the file connect concurrently while RPCs are already
+	// served; each one's state is visible through GetServer meanwhile.
+	var connecting sync.WaitGroup
+	defer connecting.Wait()
+	files := newFileServers(mgr, log, &connecting)
+	files.apply(ctx, file)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			log.Info().Msg("shutting down")
+			done = true
+		case err := <-serveErr:
+			_ = mgr.Close(context.Background())
+			return fmt.Errorf("serve: %w", err)
+		case <-hup:
+			file, err := loadConfig(c.configFile)
+			if err != nil {
+				log.Error().Err(err).Msg("reload: keeping the running servers")
+				continue
+			}
+			log.Info().Msg("reloading config")
+			files.apply(ctx, file)
+		}
+	}
+	drainCtx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+	defer cancel()
+	srv.Shutdown(drainCtx)
+	connecting.Wait()
+	// Stopping servers is bounded by their stop grace; give it its own
+	// deadline so that a drained RPC budget cannot skip it.
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), c.shutdownTimeout+3*c.stopGrace)
+	defer cancelStop()
+	if err := mgr.Close(stopCtx); err != nil {
+		return fmt.Errorf("stop servers: %w", err)
+	}
+	log.Info().Msg("mcpd stopped")
+	return nil
+}
+
+// loadConfig reads the config file, or the built-in default (the demo
+// server) when none is given.
+func loadConfig(path string) (*mcpconfig.File, error) {
+	if path != "" {
+		return mcpconfig.Load(path, os.LookupEnv)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable for the default config: %w", err)
+	}
+	return mcpconfig.Parse(defaultConfig, func(name string) (string, bool) {
+		if name == "MCPD_SELF" {
+			return self, true
+		}
+		return os.LookupEnv(name)
+	})
+}
+
+func apiToken(c *config) (string, error) {
+	if c.apiTokenFile == "" {
+		return c.apiToken, nil
+	}
+	b, err := os.ReadFile(c.apiTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("read API token file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", errors.New("API token file is empty")
+	}
+	return token, nil
+}
+
+// listen opens the gRPC listener. Whoever reaches mcpd can start processes,
+// so a TCP address must be loopback unless an API token guards it, and a
+// Unix socket is created with mode 0600.
+func listen(addr string, haveToken bool) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		if path == "" {
+			return nil, errors.New("--listen unix:// needs a path, e.g. unix:///run/mcpd.sock")
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove stale socket: %w", err)
+		}
+		// The umask makes the socket 0600 from the moment it exists.
+		old := syscall.Umask(0o177)
+		lis, err := net.Listen("unix", path)
+		syscall.Umask(old)
+		if err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+		return lis, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %q: want host:port or unix:///path: %w", addr, err)
+	}
+	if !isLoopback(host) && !haveToken {
+		return nil, fmt.Errorf("--listen %q is not a loopback address: set MCPD_API_TOKEN or --api-token-file to serve beyond this machine", addr)
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return lis, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func newLogger(level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		return zerolog.Logger{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	var w = os.Stderr
+	switch format {
+	case "json":
+		return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+	case "console":
+		return zerolog.New(zerolog.ConsoleWriter{Out: w}).Level(lvl).With().Timestamp().Logger(), nil
+	}
+	return zerolog.Logger{}, fmt.Errorf("--log-format %q: want json or console", format)
+}
