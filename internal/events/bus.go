@@ -1,0 +1,242 @@
+package events
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// DefaultBufferSize is the number of events a Bus keeps when
+// Options.BufferSize is not set.
+const DefaultBufferSize = 4096
+
+// scanBatch bounds how many filtered-out events Next inspects per hold of
+// the bus lock, so a narrow filter over a full ring never holds up Publish
+// for long.
+const scanBatch = 64
+
+// Options configures a Bus. The zero value and nil use the defaults.
+type Options struct {
+	// BufferSize is how many of the most recent events the bus keeps for
+	// slow and resuming subscribers; DefaultBufferSize when <= 0.
+	BufferSize int
+}
+
+// Bus is the per-daemon event bus. Publish, LastSequence, Subscribe and
+// Close may be called from any goroutine, concurrently.
+type Bus struct {
+	size int // ring capacity, fixed
+
+	mu sync.Mutex
+	// ring holds the events last-len(ring)+1 .. last; the event with
+	// sequence s is at ring[(s-1)%size]. It grows up to size and is then
+	// overwritten in place, so the bus never holds more than size events.
+	ring []Event
+	last uint64 // sequence of the last published event; 0 before the first
+	// wake is closed (and replaced) by Publish to wake every waiting
+	// subscriber at once; waiting says whether anyone took it since, so an
+	// unwatched Publish allocates nothing.
+	wake    chan struct{}
+	waiting bool
+	closed  bool
+}
+
+// NewBus returns an empty bus. opts may be nil.
+func NewBus(opts *Options) *Bus {
+	size := DefaultBufferSize
+	if opts != nil && opts.BufferSize > 0 {
+		size = opts.BufferSize
+	}
+	return &Bus{size: size, wake: make(chan struct{})}
+}
+
+// Publish appends e to the bus and returns its sequence. It sets
+// e.Sequence, and e.Time when zero. Publish never blocks on subscribers:
+// it takes the bus lock, writes one ring slot and wakes waiting readers
+// with one broadcast, so it is safe in SDK notification handlers.
+//
+// Publish returns 0 and drops e when the bus is closed, or when e.Kind is
+// KindGap or not a valid Kind (gap events are made by the bus only).
+func (b *Bus) Publish(e Event) uint64 {
+	if e.Kind < KindResourceUpdated || e.Kind >= KindGap {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0
+	}
+	b.last++
+	e.Sequence = b.last
+	if e.Time.IsZero() {
+		// Stamped under the lock so that stamped times never decrease
+		// along the sequence.
+		e.Time = time.Now()
+	}
+	b.storeLocked(e)
+	if b.waiting {
+		close(b.wake)
+		b.wake = make(chan struct{})
+		b.waiting = false
+	}
+	return e.Sequence
+}
+
+// storeLocked writes e, whose sequence is b.last, into the ring.
+func (b *Bus) storeLocked(e Event) {
+	if len(b.ring) < b.size {
+		// Still filling: the slot for e is the next append. Grow by
+		// doubling but never past size, so memory stays bounded and an
+		// idle daemon does not pay for the whole ring up front.
+		if len(b.ring) == cap(b.ring) {
+			n := min(max(2*cap(b.ring), 16), b.size)
+			grown := make([]Event, len(b.ring), n)
+			copy(grown, b.ring)
+			b.ring = grown
+		}
+		b.ring = append(b.ring, e)
+		return
+	}
+	b.ring[b.index(e.Sequence)] = e
+}
+
+func (b *Bus) index(seq uint64) int {
+	return int((seq - 1) % uint64(b.size))
+}
+
+// oldestLocked returns the sequence of the oldest buffered event, or
+// b.last+1 when nothing is buffered.
+func (b *Bus) oldestLocked() uint64 {
+	return b.last - uint64(len(b.ring)) + 1
+}
+
+// LastSequence returns the sequence of the last published event, 0 if
+// none.
+func (b *Bus) LastSequence() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last
+}
+
+// Close closes the bus: every pending and later Next returns ErrClosed
+// and later Publish calls are no-ops. The buffered events are released.
+// Close is idempotent.
+func (b *Bus) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.closed = true
+	b.ring = nil
+	close(b.wake)
+}
+
+// Subscribe returns a subscription that reads the events passing f, in
+// sequence order.
+//
+// after is the resume point. nil means only events published after
+// Subscribe returns. &n means every buffered event with a sequence
+// greater than n, then live ones; n = 0 means everything still buffered.
+// If some events after n were already evicted, the first event read is a
+// KindGap for n+1 .. oldest buffered - 1 (also for n = 0). If n is greater
+// than LastSequence the client saw a previous daemon, whose sequences do
+// not carry over, and the subscription starts from now, as with nil.
+//
+// Subscribe registers nothing with the bus: a subscription is only a
+// cursor, so an abandoned one costs the bus nothing. Close it anyway to
+// unblock its reader.
+func (b *Bus) Subscribe(f Filter, after *uint64) *Subscription {
+	b.mu.Lock()
+	next := b.last + 1
+	if after != nil && *after < b.last {
+		next = *after + 1
+	}
+	b.mu.Unlock()
+	return &Subscription{
+		bus:  b,
+		m:    newMatcher(f),
+		next: next,
+		done: make(chan struct{}),
+	}
+}
+
+// Subscription is a filtered, ordered reader of a Bus. Next must be called
+// from one goroutine at a time; Close may be called from any goroutine,
+// concurrently and more than once.
+type Subscription struct {
+	bus       *Bus
+	m         matcher
+	next      uint64 // the next sequence this reader wants; owned by Next
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// Next returns the next event that passes the subscription's filter,
+// blocking until one is published. When the events the subscription wants
+// next were evicted from the ring because it fell behind, Next returns
+// one KindGap event for the missed range and then continues with the
+// oldest buffered event. Next returns ctx.Err() when ctx ends, and
+// ErrClosed once the subscription or the bus is closed.
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	b := s.bus
+	for {
+		if err := ctx.Err(); err != nil {
+			return Event{}, err
+		}
+		select {
+		case <-s.done:
+			return Event{}, ErrClosed
+		default:
+		}
+
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return Event{}, ErrClosed
+		}
+		if oldest := b.oldestLocked(); s.next < oldest {
+			gap := Event{
+				Sequence: oldest - 1,
+				Time:     time.Now(),
+				Kind:     KindGap,
+				GapFrom:  s.next,
+				GapTo:    oldest - 1,
+			}
+			s.next = oldest
+			b.mu.Unlock()
+			return gap, nil
+		}
+		for n := 0; s.next <= b.last && n < scanBatch; n++ {
+			e := &b.ring[b.index(s.next)]
+			s.next++
+			if s.m.match(e) {
+				ev := *e
+				b.mu.Unlock()
+				return ev, nil
+			}
+		}
+		if s.next <= b.last {
+			// More to scan: let publishers in between batches.
+			b.mu.Unlock()
+			continue
+		}
+		wake := b.wake
+		b.waiting = true
+		b.mu.Unlock()
+
+		select {
+		case <-wake:
+		case <-s.done:
+			return Event{}, ErrClosed
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+}
+
+// Close ends the subscription and unblocks a pending Next, which returns
+// ErrClosed. Close is idempotent.
+func (s *Subscription) Close() {
+	s.closeOnce.Do(func() { close(s.done) })
+}

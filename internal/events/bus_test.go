@@ -1,0 +1,678 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testTimeout bounds every test context; it only guards against hangs.
+const testTimeout = 10 * time.Second
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func ptr(n uint64) *uint64 { return &n }
+
+// mustNext reads one event and fails the test on error.
+func mustNext(ctx context.Context, t *testing.T, s *Subscription) Event {
+	t.Helper()
+	e, err := s.Next(ctx)
+	if err != nil {
+		t.Fatalf("Next: got error %v, want an event", err)
+	}
+	return e
+}
+
+// publishN publishes n tools_changed events for server "s".
+func publishN(b *Bus, n int) {
+	for range n {
+		b.Publish(Event{Server: "s", Kind: KindToolsChanged})
+	}
+}
+
+// ringSize returns the ring's length and capacity.
+func ringSize(b *Bus) (length, capacity int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.ring), cap(b.ring)
+}
+
+// waitWaiting waits until some subscriber is blocked in Next.
+func waitWaiting(ctx context.Context, t *testing.T, b *Bus) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		b.mu.Lock()
+		w := b.waiting
+		b.mu.Unlock()
+		if w {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for a blocked Next: %v", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func TestKindString(t *testing.T) {
+	tests := []struct {
+		kind Kind
+		want string
+	}{
+		{KindResourceUpdated, "resource_updated"},
+		{KindToolsChanged, "tools_changed"},
+		{KindPromptsChanged, "prompts_changed"},
+		{KindResourcesChanged, "resources_changed"},
+		{KindServerState, "server_state"},
+		{KindLog, "log"},
+		{KindGap, "gap"},
+		{Kind(0), "Kind(0)"},
+		{Kind(99), "Kind(99)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := tt.kind.String(); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPublishFillsFields(t *testing.T) {
+	ctx := testContext(t)
+	b := NewBus(nil)
+	defer b.Close()
+	if got := b.LastSequence(); got != 0 {
+		t.Fatalf("LastSequence of an empty bus: got %d, want 0", got)
+	}
+	sub := b.Subscribe(Filter{}, nil)
+	defer sub.Close()
+
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	in := Event{
+		Time: at, Server: "srv", Kind: KindLog,
+		Level: "warning", Logger: "db", Data: map[string]any{"n": 1.0},
+	}
+	if got := b.Publish(in); got != 1 {
+		t.Fatalf("first Publish: got sequence %d, want 1", got)
+	}
+	before := time.Now()
+	if got := b.Publish(Event{Server: "srv", Kind: KindServerState, State: "ready"}); got != 2 {
+		t.Fatalf("second Publish: got sequence %d, want 2", got)
+	}
+	if got := b.LastSequence(); got != 2 {
+		t.Fatalf("LastSequence: got %d, want 2", got)
+	}
+
+	want := in
+	want.Sequence = 1
+	if diff := cmp.Diff(want, mustNext(ctx, t, sub)); diff != "" {
+		t.Errorf("event 1 (-want +got):\n%s", diff)
+	}
+	e := mustNext(ctx, t, sub)
+	if e.Sequence != 2 || e.State != "ready" {
+		t.Errorf("event 2: got sequence %d state %q, want 2 %q", e.Sequence, e.State, "ready")
+	}
+	if e.Time.Before(before) {
+		t.Errorf("event 2: got time %v, want at least %v (stamped by Publish)", e.Time, before)
+	}
+}
+
+func TestPublishRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		e    Event
+	}{
+		{"zero kind", Event{Server: "s"}},
+		{"gap", Event{Kind: KindGap, GapFrom: 1, GapTo: 2}},
+		{"unknown kind", Event{Kind: Kind(42)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewBus(nil)
+			defer b.Close()
+			if got := b.Publish(tt.e); got != 0 {
+				t.Errorf("Publish: got sequence %d, want 0", got)
+			}
+			if got := b.LastSequence(); got != 0 {
+				t.Errorf("LastSequence: got %d, want 0", got)
+			}
+		})
+	}
+}
+
+func TestSequencesGapFreeConcurrent(t *testing.T) {
+	ctx := testContext(t)
+	const publishers, each = 8, 1000
+	b := NewBus(&Options{BufferSize: publishers * each})
+	defer b.Close()
+	sub := b.Subscribe(Filter{}, nil)
+	defer sub.Close()
+
+	got := make([][]uint64, publishers)
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() {
+			for i := range each {
+				got[p] = append(got[p], b.Publish(Event{Server: fmt.Sprint(p), Kind: KindLog, Data: float64(i)}))
+			}
+		})
+	}
+	wg.Wait()
+
+	const total = publishers * each
+	seen := make([]bool, total+1)
+	for p, seqs := range got {
+		for i, s := range seqs {
+			if s == 0 || s > total {
+				t.Fatalf("publisher %d: got sequence %d, want 1..%d", p, s, total)
+			}
+			if seen[s] {
+				t.Fatalf("publisher %d: got sequence %d twice", p, s)
+			}
+			seen[s] = true
+			if i > 0 && s <= seqs[i-1] {
+				t.Fatalf("publisher %d: got sequence %d after %d, want increasing", p, s, seqs[i-1])
+			}
+		}
+	}
+	if got := b.LastSequence(); got != total {
+		t.Fatalf("LastSequence: got %d, want %d", got, total)
+	}
+
+	// The subscriber sees every sequence once, in order, with times that
+	// never go back, and each publisher's events in its own order.
+	var prev time.Time
+	nextData := make(map[string]float64)
+	for want := uint64(1); want <= total; want++ {
+		e := mustNext(ctx, t, sub)
+		if e.Sequence != want {
+			t.Fatalf("got sequence %d, want %d", e.Sequence, want)
+		}
+		if e.Time.Before(prev) {
+			t.Fatalf("sequence %d: got time %v before the previous %v", want, e.Time, prev)
+		}
+		prev = e.Time
+		if d := e.Data.(float64); d != nextData[e.Server] {
+			t.Fatalf("publisher %s: got event %v, want %v", e.Server, d, nextData[e.Server])
+		}
+		nextData[e.Server]++
+	}
+}
+
+func TestFilterMatch(t *testing.T) {
+	ru := func(server, uri string) Event { return Event{Server: server, Kind: KindResourceUpdated, URI: uri} }
+	ev := func(server string, k Kind) Event { return Event{Server: server, Kind: k} }
+	gap := Event{Kind: KindGap, GapFrom: 1, GapTo: 3}
+	resA := Resource{Server: "a", URI: "file:///x"}
+
+	tests := []struct {
+		name   string
+		filter Filter
+		event  Event
+		want   bool
+	}{
+		{"zero filter passes tools", Filter{}, ev("a", KindToolsChanged), true},
+		{"zero filter passes resource update", Filter{}, ru("a", "file:///x"), true},
+		{"zero filter passes log", Filter{}, ev("b", KindLog), true},
+
+		{"server listed", Filter{Servers: []string{"a", "b"}}, ev("b", KindPromptsChanged), true},
+		{"server not listed", Filter{Servers: []string{"a"}}, ev("b", KindPromptsChanged), false},
+		{"server filter on resource update", Filter{Servers: []string{"a"}}, ru("b", "file:///x"), false},
+
+		{"kind listed", Filter{Kinds: []Kind{KindServerState, KindLog}}, ev("a", KindLog), true},
+		{"kind not listed", Filter{Kinds: []Kind{KindServerState}}, ev("a", KindLog), false},
+		{"server and kind both pass", Filter{Servers: []string{"a"}, Kinds: []Kind{KindLog}}, ev("a", KindLog), true},
+		{"server passes kind does not", Filter{Servers: []string{"a"}, Kinds: []Kind{KindLog}}, ev("a", KindToolsChanged), false},
+		{"kind passes server does not", Filter{Servers: []string{"a"}, Kinds: []Kind{KindLog}}, ev("b", KindLog), false},
+
+		{"resources: listed update", Filter{Resources: []Resource{resA}}, ru("a", "file:///x"), true},
+		{"resources: other uri", Filter{Resources: []Resource{resA}}, ru("a", "file:///y"), false},
+		{"resources: same uri other server", Filter{Resources: []Resource{resA}}, ru("b", "file:///x"), false},
+		{"resources: other kinds still pass", Filter{Resources: []Resource{resA}}, ev("b", KindToolsChanged), true},
+		{"resources with kind resource_updated: listed", Filter{Kinds: []Kind{KindResourceUpdated}, Resources: []Resource{resA}}, ru("a", "file:///x"), true},
+		{"resources with kind resource_updated: unlisted", Filter{Kinds: []Kind{KindResourceUpdated}, Resources: []Resource{resA}}, ru("a", "file:///y"), false},
+		{"resources with kind resource_updated: other kind", Filter{Kinds: []Kind{KindResourceUpdated}, Resources: []Resource{resA}}, ev("a", KindToolsChanged), false},
+		{"resources without the kind: listed update passes", Filter{Kinds: []Kind{KindToolsChanged}, Resources: []Resource{resA}}, ru("a", "file:///x"), true},
+		{"resources without the kind: unlisted update", Filter{Kinds: []Kind{KindToolsChanged}, Resources: []Resource{resA}}, ru("a", "file:///y"), false},
+		{"resources without the kind: listed kind", Filter{Kinds: []Kind{KindToolsChanged}, Resources: []Resource{resA}}, ev("a", KindToolsChanged), true},
+		{"resources without the kind: other kind", Filter{Kinds: []Kind{KindToolsChanged}, Resources: []Resource{resA}}, ev("a", KindLog), false},
+		{"resources override servers", Filter{Servers: []string{"b"}, Resources: []Resource{resA}}, ru("a", "file:///x"), true},
+		{"resources and servers: other server's tools", Filter{Servers: []string{"b"}, Resources: []Resource{resA}}, ev("a", KindToolsChanged), false},
+		{"kind resource_updated without resources", Filter{Kinds: []Kind{KindResourceUpdated}}, ru("c", "mem://z"), true},
+
+		{"gap passes servers", Filter{Servers: []string{"a"}}, gap, true},
+		{"gap passes kinds", Filter{Kinds: []Kind{KindLog}}, gap, true},
+		{"gap passes everything", Filter{Servers: []string{"a"}, Kinds: []Kind{KindLog}, Resources: []Resource{resA}}, gap, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMatcher(tt.filter)
+			if got := m.match(&tt.event); got != tt.want {
+				t.Errorf("match(%+v, %v): got %v, want %v", tt.filter, tt.event.Kind, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSubscriptionFilters(t *testing.T) {
+	ctx := testContext(t)
+	b := NewBus(nil)
+	defer b.Close()
+	f := Filter{
+		Servers:   []string{"a"},
+		Kinds:     []Kind{KindServerState},
+		Resources: []Resource{{Server: "b", URI: "mem://r"}},
+	}
+	sub := b.Subscribe(f, nil)
+	defer sub.Close()
+	// The subscription keeps its own copy of the filter.
+	f.Servers[0] = "b"
+
+	var want []uint64
+	// More filtered-out events than one scan batch, to cover rescans.
+	for i := range 3 * scanBatch {
+		b.Publish(Event{Server: "a", Kind: KindLog})
+		b.Publish(Event{Server: "b", Kind: KindServerState, State: "ready"})
+		b.Publish(Event{Server: "b", Kind: KindResourceUpdated, URI: "mem://other"})
+		if i%50 == 0 {
+			want = append(want, b.Publish(Event{Server: "a", Kind: KindServerState, State: "ready"}))
+			want = append(want, b.Publish(Event{Server: "b", Kind: KindResourceUpdated, URI: "mem://r"}))
+		}
+	}
+	for range 2 * scanBatch {
+		b.Publish(Event{Server: "c", Kind: KindToolsChanged})
+	}
+	want = append(want, b.Publish(Event{Server: "a", Kind: KindServerState, State: "stopped"}))
+
+	var got []uint64
+	for range want {
+		got = append(got, mustNext(ctx, t, sub).Sequence)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sequences (-want +got):\n%s", diff)
+	}
+}
+
+func TestResumeAfterLastSeen(t *testing.T) {
+	ctx := testContext(t)
+	b := NewBus(nil)
+	defer b.Close()
+
+	first := b.Subscribe(Filter{}, nil)
+	publishN(b, 10)
+	var last uint64
+	for range 5 {
+		last = mustNext(ctx, t, first).Sequence
+	}
+	first.Close()
+	if _, err := first.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: got %v, want ErrClosed", err)
+	}
+	publishN(b, 5) // missed while disconnected
+
+	resumed := b.Subscribe(Filter{}, &last)
+	defer resumed.Close()
+	marker := b.Publish(Event{Server: "s", Kind: KindPromptsChanged})
+	for want := last + 1; want <= marker; want++ {
+		e := mustNext(ctx, t, resumed)
+		if e.Sequence != want || e.Kind == KindGap {
+			t.Fatalf("got %v event %d, want event %d", e.Kind, e.Sequence, want)
+		}
+	}
+}
+
+func TestSubscribeStart(t *testing.T) {
+	// BufferSize 8: 19 events are published before Subscribe and event 20
+	// after it, so when the subscriber reads, 13..20 are buffered and
+	// 1..12 were evicted.
+	const last = 20
+	tests := []struct {
+		name    string
+		after   *uint64
+		wantGap *Event // the first event, if a gap
+		wantSeq uint64 // the first non-gap sequence
+	}{
+		{"nil is from now", nil, nil, 20},
+		{"zero with eviction", ptr(0), &Event{Sequence: 12, Kind: KindGap, GapFrom: 1, GapTo: 12}, 13},
+		{"evicted resume point", ptr(3), &Event{Sequence: 12, Kind: KindGap, GapFrom: 4, GapTo: 12}, 13},
+		{"evicted by a later publish", ptr(11), &Event{Sequence: 12, Kind: KindGap, GapFrom: 12, GapTo: 12}, 13},
+		{"just before the oldest", ptr(12), nil, 13},
+		{"inside the buffer", ptr(17), nil, 18},
+		{"last published", ptr(19), nil, 20},
+		{"beyond last: previous daemon", ptr(20), nil, 20},
+		{"far beyond last", ptr(1 << 60), nil, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testContext(t)
+			b := NewBus(&Options{BufferSize: 8})
+			defer b.Close()
+			publishN(b, last-1)
+			sub := b.Subscribe(Filter{Servers: []string{"s"}}, tt.after)
+			defer sub.Close()
+			b.Publish(Event{Server: "s", Kind: KindToolsChanged})
+
+			if tt.wantGap != nil {
+				e := mustNext(ctx, t, sub)
+				if diff := cmp.Diff(*tt.wantGap, e, cmp.FilterPath(func(p cmp.Path) bool {
+					return p.Last().String() == ".Time"
+				}, cmp.Ignore())); diff != "" {
+					t.Fatalf("first event (-want +got):\n%s", diff)
+				}
+				if e.Time.IsZero() {
+					t.Errorf("gap event: got zero time, want the delivery time")
+				}
+			}
+			for want := tt.wantSeq; want <= last; want++ {
+				if e := mustNext(ctx, t, sub); e.Sequence != want || e.Kind != KindToolsChanged {
+					t.Fatalf("got %v event %d, want tools_changed event %d", e.Kind, e.Sequence, want)
+				}
+			}
+		})
+	}
+}
+
+func TestSubscribeEmptyBus(t *testing.T) {
+	tests := []struct {
+		name  string
+		after *uint64
+	}{
+		{"nil", nil},
+		{"zero", ptr(0)},
+		{"beyond", ptr(7)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testContext(t)
+			b := NewBus(&Options{BufferSize: 4})
+			defer b.Close()
+			sub := b.Subscribe(Filter{}, tt.after)
+			defer sub.Close()
+			b.Publish(Event{Server: "s", Kind: KindToolsChanged})
+			if e := mustNext(ctx, t, sub); e.Sequence != 1 || e.Kind != KindToolsChanged {
+				t.Fatalf("got %v event %d, want tools_changed event 1", e.Kind, e.Sequence)
+			}
+		})
+	}
+}
+
+// TestStalledSubscriber checks that a subscriber that never reads holds up
+// neither Publish nor a subscriber that keeps up, that the ring stays
+// bounded, and that the stalled one then gets a gap and the buffered tail.
+func TestStalledSubscriber(t *testing.T) {
+	const size, total = 256, 10_000
+	// lag bounds how far the publisher runs ahead of the active reader, so
+	// the reader keeps up with a small ring; the stalled subscriber gets
+	// no such courtesy.
+	const lag = size / 2
+	ctx := testContext(t)
+	b := NewBus(&Options{BufferSize: size})
+	defer b.Close()
+
+	stalled := b.Subscribe(Filter{}, nil)
+	defer stalled.Close()
+	active := b.Subscribe(Filter{}, nil)
+	defer active.Close()
+
+	credit := make(chan struct{}, lag)
+	type result struct {
+		seqs []uint64
+		err  error
+	}
+	readDone := make(chan result, 1)
+	go func() {
+		var r result
+		for range total {
+			e, err := active.Next(ctx)
+			if err != nil {
+				r.err = err
+				break
+			}
+			r.seqs = append(r.seqs, e.Sequence)
+			<-credit
+		}
+		readDone <- r
+	}()
+
+	maxLen, maxCap := 0, 0
+	for i := range total {
+		select {
+		case credit <- struct{}{}:
+		case <-ctx.Done():
+			t.Fatalf("publishing event %d: %v", i+1, ctx.Err())
+		}
+		b.Publish(Event{Server: "s", Kind: KindResourceUpdated, URI: "mem://r"})
+		if i%97 == 0 {
+			l, c := ringSize(b)
+			maxLen, maxCap = max(maxLen, l), max(maxCap, c)
+		}
+	}
+	if got := b.LastSequence(); got != total {
+		t.Fatalf("LastSequence: got %d, want %d", got, total)
+	}
+	l, c := ringSize(b)
+	maxLen, maxCap = max(maxLen, l), max(maxCap, c)
+	if maxLen > size || maxCap > size {
+		t.Errorf("ring: got up to length %d capacity %d, want at most %d", maxLen, maxCap, size)
+	}
+	if l != size {
+		t.Errorf("ring length: got %d, want %d", l, size)
+	}
+
+	r := <-readDone
+	if r.err != nil {
+		t.Fatalf("active reader: got error %v after %d events", r.err, len(r.seqs))
+	}
+	for i, s := range r.seqs {
+		if s != uint64(i+1) {
+			t.Fatalf("active reader event %d: got sequence %d, want %d", i, s, i+1)
+		}
+	}
+
+	gap := mustNext(ctx, t, stalled)
+	if gap.Kind != KindGap || gap.GapFrom != 1 || gap.GapTo != total-size {
+		t.Fatalf("stalled reader: got %v %d..%d, want gap 1..%d", gap.Kind, gap.GapFrom, gap.GapTo, total-size)
+	}
+	for want := uint64(total - size + 1); want <= total; want++ {
+		if e := mustNext(ctx, t, stalled); e.Sequence != want || e.Kind != KindResourceUpdated {
+			t.Fatalf("stalled reader: got %v event %d, want resource_updated event %d", e.Kind, e.Sequence, want)
+		}
+	}
+}
+
+// TestOthersGetEverything publishes as fast as possible, with a stalled
+// subscriber, while another reads concurrently; with a ring larger than
+// the burst, the reader gets every event in order.
+func TestOthersGetEverything(t *testing.T) {
+	const total = 10_000
+	ctx := testContext(t)
+	b := NewBus(&Options{BufferSize: 16384})
+	defer b.Close()
+	stalled := b.Subscribe(Filter{}, nil)
+	defer stalled.Close()
+	active := b.Subscribe(Filter{}, nil)
+	defer active.Close()
+
+	readDone := make(chan error, 1)
+	go func() {
+		for want := uint64(1); want <= total; want++ {
+			e, err := active.Next(ctx)
+			if err != nil {
+				readDone <- err
+				return
+			}
+			if e.Sequence != want || e.Kind == KindGap {
+				readDone <- fmt.Errorf("got %v event %d, want event %d", e.Kind, e.Sequence, want)
+				return
+			}
+		}
+		readDone <- nil
+	}()
+	publishN(b, total) // returns although one subscriber never reads
+	if err := <-readDone; err != nil {
+		t.Fatalf("active reader: %v", err)
+	}
+}
+
+func TestRingGrowthBounded(t *testing.T) {
+	for _, size := range []int{1, 3, 16, 100, 4096} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			ctx := testContext(t)
+			b := NewBus(&Options{BufferSize: size})
+			defer b.Close()
+			for i := 1; i <= 2*size+5; i++ {
+				b.Publish(Event{Server: "s", Kind: KindToolsChanged})
+				l, c := ringSize(b)
+				if want := min(i, size); l != want || c > size {
+					t.Fatalf("after %d events: got length %d capacity %d, want length %d capacity at most %d", i, l, c, want, size)
+				}
+			}
+			// Everything buffered is still readable, in order.
+			sub := b.Subscribe(Filter{}, ptr(uint64(size+5)))
+			defer sub.Close()
+			for want := uint64(size + 6); want <= uint64(2*size+5); want++ {
+				if e := mustNext(ctx, t, sub); e.Sequence != want {
+					t.Fatalf("got event %d, want %d", e.Sequence, want)
+				}
+			}
+		})
+	}
+}
+
+func TestDefaultBufferSize(t *testing.T) {
+	for _, opts := range []*Options{nil, {}, {BufferSize: -1}} {
+		b := NewBus(opts)
+		if b.size != DefaultBufferSize {
+			t.Errorf("NewBus(%+v): got size %d, want %d", opts, b.size, DefaultBufferSize)
+		}
+		b.Close()
+	}
+}
+
+func TestUnblockNext(t *testing.T) {
+	tests := []struct {
+		name    string
+		unblock func(b *Bus, s *Subscription, cancel context.CancelFunc)
+		want    error
+	}{
+		{"bus close", func(b *Bus, _ *Subscription, _ context.CancelFunc) { b.Close() }, ErrClosed},
+		{"subscription close", func(_ *Bus, s *Subscription, _ context.CancelFunc) { s.Close() }, ErrClosed},
+		{"context cancel", func(_ *Bus, _ *Subscription, cancel context.CancelFunc) { cancel() }, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testContext(t)
+			b := NewBus(nil)
+			defer b.Close()
+			// Events the filter drops must not wake the reader for good.
+			sub := b.Subscribe(Filter{Servers: []string{"nobody"}}, nil)
+			defer sub.Close()
+			nextCtx, cancel := context.WithCancel(ctx)
+			defer cancel()
+
+			done := make(chan error, 1)
+			go func() {
+				_, err := sub.Next(nextCtx)
+				done <- err
+			}()
+			waitWaiting(ctx, t, b)
+			publishN(b, 3)
+			waitWaiting(ctx, t, b) // back to sleep after the dropped events
+			tt.unblock(b, sub, cancel)
+
+			select {
+			case err := <-done:
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("Next: got %v, want %v", err, tt.want)
+				}
+			case <-ctx.Done():
+				t.Fatalf("Next still blocked: %v", ctx.Err())
+			}
+			// Closing twice, in any order, is fine.
+			sub.Close()
+			b.Close()
+			sub.Close()
+		})
+	}
+}
+
+func TestClosedBus(t *testing.T) {
+	ctx := testContext(t)
+	b := NewBus(nil)
+	publishN(b, 3)
+	sub := b.Subscribe(Filter{}, ptr(0))
+	defer sub.Close()
+	b.Close()
+	b.Close()
+
+	if _, err := sub.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("Next on a closed bus: got %v, want ErrClosed", err)
+	}
+	if got := b.Publish(Event{Server: "s", Kind: KindToolsChanged}); got != 0 {
+		t.Errorf("Publish after Close: got sequence %d, want 0", got)
+	}
+	if got := b.LastSequence(); got != 3 {
+		t.Errorf("LastSequence after Close: got %d, want 3", got)
+	}
+	late := b.Subscribe(Filter{}, nil)
+	defer late.Close()
+	if _, err := late.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("Next of a subscription made after Close: got %v, want ErrClosed", err)
+	}
+}
+
+func TestNextCancelledContext(t *testing.T) {
+	b := NewBus(nil)
+	defer b.Close()
+	publishN(b, 1)
+	sub := b.Subscribe(Filter{}, ptr(0))
+	defer sub.Close()
+	ctx, cancel := context.WithCancel(testContext(t))
+	cancel()
+	if _, err := sub.Next(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next with a cancelled context: got %v, want context.Canceled", err)
+	}
+	// The event is not lost.
+	if e := mustNext(testContext(t), t, sub); e.Sequence != 1 {
+		t.Fatalf("got event %d, want 1", e.Sequence)
+	}
+}
+
+// BenchmarkPublish measures Publish with idle subscribers (subscribed, not
+// reading); the cost should not depend on how many there are.
+func BenchmarkPublish(b *testing.B) {
+	for _, n := range []int{0, 10, 100} {
+		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
+			bus := NewBus(nil)
+			defer bus.Close()
+			for range n {
+				s := bus.Subscribe(Filter{}, nil)
+				defer s.Close()
+			}
+			e := Event{Server: "srv", Kind: KindResourceUpdated, URI: "file:///a"}
+			b.ReportAllocs()
+			for b.Loop() {
+				bus.Publish(e)
+			}
+		})
+	}
+}
