@@ -82,6 +82,8 @@ type config struct {
 	probeTimeout    time.Duration
 	stopGrace       time.Duration
 	allowCommands   stringList
+	eventBuffer     int
+	requestTimeout  time.Duration
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -111,6 +113,8 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 30*time.Second, "how long starting a server and opening its session may take")
 	fs.DurationVar(&c.probeTimeout, "probe-timeout", 5*time.Second, "how long to wait for a server to answer the 2026-07-28 server/discover probe before falling back to initialize")
 	fs.DurationVar(&c.stopGrace, "stop-grace", 2*time.Second, "how long a stdio server gets to exit after its stdin closes, and again after SIGTERM")
+	fs.IntVar(&c.eventBuffer, "event-buffer", 4096, "how many recent events mcpd keeps for Subscribe streams that resume with after_sequence")
+	fs.DurationVar(&c.requestTimeout, "server-request-timeout", 60*time.Second, "how long a server's sampling, elicitation or roots request waits for an agent's reply")
 	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
 
 	// Environment first, so that the command line overrides it.

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 	"github.com/mcpd-project/mcpd/internal/server"
 )
@@ -47,7 +48,12 @@ func run(ctx context.Context, c *config) error {
 	}
 	defer lis.Close()
 
+	if c.eventBuffer < 1 {
+		return fmt.Errorf("--event-buffer %d: want at least 1", c.eventBuffer)
+	}
 	health := server.NewHealth()
+	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer})
+	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
 	mgr := mcpclient.NewManager(&mcpclient.Options{
 		Logger:         log,
 		ClientInfo:     &mcp.Implementation{Name: "mcpd", Version: version},
@@ -56,11 +62,15 @@ func run(ctx context.Context, c *config) error {
 		CallTimeout:    c.callTimeout,
 		StopGrace:      c.stopGrace,
 		OnStateChange:  health.ServerStateChanged,
+		Events:         bus,
+		Requests:       broker,
 	})
 	srv := server.New(mgr, health, &server.Options{
 		Logger:   log,
 		APIToken: token,
 		Commands: &server.CommandPolicy{Allowed: c.allowCommands},
+		Events:   bus,
+		Requests: broker,
 	})
 
 	serveErr := make(chan error, 1)

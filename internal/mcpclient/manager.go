@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/events"
 )
 
 // Options configure a Manager. The zero value of each field selects its
@@ -38,6 +39,13 @@ type Options struct {
 	// Dialer, if set, opens the transport of servers that are not stdio
 	// child processes; without it such servers fail as unsupported.
 	Dialer Dialer
+	// Events, if set, receives the servers' notifications and state
+	// changes.
+	Events *events.Bus
+	// Requests, if set, hands server requests (sampling, elicitation,
+	// roots) to attached agents, and mcpd advertises sampling and
+	// elicitation to servers. Without it mcpd advertises only roots.
+	Requests *Broker
 	// OnStateChange, if set, is called after every state change of a
 	// server. It must not block or call back into the Manager.
 	OnStateChange func(server string, state State)
@@ -74,15 +82,19 @@ type Manager struct {
 
 	// opMu serialises operations that replace or remove servers, so that
 	// two of them on one name cannot interleave; reads only take mu.
-	opMu    sync.Mutex
-	mu      sync.Mutex
-	servers map[string]*upstream
-	closed  bool
+	opMu     sync.Mutex
+	mu       sync.Mutex
+	servers  map[string]*upstream
+	closed   bool
+	settings *settings
+	// subMu serialises upstream subscribe and unsubscribe calls, so that
+	// they reach a server in the order interests come and go.
+	subMu sync.Mutex
 }
 
 // NewManager returns an empty Manager.
 func NewManager(opts *Options) *Manager {
-	return &Manager{opts: opts.withDefaults(), servers: make(map[string]*upstream)}
+	return &Manager{opts: opts.withDefaults(), servers: make(map[string]*upstream), settings: newSettings()}
 }
 
 // Connect adds a server and waits, up to ctx, until it is ready or has
@@ -110,7 +122,7 @@ func (m *Manager) Connect(ctx context.Context, cfg config.Server, replace bool) 
 	if old != nil {
 		old.stop()
 	}
-	u := newUpstream(cfg, 0, m.opts)
+	u := m.newUpstream(cfg)
 	m.mu.Lock()
 	m.servers[cfg.Name] = u
 	m.mu.Unlock()
@@ -130,12 +142,14 @@ func (m *Manager) AddFailed(name string, reason error) error {
 	if m.servers[name] != nil {
 		return errorf(ErrAlreadyExists, "server %q already exists", name)
 	}
-	u := newUpstream(config.Server{Name: name}, 0, m.opts)
+	u := m.newUpstream(config.Server{Name: name})
 	u.setState(StateFailed, reason.Error())
-	close(u.settled)
-	close(u.done)
 	m.servers[name] = u
 	return nil
+}
+
+func (m *Manager) newUpstream(cfg config.Server) *upstream {
+	return newUpstream(cfg, m.opts, m.settings, m.settings.rootsFor(cfg.Name))
 }
 
 // settle waits for u's first attempt and returns its status.
@@ -176,14 +190,9 @@ func (m *Manager) Restart(ctx context.Context, name string) (Status, error) {
 		m.opMu.Unlock()
 		return Status{}, errorf(ErrInvalidArgument, "server %q cannot restart: %w", name, err)
 	}
-	old.stop()
-	u := newUpstream(old.cfg, old.status().Restarts+1, m.opts)
-	m.mu.Lock()
-	m.servers[name] = u
-	m.mu.Unlock()
-	u.start()
+	old.restart()
 	m.opMu.Unlock()
-	return m.settle(ctx, u)
+	return m.settle(ctx, old)
 }
 
 // Get returns the status of one server.

@@ -47,10 +47,17 @@ func (r *stateRecorder) get(name string) []State {
 	return append([]State(nil), r.states[name]...)
 }
 
-func newTestManager(t *testing.T) (*Manager, *stateRecorder) {
+// newTestManager returns a Manager whose era probe waits probe: long for
+// servers that answer it (a loaded machine must not turn them legacy),
+// short for those that ignore it.
+func newTestManager(t *testing.T, probe ...time.Duration) (*Manager, *stateRecorder) {
 	rec := &stateRecorder{states: make(map[string][]State)}
+	timeout := 20 * time.Second
+	if len(probe) > 0 {
+		timeout = probe[0]
+	}
 	m := NewManager(&Options{
-		ProbeTimeout:  time.Second,
+		ProbeTimeout:  timeout,
 		StopGrace:     500 * time.Millisecond,
 		OnStateChange: rec.record,
 	})
@@ -66,17 +73,18 @@ func newTestManager(t *testing.T) (*Manager, *stateRecorder) {
 
 func TestEraProbe(t *testing.T) {
 	tests := []struct {
-		mode string
-		want string
+		mode  string
+		probe time.Duration
+		want  string
 	}{
-		{"serve", "2026-07-28"},
-		{"ignore-discover", "2025-11-25"},
-		{"die-on-discover", "2025-11-25"},
+		{"serve", 20 * time.Second, "2026-07-28"},
+		{"ignore-discover", time.Second, "2025-11-25"},
+		{"die-on-discover", 20 * time.Second, "2025-11-25"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Parallel()
-			m, _ := newTestManager(t)
+			m, _ := newTestManager(t, tt.probe)
 			ctx := testContext(t)
 			st, err := m.Connect(ctx, fakeServer("fake", tt.mode), false)
 			if err != nil {

@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/transport"
 )
 
@@ -58,16 +57,6 @@ func (s State) String() string {
 	return "unknown"
 }
 
-// Tool is one tool of one server, as mcpd exposes it.
-type Tool struct {
-	// Name is the qualified name, mcp__<server>__<tool>.
-	Name string
-	// Server names the server that owns the tool.
-	Server string
-	// Tool is the server's definition; Tool.Name is the server's own name.
-	Tool *mcp.Tool
-}
-
 // Status is a snapshot of one server.
 type Status struct {
 	Config          config.Server
@@ -84,21 +73,29 @@ type Status struct {
 	Pid             int
 }
 
-// upstream supervises the session with one server. Its run goroutine owns
-// the session and the child process; stop cancels it and waits.
+// upstream supervises the session with one server. Each start launches a
+// run goroutine that owns one session and its child process; stop cancels
+// the run and waits for it. A restart is a stop and a start of the same
+// upstream, so the SDK client (and the roots it holds) carries over.
 type upstream struct {
 	cfg    config.Server
 	opts   *Options
+	wants  interests // what agents set up, replayed on every new session
 	log    zerolog.Logger
 	client *mcp.Client
 
-	ctx     context.Context // lifecycle: cancelled by stop
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when run returns
-	settled chan struct{} // closed when the first connection attempt settles
 	refresh chan struct{} // a tools/list_changed arrived (capacity 1)
 
+	// rootsMu guards rootURIs, the roots last given to client (the SDK
+	// offers no getter).
+	rootsMu  sync.Mutex
+	rootURIs []string
+
+	// lifeMu serialises start, stop and restart.
+	lifeMu sync.Mutex
+
 	mu           sync.Mutex
+	run          *run // the current run; nil before the first start
 	state        State
 	lastErr      string
 	stateChanged time.Time
@@ -108,72 +105,125 @@ type upstream struct {
 	lastProc     *transport.Process // kept for the stderr tail after an exit
 	init         *mcp.InitializeResult
 	tools        map[string]*mcp.Tool // by the server's own name, after filters
+	sinks        map[string]*callSink // streamed calls in flight, by progress token
+	routedConn   bool                 // the session's connection feeds sinks itself
+	nextToken    uint64
 }
 
-func newUpstream(cfg config.Server, restarts uint32, opts *Options) *upstream {
-	ctx, cancel := context.WithCancel(context.Background())
+// run is one supervised attempt: connect, serve until stopped or the
+// session ends.
+type run struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the run goroutine returns
+	settled chan struct{} // closed when the connection attempt succeeded or failed
+}
+
+// interests is what the Manager keeps per server name for agents, so that
+// a new session (after a restart or a replacement) sets it up again.
+type interests interface {
+	// resources lists the URIs of the server agents subscribed to.
+	resources(server string) []string
+	// logLevel is the level set with SetLogLevel, or "".
+	logLevel(server string) mcp.LoggingLevel
+}
+
+func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp.Root) *upstream {
 	u := &upstream{
-		cfg:      cfg,
-		opts:     opts,
-		log:      opts.Logger.With().Str("server", cfg.Name).Logger(),
-		ctx:      ctx,
-		cancel:   cancel,
-		done:     make(chan struct{}),
-		settled:  make(chan struct{}),
-		refresh:  make(chan struct{}, 1),
-		restarts: restarts,
+		cfg:     cfg,
+		opts:    opts,
+		wants:   wants,
+		log:     opts.Logger.With().Str("server", cfg.Name).Logger(),
+		refresh: make(chan struct{}, 1),
+		sinks:   make(map[string]*callSink),
 	}
-	u.client = mcp.NewClient(opts.ClientInfo, &mcp.ClientOptions{
-		// No roots, sampling or elicitation: mcpd advertises only what it
-		// can honour, and this client answers none of those requests.
-		Capabilities:           &mcp.ClientCapabilities{},
-		ToolListChangedHandler: u.onToolListChanged,
-	})
+	u.client = mcp.NewClient(opts.ClientInfo, u.clientOptions())
+	u.client.AddReceivingMiddleware(u.rootsMiddleware)
+	u.setRoots(roots)
 	return u
 }
 
-// start launches the supervising goroutine. It is called once.
+// start launches a run.
 func (u *upstream) start() {
-	u.setState(StateConnecting, "")
-	go u.run()
+	u.lifeMu.Lock()
+	defer u.lifeMu.Unlock()
+	u.startLocked()
 }
 
-// waitSettled waits until the first connection attempt succeeded or failed,
-// or ctx ends.
+func (u *upstream) startLocked() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &run{ctx: ctx, cancel: cancel, done: make(chan struct{}), settled: make(chan struct{})}
+	u.mu.Lock()
+	u.run = r
+	u.mu.Unlock()
+	u.setState(StateConnecting, "")
+	go u.serve(r)
+}
+
+// stop ends the session, stops the process and waits for the run to end.
+// It is idempotent.
+func (u *upstream) stop() {
+	u.lifeMu.Lock()
+	defer u.lifeMu.Unlock()
+	u.stopLocked()
+	u.setState(StateStopped, "")
+}
+
+func (u *upstream) stopLocked() {
+	u.mu.Lock()
+	r := u.run
+	u.mu.Unlock()
+	if r != nil {
+		r.cancel()
+		<-r.done
+	}
+}
+
+// restart stops the current run and starts a new one.
+func (u *upstream) restart() {
+	u.lifeMu.Lock()
+	defer u.lifeMu.Unlock()
+	u.stopLocked()
+	u.mu.Lock()
+	u.restarts++
+	u.mu.Unlock()
+	u.startLocked()
+}
+
+// waitSettled waits until the current run's connection attempt succeeded
+// or failed, or ctx ends.
 func (u *upstream) waitSettled(ctx context.Context) error {
+	u.mu.Lock()
+	r := u.run
+	u.mu.Unlock()
+	if r == nil {
+		return nil
+	}
 	select {
-	case <-u.settled:
+	case <-r.settled:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// stop ends the session, stops the process and waits for run to return. It
-// is idempotent.
-func (u *upstream) stop() {
-	u.cancel()
-	<-u.done
-	u.setState(StateStopped, "")
-}
-
-func (u *upstream) run() {
-	defer close(u.done)
-	cs, err := u.connect(u.ctx)
+func (u *upstream) serve(r *run) {
+	defer close(r.done)
+	cs, err := u.connect(r.ctx)
+	if err == nil {
+		u.setUp(r.ctx, cs)
+	}
 	if err != nil {
-		if u.ctx.Err() == nil {
+		if r.ctx.Err() == nil {
 			u.setState(StateFailed, err.Error())
 			u.log.Warn().Err(err).Msg("server failed to connect")
 		}
-		close(u.settled)
+		close(r.settled)
 		return
-	}
-	if err := u.refreshTools(u.ctx, cs); err != nil {
-		u.log.Warn().Err(err).Msg("listing tools")
 	}
 	u.setState(StateReady, "")
 	u.log.Info().Str("protocol_version", cs.InitializeResult().ProtocolVersion).Msg("server ready")
-	close(u.settled)
+	close(r.settled)
 
 	sessionEnded := make(chan struct{})
 	go func() {
@@ -182,7 +232,7 @@ func (u *upstream) run() {
 	}()
 	for {
 		select {
-		case <-u.ctx.Done():
+		case <-r.ctx.Done():
 			_ = cs.Close()
 			<-sessionEnded
 			u.stopProcess()
@@ -197,11 +247,41 @@ func (u *upstream) run() {
 			u.log.Warn().Str("reason", reason).Msg("server session ended")
 			return
 		case <-u.refresh:
-			if err := u.refreshTools(u.ctx, cs); err != nil {
+			if err := u.refreshTools(r.ctx, cs); err != nil {
 				u.log.Warn().Err(err).Msg("refreshing tools")
+				continue
 			}
+			u.publish(events.Event{Kind: events.KindToolsChanged})
 		}
 	}
+}
+
+// setUp prepares a new session before it is declared ready: it lists the
+// tools and replays what agents set up (log level, resource
+// subscriptions). A failure here is logged, not fatal: the server still
+// serves what it can.
+func (u *upstream) setUp(ctx context.Context, cs *mcp.ClientSession) {
+	if err := u.refreshTools(ctx, cs); err != nil {
+		u.log.Warn().Err(err).Msg("listing tools")
+	}
+	if u.wants == nil {
+		return
+	}
+	if level := u.wants.logLevel(u.cfg.Name); level != "" && !isStateless(cs) {
+		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+			u.log.Warn().Err(err).Msg("setting the log level again")
+		}
+	}
+	for _, uri := range u.wants.resources(u.cfg.Name) {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			u.log.Warn().Err(err).Str("uri", uri).Msg("subscribing again")
+		}
+	}
+}
+
+// isStateless says whether a session speaks the 2026-07-28 era.
+func isStateless(cs *mcp.ClientSession) bool {
+	return cs.InitializeResult().ProtocolVersion >= statelessProtocolVersion
 }
 
 // stopProcess stops the child process, if any, and describes how it ended.
@@ -277,7 +357,8 @@ func (u *upstream) dial(ctx context.Context, version string) (*mcp.ClientSession
 	u.lastProc = proc
 	u.mu.Unlock()
 
-	cs, err := u.client.Connect(ctx, proc, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	t, routed := u.routed(proc)
+	cs, err := u.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		exited := false
 		select {
@@ -292,7 +373,7 @@ func (u *upstream) dial(ctx context.Context, version string) (*mcp.ClientSession
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	u.mu.Lock()
-	u.proc, u.session, u.init = proc, cs, cs.InitializeResult()
+	u.proc, u.session, u.init, u.routedConn = proc, cs, cs.InitializeResult(), routed
 	u.mu.Unlock()
 	return cs, nil
 }
@@ -306,44 +387,15 @@ func (u *upstream) dialRemote(ctx context.Context, version string) (*mcp.ClientS
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errStart, err)
 	}
+	t, routed := u.routed(t)
 	cs, err := u.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	u.mu.Lock()
-	u.session, u.init = cs, cs.InitializeResult()
+	u.session, u.init, u.routedConn = cs, cs.InitializeResult(), routed
 	u.mu.Unlock()
 	return cs, nil
-}
-
-// onToolListChanged runs on the SDK's notification goroutine, which must
-// never block: it only flags that the run loop should list tools again.
-func (u *upstream) onToolListChanged(context.Context, *mcp.ToolListChangedRequest) {
-	select {
-	case u.refresh <- struct{}{}:
-	default:
-	}
-}
-
-// refreshTools lists every page of the server's tools and keeps the ones
-// the filters allow.
-func (u *upstream) refreshTools(ctx context.Context, cs *mcp.ClientSession) error {
-	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Tools == nil {
-		return nil
-	}
-	tools := make(map[string]*mcp.Tool)
-	for tool, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return fmt.Errorf("tools/list: %w", err)
-		}
-		if u.cfg.AllowsTool(tool.Name) {
-			tools[tool.Name] = tool
-		}
-	}
-	u.mu.Lock()
-	u.tools = tools
-	u.mu.Unlock()
-	return nil
 }
 
 func (u *upstream) setState(state State, lastErr string) {
@@ -356,9 +408,26 @@ func (u *upstream) setState(state State, lastErr string) {
 	if changed {
 		u.stateChanged = time.Now()
 	}
+	shownErr := u.lastErr
 	u.mu.Unlock()
-	if changed && u.opts.OnStateChange != nil {
+	if !changed {
+		return
+	}
+	if u.opts.OnStateChange != nil {
 		u.opts.OnStateChange(u.cfg.Name, state)
+	}
+	ev := events.Event{Kind: events.KindServerState, State: state.String()}
+	if state == StateFailed {
+		ev.Error = shownErr
+	}
+	u.publish(ev)
+}
+
+// publish puts an event of this server on the bus, if there is one.
+func (u *upstream) publish(e events.Event) {
+	if u.opts.Events != nil {
+		e.Server = u.cfg.Name
+		u.opts.Events.Publish(e)
 	}
 }
 
@@ -388,17 +457,6 @@ func (u *upstream) status() Status {
 	return st
 }
 
-// listTools returns the server's tools with their qualified names.
-func (u *upstream) listTools() []Tool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	out := make([]Tool, 0, len(u.tools))
-	for name, t := range u.tools {
-		out = append(out, Tool{Name: QualifiedToolName(u.cfg.Name, name), Server: u.cfg.Name, Tool: t})
-	}
-	return out
-}
-
 // ready returns the session if the server is ready for calls.
 func (u *upstream) ready() (*mcp.ClientSession, error) {
 	u.mu.Lock()
@@ -410,41 +468,6 @@ func (u *upstream) ready() (*mcp.ClientSession, error) {
 		return nil, errorf(ErrUnavailable, "server %q is %s", u.cfg.Name, u.state)
 	}
 	return u.session, nil
-}
-
-// CallOptions tune one tool call.
-type CallOptions struct {
-	// Timeout bounds the call; zero means the server's default.
-	Timeout time.Duration
-	// Meta is sent as the request's _meta.
-	Meta map[string]any
-}
-
-func (u *upstream) callTool(ctx context.Context, toolName string, args map[string]any, opts CallOptions) (*mcp.CallToolResult, error) {
-	if !u.cfg.AllowsTool(toolName) {
-		return nil, errorf(ErrPermissionDenied, "tool %q of server %q is denied by the server's tool filter", toolName, u.cfg.Name)
-	}
-	cs, err := u.ready()
-	if err != nil {
-		return nil, err
-	}
-	u.mu.Lock()
-	_, known := u.tools[toolName]
-	u.mu.Unlock()
-	if !known {
-		return nil, errorf(ErrNotFound, "server %q has no tool %q", u.cfg.Name, toolName)
-	}
-	ctx, cancel := context.WithTimeout(ctx, u.callTimeout(opts.Timeout))
-	defer cancel()
-	if args == nil {
-		// MCP wants an object; a nil map would be omitted or sent as null.
-		args = map[string]any{}
-	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolName, Arguments: args, Meta: opts.Meta})
-	if err != nil {
-		return nil, u.classify(ctx, "tools/call "+toolName, err)
-	}
-	return res, nil
 }
 
 // callTimeout picks a request's deadline: the call's own, else the
@@ -471,28 +494,4 @@ func (u *upstream) classify(ctx context.Context, op string, err error) error {
 		return &RPCError{Server: u.cfg.Name, Code: wireErr.Code, Message: wireErr.Message}
 	}
 	return errorf(ErrUnavailable, "%s: server %q: %v", op, u.cfg.Name, err)
-}
-
-// QualifiedToolName is the name an agent sees for a server's tool.
-func QualifiedToolName(server, tool string) string {
-	return "mcp__" + server + "__" + tool
-}
-
-// SplitQualifiedToolName splits mcp__<server>__<tool>. Server names never
-// contain "__", so the first "__" after the prefix ends the server name.
-func SplitQualifiedToolName(name string) (server, tool string, ok bool) {
-	rest, found := strings.CutPrefix(name, "mcp__")
-	if !found {
-		return "", "", false
-	}
-	server, tool, found = strings.Cut(rest, "__")
-	if !found || server == "" || tool == "" {
-		return "", "", false
-	}
-	return server, tool, true
-}
-
-// sortTools orders tools by qualified name.
-func sortTools(tools []Tool) {
-	slices.SortFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
 }

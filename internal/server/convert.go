@@ -314,3 +314,82 @@ func jsonValue(v any) (*structpb.Value, error) {
 	}
 	return val, nil
 }
+
+func resourceToProto(r mcpclient.Resource) *mcpdv1.Resource {
+	res := r.Resource
+	out := &mcpdv1.Resource{
+		Server:      r.Server,
+		Uri:         res.URI,
+		Name:        res.Name,
+		Title:       res.Title,
+		Description: res.Description,
+		MimeType:    res.MIMEType,
+		Annotations: annotationsToProto(res.Annotations),
+	}
+	if res.Size > 0 {
+		size := res.Size
+		out.Size = &size
+	}
+	out.Meta, _ = metaStruct(res.Meta)
+	return out
+}
+
+func resourceTemplateToProto(t mcpclient.ResourceTemplate) *mcpdv1.ResourceTemplate {
+	tpl := t.Template
+	out := &mcpdv1.ResourceTemplate{
+		Server:      t.Server,
+		UriTemplate: tpl.URITemplate,
+		Name:        tpl.Name,
+		Title:       tpl.Title,
+		Description: tpl.Description,
+		MimeType:    tpl.MIMEType,
+		Annotations: annotationsToProto(tpl.Annotations),
+	}
+	out.Meta, _ = metaStruct(tpl.Meta)
+	return out
+}
+
+func promptToProto(p mcpclient.Prompt) *mcpdv1.Prompt {
+	out := &mcpdv1.Prompt{
+		Server:      p.Server,
+		Name:        p.Prompt.Name,
+		Title:       p.Prompt.Title,
+		Description: p.Prompt.Description,
+	}
+	for _, a := range p.Prompt.Arguments {
+		out.Arguments = append(out.Arguments, &mcpdv1.PromptArgument{
+			Name: a.Name, Title: a.Title, Description: a.Description, Required: a.Required,
+		})
+	}
+	out.Meta, _ = metaStruct(p.Prompt.Meta)
+	return out
+}
+
+var logLevelFromProto = map[mcpdv1.LogLevel]mcp.LoggingLevel{
+	mcpdv1.LogLevel_LOG_LEVEL_DEBUG:     "debug",
+	mcpdv1.LogLevel_LOG_LEVEL_INFO:      "info",
+	mcpdv1.LogLevel_LOG_LEVEL_NOTICE:    "notice",
+	mcpdv1.LogLevel_LOG_LEVEL_WARNING:   "warning",
+	mcpdv1.LogLevel_LOG_LEVEL_ERROR:     "error",
+	mcpdv1.LogLevel_LOG_LEVEL_CRITICAL:  "critical",
+	mcpdv1.LogLevel_LOG_LEVEL_ALERT:     "alert",
+	mcpdv1.LogLevel_LOG_LEVEL_EMERGENCY: "emergency",
+}
+
+// logLevelToProto maps an MCP level; an unknown one is UNSPECIFIED.
+func logLevelToProto(level string) mcpdv1.LogLevel {
+	for pl, l := range logLevelFromProto {
+		if string(l) == level {
+			return pl
+		}
+	}
+	return mcpdv1.LogLevel_LOG_LEVEL_UNSPECIFIED
+}
+
+func logMessageToProto(level, logger string, data any) *mcpdv1.LogMessage {
+	out := &mcpdv1.LogMessage{Level: logLevelToProto(level), Logger: logger}
+	// Log data is any JSON value; one that cannot be converted is dropped
+	// rather than losing the message.
+	out.Data, _ = jsonValue(data)
+	return out
+}

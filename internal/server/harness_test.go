@@ -19,6 +19,7 @@ import (
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
@@ -84,12 +85,15 @@ type env struct {
 	conn     *grpc.ClientConn
 	upstream *inMemoryServers
 	mgr      *mcpclient.Manager
+	bus      *events.Bus
 }
 
 type envOptions struct {
-	server   Options
-	manager  mcpclient.Options
-	dialOpts []grpc.DialOption
+	server         Options
+	manager        mcpclient.Options
+	dialOpts       []grpc.DialOption
+	eventBuffer    int
+	requestTimeout time.Duration
 }
 
 func newEnv(t *testing.T, o *envOptions) *env {
@@ -105,8 +109,13 @@ func newEnv(t *testing.T, o *envOptions) *env {
 	if mopts.ProbeTimeout == 0 {
 		mopts.ProbeTimeout = 5 * time.Second
 	}
+	bus := events.NewBus(&events.Options{BufferSize: o.eventBuffer})
+	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: o.requestTimeout})
+	mopts.Events, mopts.Requests = bus, broker
 	mgr := mcpclient.NewManager(&mopts)
-	srv := New(mgr, h, &o.server)
+	sopts := o.server
+	sopts.Events, sopts.Requests = bus, broker
+	srv := New(mgr, h, &sopts)
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan struct{})
 	go func() {
@@ -132,7 +141,7 @@ func newEnv(t *testing.T, o *envOptions) *env {
 		}
 		up.close()
 	})
-	return &env{client: mcpdv1.NewMCPHubClient(conn), conn: conn, upstream: up, mgr: mgr}
+	return &env{client: mcpdv1.NewMCPHubClient(conn), conn: conn, upstream: up, mgr: mgr, bus: bus}
 }
 
 // connect registers srv under name and connects it through MCPHub.

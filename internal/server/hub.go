@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/rs/zerolog"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
@@ -22,8 +24,12 @@ const (
 // error through toStatus.
 type hub struct {
 	mcpdv1.UnimplementedMCPHubServer
-	mgr    *mcpclient.Manager
-	policy *CommandPolicy
+	mgr      *mcpclient.Manager
+	events   *events.Bus
+	broker   *mcpclient.Broker
+	policy   *CommandPolicy
+	log      zerolog.Logger
+	shutdown chan struct{} // closed when the daemon stops: long-lived streams end
 }
 
 var _ mcpdv1.MCPHubServer = (*hub)(nil)
@@ -81,17 +87,13 @@ func (h *hub) ListTools(_ context.Context, req *mcpdv1.ListToolsRequest) (*mcpdv
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	start, size, err := pageBounds(req.GetPageToken(), req.GetPageSize(), len(tools), func(i int) string { return tools[i].Name })
+	items, next, err := page(tools, req.GetPageToken(), req.GetPageSize(), func(t mcpclient.Tool) string { return t.Name })
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	end := min(start+size, len(tools))
-	out := &mcpdv1.ListToolsResponse{Tools: make([]*mcpdv1.Tool, 0, end-start)}
-	for _, t := range tools[start:end] {
+	out := &mcpdv1.ListToolsResponse{Tools: make([]*mcpdv1.Tool, 0, len(items)), NextPageToken: next}
+	for _, t := range items {
 		out.Tools = append(out.Tools, toolToProto(t))
-	}
-	if end < len(tools) {
-		out.NextPageToken = pageToken(tools[end-1].Name)
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"net"
+	"sync"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
@@ -63,6 +65,12 @@ type Options struct {
 	// Commands restricts the commands ConnectServer may start; nil allows
 	// all.
 	Commands *CommandPolicy
+	// Events is the bus Subscribe reads: the one the Manager publishes to.
+	// Shutdown closes it.
+	Events *events.Bus
+	// Requests is the broker HandleServerRequests attaches agents to: the
+	// one the Manager asks.
+	Requests *mcpclient.Broker
 	// GRPCOptions are appended to the server's options (for example a
 	// maximum message size).
 	GRPCOptions []grpc.ServerOption
@@ -72,6 +80,8 @@ type Options struct {
 type Server struct {
 	grpc   *grpc.Server
 	health *Health
+	hub    *hub
+	once   sync.Once
 }
 
 // New builds the gRPC server with MCPHub, health and reflection registered.
@@ -106,10 +116,24 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		grpc.ChainStreamInterceptor(stream...),
 	}, opts.GRPCOptions...)
 	g := grpc.NewServer(gopts...)
-	mcpdv1.RegisterMCPHubServer(g, &hub{mgr: mgr, policy: opts.Commands})
+	hb := &hub{
+		mgr:      mgr,
+		events:   opts.Events,
+		broker:   opts.Requests,
+		policy:   opts.Commands,
+		log:      opts.Logger,
+		shutdown: make(chan struct{}),
+	}
+	if hb.events == nil {
+		hb.events = events.NewBus(nil) // nothing publishes: streams only wait
+	}
+	if hb.broker == nil {
+		hb.broker = mcpclient.NewBroker(nil)
+	}
+	mcpdv1.RegisterMCPHubServer(g, hb)
 	healthpb.RegisterHealthServer(g, h.srv)
 	reflection.Register(g)
-	return &Server{grpc: g, health: h}
+	return &Server{grpc: g, health: h, hub: hb}
 }
 
 // Serve accepts connections on lis until Shutdown.
@@ -117,10 +141,16 @@ func (s *Server) Serve(lis net.Listener) error {
 	return s.grpc.Serve(lis)
 }
 
-// Shutdown marks the daemon NOT_SERVING, lets in-flight RPCs finish until
-// ctx ends, then closes whatever is left.
+// Shutdown marks the daemon NOT_SERVING, ends the long-lived streams
+// (Subscribe, HandleServerRequests) with UNAVAILABLE so that clients
+// reconnect elsewhere or later, lets other in-flight RPCs finish until ctx
+// ends, then closes whatever is left.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.health.srv.Shutdown()
+	s.once.Do(func() {
+		close(s.hub.shutdown)
+		s.hub.events.Close()
+	})
 	stopped := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()

@@ -1,0 +1,236 @@
+package mcpclient
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// RequestKind is a kind of request a server sends to its client.
+type RequestKind int
+
+// The request kinds an agent can answer.
+const (
+	KindSampling RequestKind = iota + 1
+	KindElicitation
+	KindRoots
+)
+
+// ServerRequest is a server's request, handed to an agent to answer.
+type ServerRequest struct {
+	// ID identifies the request in the agent's reply.
+	ID     string
+	Server string
+	Kind   RequestKind
+	// One of these is set, by Kind (KindRoots has no params).
+	Sampling    *mcp.CreateMessageParams
+	Elicitation *mcp.ElicitParams
+	// Deadline is when mcpd stops waiting and answers the server itself.
+	Deadline time.Time
+}
+
+// Reply is an agent's answer to a ServerRequest: one field is set.
+type Reply struct {
+	Sampling    *mcp.CreateMessageResult
+	Elicitation *mcp.ElicitResult
+	Roots       []*mcp.Root
+	// Error refuses the request; the server receives it as a JSON-RPC
+	// error.
+	Error *jsonrpc.Error
+}
+
+// BrokerOptions configure a Broker.
+type BrokerOptions struct {
+	// Timeout bounds how long a server's request waits for an agent's
+	// reply; default 60s.
+	Timeout time.Duration
+	// QueueSize bounds the requests waiting to be read by one agent;
+	// default 64. A full agent is skipped as if absent.
+	QueueSize int
+}
+
+// Broker hands server requests to attached agents and their replies back.
+// With no agent for a request, the caller answers it itself as the spec
+// says (decline, or an error). Its methods are safe for concurrent use.
+type Broker struct {
+	timeout   time.Duration
+	queueSize int
+
+	mu      sync.Mutex
+	agents  []*Agent // newest last; the newest matching agent is asked
+	pending map[string]*pendingRequest
+	nextID  uint64
+}
+
+type pendingRequest struct {
+	agent *Agent
+	kind  RequestKind
+	reply chan Reply // capacity 1
+}
+
+// NewBroker returns a Broker with no agents.
+func NewBroker(opts *BrokerOptions) *Broker {
+	b := &Broker{timeout: 60 * time.Second, queueSize: 64, pending: make(map[string]*pendingRequest)}
+	if opts != nil && opts.Timeout > 0 {
+		b.timeout = opts.Timeout
+	}
+	if opts != nil && opts.QueueSize > 0 {
+		b.queueSize = opts.QueueSize
+	}
+	return b
+}
+
+// Agent is one attached answerer of server requests.
+type Agent struct {
+	servers  []string      // empty: all
+	kinds    []RequestKind // empty: all
+	requests chan *ServerRequest
+	gone     chan struct{}
+	once     sync.Once
+}
+
+// Requests delivers the requests the agent must answer.
+func (a *Agent) Requests() <-chan *ServerRequest { return a.requests }
+
+func (a *Agent) wants(server string, kind RequestKind) bool {
+	return (len(a.servers) == 0 || slices.Contains(a.servers, server)) &&
+		(len(a.kinds) == 0 || slices.Contains(a.kinds, kind))
+}
+
+// Attach registers an agent for the given servers and kinds (empty means
+// all). Detach it when its stream ends.
+func (b *Broker) Attach(servers []string, kinds []RequestKind) *Agent {
+	a := &Agent{
+		servers:  slices.Clone(servers),
+		kinds:    slices.Clone(kinds),
+		requests: make(chan *ServerRequest, b.queueSize),
+		gone:     make(chan struct{}),
+	}
+	b.mu.Lock()
+	b.agents = append(b.agents, a)
+	b.mu.Unlock()
+	return a
+}
+
+// Detach removes an agent. Requests it had not answered are answered by
+// their callers as if no agent had been attached. Detach is idempotent.
+func (b *Broker) Detach(a *Agent) {
+	a.once.Do(func() {
+		b.mu.Lock()
+		b.agents = slices.DeleteFunc(b.agents, func(x *Agent) bool { return x == a })
+		b.mu.Unlock()
+		close(a.gone)
+	})
+}
+
+// Answer delivers an agent's reply. It fails for an id the agent was not
+// asked, or already answered, or whose deadline passed.
+func (b *Broker) Answer(a *Agent, id string, r Reply) error {
+	b.mu.Lock()
+	p := b.pending[id]
+	if p == nil || p.agent != a {
+		b.mu.Unlock()
+		return errorf(ErrNotFound, "no pending request %q for this stream (unknown, answered or expired)", id)
+	}
+	delete(b.pending, id)
+	b.mu.Unlock()
+	if err := r.check(p.kind); err != nil {
+		p.reply <- Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client's answer was malformed"}}
+		return err
+	}
+	p.reply <- r
+	return nil
+}
+
+// check says whether a reply answers a request of kind.
+func (r Reply) check(kind RequestKind) error {
+	switch {
+	case r.Error != nil:
+		return nil
+	case kind == KindSampling && r.Sampling != nil,
+		kind == KindElicitation && r.Elicitation != nil,
+		kind == KindRoots && r.Roots != nil:
+		return nil
+	}
+	return errorf(ErrInvalidArgument, "the reply does not answer a %s request", kind)
+}
+
+func (k RequestKind) String() string {
+	switch k {
+	case KindSampling:
+		return "sampling"
+	case KindElicitation:
+		return "elicitation"
+	case KindRoots:
+		return "roots"
+	}
+	return "RequestKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// errNoAgent means no attached agent takes the request.
+var errNoAgent = fmt.Errorf("no agent is attached for this request")
+
+// ask hands a request to the newest matching agent with room in its queue
+// and waits for the reply, the deadline, or ctx. It returns errNoAgent when
+// no agent takes the request, or when the agent detaches before replying.
+func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	req.Deadline, _ = ctx.Deadline()
+	p := &pendingRequest{kind: req.Kind, reply: make(chan Reply, 1)}
+
+	b.mu.Lock()
+	b.nextID++
+	req.ID = strconv.FormatUint(b.nextID, 10)
+	for i := len(b.agents) - 1; i >= 0 && p.agent == nil; i-- {
+		a := b.agents[i]
+		if !a.wants(req.Server, req.Kind) {
+			continue
+		}
+		select {
+		case a.requests <- req:
+			p.agent = a
+		default: // full: a stalled agent must not stall the server
+		}
+	}
+	if p.agent != nil {
+		b.pending[req.ID] = p
+	}
+	b.mu.Unlock()
+	if p.agent == nil {
+		return Reply{}, errNoAgent
+	}
+	defer func() {
+		b.mu.Lock()
+		delete(b.pending, req.ID)
+		b.mu.Unlock()
+	}()
+
+	select {
+	case r := <-p.reply:
+		return r, nil
+	case <-p.agent.gone:
+		return Reply{}, errNoAgent
+	case <-ctx.Done():
+		return Reply{}, ctx.Err()
+	}
+}
+
+// wants reports whether some attached agent takes requests of kind from
+// server.
+func (b *Broker) wants(server string, kind RequestKind) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, a := range b.agents {
+		if a.wants(server, kind) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,228 @@
+package mcpclient
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// unsubscribeTimeout bounds the best-effort upstream unsubscribe when the
+// last interest in a resource goes away: the caller (a closing event
+// stream) must not hang on a slow server.
+const unsubscribeTimeout = 5 * time.Second
+
+// logLevels are MCP's levels, lowest first.
+var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// settings is what agents set up per server name. It outlives sessions and
+// upstreams: a restarted or replaced server gets it replayed.
+type settings struct {
+	mu           sync.Mutex
+	subs         map[string]map[string]int // server -> uri -> interested streams
+	levels       map[string]mcp.LoggingLevel
+	roots        map[string][]*mcp.Root // per-server roots, overriding defaultRoots
+	defaultRoots []*mcp.Root
+}
+
+func newSettings() *settings {
+	return &settings{
+		subs:   make(map[string]map[string]int),
+		levels: make(map[string]mcp.LoggingLevel),
+		roots:  make(map[string][]*mcp.Root),
+	}
+}
+
+func (s *settings) resources(server string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	uris := make([]string, 0, len(s.subs[server]))
+	for uri := range s.subs[server] {
+		uris = append(uris, uri)
+	}
+	slices.Sort(uris)
+	return uris
+}
+
+func (s *settings) logLevel(server string) mcp.LoggingLevel {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.levels[server]
+}
+
+func (s *settings) rootsFor(server string) []*mcp.Root {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.roots[server]; ok {
+		return r
+	}
+	return s.defaultRoots
+}
+
+// addInterest counts one more interest and says whether it is the first.
+func (s *settings) addInterest(server, uri string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subs[server] == nil {
+		s.subs[server] = make(map[string]int)
+	}
+	s.subs[server][uri]++
+	return s.subs[server][uri] == 1
+}
+
+// dropInterest counts one interest less and says whether it was the last.
+func (s *settings) dropInterest(server, uri string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.subs[server][uri] - 1
+	if n > 0 {
+		s.subs[server][uri] = n
+		return false
+	}
+	delete(s.subs[server], uri)
+	if len(s.subs[server]) == 0 {
+		delete(s.subs, server)
+	}
+	return true
+}
+
+// SubscribeResource adds one interest in updates of a resource. The first
+// interest subscribes upstream (at once if the server is ready, else when
+// its session comes up, and again after every restart); release drops the
+// interest, and the last release unsubscribes. Updates arrive as
+// KindResourceUpdated events on the bus.
+func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (release func(), err error) {
+	if uri == "" {
+		return nil, errorf(ErrInvalidArgument, "resource uri is required")
+	}
+	u, err := m.lookup(server)
+	if err != nil {
+		return nil, err
+	}
+	m.subMu.Lock()
+	defer m.subMu.Unlock()
+	if m.settings.addInterest(server, uri) {
+		if cs, err := u.ready(); err == nil {
+			ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
+			defer cancel()
+			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+				m.settings.dropInterest(server, uri)
+				return nil, u.classify(ctx, "resources/subscribe", err)
+			}
+		}
+	}
+	return sync.OnceFunc(func() { m.releaseResource(server, uri) }), nil
+}
+
+// ResourceInterest says how many holders of SubscribeResource want updates
+// of a resource.
+func (m *Manager) ResourceInterest(server, uri string) int {
+	m.settings.mu.Lock()
+	defer m.settings.mu.Unlock()
+	return m.settings.subs[server][uri]
+}
+
+func (m *Manager) releaseResource(server, uri string) {
+	m.subMu.Lock()
+	defer m.subMu.Unlock()
+	if !m.settings.dropInterest(server, uri) {
+		return
+	}
+	u, err := m.lookup(server)
+	if err != nil {
+		return
+	}
+	cs, err := u.ready()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
+	defer cancel()
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		u.log.Warn().Err(err).Str("uri", uri).Msg("unsubscribing")
+	}
+}
+
+// SetLogLevel sets the minimum level of log messages a server sends. A
+// legacy server is told with logging/setLevel; a 2026-07-28 server gets the
+// level in the _meta of every request. Either way mcpd sets it again on
+// every new session.
+func (m *Manager) SetLogLevel(ctx context.Context, server string, level mcp.LoggingLevel) error {
+	if !slices.Contains(logLevels, level) {
+		return errorf(ErrInvalidArgument, "log level %q is not one of %v", level, logLevels)
+	}
+	u, err := m.lookup(server)
+	if err != nil {
+		return err
+	}
+	m.settings.mu.Lock()
+	m.settings.levels[server] = level
+	m.settings.mu.Unlock()
+	cs, err := u.ready()
+	if err != nil || isStateless(cs) {
+		return nil // kept; applied when the session comes up
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
+	defer cancel()
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+		return u.classify(ctx, "logging/setLevel", err)
+	}
+	return nil
+}
+
+// SetRoots sets the roots offered to one server, or, with server empty, to
+// every server without roots of its own, now and later. Servers that are
+// connected are notified that the list changed.
+func (m *Manager) SetRoots(server string, roots []*mcp.Root) error {
+	for _, r := range roots {
+		if r.URI == "" {
+			return errorf(ErrInvalidArgument, "every root needs a uri")
+		}
+	}
+	var targets []*upstream
+	if server != "" {
+		u, err := m.lookup(server)
+		if err != nil {
+			return err
+		}
+		targets = []*upstream{u}
+	} else {
+		targets = m.snapshot()
+	}
+	m.settings.mu.Lock()
+	if server != "" {
+		m.settings.roots[server] = roots
+	} else {
+		m.settings.defaultRoots = roots
+	}
+	m.settings.mu.Unlock()
+	for _, u := range targets {
+		u.setRoots(m.settings.rootsFor(u.cfg.Name))
+	}
+	return nil
+}
+
+// setRoots replaces the roots of the upstream's client; the SDK notifies
+// connected sessions.
+func (u *upstream) setRoots(roots []*mcp.Root) {
+	keep := make(map[string]bool, len(roots))
+	for _, r := range roots {
+		keep[r.URI] = true
+	}
+	u.rootsMu.Lock()
+	defer u.rootsMu.Unlock()
+	var stale []string
+	for _, uri := range u.rootURIs {
+		if !keep[uri] {
+			stale = append(stale, uri)
+		}
+	}
+	if len(stale) > 0 {
+		u.client.RemoveRoots(stale...)
+	}
+	u.client.AddRoots(roots...)
+	u.rootURIs = slices.Collect(maps.Keys(keep))
+}

@@ -1,0 +1,139 @@
+package mcpclient
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Tool is one tool of one server, as mcpd exposes it.
+type Tool struct {
+	// Name is the qualified name, mcp__<server>__<tool>.
+	Name string
+	// Server names the server that owns the tool.
+	Server string
+	// Tool is the server's definition; Tool.Name is the server's own name.
+	Tool *mcp.Tool
+}
+
+// CallOptions tune one tool call.
+type CallOptions struct {
+	// Timeout bounds the call; zero means the server's default.
+	Timeout time.Duration
+	// Meta is sent as the request's _meta.
+	Meta map[string]any
+	// OnProgress, if set, receives the call's progress notifications; mcpd
+	// sets a progress token for the call. It runs on the session's
+	// notification goroutine and must not block.
+	OnProgress func(*mcp.ProgressNotificationParams)
+	// OnLog, if set, receives the log messages the server sends while the
+	// call runs. It must not block.
+	OnLog func(*mcp.LoggingMessageParams)
+}
+
+// refreshTools lists every page of the server's tools and keeps the ones
+// the filters allow.
+func (u *upstream) refreshTools(ctx context.Context, cs *mcp.ClientSession) error {
+	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Tools == nil {
+		return nil
+	}
+	tools := make(map[string]*mcp.Tool)
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("tools/list: %w", err)
+		}
+		if u.cfg.AllowsTool(tool.Name) {
+			tools[tool.Name] = tool
+		}
+	}
+	u.mu.Lock()
+	u.tools = tools
+	u.mu.Unlock()
+	return nil
+}
+
+// listTools returns the server's tools with their qualified names.
+func (u *upstream) listTools() []Tool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]Tool, 0, len(u.tools))
+	for name, t := range u.tools {
+		out = append(out, Tool{Name: QualifiedToolName(u.cfg.Name, name), Server: u.cfg.Name, Tool: t})
+	}
+	return out
+}
+
+func (u *upstream) callTool(ctx context.Context, toolName string, args map[string]any, opts CallOptions) (*mcp.CallToolResult, error) {
+	if !u.cfg.AllowsTool(toolName) {
+		return nil, errorf(ErrPermissionDenied, "tool %q of server %q is denied by the server's tool filter", toolName, u.cfg.Name)
+	}
+	cs, err := u.ready()
+	if err != nil {
+		return nil, err
+	}
+	u.mu.Lock()
+	_, known := u.tools[toolName]
+	u.mu.Unlock()
+	if !known {
+		return nil, errorf(ErrNotFound, "server %q has no tool %q", u.cfg.Name, toolName)
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.callTimeout(opts.Timeout))
+	defer cancel()
+	if args == nil {
+		// MCP wants an object; a nil map would be omitted or sent as null.
+		args = map[string]any{}
+	}
+	meta := u.requestMeta(cs, opts.Meta)
+	if opts.OnProgress != nil || opts.OnLog != nil {
+		token, done := u.addSink(&callSink{onProgress: opts.OnProgress, onLog: opts.OnLog})
+		defer done()
+		meta["progressToken"] = token
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolName, Arguments: args, Meta: meta})
+	if err != nil {
+		return nil, u.classify(ctx, "tools/call "+toolName, err)
+	}
+	return res, nil
+}
+
+// requestMeta copies a request's _meta and, on a 2026-07-28 session where a
+// log level was set, adds it: that era carries the level in every request.
+func (u *upstream) requestMeta(cs *mcp.ClientSession, meta map[string]any) mcp.Meta {
+	out := make(mcp.Meta, len(meta)+2)
+	maps.Copy(out, meta)
+	if u.wants != nil && isStateless(cs) {
+		if level := u.wants.logLevel(u.cfg.Name); level != "" {
+			out[mcp.MetaKeyLogLevel] = level
+		}
+	}
+	return out
+}
+
+// QualifiedToolName is the name an agent sees for a server's tool.
+func QualifiedToolName(server, tool string) string {
+	return "mcp__" + server + "__" + tool
+}
+
+// SplitQualifiedToolName splits mcp__<server>__<tool>. Server names never
+// contain "__", so the first "__" after the prefix ends the server name.
+func SplitQualifiedToolName(name string) (server, tool string, ok bool) {
+	rest, found := strings.CutPrefix(name, "mcp__")
+	if !found {
+		return "", "", false
+	}
+	server, tool, found = strings.Cut(rest, "__")
+	if !found || server == "" || tool == "" {
+		return "", "", false
+	}
+	return server, tool, true
+}
+
+// sortTools orders tools by qualified name.
+func sortTools(tools []Tool) {
+	slices.SortFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+}

@@ -1,0 +1,238 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// streamedNotes bounds the progress and log messages waiting to be sent on
+// one CallToolStream. Beyond it they are dropped: a slow reader must never
+// block the upstream session, and the result is never dropped.
+const streamedNotes = 256
+
+// errShuttingDown ends long-lived streams when the daemon stops; it is
+// retryable.
+var errShuttingDown = status.Error(codes.Unavailable, "mcpd is shutting down")
+
+func (h *hub) CallToolStream(req *mcpdv1.CallToolStreamRequest, stream grpc.ServerStreamingServer[mcpdv1.CallToolStreamResponse]) error {
+	if req.GetName() == "" {
+		return toStatus(invalidf("name is required"))
+	}
+	logging.AddFields(stream.Context(), logging.Fields{"tool", req.GetName()})
+	timeout, err := durationField("timeout", req.GetTimeout())
+	if err != nil {
+		return toStatus(err)
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+
+	notes := make(chan *mcpdv1.CallToolStreamResponse, streamedNotes)
+	push := func(m *mcpdv1.CallToolStreamResponse) {
+		select {
+		case notes <- m:
+		default:
+		}
+	}
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := h.mgr.CallTool(ctx, req.GetName(), req.GetArguments().AsMap(), mcpclient.CallOptions{
+			Timeout: timeout,
+			Meta:    req.GetMeta().AsMap(),
+			OnProgress: func(p *mcp.ProgressNotificationParams) {
+				pp := &mcpdv1.Progress{Progress: p.Progress, Message: p.Message}
+				if p.Total > 0 {
+					total := p.Total
+					pp.Total = &total
+				}
+				push(&mcpdv1.CallToolStreamResponse{Kind: &mcpdv1.CallToolStreamResponse_Progress{Progress: pp}})
+			},
+			OnLog: func(l *mcp.LoggingMessageParams) {
+				push(&mcpdv1.CallToolStreamResponse{Kind: &mcpdv1.CallToolStreamResponse_Log{
+					Log: logMessageToProto(string(l.Level), l.Logger, l.Data),
+				}})
+			},
+		})
+		done <- outcome{res, err}
+	}()
+
+	for {
+		select {
+		case m := <-notes:
+			if err := stream.Send(m); err != nil {
+				cancel()
+				<-done
+				return err
+			}
+		case o := <-done:
+			// Whatever arrived before the result goes out before it.
+			for len(notes) > 0 {
+				if err := stream.Send(<-notes); err != nil {
+					return err
+				}
+			}
+			if o.err != nil {
+				return toStatus(o.err)
+			}
+			res, err := callToolResultToProto(o.res)
+			if err != nil {
+				return toStatus(err)
+			}
+			return stream.Send(&mcpdv1.CallToolStreamResponse{Kind: &mcpdv1.CallToolStreamResponse_Result{Result: res}})
+		}
+	}
+}
+
+var eventKindFromProto = map[mcpdv1.EventKind]events.Kind{
+	mcpdv1.EventKind_EVENT_KIND_RESOURCE_UPDATED:  events.KindResourceUpdated,
+	mcpdv1.EventKind_EVENT_KIND_TOOLS_CHANGED:     events.KindToolsChanged,
+	mcpdv1.EventKind_EVENT_KIND_PROMPTS_CHANGED:   events.KindPromptsChanged,
+	mcpdv1.EventKind_EVENT_KIND_RESOURCES_CHANGED: events.KindResourcesChanged,
+	mcpdv1.EventKind_EVENT_KIND_SERVER_STATE:      events.KindServerState,
+	mcpdv1.EventKind_EVENT_KIND_LOG:               events.KindLog,
+}
+
+func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamingServer[mcpdv1.SubscribeResponse]) error {
+	ctx := stream.Context()
+	filter := events.Filter{Servers: req.GetServers()}
+	for _, k := range req.GetKinds() {
+		kind, ok := eventKindFromProto[k]
+		if !ok {
+			return toStatus(invalidf("kinds: %v is not an event kind", k))
+		}
+		filter.Kinds = append(filter.Kinds, kind)
+	}
+	for _, r := range req.GetResources() {
+		if r.GetServer() == "" || r.GetUri() == "" {
+			return toStatus(invalidf("resources: every entry needs server and uri"))
+		}
+		filter.Resources = append(filter.Resources, events.Resource{Server: r.GetServer(), URI: r.GetUri()})
+	}
+	var after *uint64
+	if req.AfterSequence != nil {
+		v := req.GetAfterSequence()
+		after = &v
+	}
+	// Read the bus before subscribing upstream, so that the first update
+	// cannot slip past.
+	sub := h.events.Subscribe(filter, after)
+	defer sub.Close()
+	for _, r := range filter.Resources {
+		release, err := h.mgr.SubscribeResource(ctx, r.Server, r.URI)
+		if err != nil {
+			return toStatus(err)
+		}
+		defer release()
+	}
+	for {
+		ev, err := sub.Next(ctx)
+		switch {
+		case errors.Is(err, events.ErrClosed):
+			return errShuttingDown
+		case err != nil:
+			return toStatus(err)
+		}
+		if err := stream.Send(&mcpdv1.SubscribeResponse{Event: eventToProto(ev)}); err != nil {
+			return err
+		}
+	}
+}
+
+var requestKindFromProto = map[mcpdv1.ServerRequestKind]mcpclient.RequestKind{
+	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING:    mcpclient.KindSampling,
+	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION: mcpclient.KindElicitation,
+	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS:       mcpclient.KindRoots,
+}
+
+func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.HandleServerRequestsRequest, mcpdv1.HandleServerRequestsResponse]) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	reg := first.GetRegister()
+	if reg == nil {
+		return toStatus(invalidf("the first message must be register"))
+	}
+	var kinds []mcpclient.RequestKind
+	for _, k := range reg.GetKinds() {
+		kind, ok := requestKindFromProto[k]
+		if !ok {
+			return toStatus(invalidf("register.kinds: %v is not a request kind", k))
+		}
+		kinds = append(kinds, kind)
+	}
+	agent := h.broker.Attach(reg.GetServers(), kinds)
+	defer h.broker.Detach(agent)
+	if err := stream.Send(&mcpdv1.HandleServerRequestsResponse{
+		Message: &mcpdv1.HandleServerRequestsResponse_Registered{Registered: reg},
+	}); err != nil {
+		return err
+	}
+
+	// Replies are read on their own goroutine; it ends when the stream
+	// does (Recv fails once the handler returns).
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			reply := msg.GetReply()
+			if reply == nil {
+				recvErr <- toStatus(invalidf("after register, only reply messages are accepted"))
+				return
+			}
+			r, err := replyFromProto(reply)
+			if err == nil {
+				err = h.broker.Answer(agent, reply.GetId(), r)
+			}
+			if err != nil {
+				// A late or malformed reply must not end the stream: the
+				// server already got its answer.
+				h.log.Warn().Err(err).Str("id", reply.GetId()).Msg("server request reply ignored")
+			}
+		}
+	}()
+
+	for {
+		select {
+		case req := <-agent.Requests():
+			msg, err := serverRequestToProto(req)
+			if err != nil {
+				h.log.Warn().Err(err).Str("server", req.Server).Msg("server request not forwarded")
+				continue
+			}
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+		case err := <-recvErr:
+			if errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
+				return nil
+			}
+			if _, ok := status.FromError(err); ok {
+				return err
+			}
+			return nil // the agent closed its side
+		case <-h.shutdown:
+			return errShuttingDown
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
