@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// TestEverythingSurface drives the whole MCP surface of the reference
+// server-everything through the real mcpd binary: resources, prompts,
+// completion, subscriptions, progress, logging, roots, and sampling and
+// elicitation answered by an agent on the server-request stream.
+func TestEverythingSurface(t *testing.T) {
+	t.Parallel()
+	bin := everythingBinary(t)
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+
+	// An agent answers sampling and elicitation from the start; the server
+	// registers its sampling, elicitation and roots tools only for clients
+	// that advertise them, after initialization, and says so with
+	// tools/list_changed.
+	agent := startAgent(ctx, t, d)
+	s := d.connect(ctx, t, "ev", bin, []string{"stdio"}, nil)
+	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("state %v: %s", s.GetState(), s.GetLastError())
+	}
+	poll(ctx, t, "the conditional tools to be listed", func() (bool, error) {
+		tools, err := d.hub.ListTools(ctx, &mcpdv1.ListToolsRequest{Server: "ev"})
+		if err != nil {
+			return false, err
+		}
+		var names []string
+		for _, tool := range tools.GetTools() {
+			names = append(names, tool.GetToolName())
+		}
+		return slices.Contains(names, "trigger-sampling-request") &&
+			slices.Contains(names, "trigger-elicitation-request") &&
+			slices.Contains(names, "get-roots-list"), nil
+	})
+
+	t.Run("resources", func(t *testing.T) {
+		r, err := d.hub.ReadResource(ctx, &mcpdv1.ReadResourceRequest{Server: "ev", Uri: "demo://resource/dynamic/text/1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := r.GetContents(); len(c) != 1 || c[0].GetText() == "" || c[0].GetUri() != "demo://resource/dynamic/text/1" {
+			t.Errorf("text resource: got %v", c)
+		}
+		r, err = d.hub.ReadResource(ctx, &mcpdv1.ReadResourceRequest{Server: "ev", Uri: "demo://resource/dynamic/blob/1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := r.GetContents(); len(c) != 1 || len(c[0].GetBlob()) == 0 {
+			t.Errorf("blob resource: got %v, want bytes", c)
+		}
+		list, err := d.hub.ListResources(ctx, &mcpdv1.ListResourcesRequest{Server: "ev"})
+		if err != nil || len(list.GetResources()) == 0 {
+			t.Errorf("ListResources: got %v %v", list, err)
+		}
+		tpls, err := d.hub.ListResourceTemplates(ctx, &mcpdv1.ListResourceTemplatesRequest{Server: "ev"})
+		if err != nil || len(tpls.GetResourceTemplates()) == 0 {
+			t.Errorf("ListResourceTemplates: got %v %v", tpls, err)
+		}
+	})
+
+	t.Run("prompts and completion", func(t *testing.T) {
+		p, err := d.hub.GetPrompt(ctx, &mcpdv1.GetPromptRequest{Server: "ev", Name: "args-prompt", Arguments: map[string]string{"city": "Lisbon"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.GetMessages()) == 0 || !strings.Contains(p.GetMessages()[0].GetContent().GetText().GetText(), "Lisbon") {
+			t.Errorf("args-prompt: got %v", p)
+		}
+		c, err := d.hub.Complete(ctx, &mcpdv1.CompleteRequest{
+			Server: "ev", Ref: &mcpdv1.CompleteRequest_Prompt{Prompt: "completable-prompt"},
+			Argument: &mcpdv1.CompleteArgument{Name: "department", Value: "Eng"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(c.GetValues(), "Engineering") {
+			t.Errorf("completion: got %v, want Engineering", c.GetValues())
+		}
+		c, err = d.hub.Complete(ctx, &mcpdv1.CompleteRequest{
+			Server: "ev", Ref: &mcpdv1.CompleteRequest_Prompt{Prompt: "completable-prompt"},
+			Argument: &mcpdv1.CompleteArgument{Name: "name", Value: ""},
+			Context:  map[string]string{"department": "Sales"},
+		})
+		if err != nil || len(c.GetValues()) == 0 {
+			t.Errorf("completion with context: got %v %v", c, err)
+		}
+	})
+
+	t.Run("resource updates", func(t *testing.T) {
+		const uri = "demo://resource/dynamic/text/2"
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		sub, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{
+			Resources: []*mcpdv1.ResourceRef{{Server: "ev", Uri: uri}},
+			Kinds:     []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_RESOURCE_UPDATED},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.mustCall(ctx, t, "mcp__ev__toggle-subscriber-updates", nil)
+		defer d.mustCall(ctx, t, "mcp__ev__toggle-subscriber-updates", nil)
+		m, err := sub.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.GetEvent().GetResourceUpdated().GetUri(); got != uri || m.GetEvent().GetServer() != "ev" {
+			t.Errorf("got %v, want resource_updated of %s", m.GetEvent(), uri)
+		}
+	})
+
+	t.Run("progress", func(t *testing.T) {
+		stream, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{
+			Name:      "mcp__ev__trigger-long-running-operation",
+			Arguments: mustStruct(t, map[string]any{"duration": 0.4, "steps": 4}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var progress []float64
+		var result *mcpdv1.CallToolResponse
+		for {
+			m, err := stream.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := m.GetProgress(); p != nil {
+				progress = append(progress, p.GetProgress())
+				if p.GetTotal() != 4 {
+					t.Errorf("progress total: got %v, want 4", p.GetTotal())
+				}
+			}
+			if r := m.GetResult(); r != nil {
+				result = r
+			}
+		}
+		if !slices.Equal(progress, []float64{1, 2, 3, 4}) {
+			t.Errorf("progress: got %v, want 1..4", progress)
+		}
+		if !strings.Contains(text(result), "completed") {
+			t.Errorf("result: got %q", text(result))
+		}
+	})
+
+	t.Run("sampling", func(t *testing.T) {
+		resp := d.mustCall(ctx, t, "mcp__ev__trigger-sampling-request", map[string]any{"prompt": "a haiku", "maxTokens": 20})
+		if got := text(resp); !strings.Contains(got, "agent-model") || !strings.Contains(got, "answer to: Resource trigger-sampling-request context: a haiku") {
+			t.Errorf("got %q, want the agent's answer", got)
+		}
+	})
+
+	t.Run("elicitation", func(t *testing.T) {
+		resp := d.mustCall(ctx, t, "mcp__ev__trigger-elicitation-request", nil)
+		if got := text(resp); !strings.Contains(got, "Ada Lovelace") {
+			t.Errorf("got %q, want the agent's answer", got)
+		}
+	})
+
+	t.Run("logging and roots", func(t *testing.T) {
+		// The server logs at info when it first fetches the client's roots
+		// (inside the first get-roots-list call) and again whenever the
+		// roots change. At level error the first log is filtered upstream;
+		// at debug the second arrives.
+		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "ev", Level: mcpdv1.LogLevel_LOG_LEVEL_ERROR}); err != nil {
+			t.Fatal(err)
+		}
+		stream, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{Name: "mcp__ev__get-roots-list"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			m, err := stream.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l := m.GetLog(); l != nil && l.GetLevel() < mcpdv1.LogLevel_LOG_LEVEL_ERROR {
+				t.Errorf("a %v log passed the error level: %v", l.GetLevel(), l.GetData())
+			}
+		}
+
+		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "ev", Level: mcpdv1.LogLevel_LOG_LEVEL_DEBUG}); err != nil {
+			t.Fatal(err)
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		after := uint64(0)
+		logs, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{
+			Servers: []string{"ev"}, Kinds: []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_LOG}, AfterSequence: &after,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.hub.SetRoots(ctx, &mcpdv1.SetRootsRequest{Roots: []*mcpdv1.Root{{Uri: "file:///srv/project", Name: "project"}}}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			m, err := logs.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := m.GetEvent().GetLog()
+			if strings.Contains(l.GetData().GetStringValue(), "Roots updated: 1 root") {
+				if l.GetLevel() != mcpdv1.LogLevel_LOG_LEVEL_INFO || l.GetLogger() != "everything-server" {
+					t.Errorf("roots log: got %v", l)
+				}
+				break
+			}
+		}
+		resp := d.mustCall(ctx, t, "mcp__ev__get-roots-list", nil)
+		if !strings.Contains(text(resp), "file:///srv/project") {
+			t.Errorf("get-roots-list: got %q, want the root set with SetRoots", text(resp))
+		}
+
+		// Simulated logging sends messages of random levels at an
+		// interval; at debug every one of them passes.
+		d.mustCall(ctx, t, "mcp__ev__toggle-simulated-logging", nil)
+		defer d.mustCall(ctx, t, "mcp__ev__toggle-simulated-logging", nil)
+		for {
+			m, err := logs.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(strings.ToLower(m.GetEvent().GetLog().GetData().GetStringValue()), "level message") ||
+				strings.Contains(strings.ToLower(m.GetEvent().GetLog().GetData().GetStringValue()), "level-message") {
+				break
+			}
+		}
+	})
+
+	if n := agent.count(); n < 2 {
+		t.Errorf("the agent answered %d requests, want sampling and elicitation at least", n)
+	}
+}
+
+func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// testAgent answers sampling with a fixed model and elicitation with a
+// fixed name, over HandleServerRequests.
+type testAgent struct {
+	answered chan struct{}
+}
+
+func (a *testAgent) count() int { return len(a.answered) }
+
+func startAgent(ctx context.Context, t *testing.T, d *daemon) *testAgent {
+	t.Helper()
+	stream, err := d.hub.HandleServerRequests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+		Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{
+			mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION,
+		}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetRegistered() == nil {
+		t.Fatalf("registration: %v %v", m, err)
+	}
+	a := &testAgent{answered: make(chan struct{}, 100)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			req := m.GetRequest()
+			reply := &mcpdv1.ServerRequestReply{Id: req.GetId()}
+			switch {
+			case req.GetSampling() != nil:
+				prompt := req.GetSampling().GetMessages()[0].GetContent()[0].GetText().GetText()
+				reply.Result = &mcpdv1.ServerRequestReply_Sampling{Sampling: &mcpdv1.SamplingResult{
+					Role: mcpdv1.Role_ROLE_ASSISTANT, Model: "agent-model", StopReason: "endTurn",
+					Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: "answer to: " + prompt}}}},
+				}}
+			case req.GetElicitation() != nil:
+				content, _ := structpb.NewStruct(map[string]any{"name": "Ada Lovelace"})
+				reply.Result = &mcpdv1.ServerRequestReply_Elicitation{Elicitation: &mcpdv1.ElicitationResult{
+					Action: mcpdv1.ElicitationAction_ELICITATION_ACTION_ACCEPT, Content: content,
+				}}
+			default:
+				continue
+			}
+			if err := stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{Reply: reply}}); err != nil {
+				return
+			}
+			a.answered <- struct{}{}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = stream.CloseSend()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("agent stream did not end")
+		}
+	})
+	return a
+}
