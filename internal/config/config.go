@@ -36,9 +36,14 @@ const (
 	TransportStdio                     // a child process speaking newline-delimited JSON-RPC on stdin/stdout
 	TransportHTTP                      // Streamable HTTP (2025-03-26 and later)
 	TransportSSE                       // the legacy HTTP+SSE transport (2024-11-05)
+	// TransportAuto is a URL whose transport mcpd detects as the spec
+	// describes: Streamable HTTP first (2026-07-28, then initialize), then
+	// the legacy HTTP+SSE transport.
+	TransportAuto
 )
 
-// String returns "stdio", "http" or "sse" (the names used in .mcp.json).
+// String returns "stdio", "http", "sse" or "auto" (the names used in
+// .mcp.json).
 func (k TransportKind) String() string {
 	switch k {
 	case TransportUnspecified:
@@ -49,6 +54,8 @@ func (k TransportKind) String() string {
 		return "http"
 	case TransportSSE:
 		return "sse"
+	case TransportAuto:
+		return "auto"
 	}
 	return "TransportKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -65,6 +72,8 @@ func ParseTransportKind(s string) (TransportKind, error) {
 		return TransportHTTP, nil
 	case "sse":
 		return TransportSSE, nil
+	case "auto":
+		return TransportAuto, nil
 	}
 	return TransportUnspecified, fmt.Errorf("%w: unknown type %q (want stdio, http, sse or streamable-http)", ErrInvalid, s)
 }
@@ -194,7 +203,7 @@ func (s *Server) Validate() error {
 		if len(s.Headers) > 0 {
 			add("stdio server takes no headers")
 		}
-	case TransportHTTP, TransportSSE:
+	case TransportHTTP, TransportSSE, TransportAuto:
 		if p := urlProblem(s.URL); p != "" {
 			ps = append(ps, p)
 		}

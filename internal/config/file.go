@@ -74,8 +74,8 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 //	{"command": "npx", "args": [...], "env": {...}, "cwd": "..."}       stdio ("type": "stdio" optional)
 //	{"type": "http" | "sse" | "streamable-http", "url": "...", "headers": {...}}
 //
-// An entry with a url and no type is "http" (the client may fall back to
-// SSE); "serverUrl" (Windsurf) is read as "url". "disabled": true skips the
+// An entry with a url and no type (or "type": "auto") has its transport
+// detected when mcpd connects: Streamable HTTP, then legacy SSE; "serverUrl" (Windsurf) is read as "url". "disabled": true skips the
 // entry. mcpd reads these option fields in an entry: "timeout" and
 // "connectTimeout" (seconds, a number), "protocolVersion", and "toolsAllow"
 // and "toolsDeny" (arrays of tool patterns). Other fields that editors add
@@ -211,7 +211,7 @@ func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, b
 	case e.URL != "" && e.Command != "":
 		fail(fmt.Errorf("%w: entry has both command and url; set \"type\" or remove one", ErrInvalid))
 	case e.URL != "":
-		s.Kind = TransportHTTP
+		s.Kind = TransportAuto
 	case e.Command != "":
 		s.Kind = TransportStdio
 	default:

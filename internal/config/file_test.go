@@ -130,16 +130,18 @@ func TestParseEntries(t *testing.T) {
 			want: &Server{Kind: TransportStdio, Command: "cat"}},
 		{name: "stdio with type", entry: `{"type": "stdio", "command": "cat", "cwd": "${HOME}/work", "env": {"A": "${EMPTY:-d}"}}`,
 			want: &Server{Kind: TransportStdio, Command: "cat", Cwd: "/home/me/work", Env: map[string]string{"A": "d"}}},
-		{name: "url without type is http", entry: `{"url": "https://h/mcp"}`,
-			want: &Server{Kind: TransportHTTP, URL: "https://h/mcp"}},
+		{name: "url without type is auto", entry: `{"url": "https://h/mcp"}`,
+			want: &Server{Kind: TransportAuto, URL: "https://h/mcp"}},
+		{name: "type auto", entry: `{"type": "auto", "url": "https://h/mcp"}`,
+			want: &Server{Kind: TransportAuto, URL: "https://h/mcp"}},
 		{name: "streamable-http alias", entry: `{"type": "streamable-http", "url": "https://h/mcp"}`,
 			want: &Server{Kind: TransportHTTP, URL: "https://h/mcp"}},
 		{name: "sse", entry: `{"type": "sse", "url": "http://127.0.0.1:9/sse", "headers": {"X-Key": "${API_KEY}"}}`,
 			want: &Server{Kind: TransportSSE, URL: "http://127.0.0.1:9/sse", Headers: map[string]string{"X-Key": testSecret}}},
 		{name: "windsurf serverUrl", entry: `{"serverUrl": "https://h/mcp"}`,
-			want: &Server{Kind: TransportHTTP, URL: "https://h/mcp"}},
+			want: &Server{Kind: TransportAuto, URL: "https://h/mcp"}},
 		{name: "url expanded", entry: `{"url": "https://${HOST:-h.example}:${PORT:-443}/mcp"}`,
-			want: &Server{Kind: TransportHTTP, URL: "https://h.example:443/mcp"}},
+			want: &Server{Kind: TransportAuto, URL: "https://h.example:443/mcp"}},
 		{name: "options", entry: `{"command": "cat", "timeout": 30, "connectTimeout": 1.5, "protocolVersion": "2025-03-26",
 			"toolsAllow": ["get_*", "list"], "toolsDeny": ["get_secret"]}`,
 			want: &Server{Kind: TransportStdio, Command: "cat", CallTimeout: 30 * time.Second, ConnectTimeout: 1500 * time.Millisecond,
@@ -360,7 +362,7 @@ func TestParseKeepsTemplatesForString(t *testing.T) {
 	}
 	want := []string{
 		`gh (stdio): srv --token "${GITHUB_TOKEN}" env=[K]`,
-		"web (http): https://h/${API_KEY}/mcp headers=[Authorization]",
+		"web (auto): https://h/${API_KEY}/mcp headers=[Authorization]",
 	}
 	for i, s := range f.Servers {
 		if got := s.String(); got != want[i] {

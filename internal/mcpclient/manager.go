@@ -71,8 +71,9 @@ func (o *Options) withDefaults() *Options {
 	return &out
 }
 
-// Dialer opens a transport to a server reached over the network. Each
-// call returns a fresh transport for one session.
+// Dialer opens a transport to a server reached over the network. cfg.Kind
+// is TransportHTTP or TransportSSE (never TransportAuto: mcpd detects by
+// trying both). Each call returns a fresh transport for one session.
 type Dialer func(ctx context.Context, cfg config.Server) (mcp.Transport, error)
 
 // Manager holds the upstream servers by name. Its methods are safe for

@@ -59,7 +59,10 @@ func (s State) String() string {
 
 // Status is a snapshot of one server.
 type Status struct {
-	Config          config.Server
+	Config config.Server
+	// Transport is how the server is reached: Config.Kind, or for
+	// TransportAuto the detected kind once a session came up.
+	Transport       config.TransportKind
 	State           State
 	ProtocolVersion string
 	ServerInfo      *mcp.Implementation
@@ -104,6 +107,7 @@ type upstream struct {
 	proc         *transport.Process
 	lastProc     *transport.Process // kept for the stderr tail after an exit
 	init         *mcp.InitializeResult
+	detected     config.TransportKind // for TransportAuto: what worked last
 	tools        map[string]*mcp.Tool // by the server's own name, after filters
 	sinks        map[string]*callSink // streamed calls in flight, by progress token
 	routedConn   bool                 // the session's connection feeds sinks itself
@@ -305,10 +309,9 @@ func exitReason(proc *transport.Process) string {
 	return "server process exited"
 }
 
-// connect starts the server and opens a session. Without a forced protocol
-// version it probes for the stateless era first, bounded by ProbeTimeout: a
-// server that ignores server/discover or dies on it is started again and
-// reached with initialize.
+// connect starts the server and opens a session, bounded by the connect
+// timeout. A URL of unknown transport is tried as Streamable HTTP, then as
+// legacy SSE; what works is kept for the next connect.
 func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	timeout := u.cfg.ConnectTimeout
 	if timeout <= 0 {
@@ -317,17 +320,52 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	kinds := []config.TransportKind{u.cfg.Kind}
+	if u.cfg.Kind == config.TransportAuto {
+		u.mu.Lock()
+		detected := u.detected
+		u.mu.Unlock()
+		kinds = []config.TransportKind{config.TransportHTTP, config.TransportSSE}
+		if detected != 0 {
+			kinds = []config.TransportKind{detected}
+		}
+	}
+	var errs []error
+	for _, kind := range kinds {
+		cs, err := u.connectAs(ctx, kind)
+		if err == nil {
+			u.mu.Lock()
+			u.detected = kind
+			u.mu.Unlock()
+			return cs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, fmt.Errorf("as %s: %w", kind, err))
+	}
+	if len(errs) == 1 {
+		return nil, errors.Unwrap(errs[0])
+	}
+	return nil, errors.Join(errs...)
+}
+
+// connectAs opens a session over one transport kind. Without a forced
+// protocol version it probes for the stateless era first, bounded by
+// ProbeTimeout: a server that ignores server/discover or dies on it is
+// started (or dialled) again and reached with initialize.
+func (u *upstream) connectAs(ctx context.Context, kind config.TransportKind) (*mcp.ClientSession, error) {
 	if v := u.cfg.ProtocolVersion; v != "" {
-		return u.dial(ctx, v)
+		return u.dial(ctx, kind, v)
 	}
 	probeCtx, cancelProbe := context.WithTimeout(ctx, u.opts.ProbeTimeout)
-	cs, err := u.dial(probeCtx, statelessProtocolVersion)
+	cs, err := u.dial(probeCtx, kind, statelessProtocolVersion)
 	cancelProbe()
 	if err == nil || ctx.Err() != nil || errors.Is(err, errStart) {
 		return cs, err
 	}
 	u.log.Info().Err(err).Msg("server/discover probe unanswered; connecting with initialize")
-	return u.dial(ctx, legacyProtocolVersion)
+	return u.dial(ctx, kind, legacyProtocolVersion)
 }
 
 // errStart marks a server that could not be started at all; probing again
@@ -335,9 +373,9 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 var errStart = errors.New("start")
 
 // dial starts the server and opens a session asking for version.
-func (u *upstream) dial(ctx context.Context, version string) (*mcp.ClientSession, error) {
-	if u.cfg.Kind != config.TransportStdio {
-		return u.dialRemote(ctx, version)
+func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version string) (*mcp.ClientSession, error) {
+	if kind != config.TransportStdio {
+		return u.dialRemote(ctx, kind, version)
 	}
 	proc, err := transport.StartProcess(transport.StdioSpec{
 		Command: u.cfg.Command,
@@ -379,11 +417,13 @@ func (u *upstream) dial(ctx context.Context, version string) (*mcp.ClientSession
 }
 
 // dialRemote opens a session over a transport from Options.Dialer.
-func (u *upstream) dialRemote(ctx context.Context, version string) (*mcp.ClientSession, error) {
+func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, version string) (*mcp.ClientSession, error) {
 	if u.opts.Dialer == nil {
-		return nil, errorf(ErrUnimplemented, "%s transport is not supported yet: %w", u.cfg.Kind, errStart)
+		return nil, errorf(ErrUnimplemented, "%s transport is not supported yet: %w", kind, errStart)
 	}
-	t, err := u.opts.Dialer(ctx, u.cfg)
+	cfg := u.cfg
+	cfg.Kind = kind
+	t, err := u.opts.Dialer(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errStart, err)
 	}
@@ -436,11 +476,15 @@ func (u *upstream) status() Status {
 	defer u.mu.Unlock()
 	st := Status{
 		Config:       u.cfg,
+		Transport:    u.cfg.Kind,
 		State:        u.state,
 		ToolCount:    len(u.tools),
 		LastError:    u.lastErr,
 		Restarts:     u.restarts,
 		StateChanged: u.stateChanged,
+	}
+	if u.cfg.Kind == config.TransportAuto && u.detected != 0 {
+		st.Transport = u.detected
 	}
 	if u.init != nil {
 		st.ProtocolVersion = u.init.ProtocolVersion

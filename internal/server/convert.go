@@ -54,8 +54,12 @@ func serverConfigFromProto(pc *mcpdv1.ServerConfig) (config.Server, error) {
 		cfg.Kind = config.TransportSSE
 		cfg.URL = t.Sse.GetUrl()
 		cfg.Headers = t.Sse.GetHeaders()
+	case *mcpdv1.ServerConfig_Remote:
+		cfg.Kind = config.TransportAuto
+		cfg.URL = t.Remote.GetUrl()
+		cfg.Headers = t.Remote.GetHeaders()
 	default:
-		return config.Server{}, invalidf("server %q: one of stdio, http or sse is required", pc.GetName())
+		return config.Server{}, invalidf("server %q: one of stdio, http, sse or remote is required", pc.GetName())
 	}
 	return cfg, nil
 }
@@ -86,6 +90,7 @@ var (
 		config.TransportStdio: mcpdv1.Transport_TRANSPORT_STDIO,
 		config.TransportHTTP:  mcpdv1.Transport_TRANSPORT_HTTP,
 		config.TransportSSE:   mcpdv1.Transport_TRANSPORT_SSE,
+		config.TransportAuto:  mcpdv1.Transport_TRANSPORT_AUTO,
 	}
 )
 
@@ -95,7 +100,7 @@ func serverToProto(st mcpclient.Status) *mcpdv1.Server {
 	out := &mcpdv1.Server{
 		Name:             st.Config.Name,
 		State:            stateToProto[st.State],
-		Transport:        transportToProto[st.Config.Kind],
+		Transport:        transportToProto[st.Transport],
 		ProtocolVersion:  st.ProtocolVersion,
 		Instructions:     st.Instructions,
 		ToolCount:        int32(st.ToolCount),

@@ -102,6 +102,8 @@ const (
 	Transport_TRANSPORT_HTTP Transport = 2
 	// Means the legacy HTTP+SSE transport.
 	Transport_TRANSPORT_SSE Transport = 3
+	// Means a URL whose transport is not detected yet.
+	Transport_TRANSPORT_AUTO Transport = 4
 )
 
 // Enum value maps for Transport.
@@ -111,12 +113,14 @@ var (
 		1: "TRANSPORT_STDIO",
 		2: "TRANSPORT_HTTP",
 		3: "TRANSPORT_SSE",
+		4: "TRANSPORT_AUTO",
 	}
 	Transport_value = map[string]int32{
 		"TRANSPORT_UNSPECIFIED": 0,
 		"TRANSPORT_STDIO":       1,
 		"TRANSPORT_HTTP":        2,
 		"TRANSPORT_SSE":         3,
+		"TRANSPORT_AUTO":        4,
 	}
 )
 
@@ -474,6 +478,7 @@ type ServerConfig struct {
 	//	*ServerConfig_Stdio
 	//	*ServerConfig_Http
 	//	*ServerConfig_Sse
+	//	*ServerConfig_Remote
 	Transport isServerConfig_Transport `protobuf_oneof:"transport"`
 	// Sets the default deadline of tool calls to this server; a call's own
 	// timeout overrides it. Unset means the daemon's --call-timeout.
@@ -565,6 +570,15 @@ func (x *ServerConfig) GetSse() *HttpConfig {
 	return nil
 }
 
+func (x *ServerConfig) GetRemote() *HttpConfig {
+	if x != nil {
+		if x, ok := x.Transport.(*ServerConfig_Remote); ok {
+			return x.Remote
+		}
+	}
+	return nil
+}
+
 func (x *ServerConfig) GetCallTimeout() *durationpb.Duration {
 	if x != nil {
 		return x.CallTimeout
@@ -619,11 +633,21 @@ type ServerConfig_Sse struct {
 	Sse *HttpConfig `protobuf:"bytes,4,opt,name=sse,proto3,oneof"`
 }
 
+type ServerConfig_Remote struct {
+	// Reaches the server at a URL and detects its transport as the spec
+	// describes: Streamable HTTP (2026-07-28, then initialize), then legacy
+	// HTTP+SSE. The result shows in Server.transport and is kept for
+	// reconnects.
+	Remote *HttpConfig `protobuf:"bytes,10,opt,name=remote,proto3,oneof"`
+}
+
 func (*ServerConfig_Stdio) isServerConfig_Transport() {}
 
 func (*ServerConfig_Http) isServerConfig_Transport() {}
 
 func (*ServerConfig_Sse) isServerConfig_Transport() {}
+
+func (*ServerConfig_Remote) isServerConfig_Transport() {}
 
 // StdioConfig describes a child process that speaks MCP over stdio.
 type StdioConfig struct {
@@ -5834,12 +5858,14 @@ var File_mcpd_v1_mcpd_proto protoreflect.FileDescriptor
 
 const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\n" +
-	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9e\x03\n" +
+	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\x03\n" +
 	"\fServerConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x14.mcpd.v1.StdioConfigH\x00R\x05stdio\x12)\n" +
 	"\x04http\x18\x03 \x01(\v2\x13.mcpd.v1.HttpConfigH\x00R\x04http\x12'\n" +
-	"\x03sse\x18\x04 \x01(\v2\x13.mcpd.v1.HttpConfigH\x00R\x03sse\x12<\n" +
+	"\x03sse\x18\x04 \x01(\v2\x13.mcpd.v1.HttpConfigH\x00R\x03sse\x12-\n" +
+	"\x06remote\x18\n" +
+	" \x01(\v2\x13.mcpd.v1.HttpConfigH\x00R\x06remote\x12<\n" +
 	"\fcall_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vcallTimeout\x12B\n" +
 	"\x0fconnect_timeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0econnectTimeout\x12)\n" +
 	"\x10protocol_version\x18\a \x01(\tR\x0fprotocolVersion\x12\x1f\n" +
@@ -6205,12 +6231,13 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x12SERVER_STATE_READY\x10\x02\x12\x1d\n" +
 	"\x19SERVER_STATE_RECONNECTING\x10\x03\x12\x17\n" +
 	"\x13SERVER_STATE_FAILED\x10\x04\x12\x18\n" +
-	"\x14SERVER_STATE_STOPPED\x10\x05*b\n" +
+	"\x14SERVER_STATE_STOPPED\x10\x05*v\n" +
 	"\tTransport\x12\x19\n" +
 	"\x15TRANSPORT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTRANSPORT_STDIO\x10\x01\x12\x12\n" +
 	"\x0eTRANSPORT_HTTP\x10\x02\x12\x11\n" +
-	"\rTRANSPORT_SSE\x10\x03*?\n" +
+	"\rTRANSPORT_SSE\x10\x03\x12\x12\n" +
+	"\x0eTRANSPORT_AUTO\x10\x04*?\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_USER\x10\x01\x12\x12\n" +
@@ -6374,144 +6401,145 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	8,   // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
 	9,   // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
 	9,   // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
-	86,  // 3: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	86,  // 4: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
-	82,  // 5: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	83,  // 6: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
-	0,   // 7: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
-	1,   // 8: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
-	10,  // 9: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	87,  // 10: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	88,  // 11: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	7,   // 12: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
-	11,  // 13: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
-	11,  // 14: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
-	11,  // 15: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
-	11,  // 16: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
-	24,  // 17: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	87,  // 18: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	87,  // 19: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
-	25,  // 20: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	87,  // 21: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
-	87,  // 22: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	86,  // 23: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	87,  // 24: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
-	28,  // 25: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	89,  // 26: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	87,  // 27: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
-	29,  // 28: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
-	30,  // 29: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
-	30,  // 30: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
-	31,  // 31: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
-	32,  // 32: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
-	33,  // 33: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	87,  // 34: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
-	87,  // 35: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
-	2,   // 36: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	87,  // 37: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	86,  // 38: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	87,  // 39: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
-	36,  // 40: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
-	37,  // 41: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
-	27,  // 42: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
-	3,   // 43: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	89,  // 44: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
-	40,  // 45: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
-	33,  // 46: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	87,  // 47: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
-	43,  // 48: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
-	33,  // 49: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	87,  // 50: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
-	32,  // 51: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	87,  // 52: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
-	48,  // 53: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
-	49,  // 54: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	87,  // 55: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
-	84,  // 56: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
-	52,  // 57: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	87,  // 58: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
-	2,   // 59: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
-	28,  // 60: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
-	54,  // 61: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	85,  // 62: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
-	3,   // 63: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
-	59,  // 64: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
-	61,  // 65: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
-	4,   // 66: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
-	64,  // 67: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	88,  // 68: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
-	65,  // 69: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
-	66,  // 70: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
-	66,  // 71: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
-	66,  // 72: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
-	67,  // 73: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
-	37,  // 74: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
-	68,  // 75: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
-	0,   // 76: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
-	70,  // 77: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
-	77,  // 78: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
-	5,   // 79: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
-	70,  // 80: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
-	72,  // 81: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
-	73,  // 82: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
-	75,  // 83: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
-	76,  // 84: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
-	88,  // 85: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
-	74,  // 86: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	87,  // 87: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
-	2,   // 88: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
-	28,  // 89: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	87,  // 90: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	78,  // 91: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	79,  // 92: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	80,  // 93: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	81,  // 94: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	2,   // 95: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	28,  // 96: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	6,   // 97: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	87,  // 98: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	59,  // 99: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	12,  // 100: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	14,  // 101: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	16,  // 102: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	18,  // 103: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	20,  // 104: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	22,  // 105: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	26,  // 106: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	34,  // 107: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	38,  // 108: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	41,  // 109: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	44,  // 110: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	46,  // 111: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	50,  // 112: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	53,  // 113: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	56,  // 114: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	58,  // 115: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	62,  // 116: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	69,  // 117: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	13,  // 118: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	15,  // 119: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	17,  // 120: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	19,  // 121: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	21,  // 122: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	23,  // 123: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	27,  // 124: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	35,  // 125: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	39,  // 126: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	42,  // 127: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	45,  // 128: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	47,  // 129: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	51,  // 130: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	55,  // 131: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	57,  // 132: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	60,  // 133: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	63,  // 134: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	71,  // 135: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	118, // [118:136] is the sub-list for method output_type
-	100, // [100:118] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	9,   // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
+	86,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	86,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	82,  // 6: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	83,  // 7: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	0,   // 8: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
+	1,   // 9: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
+	10,  // 10: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
+	87,  // 11: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	88,  // 12: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	7,   // 13: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
+	11,  // 14: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
+	11,  // 15: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
+	11,  // 16: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
+	11,  // 17: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
+	24,  // 18: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
+	87,  // 19: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	87,  // 20: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	25,  // 21: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
+	87,  // 22: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	87,  // 23: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	86,  // 24: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	87,  // 25: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	28,  // 26: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
+	89,  // 27: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	87,  // 28: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	29,  // 29: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
+	30,  // 30: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
+	30,  // 31: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
+	31,  // 32: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
+	32,  // 33: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
+	33,  // 34: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
+	87,  // 35: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	87,  // 36: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	2,   // 37: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
+	87,  // 38: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	86,  // 39: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	87,  // 40: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	36,  // 41: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
+	37,  // 42: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
+	27,  // 43: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
+	3,   // 44: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
+	89,  // 45: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	40,  // 46: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
+	33,  // 47: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
+	87,  // 48: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	43,  // 49: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
+	33,  // 50: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
+	87,  // 51: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	32,  // 52: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
+	87,  // 53: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	48,  // 54: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
+	49,  // 55: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
+	87,  // 56: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	84,  // 57: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	52,  // 58: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
+	87,  // 59: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	2,   // 60: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
+	28,  // 61: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
+	54,  // 62: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
+	85,  // 63: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	3,   // 64: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
+	59,  // 65: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
+	61,  // 66: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
+	4,   // 67: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
+	64,  // 68: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
+	88,  // 69: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	65,  // 70: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
+	66,  // 71: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
+	66,  // 72: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
+	66,  // 73: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
+	67,  // 74: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
+	37,  // 75: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
+	68,  // 76: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
+	0,   // 77: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
+	70,  // 78: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
+	77,  // 79: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
+	5,   // 80: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
+	70,  // 81: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
+	72,  // 82: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
+	73,  // 83: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
+	75,  // 84: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
+	76,  // 85: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
+	88,  // 86: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	74,  // 87: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
+	87,  // 88: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	2,   // 89: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
+	28,  // 90: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
+	87,  // 91: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	78,  // 92: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	79,  // 93: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	80,  // 94: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	81,  // 95: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	2,   // 96: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	28,  // 97: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	6,   // 98: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	87,  // 99: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	59,  // 100: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	12,  // 101: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	14,  // 102: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	16,  // 103: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	18,  // 104: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	20,  // 105: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	22,  // 106: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	26,  // 107: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	34,  // 108: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	38,  // 109: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	41,  // 110: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	44,  // 111: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	46,  // 112: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	50,  // 113: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	53,  // 114: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	56,  // 115: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	58,  // 116: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	62,  // 117: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	69,  // 118: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	13,  // 119: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	15,  // 120: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	17,  // 121: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	19,  // 122: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	21,  // 123: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	23,  // 124: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	27,  // 125: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	35,  // 126: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	39,  // 127: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	42,  // 128: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	45,  // 129: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	47,  // 130: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	51,  // 131: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	55,  // 132: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	57,  // 133: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	60,  // 134: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	63,  // 135: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	71,  // 136: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	119, // [119:137] is the sub-list for method output_type
+	101, // [101:119] is the sub-list for method input_type
+	101, // [101:101] is the sub-list for extension type_name
+	101, // [101:101] is the sub-list for extension extendee
+	0,   // [0:101] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -6523,6 +6551,7 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerConfig_Stdio)(nil),
 		(*ServerConfig_Http)(nil),
 		(*ServerConfig_Sse)(nil),
+		(*ServerConfig_Remote)(nil),
 	}
 	file_mcpd_v1_mcpd_proto_msgTypes[18].OneofWrappers = []any{}
 	file_mcpd_v1_mcpd_proto_msgTypes[21].OneofWrappers = []any{
