@@ -19,6 +19,9 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrPermissionDenied means a policy (a tool filter) refuses the request.
 	ErrPermissionDenied = errors.New("permission denied")
+	// ErrResourceExhausted means a limit was reached (too many calls in
+	// flight to one server); retrying later may succeed.
+	ErrResourceExhausted = errors.New("resource exhausted")
 	// ErrUnimplemented means a feature mcpd does not support yet.
 	ErrUnimplemented = errors.New("not implemented")
 )

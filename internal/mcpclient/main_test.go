@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,6 +44,14 @@ func runFakeServer(mode string) int {
 			Reader: io.NopCloser(io.MultiReader(strings.NewReader(line), r)),
 			Writer: nopWriteCloser{os.Stdout},
 		})
+	case "crash-soon":
+		// Serves, then dies shortly after, every time it is started.
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			fmt.Fprintln(os.Stderr, "dying on purpose")
+			os.Exit(5)
+		}()
+		return serveStdio(&mcp.StdioTransport{})
 	case "ignore-discover":
 		return serveStdio(&droppingStdio{drop: "server/discover"})
 	}

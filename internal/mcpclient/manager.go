@@ -34,6 +34,28 @@ type Options struct {
 	StopGrace time.Duration
 	// MaxLineBytes bounds one message from a stdio server; default 16 MiB.
 	MaxLineBytes int
+	// RestartBackoff is the first wait before reconnecting a server whose
+	// session ended; it doubles per failure up to RestartBackoffMax.
+	// Defaults 250ms and 30s.
+	RestartBackoff, RestartBackoffMax time.Duration
+	// CrashLoopRestarts failures (session ends or failed reconnects)
+	// within CrashLoopWindow end in StateFailed instead of another retry.
+	// Defaults 5 and 1m.
+	CrashLoopRestarts int
+	CrashLoopWindow   time.Duration
+	// KeepAlive, if positive, pings legacy sessions at this interval;
+	// KeepAliveFailures consecutive failed pings end the session, which is
+	// then rebuilt. 2026-07-28 sessions have no ping.
+	KeepAlive         time.Duration
+	KeepAliveFailures int
+	// MaxInFlight caps the concurrent calls to one server (0: no cap); a
+	// call waits up to QueueTimeout for a slot (default 5s).
+	MaxInFlight  int
+	QueueTimeout time.Duration
+	// CallTimeoutMax, when longer than a call's default timeout, lets the
+	// call's progress notifications restart that timeout, up to this much
+	// in all. A call's explicit timeout is never extended.
+	CallTimeoutMax time.Duration
 	// StderrTailLines is how many stderr lines a status keeps; default 50.
 	StderrTailLines int
 	// Dialer, if set, opens the transport of servers that are not stdio
@@ -67,6 +89,21 @@ func (o *Options) withDefaults() *Options {
 	}
 	if out.CallTimeout <= 0 {
 		out.CallTimeout = 60 * time.Second
+	}
+	if out.RestartBackoff <= 0 {
+		out.RestartBackoff = 250 * time.Millisecond
+	}
+	if out.RestartBackoffMax < out.RestartBackoff {
+		out.RestartBackoffMax = max(30*time.Second, out.RestartBackoff)
+	}
+	if out.CrashLoopRestarts <= 0 {
+		out.CrashLoopRestarts = 5
+	}
+	if out.CrashLoopWindow <= 0 {
+		out.CrashLoopWindow = time.Minute
+	}
+	if out.QueueTimeout <= 0 {
+		out.QueueTimeout = 5 * time.Second
 	}
 	return &out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -154,8 +155,8 @@ func TestCommandNotFound(t *testing.T) {
 	}
 }
 
-func TestExitMidCallFailsAtOnce(t *testing.T) {
-	m, _ := newTestManager(t)
+func TestExitMidCallFailsAtOnceThenRestarts(t *testing.T) {
+	m, rec := newTestManager(t)
 	ctx := testContext(t)
 	if _, err := m.Connect(ctx, fakeServer("fake", "serve"), false); err != nil {
 		t.Fatal(err)
@@ -166,19 +167,62 @@ func TestExitMidCallFailsAtOnce(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("got %v, want ErrUnavailable", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// The next call waits for the automatic restart and succeeds.
+	res, err := m.CallTool(ctx, "mcp__fake__echo", map[string]any{"message": "back"}, CallOptions{})
+	if err != nil {
+		t.Fatalf("call after the crash: %v", err)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("got %d content blocks", len(res.Content))
+	}
+	st, _ := m.Get("fake")
+	if st.Restarts != 1 || st.State != StateReady || !strings.Contains(st.LastError, "exit status 7") {
+		t.Errorf("got restarts %d state %v last error %q; want 1, ready, the exit status", st.Restarts, st.State, st.LastError)
+	}
+	if got := rec.get("fake"); !slices.Contains(got, StateReconnecting) {
+		t.Errorf("states %v never went through reconnecting", got)
+	}
+}
+
+func TestCrashLoopEndsFailed(t *testing.T) {
+	rec := &stateRecorder{states: make(map[string][]State)}
+	m := NewManager(&Options{
+		ProbeTimeout:      20 * time.Second,
+		StopGrace:         500 * time.Millisecond,
+		RestartBackoff:    10 * time.Millisecond,
+		CrashLoopRestarts: 3,
+		CrashLoopWindow:   time.Minute,
+		OnStateChange:     rec.record,
+	})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	ctx := testContext(t)
+	st, err := m.Connect(ctx, fakeServer("loop", "crash-soon"), false)
+	if err != nil || st.State != StateReady {
+		t.Fatalf("first start: %v %v", st.State, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
 	for {
-		st, _ := m.Get("fake")
+		st, _ = m.Get("loop")
 		if st.State == StateFailed {
-			if !strings.Contains(st.LastError, "exit status 7") {
-				t.Errorf("last error %q does not mention exit status 7", st.LastError)
-			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server state %v, want failed after its process died", st.State)
+			t.Fatalf("state %v after %d restarts, want failed by the crash loop", st.State, st.Restarts)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(st.LastError, "crash loop") || !strings.Contains(st.LastError, "exit status 5") {
+		t.Errorf("last error %q, want the crash loop and the exit status", st.LastError)
+	}
+	if !slices.ContainsFunc(st.StderrTail, func(l string) bool { return strings.Contains(l, "dying on purpose") }) {
+		t.Errorf("stderr tail %q lacks the server's last words", st.StderrTail)
+	}
+	if st.Restarts != 2 {
+		t.Errorf("restarts: got %d, want 2 (3 failures)", st.Restarts)
+	}
+	// RestartServer starts over.
+	if st, err := m.Restart(ctx, "loop"); err != nil || st.State != StateReady {
+		t.Errorf("restart after the crash loop: %v %v", st.State, err)
 	}
 }
 

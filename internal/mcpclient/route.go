@@ -23,20 +23,22 @@ func (u *upstream) routed(t mcp.Transport) (mcp.Transport, bool) {
 	if _, ok := t.(*mcp.StreamableClientTransport); ok {
 		return t, false
 	}
-	return routedTransport{Transport: t, u: u}, true
+	return &routedTransport{Transport: t, u: u}, true
 }
 
 type routedTransport struct {
 	mcp.Transport
-	u *upstream
+	u    *upstream
+	conn *routedConn // set by Connect, which the SDK calls once
 }
 
-func (t routedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+func (t *routedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &routedConn{Connection: c, u: t.u}, nil
+	t.conn = &routedConn{Connection: c, u: t.u}
+	return t.conn, nil
 }
 
 type routedConn struct {
@@ -46,6 +48,9 @@ type routedConn struct {
 
 func (c *routedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
+	if err != nil {
+		c.u.connFailed(c, err)
+	}
 	if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() {
 		switch req.Method {
 		case "notifications/progress":
@@ -85,4 +90,19 @@ func (u *upstream) toSinkLog(p *mcp.LoggingMessageParams) {
 			s.onLog(p)
 		}
 	}
+}
+
+// connFailed marks a ready server as reconnecting the moment its
+// connection fails, before the SDK fails the calls in flight: those calls
+// then explain why, and calls that come next wait for the new session
+// instead of meeting the dead one.
+func (u *upstream) connFailed(c *routedConn, err error) {
+	u.mu.Lock()
+	live := u.liveConn == c && u.state == StateReady
+	r := u.run
+	u.mu.Unlock()
+	if !live || r == nil || r.ctx.Err() != nil {
+		return // an older connection, or mcpd is closing it
+	}
+	u.setState(StateReconnecting, "connection lost: "+err.Error())
 }

@@ -72,7 +72,15 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 	if !u.cfg.AllowsTool(toolName) {
 		return nil, errorf(ErrPermissionDenied, "tool %q of server %q is denied by the server's tool filter", toolName, u.cfg.Name)
 	}
-	cs, err := u.ready()
+	// The deadline covers waiting for a reconnecting server and for a slot.
+	timeout := u.callTimeout(opts.Timeout)
+	extendUpTo := time.Duration(0)
+	if opts.Timeout <= 0 {
+		extendUpTo = u.opts.CallTimeoutMax
+	}
+	ctx, cancel, extend := withCallDeadline(ctx, timeout, extendUpTo)
+	defer cancel()
+	cs, err := u.awaitReady(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -82,15 +90,26 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 	if !known {
 		return nil, errorf(ErrNotFound, "server %q has no tool %q", u.cfg.Name, toolName)
 	}
-	ctx, cancel := context.WithTimeout(ctx, u.callTimeout(opts.Timeout))
-	defer cancel()
+	release, err := u.calls.acquire(ctx, u.cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if args == nil {
 		// MCP wants an object; a nil map would be omitted or sent as null.
 		args = map[string]any{}
 	}
 	meta := u.requestMeta(cs, opts.Meta)
-	if opts.OnProgress != nil || opts.OnLog != nil {
-		token, done := u.addSink(&callSink{onProgress: opts.OnProgress, onLog: opts.OnLog})
+	if opts.OnProgress != nil || opts.OnLog != nil || extendUpTo > timeout {
+		token, done := u.addSink(&callSink{
+			onProgress: func(p *mcp.ProgressNotificationParams) {
+				extend()
+				if opts.OnProgress != nil {
+					opts.OnProgress(p)
+				}
+			},
+			onLog: opts.OnLog,
+		})
 		defer done()
 		meta["progressToken"] = token
 	}

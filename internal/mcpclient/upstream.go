@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,7 +88,9 @@ type upstream struct {
 	log    zerolog.Logger
 	client *mcp.Client
 
+	calls   *inflight
 	refresh chan struct{} // a tools/list_changed arrived (capacity 1)
+	lost    chan struct{} // a request found the session gone (capacity 1)
 
 	// rootsMu guards rootURIs, the roots last given to client (the SDK
 	// offers no getter).
@@ -100,6 +103,7 @@ type upstream struct {
 	mu           sync.Mutex
 	run          *run // the current run; nil before the first start
 	state        State
+	changed      chan struct{} // closed and replaced on every state change
 	lastErr      string
 	stateChanged time.Time
 	restarts     uint32
@@ -111,6 +115,7 @@ type upstream struct {
 	tools        map[string]*mcp.Tool // by the server's own name, after filters
 	sinks        map[string]*callSink // streamed calls in flight, by progress token
 	routedConn   bool                 // the session's connection feeds sinks itself
+	liveConn     *routedConn          // the current session's connection, if routed
 	nextToken    uint64
 }
 
@@ -138,7 +143,10 @@ func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp
 		opts:    opts,
 		wants:   wants,
 		log:     opts.Logger.With().Str("server", cfg.Name).Logger(),
+		calls:   newInflight(opts.MaxInFlight, opts.QueueTimeout),
 		refresh: make(chan struct{}, 1),
+		lost:    make(chan struct{}, 1),
+		changed: make(chan struct{}),
 		sinks:   make(map[string]*callSink),
 	}
 	u.client = mcp.NewClient(opts.ClientInfo, u.clientOptions())
@@ -213,22 +221,75 @@ func (u *upstream) waitSettled(ctx context.Context) error {
 
 func (u *upstream) serve(r *run) {
 	defer close(r.done)
-	cs, err := u.connect(r.ctx)
-	if err == nil {
-		u.setUp(r.ctx, cs)
-	}
-	if err != nil {
-		if r.ctx.Err() == nil {
-			u.setState(StateFailed, err.Error())
+	settle := sync.OnceFunc(func() { close(r.settled) })
+	defer settle()
+	var (
+		backoff  = newBackoff(u.opts.RestartBackoff, u.opts.RestartBackoffMax)
+		failures []time.Time // session ends and failed reconnects, for crash-loop detection
+		wasReady bool        // a session came up in this run
+	)
+	for {
+		cs, err := u.connect(r.ctx)
+		if r.ctx.Err() != nil {
+			if cs != nil {
+				_ = cs.Close()
+				u.stopProcess()
+			}
+			return
+		}
+		if err == nil {
+			u.setUp(r.ctx, cs)
+			u.setState(StateReady, "")
+			u.log.Info().Str("protocol_version", cs.InitializeResult().ProtocolVersion).Msg("server ready")
+			settle()
+			wasReady = true
+			started := time.Now()
+			reason, stopped := u.hold(r, cs)
+			if stopped {
+				return
+			}
+			if time.Since(started) > u.opts.CrashLoopWindow {
+				backoff.reset() // it ran long enough to start afresh
+			}
+			err = errors.New(reason)
+			u.log.Warn().Str("reason", reason).Msg("server session ended")
+		} else {
 			u.log.Warn().Err(err).Msg("server failed to connect")
 		}
-		close(r.settled)
-		return
-	}
-	u.setState(StateReady, "")
-	u.log.Info().Str("protocol_version", cs.InitializeResult().ProtocolVersion).Msg("server ready")
-	close(r.settled)
 
+		// A server that never came up in this run has a configuration or
+		// startup problem: report it at once. Remote servers are tried
+		// again in the background, for they may just not be up yet.
+		if !wasReady && u.cfg.Kind == config.TransportStdio {
+			u.setState(StateFailed, err.Error())
+			return
+		}
+		now := time.Now()
+		failures = append(slices.DeleteFunc(failures, func(t time.Time) bool {
+			return now.Sub(t) > u.opts.CrashLoopWindow
+		}), now)
+		if wasReady && len(failures) >= u.opts.CrashLoopRestarts {
+			u.setState(StateFailed, fmt.Sprintf("crash loop: %d failures within %v; last: %v", len(failures), u.opts.CrashLoopWindow, err))
+			return
+		}
+		if wasReady {
+			u.setState(StateReconnecting, err.Error())
+		} else {
+			u.setState(StateFailed, err.Error())
+			settle()
+		}
+		if !backoff.wait(r.ctx) {
+			return
+		}
+		u.mu.Lock()
+		u.restarts++
+		u.mu.Unlock()
+	}
+}
+
+// hold serves a ready session until it ends or the run is stopped. It
+// returns why the session ended, or stopped when the run was.
+func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped bool) {
 	sessionEnded := make(chan struct{})
 	go func() {
 		_ = cs.Wait()
@@ -240,16 +301,20 @@ func (u *upstream) serve(r *run) {
 			_ = cs.Close()
 			<-sessionEnded
 			u.stopProcess()
-			return
+			return "", true
 		case <-sessionEnded:
 			// Close releases what the SDK holds for the session (such as
 			// its subscriptions/listen goroutine) even though the peer is
 			// already gone.
 			_ = cs.Close()
-			reason := u.stopProcess()
-			u.setState(StateFailed, reason)
-			u.log.Warn().Str("reason", reason).Msg("server session ended")
-			return
+			return u.stopProcess(), false
+		case <-u.lost:
+			// A request saw the session gone (HTTP 404 or 400 for an
+			// unknown session) while its connection stays open.
+			_ = cs.Close()
+			<-sessionEnded
+			u.stopProcess()
+			return "server lost the session", false
 		case <-u.refresh:
 			if err := u.refreshTools(r.ctx, cs); err != nil {
 				u.log.Warn().Err(err).Msg("refreshing tools")
@@ -281,6 +346,14 @@ func (u *upstream) setUp(ctx context.Context, cs *mcp.ClientSession) {
 			u.log.Warn().Err(err).Str("uri", uri).Msg("subscribing again")
 		}
 	}
+}
+
+// connOf returns the routed connection a transport made, if it is routed.
+func connOf(t mcp.Transport) *routedConn {
+	if rt, ok := t.(*routedTransport); ok {
+		return rt.conn
+	}
+	return nil
 }
 
 // isStateless says whether a session speaks the 2026-07-28 era.
@@ -411,7 +484,7 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	u.mu.Lock()
-	u.proc, u.session, u.init, u.routedConn = proc, cs, cs.InitializeResult(), routed
+	u.proc, u.session, u.init, u.routedConn, u.liveConn = proc, cs, cs.InitializeResult(), routed, connOf(t)
 	u.mu.Unlock()
 	return cs, nil
 }
@@ -433,7 +506,7 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	u.mu.Lock()
-	u.session, u.init, u.routedConn = cs, cs.InitializeResult(), routed
+	u.session, u.init, u.routedConn, u.liveConn = cs, cs.InitializeResult(), routed, connOf(t)
 	u.mu.Unlock()
 	return cs, nil
 }
@@ -447,6 +520,8 @@ func (u *upstream) setState(state State, lastErr string) {
 	}
 	if changed {
 		u.stateChanged = time.Now()
+		close(u.changed)
+		u.changed = make(chan struct{})
 	}
 	shownErr := u.lastErr
 	u.mu.Unlock()
@@ -457,7 +532,7 @@ func (u *upstream) setState(state State, lastErr string) {
 		u.opts.OnStateChange(u.cfg.Name, state)
 	}
 	ev := events.Event{Kind: events.KindServerState, State: state.String()}
-	if state == StateFailed {
+	if state == StateFailed || state == StateReconnecting {
 		ev.Error = shownErr
 	}
 	u.publish(ev)
@@ -505,13 +580,45 @@ func (u *upstream) status() Status {
 func (u *upstream) ready() (*mcp.ClientSession, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	return u.readyLocked()
+}
+
+func (u *upstream) readyLocked() (*mcp.ClientSession, error) {
 	if u.state != StateReady || u.session == nil {
-		if u.lastErr != "" && u.state == StateFailed {
+		if u.lastErr != "" && u.state != StateConnecting {
 			return nil, errorf(ErrUnavailable, "server %q is %s: %s", u.cfg.Name, u.state, u.lastErr)
 		}
 		return nil, errorf(ErrUnavailable, "server %q is %s", u.cfg.Name, u.state)
 	}
 	return u.session, nil
+}
+
+// awaitReady returns the session once the server is ready. A server that
+// is connecting or reconnecting is waited for until ctx ends; a failed or
+// stopped one is unavailable at once.
+func (u *upstream) awaitReady(ctx context.Context) (*mcp.ClientSession, error) {
+	for {
+		u.mu.Lock()
+		cs, err := u.readyLocked()
+		state, changed := u.state, u.changed
+		u.mu.Unlock()
+		if err == nil || (state != StateConnecting && state != StateReconnecting) {
+			return cs, err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (while waiting: %w)", err, ctx.Err())
+		}
+	}
+}
+
+// markLost tells the run loop that a request found the session gone.
+func (u *upstream) markLost() {
+	select {
+	case u.lost <- struct{}{}:
+	default:
+	}
 }
 
 // callTimeout picks a request's deadline: the call's own, else the
@@ -530,10 +637,21 @@ func (u *upstream) callTimeout(own time.Duration) time.Duration {
 func (u *upstream) classify(ctx context.Context, op string, err error) error {
 	var wireErr *jsonrpc.Error
 	switch {
+	case errors.Is(err, mcp.ErrSessionMissing):
+		u.markLost()
+		return errorf(ErrUnavailable, "%s: server %q lost the session; mcpd is reconnecting", op, u.cfg.Name)
 	case errors.Is(err, mcp.ErrConnectionClosed):
+		u.mu.Lock()
+		why := u.lastErr
+		u.mu.Unlock()
+		if why != "" {
+			return errorf(ErrUnavailable, "%s: server %q closed the connection (%s)", op, u.cfg.Name, why)
+		}
 		return errorf(ErrUnavailable, "%s: server %q closed the connection", op, u.cfg.Name)
 	case ctx.Err() != nil:
-		return fmt.Errorf("%s: %w", op, ctx.Err())
+		// The cause tells a deadline (also a progress-extended one) from a
+		// cancellation.
+		return fmt.Errorf("%s: %w", op, context.Cause(ctx))
 	case errors.As(err, &wireErr):
 		return &RPCError{Server: u.cfg.Name, Code: wireErr.Code, Message: wireErr.Message}
 	}
