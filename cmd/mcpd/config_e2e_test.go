@@ -1,0 +1,73 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// TestConfigFile starts mcpd with a .mcp.json holding a good server and
+// broken entries: the good one serves, each broken one is a FAILED server
+// that says why, and ${VAR} references are expanded from mcpd's
+// environment.
+func TestConfigFile(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	cfg := map[string]any{"mcpServers": map[string]any{
+		"good": map[string]any{
+			"command": mcpdBinary(t),
+			// The demo server ignores arguments after demo-server, so they
+			// can show how ${...} expanded.
+			"args": []string{"demo-server", "${MCPD_E2E_SET}", "${MCPD_E2E_UNSET_WITH_DEFAULT:-the-default}", "${MCPD_E2E_SET:-unused}"},
+		},
+		"unset-var":  map[string]any{"command": "${MCPD_E2E_NEVER_SET}"},
+		"no-command": map[string]any{"args": []string{"serve"}},
+		"no-binary":  map[string]any{"command": "/nonexistent/mcpd-e2e-server"},
+	}}
+	d := startDaemon(ctx, t, daemonOptions{
+		config: writeConfig(t, mustJSON(t, cfg)),
+		env:    []string{"MCPD_E2E_SET=from-env"},
+	})
+
+	good := d.waitServer(ctx, t, "good", mcpdv1.ServerState_SERVER_STATE_READY)
+	wantArgs := []string{"demo-server", "from-env", "the-default", "from-env"}
+	if !slices.Equal(good.GetArgs(), wantArgs) {
+		t.Errorf("good args: got %q, want %q", good.GetArgs(), wantArgs)
+	}
+	resp := d.mustCall(ctx, t, "mcp__good__echo", map[string]any{"message": "configured"})
+	if text(resp) != "configured" {
+		t.Errorf("good echo: got %q, want %q", text(resp), "configured")
+	}
+
+	for _, tc := range []struct {
+		name string
+		want []string // in last_error
+	}{
+		{"unset-var", []string{"MCPD_E2E_NEVER_SET", "not set"}},
+		{"no-command", []string{"command"}},
+		{"no-binary", []string{"/nonexistent/mcpd-e2e-server", "no such file"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := d.waitServer(ctx, t, tc.name, mcpdv1.ServerState_SERVER_STATE_FAILED)
+			for _, w := range tc.want {
+				if !strings.Contains(s.GetLastError(), w) {
+					t.Errorf("last_error: got %q, want it to contain %q", s.GetLastError(), w)
+				}
+			}
+		})
+	}
+
+	list, err := d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list.GetServers() {
+		names = append(names, s.GetName())
+	}
+	if want := []string{"good", "no-binary", "no-command", "unset-var"}; !slices.Equal(names, want) {
+		t.Errorf("servers: got %v, want %v (sorted, and no demo server when --config is given)", names, want)
+	}
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Fake server modes: how this test binary behaves when mcpd starts it with
+// MCPD_FAKE_SERVER=<mode>.
+const (
+	fakeExitAtStart    = "exit-at-start"     // one stderr line, then exit 3 before reading anything
+	fakeExitMidCall    = "exit-mid-call"     // real server; its tool "crash" exits the process mid-call
+	fakeIgnoreDiscover = "ignore-discover"   // real server that never answers server/discover
+	fakeDieOnDiscover  = "die-on-discover"   // real server that exits if the first message is server/discover
+	fakeNoisy          = "noisy"             // real server that prints non-JSON lines to stdout
+	fakeSlow           = "slow"              // real server whose tool "sleep" sleeps ms milliseconds
+	fakeGrandchild     = "grandchild"        // real server that spawns a long-lived grandchild
+	fakeRejectAll      = "reject-all"        // raw server that answers every request with a JSON-RPC error
+	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
+)
+
+// Messages the fake servers write, which tests look for.
+const (
+	fakeStartupError = "fake: cannot start: no such config"
+	fakeNoise        = "Starting server... (not JSON)"
+	methodDiscover   = "server/discover"
+)
+
+// runFakeServer runs the fake server named by mode on stdin/stdout and
+// returns the process exit code.
+func runFakeServer(mode string) int {
+	// The fake's children must not become fakes too.
+	os.Unsetenv(fakeServerEnv)
+	switch mode {
+	case fakeExitAtStart:
+		fmt.Fprintln(os.Stderr, fakeStartupError)
+		return 3
+	case fakeRejectAll:
+		return rejectAll()
+	}
+	var conn func(mcp.Connection) mcp.Connection // optional wrapper
+	srv := mcp.NewServer(&mcp.Implementation{Name: "fake-" + mode, Version: "0.0.1"}, nil)
+	addEchoTool(srv)
+	switch mode {
+	case fakeExitMidCall:
+		mcp.AddTool(srv, &mcp.Tool{Name: "crash", Description: "exits the server process while handling the call"},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				fmt.Fprintln(os.Stderr, "fake: crashing mid-call")
+				os.Exit(1)
+				return nil, nil, nil
+			})
+	case fakeIgnoreDiscover:
+		conn = func(c mcp.Connection) mcp.Connection {
+			return &filterConn{Connection: c, onRead: func(msg jsonrpc.Message, _ bool) bool {
+				if isRequest(msg, methodDiscover) {
+					fmt.Fprintln(os.Stderr, "fake: ignoring server/discover")
+					return false
+				}
+				return true
+			}}
+		}
+	case fakeDieOnDiscover:
+		conn = func(c mcp.Connection) mcp.Connection {
+			return &filterConn{Connection: c, onRead: func(msg jsonrpc.Message, first bool) bool {
+				if first && isRequest(msg, methodDiscover) {
+					fmt.Fprintln(os.Stderr, "fake: unknown first message server/discover, exiting")
+					os.Exit(1)
+				}
+				return true
+			}}
+		}
+	case fakeNoisy:
+		fmt.Println(fakeNoise)
+		conn = func(c mcp.Connection) mcp.Connection { return &noisyConn{Connection: c} }
+	case fakeSlow:
+		mcp.AddTool(srv, &mcp.Tool{Name: "sleep", Description: "sleeps ms milliseconds, or until cancelled"},
+			func(ctx context.Context, _ *mcp.CallToolRequest, in sleepArgs) (*mcp.CallToolResult, any, error) {
+				timer := time.NewTimer(time.Duration(in.MS) * time.Millisecond)
+				defer timer.Stop()
+				select {
+				case <-timer.C:
+					return textResult("slept " + strconv.Itoa(in.MS) + "ms"), nil, nil
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+			})
+	case fakeGrandchild:
+		if err := startGrandchild(os.Getenv(fakePidFileEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, "fake:", err)
+			return 1
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "fake: unknown mode %q\n", mode)
+		return 2
+	}
+
+	var t mcp.Transport = &mcp.StdioTransport{}
+	if conn != nil {
+		t = wrapTransport{t, conn}
+	}
+	if err := srv.Run(context.Background(), t); err != nil {
+		fmt.Fprintln(os.Stderr, "fake: run:", err)
+	}
+	return 0
+}
+
+// rejectMessage starts the error message of every answer of reject-all.
+const rejectMessage = "fake: refusing"
+
+// rejectAll answers every request on stdin with a JSON-RPC error until
+// stdin ends.
+func rejectAll() int {
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(sc.Bytes(), &msg) != nil || msg.ID == nil || msg.Method == "" {
+			continue // not a request: nothing to answer
+		}
+		resp, _ := json.Marshal(map[string]any{
+			"jsonrpc": "2.0",
+			"id":      msg.ID,
+			"error":   map[string]any{"code": -32603, "message": rejectMessage + " " + msg.Method},
+		})
+		fmt.Printf("%s\n", resp)
+	}
+	return 0
+}
+
+type echoArgs struct {
+	Text string `json:"text" jsonschema:"the text to echo"`
+}
+
+type sleepArgs struct {
+	MS int `json:"ms" jsonschema:"milliseconds to sleep"`
+}
+
+func addEchoTool(srv *mcp.Server) {
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echoes text"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+			return textResult(in.Text), nil, nil
+		})
+}
+
+func textResult(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+// startGrandchild starts "sleep 1000" in the fake's process group and
+// writes its pid to pidFile. Nobody waits for it: after the fake exits it
+// is an orphan, and only mcpd's process-group cleanup ends it.
+func startGrandchild(pidFile string) error {
+	if pidFile == "" {
+		return fmt.Errorf("%s is not set", fakePidFileEnv)
+	}
+	gc := exec.Command("sleep", "1000")
+	if err := gc.Start(); err != nil {
+		return fmt.Errorf("start grandchild: %w", err)
+	}
+	// Write then rename, so a reader never sees a partial pid.
+	tmp := pidFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(gc.Process.Pid)), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, pidFile)
+}
+
+func isRequest(msg jsonrpc.Message, method string) bool {
+	req, ok := msg.(*jsonrpc.Request)
+	return ok && req.Method == method
+}
+
+// wrapTransport wraps the connection of another transport.
+type wrapTransport struct {
+	mcp.Transport
+	wrap func(mcp.Connection) mcp.Connection
+}
+
+func (t wrapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return t.wrap(c), nil
+}
+
+// filterConn passes each inbound message to onRead, which may drop it by
+// returning false; first is true for the first message of the connection.
+type filterConn struct {
+	mcp.Connection
+	onRead func(msg jsonrpc.Message, first bool) bool
+	seen   bool // owned by the single reading goroutine
+}
+
+func (c *filterConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		first := !c.seen
+		c.seen = true
+		if c.onRead(msg, first) {
+			return msg, nil
+		}
+	}
+}
+
+// noisyConn prints a non-JSON line to stdout before every message, the way
+// careless servers print banners and progress to stdout.
+type noisyConn struct {
+	mcp.Connection
+	mu sync.Mutex // keeps the noise and the message on separate lines
+}
+
+func (c *noisyConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := fmt.Fprintln(os.Stdout, fakeNoise); err != nil {
+		return err
+	}
+	return c.Connection.Write(ctx, msg)
+}

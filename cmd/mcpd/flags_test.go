@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseFlags(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	defaults, err := parseFlags(nil, noEnv, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags with no flags: %v", err)
+	}
+	// The documented defaults; fields added later keep whatever default
+	// they have, so each case below compares against this parse.
+	for _, c := range []struct {
+		field     string
+		got, want any
+	}{
+		{"listen", defaults.listen, "127.0.0.1:50051"},
+		{"config", defaults.configFile, ""},
+		{"log-level", defaults.logLevel, "info"},
+		{"log-format", defaults.logFormat, "json"},
+		{"shutdown-timeout", defaults.shutdownTimeout, 10 * time.Second},
+		{"call-timeout", defaults.callTimeout, 60 * time.Second},
+		{"connect-timeout", defaults.connectTimeout, 30 * time.Second},
+		{"probe-timeout", defaults.probeTimeout, 5 * time.Second},
+		{"stop-grace", defaults.stopGrace, 2 * time.Second},
+		{"api token", defaults.apiToken, ""},
+		{"allow-command", len(defaults.allowCommands), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("default %s: got %v, want %v", c.field, c.got, c.want)
+		}
+	}
+	with := func(f func(*config)) *config {
+		c := *defaults
+		f(&c)
+		return &c
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    *config
+		wantErr string // substring; "" means success
+	}{
+		{name: "defaults", want: defaults},
+		{
+			name: "flags",
+			args: []string{"--listen", "unix:///tmp/x.sock", "--config", "a.json", "--log-level", "debug",
+				"--probe-timeout", "1s", "--stop-grace", "500ms", "--api-token-file", "/t"},
+			want: with(func(c *config) {
+				c.listen, c.configFile, c.logLevel = "unix:///tmp/x.sock", "a.json", "debug"
+				c.probeTimeout, c.stopGrace, c.apiTokenFile = time.Second, 500*time.Millisecond, "/t"
+			}),
+		},
+		{
+			name: "environment",
+			env:  map[string]string{"MCPD_LISTEN": "127.0.0.1:1", "MCPD_CALL_TIMEOUT": "3s", "MCPD_API_TOKEN": "tok", "MCPD_ALLOW_COMMAND": "npx, uvx"},
+			want: with(func(c *config) {
+				c.listen, c.callTimeout, c.apiToken, c.allowCommands = "127.0.0.1:1", 3*time.Second, "tok", stringList{"npx", "uvx"}
+			}),
+		},
+		{
+			name: "flag beats environment",
+			args: []string{"--listen", "127.0.0.1:2"},
+			env:  map[string]string{"MCPD_LISTEN": "127.0.0.1:1"},
+			want: with(func(c *config) { c.listen = "127.0.0.1:2" }),
+		},
+		{
+			name: "repeated and comma-separated allow-command",
+			args: []string{"--allow-command", "a,b", "--allow-command", " c ", "--allow-command", ","},
+			want: with(func(c *config) { c.allowCommands = stringList{"a", "b", "c"} }),
+		},
+		{name: "bad environment value", env: map[string]string{"MCPD_STOP_GRACE": "soon"}, wantErr: "MCPD_STOP_GRACE"},
+		{name: "bad flag value", args: []string{"--call-timeout", "forever"}, wantErr: "call-timeout"},
+		{name: "unknown flag", args: []string{"--api-token", "x"}, wantErr: "api-token"},
+		{name: "extra argument", args: []string{"serve"}, wantErr: `unexpected argument "serve"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			got, err := parseFlags(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, &out)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseFlags: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(config{})); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("help", func(t *testing.T) {
+		var out bytes.Buffer
+		_, err := parseFlags([]string{"-h"}, func(string) (string, bool) { return "", false }, &out)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("got error %v, want flag.ErrHelp", err)
+		}
+		if !strings.Contains(out.String(), "-listen") {
+			t.Errorf("usage: got %q, want it to describe -listen", out.String())
+		}
+	})
+}
+
+func TestListen(t *testing.T) {
+	t.Run("loopback without token", func(t *testing.T) {
+		for _, addr := range []string{"127.0.0.1:0", "localhost:0", "127.0.0.2:0"} {
+			lis, err := listen(addr, false)
+			if err != nil {
+				t.Errorf("listen(%q): %v", addr, err)
+				continue
+			}
+			if ip := lis.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+				t.Errorf("listen(%q): got address %v, want loopback", addr, lis.Addr())
+			}
+			lis.Close()
+		}
+	})
+
+	t.Run("not loopback", func(t *testing.T) {
+		for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0", "example.com:0"} {
+			lis, err := listen(addr, false)
+			if err == nil {
+				lis.Close()
+				t.Errorf("listen(%q) without a token: got no error, want a refusal", addr)
+				continue
+			}
+			if !strings.Contains(err.Error(), "not a loopback address") {
+				t.Errorf("listen(%q): got %v, want 'not a loopback address'", addr, err)
+			}
+		}
+		lis, err := listen("0.0.0.0:0", true)
+		if err != nil {
+			t.Fatalf("listen 0.0.0.0:0 with a token: %v", err)
+		}
+		lis.Close()
+	})
+
+	t.Run("bad address", func(t *testing.T) {
+		for _, addr := range []string{"unix://", "no-port", "127.0.0.1"} {
+			if lis, err := listen(addr, false); err == nil {
+				lis.Close()
+				t.Errorf("listen(%q): got no error, want one", addr)
+			}
+		}
+	})
+
+	t.Run("unix socket", func(t *testing.T) {
+		path := filepath.Join(shortTempDir(t), "s.sock")
+		// A stale socket from a previous run is replaced.
+		stale, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale.(*net.UnixListener).SetUnlinkOnClose(false)
+		stale.Close()
+
+		// Files created before and after listen get the same mode: the
+		// umask that makes the socket 0600 is restored.
+		before := createdMode(t, filepath.Join(filepath.Dir(path), "before"))
+		lis, err := listen("unix://"+path, false)
+		if err != nil {
+			t.Fatalf("listen over a stale socket: %v", err)
+		}
+		defer lis.Close()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+			t.Errorf("socket mode: got %v, want a socket with 0600", fi.Mode())
+		}
+		if after := createdMode(t, filepath.Join(filepath.Dir(path), "after")); after != before {
+			t.Errorf("file mode after listen: got %v, want %v as before (umask not restored)", after, before)
+		}
+	})
+}
+
+// createdMode creates a file asking for mode 0777 and returns the mode it
+// got, which shows the process umask.
+func createdMode(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
+}
+
+// TestListenKeepsOtherFiles checks that --listen unix://PATH never deletes
+// what is at PATH unless it is a stale socket.
+func TestListenKeepsOtherFiles(t *testing.T) {
+	t.Skip("BUG: cmd/mcpd/run.go listen(): os.Remove(path) deletes whatever is at the socket path: a " +
+		"regular file (--listen unix:///home/me/notes.txt destroys notes.txt), or the live socket of " +
+		"another running mcpd, which keeps running unreachable")
+	dir := shortTempDir(t)
+
+	t.Run("regular file", func(t *testing.T) {
+		path := filepath.Join(dir, "notes.txt")
+		if err := os.WriteFile(path, []byte("precious"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if lis, err := listen("unix://"+path, false); err == nil {
+			lis.Close()
+			t.Errorf("listen on a regular file: got no error, want a refusal")
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != "precious" {
+			t.Errorf("regular file after listen: got %q, %v; want it untouched", b, err)
+		}
+	})
+
+	t.Run("live socket", func(t *testing.T) {
+		path := filepath.Join(dir, "live.sock")
+		live, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer live.Close()
+		if lis, err := listen("unix://"+path, false); err == nil {
+			lis.Close()
+			t.Errorf("listen on a socket that is being served: got no error, want a refusal")
+		}
+	})
+}
+
+func TestAPITokenSources(t *testing.T) {
+	dir := shortTempDir(t)
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		cfg     config
+		want    string
+		wantErr string
+	}{
+		{name: "none", cfg: config{}, want: ""},
+		{name: "environment", cfg: config{apiToken: "env-tok"}, want: "env-tok"},
+		{name: "file wins, trimmed", cfg: config{apiToken: "env-tok", apiTokenFile: write("tok", "  file-tok\n")}, want: "file-tok"},
+		{name: "empty file", cfg: config{apiTokenFile: write("empty", " \n")}, wantErr: "empty"},
+		{name: "missing file", cfg: config{apiTokenFile: filepath.Join(dir, "nope")}, wantErr: "read API token file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := apiToken(&tc.cfg)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %q, %v; want an error containing %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	for _, tc := range []struct {
+		level, format string
+		ok            bool
+	}{
+		{"info", "json", true},
+		{"debug", "console", true},
+		{"", "json", false},
+		{"loud", "json", false},
+		{"info", "xml", false},
+	} {
+		if _, err := newLogger(tc.level, tc.format); (err == nil) != tc.ok {
+			t.Errorf("newLogger(%q, %q): got error %v, want ok=%v", tc.level, tc.format, err, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,431 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+const (
+	// testTimeout bounds every test's context. Generous: the machine is
+	// shared and slow, and a hang must still end as a failure.
+	testTimeout = 60 * time.Second
+	// exitTimeout bounds how long a signalled mcpd may take to exit before
+	// the harness kills it.
+	exitTimeout = 20 * time.Second
+	// pollInterval is how often the harness re-checks a condition.
+	pollInterval = 20 * time.Millisecond
+)
+
+// testContext returns a context that ends with the test or after
+// testTimeout.
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// mcpdBinary is the binary under test (TestMain makes sure MCPD_BIN is set).
+func mcpdBinary(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv(binEnv)
+	if bin == "" {
+		t.Fatalf("%s is not set", binEnv)
+	}
+	return bin
+}
+
+// testBinary is this test binary, which runs fake servers.
+func testBinary(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatalf("os.Executable: %v", err)
+	}
+	return exe
+}
+
+// shortTempDir is a temporary directory with a short path: a Unix socket
+// path must fit in 108 bytes, which t.TempDir's long names can exceed.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mcpd-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// daemonEnv is the environment mcpd runs with: the test's own, minus every
+// MCPD_* variable (a developer's MCPD_LISTEN or MCPD_API_TOKEN must not
+// change what the tests see), plus extra.
+func daemonEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MCPD_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and many readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// daemonOptions configure startDaemon.
+type daemonOptions struct {
+	// listen is --listen; empty means a Unix socket in a temporary dir.
+	listen string
+	// config is --config; empty runs mcpd's default config (the demo
+	// server).
+	config string
+	// args are more flags; later flags win over the harness defaults.
+	args []string
+	// env is more environment, "NAME=value".
+	env []string
+}
+
+// daemon is one running mcpd process and a gRPC client to it. Its methods
+// take the calling (sub)test's t, so that they fail the right test.
+type daemon struct {
+	cmd    *exec.Cmd
+	log    *syncBuffer // mcpd's stdout and stderr
+	sock   string      // Unix socket path; "" for TCP
+	dialTo string      // network address to reach the listener
+	net    string      // "unix" or "tcp"
+
+	exited  chan struct{} // closed when cmd.Wait returned
+	waitErr error         // cmd.Wait's result, set before exited is closed
+
+	conn   *grpc.ClientConn
+	hub    mcpdv1.MCPHubClient
+	health healthpb.HealthClient
+}
+
+// startDaemon starts mcpd with JSON logs and a short stop grace, waits until
+// its health service reports SERVING, and stops it when the test ends.
+func startDaemon(ctx context.Context, t *testing.T, opts daemonOptions) *daemon {
+	t.Helper()
+	d := &daemon{log: &syncBuffer{}, exited: make(chan struct{})}
+	listen := opts.listen
+	if listen == "" {
+		d.sock = filepath.Join(shortTempDir(t), "mcpd.sock")
+		listen = "unix://" + d.sock
+	}
+	if d.sock != "" {
+		d.net, d.dialTo = "unix", d.sock
+	} else {
+		host, port, err := net.SplitHostPort(listen)
+		if err != nil {
+			t.Fatalf("listen address %q: %v", listen, err)
+		}
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			host = "127.0.0.1" // reach a wildcard listener over loopback only
+		}
+		d.net, d.dialTo = "tcp", net.JoinHostPort(host, port)
+	}
+	args := []string{"--listen", listen, "--log-format", "json", "--stop-grace", "500ms", "--shutdown-timeout", "5s"}
+	if opts.config != "" {
+		args = append(args, "--config", opts.config)
+	}
+	args = append(args, opts.args...)
+	d.cmd = exec.Command(mcpdBinary(t), args...)
+	d.cmd.Env = daemonEnv(opts.env...)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	// A process that inherited mcpd's stderr must not hang Wait forever.
+	d.cmd.WaitDelay = 5 * time.Second
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("start mcpd: %v", err)
+	}
+	go func() {
+		d.waitErr = d.cmd.Wait()
+		close(d.exited)
+	}()
+	t.Cleanup(func() { d.cleanup(t) })
+
+	d.waitListening(ctx, t)
+	target := "unix://" + d.sock
+	if d.net == "tcp" {
+		target = "passthrough:///" + d.dialTo
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("grpc.NewClient(%q): %v", target, err)
+	}
+	d.conn = conn
+	d.hub = mcpdv1.NewMCPHubClient(conn)
+	d.health = healthpb.NewHealthClient(conn)
+	resp, err := d.health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatalf("health check: %v", err)
+	}
+	if got := resp.GetStatus(); got != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: got %v, want SERVING", got)
+	}
+	return d
+}
+
+// waitListening polls until mcpd accepts connections. Polling the socket
+// first keeps the gRPC client out of its reconnect backoff.
+func (d *daemon) waitListening(ctx context.Context, t *testing.T) {
+	t.Helper()
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	var dialer net.Dialer
+	for {
+		c, err := dialer.DialContext(ctx, d.net, d.dialTo)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-d.exited:
+			t.Fatalf("mcpd exited before listening: %v", d.waitErr)
+		case <-ctx.Done():
+			t.Fatalf("mcpd is not listening on %s: %v", d.dialTo, err)
+		case <-ticker.C:
+		}
+	}
+}
+
+// signal sends sig to mcpd and returns its exit code once it has exited.
+func (d *daemon) signal(t *testing.T, sig syscall.Signal) int {
+	t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal mcpd: %v", err)
+	}
+	timer := time.NewTimer(exitTimeout)
+	defer timer.Stop()
+	select {
+	case <-d.exited:
+	case <-timer.C:
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		t.Fatalf("mcpd did not exit within %v of %v", exitTimeout, sig)
+	}
+	return d.cmd.ProcessState.ExitCode()
+}
+
+// cleanup closes the client and stops mcpd if it still runs.
+func (d *daemon) cleanup(t *testing.T) {
+	if d.conn != nil {
+		d.conn.Close()
+	}
+	select {
+	case <-d.exited:
+	default:
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		timer := time.NewTimer(exitTimeout)
+		select {
+		case <-d.exited:
+		case <-timer.C:
+			_ = d.cmd.Process.Kill()
+			<-d.exited
+			t.Errorf("mcpd did not exit within %v of SIGTERM; killed it", exitTimeout)
+		}
+		timer.Stop()
+	}
+	if t.Failed() {
+		t.Logf("mcpd log:\n%s", d.log.String())
+	}
+}
+
+// poll calls check every pollInterval until it reports done, failing the
+// test when ctx ends first.
+func poll(ctx context.Context, t *testing.T, what string, check func() (done bool, err error)) {
+	t.Helper()
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	for {
+		done, err := check()
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: gave up: %v (last error: %v)", what, ctx.Err(), err)
+		case <-ticker.C:
+		}
+	}
+}
+
+// waitServer polls GetServer until the server is in one of states and
+// returns it.
+func (d *daemon) waitServer(ctx context.Context, t *testing.T, name string, states ...mcpdv1.ServerState) *mcpdv1.Server {
+	t.Helper()
+	var srv *mcpdv1.Server
+	poll(ctx, t, fmt.Sprintf("wait for server %q in %v", name, states), func() (bool, error) {
+		resp, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: name})
+		if err != nil {
+			return false, err
+		}
+		srv = resp.GetServer()
+		for _, s := range states {
+			if srv.GetState() == s {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("state %v, last error %q", srv.GetState(), srv.GetLastError())
+	})
+	return srv
+}
+
+// connect calls ConnectServer for a stdio server and fails the test on an
+// RPC error.
+func (d *daemon) connect(ctx context.Context, t *testing.T, name, command string, args []string, env map[string]string) *mcpdv1.Server {
+	t.Helper()
+	resp, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: stdioConfig(name, command, args, env)})
+	if err != nil {
+		t.Fatalf("ConnectServer %q: %v", name, err)
+	}
+	return resp.GetServer()
+}
+
+// connectFake connects this test binary as a fake server in mode.
+func (d *daemon) connectFake(ctx context.Context, t *testing.T, name, mode string) *mcpdv1.Server {
+	t.Helper()
+	return d.connect(ctx, t, name, testBinary(t), nil, map[string]string{fakeServerEnv: mode})
+}
+
+func stdioConfig(name, command string, args []string, env map[string]string) *mcpdv1.ServerConfig {
+	return &mcpdv1.ServerConfig{
+		Name: name,
+		Transport: &mcpdv1.ServerConfig_Stdio{Stdio: &mcpdv1.StdioConfig{
+			Command: command,
+			Args:    args,
+			Env:     env,
+		}},
+	}
+}
+
+// call calls a tool; timeout 0 leaves the call's timeout unset.
+func (d *daemon) call(ctx context.Context, t *testing.T, name string, args map[string]any, timeout time.Duration) (*mcpdv1.CallToolResponse, error) {
+	t.Helper()
+	st, err := structpb.NewStruct(args)
+	if err != nil {
+		t.Fatalf("arguments %v: %v", args, err)
+	}
+	req := &mcpdv1.CallToolRequest{Name: name, Arguments: st}
+	if timeout > 0 {
+		req.Timeout = durationpb.New(timeout)
+	}
+	return d.hub.CallTool(ctx, req)
+}
+
+// mustCall calls a tool and fails the test on an RPC error.
+func (d *daemon) mustCall(ctx context.Context, t *testing.T, name string, args map[string]any) *mcpdv1.CallToolResponse {
+	t.Helper()
+	resp, err := d.call(ctx, t, name, args, 0)
+	if err != nil {
+		t.Fatalf("CallTool %s: %v", name, err)
+	}
+	return resp
+}
+
+// text joins the text blocks of a result.
+func text(resp *mcpdv1.CallToolResponse) string {
+	var parts []string
+	for _, c := range resp.GetContent() {
+		if t := c.GetText(); t != nil {
+			parts = append(parts, t.GetText())
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// wantCode fails the test unless err is a status with code want.
+func wantCode(t *testing.T, err error, want codes.Code) *status.Status {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != want {
+		t.Fatalf("got error %v, want code %v", err, want)
+	}
+	return st
+}
+
+// processGone reports whether pid no longer runs. A zombie counts as gone:
+// an orphan is reparented to pid 1, which in a container may never reap it.
+func processGone(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	if errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, readErr := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if readErr != nil {
+		return errors.Is(readErr, os.ErrNotExist)
+	}
+	// The state follows the parenthesised command name, which may itself
+	// contain spaces or parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return false
+	}
+	state := stat[i+2]
+	return state == 'Z' || state == 'X'
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().(*net.TCPAddr).Port
+}
+
+// writeConfig writes a .mcp.json file and returns its path.
+func writeConfig(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(shortTempDir(t), "mcp.json")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// emptyConfig is a config file with no servers, for tests that add their
+// own servers and do not need the demo server.
+func emptyConfig(t *testing.T) string {
+	t.Helper()
+	return writeConfig(t, `{"mcpServers": {}}`)
+}

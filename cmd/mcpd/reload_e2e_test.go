@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// TestReload rewrites the config file and sends SIGHUP: mcpd restarts only
+// the servers whose entry changed, starts new ones, drops removed ones,
+// and leaves servers added over the API alone. A malformed file keeps
+// everything running.
+func TestReload(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	demo := func(args ...string) map[string]any {
+		return map[string]any{"command": mcpdBinary(t), "args": append([]string{"demo-server"}, args...)}
+	}
+	path := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"keep":   demo(),
+		"change": demo(),
+		"drop":   demo(),
+		"fixed":  map[string]any{"command": "${MCPD_E2E_NEVER_SET}"},
+	}}))
+	d := startDaemon(ctx, t, daemonOptions{config: path})
+	before := map[string]*mcpdv1.Server{}
+	for _, name := range []string{"keep", "change", "drop"} {
+		before[name] = d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
+	}
+	d.waitServer(ctx, t, "fixed", mcpdv1.ServerState_SERVER_STATE_FAILED)
+	before["api"] = d.connectFake(ctx, t, "api", fakeNoisy)
+
+	replaceFile(t, path, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"keep":   demo(),
+		"change": demo("v2"),
+		"fixed":  demo(),
+		"added":  demo(),
+	}}))
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+
+	var changed *mcpdv1.Server
+	poll(ctx, t, "the changed server runs with its new args", func() (bool, error) {
+		resp, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "change"})
+		if err != nil {
+			return false, err
+		}
+		changed = resp.GetServer()
+		return changed.GetState() == mcpdv1.ServerState_SERVER_STATE_READY && slices.Contains(changed.GetArgs(), "v2"), nil
+	})
+	if changed.GetPid() == before["change"].GetPid() {
+		t.Errorf("changed server: got the same pid %d, want a new process", changed.GetPid())
+	}
+	d.waitServer(ctx, t, "added", mcpdv1.ServerState_SERVER_STATE_READY)
+	d.waitServer(ctx, t, "fixed", mcpdv1.ServerState_SERVER_STATE_READY)
+	poll(ctx, t, "the dropped server is gone", func() (bool, error) {
+		_, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "drop"})
+		return err != nil, err
+	})
+	_, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "drop"})
+	wantCode(t, err, codes.NotFound)
+	for _, name := range []string{"keep", "api"} {
+		s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
+		if s.GetPid() != before[name].GetPid() || s.GetRestarts() != before[name].GetRestarts() {
+			t.Errorf("server %s: got pid %d restarts %d, want it untouched (pid %d restarts %d)",
+				name, s.GetPid(), s.GetRestarts(), before[name].GetPid(), before[name].GetRestarts())
+		}
+	}
+
+	// A file that no longer parses changes nothing.
+	replaceFile(t, path, `{"mcpServers": {`)
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "mcpd logs the failed reload", func() (bool, error) {
+		return findLogLine(d.log.String(), func(m map[string]any) bool { return m["level"] == "error" }), nil
+	})
+	list, err := d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list.GetServers() {
+		names = append(names, s.GetName())
+		if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+			t.Errorf("after a bad reload: server %s is %v, want READY", s.GetName(), s.GetState())
+		}
+	}
+	if want := []string{"added", "api", "change", "fixed", "keep"}; !slices.Equal(names, want) {
+		t.Errorf("servers after a bad reload: got %v, want %v", names, want)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// replaceFile replaces path's content atomically, so that mcpd never reads
+// half a file.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEarlyHangup sends SIGHUP while mcpd is still starting: it must not
+// kill the daemon.
+func TestEarlyHangup(t *testing.T) {
+	t.Parallel()
+	t.Skip("BUG: cmd/mcpd/run.go: signal.Notify(hup, SIGHUP) runs only after the listener is up and the " +
+		"file's servers are started; a SIGHUP before that (e.g. a reload right after a start) kills mcpd " +
+		"with the default action (exit 129, nothing logged)")
+	ctx := testContext(t)
+	sock := filepath.Join(shortTempDir(t), "mcpd.sock")
+	cmd := exec.CommandContext(ctx, mcpdBinary(t), "--listen", "unix://"+sock, "--config", emptyConfig(t))
+	cmd.Env = daemonEnv()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// The hangup is handled (or ignored) once mcpd listens; then SIGTERM
+	// must end it cleanly.
+	var dialer net.Dialer
+	poll(ctx, t, "mcpd listens after an early SIGHUP", func() (bool, error) {
+		select {
+		case err := <-exited:
+			t.Fatalf("mcpd exited after an early SIGHUP: %v", err)
+		default:
+		}
+		c, err := dialer.DialContext(ctx, "unix", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil, err
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Errorf("mcpd after an early SIGHUP and a SIGTERM: got %v, want exit status 0", err)
+	}
+}
