@@ -18,9 +18,12 @@ func TestConfigFile(t *testing.T) {
 	cfg := map[string]any{"mcpServers": map[string]any{
 		"good": map[string]any{
 			"command": mcpdBinary(t),
-			// The demo server ignores arguments after demo-server, so they
-			// can show how ${...} expanded.
+			// The demo server ignores arguments after demo-server. Status
+			// shows them as written (a value may be a secret).
 			"args": []string{"demo-server", "${MCPD_E2E_SET}", "${MCPD_E2E_UNSET_WITH_DEFAULT:-the-default}", "${MCPD_E2E_SET:-unused}"},
+			// The child starts only in an existing directory: the server
+			// being ready shows that both forms expanded.
+			"cwd": "${MCPD_E2E_DIR}${MCPD_E2E_UNSET_WITH_DEFAULT:-}",
 		},
 		"unset-var":  map[string]any{"command": "${MCPD_E2E_NEVER_SET}"},
 		"no-command": map[string]any{"args": []string{"serve"}},
@@ -28,11 +31,11 @@ func TestConfigFile(t *testing.T) {
 	}}
 	d := startDaemon(ctx, t, daemonOptions{
 		config: writeConfig(t, mustJSON(t, cfg)),
-		env:    []string{"MCPD_E2E_SET=from-env"},
+		env:    []string{"MCPD_E2E_SET=from-env", "MCPD_E2E_DIR=" + t.TempDir()},
 	})
 
 	good := d.waitServer(ctx, t, "good", mcpdv1.ServerState_SERVER_STATE_READY)
-	wantArgs := []string{"demo-server", "from-env", "the-default", "from-env"}
+	wantArgs := []string{"demo-server", "${MCPD_E2E_SET}", "${MCPD_E2E_UNSET_WITH_DEFAULT:-the-default}", "${MCPD_E2E_SET:-unused}"}
 	if !slices.Equal(good.GetArgs(), wantArgs) {
 		t.Errorf("good args: got %q, want %q", good.GetArgs(), wantArgs)
 	}

@@ -209,9 +209,6 @@ func createdMode(t *testing.T, path string) os.FileMode {
 // TestListenKeepsOtherFiles checks that --listen unix://PATH never deletes
 // what is at PATH unless it is a stale socket.
 func TestListenKeepsOtherFiles(t *testing.T) {
-	t.Skip("BUG: cmd/mcpd/run.go listen(): os.Remove(path) deletes whatever is at the socket path: a " +
-		"regular file (--listen unix:///home/me/notes.txt destroys notes.txt), or the live socket of " +
-		"another running mcpd, which keeps running unreachable")
 	dir := shortTempDir(t)
 
 	t.Run("regular file", func(t *testing.T) {

@@ -36,6 +36,10 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
 		os.Exit(runDemoServer())
 	}
+	// Take SIGHUP (reload) before anything else: its default action would
+	// kill a daemon that is still starting.
+	reload := make(chan os.Signal, 1)
+	signal.Notify(reload, syscall.SIGHUP)
 	cfg, err := parseFlags(os.Args[1:], os.LookupEnv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -46,7 +50,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg); err != nil {
+	if err := run(ctx, cfg, reload); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpd:", err)
 		os.Exit(1)
 	}
@@ -137,5 +141,8 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 		return nil, fmt.Errorf("unexpected argument %q (the only subcommand is demo-server)", fs.Arg(0))
 	}
 	c.apiToken, _ = lookup("MCPD_API_TOKEN")
+	if _, err := newLogger(c.logLevel, c.logFormat); err != nil {
+		return nil, err
+	}
 	return c, nil
 }

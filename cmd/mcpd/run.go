@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
@@ -28,12 +28,14 @@ import (
 var defaultConfig []byte
 
 // run serves until ctx ends, then shuts down in order: health NOT_SERVING,
-// in-flight RPCs drain up to the shutdown timeout, servers stop.
-func run(ctx context.Context, c *config) error {
+// in-flight RPCs drain up to the shutdown timeout, servers stop. Each
+// value on reload re-reads the config file.
+func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	log, err := newLogger(c.logLevel, c.logFormat)
 	if err != nil {
 		return err
 	}
+	log.Debug().Int("pid", os.Getpid()).Msg("mcpd starting")
 	token, err := apiToken(c)
 	if err != nil {
 		return err
@@ -84,9 +86,6 @@ func run(ctx context.Context, c *config) error {
 	files := newFileServers(mgr, log, &connecting)
 	files.apply(ctx, file)
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
@@ -95,7 +94,7 @@ func run(ctx context.Context, c *config) error {
 		case err := <-serveErr:
 			_ = mgr.Close(context.Background())
 			return fmt.Errorf("serve: %w", err)
-		case <-hup:
+		case <-reload:
 			file, err := loadConfig(c.configFile)
 			if err != nil {
 				log.Error().Err(err).Msg("reload: keeping the running servers")
@@ -161,8 +160,8 @@ func listen(addr string, haveToken bool) (net.Listener, error) {
 		if path == "" {
 			return nil, errors.New("--listen unix:// needs a path, e.g. unix:///run/mcpd.sock")
 		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("remove stale socket: %w", err)
+		if err := removeStaleSocket(path); err != nil {
+			return nil, err
 		}
 		// The umask makes the socket 0600 from the moment it exists.
 		old := syscall.Umask(0o177)
@@ -185,6 +184,30 @@ func listen(addr string, haveToken bool) (net.Listener, error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	return lis, nil
+}
+
+// removeStaleSocket clears the way for a Unix socket at path. Only a socket
+// that nothing listens on any more is removed: a regular file, or the
+// socket of a running daemon, is an error.
+func removeStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", path, err)
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("--listen %s: the path exists and is not a socket; remove it or choose another path", path)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("--listen %s: another process is listening on this socket", path)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("remove stale socket: %w", err)
+	}
+	return nil
 }
 
 func isLoopback(host string) bool {

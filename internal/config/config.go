@@ -362,6 +362,28 @@ const redacted = "xxxxx"
 // and query values replaced by "xxxxx". Arguments given verbatim are
 // printed as they are. Because String has a value receiver, %v and %+v
 // of a Server use it too.
+// DisplayArgs returns the arguments as they may be shown: an argument that
+// came from a ${VAR} template in the config file shows the template, not
+// the (possibly secret) value.
+func (s *Server) DisplayArgs() []string {
+	out := slices.Clone(s.Args)
+	for i := range out {
+		if len(s.argsTemplate) == len(s.Args) && strings.Contains(s.argsTemplate[i], "${") {
+			out[i] = s.argsTemplate[i]
+		}
+	}
+	return out
+}
+
+// DisplayURL returns the URL as it may be shown: the ${VAR} template it
+// came from, or the URL with userinfo and query values redacted.
+func (s *Server) DisplayURL() string {
+	if s.urlTemplate != "" {
+		return s.urlTemplate
+	}
+	return redactURL(s.URL)
+}
+
 func (s Server) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s):", s.Name, s.Kind)
@@ -369,10 +391,7 @@ func (s Server) String() string {
 	case TransportStdio:
 		b.WriteByte(' ')
 		b.WriteString(shellQuote(s.Command))
-		for i, a := range s.Args {
-			if len(s.argsTemplate) == len(s.Args) && strings.Contains(s.argsTemplate[i], "${") {
-				a = s.argsTemplate[i]
-			}
+		for _, a := range s.DisplayArgs() {
 			b.WriteByte(' ')
 			b.WriteString(shellQuote(a))
 		}
@@ -383,11 +402,7 @@ func (s Server) String() string {
 		writeKeys(&b, "env", s.Env)
 	default:
 		b.WriteByte(' ')
-		if s.urlTemplate != "" {
-			b.WriteString(s.urlTemplate)
-		} else {
-			b.WriteString(redactURL(s.URL))
-		}
+		b.WriteString(s.DisplayURL())
 		writeKeys(&b, "headers", s.Headers)
 	}
 	if s.CallTimeout != 0 {

@@ -129,6 +129,8 @@ func request[T any](ctx context.Context, m *Manager, server, op string, do func(
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
 	defer cancel()
+	ctx, unbind := u.bindRun(ctx)
+	defer unbind()
 	res, err := do(ctx, cs)
 	if err != nil {
 		return zero, u.classify(ctx, op, err)

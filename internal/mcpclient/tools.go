@@ -80,6 +80,8 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 	}
 	ctx, cancel, extend := withCallDeadline(ctx, timeout, extendUpTo)
 	defer cancel()
+	ctx, unbind := u.bindRun(ctx)
+	defer unbind()
 	cs, err := u.awaitReady(ctx)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -385,12 +386,12 @@ func exitReason(proc *transport.Process) string {
 // connect starts the server and opens a session, bounded by the connect
 // timeout. A URL of unknown transport is tried as Streamable HTTP, then as
 // legacy SSE; what works is kept for the next connect.
-func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
+func (u *upstream) connect(parent context.Context) (*mcp.ClientSession, error) {
 	timeout := u.cfg.ConnectTimeout
 	if timeout <= 0 {
 		timeout = u.opts.ConnectTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 
 	kinds := []config.TransportKind{u.cfg.Kind}
@@ -412,8 +413,11 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 			u.mu.Unlock()
 			return cs, nil
 		}
-		if ctx.Err() != nil {
+		if parent.Err() != nil {
 			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("connect: no answer within %v (the connect timeout)", timeout)
 		}
 		errs = append(errs, fmt.Errorf("as %s: %w", kind, err))
 	}
@@ -434,16 +438,23 @@ func (u *upstream) connectAs(ctx context.Context, kind config.TransportKind) (*m
 	probeCtx, cancelProbe := context.WithTimeout(ctx, u.opts.ProbeTimeout)
 	cs, err := u.dial(probeCtx, kind, statelessProtocolVersion)
 	cancelProbe()
-	if err == nil || ctx.Err() != nil || errors.Is(err, errStart) {
+	if err == nil || ctx.Err() != nil || isStartError(err) {
 		return cs, err
 	}
 	u.log.Info().Err(err).Msg("server/discover probe unanswered; connecting with initialize")
 	return u.dial(ctx, kind, legacyProtocolVersion)
 }
 
-// errStart marks a server that could not be started at all; probing again
-// would not help.
-var errStart = errors.New("start")
+// startError marks a server that could not be started at all (no such
+// command, a bad URL): probing again would not help.
+type startError struct{ error }
+
+func (e startError) Unwrap() error { return e.error }
+
+func isStartError(err error) bool {
+	var se startError
+	return errors.As(err, &se)
+}
 
 // dial starts the server and opens a session asking for version.
 func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version string) (*mcp.ClientSession, error) {
@@ -462,7 +473,7 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 		StopGrace:       u.opts.StopGrace,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errStart, err)
+		return nil, startError{err}
 	}
 	u.mu.Lock()
 	u.lastProc = proc
@@ -471,14 +482,11 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 	t, routed := u.routed(proc)
 	cs, err := u.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
-		exited := false
-		select {
-		case <-proc.Done():
-			exited = true
-		default:
-		}
 		_ = proc.Stop(context.Background())
-		if exited && ctx.Err() == nil {
+		// A closed connection means the process went away: say how. Any
+		// other error (a JSON-RPC error answered to initialize, say) is
+		// the server's own word and is kept.
+		if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed)) {
 			return nil, fmt.Errorf("connect: %s", exitReason(proc))
 		}
 		return nil, fmt.Errorf("connect: %w", err)
@@ -492,13 +500,13 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 // dialRemote opens a session over a transport from Options.Dialer.
 func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, version string) (*mcp.ClientSession, error) {
 	if u.opts.Dialer == nil {
-		return nil, errorf(ErrUnimplemented, "%s transport is not supported yet: %w", kind, errStart)
+		return nil, startError{errorf(ErrUnimplemented, "%s transport is not supported yet", kind)}
 	}
 	cfg := u.cfg
 	cfg.Kind = kind
 	t, err := u.opts.Dialer(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errStart, err)
+		return nil, startError{err}
 	}
 	t, routed := u.routed(t)
 	cs, err := u.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
@@ -610,6 +618,26 @@ func (u *upstream) awaitReady(ctx context.Context) (*mcp.ClientSession, error) {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (while waiting: %w)", err, ctx.Err())
 		}
+	}
+}
+
+// bindRun ties a request to the current run: stopping or restarting the
+// server fails the request at once with ErrUnavailable instead of waiting
+// for it (the SDK's Close would wait for requests in flight).
+func (u *upstream) bindRun(ctx context.Context) (context.Context, func()) {
+	u.mu.Lock()
+	r := u.run
+	u.mu.Unlock()
+	if r == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(r.ctx, func() {
+		cancel(errorf(ErrUnavailable, "server %q was stopped", u.cfg.Name))
+	})
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
 	}
 }
 

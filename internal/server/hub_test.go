@@ -463,8 +463,8 @@ func TestAuthAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	hr, err = health.Check(ctx, &healthpb.HealthCheckRequest{Service: HealthServicePrefix + "fx"})
-	if err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Fatalf("per-server health after disconnect: got %v %v, want NOT_SERVING", hr, err)
+	if err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_SERVICE_UNKNOWN {
+		t.Fatalf("per-server health after disconnect: got %v %v, want SERVICE_UNKNOWN", hr, err)
 	}
 }
 

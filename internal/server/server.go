@@ -45,12 +45,15 @@ func NewHealth() *Health {
 }
 
 // ServerStateChanged records a server's state: SERVING when ready,
-// NOT_SERVING otherwise. It has the signature of
-// mcpclient.Options.OnStateChange.
+// SERVICE_UNKNOWN once stopped (disconnected), NOT_SERVING otherwise. It
+// has the signature of mcpclient.Options.OnStateChange.
 func (h *Health) ServerStateChanged(name string, state mcpclient.State) {
 	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if state == mcpclient.StateReady {
+	switch state {
+	case mcpclient.StateReady:
 		st = healthpb.HealthCheckResponse_SERVING
+	case mcpclient.StateStopped:
+		st = healthpb.HealthCheckResponse_SERVICE_UNKNOWN
 	}
 	h.srv.SetServingStatus(HealthServicePrefix+name, st)
 }

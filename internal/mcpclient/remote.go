@@ -1,0 +1,430 @@
+package mcpclient
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+)
+
+// Remote servers are reached with the SDK's own client transports:
+// Streamable HTTP (both protocol eras: session id, MCP-Protocol-Version and
+// the 2026-07-28 request headers, the standalone GET stream of legacy
+// sessions, DELETE on close) and the legacy HTTP+SSE transport (the
+// endpoint event, POSTs to the session endpoint). What mcpd adds sits in an
+// http.RoundTripper, because the Streamable HTTP connection cannot be
+// wrapped (the SDK updates it through an unexported interface): static
+// headers, a bound on message size, and turning "unknown session" answers
+// into the SDK's session-loss error.
+
+// Defaults of RemoteOptions.
+const (
+	defaultMaxMessageBytes = 16 << 20
+	// defaultStreamRetries keeps a brief network blip from costing a legacy
+	// session its standalone stream, yet gives a dead server up within a
+	// few seconds (the SDK waits about 1-2s, then 1.5-3s), after which
+	// mcpd rebuilds the session with its own backoff.
+	defaultStreamRetries = 2
+	// sessionErrorPeek bounds how much of a 400 answer is read to see
+	// whether it is about the session.
+	sessionErrorPeek = 4 << 10
+)
+
+// RemoteOptions configure NewRemoteDialer. The zero value of each field
+// selects its default.
+type RemoteOptions struct {
+	// HTTPClient is the base of every session's client: its Transport
+	// sends the requests (wrapped per session), its Jar and CheckRedirect
+	// are kept. Its Timeout must stay zero: streams live as long as their
+	// session, and each request is bounded by its own context. Default: a
+	// client with dial, TLS handshake and idle timeouts and no overall
+	// timeout.
+	HTTPClient *http.Client
+	// MaxMessageBytes bounds one message from a server: a JSON response
+	// body, or one server-sent event including its few bytes of framing.
+	// Default 16 MiB; negative disables the bound.
+	MaxMessageBytes int
+	// StreamRetries is how often the SDK reconnects a dropped stream of a
+	// legacy Streamable HTTP session (its standalone GET, or a resumable
+	// response) before it ends the session. Default 2; negative for none.
+	StreamRetries int
+}
+
+func (o *RemoteOptions) withDefaults() *RemoteOptions {
+	var out RemoteOptions
+	if o != nil {
+		out = *o
+	}
+	if out.HTTPClient == nil {
+		out.HTTPClient = newRemoteHTTPClient()
+	}
+	if out.MaxMessageBytes == 0 {
+		out.MaxMessageBytes = defaultMaxMessageBytes
+	}
+	if out.StreamRetries == 0 {
+		out.StreamRetries = defaultStreamRetries
+	}
+	return &out
+}
+
+// newRemoteHTTPClient returns a client whose connection setup is bounded
+// but whose requests are not: a response stream lasts as long as its
+// session, and every request carries its caller's deadline. No response
+// header timeout either: a server answering with JSON sends its headers
+// only when a (possibly long) tool call is done.
+func newRemoteHTTPClient() *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          100,
+		// Calls to one server run concurrently, each its own POST.
+		MaxIdleConnsPerHost: 16,
+	}}
+}
+
+// MessageTooLargeError is a message from a server over
+// RemoteOptions.MaxMessageBytes.
+type MessageTooLargeError struct {
+	// Limit is the bound in bytes.
+	Limit int
+}
+
+func (e *MessageTooLargeError) Error() string {
+	return fmt.Sprintf("upstream message exceeds %d bytes", e.Limit)
+}
+
+// NewRemoteDialer returns a Dialer for servers reached by URL: cfg.Kind
+// TransportHTTP gets the SDK's Streamable HTTP client transport, and
+// TransportSSE its legacy HTTP+SSE one. cfg.Headers go on every request to
+// the server's origin (scheme, host and port of cfg.URL) and never
+// elsewhere, so that a redirect to another host does not carry a token;
+// they never replace a header the SDK sets itself.
+func NewRemoteDialer(opts *RemoteOptions) Dialer {
+	o := opts.withDefaults()
+	return func(_ context.Context, cfg config.Server) (mcp.Transport, error) {
+		return o.transport(cfg)
+	}
+}
+
+// transport builds a fresh transport, and its own http.Client, for one
+// session with cfg's server.
+func (o *RemoteOptions) transport(cfg config.Server) (mcp.Transport, error) {
+	if cfg.Kind != config.TransportHTTP && cfg.Kind != config.TransportSSE {
+		return nil, errorf(ErrInvalidArgument, "server %q: %s is not a remote transport (want http or sse)", cfg.Name, cfg.Kind)
+	}
+	// The URL is not quoted in errors: it may carry a token.
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errorf(ErrInvalidArgument, "server %q: url is not an absolute http(s) URL", cfg.Name)
+	}
+	rt := &remoteRoundTripper{
+		base:     o.HTTPClient.Transport,
+		origin:   origin(u),
+		headers:  make(http.Header, len(cfg.Headers)),
+		maxBytes: o.MaxMessageBytes,
+	}
+	if rt.base == nil {
+		rt.base = http.DefaultTransport
+	}
+	for k, v := range cfg.Headers {
+		if http.CanonicalHeaderKey(k) == "Host" {
+			rt.host = v
+			continue
+		}
+		rt.headers.Set(k, v)
+	}
+	client := &http.Client{
+		Transport:     rt,
+		CheckRedirect: o.HTTPClient.CheckRedirect,
+		Jar:           o.HTTPClient.Jar,
+		Timeout:       o.HTTPClient.Timeout,
+	}
+	retries := o.StreamRetries
+	if retries < 0 {
+		retries = -1 // the SDK's "none"; its 0 means its own default
+	}
+	if cfg.Kind == config.TransportHTTP {
+		return &mcp.StreamableClientTransport{
+			Endpoint:   cfg.URL,
+			HTTPClient: client,
+			MaxRetries: retries,
+			// The SDK bounds each event of a response stream itself, and
+			// ends the session when one is too large.
+			MaxEventSize: o.MaxMessageBytes,
+		}, nil
+	}
+	// The legacy SSE client ends its stream silently on an oversized
+	// event, so mcpd counts event sizes itself to say why the session
+	// ended; the SDK's own bound stays as a backstop.
+	st := &sseState{}
+	if o.MaxMessageBytes > 0 {
+		rt.sse = st
+	}
+	return &sseTransport{
+		inner: &mcp.SSEClientTransport{
+			Endpoint:     cfg.URL,
+			HTTPClient:   client,
+			MaxEventSize: backstop(o.MaxMessageBytes),
+		},
+		state: st,
+	}, nil
+}
+
+// backstop is the SDK's event bound behind mcpd's own count: larger, so
+// that mcpd's clearer error comes first.
+func backstop(limit int) int {
+	if limit <= 0 {
+		return -1
+	}
+	return 2*limit + 1024
+}
+
+func origin(u *url.URL) string {
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
+}
+
+// remoteRoundTripper adds static headers, bounds response bodies, and makes
+// an "unknown session" answer look like the 404 the SDK understands.
+type remoteRoundTripper struct {
+	base     http.RoundTripper
+	origin   string
+	headers  http.Header // static headers, canonical keys
+	host     string      // a static Host header, if any
+	maxBytes int
+	sse      *sseState // non-nil for legacy SSE: count event sizes
+}
+
+func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if (len(rt.headers) > 0 || rt.host != "") && origin(req.URL) == rt.origin {
+		req = req.Clone(req.Context())
+		for k, v := range rt.headers {
+			if _, set := req.Header[k]; !set {
+				req.Header[k] = v
+			}
+		}
+		if rt.host != "" {
+			req.Host = rt.host
+		}
+	}
+	resp, err := rt.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if req.Header.Get("Mcp-Session-Id") != "" && req.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion {
+		sessionLost(resp)
+	}
+	return rt.bound(resp)
+}
+
+// sessionLost rewrites an answer to a request of a legacy session that
+// says the session is gone into a bodiless 404. The SDK ends the session
+// (ErrSessionMissing) only on a 404 whose body is not a JSON-RPC error, and
+// never on a 400, so without this a server that forgot the session (such
+// as a restarted one) would fail every call while the session looked
+// alive. Under legacy revisions a 404 means an unknown session; a 400
+// counts when its body speaks of the session (for example "No valid
+// session ID provided") or of an uninitialised server (one that knows no
+// session at all). Sessionless 2026-07-28 requests are left alone: there a
+// 404 means an unknown method.
+func sessionLost(resp *http.Response) {
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+	case http.StatusBadRequest:
+		peek, _ := io.ReadAll(io.LimitReader(resp.Body, sessionErrorPeek))
+		text := strings.ToLower(string(peek))
+		if !strings.Contains(text, "session") && !strings.Contains(text, "not initialized") {
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
+			return
+		}
+	default:
+		return
+	}
+	resp.Body.Close()
+	resp.StatusCode = http.StatusNotFound
+	resp.Status = "404 Not Found"
+	resp.Body = http.NoBody
+	resp.ContentLength = 0
+	resp.Header.Del("Content-Type")
+}
+
+// bound applies MaxMessageBytes to a response body. A JSON body is read
+// here, so that an oversized one fails the request (and only it: the SDK
+// keeps the session) with a MessageTooLargeError.
+func (rt *remoteRoundTripper) bound(resp *http.Response) (*http.Response, error) {
+	if rt.maxBytes <= 0 || resp.Body == nil || resp.Body == http.NoBody {
+		return resp, nil
+	}
+	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch media {
+	case "text/event-stream":
+		if rt.sse != nil {
+			resp.Body = &eventLimitBody{rc: resp.Body, limit: rt.maxBytes, state: rt.sse}
+		}
+	case "application/json":
+		data, err := io.ReadAll(io.LimitReader(resp.Body, int64(rt.maxBytes)+1))
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read response: %w", err)
+		}
+		if len(data) > rt.maxBytes {
+			return nil, &MessageTooLargeError{Limit: rt.maxBytes}
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(data))
+		resp.ContentLength = int64(len(data))
+	default:
+		resp.Body = &limitBody{rc: resp.Body, left: rt.maxBytes, limit: rt.maxBytes}
+	}
+	return resp, nil
+}
+
+// limitBody fails a read past its limit.
+type limitBody struct {
+	rc    io.ReadCloser
+	left  int
+	limit int
+}
+
+func (b *limitBody) Read(p []byte) (int, error) {
+	// Read one byte past the limit, to tell "exactly the limit" from "more".
+	n, err := b.rc.Read(p[:min(len(p), b.left+1)])
+	if n > b.left {
+		n, b.left = b.left, 0
+		return n, &MessageTooLargeError{Limit: b.limit}
+	}
+	b.left -= n
+	return n, err
+}
+
+func (b *limitBody) Close() error { return b.rc.Close() }
+
+// sseState remembers why a legacy SSE stream was cut, for the connection
+// to report.
+type sseState struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (s *sseState) set(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *sseState) get() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// eventLimitBody fails a read once one server-sent event (the bytes up to
+// the blank line that ends it) passes the limit.
+type eventLimitBody struct {
+	rc     io.ReadCloser
+	limit  int
+	state  *sseState
+	size   int  // bytes of the current event so far
+	bol    bool // at the beginning of a line
+	prevCR bool // the previous byte was '\r'
+}
+
+func (b *eventLimitBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	for i, c := range p[:n] {
+		switch {
+		case c == '\n' && b.prevCR:
+			// The second byte of a CRLF: the '\r' ended the line.
+		case c == '\n' || c == '\r':
+			if b.bol {
+				b.size = 0 // a blank line ends the event
+			}
+			b.bol = true
+		default:
+			b.bol = false
+		}
+		b.prevCR = c == '\r'
+		if b.size++; b.size > b.limit {
+			tooLarge := &MessageTooLargeError{Limit: b.limit}
+			b.state.set(tooLarge)
+			return i, tooLarge
+		}
+	}
+	return n, err
+}
+
+func (b *eventLimitBody) Close() error { return b.rc.Close() }
+
+// sseTransport is the SDK's legacy SSE client transport with the stream
+// freed from the connect context, and a read error that says why the
+// stream ended when mcpd cut it.
+type sseTransport struct {
+	inner *mcp.SSEClientTransport
+	state *sseState
+}
+
+// Connect opens the event stream. The SDK ties that stream to ctx, which
+// is the connection attempt's and ends when the attempt does; the stream
+// must last as long as the connection, so it gets a context of its own,
+// cancelled by ctx only until the connection is up.
+func (t *sseTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	conn, err := t.inner.Connect(streamCtx)
+	if !stop() {
+		// ctx ended during the attempt and cancelled the stream.
+		if err == nil {
+			_ = conn.Close()
+		}
+		cancel()
+		return nil, fmt.Errorf("connect: %w", ctx.Err())
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &sseConn{Connection: conn, cancel: cancel, state: t.state}, nil
+}
+
+type sseConn struct {
+	mcp.Connection
+	cancel context.CancelFunc
+	state  *sseState
+}
+
+func (c *sseConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if err != nil {
+		if cut := c.state.get(); cut != nil {
+			return nil, cut
+		}
+	}
+	return msg, err
+}
+
+// Close ends the stream; it may be called more than once.
+func (c *sseConn) Close() error {
+	err := c.Connection.Close()
+	c.cancel()
+	return err
+}
