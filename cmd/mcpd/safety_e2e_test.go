@@ -60,7 +60,7 @@ func TestExitCodes(t *testing.T) {
 		{"extra argument", []string{"serve"}, 2, `unexpected argument "serve"`},
 		{"missing config", []string{"--listen", "unix://" + sock, "--config", filepath.Join(dir, "nope.json")}, 1, "nope.json"},
 		{"malformed config", []string{"--listen", "unix://" + sock, "--config", malformed}, 1, "bad.json"},
-		{"bad log format", []string{"--listen", "unix://" + sock, "--log-format", "xml"}, 1, "xml"},
+		{"bad log format", []string{"--listen", "unix://" + sock, "--log-format", "xml"}, 2, "xml"},
 		{"empty socket path", []string{"--listen", "unix://"}, 1, "needs a path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
