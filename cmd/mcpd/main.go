@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -48,11 +49,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mcpd:", err)
 		os.Exit(2)
 	}
+	tuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, reload); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpd:", err)
 		os.Exit(1)
+	}
+}
+
+// tuneGC raises the garbage collector's target unless GOGC is set. Each
+// relayed call decodes JSON into short-lived garbage (the SDK's decoder
+// allocates a buffer per message); at the default target the collector
+// costs about half of mcpd's CPU per call, at 400 a quarter.
+func tuneGC() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(400)
 	}
 }
 

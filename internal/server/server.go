@@ -96,6 +96,14 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	logOpts := []logging.Option{
 		// Payloads are never logged: they may carry secrets.
 		logging.WithLogOnEvents(logging.FinishCall),
+		// A line per successful call costs a syscall on the hot path:
+		// successes are logged at debug, failures at info and above.
+		logging.WithLevels(func(c codes.Code) logging.Level {
+			if c == codes.OK {
+				return logging.LevelDebug
+			}
+			return logging.DefaultServerCodeToLevel(c)
+		}),
 	}
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		opts.Logger.Error().Interface("panic", p).Msg("recovered from panic in handler")
@@ -105,8 +113,9 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 		return c.Service != healthpb.Health_ServiceDesc.ServiceName
 	})
-	unary := []grpc.UnaryServerInterceptor{logging.UnaryServerInterceptor(log, logOpts...)}
-	stream := []grpc.StreamServerInterceptor{logging.StreamServerInterceptor(log, logOpts...)}
+	// Health checks are probes, polled often: they are not logged.
+	unary := []grpc.UnaryServerInterceptor{selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(log, logOpts...), notHealth)}
+	stream := []grpc.StreamServerInterceptor{selector.StreamServerInterceptor(logging.StreamServerInterceptor(log, logOpts...), notHealth)}
 	if opts.APIToken != "" {
 		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), notHealth))
 		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), notHealth))

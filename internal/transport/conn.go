@@ -95,7 +95,7 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		switch line[0] {
 		case '{':
-			msg, err := jsonrpc.DecodeMessage(line)
+			msg, err := decodeMessage(line)
 			if err != nil {
 				c.skip(line, err)
 				continue
@@ -169,7 +169,7 @@ func (c *lineConn) decodeBatch(line []byte) jsonrpc.Message {
 	}
 	msgs := c.queue[:0]
 	for _, raw := range raws {
-		msg, err := jsonrpc.DecodeMessage(raw)
+		msg, err := decodeMessage(raw)
 		if err != nil {
 			c.skip(raw, err)
 			continue

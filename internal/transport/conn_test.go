@@ -341,15 +341,26 @@ func TestConcurrentWrites(t *testing.T) {
 // TestDecodeMessageCopies guards the reuse of read buffers: a decoded message
 // must not alias the line it came from.
 func TestDecodeMessageCopies(t *testing.T) {
-	line := []byte(`{"jsonrpc":"2.0","id":1,"method":"m","params":{"k":"v"}}`)
-	msg, err := jsonrpc.DecodeMessage(line)
-	if err != nil {
-		t.Fatalf("DecodeMessage: %v", err)
-	}
-	for i := range line {
-		line[i] = 'z'
-	}
-	if got, want := string(msg.(*jsonrpc.Request).Params), `{"k":"v"}`; got != want {
-		t.Errorf("params after overwriting the line: got %s, want %s", got, want)
+	for _, line := range [][]byte{
+		[]byte(`{"jsonrpc":"2.0","id":1,"method":"m","params":{"k":"v"}}`),
+		[]byte(`{"jsonrpc":"2.0","id":1,"result":{"k":"v"}}`),
+	} {
+		msg, err := decodeMessage(line)
+		if err != nil {
+			t.Fatalf("decodeMessage: %v", err)
+		}
+		for i := range line {
+			line[i] = 'z'
+		}
+		var raw []byte
+		switch m := msg.(type) {
+		case *jsonrpc.Request:
+			raw = m.Params
+		case *jsonrpc.Response:
+			raw = m.Result
+		}
+		if got, want := string(raw), `{"k":"v"}`; got != want {
+			t.Errorf("payload after overwriting the line: got %s, want %s", got, want)
+		}
 	}
 }
