@@ -100,6 +100,16 @@ type config struct {
 	allowCommands   stringList
 	eventBuffer     int
 	requestTimeout  time.Duration
+	maxMessageBytes int
+	restartBackoff  time.Duration
+	restartMax      time.Duration
+	crashRestarts   int
+	crashWindow     time.Duration
+	keepAlive       time.Duration
+	keepAliveFails  int
+	maxInFlight     int
+	queueTimeout    time.Duration
+	maxCallTimeout  time.Duration
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -131,6 +141,16 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.DurationVar(&c.stopGrace, "stop-grace", 2*time.Second, "how long a stdio server gets to exit after its stdin closes, and again after SIGTERM")
 	fs.IntVar(&c.eventBuffer, "event-buffer", 4096, "how many recent events mcpd keeps for Subscribe streams that resume with after_sequence")
 	fs.DurationVar(&c.requestTimeout, "server-request-timeout", 60*time.Second, "how long a server's sampling, elicitation or roots request waits for an agent's reply")
+	fs.IntVar(&c.maxMessageBytes, "max-message-bytes", 16<<20, "largest message mcpd accepts or sends, on gRPC and from a server (one stdio line, HTTP body or SSE event)")
+	fs.DurationVar(&c.restartBackoff, "restart-backoff", 250*time.Millisecond, "first wait before reconnecting a server whose session ended; it doubles per failure")
+	fs.DurationVar(&c.restartMax, "restart-backoff-max", 30*time.Second, "longest wait between reconnect attempts")
+	fs.IntVar(&c.crashRestarts, "crash-loop-restarts", 5, "failures within --crash-loop-window after which a server is FAILED instead of retried")
+	fs.DurationVar(&c.crashWindow, "crash-loop-window", time.Minute, "window in which --crash-loop-restarts failures end retrying")
+	fs.DurationVar(&c.keepAlive, "keepalive-interval", 30*time.Second, "ping interval for legacy (initialize-based) sessions; 0 disables pings")
+	fs.IntVar(&c.keepAliveFails, "keepalive-failures", 3, "consecutive failed pings after which a session is rebuilt")
+	fs.IntVar(&c.maxInFlight, "max-inflight-calls", 128, "tool calls in flight to one server at most; 0 means no cap")
+	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
+	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 10*time.Minute, "progress notifications may extend a call's default timeout up to this; a call's own timeout is never extended")
 	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
 
 	// Environment first, so that the command line overrides it.

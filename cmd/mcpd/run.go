@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
 
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
@@ -57,15 +58,27 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer})
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
 	mgr := mcpclient.NewManager(&mcpclient.Options{
-		Logger:         log,
-		ClientInfo:     &mcp.Implementation{Name: "mcpd", Version: version},
-		ProbeTimeout:   c.probeTimeout,
-		ConnectTimeout: c.connectTimeout,
-		CallTimeout:    c.callTimeout,
-		StopGrace:      c.stopGrace,
-		OnStateChange:  health.ServerStateChanged,
-		Events:         bus,
-		Requests:       broker,
+		Logger:            log,
+		ClientInfo:        &mcp.Implementation{Name: "mcpd", Version: version},
+		ProbeTimeout:      c.probeTimeout,
+		ConnectTimeout:    c.connectTimeout,
+		CallTimeout:       c.callTimeout,
+		CallTimeoutMax:    c.maxCallTimeout,
+		StopGrace:         c.stopGrace,
+		MaxLineBytes:      c.maxMessageBytes,
+		RestartBackoff:    c.restartBackoff,
+		RestartBackoffMax: c.restartMax,
+		CrashLoopRestarts: c.crashRestarts,
+		CrashLoopWindow:   c.crashWindow,
+		KeepAlive:         c.keepAlive,
+		KeepAliveFailures: c.keepAliveFails,
+		MaxInFlight:       c.maxInFlight,
+		QueueTimeout:      c.queueTimeout,
+		OnStateChange:     health.ServerStateChanged,
+		Events:            bus,
+		Requests:          broker,
+		// Servers reached by URL: Streamable HTTP and legacy SSE.
+		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes}),
 	})
 	srv := server.New(mgr, health, &server.Options{
 		Logger:   log,
@@ -73,6 +86,10 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		Commands: &server.CommandPolicy{Allowed: c.allowCommands},
 		Events:   bus,
 		Requests: broker,
+		GRPCOptions: []grpc.ServerOption{
+			grpc.MaxRecvMsgSize(c.maxMessageBytes),
+			grpc.MaxSendMsgSize(c.maxMessageBytes),
+		},
 	})
 
 	serveErr := make(chan error, 1)

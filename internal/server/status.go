@@ -50,6 +50,8 @@ func toStatus(err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, mcpclient.ErrPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, mcpclient.ErrResourceExhausted):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, mcpclient.ErrUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
 	}

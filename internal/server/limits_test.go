@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+func TestInFlightCap(t *testing.T) {
+	e := newEnv(t, &envOptions{manager: mcpclient.Options{MaxInFlight: 1, QueueTimeout: 50 * time.Millisecond}})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "cap", Version: "1"}, nil)
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	mcp.AddTool(srv, &mcp.Tool{Name: "hold"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	e.connect(t, "c", srv)
+	ctx := testContext(t)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__c__hold"})
+		first <- err
+	}()
+	<-started
+	_, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__c__hold"})
+	wantCode(t, err, codes.ResourceExhausted)
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("the call holding the slot: %v", err)
+	}
+	// The slot is free again.
+	if _, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__c__hold"}); err != nil {
+		t.Fatalf("call after the slot freed: %v", err)
+	}
+}
+
+func TestProgressExtendsDefaultTimeout(t *testing.T) {
+	e := newEnv(t, &envOptions{manager: mcpclient.Options{CallTimeout: 400 * time.Millisecond, CallTimeoutMax: time.Minute}})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "p", Version: "1"}, nil)
+	// busy takes 8 x 80ms = 640ms, longer than the 400ms default timeout,
+	// and reports progress after each step (5 times as often as the
+	// timeout) when it has a token.
+	mcp.AddTool(srv, &mcp.Tool{Name: "busy"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		for i := range 8 {
+			select {
+			case <-time.After(80 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			if token := req.Params.GetProgressToken(); token != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(i + 1)})
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "silent"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	})
+	e.connect(t, "p", srv)
+	ctx := testContext(t)
+
+	res, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__p__busy"})
+	if err != nil {
+		t.Fatalf("a call that reports progress outlives the default timeout: %v", err)
+	}
+	if res.GetContent()[0].GetText().GetText() != "done" {
+		t.Errorf("got %v", res)
+	}
+	// Without progress the default timeout holds; an explicit timeout is
+	// never extended.
+	_, err = e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__p__silent"})
+	wantCode(t, err, codes.DeadlineExceeded)
+	_, err = e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__p__busy", Timeout: durationpb.New(400 * time.Millisecond)})
+	wantCode(t, err, codes.DeadlineExceeded)
+}
