@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,9 @@ const (
 	fakeSlow           = "slow"              // real server whose tool "sleep" sleeps ms milliseconds
 	fakeGrandchild     = "grandchild"        // real server that spawns a long-lived grandchild
 	fakeRejectAll      = "reject-all"        // raw server that answers every request with a JSON-RPC error
+	fakeCrashSoon      = "crash-soon"        // real server that exits 5 shortly after every start
+	fakeBig            = "big"               // real server whose tool "big" returns bytes bytes of text
+	fakeFreeze         = "freeze"            // legacy-only server whose tool "freeze" stops it reading anything
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
 )
 
@@ -49,7 +53,12 @@ func runFakeServer(mode string) int {
 		return rejectAll()
 	}
 	var conn func(mcp.Connection) mcp.Connection // optional wrapper
-	srv := mcp.NewServer(&mcp.Implementation{Name: "fake-" + mode, Version: "0.0.1"}, nil)
+	var opts *mcp.ServerOptions
+	if mode == fakeFreeze {
+		// Pings exist only before 2026-07-28: keepalive needs a legacy session.
+		opts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}}
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "fake-" + mode, Version: "0.0.1"}, opts)
 	addEchoTool(srv)
 	switch mode {
 	case fakeExitMidCall:
@@ -94,6 +103,38 @@ func runFakeServer(mode string) int {
 					return nil, nil, ctx.Err()
 				}
 			})
+	case fakeCrashSoon:
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			fmt.Fprintln(os.Stderr, "fake: dying on purpose")
+			os.Exit(5)
+		}()
+	case fakeBig:
+		mcp.AddTool(srv, &mcp.Tool{Name: "big", Description: "returns bytes bytes of text"},
+			func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+				Bytes int `json:"bytes"`
+			}) (*mcp.CallToolResult, any, error) {
+				return textResult(strings.Repeat("x", in.Bytes)), nil, nil
+			})
+	case fakeFreeze:
+		frozen := make(chan struct{})
+		var once sync.Once
+		mcp.AddTool(srv, &mcp.Tool{Name: "freeze", Description: "stops the server reading requests, for good"},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				fmt.Fprintln(os.Stderr, "fake: freezing")
+				once.Do(func() { close(frozen) })
+				return textResult("frozen"), nil, nil
+			})
+		conn = func(c mcp.Connection) mcp.Connection {
+			return &filterConn{Connection: c, onRead: func(jsonrpc.Message, bool) bool {
+				select {
+				case <-frozen:
+					select {} // a hung server: reads nothing, answers nothing
+				default:
+					return true
+				}
+			}}
+		}
 	case fakeGrandchild:
 		if err := startGrandchild(os.Getenv(fakePidFileEnv)); err != nil {
 			fmt.Fprintln(os.Stderr, "fake:", err)

@@ -80,12 +80,13 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 	}
 	ctx, cancel, extend := withCallDeadline(ctx, timeout, extendUpTo)
 	defer cancel()
-	ctx, unbind := u.bindRun(ctx)
-	defer unbind()
 	cs, err := u.awaitReady(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// Bound to the run whose session it uses: a restart fails it at once.
+	ctx, unbind := u.bindRun(ctx)
+	defer unbind()
 	u.mu.Lock()
 	_, known := u.tools[toolName]
 	u.mu.Unlock()

@@ -192,10 +192,13 @@ func (u *upstream) stopLocked() {
 	}
 }
 
-// restart stops the current run and starts a new one.
+// restart stops the current run and starts a new one. The server is
+// CONNECTING from the start, so calls that arrive meanwhile wait for the
+// new session; calls in flight fail (see bindRun).
 func (u *upstream) restart() {
 	u.lifeMu.Lock()
 	defer u.lifeMu.Unlock()
+	u.setState(StateConnecting, "")
 	u.stopLocked()
 	u.mu.Lock()
 	u.restarts++
@@ -616,7 +619,7 @@ func (u *upstream) awaitReady(ctx context.Context) (*mcp.ClientSession, error) {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (while waiting: %w)", err, ctx.Err())
+			return nil, fmt.Errorf("%w (while waiting: %w)", err, context.Cause(ctx))
 		}
 	}
 }

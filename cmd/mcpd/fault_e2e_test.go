@@ -1,0 +1,209 @@
+package main
+
+import (
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// Fault injection through the real binary: each test breaks an upstream
+// and checks what an agent sees, and that mcpd recovers.
+
+// TestKilledServerRestarts kills the demo server's process during a call:
+// the call fails at once with UNAVAILABLE, mcpd restarts the server, the
+// state changes are published, and the next call succeeds.
+func TestKilledServerRestarts(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{})
+	s := d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	after := uint64(0)
+	states, err := d.hub.Subscribe(ctx, &mcpdv1.SubscribeRequest{
+		Servers: []string{"demo"}, Kinds: []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_SERVER_STATE}, AfterSequence: &after,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	callErr := make(chan error, 1)
+	go func() {
+		// A long call, with a timeout far beyond the test's: only a prompt
+		// failure ends it in time.
+		_, err := d.call(ctx, t, "mcp__demo__slow", map[string]any{"steps": 1, "delay_ms": 60000}, time.Hour)
+		callErr <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // let the call reach the server; the outcome does not depend on it
+	if err := syscall.Kill(int(s.GetPid()), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	st := wantCode(t, <-callErr, codes.Unavailable)
+	if !strings.Contains(st.Message(), "demo") {
+		t.Errorf("error %q does not name the server", st.Message())
+	}
+
+	resp := d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "after the crash"})
+	if text(resp) != "after the crash" {
+		t.Errorf("echo after restart: got %q", text(resp))
+	}
+	s2 := d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	if s2.GetRestarts() != 1 || s2.GetPid() == s.GetPid() {
+		t.Errorf("after the crash: restarts %d, pid %d (was %d); want 1 and a new process", s2.GetRestarts(), s2.GetPid(), s.GetPid())
+	}
+	if !strings.Contains(s2.GetLastError(), "signal: killed") {
+		t.Errorf("last_error %q does not say how the process ended", s2.GetLastError())
+	}
+
+	var seen []mcpdv1.ServerState
+	for !containsState(seen, mcpdv1.ServerState_SERVER_STATE_RECONNECTING) || seen[len(seen)-1] != mcpdv1.ServerState_SERVER_STATE_READY {
+		m, err := states.Recv()
+		if err != nil {
+			t.Fatalf("state events %v: %v", seen, err)
+		}
+		seen = append(seen, m.GetEvent().GetServerState().GetState())
+	}
+}
+
+func containsState(states []mcpdv1.ServerState, want mcpdv1.ServerState) bool {
+	for _, s := range states {
+		if s == want {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCrashLoopEndsFailed starts a server that dies shortly after every
+// start: after --crash-loop-restarts failures it is FAILED with the reason
+// and its stderr tail, and RestartServer starts over.
+func TestCrashLoopEndsFailed(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{
+		"--crash-loop-restarts", "3", "--crash-loop-window", "1m", "--restart-backoff", "20ms",
+	}})
+	if s := d.connectFake(ctx, t, "loop", fakeCrashSoon); s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("first start: %v %s", s.GetState(), s.GetLastError())
+	}
+	s := d.waitServer(ctx, t, "loop", mcpdv1.ServerState_SERVER_STATE_FAILED)
+	if !strings.Contains(s.GetLastError(), "crash loop") || !strings.Contains(s.GetLastError(), "exit status 5") {
+		t.Errorf("last_error %q, want the crash loop and the exit status", s.GetLastError())
+	}
+	if !strings.Contains(strings.Join(s.GetStderrTail(), "\n"), "dying on purpose") {
+		t.Errorf("stderr_tail %q lacks the server's last words", s.GetStderrTail())
+	}
+	_, err := d.call(ctx, t, "mcp__loop__echo", map[string]any{"text": "x"}, 0)
+	wantCode(t, err, codes.Unavailable)
+
+	r, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "loop"})
+	if err != nil || r.GetServer().GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Errorf("RestartServer after the crash loop: %v %v", r.GetServer().GetState(), err)
+	}
+}
+
+// TestHungServerRecovers freezes a legacy server: calls time out, the
+// keepalive pings fail, mcpd rebuilds the session, and calls work again.
+func TestHungServerRecovers(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{
+		"--keepalive-interval", "200ms", "--keepalive-failures", "2",
+	}})
+	s := d.connectFake(ctx, t, "frozen", fakeFreeze)
+	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY || s.GetProtocolVersion() != "2025-11-25" {
+		t.Fatalf("start: %v %q %s", s.GetState(), s.GetProtocolVersion(), s.GetLastError())
+	}
+	d.mustCall(ctx, t, "mcp__frozen__freeze", nil)
+	_, err := d.call(ctx, t, "mcp__frozen__echo", map[string]any{"text": "anyone?"}, 300*time.Millisecond)
+	if c := status.Code(err); c != codes.DeadlineExceeded && c != codes.Unavailable {
+		t.Fatalf("call to a hung server: got %v, want DEADLINE_EXCEEDED (or UNAVAILABLE once the pings gave up)", err)
+	}
+	poll(ctx, t, "the hung server to be restarted", func() (bool, error) {
+		r, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "frozen"})
+		return err == nil && r.GetServer().GetRestarts() >= 1 && r.GetServer().GetState() == mcpdv1.ServerState_SERVER_STATE_READY, err
+	})
+	if got := text(d.mustCall(ctx, t, "mcp__frozen__echo", map[string]any{"text": "back"})); got != "back" {
+		t.Errorf("echo after recovery: got %q", got)
+	}
+}
+
+// TestResponseTooLarge sends a response over --max-message-bytes: the call
+// fails with an error that says so, and the server is started again.
+func TestResponseTooLarge(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--max-message-bytes", "65536"}})
+	d.connectFake(ctx, t, "big", fakeBig)
+	if got := text(d.mustCall(ctx, t, "mcp__big__big", map[string]any{"bytes": 1000})); len(got) != 1000 {
+		t.Fatalf("a small response: got %d bytes", len(got))
+	}
+	_, err := d.call(ctx, t, "mcp__big__big", map[string]any{"bytes": 200000}, 0)
+	st := wantCode(t, err, codes.Unavailable)
+	if !strings.Contains(st.Message(), "exceeds 65536 bytes") {
+		t.Errorf("error %q does not explain the limit", st.Message())
+	}
+	if got := text(d.mustCall(ctx, t, "mcp__big__big", map[string]any{"bytes": 10})); got != "xxxxxxxxxx" {
+		t.Errorf("after the oversized response: got %q", got)
+	}
+}
+
+// TestManyCallsAcrossRestarts makes 1,000 concurrent calls while the server
+// is restarted twice: every call ends with a result or a clear, retryable
+// error, and none hangs.
+func TestManyCallsAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--max-inflight-calls", "0"}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	const calls = 1000
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		ok       int
+		failures = map[codes.Code]int{}
+	)
+	start := make(chan struct{})
+	for i := range calls {
+		wg.Go(func() {
+			<-start
+			resp, err := d.hub.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "m"})})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && text(resp) == "m":
+				ok++
+			case err == nil:
+				t.Errorf("call %d: wrong result %v", i, resp)
+			default:
+				st, _ := status.FromError(err)
+				failures[st.Code()]++
+				if st.Code() != codes.Unavailable || st.Message() == "" {
+					t.Errorf("call %d: got %v, want a result or UNAVAILABLE with a reason", i, err)
+				}
+			}
+		})
+	}
+	close(start)
+	for range 2 {
+		if _, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "demo"}); err != nil {
+			t.Fatalf("RestartServer: %v", err)
+		}
+	}
+	wg.Wait()
+	t.Logf("%d calls: %d results, failures by code %v", calls, ok, failures)
+	if ok == 0 {
+		t.Error("no call succeeded")
+	}
+	// The daemon is still whole.
+	if got := text(d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "still"})); got != "still" {
+		t.Errorf("after the storm: got %q", got)
+	}
+}
