@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/transport"
 )
 
 // Remote servers are reached with the SDK's own client transports:
@@ -54,7 +56,10 @@ type RemoteOptions struct {
 	HTTPClient *http.Client
 	// MaxMessageBytes bounds one message from a server: a JSON response
 	// body, or one server-sent event including its few bytes of framing.
-	// Default 16 MiB; negative disables the bound.
+	// A JSON body over it fails its request with a *MessageTooLargeError
+	// and the session goes on; an event over it ends the session, since
+	// the stream cannot be read past it. Default 16 MiB; negative disables
+	// the bound.
 	MaxMessageBytes int
 	// StreamRetries is how often the SDK reconnects a dropped stream of a
 	// legacy Streamable HTTP session (its standalone GET, or a resumable
@@ -109,6 +114,10 @@ type MessageTooLargeError struct {
 func (e *MessageTooLargeError) Error() string {
 	return fmt.Sprintf("upstream message exceeds %d bytes", e.Limit)
 }
+
+// Unwrap makes the error match transport.ErrMessageTooLarge, as an
+// oversized line from a stdio server does.
+func (e *MessageTooLargeError) Unwrap() error { return transport.ErrMessageTooLarge }
 
 // NewRemoteDialer returns a Dialer for servers reached by URL: cfg.Kind
 // TransportHTTP gets the SDK's Streamable HTTP client transport, and
@@ -216,7 +225,7 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		req = req.Clone(req.Context())
 		for k, v := range rt.headers {
 			if _, set := req.Header[k]; !set {
-				req.Header[k] = v
+				req.Header[k] = slices.Clone(v)
 			}
 		}
 		if rt.host != "" {
@@ -234,11 +243,12 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 }
 
 // sessionLost rewrites an answer to a request of a legacy session that
-// says the session is gone into a bodiless 404. The SDK ends the session
-// (ErrSessionMissing) only on a 404 whose body is not a JSON-RPC error, and
-// never on a 400, so without this a server that forgot the session (such
-// as a restarted one) would fail every call while the session looked
-// alive. Under legacy revisions a 404 means an unknown session; a 400
+// says the session is gone into a bodiless 404, which the SDK takes for a
+// lost session (ErrSessionMissing: the session ends, and no DELETE is
+// sent). The SDK reads a 404 or 400 whose body is a JSON-RPC error as the
+// failure of one call only, so without this a server that forgot the
+// session (a restarted one) would fail every call while the session
+// looked alive. Under legacy revisions a 404 means an unknown session; a 400
 // counts when its body speaks of the session (for example "No valid
 // session ID provided") or of an uninitialised server (one that knows no
 // session at all). Sessionless 2026-07-28 requests are left alone: there a
@@ -352,18 +362,23 @@ type eventLimitBody struct {
 func (b *eventLimitBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	for i, c := range p[:n] {
+		prevCR := b.prevCR
+		b.prevCR = c == '\r'
 		switch {
-		case c == '\n' && b.prevCR:
+		case c == '\n' && prevCR:
 			// The second byte of a CRLF: the '\r' ended the line.
+			if b.size == 0 {
+				continue // of the blank line that ended an event
+			}
 		case c == '\n' || c == '\r':
 			if b.bol {
 				b.size = 0 // a blank line ends the event
+				continue
 			}
 			b.bol = true
 		default:
 			b.bol = false
 		}
-		b.prevCR = c == '\r'
 		if b.size++; b.size > b.limit {
 			tooLarge := &MessageTooLargeError{Limit: b.limit}
 			b.state.set(tooLarge)

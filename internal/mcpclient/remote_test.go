@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/transport"
 )
 
 // testAuth is the static header the remote tests configure; its value must
@@ -332,47 +336,375 @@ func eventually(ctx context.Context, t *testing.T, what string, cond func() bool
 	}
 }
 
-func TestExploreLimits(t *testing.T) {
-	mk := map[string]func(*mcp.Server) http.Handler{
-		"sse-stream": func(srv *mcp.Server) http.Handler {
-			return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-		},
-		"json": func(srv *mcp.Server) http.Handler {
-			return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
-		},
-		"stateless": func(srv *mcp.Server) http.Handler {
-			return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-		},
-		"legacy-sse": func(srv *mcp.Server) http.Handler {
-			return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-		},
+// forgetful answers every request as a server that lost its sessions does.
+func forgetful(status int, body string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(body, "{") {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	})
+}
+
+// connectDirect opens an SDK session over a transport of the remote dialer,
+// without a Manager, to see what the transport itself does.
+func connectDirect(ctx context.Context, t *testing.T, ropts *RemoteOptions, kind config.TransportKind, url, version string) *mcp.ClientSession {
+	t.Helper()
+	o := RemoteOptions{HTTPClient: testHTTPClient(t)}
+	if ropts != nil {
+		o.MaxMessageBytes = ropts.MaxMessageBytes
 	}
-	for name, h := range mk {
-		t.Run(name, func(t *testing.T) {
+	tr, err := NewRemoteDialer(&o)(ctx, remoteConfig("s", kind, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// waitEnded waits until the session ends and returns why.
+func waitEnded(ctx context.Context, t *testing.T, cs *mcp.ClientSession) error {
+	t.Helper()
+	ended := make(chan error, 1)
+	go func() { ended <- cs.Wait() }()
+	select {
+	case err := <-ended:
+		return err
+	case <-ctx.Done():
+		_ = cs.Close() // ends the Wait goroutine
+		<-ended
+		t.Fatalf("the session did not end: %v", ctx.Err())
+		return nil
+	}
+}
+
+// TestRemoteSessionLoss checks that a legacy Streamable HTTP session ends
+// when its server forgot it, however the server says so, so that mcpd
+// rebuilds it; and that a legacy SSE session ends when its stream drops.
+func TestRemoteSessionLoss(t *testing.T) {
+	tests := []struct {
+		name      string
+		forgotten http.Handler // the server after it lost its sessions
+		call      bool         // a call notices; else the dropped stream does
+	}{
+		{"404 plain", forgetful(http.StatusNotFound, "session not found"), true},
+		{"404 json-rpc", forgetful(http.StatusNotFound, `{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}`), true},
+		{"400 json-rpc", forgetful(http.StatusBadRequest, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":2}`), true},
+		{"400 not initialized", forgetful(http.StatusBadRequest, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Server not initialized"},"id":null}`), true},
+		{"restart drops the stream", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := testContext(t)
 			srv := newRemoteMCPServer(legacyVersions)
-			if name == "stateless" {
-				srv = newRemoteMCPServer(nil)
+			obs := newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+			ts := serveRemote(t, obs)
+			// The client does not DELETE a session it knows is gone, so
+			// the old server's session is closed here.
+			t.Cleanup(func() { closeSessions(srv) })
+			cs := connectDirect(ctx, t, nil, config.TransportHTTP, ts.URL, "2025-11-25")
+			if cs.ID() == "" {
+				t.Fatal("got no session id, want a stateful session")
 			}
-			ts := serveRemote(t, newObserver(h(srv)))
-			m, _, _ := remoteManager(t, &RemoteOptions{MaxMessageBytes: 64 << 10})
-			kind := config.TransportHTTP
-			if name == "legacy-sse" {
-				kind = config.TransportSSE
+			forgotten := tt.forgotten
+			if forgotten == nil {
+				// A restarted go-sdk server: it knows no session.
+				fresh := newRemoteMCPServer(legacyVersions)
+				forgotten = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fresh }, nil)
 			}
-			st, err := m.Connect(ctx, remoteConfig("s", kind, ts.URL), false)
-			if err != nil || st.State != StateReady {
-				t.Fatal(err, st.LastError)
+			obs.swap(forgotten)
+			if tt.call {
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "x"}})
+				if err == nil {
+					t.Fatal("call to a server that forgot the session: got no error")
+				}
+				if !errors.Is(err, mcp.ErrSessionMissing) {
+					t.Errorf("the call got %v, want an error wrapping mcp.ErrSessionMissing", err)
+				}
+			} else {
+				// The old server goes away with its streams; the SDK
+				// reconnects the standalone stream and is told 404.
+				closeSessions(srv)
 			}
-			_, err = m.CallTool(ctx, "mcp__s__big", map[string]any{"size": 100 << 10}, CallOptions{})
-			t.Logf("err: %v", err)
+			if err := waitEnded(ctx, t, cs); !errors.Is(err, mcp.ErrSessionMissing) {
+				t.Errorf("the session ended with %v, want an error wrapping mcp.ErrSessionMissing", err)
+			}
+		})
+	}
+
+	t.Run("sse stream dropped", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		srv := newRemoteMCPServer(legacyVersions)
+		ts := serveRemote(t, newObserver(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
+		cs := connectDirect(ctx, t, nil, config.TransportSSE, ts.URL, "2025-11-25")
+		closeSessions(srv)
+		// The SDK reports a dropped SSE stream as a plain end of session.
+		if err := waitEnded(ctx, t, cs); err != nil {
+			t.Errorf("the session ended with %v, want nil", err)
+		}
+	})
+}
+
+// closeSessions closes a test server's sessions, as a server that exits.
+func closeSessions(srv *mcp.Server) {
+	for ss := range srv.Sessions() {
+		_ = ss.Close()
+	}
+}
+
+// TestRemoteMessageLimit checks MaxMessageBytes on every way a response
+// arrives: a JSON body fails only its call; an oversized event on a stream
+// ends the session (the SDK cannot skip an event it could not read).
+func TestRemoteMessageLimit(t *testing.T) {
+	const limit = 64 << 10
+	streamable := func(o *mcp.StreamableHTTPOptions) func(*mcp.Server) http.Handler {
+		return func(srv *mcp.Server) http.Handler {
+			return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, o)
+		}
+	}
+	tests := []struct {
+		name        string
+		versions    []string
+		handler     func(*mcp.Server) http.Handler
+		kind        config.TransportKind
+		version     string
+		want        string // in the call's error
+		sessionEnds bool
+		mcpdCounts  bool // mcpd, not the SDK, finds the message too large
+	}{
+		{"json body", legacyVersions, streamable(&mcp.StreamableHTTPOptions{JSONResponse: true}), config.TransportHTTP, "2025-11-25",
+			"upstream message exceeds 65536 bytes", false, true},
+		{"streamable event", legacyVersions, streamable(nil), config.TransportHTTP, "2025-11-25",
+			"SSE event exceeded 65536 bytes", true, false},
+		{"stateless event", nil, streamable(&mcp.StreamableHTTPOptions{Stateless: true}), config.TransportHTTP, "2026-07-28",
+			"SSE event exceeded 65536 bytes", true, false},
+		{"legacy sse event", legacyVersions, func(srv *mcp.Server) http.Handler {
+			return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+		}, config.TransportSSE, "2025-11-25", "upstream message exceeds 65536 bytes", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			srv := newRemoteMCPServer(tt.versions)
+			ts := serveRemote(t, newObserver(tt.handler(srv)))
+			t.Cleanup(func() { closeSessions(srv) })
+
+			cs := connectDirect(ctx, t, &RemoteOptions{MaxMessageBytes: limit}, tt.kind, ts.URL, tt.version)
+			if got := cs.InitializeResult().ProtocolVersion; got != tt.version {
+				t.Fatalf("protocol version: got %q, want %q", got, tt.version)
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"size": limit / 2}})
+			if err != nil {
+				t.Fatalf("a result of half the limit: %v", err)
+			}
+			if n := len(res.Content[0].(*mcp.TextContent).Text); n != limit/2 {
+				t.Fatalf("got %d bytes of text, want %d", n, limit/2)
+			}
+			_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"size": 2 * limit}})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("a result of twice the limit: got error %v, want one saying %q", err, tt.want)
+			}
+			if tt.mcpdCounts && !errors.Is(err, transport.ErrMessageTooLarge) {
+				t.Errorf("got %v, want an error matching transport.ErrMessageTooLarge", err)
+			}
+			if tt.sessionEnds {
+				waitEnded(ctx, t, cs)
+				return
+			}
+			var tooLarge *MessageTooLargeError
+			if !errors.As(err, &tooLarge) || tooLarge.Limit != limit {
+				t.Errorf("got error %v, want a *MessageTooLargeError of %d bytes", err, limit)
+			}
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "still here"}}); err != nil {
+				t.Errorf("the session after an oversized JSON body: got %v, want it to serve the next call", err)
+			}
+		})
+	}
+
+	// Through a Manager the error keeps its text and is retryable (the
+	// session is rebuilt).
+	t.Run("manager", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		srv := newRemoteMCPServer(legacyVersions)
+		ts := serveRemote(t, newObserver(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
+		m, _, _ := remoteManager(t, &RemoteOptions{MaxMessageBytes: limit})
+		if st, err := m.Connect(ctx, remoteConfig("s", config.TransportSSE, ts.URL), false); err != nil || st.State != StateReady {
+			t.Fatalf("connect: %v %s", err, st.LastError)
+		}
+		_, err := m.CallTool(ctx, "mcp__s__big", map[string]any{"size": 2 * limit}, CallOptions{})
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "upstream message exceeds 65536 bytes") {
+			t.Errorf("got %v, want ErrUnavailable saying the message exceeds 65536 bytes", err)
+		}
+	})
+	t.Run("manager json body", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		srv := newRemoteMCPServer(legacyVersions)
+		// JSON responses, not SSE: only the one call fails.
+		ts := serveRemote(t, newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+			&mcp.StreamableHTTPOptions{JSONResponse: true})))
+		t.Cleanup(func() { closeSessions(srv) })
+		m, _, _ := remoteManager(t, &RemoteOptions{MaxMessageBytes: limit})
+		if st, err := m.Connect(ctx, remoteConfig("j", config.TransportHTTP, ts.URL), false); err != nil || st.State != StateReady {
+			t.Fatalf("connect: %v %s", err, st.LastError)
+		}
+		_, err := m.CallTool(ctx, "mcp__j__big", map[string]any{"size": 2 * limit}, CallOptions{})
+		var rpcErr *RPCError
+		if !errors.Is(err, ErrResourceExhausted) || errors.As(err, &rpcErr) || !strings.Contains(err.Error(), "exceeds 65536 bytes") {
+			t.Errorf("got %v, want ErrResourceExhausted saying the message exceeds 65536 bytes, not a server error", err)
+		}
+		if _, err := m.CallTool(ctx, "mcp__j__echo", map[string]any{"message": "x"}, CallOptions{}); err != nil {
+			t.Errorf("the session should go on after one oversized answer: %v", err)
+		}
+	})
+}
+
+// roundTripFunc is an http.RoundTripper from a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestRemoteHeaders(t *testing.T) {
+	var got *http.Request
+	base := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got = r
+		return &http.Response{StatusCode: http.StatusAccepted, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})}
+	o := (&RemoteOptions{HTTPClient: base}).withDefaults()
+	tr, err := o.transport(config.Server{Name: "s", Kind: config.TransportHTTP, URL: "https://mcp.example.com:8443/mcp",
+		Headers: map[string]string{"authorization": testAuth, "X-Team": "blue", "Accept": "text/plain", "Host": "front.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := tr.(*mcp.StreamableClientTransport).HTTPClient
+	tests := []struct {
+		name, url                    string
+		wantAuth, wantTeam, wantHost string
+	}{
+		{"the server", "https://MCP.example.com:8443/other", testAuth, "blue", "front.example.com"},
+		{"another port", "https://mcp.example.com/mcp", "", "", ""},
+		{"another scheme", "http://mcp.example.com:8443/mcp", "", "", ""},
+		{"another host", "https://evil.example.net:8443/mcp", "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, tt.url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if a := got.Header.Get("Authorization"); a != tt.wantAuth {
+				t.Errorf("Authorization: got %q, want %q", a, tt.wantAuth)
+			}
+			if v := got.Header.Get("X-Team"); v != tt.wantTeam {
+				t.Errorf("X-Team: got %q, want %q", v, tt.wantTeam)
+			}
+			wantHost := tt.wantHost
+			if wantHost == "" {
+				wantHost = req.URL.Host
+			}
+			if got.Host != wantHost {
+				t.Errorf("Host: got %q, want %q", got.Host, wantHost)
+			}
+			if a := got.Header.Get("Accept"); a != "application/json, text/event-stream" {
+				t.Errorf("Accept: got %q, want the SDK's own, not the static header", a)
+			}
+			if req.Header.Get("Authorization") != "" {
+				t.Error("the caller's request was modified")
+			}
+		})
+	}
+}
+
+func TestRemoteDialerRejects(t *testing.T) {
+	dial := NewRemoteDialer(nil)
+	tests := []struct {
+		name string
+		cfg  config.Server
+	}{
+		{"stdio", config.Server{Name: "s", Kind: config.TransportStdio, Command: "x"}},
+		{"auto", config.Server{Name: "s", Kind: config.TransportAuto, URL: "http://127.0.0.1:1/mcp"}},
+		{"relative url", config.Server{Name: "s", Kind: config.TransportHTTP, URL: "/mcp"}},
+		{"ftp url", config.Server{Name: "s", Kind: config.TransportSSE, URL: "ftp://user:pw@host/x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := dial(testContext(t), tt.cfg)
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("got %v, want ErrInvalidArgument", err)
+			}
+			if strings.Contains(err.Error(), "pw") {
+				t.Errorf("the error %q shows the URL's password", err)
+			}
+		})
+	}
+}
+
+func TestEventLimitBody(t *testing.T) {
+	const limit = 32
+	event := func(data, eol string) string { return "event: message" + eol + "data: " + data + eol + eol }
+	tests := []struct {
+		name, stream string
+		tooLarge     bool
+	}{
+		{"small events, LF", event("a", "\n") + event("b", "\n") + event(strings.Repeat("c", 10), "\n"), false},
+		{"small events, CRLF", event("a", "\r\n") + event("b", "\r\n") + event(strings.Repeat("c", 8), "\r\n"), false},
+		{"small events, CR", event("a", "\r") + event("b", "\r") + event(strings.Repeat("c", 10), "\r"), false},
+		{"many small events add up to more", strings.Repeat(event("0123456789", "\n"), 10), false},
+		{"keepalive comments", strings.Repeat(": ping\n\n", 20), false},
+		{"one large event, LF", event("a", "\n") + event(strings.Repeat("x", limit), "\n"), true},
+		{"one large event, CRLF", event(strings.Repeat("x", limit), "\r\n"), true},
+		{"an unterminated line", "data: " + strings.Repeat("x", 100), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &sseState{}
+			body := &eventLimitBody{rc: io.NopCloser(iotest.OneByteReader(strings.NewReader(tt.stream))), limit: limit, state: st}
+			data, err := io.ReadAll(body)
 			var tl *MessageTooLargeError
-			t.Logf("toolarge=%v unavailable=%v", errors.As(err, &tl), errors.Is(err, ErrUnavailable))
-			time.Sleep(200 * time.Millisecond)
-			st, _ = m.Get("s")
-			t.Logf("state after: %v %s", st.State, st.LastError)
-			_, err = m.CallTool(ctx, "mcp__s__echo", map[string]any{"message": "x"}, CallOptions{})
-			t.Logf("next call: %v", err)
+			if got := errors.As(err, &tl); got != tt.tooLarge {
+				t.Fatalf("got error %v, want too large: %v", err, tt.tooLarge)
+			}
+			if tt.tooLarge != (st.get() != nil) {
+				t.Errorf("recorded: got %v, want recorded %v", st.get(), tt.tooLarge)
+			}
+			if !tt.tooLarge && string(data) != tt.stream {
+				t.Errorf("got %q, want the stream unchanged", data)
+			}
+		})
+	}
+}
+
+func TestLimitBody(t *testing.T) {
+	tests := []struct {
+		size     int
+		tooLarge bool
+	}{{0, false}, {9, false}, {10, false}, {11, true}, {1000, true}}
+	for _, tt := range tests {
+		t.Run(strconv.Itoa(tt.size), func(t *testing.T) {
+			b := &limitBody{rc: io.NopCloser(strings.NewReader(strings.Repeat("x", tt.size))), left: 10, limit: 10}
+			data, err := io.ReadAll(b)
+			var tl *MessageTooLargeError
+			if got := errors.As(err, &tl); got != tt.tooLarge {
+				t.Fatalf("got error %v, want too large: %v", err, tt.tooLarge)
+			}
+			if !tt.tooLarge && len(data) != tt.size {
+				t.Errorf("got %d bytes, want %d", len(data), tt.size)
+			}
 		})
 	}
 }

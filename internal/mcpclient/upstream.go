@@ -664,10 +664,29 @@ func (u *upstream) callTimeout(own time.Duration) time.Duration {
 	return u.opts.CallTimeout
 }
 
+// codeRejectedByTransport is the JSON-RPC code the SDK gives a request its
+// HTTP transport could not deliver.
+const codeRejectedByTransport = -32005
+
 // classify turns an SDK error into one of this package's kinds.
 func (u *upstream) classify(ctx context.Context, op string, err error) error {
 	var wireErr *jsonrpc.Error
 	switch {
+	case errors.Is(err, transport.ErrMessageTooLarge):
+		// A too-large message on a stream ends the connection (the server
+		// has left READY by now): retry once it is back. A too-large HTTP
+		// body fails only this call; the session goes on.
+		u.mu.Lock()
+		ended := u.state != StateReady
+		u.mu.Unlock()
+		if ended {
+			return errorf(ErrUnavailable, "%s: server %q: %v", op, u.cfg.Name, err)
+		}
+		return errorf(ErrResourceExhausted, "%s: server %q: %v", op, u.cfg.Name, err)
+	case errors.As(err, &wireErr) && wireErr.Code == codeRejectedByTransport:
+		// The SDK reports a failed HTTP exchange (refused connection, 5xx,
+		// 429) with this code; it is not an answer from the server.
+		return errorf(ErrUnavailable, "%s: server %q: %v", op, u.cfg.Name, err)
 	case errors.Is(err, mcp.ErrSessionMissing):
 		u.markLost()
 		return errorf(ErrUnavailable, "%s: server %q lost the session; mcpd is reconnecting", op, u.cfg.Name)

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/prototext"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// remoteSecret is the value of a header the remote servers get; it must
+// never show in mcpd's log or answers.
+const remoteSecret = "e2e-5ecret-token"
+
+// startEverythingRemote runs server-everything in mode (streamableHttp or
+// sse) on a free loopback port until the test ends, and returns its base
+// URL once it accepts connections.
+func startEverythingRemote(ctx context.Context, t *testing.T, mode string) string {
+	t.Helper()
+	bin := everythingBinary(t)
+	port := strconv.Itoa(freePort(t))
+	cmd := exec.Command(bin, mode)
+	cmd.Env = append(daemonEnv(), "PORT="+port)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start server-everything %s: %v", mode, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("server-everything %s output:\n%s", mode, out.String())
+		}
+	})
+	addr := net.JoinHostPort("127.0.0.1", port)
+	poll(ctx, t, "server-everything "+mode+" to listen on "+addr, func() (bool, error) {
+		select {
+		case <-exited:
+			t.Fatalf("server-everything %s exited: %s", mode, out.String())
+		default:
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return false, err
+		}
+		c.Close()
+		return true, nil
+	})
+	return "http://" + addr
+}
+
+// TestEverythingRemote reaches server-everything over Streamable HTTP and
+// legacy SSE through mcpd, with the transport named and detected: tools,
+// a resource, and a resource update.
+func TestEverythingRemote(t *testing.T) {
+	t.Parallel()
+	everythingBinary(t)
+	ctx := testContext(t)
+	httpURL := startEverythingRemote(ctx, t, "streamableHttp") + "/mcp"
+	sseURL := startEverythingRemote(ctx, t, "sse") + "/sse"
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+
+	remote := func(url string) *mcpdv1.HttpConfig {
+		return &mcpdv1.HttpConfig{Url: url, Headers: map[string]string{"Authorization": "Bearer " + remoteSecret}}
+	}
+	servers := []struct {
+		name      string
+		config    *mcpdv1.ServerConfig
+		transport mcpdv1.Transport
+	}{
+		{"http", &mcpdv1.ServerConfig{Name: "http", Transport: &mcpdv1.ServerConfig_Http{Http: remote(httpURL)}}, mcpdv1.Transport_TRANSPORT_HTTP},
+		{"http-auto", &mcpdv1.ServerConfig{Name: "http-auto", Transport: &mcpdv1.ServerConfig_Remote{Remote: remote(httpURL)}}, mcpdv1.Transport_TRANSPORT_HTTP},
+		{"sse", &mcpdv1.ServerConfig{Name: "sse", Transport: &mcpdv1.ServerConfig_Sse{Sse: remote(sseURL)}}, mcpdv1.Transport_TRANSPORT_SSE},
+		{"sse-auto", &mcpdv1.ServerConfig{Name: "sse-auto", Transport: &mcpdv1.ServerConfig_Remote{Remote: remote(sseURL)}}, mcpdv1.Transport_TRANSPORT_SSE},
+	}
+	for _, s := range servers {
+		t.Run(s.name, func(t *testing.T) {
+			resp, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: s.config})
+			if err != nil {
+				t.Fatalf("ConnectServer: %v", err)
+			}
+			srv := resp.GetServer()
+			if srv.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+				t.Fatalf("state: got %v (%s), want READY", srv.GetState(), srv.GetLastError())
+			}
+			if srv.GetTransport() != s.transport {
+				t.Errorf("transport: got %v, want %v", srv.GetTransport(), s.transport)
+			}
+			t.Logf("%s: protocol_version %s, server_info %s %s", s.name, srv.GetProtocolVersion(),
+				srv.GetServerInfo().GetName(), srv.GetServerInfo().GetVersion())
+			if srv.GetProtocolVersion() == "" || srv.GetServerInfo().GetName() == "" {
+				t.Errorf("got protocol_version %q and server_info %v, want both set", srv.GetProtocolVersion(), srv.GetServerInfo())
+			}
+			if strings.Contains(prototext.Format(srv), remoteSecret) {
+				t.Errorf("the Server shows the header value: %v", srv)
+			}
+
+			tools, err := d.hub.ListTools(ctx, &mcpdv1.ListToolsRequest{Server: s.name})
+			if err != nil {
+				t.Fatalf("ListTools: %v", err)
+			}
+			var names []string
+			for _, tool := range tools.GetTools() {
+				names = append(names, tool.GetToolName())
+			}
+			for _, want := range []string{"echo", "get-sum", "toggle-subscriber-updates"} {
+				if !slices.Contains(names, want) {
+					t.Errorf("tools: got %v, want %s among them", names, want)
+				}
+			}
+
+			echo := d.mustCall(ctx, t, "mcp__"+s.name+"__echo", map[string]any{"message": "over " + s.name})
+			if got, want := text(echo), "Echo: over "+s.name; got != want {
+				t.Errorf("echo: got %q, want %q", got, want)
+			}
+			sum := d.mustCall(ctx, t, "mcp__"+s.name+"__get-sum", map[string]any{"a": 2, "b": 40})
+			if got := text(sum); !strings.Contains(got, "42") {
+				t.Errorf("get-sum: got %q, want the sum 42", got)
+			}
+
+			const uri = "demo://resource/dynamic/text/1"
+			r, err := d.hub.ReadResource(ctx, &mcpdv1.ReadResourceRequest{Server: s.name, Uri: uri})
+			if err != nil {
+				t.Fatalf("ReadResource: %v", err)
+			}
+			if c := r.GetContents(); len(c) != 1 || c[0].GetText() == "" || c[0].GetUri() != uri {
+				t.Errorf("ReadResource: got %v, want the text of %s", c, uri)
+			}
+
+			subCtx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			sub, err := d.hub.Subscribe(subCtx, &mcpdv1.SubscribeRequest{
+				Resources: []*mcpdv1.ResourceRef{{Server: s.name, Uri: uri}},
+				Kinds:     []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_RESOURCE_UPDATED},
+			})
+			if err != nil {
+				t.Fatalf("Subscribe: %v", err)
+			}
+			// The server sends an update at once and then every 5s, so an
+			// upstream subscription that lands after the toggle still
+			// gets one.
+			d.mustCall(ctx, t, "mcp__"+s.name+"__toggle-subscriber-updates", nil)
+			defer d.mustCall(ctx, t, "mcp__"+s.name+"__toggle-subscriber-updates", nil)
+			m, err := sub.Recv()
+			if err != nil {
+				t.Fatalf("Subscribe: %v", err)
+			}
+			if got := m.GetEvent().GetResourceUpdated().GetUri(); got != uri || m.GetEvent().GetServer() != s.name {
+				t.Errorf("got %v, want resource_updated of %s from %s", m.GetEvent(), uri, s.name)
+			}
+		})
+	}
+	if strings.Contains(d.log.String(), remoteSecret) {
+		t.Errorf("mcpd's log shows the header value:\n%s", d.log.String())
+	}
+}

@@ -1,0 +1,109 @@
+package mcpclient
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/events"
+)
+
+// unknownSession400 answers requests for sessions next does not know the
+// way TypeScript servers do: 400 with a JSON-RPC error body.
+func unknownSession400(srv *mcp.Server, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			known := false
+			for ss := range srv.Sessions() {
+				known = known || ss.ID() == id
+			}
+			if !known {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// TestSubscriptionSurvivesServerRestart restarts an HTTP server, which
+// forgets every session, while a resource subscription is open: mcpd
+// notices (404, or 400 for an unknown session), builds a new session,
+// subscribes again, and updates keep arriving on the same bus
+// subscription.
+func TestSubscriptionSurvivesServerRestart(t *testing.T) {
+	tests := []struct {
+		name string
+		// restarted wraps a fresh server as the restarted one serves it.
+		restarted func(srv *mcp.Server, h http.Handler) http.Handler
+	}{
+		{"404 unknown session", func(_ *mcp.Server, h http.Handler) http.Handler { return h }},
+		{"400 unknown session", unknownSession400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			old := newRemoteMCPServer(legacyVersions)
+			obs := newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return old }, nil))
+			ts := serveRemote(t, obs)
+			t.Cleanup(func() { closeSessions(old) })
+
+			m, bus, _ := remoteManager(t, nil)
+			if st, err := m.Connect(ctx, remoteConfig("r", config.TransportHTTP, ts.URL), false); err != nil || st.State != StateReady {
+				t.Fatalf("connect: %v %v (%s)", st.State, err, st.LastError)
+			}
+			release, err := m.SubscribeResource(ctx, "r", testDocURI)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			updates := bus.Subscribe(events.Filter{Kinds: []events.Kind{events.KindResourceUpdated}}, nil)
+			defer updates.Close()
+			waitResourceUpdate(ctx, t, bus, old, "r", testDocURI)
+
+			// The restart: a new server process knows no session, and the
+			// old one's streams end.
+			fresh := newRemoteMCPServer(legacyVersions)
+			t.Cleanup(func() { closeSessions(fresh) })
+			obs.swap(tt.restarted(fresh, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fresh }, nil)))
+			closeSessions(old)
+
+			// A call may meet the lost session (UNAVAILABLE) or already the
+			// new one; either way the server comes back READY by itself.
+			_, _ = m.CallTool(ctx, "mcp__r__echo", map[string]any{"message": "x"}, CallOptions{})
+			waitFor(t, ctx, func() bool {
+				st, _ := m.Get("r")
+				return st.State == StateReady && st.Restarts >= 1
+			})
+			if _, err := m.CallTool(ctx, "mcp__r__echo", map[string]any{"message": "x"}, CallOptions{}); err != nil {
+				t.Fatalf("call after the restart: %v", err)
+			}
+			// The subscription was replayed on the new session.
+			waitResourceUpdate(ctx, t, bus, fresh, "r", testDocURI)
+			if n := m.ResourceInterest("r", testDocURI); n != 1 {
+				t.Errorf("interest after the restart: got %d, want 1", n)
+			}
+		})
+	}
+}
+
+func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("condition not reached")
+		case <-waitTick():
+		}
+	}
+}
+
+// waitTick paces polling loops.
+func waitTick() <-chan time.Time { return time.After(10 * time.Millisecond) }
