@@ -127,14 +127,32 @@ func (e *MessageTooLargeError) Unwrap() error { return transport.ErrMessageTooLa
 // they never replace a header the SDK sets itself.
 func NewRemoteDialer(opts *RemoteOptions) Dialer {
 	o := opts.withDefaults()
-	return func(_ context.Context, cfg config.Server) (mcp.Transport, error) {
-		return o.transport(cfg)
+	return func(ctx context.Context, cfg config.Server) (mcp.Transport, error) {
+		return o.transport(cfg, listenEndedFrom(ctx))
 	}
+}
+
+// listenEndedKey carries, in the context given to a Dialer, what to call
+// when a subscriptions/listen stream of the session ends on its own.
+type listenEndedKey struct{}
+
+// withListenEnded asks the remote dialer to call f when a
+// subscriptions/listen response stream ends without mcpd having cancelled
+// it. On a 2026-07-28 server that is the only sign of a restart: the SDK
+// neither waits on that stream nor reopens it, so without f resource
+// updates would silently stop.
+func withListenEnded(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, listenEndedKey{}, f)
+}
+
+func listenEndedFrom(ctx context.Context) func() {
+	f, _ := ctx.Value(listenEndedKey{}).(func())
+	return f
 }
 
 // transport builds a fresh transport, and its own http.Client, for one
 // session with cfg's server.
-func (o *RemoteOptions) transport(cfg config.Server) (mcp.Transport, error) {
+func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Transport, error) {
 	if cfg.Kind != config.TransportHTTP && cfg.Kind != config.TransportSSE {
 		return nil, errorf(ErrInvalidArgument, "server %q: %s is not a remote transport (want http or sse)", cfg.Name, cfg.Kind)
 	}
@@ -144,10 +162,11 @@ func (o *RemoteOptions) transport(cfg config.Server) (mcp.Transport, error) {
 		return nil, errorf(ErrInvalidArgument, "server %q: url is not an absolute http(s) URL", cfg.Name)
 	}
 	rt := &remoteRoundTripper{
-		base:     o.HTTPClient.Transport,
-		origin:   origin(u),
-		headers:  make(http.Header, len(cfg.Headers)),
-		maxBytes: o.MaxMessageBytes,
+		base:        o.HTTPClient.Transport,
+		origin:      origin(u),
+		headers:     make(http.Header, len(cfg.Headers)),
+		maxBytes:    o.MaxMessageBytes,
+		listenEnded: listenEnded,
 	}
 	if rt.base == nil {
 		rt.base = http.DefaultTransport
@@ -218,6 +237,9 @@ type remoteRoundTripper struct {
 	host     string      // a static Host header, if any
 	maxBytes int
 	sse      *sseState // non-nil for legacy SSE: count event sizes
+	// listenEnded, if set, is called when a subscriptions/listen stream
+	// ends while its request is still wanted.
+	listenEnded func()
 }
 
 func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -239,8 +261,31 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if req.Header.Get("Mcp-Session-Id") != "" && req.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion {
 		sessionLost(resp)
 	}
-	return rt.bound(resp)
+	resp, err = rt.bound(resp)
+	if err == nil && rt.listenEnded != nil && req.Header.Get("Mcp-Method") == "subscriptions/listen" {
+		resp.Body = &listenBody{rc: resp.Body, req: req.Context(), ended: rt.listenEnded}
+	}
+	return resp, err
 }
+
+// listenBody reports the end of a subscriptions/listen stream that mcpd
+// did not cancel: the server closed it, or went away.
+type listenBody struct {
+	rc    io.ReadCloser
+	req   context.Context
+	ended func()
+	once  sync.Once
+}
+
+func (b *listenBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && b.req.Err() == nil {
+		b.once.Do(b.ended)
+	}
+	return n, err
+}
+
+func (b *listenBody) Close() error { return b.rc.Close() }
 
 // sessionLost rewrites an answer to a request of a legacy session that
 // says the session is gone into a bodiless 404, which the SDK takes for a

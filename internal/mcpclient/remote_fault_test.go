@@ -94,6 +94,42 @@ func TestSubscriptionSurvivesServerRestart(t *testing.T) {
 	}
 }
 
+// TestStatelessSubscriptionSurvivesServerRestart restarts a stateless
+// 2026-07-28 server while a resource subscription is open. Such a server
+// has no sessions to forget: the only sign is the subscriptions/listen
+// stream ending. mcpd rebuilds the session and listens again, and updates
+// keep arriving.
+func TestStatelessSubscriptionSurvivesServerRestart(t *testing.T) {
+	ctx := testContext(t)
+	stateless := &mcp.StreamableHTTPOptions{Stateless: true}
+	old := newRemoteMCPServer(nil)
+	obs := newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return old }, stateless))
+	ts := serveRemote(t, obs)
+
+	m, bus, _ := remoteManager(t, nil)
+	st, err := m.Connect(ctx, remoteConfig("s", config.TransportHTTP, ts.URL), false)
+	if err != nil || st.State != StateReady || st.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("connect: %v %v %q (%s)", st.State, err, st.ProtocolVersion, st.LastError)
+	}
+	release, err := m.SubscribeResource(ctx, "s", testDocURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	waitResourceUpdate(ctx, t, bus, old, "s", testDocURI)
+
+	// The restart: the old process and its open streams are gone.
+	fresh := newRemoteMCPServer(nil)
+	obs.swap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fresh }, stateless))
+	ts.CloseClientConnections()
+
+	waitFor(t, ctx, func() bool {
+		st, _ := m.Get("s")
+		return st.State == StateReady && st.Restarts >= 1
+	})
+	waitResourceUpdate(ctx, t, bus, fresh, "s", testDocURI)
+}
+
 func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
 	t.Helper()
 	for !cond() {

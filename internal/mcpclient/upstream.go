@@ -12,6 +12,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -507,7 +508,19 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 	}
 	cfg := u.cfg
 	cfg.Kind = kind
-	t, err := u.opts.Dialer(ctx, cfg)
+	// A listen stream that ends on its own means this session no longer
+	// gets notifications: rebuild it, if it is still the current one.
+	var mine atomic.Pointer[mcp.ClientSession]
+	dialCtx := withListenEnded(ctx, func() {
+		u.mu.Lock()
+		current := u.session != nil && u.session == mine.Load()
+		u.mu.Unlock()
+		if current {
+			u.log.Warn().Msg("a subscriptions/listen stream ended; rebuilding the session")
+			u.markLost()
+		}
+	})
+	t, err := u.opts.Dialer(dialCtx, cfg)
 	if err != nil {
 		return nil, startError{err}
 	}
@@ -516,6 +529,7 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
+	mine.Store(cs)
 	u.mu.Lock()
 	u.session, u.init, u.routedConn, u.liveConn = cs, cs.InitializeResult(), routed, connOf(t)
 	u.mu.Unlock()
