@@ -37,11 +37,8 @@ BUF_VERSION                := 1.75.0
 # two never drift.
 EVERYTHING_VERSION         := 2026.8.31
 # (Node 22 and the conformance suite: see the Conformance section below.)
-# Later (not installed yet):
-# - Python generation: Debian's protoc + grpc_python_plugin (apt packages
-#   protobuf-compiler, protobuf-compiler-grpc); install them in APT_PACKAGES
-#   below and in .ci/run, and add a `local: grpc_python_plugin` /
-#   `protoc_builtin: python` plugin to buf.gen.yaml with out: gen/python.
+# (Python generation and tests: see the Python client section below; it adds
+# its Debian packages to APT_PACKAGES.)
 APT_PACKAGES ?=
 
 # ---------------------------------------------------------------------------
@@ -224,6 +221,63 @@ $(STAMP_CONFORMANCE): $(STAMP_NPM) | $(STAMPS)
 		{ echo "tools: @modelcontextprotocol/conformance is $$got, want $(CONFORMANCE_VERSION); make tools/npm/package.json and the Makefile agree" >&2; exit 1; }
 	rm -f $(STAMPS)/conformance@* && touch $@
 # Conformance (end).
+# ---------------------------------------------------------------------------
+
+# ---------------------------------------------------------------------------
+# Python client (begin). clients/python is the package mcpd-grpc (import
+# mcpd_grpc). Its stubs are generated from proto/ with Debian's protoc and
+# grpc_python_plugin into mcpd_grpc/mcpd/v1/ and checked in; not through buf,
+# whose `clean: true` would empty the package around them. protoc writes
+# `from mcpd.v1 import mcpd_pb2`: sed makes it a relative import (and the
+# classes' module mcpd_grpc.mcpd.v1.*), so no top-level `mcpd` package is
+# needed or shadowed. The versions are Debian 12's; another protoc would
+# generate other bytes, so they are checked. The tests run on Debian's
+# /usr/bin/python3 with its python3-grpcio/-protobuf/-pytest (no PyPI here);
+# pytest's exit 5 (no test ran) fails the target like any other failure.
+PY_PROTOC_VERSION := 3.21.12
+PY_GRPC_VERSION   := 1.51.1
+PYTEST_PYTHON     ?= /usr/bin/python3
+PY_DIR            := clients/python
+PY_GEN_DIR        := $(PY_DIR)/mcpd_grpc/mcpd/v1
+PYTEST_FLAGS      ?=
+APT_PACKAGES += protobuf-compiler protobuf-compiler-grpc libprotobuf-dev \
+	python3-grpcio python3-protobuf python3-pytest \
+	python3-setuptools python3-wheel python3-pip python3-venv
+
+##@ Python client
+
+.PHONY: generate-python
+generate-python: apt-deps ## Generate the Python stubs in clients/python/mcpd_grpc/mcpd/v1 from proto/
+	@got="$$(protoc --version)"; [[ "$$got" == "libprotoc $(PY_PROTOC_VERSION)" ]] || \
+		{ echo "generate-python: protoc is '$$got', want libprotoc $(PY_PROTOC_VERSION) (Debian 12's protobuf-compiler)" >&2; exit 1; }
+	@got="$$(dpkg-query -W -f='$${Version}' protobuf-compiler-grpc)"; [[ "$$got" == $(PY_GRPC_VERSION)* ]] || \
+		{ echo "generate-python: protobuf-compiler-grpc is $$got, want $(PY_GRPC_VERSION) (Debian 12's)" >&2; exit 1; }
+	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	protoc -I proto --python_out="$$tmp" --pyi_out="$$tmp" --grpc_python_out="$$tmp" \
+		--plugin=protoc-gen-grpc_python="$$(command -v grpc_python_plugin)" proto/mcpd/v1/*.proto; \
+	sed -i -e 's/^from mcpd\.v1 import /from . import /' \
+		-e "s/'mcpd\.v1\.\([A-Za-z0-9_]*_pb2\)'/'mcpd_grpc.mcpd.v1.\1'/" "$$tmp"/mcpd/v1/*; \
+	rm -f $(PY_GEN_DIR)/*_pb2.py $(PY_GEN_DIR)/*_pb2.pyi $(PY_GEN_DIR)/*_pb2_grpc.py; \
+	cp "$$tmp"/mcpd/v1/* $(PY_GEN_DIR)/
+
+.PHONY: check-generate-python
+check-generate-python: generate-python ## Regenerate the Python stubs and fail if they differ from what is committed
+	@changes="$$(git status --porcelain --untracked-files=all -- $(PY_GEN_DIR))"; \
+	if [[ -n "$$changes" ]] || ! git diff --quiet -- $(PY_GEN_DIR); then \
+		echo "check-generate: $(PY_GEN_DIR) is out of date with proto/ (or not committed):" >&2; \
+		echo "$$changes" >&2; \
+		echo "check-generate: run 'make generate' and commit $(PY_GEN_DIR)." >&2; \
+		exit 1; \
+	fi
+
+.PHONY: test-python
+test-python: apt-deps $(STAMP_NPM) build ## Run the Python client's tests (pytest, /usr/bin/python3) against bin/mcpd
+	cd $(PY_DIR) && $(TEST_ENV) $(PYTEST_PYTHON) -m pytest $(PYTEST_FLAGS)
+
+generate: generate-python
+check-generate: check-generate-python
+test: test-python
+# Python client (end).
 # ---------------------------------------------------------------------------
 
 ##@ Tools

@@ -1,0 +1,152 @@
+"""mcpd_grpc is the Python client of mcpd, the sidecar daemon that owns
+connections to Model Context Protocol servers.
+
+A Python agent gets the tools of every MCP server in its model API's
+format, calls them, reads resources, follows events and answers the
+servers' sampling and elicitation requests::
+
+    from mcpd_grpc import Client
+
+    with Client() as mcpd:                       # $MCPD_ADDRESS, $MCPD_API_TOKEN
+        tools = mcpd.tools_for_openai()          # provider-safe names
+        result = mcpd.call_tool("mcp__demo__add", {"a": 2, "b": 3})
+        print(result.text, result.structured)    # "5" {'sum': 5}
+
+:class:`Client` is synchronous and thread-safe; :class:`AsyncClient` has the
+same methods as coroutines (grpc.aio). Results are the dataclasses in
+:mod:`mcpd_grpc.types`; errors are the exceptions in :mod:`mcpd_grpc.errors`.
+The generated stubs are in :mod:`mcpd_grpc.mcpd.v1`.
+"""
+
+from .aio import AsyncClient, AsyncSubscription, AsyncToolCallStream
+from .client import Client, Subscription, ToolCallStream
+from .errors import (
+    Aborted,
+    AlreadyExists,
+    Cancelled,
+    DataLoss,
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    MCPDError,
+    NotFound,
+    OutOfRange,
+    PermissionDenied,
+    ResourceExhausted,
+    ServerRequestError,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+    UnknownError,
+)
+from .names import is_provider_safe, provider_names
+from .types import (
+    Annotations,
+    AudioContent,
+    Completion,
+    Content,
+    ElicitationAction,
+    ElicitationRequest,
+    ElicitationResult,
+    EmbeddedResource,
+    Event,
+    EventKind,
+    ImageContent,
+    Implementation,
+    LogLevel,
+    LogMessage,
+    Progress,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    PromptResult,
+    Resource,
+    ResourceContents,
+    ResourceLink,
+    ResourceResult,
+    ResourceTemplate,
+    Role,
+    Root,
+    RootsRequest,
+    SamplingMessage,
+    SamplingRequest,
+    SamplingResult,
+    Server,
+    ServerConfig,
+    ServerState,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+    ToolResult,
+    Transport,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aborted",
+    "AlreadyExists",
+    "Annotations",
+    "AsyncClient",
+    "AsyncSubscription",
+    "AsyncToolCallStream",
+    "AudioContent",
+    "Cancelled",
+    "Client",
+    "Completion",
+    "Content",
+    "DataLoss",
+    "DeadlineExceeded",
+    "ElicitationAction",
+    "ElicitationRequest",
+    "ElicitationResult",
+    "EmbeddedResource",
+    "Event",
+    "EventKind",
+    "FailedPrecondition",
+    "ImageContent",
+    "Implementation",
+    "Internal",
+    "InvalidArgument",
+    "LogLevel",
+    "LogMessage",
+    "MCPDError",
+    "NotFound",
+    "OutOfRange",
+    "PermissionDenied",
+    "Progress",
+    "Prompt",
+    "PromptArgument",
+    "PromptMessage",
+    "PromptResult",
+    "Resource",
+    "ResourceContents",
+    "ResourceExhausted",
+    "ResourceLink",
+    "ResourceResult",
+    "ResourceTemplate",
+    "Role",
+    "Root",
+    "RootsRequest",
+    "SamplingMessage",
+    "SamplingRequest",
+    "SamplingResult",
+    "Server",
+    "ServerConfig",
+    "ServerRequestError",
+    "ServerState",
+    "Subscription",
+    "TextContent",
+    "Tool",
+    "ToolAnnotations",
+    "ToolCallStream",
+    "ToolResult",
+    "Transport",
+    "Unauthenticated",
+    "Unavailable",
+    "Unimplemented",
+    "UnknownError",
+    "is_provider_safe",
+    "provider_names",
+]

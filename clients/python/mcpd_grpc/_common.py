@@ -1,0 +1,60 @@
+"""Settings shared by the sync and asyncio clients."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+log = logging.getLogger("mcpd_grpc")
+
+#: mcpd's default listen address.
+DEFAULT_TARGET = "127.0.0.1:50051"
+ENV_ADDRESS = "MCPD_ADDRESS"
+ENV_TOKEN = "MCPD_API_TOKEN"
+
+#: Extra deadline on top of a tool call's own timeout, so that mcpd's
+#: DEADLINE_EXCEEDED (with its message) arrives before the client gives up.
+CALL_TIMEOUT_GRACE = 5.0
+
+#: Resumable streams (Subscribe, HandleServerRequests) wait this long before
+#: the first reconnect, doubling up to RECONNECT_MAX.
+RECONNECT_INITIAL = 0.1
+RECONNECT_MAX = 2.0
+#: A stream that stayed open this long before it failed counts as a fresh
+#: outage: the reconnect budget starts again.
+STABLE_STREAM = 5.0
+
+# mcpd is usually a local sidecar: reconnect quickly after it restarts, and
+# accept large resources and images.
+_CHANNEL_OPTIONS: Dict[str, Any] = {
+    "grpc.max_receive_message_length": 64 * 1024 * 1024,
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.min_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 2000,
+}
+
+
+def resolve_target(target: Optional[str]) -> str:
+    """The target argument, else $MCPD_ADDRESS, else 127.0.0.1:50051.
+
+    Forms: ``host:port`` or ``unix:///absolute/path.sock`` (any target gRPC
+    understands)."""
+    return target or os.environ.get(ENV_ADDRESS) or DEFAULT_TARGET
+
+
+def resolve_metadata(token: Optional[str]) -> Tuple[Tuple[str, str], ...]:
+    """The authorization metadata for token, else $MCPD_API_TOKEN."""
+    token = token if token is not None else os.environ.get(ENV_TOKEN, "")
+    token = token.strip()
+    return (("authorization", "Bearer " + token),) if token else ()
+
+
+def channel_options(options: Optional[Sequence[Tuple[str, Any]]]) -> List[Tuple[str, Any]]:
+    merged = dict(_CHANNEL_OPTIONS)
+    merged.update(dict(options or ()))
+    return list(merged.items())
+
+
+def next_backoff(delay: float) -> float:
+    return min(delay * 2, RECONNECT_MAX)

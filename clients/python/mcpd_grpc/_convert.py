@@ -1,0 +1,612 @@
+"""Conversions between the generated protobuf messages and mcpd_grpc.types.
+
+Shared by the sync and asyncio clients, so both return the same objects.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from google.protobuf import duration_pb2, struct_pb2
+
+from . import types as t
+from .mcpd.v1 import mcpd_pb2 as pb
+
+_MAX_EXACT_INT = 2**53
+
+# ---------------------------------------------------------------------------
+# JSON values.
+
+
+def value_to_py(v: struct_pb2.Value) -> Any:
+    kind = v.WhichOneof("kind")
+    if kind is None or kind == "null_value":
+        return None
+    if kind == "number_value":
+        n = v.number_value
+        if math.isfinite(n) and n.is_integer() and abs(n) <= _MAX_EXACT_INT:
+            return int(n)
+        return n
+    if kind == "string_value":
+        return v.string_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "struct_value":
+        return struct_to_py(v.struct_value)
+    return [value_to_py(x) for x in v.list_value.values]
+
+
+def struct_to_py(s: struct_pb2.Struct) -> Dict[str, Any]:
+    return {k: value_to_py(v) for k, v in s.fields.items()}
+
+
+def opt_struct(msg: Any, name: str) -> Dict[str, Any]:
+    return struct_to_py(getattr(msg, name)) if msg.HasField(name) else {}
+
+
+def fill_value(v: struct_pb2.Value, x: Any) -> None:
+    if x is None:
+        v.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(x, bool):
+        v.bool_value = x
+    elif isinstance(x, (int, float)):
+        v.number_value = float(x)
+    elif isinstance(x, str):
+        v.string_value = x
+    elif isinstance(x, Mapping):
+        fill_struct(v.struct_value, x)
+    elif isinstance(x, (list, tuple)):
+        lv = v.list_value
+        lv.SetInParent()
+        for item in x:
+            fill_value(lv.values.add(), item)
+    else:
+        raise TypeError(f"{type(x).__name__} is not a JSON value")
+
+
+def fill_struct(s: struct_pb2.Struct, m: Mapping[str, Any]) -> None:
+    s.SetInParent()  # so that an empty dict is set, not absent
+    for k, x in m.items():
+        if not isinstance(k, str):
+            raise TypeError(f"JSON object keys must be str, got {type(k).__name__}")
+        fill_value(s.fields[k], x)
+
+
+def to_struct(m: Optional[Mapping[str, Any]]) -> Optional[struct_pb2.Struct]:
+    if m is None:
+        return None
+    s = struct_pb2.Struct()
+    fill_struct(s, m)
+    return s
+
+
+def arguments_struct(arguments: Union[None, str, bytes, Mapping[str, Any]]) -> Optional[struct_pb2.Struct]:
+    """Tool arguments as a dict, or as the JSON string a model returned."""
+    if arguments is None:
+        return None
+    if isinstance(arguments, (str, bytes)):
+        text = arguments.decode("utf-8") if isinstance(arguments, bytes) else arguments
+        arguments = json.loads(text) if text.strip() else {}
+        if not isinstance(arguments, dict):
+            raise TypeError("tool arguments must be a JSON object")
+    return to_struct(arguments)
+
+
+def duration(seconds: Optional[float]) -> Optional[duration_pb2.Duration]:
+    if seconds is None:
+        return None
+    if seconds < 0:
+        raise ValueError("a timeout must not be negative")
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(int(seconds * 1e9))
+    return d
+
+
+def timestamp(msg: Any, name: str) -> Optional[datetime.datetime]:
+    if not msg.HasField(name):
+        return None
+    return getattr(msg, name).ToDatetime(tzinfo=datetime.timezone.utc)
+
+
+# ---------------------------------------------------------------------------
+# Enums: proto FOO_BAR_X <-> str enum "x".
+
+
+def _enum_from(cls: type, proto_enum: Any, prefix: str, value: int) -> Any:
+    try:
+        name = proto_enum.Name(value)
+    except ValueError:
+        return cls("unspecified")
+    try:
+        return cls(name[len(prefix) :].lower())
+    except ValueError:
+        return cls("unspecified")
+
+
+def _enum_to(proto_enum: Any, prefix: str, value: Union[str, Any], what: str) -> int:
+    s = getattr(value, "value", value)
+    if isinstance(s, int):
+        return s
+    try:
+        return proto_enum.Value(prefix + str(s).upper())
+    except ValueError:
+        raise ValueError(f"unknown {what} {value!r}") from None
+
+
+def server_state(v: int) -> t.ServerState:
+    return _enum_from(t.ServerState, pb.ServerState, "SERVER_STATE_", v)
+
+
+def transport(v: int) -> t.Transport:
+    return _enum_from(t.Transport, pb.Transport, "TRANSPORT_", v)
+
+
+def role(v: int) -> t.Role:
+    return _enum_from(t.Role, pb.Role, "ROLE_", v)
+
+
+def role_to_proto(r: Union[str, t.Role]) -> int:
+    return _enum_to(pb.Role, "ROLE_", r, "role")
+
+
+def log_level(v: int) -> t.LogLevel:
+    return _enum_from(t.LogLevel, pb.LogLevel, "LOG_LEVEL_", v)
+
+
+def log_level_to_proto(level: Union[str, t.LogLevel]) -> int:
+    return _enum_to(pb.LogLevel, "LOG_LEVEL_", level, "log level")
+
+
+def event_kind_to_proto(kind: Union[str, t.EventKind]) -> int:
+    return _enum_to(pb.EventKind, "EVENT_KIND_", kind, "event kind")
+
+
+def elicitation_action_to_proto(a: Union[str, t.ElicitationAction]) -> int:
+    return _enum_to(pb.ElicitationAction, "ELICITATION_ACTION_", a, "elicitation action")
+
+
+# ---------------------------------------------------------------------------
+# Content.
+
+
+def annotations(msg: Any) -> Optional[t.Annotations]:
+    if not msg.HasField("annotations"):
+        return None
+    a = msg.annotations
+    return t.Annotations(
+        audience=tuple(role(r) for r in a.audience),
+        priority=a.priority if a.HasField("priority") else None,
+        last_modified=a.last_modified,
+    )
+
+
+def resource_contents(r: pb.ResourceContents) -> t.ResourceContents:
+    which = r.WhichOneof("data")
+    return t.ResourceContents(
+        uri=r.uri,
+        mime_type=r.mime_type,
+        text=r.text if which == "text" else None,
+        blob=bytes(r.blob) if which == "blob" else None,
+        meta=opt_struct(r, "meta"),
+    )
+
+
+def content(c: pb.Content) -> t.Content:
+    ann, meta = annotations(c), opt_struct(c, "meta")
+    kind = c.WhichOneof("kind")
+    if kind == "image":
+        return t.ImageContent(bytes(c.image.data), c.image.mime_type, ann, meta)
+    if kind == "audio":
+        return t.AudioContent(bytes(c.audio.data), c.audio.mime_type, ann, meta)
+    if kind == "resource_link":
+        rl = c.resource_link
+        return t.ResourceLink(
+            uri=rl.uri,
+            name=rl.name,
+            title=rl.title,
+            description=rl.description,
+            mime_type=rl.mime_type,
+            size=rl.size if rl.HasField("size") else None,
+            annotations=ann,
+            meta=meta,
+        )
+    if kind == "resource":
+        return t.EmbeddedResource(resource_contents(c.resource), ann, meta)
+    # text, or a kind this client does not know yet: keep it as empty text
+    # rather than failing the whole result.
+    return t.TextContent(c.text.text, ann, meta)
+
+
+def contents(cs: Iterable[pb.Content]) -> Tuple[t.Content, ...]:
+    return tuple(content(c) for c in cs)
+
+
+def _annotations_to_proto(a: Optional[t.Annotations], out: pb.Annotations) -> None:
+    if a is None:
+        return
+    out.SetInParent()
+    out.audience.extend(role_to_proto(r) for r in a.audience)
+    if a.priority is not None:
+        out.priority = a.priority
+    out.last_modified = a.last_modified
+
+
+def content_to_proto(c: Union[str, t.Content]) -> pb.Content:
+    if isinstance(c, str):
+        return pb.Content(text=pb.TextContent(text=c))
+    out = pb.Content()
+    if isinstance(c, t.TextContent):
+        out.text.text = c.text
+    elif isinstance(c, t.ImageContent):
+        out.image.data, out.image.mime_type = c.data, c.mime_type
+    elif isinstance(c, t.AudioContent):
+        out.audio.data, out.audio.mime_type = c.data, c.mime_type
+    elif isinstance(c, t.ResourceLink):
+        rl = out.resource_link
+        rl.uri, rl.name, rl.title, rl.description, rl.mime_type = c.uri, c.name, c.title, c.description, c.mime_type
+        if c.size is not None:
+            rl.size = c.size
+    elif isinstance(c, t.EmbeddedResource):
+        r = out.resource
+        r.uri, r.mime_type = c.resource.uri, c.resource.mime_type
+        if c.resource.blob is not None:
+            r.blob = c.resource.blob
+        else:
+            r.text = c.resource.text or ""
+        if c.resource.meta:
+            fill_struct(r.meta, c.resource.meta)
+    else:
+        raise TypeError(f"{type(c).__name__} is not a content block")
+    _annotations_to_proto(c.annotations, out.annotations)
+    if c.meta:
+        fill_struct(out.meta, c.meta)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Servers, tools, resources, prompts.
+
+
+def implementation(msg: Any) -> Optional[t.Implementation]:
+    if not msg.HasField("server_info"):
+        return None
+    i = msg.server_info
+    return t.Implementation(i.name, i.version, i.title)
+
+
+def server(s: pb.Server) -> t.Server:
+    return t.Server(
+        name=s.name,
+        state=server_state(s.state),
+        transport=transport(s.transport),
+        protocol_version=s.protocol_version,
+        server_info=implementation(s),
+        instructions=s.instructions,
+        capabilities=opt_struct(s, "capabilities"),
+        tool_count=s.tool_count,
+        last_error=s.last_error,
+        restarts=s.restarts,
+        stderr_tail=tuple(s.stderr_tail),
+        state_changed_time=timestamp(s, "state_changed_time"),
+        command=s.command,
+        args=tuple(s.args),
+        url=s.url,
+        env_names=tuple(s.env_names),
+        header_names=tuple(s.header_names),
+        pid=s.pid,
+    )
+
+
+def server_config_to_proto(c: Union[t.ServerConfig, pb.ServerConfig]) -> pb.ServerConfig:
+    if isinstance(c, pb.ServerConfig):
+        return c
+    out = pb.ServerConfig(name=c.name, protocol_version=c.protocol_version)
+    out.tools_allow.extend(c.tools_allow)
+    out.tools_deny.extend(c.tools_deny)
+    if c.call_timeout is not None:
+        out.call_timeout.CopyFrom(duration(c.call_timeout))
+    if c.connect_timeout is not None:
+        out.connect_timeout.CopyFrom(duration(c.connect_timeout))
+    tr = t.Transport(c.transport)
+    if tr is t.Transport.STDIO:
+        out.stdio.command = c.command
+        out.stdio.args.extend(c.args)
+        out.stdio.env.update(c.env)
+        out.stdio.cwd = c.cwd
+    elif tr in (t.Transport.HTTP, t.Transport.SSE, t.Transport.AUTO):
+        field = {t.Transport.HTTP: "http", t.Transport.SSE: "sse", t.Transport.AUTO: "remote"}[tr]
+        if field not in pb.ServerConfig.DESCRIPTOR.fields_by_name:
+            raise ValueError(f"this mcpd API has no ServerConfig.{field}")
+        h = getattr(out, field)
+        h.url = c.url
+        h.headers.update(c.headers)
+    else:
+        raise ValueError(f"server {c.name!r}: no transport")
+    return out
+
+
+def tool(x: pb.Tool) -> t.Tool:
+    ann = None
+    if x.HasField("annotations"):
+        a = x.annotations
+
+        def opt(name: str) -> Optional[bool]:
+            return getattr(a, name) if a.HasField(name) else None
+
+        ann = t.ToolAnnotations(
+            title=a.title,
+            read_only_hint=opt("read_only_hint"),
+            destructive_hint=opt("destructive_hint"),
+            idempotent_hint=opt("idempotent_hint"),
+            open_world_hint=opt("open_world_hint"),
+        )
+    return t.Tool(
+        name=x.name,
+        server=x.server,
+        tool_name=x.tool_name,
+        title=x.title,
+        description=x.description,
+        input_schema=opt_struct(x, "input_schema"),
+        output_schema=struct_to_py(x.output_schema) if x.HasField("output_schema") else None,
+        annotations=ann,
+        meta=opt_struct(x, "meta"),
+    )
+
+
+def tool_result(r: pb.CallToolResponse) -> t.ToolResult:
+    return t.ToolResult(
+        content=contents(r.content),
+        structured=value_to_py(r.structured_content) if r.HasField("structured_content") else None,
+        is_error=r.is_error,
+        meta=opt_struct(r, "meta"),
+    )
+
+
+def progress(p: pb.Progress) -> t.Progress:
+    return t.Progress(p.progress, p.total if p.HasField("total") else None, p.message)
+
+
+def log_message(m: pb.LogMessage) -> t.LogMessage:
+    return t.LogMessage(log_level(m.level), m.logger, value_to_py(m.data) if m.HasField("data") else None)
+
+
+def stream_item(m: pb.CallToolStreamResponse) -> Union[t.Progress, t.LogMessage, t.ToolResult, None]:
+    kind = m.WhichOneof("kind")
+    if kind == "progress":
+        return progress(m.progress)
+    if kind == "log":
+        return log_message(m.log)
+    if kind == "result":
+        return tool_result(m.result)
+    return None
+
+
+def resource(r: pb.Resource) -> t.Resource:
+    return t.Resource(
+        server=r.server,
+        uri=r.uri,
+        name=r.name,
+        title=r.title,
+        description=r.description,
+        mime_type=r.mime_type,
+        size=r.size if r.HasField("size") else None,
+        annotations=annotations(r),
+        meta=opt_struct(r, "meta"),
+    )
+
+
+def resource_template(r: pb.ResourceTemplate) -> t.ResourceTemplate:
+    return t.ResourceTemplate(
+        server=r.server,
+        uri_template=r.uri_template,
+        name=r.name,
+        title=r.title,
+        description=r.description,
+        mime_type=r.mime_type,
+        annotations=annotations(r),
+        meta=opt_struct(r, "meta"),
+    )
+
+
+def resource_result(r: pb.ReadResourceResponse) -> t.ResourceResult:
+    return t.ResourceResult(tuple(resource_contents(c) for c in r.contents), opt_struct(r, "meta"))
+
+
+def prompt(p: pb.Prompt) -> t.Prompt:
+    return t.Prompt(
+        server=p.server,
+        name=p.name,
+        title=p.title,
+        description=p.description,
+        arguments=tuple(t.PromptArgument(a.name, a.title, a.description, a.required) for a in p.arguments),
+        meta=opt_struct(p, "meta"),
+    )
+
+
+def prompt_result(r: pb.GetPromptResponse) -> t.PromptResult:
+    return t.PromptResult(
+        description=r.description,
+        messages=tuple(t.PromptMessage(role(m.role), content(m.content)) for m in r.messages),
+        meta=opt_struct(r, "meta"),
+    )
+
+
+def completion(r: pb.CompleteResponse) -> t.Completion:
+    return t.Completion(tuple(r.values), r.total if r.HasField("total") else None, r.has_more)
+
+
+def complete_request(
+    server: str,
+    argument: str,
+    value: str,
+    prompt: Optional[str],
+    resource_template: Optional[str],
+    context: Optional[Mapping[str, str]],
+) -> pb.CompleteRequest:
+    if (prompt is None) == (resource_template is None):
+        raise ValueError("complete needs exactly one of prompt= or resource_template=")
+    req = pb.CompleteRequest(server=server, argument=pb.CompleteArgument(name=argument, value=value))
+    if prompt is not None:
+        req.prompt = prompt
+    else:
+        req.resource_template = resource_template
+    req.context.update(context or {})
+    return req
+
+
+def roots_to_proto(roots: Iterable[Union[t.Root, str, Tuple[str, str], Mapping[str, str]]]) -> List[pb.Root]:
+    out = []
+    for r in roots:
+        if isinstance(r, t.Root):
+            out.append(pb.Root(uri=r.uri, name=r.name))
+        elif isinstance(r, str):
+            out.append(pb.Root(uri=r))
+        elif isinstance(r, Mapping):
+            out.append(pb.Root(uri=r["uri"], name=r.get("name", "")))
+        else:
+            uri, name = r
+            out.append(pb.Root(uri=uri, name=name))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Events.
+
+
+def subscribe_request(
+    servers: Optional[Sequence[str]],
+    resources: Optional[Iterable[Union[Tuple[str, str], Mapping[str, str]]]],
+    kinds: Optional[Iterable[Union[str, t.EventKind]]],
+) -> pb.SubscribeRequest:
+    req = pb.SubscribeRequest(servers=list(servers or ()))
+    for r in resources or ():
+        if isinstance(r, Mapping):
+            req.resources.add(server=r["server"], uri=r["uri"])
+        else:
+            s, u = r
+            req.resources.add(server=s, uri=u)
+    req.kinds.extend(event_kind_to_proto(k) for k in kinds or ())
+    return req
+
+
+def event(e: pb.Event) -> t.Event:
+    kind = e.WhichOneof("kind")
+    common: Dict[str, Any] = dict(sequence=e.sequence, server=e.server, time=timestamp(e, "time"))
+    if kind == "resource_updated":
+        return t.Event(kind=t.EventKind.RESOURCE_UPDATED, uri=e.resource_updated.uri, **common)
+    if kind == "tools_changed":
+        return t.Event(kind=t.EventKind.TOOLS_CHANGED, **common)
+    if kind == "prompts_changed":
+        return t.Event(kind=t.EventKind.PROMPTS_CHANGED, **common)
+    if kind == "resources_changed":
+        return t.Event(kind=t.EventKind.RESOURCES_CHANGED, **common)
+    if kind == "server_state":
+        return t.Event(
+            kind=t.EventKind.SERVER_STATE, state=server_state(e.server_state.state), error=e.server_state.error, **common
+        )
+    if kind == "log":
+        return t.Event(kind=t.EventKind.LOG, log=log_message(e.log), **common)
+    if kind == "gap":
+        return t.Event(kind=t.EventKind.GAP, gap_first=e.gap.first_sequence, gap_last=e.gap.last_sequence, **common)
+    return t.Event(kind=t.EventKind.UNSPECIFIED, **common)
+
+
+# ---------------------------------------------------------------------------
+# Server requests and replies.
+
+
+def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.ElicitationRequest, t.RootsRequest, None]:
+    deadline = timestamp(r, "deadline")
+    kind = r.WhichOneof("kind")
+    if kind == "sampling":
+        s = r.sampling
+        return t.SamplingRequest(
+            id=r.id,
+            server=r.server,
+            messages=tuple(t.SamplingMessage(role(m.role), contents(m.content)) for m in s.messages),
+            system_prompt=s.system_prompt,
+            max_tokens=s.max_tokens,
+            params=opt_struct(s, "params"),
+            deadline=deadline,
+        )
+    if kind == "elicitation":
+        e = r.elicitation
+        return t.ElicitationRequest(
+            id=r.id,
+            server=r.server,
+            mode=e.mode,
+            message=e.message,
+            requested_schema=opt_struct(e, "requested_schema"),
+            url=e.url,
+            elicitation_id=e.elicitation_id,
+            deadline=deadline,
+        )
+    if kind == "roots":
+        return t.RootsRequest(id=r.id, server=r.server, deadline=deadline)
+    return None
+
+
+def sampling_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
+    if isinstance(result, str):
+        result = t.SamplingResult(content=result)
+    if not isinstance(result, t.SamplingResult):
+        raise TypeError(f"a sampling handler must return SamplingResult or str, not {type(result).__name__}")
+    body = result.content
+    blocks = [body] if isinstance(body, (str, t.TextContent, t.ImageContent, t.AudioContent, t.ResourceLink, t.EmbeddedResource)) else list(body)
+    out = pb.SamplingResult(role=role_to_proto(result.role), model=result.model, stop_reason=result.stop_reason)
+    out.content.extend(content_to_proto(b) for b in blocks)
+    return pb.ServerRequestReply(id=req_id, sampling=out)
+
+
+def elicitation_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
+    if result is None:
+        result = t.ElicitationResult(action=t.ElicitationAction.DECLINE)
+    elif isinstance(result, Mapping):
+        result = t.ElicitationResult(action=t.ElicitationAction.ACCEPT, content=result)
+    if not isinstance(result, t.ElicitationResult):
+        raise TypeError(f"an elicitation handler must return ElicitationResult, dict or None, not {type(result).__name__}")
+    out = pb.ElicitationResult(action=elicitation_action_to_proto(result.action))
+    if result.content is not None:
+        fill_struct(out.content, result.content)
+    return pb.ServerRequestReply(id=req_id, elicitation=out)
+
+
+def roots_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
+    if result is None:
+        result = []
+    return pb.ServerRequestReply(id=req_id, roots=pb.RootsResult(roots=roots_to_proto(result)))
+
+
+def error_reply(req_id: str, code: int, message: str) -> pb.ServerRequestReply:
+    return pb.ServerRequestReply(id=req_id, error=pb.ReplyError(code=code, message=message))
+
+
+def reply_for(req: Any, result: Any) -> pb.ServerRequestReply:
+    if isinstance(req, t.SamplingRequest):
+        return sampling_reply(req.id, result)
+    if isinstance(req, t.ElicitationRequest):
+        return elicitation_reply(req.id, result)
+    return roots_reply(req.id, result)
+
+
+def kind_of(req: Any) -> str:
+    if isinstance(req, t.SamplingRequest):
+        return "sampling"
+    if isinstance(req, t.ElicitationRequest):
+        return "elicitation"
+    return "roots"
+
+
+REQUEST_KINDS = {
+    "sampling": pb.SERVER_REQUEST_KIND_SAMPLING,
+    "elicitation": pb.SERVER_REQUEST_KIND_ELICITATION,
+    "roots": pb.SERVER_REQUEST_KIND_ROOTS,
+}
+
+
+def registration(kinds: Iterable[str]) -> pb.HandleServerRequestsRequest:
+    reg = pb.ServerRequestRegistration(kinds=[REQUEST_KINDS[k] for k in sorted(kinds)])
+    return pb.HandleServerRequestsRequest(register=reg)

@@ -1,0 +1,572 @@
+"""The asyncio mcpd client (grpc.aio), with the same methods as the sync
+:class:`~mcpd_grpc.Client`; create and use it inside a running event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import weakref
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+
+import grpc
+import grpc.aio
+
+from . import _common, names as _names
+from . import _convert as cv
+from . import types as t
+from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem, _call_request
+from .errors import InvalidArgument, NotFound, ServerRequestError, from_rpc_error
+from .mcpd.v1 import mcpd_pb2 as pb
+from .mcpd.v1 import mcpd_pb2_grpc as pb_grpc
+
+__all__ = ["AsyncClient", "AsyncSubscription", "AsyncToolCallStream"]
+
+_UNSET: Any = object()
+
+
+class AsyncClient:
+    """An asyncio client of one mcpd daemon; see :class:`~mcpd_grpc.Client`
+    for the arguments. Every RPC method is a coroutine; :meth:`subscribe`
+    and :meth:`call_tool_stream` return async iterators.
+
+    Handlers (``on_sampling`` ...) may be ``async def`` or plain functions
+    (run in a thread). They are served by a task that starts as soon as one
+    is registered inside a running loop (otherwise on ``async with`` or
+    :meth:`handlers_ready`).
+    """
+
+    def __init__(
+        self,
+        target: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        timeout: Optional[float] = None,
+        credentials: Optional[grpc.ChannelCredentials] = None,
+        options: Optional[Sequence[Tuple[str, Any]]] = None,
+    ) -> None:
+        self.target = _common.resolve_target(target)
+        self._metadata = _common.resolve_metadata(token)
+        opts = _common.channel_options(options)
+        if credentials is not None:
+            self._channel = grpc.aio.secure_channel(self.target, credentials, opts)
+        else:
+            self._channel = grpc.aio.insecure_channel(self.target, opts)
+        self._stub = pb_grpc.MCPHubStub(self._channel)
+        self._timeout = timeout
+        self._to_qualified: Dict[str, str] = {}
+        self._handlers: Dict[str, Callable[[Any], Any]] = {}
+        self._worker: Optional[_AsyncRequestWorker] = None
+        self._streams: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"AsyncClient(target={self.target!r})"
+
+    async def __aenter__(self) -> "AsyncClient":
+        self._ensure_worker()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stops the request handlers and open streams and closes the
+        channel. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            await worker.stop()
+        for s in list(self._streams):
+            s.close()
+        await self._channel.close()
+
+    # -- plumbing ----------------------------------------------------------
+
+    async def _rpc(self, method: Any, request: Any, timeout: Any = _UNSET) -> Any:
+        timeout = self._timeout if timeout is _UNSET else timeout
+        try:
+            return await method(request, metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from e
+
+    async def _pages(self, method: Any, request_type: Any, field: str, server: Optional[str]) -> List[Any]:
+        out: List[Any] = []
+        token = ""
+        while True:
+            resp = await self._rpc(method, request_type(server=server or "", page_token=token))
+            out.extend(getattr(resp, field))
+            token = resp.next_page_token
+            if not token:
+                return out
+
+    # -- servers -----------------------------------------------------------
+
+    async def servers(self) -> List[t.Server]:
+        """Returns every server, sorted by name."""
+        return [cv.server(s) for s in (await self._rpc(self._stub.ListServers, pb.ListServersRequest())).servers]
+
+    async def get_server(self, name: str) -> t.Server:
+        """Returns one server's status. Raises NotFound."""
+        return cv.server((await self._rpc(self._stub.GetServer, pb.GetServerRequest(name=name))).server)
+
+    async def connect_server(self, config: ServerConfigLike, *, replace: bool = False) -> t.Server:
+        """Connects a server and waits until it is ready or has failed."""
+        req = pb.ConnectServerRequest(server=cv.server_config_to_proto(config), replace=replace)
+        return cv.server((await self._rpc(self._stub.ConnectServer, req)).server)
+
+    async def disconnect_server(self, name: str) -> None:
+        """Disconnects a server, stops its process and forgets it."""
+        await self._rpc(self._stub.DisconnectServer, pb.DisconnectServerRequest(name=name))
+
+    async def restart_server(self, name: str) -> t.Server:
+        """Stops a server and connects it again with the same configuration."""
+        return cv.server((await self._rpc(self._stub.RestartServer, pb.RestartServerRequest(name=name))).server)
+
+    # -- tools -------------------------------------------------------------
+
+    async def list_tools(self, server: Optional[str] = None) -> List[t.Tool]:
+        """Lists the tools of one server, or of all ready servers (every page)."""
+        return [cv.tool(x) for x in await self._pages(self._stub.ListTools, pb.ListToolsRequest, "tools", server)]
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Union[None, str, Mapping[str, Any]] = None,
+        *,
+        timeout: Optional[float] = None,
+        meta: Optional[Mapping[str, Any]] = None,
+    ) -> t.ToolResult:
+        """Calls a tool by qualified or provider-safe name; see
+        :meth:`mcpd_grpc.Client.call_tool`."""
+        req = _call_request(pb.CallToolRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
+        deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else _UNSET
+        try:
+            return cv.tool_result(await self._rpc(self._stub.CallTool, req, deadline))
+        except (NotFound, InvalidArgument) as e:
+            # mcpd's own refusal of an unknown name carries no JSON-RPC code.
+            if e.jsonrpc_code is not None:
+                raise
+            retry = await self._retry_name(name, req.name)
+            if retry is None:
+                raise
+            req.name = retry
+            return cv.tool_result(await self._rpc(self._stub.CallTool, req, deadline))
+
+    def call_tool_stream(
+        self,
+        name: str,
+        arguments: Union[None, str, Mapping[str, Any]] = None,
+        *,
+        timeout: Optional[float] = None,
+        meta: Optional[Mapping[str, Any]] = None,
+    ) -> "AsyncToolCallStream":
+        """Calls a tool; ``async for`` over its Progress and LogMessage items,
+        then its ToolResult."""
+        req = _call_request(pb.CallToolStreamRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
+        deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
+        return AsyncToolCallStream(self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline))
+
+    async def tools_for_openai(self, server: Optional[str] = None, *, api: str = "chat") -> List[Dict[str, Any]]:
+        """The tools in OpenAI's format, with provider-safe names."""
+        return await self._definitions(server, "openai", api=api)
+
+    async def tools_for_anthropic(self, server: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The tools in Anthropic's format, with provider-safe names."""
+        return await self._definitions(server, "anthropic")
+
+    async def _definitions(self, server: Optional[str], fmt: str, **kwargs: Any) -> List[Dict[str, Any]]:
+        defs, back = _names.tool_definitions(await self.list_tools(server), fmt, **kwargs)
+        self._to_qualified.update(back)
+        return defs
+
+    async def _retry_name(self, name: str, tried: str) -> Optional[str]:
+        if tried != name:
+            return None
+        back = {p: q for q, p in _names.provider_names(x.name for x in await self.list_tools()).items()}
+        self._to_qualified.update(back)
+        q = back.get(name)
+        return q if q is not None and q != name else None
+
+    # -- resources, prompts, completion ------------------------------------
+
+    async def list_resources(self, server: Optional[str] = None) -> List[t.Resource]:
+        """Lists the resources of one server or of all ready servers."""
+        return [cv.resource(x) for x in await self._pages(self._stub.ListResources, pb.ListResourcesRequest, "resources", server)]
+
+    async def list_resource_templates(self, server: Optional[str] = None) -> List[t.ResourceTemplate]:
+        """Lists the resource templates of one server or of all ready servers."""
+        return [
+            cv.resource_template(x)
+            for x in await self._pages(self._stub.ListResourceTemplates, pb.ListResourceTemplatesRequest, "resource_templates", server)
+        ]
+
+    async def read_resource(self, server: str, uri: str) -> t.ResourceResult:
+        """Reads one resource."""
+        return cv.resource_result(await self._rpc(self._stub.ReadResource, pb.ReadResourceRequest(server=server, uri=uri)))
+
+    async def list_prompts(self, server: Optional[str] = None) -> List[t.Prompt]:
+        """Lists the prompts of one server or of all ready servers."""
+        return [cv.prompt(x) for x in await self._pages(self._stub.ListPrompts, pb.ListPromptsRequest, "prompts", server)]
+
+    async def get_prompt(self, server: str, name: str, arguments: Optional[Mapping[str, str]] = None) -> t.PromptResult:
+        """Renders a prompt with string arguments."""
+        req = pb.GetPromptRequest(server=server, name=name, arguments=dict(arguments or {}))
+        return cv.prompt_result(await self._rpc(self._stub.GetPrompt, req))
+
+    async def complete(
+        self,
+        server: str,
+        argument: str,
+        value: str = "",
+        *,
+        prompt: Optional[str] = None,
+        resource_template: Optional[str] = None,
+        context: Optional[Mapping[str, str]] = None,
+    ) -> t.Completion:
+        """Asks for completions of a prompt or resource template argument."""
+        req = cv.complete_request(server, argument, value, prompt, resource_template, context)
+        return cv.completion(await self._rpc(self._stub.Complete, req))
+
+    async def set_log_level(self, server: str, level: Union[str, t.LogLevel]) -> None:
+        """Sets the minimum level of log messages a server sends."""
+        await self._rpc(self._stub.SetLogLevel, pb.SetLogLevelRequest(server=server, level=cv.log_level_to_proto(level)))
+
+    async def set_roots(self, roots: Sequence[RootLike], *, server: Optional[str] = None) -> None:
+        """Sets the roots offered to one server, or to all."""
+        await self._rpc(self._stub.SetRoots, pb.SetRootsRequest(server=server or "", roots=cv.roots_to_proto(roots)))
+
+    # -- events ------------------------------------------------------------
+
+    def subscribe(
+        self,
+        *,
+        servers: Optional[Sequence[str]] = None,
+        resources: Optional[Sequence[ResourceRefLike]] = None,
+        kinds: Optional[Sequence[Union[str, t.EventKind]]] = None,
+        after_sequence: Optional[int] = None,
+        reconnect: bool = True,
+        reconnect_timeout: Optional[float] = 30.0,
+    ) -> "AsyncSubscription":
+        """Follows events with ``async for``; it reconnects and resumes like
+        :meth:`mcpd_grpc.Client.subscribe`."""
+        if self._closed:
+            raise ValueError("the client is closed")
+        sub = AsyncSubscription(self, cv.subscribe_request(servers, resources, kinds), after_sequence, reconnect, reconnect_timeout)
+        self._streams.add(sub)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return sub  # opened by the first __anext__
+        sub._open()
+        return sub
+
+    # -- server requests ---------------------------------------------------
+
+    def on_sampling(self, handler: Optional[Callable[..., Any]] = None) -> Any:
+        """Answers sampling requests; see :meth:`mcpd_grpc.Client.on_sampling`."""
+        return self._on("sampling", handler)
+
+    def on_elicitation(self, handler: Optional[Callable[..., Any]] = None) -> Any:
+        """Answers elicitation requests; see :meth:`mcpd_grpc.Client.on_elicitation`."""
+        return self._on("elicitation", handler)
+
+    def on_roots(self, handler: Optional[Callable[..., Any]] = None) -> Any:
+        """Answers roots/list; see :meth:`mcpd_grpc.Client.on_roots`."""
+        return self._on("roots", handler)
+
+    def _on(self, kind: str, handler: Optional[Callable[..., Any]]) -> Any:
+        if handler is None:
+            return lambda h: self._on(kind, h)
+        if not callable(handler):
+            raise TypeError(f"{kind} handler must be callable")
+        if self._closed:
+            raise ValueError("the client is closed")
+        new_kind = kind not in self._handlers
+        self._handlers[kind] = handler
+        if self._worker is not None:
+            if new_kind:
+                self._worker.reregister()
+        else:
+            self._ensure_worker()
+        return handler
+
+    def _ensure_worker(self) -> None:
+        if self._worker is not None or not self._handlers or self._closed:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # started later, inside the loop
+        self._worker = _AsyncRequestWorker(self)
+
+    async def handlers_ready(self, timeout: Optional[float] = 10.0) -> bool:
+        """Waits until mcpd routes requests of every registered kind to this
+        client; False on timeout."""
+        self._ensure_worker()
+        if self._worker is None:
+            return True
+        return await self._worker.wait_ready(timeout)
+
+
+class AsyncToolCallStream:
+    """Async iterator over a streamed tool call; ``result`` keeps the
+    ToolResult. ``cancel()`` cancels the call upstream."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self.result: Optional[t.ToolResult] = None
+
+    def __aiter__(self) -> "AsyncToolCallStream":
+        return self
+
+    async def __anext__(self) -> StreamItem:
+        while True:
+            try:
+                m = await self._call.read()
+            except grpc.RpcError as e:
+                raise from_rpc_error(e) from e
+            if m is grpc.aio.EOF:
+                raise StopAsyncIteration
+            item = cv.stream_item(m)
+            if item is None:
+                continue
+            if isinstance(item, t.ToolResult):
+                self.result = item
+            return item
+
+    def cancel(self) -> None:
+        """Cancels the call (and the MCP request upstream)."""
+        self._call.cancel()
+
+    async def __aenter__(self) -> "AsyncToolCallStream":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.cancel()
+
+
+class AsyncSubscription:
+    """Async iterator of :class:`~mcpd_grpc.Event` that reconnects and
+    resumes; ``close()`` (or ``await aclose()``) ends it."""
+
+    def __init__(self, client: AsyncClient, request: pb.SubscribeRequest, after: Optional[int], reconnect: bool, reconnect_timeout: Optional[float]) -> None:
+        self._client = client
+        self._request = request
+        self._resume = after
+        self._reconnect = reconnect
+        self._reconnect_timeout = reconnect_timeout
+        self._closed = False
+        self._wake: Optional[asyncio.Event] = None
+        self._call: Any = None
+        self._opened_at = 0.0
+        self.last_sequence: Optional[int] = None
+        self.reconnects = 0
+
+    def __aiter__(self) -> "AsyncSubscription":
+        return self
+
+    async def __aenter__(self) -> "AsyncSubscription":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Ends the subscription; a pending ``__anext__`` stops iterating."""
+        self._closed = True
+        if self._wake is not None:
+            self._wake.set()
+        call, self._call = self._call, None
+        if call is not None:
+            call.cancel()
+
+    async def aclose(self) -> None:
+        """Same as :meth:`close`, for ``contextlib.aclosing`` and friends."""
+        self.close()
+
+    def _open(self) -> Any:
+        req = pb.SubscribeRequest()
+        req.CopyFrom(self._request)
+        if self._resume is not None:
+            req.after_sequence = self._resume
+        call = self._call = self._client._stub.Subscribe(req, metadata=self._client._metadata)
+        self._opened_at = time.monotonic()
+        return call
+
+    async def __anext__(self) -> t.Event:
+        delay = _common.RECONNECT_INITIAL
+        give_up: Optional[float] = None
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            call = self._call
+            if call is None:
+                call = self._open()
+            err: Optional[grpc.RpcError] = None
+            try:
+                m = await call.read()
+            except grpc.RpcError as e:
+                err = e
+            except asyncio.CancelledError:
+                if self._closed:
+                    raise StopAsyncIteration from None
+                raise
+            else:
+                if m is not grpc.aio.EOF:
+                    ev = cv.event(m.event)
+                    self._resume = self.last_sequence = ev.sequence
+                    return ev
+            if self._call is call:
+                self._call = None
+            if self._closed:
+                raise StopAsyncIteration
+            retryable = err is None or err.code() == grpc.StatusCode.UNAVAILABLE
+            if not self._reconnect or not retryable:
+                if err is None:
+                    raise StopAsyncIteration
+                raise from_rpc_error(err) from err
+            now = time.monotonic()
+            if give_up is None or now - self._opened_at >= _common.STABLE_STREAM:
+                give_up = None if self._reconnect_timeout is None else now + self._reconnect_timeout
+                delay = _common.RECONNECT_INITIAL
+            if give_up is not None and now >= give_up:
+                if err is None:
+                    raise StopAsyncIteration
+                raise from_rpc_error(err) from err
+            wait = delay if give_up is None else min(delay, give_up - now)
+            if self._wake is None:
+                self._wake = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+            delay = _common.next_backoff(delay)
+            self.reconnects += 1
+
+
+class _AsyncRequestWorker:
+    """Owns the HandleServerRequests stream of an AsyncClient: one task
+    reads requests and reopens the stream; each request runs as a task."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+        self._cond = asyncio.Condition()
+        self._want = 0
+        self._have = -1
+        self._call: Any = None
+        self._error: Optional[BaseException] = None
+        self._stopped = False
+        self._wake = asyncio.Event()
+        self._write_lock = asyncio.Lock()
+        self._tasks: Set["asyncio.Task[Any]"] = set()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="mcpd-server-requests")
+
+    def reregister(self) -> None:
+        self._want += 1
+        if self._call is not None:
+            self._call.cancel()
+
+    async def wait_ready(self, timeout: Optional[float]) -> bool:
+        def ready() -> bool:
+            return self._have == self._want or self._error is not None or self._stopped
+
+        async with self._cond:
+            try:
+                await asyncio.wait_for(self._cond.wait_for(ready), timeout)
+            except asyncio.TimeoutError:
+                pass
+            if self._error is not None:
+                raise self._error
+            return self._have == self._want
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        if self._call is not None:
+            self._call.cancel()
+        self._task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(self._task, *self._tasks, return_exceptions=True)
+
+    async def _set_have(self, gen: int) -> None:
+        async with self._cond:
+            self._have = gen
+            self._cond.notify_all()
+
+    async def _run(self) -> None:
+        delay = _common.RECONNECT_INITIAL
+        while not self._stopped:
+            gen = self._want
+            kinds = sorted(self._client._handlers)
+            call = self._call = self._client._stub.HandleServerRequests(metadata=self._client._metadata)
+            err: Optional[grpc.RpcError] = None
+            try:
+                await call.write(cv.registration(kinds))
+                while True:
+                    msg = await call.read()
+                    if msg is grpc.aio.EOF:
+                        break
+                    which = msg.WhichOneof("message")
+                    if which == "registered":
+                        delay = _common.RECONNECT_INITIAL
+                        await self._set_have(gen)
+                    elif which == "request":
+                        task = asyncio.get_running_loop().create_task(self._handle(msg.request, call))
+                        self._tasks.add(task)
+                        task.add_done_callback(self._tasks.discard)
+            except grpc.RpcError as e:
+                err = e
+            finally:
+                if self._call is call:
+                    self._call = None
+                if self._have == gen:
+                    self._have = -1
+            if self._stopped:
+                break
+            if gen != self._want:
+                continue
+            if err is not None and err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                self._error = from_rpc_error(err)
+                async with self._cond:
+                    self._cond.notify_all()
+                _common.log.error("server-request stream failed: %s", self._error)
+                return
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+            delay = _common.next_backoff(delay)
+
+    async def _handle(self, msg: pb.ServerRequest, call: Any) -> None:
+        req = cv.server_request(msg)
+        if req is None:
+            reply = cv.error_reply(msg.id, -32601, "this client does not know the request kind")
+        else:
+            kind = cv.kind_of(req)
+            handler = self._client._handlers.get(kind)
+            try:
+                if handler is None:
+                    raise ServerRequestError(f"no {kind} handler is registered", -32601)
+                if inspect.iscoroutinefunction(handler):
+                    result = await handler(req)
+                else:
+                    result = await asyncio.get_running_loop().run_in_executor(None, handler, req)
+                if inspect.isawaitable(result):
+                    result = await result
+                reply = cv.reply_for(req, result)
+            except ServerRequestError as e:
+                reply = cv.error_reply(msg.id, e.code, e.message)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                _common.log.exception("%s handler failed for server %s", kind, req.server)
+                reply = cv.error_reply(msg.id, -32603, f"{kind} handler failed: {type(e).__name__}: {e}")
+        try:
+            async with self._write_lock:
+                await call.write(pb.HandleServerRequestsRequest(reply=reply))
+        except Exception as e:  # the stream ended; mcpd declines the request
+            _common.log.debug("server-request reply not sent: %s", e)

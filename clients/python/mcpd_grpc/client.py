@@ -1,0 +1,662 @@
+"""The synchronous mcpd client."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+
+import grpc
+
+from . import _common, names as _names
+from . import _convert as cv
+from . import types as t
+from .errors import InvalidArgument, NotFound, ServerRequestError, from_rpc_error
+from .mcpd.v1 import mcpd_pb2 as pb
+from .mcpd.v1 import mcpd_pb2_grpc as pb_grpc
+
+__all__ = ["Client", "Subscription", "ToolCallStream"]
+
+_UNSET: Any = object()
+_END = object()  # closes a request queue
+H = TypeVar("H", bound=Callable[..., Any])
+
+ServerConfigLike = Union[t.ServerConfig, pb.ServerConfig]
+ResourceRefLike = Union[Tuple[str, str], Mapping[str, str]]
+RootLike = Union[t.Root, str, Tuple[str, str], Mapping[str, str]]
+StreamItem = Union[t.Progress, t.LogMessage, t.ToolResult]
+
+
+class Client:
+    """A synchronous client of one mcpd daemon. Thread-safe.
+
+    Args:
+        target: ``host:port`` or ``unix:///path/to.sock``; default
+            ``$MCPD_ADDRESS``, else ``127.0.0.1:50051``.
+        token: the API token, sent as ``authorization: Bearer <token>``;
+            default ``$MCPD_API_TOKEN``, else none.
+        timeout: default deadline in seconds of every unary RPC (None: no
+            deadline). ``call_tool(timeout=)`` overrides it for that call.
+        credentials: ``grpc.ChannelCredentials`` for a TLS target; default
+            plaintext (loopback or Unix socket).
+        options: extra gRPC channel options, merged over the defaults.
+
+    Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        target: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        timeout: Optional[float] = None,
+        credentials: Optional[grpc.ChannelCredentials] = None,
+        options: Optional[Sequence[Tuple[str, Any]]] = None,
+    ) -> None:
+        self.target = _common.resolve_target(target)
+        self._metadata = _common.resolve_metadata(token)
+        opts = _common.channel_options(options)
+        if credentials is not None:
+            self._channel = grpc.secure_channel(self.target, credentials, opts)
+        else:
+            self._channel = grpc.insecure_channel(self.target, opts)
+        self._stub = pb_grpc.MCPHubStub(self._channel)
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._to_qualified: Dict[str, str] = {}
+        self._handlers: Dict[str, Callable[[Any], Any]] = {}
+        self._worker: Optional[_RequestWorker] = None
+        self._streams: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"Client(target={self.target!r})"
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stops the request handlers and open streams and closes the
+        channel. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            worker, self._worker = self._worker, None
+            streams = list(self._streams)
+        if worker is not None:
+            worker.stop()
+        for s in streams:
+            s.close()
+        self._channel.close()
+
+    # -- plumbing ----------------------------------------------------------
+
+    def _rpc(self, method: Any, request: Any, timeout: Any = _UNSET) -> Any:
+        timeout = self._timeout if timeout is _UNSET else timeout
+        try:
+            return method(request, metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from e
+
+    def _pages(self, method: Any, request_type: Any, field: str, server: Optional[str]) -> List[Any]:
+        out: List[Any] = []
+        token = ""
+        while True:
+            resp = self._rpc(method, request_type(server=server or "", page_token=token))
+            out.extend(getattr(resp, field))
+            token = resp.next_page_token
+            if not token:
+                return out
+
+    # -- servers -----------------------------------------------------------
+
+    def servers(self) -> List[t.Server]:
+        """Returns every server, sorted by name."""
+        return [cv.server(s) for s in self._rpc(self._stub.ListServers, pb.ListServersRequest()).servers]
+
+    def get_server(self, name: str) -> t.Server:
+        """Returns one server's status. Raises NotFound."""
+        return cv.server(self._rpc(self._stub.GetServer, pb.GetServerRequest(name=name)).server)
+
+    def connect_server(self, config: ServerConfigLike, *, replace: bool = False) -> t.Server:
+        """Connects a server (see :class:`~mcpd_grpc.ServerConfig`'s
+        ``stdio``/``http``/``sse`` helpers) and waits until it is ready or has
+        failed; check the returned ``state``. Raises AlreadyExists unless
+        ``replace``, PermissionDenied for a command mcpd does not allow."""
+        req = pb.ConnectServerRequest(server=cv.server_config_to_proto(config), replace=replace)
+        return cv.server(self._rpc(self._stub.ConnectServer, req).server)
+
+    def disconnect_server(self, name: str) -> None:
+        """Disconnects a server, stops its process and forgets it."""
+        self._rpc(self._stub.DisconnectServer, pb.DisconnectServerRequest(name=name))
+
+    def restart_server(self, name: str) -> t.Server:
+        """Stops a server and connects it again with the same configuration."""
+        return cv.server(self._rpc(self._stub.RestartServer, pb.RestartServerRequest(name=name)).server)
+
+    # -- tools -------------------------------------------------------------
+
+    def list_tools(self, server: Optional[str] = None) -> List[t.Tool]:
+        """Lists the tools of one server, or of all ready servers (every
+        page), sorted by qualified name."""
+        return [cv.tool(x) for x in self._pages(self._stub.ListTools, pb.ListToolsRequest, "tools", server)]
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Union[None, str, Mapping[str, Any]] = None,
+        *,
+        timeout: Optional[float] = None,
+        meta: Optional[Mapping[str, Any]] = None,
+    ) -> t.ToolResult:
+        """Calls a tool and returns its result.
+
+        Args:
+            name: the qualified name (``mcp__<server>__<tool>``) or the
+                provider-safe name from :meth:`tools_for_openai` /
+                :meth:`tools_for_anthropic`.
+            arguments: a dict, or the JSON object string a model returned.
+            timeout: seconds mcpd gives the call (default: the server's call
+                timeout); DeadlineExceeded when it passes.
+            meta: ``_meta`` sent with the MCP request.
+
+        A tool that fails returns a result with ``is_error`` set; protocol
+        and transport failures raise :class:`~mcpd_grpc.MCPDError`.
+        """
+        req = _call_request(pb.CallToolRequest, self._qualified(name), arguments, timeout, meta)
+        deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else _UNSET
+        try:
+            return cv.tool_result(self._rpc(self._stub.CallTool, req, deadline))
+        except (NotFound, InvalidArgument) as e:
+            # mcpd's own refusal of an unknown name carries no JSON-RPC code.
+            if e.jsonrpc_code is not None:
+                raise
+            retry = self._retry_name(name, req.name)
+            if retry is None:
+                raise
+            req.name = retry
+            return cv.tool_result(self._rpc(self._stub.CallTool, req, deadline))
+
+    def call_tool_stream(
+        self,
+        name: str,
+        arguments: Union[None, str, Mapping[str, Any]] = None,
+        *,
+        timeout: Optional[float] = None,
+        meta: Optional[Mapping[str, Any]] = None,
+    ) -> "ToolCallStream":
+        """Calls a tool and iterates over its :class:`~mcpd_grpc.Progress`
+        and :class:`~mcpd_grpc.LogMessage` messages while it runs, then its
+        :class:`~mcpd_grpc.ToolResult` (last). ``cancel()`` (or leaving a
+        ``with`` block) cancels the call upstream."""
+        req = _call_request(pb.CallToolStreamRequest, self._qualified(name), arguments, timeout, meta)
+        deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
+        call = self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline)
+        return ToolCallStream(call)
+
+    def tools_for_openai(self, server: Optional[str] = None, *, api: str = "chat") -> List[Dict[str, Any]]:
+        """The tools in OpenAI's format (``api="chat"`` for Chat Completions,
+        ``"responses"`` for the Responses API), with provider-safe names that
+        :meth:`call_tool` maps back."""
+        return self._definitions(server, "openai", api=api)
+
+    def tools_for_anthropic(self, server: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The tools in Anthropic's Messages API format, with provider-safe
+        names that :meth:`call_tool` maps back."""
+        return self._definitions(server, "anthropic")
+
+    def _definitions(self, server: Optional[str], fmt: str, **kwargs: Any) -> List[Dict[str, Any]]:
+        defs, back = _names.tool_definitions(self.list_tools(server), fmt, **kwargs)
+        with self._lock:
+            self._to_qualified.update(back)
+        return defs
+
+    def _qualified(self, name: str) -> str:
+        with self._lock:
+            return self._to_qualified.get(name, name)
+
+    def _retry_name(self, name: str, tried: str) -> Optional[str]:
+        # A provider-safe name this client has not mapped yet (e.g. the
+        # definitions came from another process): learn the names once.
+        if tried != name:
+            return None
+        back = {p: q for q, p in _names.provider_names(x.name for x in self.list_tools()).items()}
+        with self._lock:
+            self._to_qualified.update(back)
+        q = back.get(name)
+        return q if q is not None and q != name else None
+
+    # -- resources, prompts, completion ------------------------------------
+
+    def list_resources(self, server: Optional[str] = None) -> List[t.Resource]:
+        """Lists the resources of one server or of all ready servers."""
+        return [cv.resource(x) for x in self._pages(self._stub.ListResources, pb.ListResourcesRequest, "resources", server)]
+
+    def list_resource_templates(self, server: Optional[str] = None) -> List[t.ResourceTemplate]:
+        """Lists the resource templates of one server or of all ready servers."""
+        return [
+            cv.resource_template(x)
+            for x in self._pages(self._stub.ListResourceTemplates, pb.ListResourceTemplatesRequest, "resource_templates", server)
+        ]
+
+    def read_resource(self, server: str, uri: str) -> t.ResourceResult:
+        """Reads one resource; ``.text`` for text, ``.blob`` for bytes."""
+        return cv.resource_result(self._rpc(self._stub.ReadResource, pb.ReadResourceRequest(server=server, uri=uri)))
+
+    def list_prompts(self, server: Optional[str] = None) -> List[t.Prompt]:
+        """Lists the prompts of one server or of all ready servers."""
+        return [cv.prompt(x) for x in self._pages(self._stub.ListPrompts, pb.ListPromptsRequest, "prompts", server)]
+
+    def get_prompt(self, server: str, name: str, arguments: Optional[Mapping[str, str]] = None) -> t.PromptResult:
+        """Renders a prompt with string arguments."""
+        req = pb.GetPromptRequest(server=server, name=name, arguments=dict(arguments or {}))
+        return cv.prompt_result(self._rpc(self._stub.GetPrompt, req))
+
+    def complete(
+        self,
+        server: str,
+        argument: str,
+        value: str = "",
+        *,
+        prompt: Optional[str] = None,
+        resource_template: Optional[str] = None,
+        context: Optional[Mapping[str, str]] = None,
+    ) -> t.Completion:
+        """Asks for completions of ``argument`` (typed so far: ``value``) of a
+        prompt or a resource template (exactly one); ``context`` gives the
+        arguments already chosen."""
+        req = cv.complete_request(server, argument, value, prompt, resource_template, context)
+        return cv.completion(self._rpc(self._stub.Complete, req))
+
+    def set_log_level(self, server: str, level: Union[str, t.LogLevel]) -> None:
+        """Sets the minimum level of log messages a server sends (kept across
+        reconnects)."""
+        self._rpc(self._stub.SetLogLevel, pb.SetLogLevelRequest(server=server, level=cv.log_level_to_proto(level)))
+
+    def set_roots(self, roots: Sequence[RootLike], *, server: Optional[str] = None) -> None:
+        """Sets the roots offered to one server, or to all. Roots are
+        :class:`~mcpd_grpc.Root`, URI strings, ``(uri, name)`` or dicts."""
+        self._rpc(self._stub.SetRoots, pb.SetRootsRequest(server=server or "", roots=cv.roots_to_proto(roots)))
+
+    # -- events ------------------------------------------------------------
+
+    def subscribe(
+        self,
+        *,
+        servers: Optional[Sequence[str]] = None,
+        resources: Optional[Sequence[ResourceRefLike]] = None,
+        kinds: Optional[Sequence[Union[str, t.EventKind]]] = None,
+        after_sequence: Optional[int] = None,
+        reconnect: bool = True,
+        reconnect_timeout: Optional[float] = 30.0,
+    ) -> "Subscription":
+        """Follows events; iterate over the returned :class:`Subscription`.
+
+        Args:
+            servers: only these servers' events (default all).
+            resources: ``(server, uri)`` pairs to subscribe to; resource
+                updates arrive only for these.
+            kinds: only these :class:`~mcpd_grpc.EventKind` values (default all).
+            after_sequence: resume after this sequence (0: everything still
+                buffered); default: events from now on.
+            reconnect: when the stream drops (mcpd restarting, connection
+                lost), open it again with ``after_sequence`` = the last
+                sequence seen, so every event still in mcpd's buffer arrives
+                once; events that fell out arrive as one GAP event.
+            reconnect_timeout: give up (raise Unavailable) after this many
+                seconds without a connection; None: never.
+
+        A restarted daemon numbers its events from 1 again, and treats an
+        ``after_sequence`` beyond its last event as "from now": events between
+        the restart and the reconnect are lost without a GAP, and if the new
+        daemon had already passed the old sequence, the events up to it are
+        skipped. Until the first event arrives, a reconnect resumes from now
+        (or from ``after_sequence`` if given).
+
+        The stream opens before this method returns, but mcpd starts the
+        subscription only when the request reaches it: an event published
+        right after ``subscribe()`` may come before that. Where that matters,
+        resume from a sequence you know (``after_sequence``), or wait for a
+        first event (e.g. of a subscribed resource) before acting.
+        """
+        req = cv.subscribe_request(servers, resources, kinds)
+        sub = Subscription(self, req, after_sequence, reconnect, reconnect_timeout)
+        with self._lock:
+            if self._closed:
+                raise ValueError("the client is closed")
+            self._streams.add(sub)
+        sub._open()  # now, not at the first next(): "from now" means now
+        return sub
+
+    # -- server requests ---------------------------------------------------
+
+    def on_sampling(self, handler: Optional[H] = None) -> Any:
+        """Answers servers' sampling requests with ``handler(SamplingRequest)``
+        returning a :class:`~mcpd_grpc.SamplingResult` or a ``str``. Usable as
+        a decorator. Handlers run on a small thread pool; raise
+        :class:`~mcpd_grpc.ServerRequestError` to refuse."""
+        return self._on("sampling", handler)
+
+    def on_elicitation(self, handler: Optional[H] = None) -> Any:
+        """Answers elicitation requests with ``handler(ElicitationRequest)``
+        returning an :class:`~mcpd_grpc.ElicitationResult`, a ``dict``
+        (accept with that content) or ``None`` (decline)."""
+        return self._on("elicitation", handler)
+
+    def on_roots(self, handler: Optional[H] = None) -> Any:
+        """Answers roots/list with ``handler(RootsRequest)`` returning roots
+        (:class:`~mcpd_grpc.Root`, URI strings or ``(uri, name)``). Without a
+        roots handler mcpd answers from :meth:`set_roots`."""
+        return self._on("roots", handler)
+
+    def _on(self, kind: str, handler: Optional[H]) -> Any:
+        if handler is None:
+            return lambda h: self._on(kind, h)
+        if not callable(handler):
+            raise TypeError(f"{kind} handler must be callable")
+        with self._lock:
+            if self._closed:
+                raise ValueError("the client is closed")
+            new_kind = kind not in self._handlers
+            self._handlers[kind] = handler
+            if self._worker is None:
+                self._worker = _RequestWorker(self)
+                return handler
+            worker = self._worker
+        if new_kind:
+            worker.reregister()
+        return handler
+
+    def handlers_ready(self, timeout: Optional[float] = 10.0) -> bool:
+        """Waits until mcpd routes requests of every registered kind to this
+        client; False on timeout. Raises the error that stopped the handler
+        stream for good (e.g. Unauthenticated)."""
+        with self._lock:
+            worker = self._worker
+        if worker is None:
+            return True
+        return worker.wait_ready(timeout)
+
+    def _handler_for(self, kind: str) -> Optional[Callable[[Any], Any]]:
+        with self._lock:
+            return self._handlers.get(kind)
+
+    def _handler_kinds(self) -> List[str]:
+        with self._lock:
+            return sorted(self._handlers)
+
+
+def _call_request(cls: Any, name: str, arguments: Any, timeout: Optional[float], meta: Optional[Mapping[str, Any]]) -> Any:
+    req = cls(name=name)
+    args = cv.arguments_struct(arguments)
+    if args is not None:
+        req.arguments.CopyFrom(args)
+    if timeout is not None:
+        req.timeout.CopyFrom(cv.duration(timeout))
+    if meta is not None:
+        req.meta.CopyFrom(cv.to_struct(meta))
+    return req
+
+
+class ToolCallStream:
+    """Iterator over a streamed tool call: Progress and LogMessage items,
+    then the ToolResult (also kept as ``.result``)."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self.result: Optional[t.ToolResult] = None
+
+    def __iter__(self) -> "ToolCallStream":
+        return self
+
+    def __next__(self) -> StreamItem:
+        while True:
+            try:
+                m = next(self._call)
+            except grpc.RpcError as e:
+                raise from_rpc_error(e) from e
+            item = cv.stream_item(m)
+            if item is None:
+                continue
+            if isinstance(item, t.ToolResult):
+                self.result = item
+            return item
+
+    def cancel(self) -> None:
+        """Cancels the call (and the MCP request upstream)."""
+        self._call.cancel()
+
+    def __enter__(self) -> "ToolCallStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cancel()
+
+
+class Subscription:
+    """An iterator of :class:`~mcpd_grpc.Event` that reconnects and resumes
+    (see :meth:`Client.subscribe`). ``close()`` ends it from any thread; the
+    iteration then stops. ``last_sequence`` is the last sequence seen."""
+
+    def __init__(self, client: Client, request: pb.SubscribeRequest, after: Optional[int], reconnect: bool, reconnect_timeout: Optional[float]) -> None:
+        self._client = client
+        self._request = request
+        self._resume = after
+        self._reconnect = reconnect
+        self._reconnect_timeout = reconnect_timeout
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._call: Any = None
+        self._opened_at = 0.0
+        self.last_sequence: Optional[int] = None
+        #: How often the stream was opened again after a drop.
+        self.reconnects = 0
+
+    def __iter__(self) -> "Subscription":
+        return self
+
+    def __enter__(self) -> "Subscription":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Ends the subscription; a blocked ``next()`` stops iterating."""
+        self._closed.set()
+        with self._lock:
+            call, self._call = self._call, None
+        if call is not None:
+            call.cancel()
+
+    def _open(self) -> Any:
+        req = pb.SubscribeRequest()
+        req.CopyFrom(self._request)
+        if self._resume is not None:
+            req.after_sequence = self._resume
+        call = self._client._stub.Subscribe(req, metadata=self._client._metadata)
+        with self._lock:
+            if self._closed.is_set():
+                call.cancel()
+                raise StopIteration
+            self._call = call
+        self._opened_at = time.monotonic()
+        return call
+
+    def __next__(self) -> t.Event:
+        delay = _common.RECONNECT_INITIAL
+        give_up: Optional[float] = None
+        while True:
+            if self._closed.is_set():
+                raise StopIteration
+            with self._lock:
+                call = self._call
+            if call is None:
+                call = self._open()
+            err: Optional[grpc.RpcError] = None
+            try:
+                m = next(call)
+            except StopIteration:
+                pass  # mcpd ended the stream: resume like after a drop
+            except grpc.RpcError as e:
+                err = e
+            else:
+                ev = cv.event(m.event)
+                self._resume = self.last_sequence = ev.sequence
+                return ev
+            with self._lock:
+                if self._call is call:
+                    self._call = None
+            if self._closed.is_set():
+                raise StopIteration
+            retryable = err is None or err.code() == grpc.StatusCode.UNAVAILABLE
+            if not self._reconnect or not retryable:
+                if err is None:
+                    raise StopIteration
+                raise from_rpc_error(err) from err
+            now = time.monotonic()
+            if give_up is None or now - self._opened_at >= _common.STABLE_STREAM:
+                give_up = None if self._reconnect_timeout is None else now + self._reconnect_timeout
+                delay = _common.RECONNECT_INITIAL
+            if give_up is not None and now >= give_up:
+                if err is None:
+                    raise StopIteration
+                raise from_rpc_error(err) from err
+            wait = delay if give_up is None else min(delay, give_up - now)
+            _common.log.debug("subscribe stream dropped; resuming after %s in %.2fs", self._resume, wait)
+            if self._closed.wait(wait):
+                raise StopIteration
+            delay = _common.next_backoff(delay)
+            self.reconnects += 1
+
+
+class _RequestWorker:
+    """Owns the HandleServerRequests stream of a Client: one thread reads
+    requests and reopens the stream after drops or when the registered
+    kinds change; handlers run on a small pool and queue their replies."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._cond = threading.Condition()
+        self._want = 0  # registration generation the handlers need
+        self._have = -1  # generation mcpd confirmed on the open stream
+        self._call: Any = None
+        self._error: Optional[BaseException] = None
+        self._stopped = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcpd-handler")
+        self._thread = threading.Thread(target=self._run, name="mcpd-server-requests", daemon=True)
+        self._thread.start()
+
+    def reregister(self) -> None:
+        with self._cond:
+            self._want += 1
+            call = self._call
+        if call is not None:
+            call.cancel()  # _run opens a stream with the new kinds
+
+    def wait_ready(self, timeout: Optional[float]) -> bool:
+        with self._cond:
+            self._cond.wait_for(lambda: self._have == self._want or self._error is not None or self._stopped.is_set(), timeout)
+            if self._error is not None:
+                raise self._error
+            return self._have == self._want
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with self._cond:
+            call = self._call
+            self._cond.notify_all()
+        if call is not None:
+            call.cancel()
+        self._thread.join(timeout=10)
+        if self._thread.is_alive():  # pragma: no cover - a gRPC bug
+            _common.log.warning("server-request stream did not stop within 10s")
+        # A handler still running (a slow model call) finishes on its own;
+        # its reply goes nowhere.
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self) -> None:
+        delay = _common.RECONNECT_INITIAL
+        while not self._stopped.is_set():
+            with self._cond:
+                gen = self._want
+            kinds = self._client._handler_kinds()
+            outbox: "queue.Queue[Any]" = queue.Queue()
+            outbox.put(cv.registration(kinds))
+            call = self._client._stub.HandleServerRequests(_drain(outbox), metadata=self._client._metadata)
+            with self._cond:
+                self._call = call
+                # Handlers registered between the snapshot and now found no
+                # call to cancel: reopen with their kinds at once.
+                stale = gen != self._want
+            if self._stopped.is_set() or stale:
+                call.cancel()
+            err: Optional[grpc.RpcError] = None
+            try:
+                for msg in call:
+                    which = msg.WhichOneof("message")
+                    if which == "registered":
+                        delay = _common.RECONNECT_INITIAL
+                        with self._cond:
+                            self._have = gen
+                            self._cond.notify_all()
+                    elif which == "request":
+                        self._pool.submit(self._handle, msg.request, outbox)
+            except grpc.RpcError as e:
+                err = e
+            except RuntimeError:  # the pool shut down under us: stopping
+                pass
+            finally:
+                outbox.put(_END)
+                with self._cond:
+                    self._call = None
+                    if self._have == gen:
+                        self._have = -1
+                    restart = gen != self._want
+            if self._stopped.is_set():
+                break
+            if restart:
+                continue
+            if err is not None and err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                with self._cond:
+                    self._error = from_rpc_error(err)
+                    self._cond.notify_all()
+                _common.log.error("server-request stream failed: %s", self._error)
+                return
+            _common.log.debug("server-request stream ended (%s); reopening in %.2fs", err and err.code(), delay)
+            if self._stopped.wait(delay):
+                break
+            delay = _common.next_backoff(delay)
+
+    def _handle(self, msg: pb.ServerRequest, outbox: "queue.Queue[Any]") -> None:
+        req = cv.server_request(msg)
+        if req is None:
+            reply = cv.error_reply(msg.id, -32601, "this client does not know the request kind")
+        else:
+            kind = cv.kind_of(req)
+            handler = self._client._handler_for(kind)
+            try:
+                if handler is None:
+                    raise ServerRequestError(f"no {kind} handler is registered", -32601)
+                reply = cv.reply_for(req, handler(req))
+            except ServerRequestError as e:
+                reply = cv.error_reply(msg.id, e.code, e.message)
+            except Exception as e:
+                _common.log.exception("%s handler failed for server %s", kind, req.server)
+                reply = cv.error_reply(msg.id, -32603, f"{kind} handler failed: {type(e).__name__}: {e}")
+        outbox.put(pb.HandleServerRequestsRequest(reply=reply))
+
+
+def _drain(outbox: "queue.Queue[Any]") -> Iterator[Any]:
+    while True:
+        m = outbox.get()
+        if m is _END:
+            return
+        yield m

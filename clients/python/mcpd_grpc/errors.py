@@ -1,0 +1,350 @@
+"""Exceptions raised by the mcpd client.
+
+Every gRPC error becomes an :class:`MCPDError` subclass chosen by its status
+code (:class:`NotFound`, :class:`InvalidArgument`, :class:`Unavailable`, ...).
+The exception keeps the gRPC code and message and, when a server answered
+a JSON-RPC error, the server name and JSON-RPC code that mcpd attaches as
+``google.rpc.ErrorInfo`` (domain ``mcpd.v1``, reason
+``UPSTREAM_JSONRPC_ERROR``).
+
+A tool that fails is not an exception: its :class:`~mcpd_grpc.ToolResult`
+has ``is_error`` set.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, Iterator, Optional, Tuple
+
+import grpc
+
+__all__ = [
+    "Aborted",
+    "AlreadyExists",
+    "Cancelled",
+    "DataLoss",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "Internal",
+    "InvalidArgument",
+    "MCPDError",
+    "NotFound",
+    "OutOfRange",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "ServerRequestError",
+    "Unauthenticated",
+    "Unavailable",
+    "Unimplemented",
+    "UnknownError",
+    "from_rpc_error",
+]
+
+#: The ErrorInfo domain mcpd uses.
+ERROR_DOMAIN = "mcpd.v1"
+#: The ErrorInfo reason of a JSON-RPC error answered by a server.
+REASON_UPSTREAM_JSONRPC_ERROR = "UPSTREAM_JSONRPC_ERROR"
+
+_DETAILS_KEY = "grpc-status-details-bin"
+_ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+class MCPDError(Exception):
+    """Base of every error from mcpd.
+
+    Attributes:
+        code: the :class:`grpc.StatusCode`.
+        message: the status message.
+        server: the MCP server that answered with a JSON-RPC error, if any.
+        jsonrpc_code: that server's JSON-RPC error code, if any.
+        reason, domain, metadata: the ``google.rpc.ErrorInfo``, if any.
+        retryable: whether trying the same call again later may succeed.
+    """
+
+    retryable = False
+    default_code = grpc.StatusCode.UNKNOWN
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        code: Optional[grpc.StatusCode] = None,
+        server: Optional[str] = None,
+        jsonrpc_code: Optional[int] = None,
+        reason: str = "",
+        domain: str = "",
+        metadata: Optional[Dict[str, str]] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code if code is not None else self.default_code
+        self.server = server
+        self.jsonrpc_code = jsonrpc_code
+        self.reason = reason
+        self.domain = domain
+        self.metadata = dict(metadata or {})
+
+    def __str__(self) -> str:
+        where = []
+        if self.server:
+            where.append(f"server {self.server}")
+        if self.jsonrpc_code is not None:
+            where.append(f"JSON-RPC {self.jsonrpc_code}")
+        suffix = f" ({', '.join(where)})" if where else ""
+        return f"{self.code.name}: {self.message}{suffix}"
+
+
+class Cancelled(MCPDError):
+    """The call was cancelled."""
+
+    default_code = grpc.StatusCode.CANCELLED
+
+
+class UnknownError(MCPDError):
+    """An error with no closer code, e.g. a server-defined JSON-RPC code."""
+
+    default_code = grpc.StatusCode.UNKNOWN
+
+
+class InvalidArgument(MCPDError):
+    """A bad request field or bad tool arguments (JSON-RPC -32602)."""
+
+    default_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class DeadlineExceeded(MCPDError):
+    """The call's deadline passed."""
+
+    default_code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class NotFound(MCPDError):
+    """An unknown server, tool, prompt or resource."""
+
+    default_code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(MCPDError):
+    """A server of that name exists (pass ``replace=True``)."""
+
+    default_code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class PermissionDenied(MCPDError):
+    """Refused by policy (a denied tool, a command not allowed)."""
+
+    default_code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class ResourceExhausted(MCPDError):
+    """A limit was hit (e.g. a message too large)."""
+
+    default_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class FailedPrecondition(MCPDError):
+    """The server cannot do this now (e.g. missing client capabilities)."""
+
+    default_code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class Aborted(MCPDError):
+    """The operation was aborted."""
+
+    default_code = grpc.StatusCode.ABORTED
+
+
+class OutOfRange(MCPDError):
+    """A value was out of range."""
+
+    default_code = grpc.StatusCode.OUT_OF_RANGE
+
+
+class Unimplemented(MCPDError):
+    """The server or mcpd does not implement this (JSON-RPC -32601)."""
+
+    default_code = grpc.StatusCode.UNIMPLEMENTED
+
+
+class Internal(MCPDError):
+    """An internal error in mcpd or a server."""
+
+    default_code = grpc.StatusCode.INTERNAL
+
+
+class Unavailable(MCPDError):
+    """mcpd or the server is not reachable right now (connecting,
+    reconnecting, crashed, shutting down). Retrying later may succeed."""
+
+    retryable = True
+    default_code = grpc.StatusCode.UNAVAILABLE
+
+
+class DataLoss(MCPDError):
+    """Unrecoverable data loss."""
+
+    default_code = grpc.StatusCode.DATA_LOSS
+
+
+class Unauthenticated(MCPDError):
+    """A missing or wrong API token."""
+
+    default_code = grpc.StatusCode.UNAUTHENTICATED
+
+
+_BY_CODE = {
+    cls.default_code: cls
+    for cls in (
+        Cancelled,
+        UnknownError,
+        InvalidArgument,
+        DeadlineExceeded,
+        NotFound,
+        AlreadyExists,
+        PermissionDenied,
+        ResourceExhausted,
+        FailedPrecondition,
+        Aborted,
+        OutOfRange,
+        Unimplemented,
+        Internal,
+        Unavailable,
+        DataLoss,
+        Unauthenticated,
+    )
+}
+
+
+class ServerRequestError(Exception):
+    """Raise from a sampling, elicitation or roots handler to refuse the
+    request with a JSON-RPC error code (default -32603, internal error)."""
+
+    def __init__(self, message: str, code: int = -32603) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def from_rpc_error(err: grpc.RpcError) -> MCPDError:
+    """Returns the :class:`MCPDError` for a gRPC error (sync or aio)."""
+    code = _call(err, "code") or grpc.StatusCode.UNKNOWN
+    message = _call(err, "details") or ""
+    info = _error_info(_call(err, "trailing_metadata") or ())
+    cls = _BY_CODE.get(code, MCPDError)
+    kwargs = {}
+    if info is not None:
+        reason, domain, metadata = info
+        kwargs = dict(reason=reason, domain=domain, metadata=metadata)
+        if domain == ERROR_DOMAIN:
+            kwargs["server"] = metadata.get("server") or None
+            try:
+                kwargs["jsonrpc_code"] = int(metadata["jsonrpc_code"])
+            except (KeyError, ValueError):
+                pass
+    return cls(message, code=code, **kwargs)
+
+
+def _call(err: grpc.RpcError, name: str):
+    fn = getattr(err, name, None)
+    try:
+        return fn() if callable(fn) else None
+    except Exception:  # an RpcError without status (e.g. a local failure)
+        return None
+
+
+def _error_info(trailing: Iterable[Tuple[str, object]]) -> Optional[Tuple[str, str, Dict[str, str]]]:
+    """Finds google.rpc.ErrorInfo in grpc-status-details-bin.
+
+    Debian ships no python3-googleapis-common-protos, so the two small
+    messages (google.rpc.Status and ErrorInfo) are decoded from the wire
+    format here; the field numbers are fixed by google/rpc/*.proto.
+    """
+    for key, value in trailing:
+        if key != _DETAILS_KEY or not isinstance(value, bytes):
+            continue
+        try:
+            return _decode_status(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _decode_status(data: bytes) -> Optional[Tuple[str, str, Dict[str, str]]]:
+    # google.rpc.Status: int32 code = 1; string message = 2;
+    # repeated google.protobuf.Any details = 3.
+    for num, val in _fields(data):
+        if num != 3 or not isinstance(val, bytes):
+            continue
+        type_url, payload = "", b""
+        for anum, aval in _fields(val):  # Any: string type_url = 1; bytes value = 2.
+            if anum == 1 and isinstance(aval, bytes):
+                type_url = aval.decode("utf-8", "replace")
+            elif anum == 2 and isinstance(aval, bytes):
+                payload = aval
+        if type_url == _ERROR_INFO_TYPE:
+            return _decode_error_info(payload)
+    return None
+
+
+def _decode_error_info(data: bytes) -> Tuple[str, str, Dict[str, str]]:
+    # google.rpc.ErrorInfo: string reason = 1; string domain = 2;
+    # map<string, string> metadata = 3 (entries: key = 1, value = 2).
+    reason, domain, metadata = "", "", {}
+    for num, val in _fields(data):
+        if not isinstance(val, bytes):
+            continue
+        if num == 1:
+            reason = val.decode("utf-8", "replace")
+        elif num == 2:
+            domain = val.decode("utf-8", "replace")
+        elif num == 3:
+            k = v = ""
+            for enum_, eval_ in _fields(val):
+                if enum_ == 1 and isinstance(eval_, bytes):
+                    k = eval_.decode("utf-8", "replace")
+                elif enum_ == 2 and isinstance(eval_, bytes):
+                    v = eval_.decode("utf-8", "replace")
+            metadata[k] = v
+    return reason, domain, metadata
+
+
+def _fields(data: bytes) -> Iterator[Tuple[int, object]]:
+    """Yields (field number, value) of a protobuf message: int for varint
+    and fixed fields, bytes for length-delimited ones."""
+    i, n = 0, len(data)
+    while i < n:
+        tag, i = _varint(data, i)
+        num, wire = tag >> 3, tag & 7
+        if wire == 0:
+            val, i = _varint(data, i)
+            yield num, val
+        elif wire == 1:
+            if i + 8 > n:
+                raise ValueError("truncated fixed64")
+            yield num, int.from_bytes(data[i : i + 8], "little")
+            i += 8
+        elif wire == 2:
+            size, i = _varint(data, i)
+            if i + size > n:
+                raise ValueError("truncated field")
+            yield num, data[i : i + size]
+            i += size
+        elif wire == 5:
+            if i + 4 > n:
+                raise ValueError("truncated fixed32")
+            yield num, int.from_bytes(data[i : i + 4], "little")
+            i += 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+
+
+def _varint(data: bytes, i: int) -> Tuple[int, int]:
+    shift = result = 0
+    while True:
+        if i >= len(data) or shift > 63:
+            raise ValueError("bad varint")
+        b = data[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, i
+        shift += 7

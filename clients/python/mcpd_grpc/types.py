@@ -1,0 +1,644 @@
+"""Typed results and requests of the mcpd client.
+
+Everything a :class:`~mcpd_grpc.Client` returns is one of these small,
+frozen dataclasses, never a protobuf message: binary payloads are ``bytes``,
+JSON (schemas, structured content, ``_meta``) is plain Python values, times
+are timezone-aware :class:`datetime.datetime`, and enums are ``str`` enums
+that compare equal to their lower-case value (``server.state == "ready"``).
+
+JSON numbers travel through mcpd as ``google.protobuf.Value`` doubles; a
+whole number within 2**53 comes back as ``int`` so that ``{"sum": 5}`` stays
+``{"sum": 5}`` rather than ``{"sum": 5.0}``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+__all__ = [
+    "Annotations",
+    "AudioContent",
+    "Completion",
+    "Content",
+    "ElicitationAction",
+    "ElicitationRequest",
+    "ElicitationResult",
+    "EmbeddedResource",
+    "Event",
+    "EventKind",
+    "ImageContent",
+    "Implementation",
+    "LogLevel",
+    "LogMessage",
+    "Progress",
+    "Prompt",
+    "PromptArgument",
+    "PromptMessage",
+    "PromptResult",
+    "Resource",
+    "ResourceContents",
+    "ResourceLink",
+    "ResourceResult",
+    "ResourceTemplate",
+    "Role",
+    "Root",
+    "RootsRequest",
+    "SamplingMessage",
+    "SamplingRequest",
+    "SamplingResult",
+    "Server",
+    "ServerConfig",
+    "ServerState",
+    "TextContent",
+    "Tool",
+    "ToolAnnotations",
+    "ToolResult",
+    "Transport",
+]
+
+
+class ServerState(str, enum.Enum):
+    """Where a server is in its lifecycle (proto ``ServerState``)."""
+
+    UNSPECIFIED = "unspecified"
+    CONNECTING = "connecting"
+    READY = "ready"
+    RECONNECTING = "reconnecting"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class Transport(str, enum.Enum):
+    """How mcpd reaches a server (proto ``Transport``)."""
+
+    UNSPECIFIED = "unspecified"
+    STDIO = "stdio"
+    HTTP = "http"
+    SSE = "sse"
+    AUTO = "auto"
+
+
+class Role(str, enum.Enum):
+    """Who speaks in a prompt or sampling message."""
+
+    UNSPECIFIED = "unspecified"
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class LogLevel(str, enum.Enum):
+    """MCP log severities, lowest first."""
+
+    UNSPECIFIED = "unspecified"
+    DEBUG = "debug"
+    INFO = "info"
+    NOTICE = "notice"
+    WARNING = "warning"
+    ERROR = "error"
+    CRITICAL = "critical"
+    ALERT = "alert"
+    EMERGENCY = "emergency"
+
+
+class EventKind(str, enum.Enum):
+    """What an :class:`Event` reports. ``GAP`` means events were lost."""
+
+    UNSPECIFIED = "unspecified"
+    RESOURCE_UPDATED = "resource_updated"
+    TOOLS_CHANGED = "tools_changed"
+    PROMPTS_CHANGED = "prompts_changed"
+    RESOURCES_CHANGED = "resources_changed"
+    SERVER_STATE = "server_state"
+    LOG = "log"
+    GAP = "gap"
+
+
+class ElicitationAction(str, enum.Enum):
+    """What the user did with an elicitation."""
+
+    UNSPECIFIED = "unspecified"
+    ACCEPT = "accept"
+    DECLINE = "decline"
+    CANCEL = "cancel"
+
+
+# ---------------------------------------------------------------------------
+# Content blocks.
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """Hints on how to use a content block or resource."""
+
+    audience: Tuple[Role, ...] = ()
+    priority: Optional[float] = None
+    last_modified: str = ""
+
+
+@dataclass(frozen=True)
+class TextContent:
+    """A block of text."""
+
+    text: str
+    annotations: Optional[Annotations] = None
+    meta: Dict[str, Any] = field(default_factory=dict)
+    type: ClassVar[str] = "text"
+
+
+@dataclass(frozen=True)
+class ImageContent:
+    """An image; ``data`` holds the raw bytes (not base64)."""
+
+    data: bytes
+    mime_type: str
+    annotations: Optional[Annotations] = None
+    meta: Dict[str, Any] = field(default_factory=dict)
+    type: ClassVar[str] = "image"
+
+
+@dataclass(frozen=True)
+class AudioContent:
+    """Audio; ``data`` holds the raw bytes (not base64)."""
+
+    data: bytes
+    mime_type: str
+    annotations: Optional[Annotations] = None
+    meta: Dict[str, Any] = field(default_factory=dict)
+    type: ClassVar[str] = "audio"
+
+
+@dataclass(frozen=True)
+class ResourceLink:
+    """A pointer to a resource the client may read with ``read_resource``."""
+
+    uri: str
+    name: str = ""
+    title: str = ""
+    description: str = ""
+    mime_type: str = ""
+    size: Optional[int] = None
+    annotations: Optional[Annotations] = None
+    meta: Dict[str, Any] = field(default_factory=dict)
+    type: ClassVar[str] = "resource_link"
+
+
+@dataclass(frozen=True)
+class ResourceContents:
+    """The contents of a resource: ``text`` or ``blob`` (raw bytes)."""
+
+    uri: str
+    mime_type: str = ""
+    text: Optional[str] = None
+    blob: Optional[bytes] = None
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EmbeddedResource:
+    """A resource embedded in a result or message."""
+
+    resource: ResourceContents
+    annotations: Optional[Annotations] = None
+    meta: Dict[str, Any] = field(default_factory=dict)
+    type: ClassVar[str] = "resource"
+
+    @property
+    def text(self) -> Optional[str]:
+        """The embedded resource's text, ``None`` for a blob."""
+        return self.resource.text
+
+
+Content = Union[TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource]
+"""One block of a tool result, prompt message or sampling message."""
+
+
+def _join_text(content: Sequence[Content]) -> str:
+    return "\n".join(c.text for c in content if isinstance(c, TextContent))
+
+
+# ---------------------------------------------------------------------------
+# Servers.
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """A server's software, as it reports it."""
+
+    name: str = ""
+    version: str = ""
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Server:
+    """The status of one server. It never holds env or header values."""
+
+    name: str
+    state: ServerState
+    transport: Transport = Transport.UNSPECIFIED
+    protocol_version: str = ""
+    server_info: Optional[Implementation] = None
+    instructions: str = ""
+    capabilities: Dict[str, Any] = field(default_factory=dict)
+    tool_count: int = 0
+    last_error: str = ""
+    restarts: int = 0
+    stderr_tail: Tuple[str, ...] = ()
+    state_changed_time: Optional[datetime.datetime] = None
+    command: str = ""
+    args: Tuple[str, ...] = ()
+    url: str = ""
+    env_names: Tuple[str, ...] = ()
+    header_names: Tuple[str, ...] = ()
+    pid: int = 0
+
+    @property
+    def ready(self) -> bool:
+        """Whether the server accepts calls."""
+        return self.state is ServerState.READY
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How mcpd reaches a server; build one with :meth:`stdio`,
+    :meth:`http`, :meth:`sse`, :meth:`remote` or :meth:`from_mcp_json`.
+
+    Timeouts are in seconds; ``None`` means the daemon's default.
+    ``tools_allow`` / ``tools_deny`` filter tools by the server's own names (a
+    trailing ``*`` matches a prefix; deny wins).
+    """
+
+    name: str
+    transport: Transport
+    command: str = ""
+    args: Tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str = ""
+    url: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    call_timeout: Optional[float] = None
+    connect_timeout: Optional[float] = None
+    protocol_version: str = ""
+    tools_allow: Tuple[str, ...] = ()
+    tools_deny: Tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        # env and header values are secrets: show only their names.
+        return (
+            f"ServerConfig(name={self.name!r}, transport={self.transport.value!r}, "
+            f"command={self.command!r}, args={self.args!r}, url={self.url!r}, "
+            f"env_names={sorted(self.env)!r}, header_names={sorted(self.headers)!r})"
+        )
+
+    @classmethod
+    def stdio(
+        cls,
+        name: str,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: str = "",
+        **options: Any,
+    ) -> "ServerConfig":
+        """A server run as a child process speaking MCP on stdin/stdout."""
+        return cls(name, Transport.STDIO, command=command, args=tuple(args), env=dict(env or {}), cwd=cwd, **_options(options))
+
+    @classmethod
+    def http(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> "ServerConfig":
+        """A server at a Streamable HTTP endpoint."""
+        return cls(name, Transport.HTTP, url=url, headers=dict(headers or {}), **_options(options))
+
+    @classmethod
+    def sse(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> "ServerConfig":
+        """A server at a legacy HTTP+SSE endpoint."""
+        return cls(name, Transport.SSE, url=url, headers=dict(headers or {}), **_options(options))
+
+    @classmethod
+    def remote(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> "ServerConfig":
+        """A server at a URL whose transport mcpd detects (Streamable HTTP,
+        then legacy SSE). Needs an mcpd whose API has ``ServerConfig.remote``."""
+        return cls(name, Transport.AUTO, url=url, headers=dict(headers or {}), **_options(options))
+
+    @classmethod
+    def from_mcp_json(cls, name: str, entry: Mapping[str, Any], **options: Any) -> "ServerConfig":
+        """One entry of a ``.mcp.json`` ``mcpServers`` map: ``{"command",
+        "args", "env", "cwd"}`` or ``{"type": "http"|"sse", "url", "headers"}``.
+        ``${VAR}`` is not expanded here (the daemon expands it only in files)."""
+        kind = entry.get("type", "stdio" if "command" in entry else "http")
+        if kind == "stdio":
+            return cls.stdio(name, entry["command"], entry.get("args", ()), env=entry.get("env"), cwd=entry.get("cwd", ""), **options)
+        if kind in ("http", "streamable-http", "streamableHttp"):
+            return cls.http(name, entry["url"], headers=entry.get("headers"), **options)
+        if kind == "sse":
+            return cls.sse(name, entry["url"], headers=entry.get("headers"), **options)
+        raise ValueError(f"server {name!r}: unknown type {kind!r}")
+
+
+_OPTION_NAMES = ("call_timeout", "connect_timeout", "protocol_version", "tools_allow", "tools_deny")
+
+
+def _options(options: Mapping[str, Any]) -> Dict[str, Any]:
+    unknown = set(options) - set(_OPTION_NAMES)
+    if unknown:
+        raise TypeError(f"unknown server options: {', '.join(sorted(unknown))}")
+    out = dict(options)
+    for k in ("tools_allow", "tools_deny"):
+        if k in out:
+            out[k] = tuple(out[k])
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Tools.
+
+
+@dataclass(frozen=True)
+class ToolAnnotations:
+    """A server's hints about a tool (not guarantees); ``None`` means unset."""
+
+    title: str = ""
+    read_only_hint: Optional[bool] = None
+    destructive_hint: Optional[bool] = None
+    idempotent_hint: Optional[bool] = None
+    open_world_hint: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool of one server. ``name`` is the qualified
+    ``mcp__<server>__<tool>`` name that :meth:`Client.call_tool` takes."""
+
+    name: str
+    server: str
+    tool_name: str
+    title: str = ""
+    description: str = ""
+    input_schema: Dict[str, Any] = field(default_factory=dict)
+    output_schema: Optional[Dict[str, Any]] = None
+    annotations: Optional[ToolAnnotations] = None
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A tool's result. A tool that fails returns one with ``is_error``
+    set (its content says why); only protocol failures raise."""
+
+    content: Tuple[Content, ...] = ()
+    structured: Any = None
+    is_error: bool = False
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The text blocks, joined with newlines."""
+        return _join_text(self.content)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Progress of a streamed tool call."""
+
+    progress: float
+    total: Optional[float] = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class LogMessage:
+    """A log message a server sent; ``data`` is any JSON value."""
+
+    level: LogLevel
+    logger: str = ""
+    data: Any = None
+
+
+# ---------------------------------------------------------------------------
+# Resources, prompts, completion.
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One resource of one server."""
+
+    server: str
+    uri: str
+    name: str = ""
+    title: str = ""
+    description: str = ""
+    mime_type: str = ""
+    size: Optional[int] = None
+    annotations: Optional[Annotations] = None
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResourceTemplate:
+    """A family of resources named by an RFC 6570 URI template."""
+
+    server: str
+    uri_template: str
+    name: str = ""
+    title: str = ""
+    description: str = ""
+    mime_type: str = ""
+    annotations: Optional[Annotations] = None
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResourceResult:
+    """What ``read_resource`` returns: one or more parts."""
+
+    contents: Tuple[ResourceContents, ...] = ()
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The text parts, joined with newlines."""
+        return "\n".join(c.text for c in self.contents if c.text is not None)
+
+    @property
+    def blob(self) -> Optional[bytes]:
+        """The first binary part, ``None`` when there is none."""
+        return next((c.blob for c in self.contents if c.blob is not None), None)
+
+
+@dataclass(frozen=True)
+class PromptArgument:
+    """One argument of a prompt."""
+
+    name: str
+    title: str = ""
+    description: str = ""
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt template of one server."""
+
+    server: str
+    name: str
+    title: str = ""
+    description: str = ""
+    arguments: Tuple[PromptArgument, ...] = ()
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PromptMessage:
+    """One message of a rendered prompt."""
+
+    role: Role
+    content: Content
+
+    @property
+    def text(self) -> str:
+        """The message's text, empty for non-text content."""
+        return self.content.text if isinstance(self.content, TextContent) else ""
+
+
+@dataclass(frozen=True)
+class PromptResult:
+    """A rendered prompt."""
+
+    description: str = ""
+    messages: Tuple[PromptMessage, ...] = ()
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The text of every message, joined with newlines."""
+        return "\n".join(m.text for m in self.messages if m.text)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """Completion suggestions for an argument."""
+
+    values: Tuple[str, ...] = ()
+    total: Optional[int] = None
+    has_more: bool = False
+
+
+@dataclass(frozen=True)
+class Root:
+    """A directory or file (``file://`` URI) a server may work in."""
+
+    uri: str
+    name: str = ""
+
+
+# ---------------------------------------------------------------------------
+# Events.
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event from :meth:`Client.subscribe`.
+
+    ``sequence`` numbers are per daemon, increasing and gap-free. Which other
+    fields are set depends on ``kind``: ``uri`` for RESOURCE_UPDATED,
+    ``state``/``error`` for SERVER_STATE, ``log`` for LOG, and
+    ``gap_first``..``gap_last`` (the sequences this stream missed) for GAP.
+    """
+
+    sequence: int
+    kind: EventKind
+    server: str = ""
+    time: Optional[datetime.datetime] = None
+    uri: str = ""
+    state: Optional[ServerState] = None
+    error: str = ""
+    log: Optional[LogMessage] = None
+    gap_first: Optional[int] = None
+    gap_last: Optional[int] = None
+
+
+# ---------------------------------------------------------------------------
+# Server requests (answered by handlers) and their results.
+
+
+@dataclass(frozen=True)
+class SamplingMessage:
+    """One message of a sampling conversation."""
+
+    role: Role
+    content: Tuple[Content, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The text blocks, joined with newlines."""
+        return _join_text(self.content)
+
+
+@dataclass(frozen=True)
+class SamplingRequest:
+    """A server asks the agent's model for a message (sampling/createMessage).
+
+    ``params`` holds the full MCP request params (model preferences,
+    temperature, stop sequences, ...) as JSON.
+    """
+
+    id: str
+    server: str
+    messages: Tuple[SamplingMessage, ...] = ()
+    system_prompt: str = ""
+    max_tokens: int = 0
+    params: Dict[str, Any] = field(default_factory=dict)
+    deadline: Optional[datetime.datetime] = None
+
+    @property
+    def text(self) -> str:
+        """The text of the last message (usually the user's question)."""
+        return self.messages[-1].text if self.messages else ""
+
+
+@dataclass(frozen=True)
+class SamplingResult:
+    """The model's answer to a :class:`SamplingRequest`. A handler may also
+    return a plain ``str``, which becomes a text answer."""
+
+    content: Union[str, Content, Sequence[Content]]
+    model: str = ""
+    stop_reason: str = "endTurn"
+    role: Role = Role.ASSISTANT
+
+
+@dataclass(frozen=True)
+class ElicitationRequest:
+    """A server asks the user for input (elicitation/create): ``mode`` is
+    ``"form"`` (answer matching ``requested_schema``) or ``"url"`` (open
+    ``url``)."""
+
+    id: str
+    server: str
+    mode: str = ""
+    message: str = ""
+    requested_schema: Dict[str, Any] = field(default_factory=dict)
+    url: str = ""
+    elicitation_id: str = ""
+    deadline: Optional[datetime.datetime] = None
+
+
+@dataclass(frozen=True)
+class ElicitationResult:
+    """The user's answer. A handler may also return a ``dict`` (accept with
+    that content) or ``None`` (decline)."""
+
+    action: Union[ElicitationAction, str] = ElicitationAction.ACCEPT
+    content: Optional[Mapping[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class RootsRequest:
+    """A server asks for the client's roots (roots/list)."""
+
+    id: str
+    server: str
+    deadline: Optional[datetime.datetime] = None

@@ -1,0 +1,117 @@
+"""gRPC errors from a real mcpd become the right exceptions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+import mcpd_grpc
+from mcpd_grpc import AsyncClient, Client, ServerConfig
+
+from conftest import RPC_TIMEOUT, Daemon, run_async
+
+TOKEN = "test-token-5f1c"
+
+
+@pytest.fixture(scope="module")
+def locked_daemon(mcpd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """A daemon that wants an API token and starts only /bin/true."""
+    tmp = tmp_path_factory.mktemp("locked")
+    token_file = tmp / "token"
+    token_file.write_text(TOKEN + "\n")
+    d = Daemon(mcpd_bin, tmp, "locked", ["--api-token-file", str(token_file), "--allow-command", "/bin/true"]).start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize(
+    "call, exc, server, jsonrpc_code",
+    [
+        (lambda c: c.call_tool("mcp__demo__nope"), mcpd_grpc.NotFound, None, None),
+        (lambda c: c.call_tool("mcp__nobody__echo"), mcpd_grpc.NotFound, None, None),
+        (lambda c: c.get_server("nobody"), mcpd_grpc.NotFound, None, None),
+        (lambda c: c.call_tool("mcp__demo__add", {"a": "x", "b": 1}), mcpd_grpc.InvalidArgument, "demo", -32602),
+        (lambda c: c.read_resource("demo", "demo://greeting/"), mcpd_grpc.InvalidArgument, "demo", -32602),
+        (lambda c: c.call_tool("not-qualified"), mcpd_grpc.InvalidArgument, None, None),
+        (lambda c: c.connect_server(ServerConfig.stdio("bad name!", "x")), mcpd_grpc.InvalidArgument, None, None),
+        (lambda c: c.connect_server(ServerConfig.stdio("demo", "x")), mcpd_grpc.AlreadyExists, None, None),
+        (lambda c: c.call_tool("mcp__demo__slow", {"steps": 50, "delay_ms": 100}, timeout=0.3), mcpd_grpc.DeadlineExceeded, None, None),
+        (lambda c: c.complete("demo", "nope", "", prompt="no-such-prompt"), mcpd_grpc.InvalidArgument, "demo", -32602),
+    ],
+)
+def test_error_mapping(client: Client, call: object, exc: type, server: object, jsonrpc_code: object) -> None:
+    with pytest.raises(exc) as info:
+        call(client)  # type: ignore[operator]
+    e = info.value
+    assert type(e) is exc, f"got {type(e).__name__}, want {exc.__name__}"
+    assert isinstance(e, mcpd_grpc.MCPDError) and e.message, f"got {e!r}"
+    if server is not None:
+        assert e.server == server, f"got server {e.server!r}, want {server!r}"
+        assert e.reason == "UPSTREAM_JSONRPC_ERROR" and e.domain == "mcpd.v1"
+    if jsonrpc_code is not None:
+        assert e.jsonrpc_code == jsonrpc_code, f"got {e.jsonrpc_code}, want {jsonrpc_code}"
+    assert not e.retryable
+
+
+def test_denied_tool_is_permission_denied(client: Client, mcpd_bin: str) -> None:
+    client.connect_server(ServerConfig.stdio("denying", mcpd_bin, ["demo-server"], tools_deny=["fail"]), replace=True)
+    try:
+        assert "mcp__denying__fail" not in {t.name for t in client.list_tools("denying")}
+        with pytest.raises(mcpd_grpc.PermissionDenied) as info:
+            client.call_tool("mcp__denying__fail")
+        assert info.value.code.name == "PERMISSION_DENIED" and "denied" in info.value.message
+    finally:
+        client.disconnect_server("denying")
+
+
+def test_unavailable_is_retryable(tmp_path: Path) -> None:
+    with Client(f"unix://{tmp_path}/none.sock", timeout=5) as c:
+        with pytest.raises(mcpd_grpc.Unavailable) as info:
+            c.servers()
+        assert info.value.retryable and info.value.code.name == "UNAVAILABLE"
+
+
+def test_token(locked_daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MCPD_API_TOKEN", raising=False)
+    with Client(locked_daemon.target, timeout=RPC_TIMEOUT) as c:
+        with pytest.raises(mcpd_grpc.Unauthenticated):
+            c.servers()
+    with Client(locked_daemon.target, token="wrong", timeout=RPC_TIMEOUT) as c:
+        with pytest.raises(mcpd_grpc.Unauthenticated):
+            c.list_tools()
+    with Client(locked_daemon.target, token=TOKEN, timeout=RPC_TIMEOUT) as c:
+        assert [s.name for s in c.servers()] == ["demo"]
+        with pytest.raises(mcpd_grpc.PermissionDenied):
+            c.connect_server(ServerConfig.stdio("sh", "/bin/sh", ["-c", "true"]))
+    # From the environment, both the address and the token.
+    monkeypatch.setenv("MCPD_ADDRESS", locked_daemon.target)
+    monkeypatch.setenv("MCPD_API_TOKEN", TOKEN)
+    with Client(timeout=RPC_TIMEOUT) as c:
+        assert c.target == locked_daemon.target
+        assert c.get_server("demo").name == "demo"
+
+    async def aio() -> None:
+        async with AsyncClient(timeout=RPC_TIMEOUT) as c:
+            assert [s.name for s in await c.servers()] == ["demo"]
+        async with AsyncClient(token="wrong", timeout=RPC_TIMEOUT) as c:
+            with pytest.raises(mcpd_grpc.Unauthenticated):
+                await c.servers()
+        async with AsyncClient(token="wrong", timeout=RPC_TIMEOUT) as c:
+            # A stream fails the same way, and is not retried.
+            with pytest.raises(mcpd_grpc.Unauthenticated):
+                await c.subscribe(kinds=["log"]).__anext__()
+            c.on_sampling(lambda req: "x")
+            with pytest.raises(mcpd_grpc.Unauthenticated):
+                await c.handlers_ready(RPC_TIMEOUT)
+
+    run_async(aio())
+    with Client(token="wrong", timeout=RPC_TIMEOUT) as c:
+        with pytest.raises(mcpd_grpc.Unauthenticated):
+            next(c.subscribe(kinds=["log"]))
+        c.on_elicitation(lambda req: None)
+        with pytest.raises(mcpd_grpc.Unauthenticated):
+            c.handlers_ready(RPC_TIMEOUT)

@@ -1,0 +1,154 @@
+"""Subscriptions that survive dropped streams: the client reconnects with
+after_sequence and loses nothing mcpd still buffers."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+import mcpd_grpc
+from mcpd_grpc import AsyncClient, Client, EventKind, ServerState
+
+from conftest import CLOCK, RPC_TIMEOUT, Daemon, UnixProxy, run_async, until_live
+
+
+def _ticks(sub: Iterator[mcpd_grpc.Event], n: int) -> List[int]:
+    out = []
+    for ev in sub:
+        assert ev.kind is EventKind.RESOURCE_UPDATED, f"got {ev}"
+        out.append(ev.sequence)
+        if len(out) == n:
+            return out
+    pytest.fail(f"stream ended after {out}")
+
+
+def test_subscription_survives_a_dropped_connection(daemon: Daemon, proxy: UnixProxy) -> None:
+    # The reference stream goes straight to mcpd and keeps the upstream
+    # subscription of demo://clock alive while the proxied one is cut off,
+    # so ticks keep landing in mcpd's buffer during the outage.
+    with daemon.client() as direct, Client(proxy.target, timeout=RPC_TIMEOUT) as via_proxy:
+        ref = direct.subscribe(resources=[CLOCK], kinds=["resource_updated"])
+        until_live(ref)
+        sub = via_proxy.subscribe(resources=[CLOCK], kinds=["resource_updated"])
+        before = _ticks(sub, 1)[0]
+        # Line the reference up with the proxied stream.
+        for ev in ref:
+            if ev.sequence >= before:
+                break
+
+        proxy.cut()  # every connection dropped, new ones refused
+        during = _ticks(ref, 2)  # published while the proxied client is cut off
+        assert during[0] > before
+        proxy.allow()
+
+        after = _ticks(sub, 3)
+        want = during + _ticks(ref, 1)
+        assert after == want, f"got {after} after the outage, want {want} (nothing lost, nothing twice)"
+        assert sub.reconnects >= 1, "the stream never reconnected"
+        assert sub.last_sequence == after[-1]
+        sub.close()
+        ref.close()
+
+
+def test_async_subscription_survives_a_dropped_connection(daemon: Daemon, proxy: UnixProxy) -> None:
+    async def body() -> None:
+        async with AsyncClient(daemon.target, timeout=RPC_TIMEOUT) as direct, AsyncClient(proxy.target, timeout=RPC_TIMEOUT) as via_proxy:
+            ref = direct.subscribe(resources=[CLOCK], kinds=["resource_updated"])
+            first_ref = await ref.__anext__()
+            sub = via_proxy.subscribe(resources=[CLOCK], kinds=["resource_updated"])
+            before = (await sub.__anext__()).sequence
+            seq = first_ref.sequence
+            while seq < before:
+                seq = (await ref.__anext__()).sequence
+            proxy.cut()
+            during = [(await ref.__anext__()).sequence for _ in range(2)]
+            proxy.allow()
+            after = [(await sub.__anext__()).sequence for _ in range(3)]
+            want = during + [(await ref.__anext__()).sequence]
+            assert after == want, f"got {after}, want {want}"
+            assert sub.reconnects >= 1
+            await sub.aclose()
+            ref.close()
+
+    run_async(body())
+
+
+@pytest.fixture
+def own_daemon(mcpd_bin: str, tmp_path: Path) -> Iterator[Daemon]:
+    """A daemon of this test's own, with a tiny event buffer."""
+    d = Daemon(mcpd_bin, tmp_path, "own", ["--event-buffer", "4"]).start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def _wait_ready(c: Client) -> None:
+    from conftest import poll
+
+    poll("demo to be ready", lambda: c.get_server("demo").ready)
+
+
+def test_subscription_survives_a_daemon_restart(own_daemon: Daemon) -> None:
+    with own_daemon.client() as c:
+        _wait_ready(c)
+        sub = c.subscribe(servers=["demo"], resources=[CLOCK], kinds=["resource_updated"], reconnect_timeout=RPC_TIMEOUT)
+        old = _ticks(sub, 1)[0]
+        own_daemon.stop()  # mcpd ends the stream: UNAVAILABLE "shutting down"
+        own_daemon.start()  # same socket; sequences start at 1 again
+        _wait_ready(c)
+        # The client resumes after `old`: a sequence the new daemon may not
+        # have reached, which it treats as "from now".
+        ev = _ticks(sub, 1)
+        assert ev, "no event from the restarted daemon"
+        assert sub.reconnects >= 1
+        sub.close()
+
+
+def test_gap_events_reach_the_caller(own_daemon: Daemon) -> None:
+    with own_daemon.client() as c:
+        _wait_ready(c)
+        # Ten server-state events through a buffer of four.
+        for _ in range(3):
+            c.restart_server("demo")
+        with c.subscribe(servers=["demo"], kinds=["server_state"], after_sequence=0) as sub:
+            gap = next(sub)
+            assert gap.kind is EventKind.GAP, f"got {gap}, want a gap first"
+            assert gap.gap_first == 1 and gap.gap_last is not None and gap.gap_last >= gap.gap_first
+            assert gap.sequence == gap.gap_last and gap.server == ""
+            nxt = next(sub)
+            assert nxt.kind is EventKind.SERVER_STATE and nxt.sequence == gap.gap_last + 1, f"got {nxt} after {gap}"
+
+
+def test_unreachable_daemon_gives_up(tmp_path: Path) -> None:
+    with Client(f"unix://{tmp_path}/nothing.sock", timeout=5) as c:
+        sub = c.subscribe(kinds=["log"], reconnect_timeout=0.5)
+        with pytest.raises(mcpd_grpc.Unavailable) as info:
+            next(sub)
+        assert info.value.retryable
+        sub = c.subscribe(kinds=["log"], reconnect=False)
+        with pytest.raises(mcpd_grpc.Unavailable):
+            next(sub)
+
+
+def test_async_subscribe_and_gap(own_daemon: Daemon) -> None:
+    async def body() -> None:
+        async with AsyncClient(own_daemon.target, timeout=RPC_TIMEOUT) as c:
+            for _ in range(3):
+                await c.restart_server("demo")
+            sub = c.subscribe(servers=["demo"], kinds=["server_state"], after_sequence=0)
+            events = []
+            async for ev in sub:
+                events.append(ev)
+                if len(events) == 2:
+                    break
+            assert events[0].kind is EventKind.GAP and events[1].kind is EventKind.SERVER_STATE
+            assert isinstance(events[1].state, ServerState)
+            # close() ends a pending iteration.
+            asyncio.get_running_loop().call_later(0.1, sub.close)
+            assert [ev async for ev in sub if ev.kind is EventKind.LOG] == []
+
+    run_async(body())

@@ -1,0 +1,161 @@
+"""Sampling, elicitation and roots requests from server-everything,
+answered by Python handlers over HandleServerRequests."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import List
+
+from mcpd_grpc import (
+    AsyncClient,
+    ElicitationRequest,
+    ElicitationResult,
+    Root,
+    RootsRequest,
+    SamplingRequest,
+    SamplingResult,
+    ServerRequestError,
+)
+
+from conftest import RPC_TIMEOUT, Daemon, poll, run_async
+
+
+def _handler_threads() -> List[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "mcpd-server-requests" or t.name.startswith("mcpd-handler")]
+
+
+def test_sync_handlers(daemon: Daemon, everything: str) -> None:
+    seen: List[object] = []
+    with daemon.client() as c:
+
+        @c.on_sampling
+        def sample(req: SamplingRequest) -> SamplingResult:
+            seen.append(req)
+            return SamplingResult("answer to: " + req.text, model="py-model")
+
+        @c.on_elicitation()  # the decorator works with and without ()
+        def elicit(req: ElicitationRequest) -> dict:
+            seen.append(req)
+            return {"name": "Ada Lovelace"}
+
+        assert c.handlers_ready(RPC_TIMEOUT), "mcpd did not confirm the handlers"
+        r = c.call_tool(f"mcp__{everything}__trigger-sampling-request", {"prompt": "a haiku", "maxTokens": 20})
+        assert "py-model" in r.text and "answer to: Resource trigger-sampling-request context: a haiku" in r.text, r.text
+        sampling = seen[0]
+        assert isinstance(sampling, SamplingRequest) and sampling.server == everything
+        assert sampling.max_tokens == 20 and sampling.messages[0].role == "user" and sampling.deadline is not None
+        assert sampling.params.get("maxTokens") == 20
+
+        r = c.call_tool(f"mcp__{everything}__trigger-elicitation-request")
+        assert "Ada Lovelace" in r.text and '"action": "accept"' in r.text, r.text
+        elicitation = seen[1]
+        assert isinstance(elicitation, ElicitationRequest) and elicitation.mode == "form"
+        assert "name" in elicitation.requested_schema["properties"]
+
+        # Registering roots later reopens the stream with the new kind.
+        roots_asked = threading.Event()
+
+        @c.on_roots
+        def roots(req: RootsRequest) -> list:
+            roots_asked.set()
+            return [Root("file:///from/sync-handler", "handler"), "file:///second"]
+
+        assert c.handlers_ready(RPC_TIMEOUT)
+        # A change of mcpd's own roots makes the server ask again; the
+        # handler answers instead of mcpd.
+        c.set_roots(["file:///ignored/sync"], server=everything)
+        text = poll(
+            "the handler's roots",
+            lambda: (lambda t: "from/sync-handler" in t and t)(c.call_tool(f"mcp__{everything}__get-roots-list").text),
+        )
+        assert "file:///second" in str(text) and roots_asked.is_set()
+        assert _handler_threads(), "want the handler thread while the client is open"
+    # close() stops the stream and its thread.
+    assert not [t for t in _handler_threads() if t.name == "mcpd-server-requests" and t.is_alive()]
+
+
+def test_refusals_and_failing_handlers(daemon: Daemon, everything: str) -> None:
+    with daemon.client() as c:
+
+        def refuse(req: SamplingRequest) -> str:
+            raise ServerRequestError("no model here", code=-1)
+
+        c.on_sampling(refuse)
+
+        @c.on_elicitation
+        def decline(req: ElicitationRequest) -> None:
+            return None  # decline
+
+        assert c.handlers_ready(RPC_TIMEOUT)
+        r = c.call_tool(f"mcp__{everything}__trigger-elicitation-request")
+        assert "decline" in r.text, r.text
+        # server-everything reports the refusal, with its code, as a tool error.
+        r = c.call_tool(f"mcp__{everything}__trigger-sampling-request", {"prompt": "x", "maxTokens": 5})
+        assert r.is_error and r.text == "MCP error -1: no model here", r
+
+        c.on_sampling(lambda req: 1 / 0)  # replacing a handler keeps the stream
+        r = c.call_tool(f"mcp__{everything}__trigger-sampling-request", {"prompt": "x", "maxTokens": 5})
+        assert r.is_error and "MCP error -32603" in r.text and "ZeroDivisionError" in r.text, r
+
+
+def test_async_handlers(daemon: Daemon, everything: str) -> None:
+    async def body() -> None:
+        async with AsyncClient(daemon.target, timeout=RPC_TIMEOUT) as c:
+
+            @c.on_sampling
+            async def sample(req: SamplingRequest) -> SamplingResult:
+                await asyncio.sleep(0)
+                return SamplingResult("async answer to: " + req.text, model="aio-model")
+
+            @c.on_elicitation
+            def elicit(req: ElicitationRequest) -> ElicitationResult:  # a plain function runs in a thread
+                return ElicitationResult("accept", {"name": "Grace Hopper"})
+
+            @c.on_roots
+            async def roots(req: RootsRequest) -> list:
+                return [("file:///from/async-handler", "async")]
+
+            assert await c.handlers_ready(RPC_TIMEOUT)
+            r = await c.call_tool(f"mcp__{everything}__trigger-sampling-request", {"prompt": "p", "maxTokens": 9})
+            assert "aio-model" in r.text and "async answer to: Resource trigger-sampling-request context: p" in r.text, r.text
+            r = await c.call_tool(f"mcp__{everything}__trigger-elicitation-request")
+            assert "Grace Hopper" in r.text, r.text
+            await c.set_roots(["file:///ignored/async"], server=everything)
+            for _ in range(200):
+                r = await c.call_tool(f"mcp__{everything}__get-roots-list")
+                if "from/async-handler" in r.text:
+                    break
+                await asyncio.sleep(0.05)
+            assert "from/async-handler" in r.text, r.text
+            worker = c._worker
+            assert worker is not None
+        assert worker._task.done(), "close() must stop the handler task"
+
+    run_async(body())
+
+
+def test_handlers_registered_while_the_loop_is_not_running(daemon: Daemon, everything: str) -> None:
+    # on_sampling from plain code between two runs of the loop: the handler
+    # task starts when the client is entered.
+    loop = asyncio.new_event_loop()
+    try:
+
+        async def make() -> AsyncClient:
+            return AsyncClient(daemon.target, timeout=RPC_TIMEOUT)
+
+        c = loop.run_until_complete(make())
+        c.on_sampling(lambda req: "early answer")
+        assert c._worker is None, "no loop runs: the task must wait"
+
+        async def body() -> str:
+            async with c:
+                assert c._worker is not None
+                assert await c.handlers_ready(RPC_TIMEOUT)
+                r = await c.call_tool(f"mcp__{everything}__trigger-sampling-request", {"prompt": "q", "maxTokens": 3})
+                return r.text
+
+        text = loop.run_until_complete(asyncio.wait_for(body(), 60))
+        assert "early answer" in text, text
+    finally:
+        loop.close()

@@ -1,0 +1,233 @@
+"""Tests that need no daemon: names, error decoding, conversions."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import grpc
+import pytest
+
+import mcpd_grpc
+from mcpd_grpc import _convert as cv
+from mcpd_grpc import errors
+from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
+from mcpd_grpc.names import provider_names, tool_definitions
+from mcpd_grpc.types import ServerConfig, Tool, Transport
+
+SAFE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+class TestProviderNames:
+    @pytest.mark.parametrize(
+        "qualified, want",
+        [
+            ("mcp__demo__echo", "mcp__demo__echo"),
+            ("mcp__fs__read.file", "mcp__fs__read_file"),
+            ("mcp__fs__a b/c", "mcp__fs__a_b_c"),
+            ("mcp__x__Ünïcode", "mcp__x___n_code"),
+        ],
+    )
+    def test_sanitizes(self, qualified: str, want: str) -> None:
+        got = provider_names([qualified])[qualified]
+        assert got == want, f"got {got!r}, want {want!r}"
+
+    def test_long_names_are_cut_with_a_hash(self) -> None:
+        q = "mcp__" + "s" * 60 + "__tool"
+        got = provider_names([q])[q]
+        digest = hashlib.sha256(q.encode()).hexdigest()[:8]
+        assert len(got) == 64, f"got length {len(got)}, want 64"
+        assert got.endswith("_" + digest), f"got {got!r}, want suffix _{digest}"
+        assert SAFE.fullmatch(got)
+
+    def test_collisions_get_distinct_names(self) -> None:
+        qs = ["mcp__a__x.y", "mcp__a__x_y", "mcp__a__x/y"]
+        got = provider_names(qs)
+        assert got["mcp__a__x_y"] == "mcp__a__x_y", "a safe name must be kept"
+        assert len(set(got.values())) == 3, f"got {got}, want 3 distinct names"
+        assert all(SAFE.fullmatch(n) for n in got.values()), got
+
+    def test_deterministic_whatever_the_order(self) -> None:
+        qs = ["mcp__a__x.y", "mcp__a__x/y", "mcp__" + "b" * 64 + "__t", "mcp__a__ok"]
+        assert provider_names(qs) == provider_names(list(reversed(qs)))
+
+    def test_definitions_and_reverse_map(self) -> None:
+        tools = [
+            Tool(name="mcp__fs__read.file", server="fs", tool_name="read.file", description="Reads.", input_schema={"type": "object", "properties": {"path": {"type": "string"}}}),
+            Tool(name="mcp__fs__noschema", server="fs", tool_name="noschema", title="No schema"),
+        ]
+        defs, back = tool_definitions(tools, "openai")
+        assert defs[0] == {
+            "type": "function",
+            "function": {"name": "mcp__fs__read_file", "description": "Reads.", "parameters": tools[0].input_schema},
+        }
+        assert defs[1]["function"]["parameters"] == {"type": "object", "properties": {}}
+        assert defs[1]["function"]["description"] == "No schema"
+        assert back == {"mcp__fs__read_file": "mcp__fs__read.file", "mcp__fs__noschema": "mcp__fs__noschema"}
+        resp, _ = tool_definitions(tools, "openai", api="responses")
+        assert resp[0]["name"] == "mcp__fs__read_file" and resp[0]["type"] == "function" and "function" not in resp[0]
+        anth, _ = tool_definitions(tools, "anthropic")
+        assert anth[0] == {"name": "mcp__fs__read_file", "description": "Reads.", "input_schema": tools[0].input_schema}
+        with pytest.raises(ValueError):
+            tool_definitions(tools, "openai", api="nope")
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(num: int, payload: bytes) -> bytes:
+    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _status_bin(type_url: str, reason: str, domain: str, metadata: dict) -> bytes:
+    info = _field(1, reason.encode()) + _field(2, domain.encode())
+    for k, v in metadata.items():
+        info += _field(3, _field(1, k.encode()) + _field(2, v.encode()))
+    anyv = _field(1, type_url.encode()) + _field(2, info)
+    return _varint(1 << 3 | 0) + _varint(5) + _field(2, b"msg") + _field(3, anyv)
+
+
+class FakeRpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str, trailing: tuple = ()) -> None:
+        self._code, self._details, self._trailing = code, details, trailing
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def trailing_metadata(self) -> tuple:
+        return self._trailing
+
+
+class TestErrors:
+    @pytest.mark.parametrize(
+        "code, cls, retryable",
+        [
+            (grpc.StatusCode.NOT_FOUND, errors.NotFound, False),
+            (grpc.StatusCode.INVALID_ARGUMENT, errors.InvalidArgument, False),
+            (grpc.StatusCode.UNAVAILABLE, errors.Unavailable, True),
+            (grpc.StatusCode.DEADLINE_EXCEEDED, errors.DeadlineExceeded, False),
+            (grpc.StatusCode.PERMISSION_DENIED, errors.PermissionDenied, False),
+            (grpc.StatusCode.UNAUTHENTICATED, errors.Unauthenticated, False),
+            (grpc.StatusCode.ALREADY_EXISTS, errors.AlreadyExists, False),
+            (grpc.StatusCode.UNKNOWN, errors.UnknownError, False),
+            (grpc.StatusCode.FAILED_PRECONDITION, errors.FailedPrecondition, False),
+        ],
+    )
+    def test_class_by_code(self, code: grpc.StatusCode, cls: type, retryable: bool) -> None:
+        e = errors.from_rpc_error(FakeRpcError(code, "boom"))
+        assert type(e) is cls, f"got {type(e).__name__}, want {cls.__name__}"
+        assert isinstance(e, mcpd_grpc.MCPDError)
+        assert e.code == code and e.message == "boom" and e.retryable is retryable
+        assert e.server is None and e.jsonrpc_code is None
+
+    def test_error_info(self) -> None:
+        details = _status_bin(
+            "type.googleapis.com/google.rpc.ErrorInfo", "UPSTREAM_JSONRPC_ERROR", "mcpd.v1", {"server": "ev", "jsonrpc_code": "-32042"}
+        )
+        e = errors.from_rpc_error(FakeRpcError(grpc.StatusCode.FAILED_PRECONDITION, "x", (("grpc-status-details-bin", details),)))
+        assert (e.server, e.jsonrpc_code, e.reason, e.domain) == ("ev", -32042, "UPSTREAM_JSONRPC_ERROR", "mcpd.v1")
+        assert "server ev" in str(e) and "JSON-RPC -32042" in str(e), str(e)
+
+    @pytest.mark.parametrize(
+        "trailing",
+        [
+            (("grpc-status-details-bin", b"\xff\xff"),),  # garbage
+            (("grpc-status-details-bin", _status_bin("type.googleapis.com/other.Thing", "r", "d", {})),),
+            (("x-other", "value"),),
+        ],
+    )
+    def test_bad_or_foreign_details_are_ignored(self, trailing: tuple) -> None:
+        e = errors.from_rpc_error(FakeRpcError(grpc.StatusCode.INTERNAL, "x", trailing))
+        assert type(e) is errors.Internal and e.server is None and e.jsonrpc_code is None
+
+
+class TestConvert:
+    def test_json_round_trip(self) -> None:
+        value = {"i": 5, "f": 2.5, "neg": -3, "big": 2**60, "s": "x", "b": True, "n": None, "l": [1, {"k": []}], "o": {}}
+        s = cv.to_struct(value)
+        got = cv.struct_to_py(s)
+        want = dict(value, big=float(2**60))  # beyond 2**53 a double stays a float
+        assert got == want, f"got {got}, want {want}"
+        assert type(got["i"]) is int and type(got["f"]) is float
+
+    def test_arguments_from_model_json(self) -> None:
+        assert cv.struct_to_py(cv.arguments_struct('{"a": 1}')) == {"a": 1}
+        assert cv.struct_to_py(cv.arguments_struct("")) == {}
+        assert cv.arguments_struct(None) is None
+        with pytest.raises(TypeError):
+            cv.arguments_struct("[1]")
+        with pytest.raises(TypeError):
+            cv.to_struct({"a": object()})
+
+    def test_server_config(self) -> None:
+        c = ServerConfig.stdio("fs", "npx", ["-y", "pkg"], env={"TOKEN": "s3cret"}, call_timeout=1.5, tools_deny=["rm*"])
+        assert "s3cret" not in repr(c) and "TOKEN" in repr(c)
+        p = cv.server_config_to_proto(c)
+        assert p.stdio.command == "npx" and list(p.stdio.args) == ["-y", "pkg"] and p.stdio.env["TOKEN"] == "s3cret"
+        assert p.call_timeout.ToNanoseconds() == 1_500_000_000 and list(p.tools_deny) == ["rm*"]
+        h = cv.server_config_to_proto(ServerConfig.from_mcp_json("web", {"type": "sse", "url": "http://127.0.0.1:1/sse", "headers": {"A": "b"}}))
+        assert h.WhichOneof("transport") == "sse" and h.sse.headers["A"] == "b"
+        j = ServerConfig.from_mcp_json("x", {"command": "srv", "args": ["a"]})
+        assert j.transport is Transport.STDIO and j.args == ("a",)
+        with pytest.raises(TypeError):
+            ServerConfig.http("x", "http://h", bogus=1)
+
+    def test_enums(self) -> None:
+        assert cv.server_state(pb.SERVER_STATE_READY) == "ready"
+        assert cv.server_state(99) == "unspecified"  # a state newer than this client
+        assert cv.log_level_to_proto("warning") == pb.LOG_LEVEL_WARNING
+        assert cv.log_level_to_proto(mcpd_grpc.LogLevel.DEBUG) == pb.LOG_LEVEL_DEBUG
+        with pytest.raises(ValueError):
+            cv.log_level_to_proto("loud")
+        with pytest.raises(ValueError):
+            cv.event_kind_to_proto("nope")
+
+    def test_handler_results(self) -> None:
+        r = cv.sampling_reply("1", "hi")
+        assert r.sampling.content[0].text.text == "hi" and r.sampling.role == pb.ROLE_ASSISTANT
+        r = cv.sampling_reply("1", mcpd_grpc.SamplingResult([mcpd_grpc.ImageContent(b"\x89PNG", "image/png")], model="m"))
+        assert r.sampling.content[0].image.data == b"\x89PNG" and r.sampling.model == "m"
+        assert cv.elicitation_reply("2", None).elicitation.action == pb.ELICITATION_ACTION_DECLINE
+        e = cv.elicitation_reply("2", {"name": "Ada"})
+        assert e.elicitation.action == pb.ELICITATION_ACTION_ACCEPT and e.elicitation.content["name"] == "Ada"
+        roots = cv.roots_reply("3", ["file:///a", ("file:///b", "B"), mcpd_grpc.Root("file:///c", "C")])
+        assert [(x.uri, x.name) for x in roots.roots.roots] == [("file:///a", ""), ("file:///b", "B"), ("file:///c", "C")]
+        with pytest.raises(TypeError):
+            cv.sampling_reply("1", 42)
+
+
+def test_environment_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcpd_grpc import _common
+
+    monkeypatch.delenv("MCPD_ADDRESS", raising=False)
+    monkeypatch.delenv("MCPD_API_TOKEN", raising=False)
+    assert _common.resolve_target(None) == "127.0.0.1:50051"
+    assert _common.resolve_metadata(None) == ()
+    monkeypatch.setenv("MCPD_ADDRESS", "unix:///run/mcpd.sock")
+    monkeypatch.setenv("MCPD_API_TOKEN", "tok")
+    assert _common.resolve_target(None) == "unix:///run/mcpd.sock"
+    assert _common.resolve_target("127.0.0.1:1") == "127.0.0.1:1"
+    assert _common.resolve_metadata(None) == (("authorization", "Bearer tok"),)
+    assert _common.resolve_metadata("other") == (("authorization", "Bearer other"),)
+
+
+def test_generated_stubs_live_inside_the_package() -> None:
+    # protoc writes `from mcpd.v1 import mcpd_pb2`; make generate rewrites it
+    # so that no top-level `mcpd` package is needed or shadowed.
+    import sys
+
+    from mcpd_grpc.mcpd.v1 import mcpd_pb2_grpc
+
+    assert "mcpd" not in sys.modules, "the stubs imported a top-level mcpd package"
+    assert mcpd_pb2_grpc.mcpd_dot_v1_dot_mcpd__pb2 is pb
+    assert pb.Tool.__module__ == "mcpd_grpc.mcpd.v1.mcpd_pb2"
