@@ -59,6 +59,15 @@ func (f *fileServers) apply(ctx context.Context, file *mcpconfig.File) {
 			continue
 		}
 		old, had := f.applied[name]
+		if !had {
+			if _, err := f.mgr.Get(name); err == nil {
+				// A server added with ConnectServer holds the name: the
+				// file's entry waits until that one is gone (next reload).
+				f.log.Warn().Str("server", name).Msg("config entry ignored: a server of that name was added with ConnectServer")
+				delete(next, name)
+				continue
+			}
+		}
 		if _, err := f.mgr.Get(name); err == nil && had && old != nil && old.Equal(cfg) {
 			continue // unchanged and still there
 		}

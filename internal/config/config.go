@@ -378,10 +378,22 @@ func (s *Server) DisplayArgs() []string {
 // DisplayURL returns the URL as it may be shown: the ${VAR} template it
 // came from, or the URL with userinfo and query values redacted.
 func (s *Server) DisplayURL() string {
-	if s.urlTemplate != "" {
+	switch {
+	case s.urlTemplate != "":
 		return s.urlTemplate
+	case s.URL == "":
+		return ""
 	}
 	return redactURL(s.URL)
+}
+
+// Redact replaces the server's URL in text (an error message, say) with
+// DisplayURL, so that a token in its query or userinfo does not leak.
+func (s *Server) Redact(text string) string {
+	if s.URL == "" {
+		return text
+	}
+	return strings.ReplaceAll(text, s.URL, s.DisplayURL())
 }
 
 func (s Server) String() string {

@@ -378,3 +378,21 @@ func TestString(t *testing.T) {
 		})
 	}
 }
+
+func TestDisplayURLAndRedact(t *testing.T) {
+	s := Server{Name: "r", Kind: TransportHTTP, URL: "https://h.example/mcp?key=s3cret"}
+	if got := s.DisplayURL(); strings.Contains(got, "s3cret") || !strings.HasPrefix(got, "https://h.example/mcp?key=") {
+		t.Errorf("DisplayURL: got %q, want the query value redacted", got)
+	}
+	msg := `Post "https://h.example/mcp?key=s3cret": connection refused`
+	if got := s.Redact(msg); strings.Contains(got, "s3cret") || !strings.Contains(got, "connection refused") {
+		t.Errorf("Redact: got %q, want the URL redacted and the rest kept", got)
+	}
+	stdio := Server{Name: "s", Kind: TransportStdio, Command: "x"}
+	if got := stdio.DisplayURL(); got != "" {
+		t.Errorf("DisplayURL of a stdio server: got %q, want empty", got)
+	}
+	if got := stdio.Redact("unchanged"); got != "unchanged" {
+		t.Errorf("Redact without a URL: got %q", got)
+	}
+}

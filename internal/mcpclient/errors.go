@@ -64,3 +64,13 @@ func errorf(kind error, format string, args ...any) error {
 func Deny(format string, args ...any) error {
 	return errorf(ErrPermissionDenied, format, args...)
 }
+
+// kindOf returns the sentinel kind of err, or nil.
+func kindOf(err error) error {
+	for _, k := range []error{ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrUnavailable, ErrPermissionDenied, ErrResourceExhausted, ErrUnimplemented} {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	return nil
+}

@@ -123,12 +123,14 @@ func request[T any](ctx context.Context, m *Manager, server, op string, do func(
 	if err != nil {
 		return zero, err
 	}
-	cs, err := u.ready()
+	// Like a tool call, a request waits for a reconnecting server up to
+	// its deadline.
+	ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
+	defer cancel()
+	cs, err := u.awaitReady(ctx)
 	if err != nil {
 		return zero, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
-	defer cancel()
 	ctx, unbind := u.bindRun(ctx)
 	defer unbind()
 	res, err := do(ctx, cs)
@@ -145,15 +147,15 @@ func request[T any](ctx context.Context, m *Manager, server, op string, do func(
 func gather[T any](ctx context.Context, m *Manager, server string, capable func(*mcp.ServerCapabilities) bool,
 	list func(context.Context, *upstream, *mcp.ClientSession) ([]T, error)) ([]T, error) {
 	one := func(u *upstream) ([]T, error) {
-		cs, err := u.ready()
+		ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
+		defer cancel()
+		cs, err := u.awaitReady(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if !capable(cs.InitializeResult().Capabilities) {
 			return nil, nil
 		}
-		ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
-		defer cancel()
 		return list(ctx, u, cs)
 	}
 	if server != "" {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -273,7 +274,10 @@ func (u *upstream) serve(r *run) {
 		failures = append(slices.DeleteFunc(failures, func(t time.Time) bool {
 			return now.Sub(t) > u.opts.CrashLoopWindow
 		}), now)
-		if wasReady && len(failures) >= u.opts.CrashLoopRestarts {
+		// A crash loop is a process that keeps dying: retrying it only
+		// burns CPU. A remote server that is away (a redeploy, a network
+		// cut) is retried at the backoff's pace until it is back.
+		if wasReady && u.cfg.Kind == config.TransportStdio && len(failures) >= u.opts.CrashLoopRestarts {
 			u.setState(StateFailed, fmt.Sprintf("crash loop: %d failures within %v; last: %v", len(failures), u.opts.CrashLoopWindow, err))
 			return
 		}
@@ -541,7 +545,7 @@ func (u *upstream) setState(state State, lastErr string) {
 	changed := u.state != state
 	u.state = state
 	if lastErr != "" {
-		u.lastErr = lastErr
+		u.lastErr = u.cfg.Redact(lastErr)
 	}
 	if changed {
 		u.stateChanged = time.Now()
@@ -684,6 +688,19 @@ const codeRejectedByTransport = -32005
 
 // classify turns an SDK error into one of this package's kinds.
 func (u *upstream) classify(ctx context.Context, op string, err error) error {
+	return u.redactError(u.classifyRaw(ctx, op, err))
+}
+
+// redactError keeps the server's URL (it may hold a token) out of an
+// error's message, keeping its kind.
+func (u *upstream) redactError(err error) error {
+	if err == nil || u.cfg.URL == "" || !strings.Contains(err.Error(), u.cfg.URL) {
+		return err
+	}
+	return &kindError{kind: kindOf(err), msg: u.cfg.Redact(err.Error()), cause: err}
+}
+
+func (u *upstream) classifyRaw(ctx context.Context, op string, err error) error {
 	var wireErr *jsonrpc.Error
 	switch {
 	case errors.Is(err, transport.ErrMessageTooLarge):

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -436,11 +437,22 @@ func TestAuthAndHealth(t *testing.T) {
 	ctx := testContext(t)
 	health := healthpb.NewHealthClient(e.conn)
 
-	// Health needs no token.
+	// Health and reflection need no token.
 	hr, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health without token: got %v %v, want SERVING", hr, err)
 	}
+	refl, err := reflectionpb.NewServerReflectionClient(e.conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := refl.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := refl.Recv(); err != nil || len(r.GetListServicesResponse().GetService()) == 0 {
+		t.Fatalf("reflection without token: got %v %v, want the services", r, err)
+	}
+	_ = refl.CloseSend()
 	_, err = e.client.ListServers(ctx, &mcpdv1.ListServersRequest{})
 	wantCode(t, err, codes.Unauthenticated)
 	bad := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer wrong")

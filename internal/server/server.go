@@ -113,12 +113,21 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 		return c.Service != healthpb.Health_ServiceDesc.ServiceName
 	})
+	// Health and reflection need no token: probes and grpcurl use them,
+	// and they reveal no server, tool or data.
+	notProbe := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		switch c.Service {
+		case healthpb.Health_ServiceDesc.ServiceName, "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection":
+			return false
+		}
+		return true
+	})
 	// Health checks are probes, polled often: they are not logged.
 	unary := []grpc.UnaryServerInterceptor{selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(log, logOpts...), notHealth)}
 	stream := []grpc.StreamServerInterceptor{selector.StreamServerInterceptor(logging.StreamServerInterceptor(log, logOpts...), notHealth)}
 	if opts.APIToken != "" {
-		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), notHealth))
-		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), notHealth))
+		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), notProbe))
+		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), notProbe))
 	}
 	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpt))
 	stream = append(stream, recovery.StreamServerInterceptor(recoverOpt))

@@ -297,7 +297,8 @@ const (
 	EventKind_EVENT_KIND_RESOURCES_CHANGED EventKind = 4
 	// Means a server changed state.
 	EventKind_EVENT_KIND_SERVER_STATE EventKind = 5
-	// Means a server sent a log message outside any streamed call.
+	// Means a server sent a log message (those a CallToolStream also
+	// streams included).
 	EventKind_EVENT_KIND_LOG EventKind = 6
 )
 
@@ -844,7 +845,9 @@ func (x *Implementation) GetTitle() string {
 }
 
 // Server is the status of one connected server. It never contains
-// environment or header values.
+// environment or header values; arguments and URLs from the config file
+// show their ${VAR} templates, and other URLs have their query values and
+// userinfo redacted.
 type Server struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Identifies the server.
@@ -863,7 +866,9 @@ type Server struct {
 	Capabilities *structpb.Struct `protobuf:"bytes,7,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// Counts the tools mcpd exposes for this server (after filters).
 	ToolCount int32 `protobuf:"varint,8,opt,name=tool_count,json=toolCount,proto3" json:"tool_count,omitempty"`
-	// Explains the most recent failure, empty when there is none.
+	// Explains the most recent failure, empty when there was none. It stays
+	// after the server recovers, so that the cause of a restart remains
+	// visible.
 	LastError string `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// Counts how often the server was started again after its first start.
 	Restarts uint32 `protobuf:"varint,10,opt,name=restarts,proto3" json:"restarts,omitempty"`
@@ -4374,8 +4379,10 @@ type SubscribeRequest struct {
 	// Restricts events to these servers; empty means all.
 	Servers []string `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
 	// Subscribes to updates of these resources: mcpd subscribes upstream
-	// while any stream asks for them. Resource updates are delivered only
-	// for resources listed here.
+	// while any stream asks for them. When set, the stream's resource
+	// updates are those of the resources listed; when empty, the stream
+	// also receives the updates other streams subscribed to (if its kinds
+	// allow them).
 	Resources []*ResourceRef `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty"`
 	// Restricts events to these kinds; empty means all.
 	Kinds []EventKind `protobuf:"varint,3,rep,packed,name=kinds,proto3,enum=mcpd.v1.EventKind" json:"kinds,omitempty"`
