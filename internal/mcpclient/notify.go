@@ -83,7 +83,7 @@ func (u *upstream) onProgress(_ context.Context, req *mcp.ProgressNotificationCl
 func (u *upstream) isRouted() bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.routedConn
+	return u.liveConn != nil
 }
 
 // callSink receives what belongs to one streamed call.

@@ -19,11 +19,11 @@ import (
 // order. The SDK's Streamable HTTP connection needs session updates through
 // an unexported interface a wrapper cannot forward, so it is left as it is
 // and its calls get notifications from the SDK's handlers.
-func (u *upstream) routed(t mcp.Transport) (mcp.Transport, bool) {
+func (u *upstream) routed(t mcp.Transport) mcp.Transport {
 	if _, ok := t.(*mcp.StreamableClientTransport); ok {
-		return t, false
+		return t
 	}
-	return &routedTransport{Transport: t, u: u}, true
+	return &routedTransport{Transport: t, u: u}
 }
 
 type routedTransport struct {

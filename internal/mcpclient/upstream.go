@@ -117,8 +117,7 @@ type upstream struct {
 	detected     config.TransportKind // for TransportAuto: what worked last
 	tools        map[string]*mcp.Tool // by the server's own name, after filters
 	sinks        map[string]*callSink // streamed calls in flight, by progress token
-	routedConn   bool                 // the session's connection feeds sinks itself
-	liveConn     *routedConn          // the current session's connection, if routed
+	liveConn     *routedConn          // the session's connection, if routed: it feeds sinks itself
 	nextToken    uint64
 }
 
@@ -299,6 +298,11 @@ func (u *upstream) serve(r *run) {
 // hold serves a ready session until it ends or the run is stopped. It
 // returns why the session ended, or stopped when the run was.
 func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped bool) {
+	// A loss reported before this session was up was about an older one.
+	select {
+	case <-u.lost:
+	default:
+	}
 	sessionEnded := make(chan struct{})
 	go func() {
 		_ = cs.Wait()
@@ -487,7 +491,7 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 	u.lastProc = proc
 	u.mu.Unlock()
 
-	t, routed := u.routed(proc)
+	t := u.routed(proc)
 	cs, err := u.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		_ = proc.Stop(context.Background())
@@ -500,7 +504,7 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	u.mu.Lock()
-	u.proc, u.session, u.init, u.routedConn, u.liveConn = proc, cs, cs.InitializeResult(), routed, connOf(t)
+	u.proc, u.session, u.init, u.liveConn = proc, cs, cs.InitializeResult(), connOf(t)
 	u.mu.Unlock()
 	return cs, nil
 }
@@ -528,14 +532,14 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 	if err != nil {
 		return nil, startError{err}
 	}
-	t, routed := u.routed(t)
+	t = u.routed(t)
 	cs, err := u.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	mine.Store(cs)
 	u.mu.Lock()
-	u.session, u.init, u.routedConn, u.liveConn = cs, cs.InitializeResult(), routed, connOf(t)
+	u.session, u.init, u.liveConn = cs, cs.InitializeResult(), connOf(t)
 	u.mu.Unlock()
 	return cs, nil
 }
