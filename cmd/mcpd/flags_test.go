@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -289,5 +290,30 @@ func TestNewLogger(t *testing.T) {
 		if _, err := newLogger(tc.level, tc.format); (err == nil) != tc.ok {
 			t.Errorf("newLogger(%q, %q): got error %v, want ok=%v", tc.level, tc.format, err, tc.ok)
 		}
+	}
+}
+
+// TestAllowCommandFlagOverridesEnv: for the list flag too, the command line
+// wins over MCPD_ALLOW_COMMAND instead of adding to it.
+func TestAllowCommandFlagOverridesEnv(t *testing.T) {
+	env := func(name string) (string, bool) {
+		if name == "MCPD_ALLOW_COMMAND" {
+			return "npx,uvx", true
+		}
+		return "", false
+	}
+	c, err := parseFlags(nil, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string(c.allowCommands); !slices.Equal(got, []string{"npx", "uvx"}) {
+		t.Errorf("from the environment: got %q", got)
+	}
+	c, err = parseFlags([]string{"--allow-command", "/usr/bin/node"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string(c.allowCommands); !slices.Equal(got, []string{"/usr/bin/node"}) {
+		t.Errorf("flag over environment: got %q, want only the flag's", got)
 	}
 }

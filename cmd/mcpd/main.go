@@ -157,6 +157,9 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "MCPD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if f.Name == "allow-command" {
+			return // a list: set below, unless the command line sets it
+		}
 		if v, ok := lookup(name); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
 				envErr = fmt.Errorf("%s: %w", name, err)
@@ -168,6 +171,11 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	onCommandLine := false
+	fs.Visit(func(f *flag.Flag) { onCommandLine = onCommandLine || f.Name == "allow-command" })
+	if v, ok := lookup("MCPD_ALLOW_COMMAND"); ok && !onCommandLine {
+		_ = c.allowCommands.Set(v)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (the only subcommand is demo-server)", fs.Arg(0))

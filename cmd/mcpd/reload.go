@@ -18,19 +18,20 @@ import (
 type fileServers struct {
 	mgr *mcpclient.Manager
 	log zerolog.Logger
-	wg  *sync.WaitGroup // connects still running; run waits for them
 
 	mu      sync.Mutex
 	applied map[string]*mcpconfig.Server // what the file said last time; nil entry = invalid entry
 }
 
-func newFileServers(mgr *mcpclient.Manager, log zerolog.Logger, wg *sync.WaitGroup) *fileServers {
-	return &fileServers{mgr: mgr, log: log, wg: wg, applied: make(map[string]*mcpconfig.Server)}
+func newFileServers(mgr *mcpclient.Manager, log zerolog.Logger) *fileServers {
+	return &fileServers{mgr: mgr, log: log, applied: make(map[string]*mcpconfig.Server)}
 }
 
 // apply starts new servers, restarts changed ones, and disconnects the ones
 // the file no longer lists; invalid entries are (re)registered as FAILED
-// with their reason. Connections proceed in the background.
+// with their reason. It returns once every change is under way (replacing
+// a server waits for the old one to stop); connections proceed in the
+// background. Applying in order keeps quick successive reloads in order.
 func (f *fileServers) apply(ctx context.Context, file *mcpconfig.File) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -51,7 +52,10 @@ func (f *fileServers) apply(ctx context.Context, file *mcpconfig.File) {
 	for _, bad := range file.Invalid {
 		f.log.Warn().Str("server", bad.Name).Err(bad.Err).Msg("config entry unusable")
 		if err := f.mgr.AddFailed(bad.Name, bad.Err); err != nil {
+			// The name is taken (by a server added with ConnectServer):
+			// the entry is not the file's to track.
 			f.log.Warn().Str("server", bad.Name).Err(err).Msg("config entry not registered")
+			delete(next, bad.Name)
 		}
 	}
 	for name, cfg := range next {
@@ -71,12 +75,11 @@ func (f *fileServers) apply(ctx context.Context, file *mcpconfig.File) {
 		if _, err := f.mgr.Get(name); err == nil && had && old != nil && old.Equal(cfg) {
 			continue // unchanged and still there
 		}
-		replace := had && old != nil // the file owned this name; replace its server
-		f.wg.Go(func() {
-			if _, err := f.mgr.Connect(ctx, *cfg, replace); err != nil && ctx.Err() == nil {
-				f.log.Warn().Str("server", name).Err(err).Msg("connect")
-			}
-		})
+		replace := had // the file owned this name (valid or not); replace its server
+		if err := f.mgr.Start(*cfg, replace); err != nil {
+			f.log.Warn().Str("server", name).Err(err).Msg("connect")
+			delete(next, name)
+		}
 	}
 	f.applied = next
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -98,9 +97,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 
 	// Servers from the file connect concurrently while RPCs are already
 	// served; each one's state is visible through GetServer meanwhile.
-	var connecting sync.WaitGroup
-	defer connecting.Wait()
-	files := newFileServers(mgr, log, &connecting)
+	files := newFileServers(mgr, log)
 	files.apply(ctx, file)
 
 	for done := false; !done; {
@@ -124,7 +121,6 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	drainCtx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
 	srv.Shutdown(drainCtx)
-	connecting.Wait()
 	// Stopping servers is bounded by their stop grace; give it its own
 	// deadline so that a drained RPC budget cannot skip it.
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), c.shutdownTimeout+3*c.stopGrace)

@@ -115,16 +115,20 @@ func cmpPair(a1, a2, b1, b2 string) int {
 	return strings.Compare(a2, b2)
 }
 
-// request runs one request against a ready server, bounded by the server's
-// call timeout, and classifies its error.
+// request runs one request against a server's session, waiting for a
+// reconnecting server, bounded by the server's call timeout and bound to
+// its run (a stop fails it at once), and classifies its error.
 func request[T any](ctx context.Context, m *Manager, server, op string, do func(context.Context, *mcp.ClientSession) (T, error)) (T, error) {
-	var zero T
 	u, err := m.lookup(server)
 	if err != nil {
+		var zero T
 		return zero, err
 	}
-	// Like a tool call, a request waits for a reconnecting server up to
-	// its deadline.
+	return onSession(ctx, u, op, do)
+}
+
+func onSession[T any](ctx context.Context, u *upstream, op string, do func(context.Context, *mcp.ClientSession) (T, error)) (T, error) {
+	var zero T
 	ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
 	defer cancel()
 	cs, err := u.awaitReady(ctx)
@@ -147,16 +151,12 @@ func request[T any](ctx context.Context, m *Manager, server, op string, do func(
 func gather[T any](ctx context.Context, m *Manager, server string, capable func(*mcp.ServerCapabilities) bool,
 	list func(context.Context, *upstream, *mcp.ClientSession) ([]T, error)) ([]T, error) {
 	one := func(u *upstream) ([]T, error) {
-		ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
-		defer cancel()
-		cs, err := u.awaitReady(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if !capable(cs.InitializeResult().Capabilities) {
-			return nil, nil
-		}
-		return list(ctx, u, cs)
+		return onSession(ctx, u, "list", func(ctx context.Context, cs *mcp.ClientSession) ([]T, error) {
+			if !capable(cs.InitializeResult().Capabilities) {
+				return nil, nil
+			}
+			return list(ctx, u, cs)
+		})
 	}
 	if server != "" {
 		u, err := m.lookup(server)
@@ -177,7 +177,7 @@ func gather[T any](ctx context.Context, m *Manager, server string, capable func(
 		wg.Go(func() {
 			items, err := one(u)
 			if err != nil {
-				u.log.Warn().Err(err).Msg("listing for all servers: left out")
+				u.log.Warn().Str("error", err.Error()).Msg("listing for all servers: left out")
 				return
 			}
 			mu.Lock()

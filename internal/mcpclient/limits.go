@@ -40,7 +40,9 @@ func (l *inflight) acquire(ctx context.Context, server string) (release func(), 
 	case <-t.C:
 		return nil, errorf(ErrResourceExhausted, "server %q has %d calls in flight; none finished within %v", server, cap(l.slots), l.queueWait)
 	case <-ctx.Done():
-		return nil, errorf(ErrResourceExhausted, "server %q has %d calls in flight; none finished before the call's deadline: %w", server, cap(l.slots), ctx.Err())
+		// The cause tells a deadline, a cancellation and a stopped server
+		// apart, and the edge maps each to its own code.
+		return nil, errorf(ErrResourceExhausted, "server %q has %d calls in flight; none finished in time: %w", server, cap(l.slots), context.Cause(ctx))
 	}
 }
 

@@ -140,23 +140,36 @@ func NewManager(opts *Options) *Manager {
 // status explains why. With replace, a server of the same name is stopped
 // and replaced; without, that is ErrAlreadyExists.
 func (m *Manager) Connect(ctx context.Context, cfg config.Server, replace bool) (Status, error) {
+	u, err := m.start(cfg, replace)
+	if err != nil {
+		return Status{}, err
+	}
+	return m.settle(ctx, u)
+}
+
+// Start adds a server like Connect but does not wait: the server connects
+// in the background and its state tells how that goes.
+func (m *Manager) Start(cfg config.Server, replace bool) error {
+	_, err := m.start(cfg, replace)
+	return err
+}
+
+func (m *Manager) start(cfg config.Server, replace bool) (*upstream, error) {
 	if err := cfg.Validate(); err != nil {
-		return Status{}, errorf(ErrInvalidArgument, "server config: %w", err)
+		return nil, errorf(ErrInvalidArgument, "server config: %w", err)
 	}
 	m.opMu.Lock()
+	defer m.opMu.Unlock()
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		m.opMu.Unlock()
-		return Status{}, errorf(ErrUnavailable, "mcpd is shutting down")
+		return nil, errorf(ErrUnavailable, "mcpd is shutting down")
 	}
 	old := m.servers[cfg.Name]
-	if old != nil && !replace {
-		m.mu.Unlock()
-		m.opMu.Unlock()
-		return Status{}, errorf(ErrAlreadyExists, "server %q already exists (set replace to replace it)", cfg.Name)
-	}
 	m.mu.Unlock()
+	if old != nil && !replace {
+		return nil, errorf(ErrAlreadyExists, "server %q already exists (set replace to replace it)", cfg.Name)
+	}
 	if old != nil {
 		old.stop()
 	}
@@ -165,8 +178,7 @@ func (m *Manager) Connect(ctx context.Context, cfg config.Server, replace bool) 
 	m.servers[cfg.Name] = u
 	m.mu.Unlock()
 	u.start()
-	m.opMu.Unlock()
-	return m.settle(ctx, u)
+	return u, nil
 }
 
 // AddFailed registers a server whose configuration could not be used (a
@@ -177,6 +189,9 @@ func (m *Manager) AddFailed(name string, reason error) error {
 	defer m.opMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return errorf(ErrUnavailable, "mcpd is shutting down")
+	}
 	if m.servers[name] != nil {
 		return errorf(ErrAlreadyExists, "server %q already exists", name)
 	}
@@ -192,10 +207,14 @@ func (m *Manager) newUpstream(cfg config.Server) *upstream {
 
 // settle waits for u's first attempt and returns its status.
 func (m *Manager) settle(ctx context.Context, u *upstream) (Status, error) {
-	if err := u.waitSettled(ctx); err != nil {
-		return u.status(), err
-	}
-	return u.status(), nil
+	err := u.waitSettled(ctx)
+	return u.status(), err
+}
+
+func (m *Manager) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
 }
 
 // Disconnect stops a server and forgets it.
@@ -223,6 +242,10 @@ func (m *Manager) Restart(ctx context.Context, name string) (Status, error) {
 	if old == nil {
 		m.opMu.Unlock()
 		return Status{}, errorf(ErrNotFound, "server %q not found", name)
+	}
+	if m.isClosed() {
+		m.opMu.Unlock()
+		return Status{}, errorf(ErrUnavailable, "mcpd is shutting down")
 	}
 	if err := old.cfg.Validate(); err != nil {
 		m.opMu.Unlock()

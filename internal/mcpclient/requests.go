@@ -19,6 +19,9 @@ import (
 const codeUserRejected = -1
 
 func (u *upstream) onCreateMessage(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	// Bound to the run: stopping the server must not wait for an agent.
+	ctx, unbind := u.bindRun(ctx)
+	defer unbind()
 	r, err := u.opts.Requests.ask(ctx, &ServerRequest{Server: u.cfg.Name, Kind: KindSampling, Sampling: req.Params})
 	switch {
 	case errors.Is(err, errNoAgent):
@@ -32,6 +35,8 @@ func (u *upstream) onCreateMessage(ctx context.Context, req *mcp.CreateMessageRe
 }
 
 func (u *upstream) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	ctx, unbind := u.bindRun(ctx)
+	defer unbind()
 	r, err := u.opts.Requests.ask(ctx, &ServerRequest{Server: u.cfg.Name, Kind: KindElicitation, Elicitation: req.Params})
 	switch {
 	case errors.Is(err, errNoAgent):
@@ -52,6 +57,8 @@ func (u *upstream) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "roots/list" || u.opts.Requests == nil || !u.opts.Requests.wants(u.cfg.Name, KindRoots) {
 			return next(ctx, method, req)
 		}
+		ctx, unbind := u.bindRun(ctx)
+		defer unbind()
 		r, err := u.opts.Requests.ask(ctx, &ServerRequest{Server: u.cfg.Name, Kind: KindRoots})
 		switch {
 		case err != nil:

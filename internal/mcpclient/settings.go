@@ -108,6 +108,8 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 		if cs, err := u.ready(); err == nil {
 			ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
 			defer cancel()
+			ctx, unbind := u.bindRun(ctx)
+			defer unbind()
 			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 				m.settings.dropInterest(server, uri)
 				return nil, u.classify(ctx, "resources/subscribe", err)
@@ -141,8 +143,10 @@ func (m *Manager) releaseResource(server, uri string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
 	defer cancel()
+	ctx, unbind := u.bindRun(ctx)
+	defer unbind()
 	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
-		u.log.Warn().Err(err).Str("uri", uri).Msg("unsubscribing")
+		u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", uri).Msg("unsubscribing")
 	}
 }
 
@@ -167,6 +171,8 @@ func (m *Manager) SetLogLevel(ctx context.Context, server string, level mcp.Logg
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
 	defer cancel()
+	ctx, unbind := u.bindRun(ctx)
+	defer unbind()
 	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
 		return u.classify(ctx, "logging/setLevel", err)
 	}

@@ -243,10 +243,11 @@ func (u *upstream) serve(r *run) {
 			return
 		}
 		if err == nil {
-			u.setUp(r.ctx, cs)
+			level, uris := u.setUp(r.ctx, cs)
 			u.setState(StateReady, "")
 			u.log.Info().Str("protocol_version", cs.InitializeResult().ProtocolVersion).Msg("server ready")
 			settle()
+			u.catchUp(r.ctx, cs, level, uris)
 			wasReady = true
 			started := time.Now()
 			reason, stopped := u.hold(r, cs)
@@ -259,7 +260,7 @@ func (u *upstream) serve(r *run) {
 			err = errors.New(reason)
 			u.log.Warn().Str("reason", reason).Msg("server session ended")
 		} else {
-			u.log.Warn().Err(err).Msg("server failed to connect")
+			u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Msg("server failed to connect")
 		}
 
 		// A server that never came up in this run has a configuration or
@@ -329,8 +330,11 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			u.stopProcess()
 			return "server lost the session", false
 		case <-u.refresh:
-			if err := u.refreshTools(r.ctx, cs); err != nil {
-				u.log.Warn().Err(err).Msg("refreshing tools")
+			ctx, cancel := context.WithTimeout(r.ctx, u.callTimeout(0))
+			err := u.refreshTools(ctx, cs)
+			cancel()
+			if err != nil {
+				u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Msg("refreshing tools")
 				continue
 			}
 			u.publish(events.Event{Kind: events.KindToolsChanged})
@@ -340,25 +344,69 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 
 // setUp prepares a new session before it is declared ready: it lists the
 // tools and replays what agents set up (log level, resource
-// subscriptions). A failure here is logged, not fatal: the server still
-// serves what it can.
-func (u *upstream) setUp(ctx context.Context, cs *mcp.ClientSession) {
+// subscriptions), within the connect timeout. A failure here is logged,
+// not fatal: the server still serves what it can. It returns what it
+// replayed, for catchUp.
+func (u *upstream) setUp(ctx context.Context, cs *mcp.ClientSession) (level mcp.LoggingLevel, uris []string) {
+	ctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
+	defer cancel()
 	if err := u.refreshTools(ctx, cs); err != nil {
-		u.log.Warn().Err(err).Msg("listing tools")
+		u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Msg("listing tools")
 	}
+	if u.wants == nil {
+		return "", nil
+	}
+	level = u.wants.logLevel(u.cfg.Name)
+	u.applyLogLevel(ctx, cs, level)
+	uris = u.wants.resources(u.cfg.Name)
+	u.subscribeAll(ctx, cs, uris)
+	return level, uris
+}
+
+// catchUp applies what agents set up while the session was being set up:
+// SubscribeResource and SetLogLevel only act on a ready server, and the
+// server was not ready yet.
+func (u *upstream) catchUp(ctx context.Context, cs *mcp.ClientSession, level mcp.LoggingLevel, uris []string) {
 	if u.wants == nil {
 		return
 	}
-	if level := u.wants.logLevel(u.cfg.Name); level != "" && !isStateless(cs) {
-		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
-			u.log.Warn().Err(err).Msg("setting the log level again")
-		}
+	ctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
+	defer cancel()
+	if now := u.wants.logLevel(u.cfg.Name); now != level {
+		u.applyLogLevel(ctx, cs, now)
 	}
+	var missed []string
 	for _, uri := range u.wants.resources(u.cfg.Name) {
-		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-			u.log.Warn().Err(err).Str("uri", uri).Msg("subscribing again")
+		if !slices.Contains(uris, uri) {
+			missed = append(missed, uri)
 		}
 	}
+	u.subscribeAll(ctx, cs, missed)
+}
+
+func (u *upstream) applyLogLevel(ctx context.Context, cs *mcp.ClientSession, level mcp.LoggingLevel) {
+	if level == "" || isStateless(cs) {
+		return // a 2026-07-28 session gets it in every request's _meta
+	}
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+		u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Msg("setting the log level again")
+	}
+}
+
+func (u *upstream) subscribeAll(ctx context.Context, cs *mcp.ClientSession, uris []string) {
+	for _, uri := range uris {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", uri).Msg("subscribing again")
+		}
+	}
+}
+
+// connectTimeout is the server's connect timeout, else the daemon's.
+func (u *upstream) connectTimeout() time.Duration {
+	if u.cfg.ConnectTimeout > 0 {
+		return u.cfg.ConnectTimeout
+	}
+	return u.opts.ConnectTimeout
 }
 
 // connOf returns the routed connection a transport made, if it is routed.
@@ -399,10 +447,7 @@ func exitReason(proc *transport.Process) string {
 // timeout. A URL of unknown transport is tried as Streamable HTTP, then as
 // legacy SSE; what works is kept for the next connect.
 func (u *upstream) connect(parent context.Context) (*mcp.ClientSession, error) {
-	timeout := u.cfg.ConnectTimeout
-	if timeout <= 0 {
-		timeout = u.opts.ConnectTimeout
-	}
+	timeout := u.connectTimeout()
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 
@@ -453,7 +498,7 @@ func (u *upstream) connectAs(ctx context.Context, kind config.TransportKind) (*m
 	if err == nil || ctx.Err() != nil || isStartError(err) {
 		return cs, err
 	}
-	u.log.Info().Err(err).Msg("server/discover probe unanswered; connecting with initialize")
+	u.log.Info().Str("error", u.cfg.Redact(err.Error())).Msg("server/discover probe unanswered; connecting with initialize")
 	return u.dial(ctx, kind, legacyProtocolVersion)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -199,7 +200,14 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				return
 			}
 			r, err := replyFromProto(reply)
-			if err == nil {
+			if err != nil {
+				// The server must not wait out the deadline for an answer
+				// that cannot come: it gets an error now.
+				r = mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client's answer was malformed"}}
+				if aerr := h.broker.Answer(agent, reply.GetId(), r); aerr != nil {
+					err = aerr
+				}
+			} else {
 				err = h.broker.Answer(agent, reply.GetId(), r)
 			}
 			if err != nil {

@@ -1,0 +1,62 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// TestDisconnectDoesNotWaitForAgent disconnects a server while its
+// elicitation waits for an agent that never answers: the disconnect does
+// not wait for the (very long) server-request timeout.
+func TestDisconnectDoesNotWaitForAgent(t *testing.T) {
+	e := newEnv(t, &envOptions{requestTimeout: time.Hour})
+	e.connect(t, "s", newSurfaceServer(t, nil).srv)
+	ctx := testContext(t)
+	actx, cancelAgent := context.WithCancel(ctx)
+	defer cancelAgent()
+	seen := attachAgent(t, actx, e, nil, func(*mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply { return nil })
+
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__s__ask"})
+		callErr <- err
+	}()
+	waitFor(t, func() bool { return len(seen()) > 0 })
+	// With the bug, this waits an hour; the test's context ends first.
+	if _, err := e.client.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{Name: "s"}); err != nil {
+		t.Fatalf("DisconnectServer: %v", err)
+	}
+	if err := <-callErr; err == nil {
+		t.Error("the call whose server was disconnected succeeded")
+	}
+}
+
+// TestHungSetupStillSettles connects a server that answers the handshake
+// but never tools/list: ConnectServer still returns once the connect
+// timeout has passed, and the server serves what it can.
+func TestHungSetupStillSettles(t *testing.T) {
+	e := newEnv(t, nil)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hangs", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "t"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return next(ctx, method, req)
+		}
+	})
+	got := e.connect(t, "h", srv, func(c *mcpdv1.ServerConfig) { c.ConnectTimeout = durationpb.New(300 * time.Millisecond) })
+	if got.GetState() != mcpdv1.ServerState_SERVER_STATE_READY || got.GetToolCount() != 0 {
+		t.Errorf("got %v with %d tools, want READY without the tools it could not list", got.GetState(), got.GetToolCount())
+	}
+}
