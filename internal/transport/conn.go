@@ -245,6 +245,12 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	// reuses the spare capacity instead of copying.
 	data = append(data, '\n')
 	c.writeMu.Lock()
+	// A child that stops reading fills the pipe; the request's deadline
+	// bounds the wait. A write cut short leaves half a line behind, so the
+	// error ends the connection (the SDK closes it) and the server is
+	// started again.
+	deadline, _ := ctx.Deadline()
+	_ = c.p.stdin.SetWriteDeadline(deadline)
 	_, err = c.p.stdin.Write(data)
 	c.writeMu.Unlock()
 	if err != nil {
