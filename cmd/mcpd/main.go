@@ -150,7 +150,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.IntVar(&c.keepAliveFails, "keepalive-failures", 3, "consecutive failed pings after which a session is rebuilt")
 	fs.IntVar(&c.maxInFlight, "max-inflight-calls", 128, "tool calls in flight to one server at most; 0 means no cap")
 	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
-	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 10*time.Minute, "progress notifications may extend a call's default timeout up to this; a call's own timeout is never extended")
+	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 0, "if longer than a call's default timeout, the call's progress notifications restart that timeout, up to this in all (mcpd then asks every call for progress); 0 turns it off; a call's own timeout is never extended")
 	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
 
 	// Environment first, so that the command line overrides it.

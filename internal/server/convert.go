@@ -284,7 +284,7 @@ func metaStruct(m mcp.Meta) (*structpb.Struct, error) {
 	if len(m) == 0 {
 		return nil, nil
 	}
-	return jsonStruct(m)
+	return jsonStruct(map[string]any(m))
 }
 
 // jsonStruct converts any JSON-marshalable value that encodes as an object.
@@ -292,6 +292,13 @@ func metaStruct(m mcp.Meta) (*structpb.Struct, error) {
 func jsonStruct(v any) (*structpb.Struct, error) {
 	if v == nil {
 		return nil, nil
+	}
+	// Values the SDK decoded from JSON convert directly, much faster than
+	// through JSON text (this runs for the _meta of every result).
+	if m, ok := v.(map[string]any); ok {
+		if s, err := structpb.NewStruct(m); err == nil {
+			return s, nil
+		}
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -309,6 +316,9 @@ func jsonStruct(v any) (*structpb.Struct, error) {
 
 // jsonValue converts any JSON-marshalable value.
 func jsonValue(v any) (*structpb.Value, error) {
+	if val, err := structpb.NewValue(v); err == nil {
+		return val, nil
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err

@@ -348,9 +348,21 @@ func TestSubscribeResourceUpdatesAndListChanges(t *testing.T) {
 			// until both hold an interest before the update is sent.
 			waitFor(t, func() bool { return interest(e, "s", "test://doc/1") == 2 })
 
-			if err := surf.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "test://doc/1"}); err != nil {
-				t.Fatal(err)
-			}
+			// On a 2026-07-28 session the server acknowledges the
+			// subscription a moment before its listen stream takes
+			// notifications, so the update is announced until it arrives.
+			announce, stopAnnouncing := context.WithCancel(ctx)
+			announced := make(chan struct{})
+			go func() {
+				defer close(announced)
+				for announce.Err() == nil {
+					_ = surf.srv.ResourceUpdated(announce, &mcp.ResourceUpdatedNotificationParams{URI: "test://doc/1"})
+					select {
+					case <-announce.Done():
+					case <-time.After(20 * time.Millisecond):
+					}
+				}
+			}()
 			for i, s := range []interface {
 				Recv() (*mcpdv1.SubscribeResponse, error)
 			}{sub1, sub2} {
@@ -359,6 +371,8 @@ func TestSubscribeResourceUpdatesAndListChanges(t *testing.T) {
 					t.Errorf("stream %d: got %v, want resource_updated of test://doc/1", i+1, ev)
 				}
 			}
+			stopAnnouncing()
+			<-announced
 			select {
 			case uri := <-surf.subscribed:
 				t.Errorf("a second upstream subscription for %q", uri)
@@ -370,6 +384,9 @@ func TestSubscribeResourceUpdatesAndListChanges(t *testing.T) {
 				return &mcp.CallToolResult{}, nil
 			})
 			ev := nextEvent(t, sub1)
+			for ev.GetResourceUpdated() != nil { // repeated announcements
+				ev = nextEvent(t, sub1)
+			}
 			if ev.GetToolsChanged() == nil {
 				t.Fatalf("got %v, want tools_changed", ev)
 			}
