@@ -12,12 +12,15 @@ import (
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
-var stateNameToProto = map[string]mcpdv1.ServerState{
-	mcpclient.StateConnecting.String():   mcpdv1.ServerState_SERVER_STATE_CONNECTING,
-	mcpclient.StateReady.String():        mcpdv1.ServerState_SERVER_STATE_READY,
-	mcpclient.StateReconnecting.String(): mcpdv1.ServerState_SERVER_STATE_RECONNECTING,
-	mcpclient.StateFailed.String():       mcpdv1.ServerState_SERVER_STATE_FAILED,
-	mcpclient.StateStopped.String():      mcpdv1.ServerState_SERVER_STATE_STOPPED,
+// stateFromName maps a state as events carry it (State.String()) to the
+// API's enum, through the one state table.
+func stateFromName(name string) mcpdv1.ServerState {
+	for st, ps := range stateToProto {
+		if st.String() == name {
+			return ps
+		}
+	}
+	return mcpdv1.ServerState_SERVER_STATE_UNSPECIFIED
 }
 
 func eventToProto(e events.Event) *mcpdv1.Event {
@@ -32,7 +35,7 @@ func eventToProto(e events.Event) *mcpdv1.Event {
 	case events.KindResourcesChanged:
 		out.Kind = &mcpdv1.Event_ResourcesChanged{ResourcesChanged: &mcpdv1.ListChanged{}}
 	case events.KindServerState:
-		out.Kind = &mcpdv1.Event_ServerState{ServerState: &mcpdv1.ServerStateChanged{State: stateNameToProto[e.State], Error: e.Error}}
+		out.Kind = &mcpdv1.Event_ServerState{ServerState: &mcpdv1.ServerStateChanged{State: stateFromName(e.State), Error: e.Error}}
 	case events.KindLog:
 		out.Kind = &mcpdv1.Event_Log{Log: logMessageToProto(e.Level, e.Logger, e.Data)}
 	case events.KindGap:

@@ -23,7 +23,7 @@ func TestClientSession(t *testing.T) {
 		&ProcessOptions{Logger: zerolog.New(&logs), StopGrace: gracefulStopGrace})
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0.0.1"}, nil)
-	cs, err := client.Connect(ctx, p.Transport(), nil)
+	cs, err := client.Connect(ctx, p, nil)
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}

@@ -279,9 +279,6 @@ func (p *Process) Connect(ctx context.Context) (mcp.Connection, error) {
 	return newLineConn(p), nil
 }
 
-// Transport returns p as an mcp.Transport.
-func (p *Process) Transport() mcp.Transport { return p }
-
 // Pid returns the child's process id, which is also its process group id.
 func (p *Process) Pid() int { return p.pid }
 
