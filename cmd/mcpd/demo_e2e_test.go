@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -128,6 +129,25 @@ func TestDemoServer(t *testing.T) {
 		resp := d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "hello, mcpd"})
 		if got := text(resp); got != "hello, mcpd" || resp.GetIsError() {
 			t.Errorf("echo: got %q (is_error %v), want %q", got, resp.GetIsError(), "hello, mcpd")
+		}
+	})
+
+	// mcpd's HTTP/2 flow-control windows are fixed (1 MiB a stream, 4 MiB
+	// a connection): a message larger than both still goes through, both
+	// ways.
+	t.Run("EchoLargerThanWindows", func(t *testing.T) {
+		msg := strings.Repeat("0123456789abcdef", 6<<20/16)
+		args, err := structpb.NewStruct(map[string]any{"message": msg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := d.hub.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: args},
+			grpc.MaxCallRecvMsgSize(16<<20))
+		if err != nil {
+			t.Fatalf("CallTool echo of %d bytes: %v", len(msg), err)
+		}
+		if got := text(resp); got != msg {
+			t.Errorf("echo of %d bytes: got %d bytes back", len(msg), len(got))
 		}
 	})
 

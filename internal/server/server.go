@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"net"
+	"runtime"
 	"sync"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
@@ -31,6 +32,13 @@ import (
 // HealthServicePrefix prefixes a server's name to form its health service
 // name: the health of server "demo" is service "mcpd.server/demo".
 const HealthServicePrefix = "mcpd.server/"
+
+// HTTP/2 flow-control windows: how much a client may send on one stream,
+// and on the connection, before mcpd reads it.
+const (
+	streamWindowBytes = 1 << 20
+	connWindowBytes   = 4 << 20
+)
 
 // Health reports overall and per-server health through grpc.health.v1.
 // Create it before the Manager so that the Manager can report state changes
@@ -135,6 +143,18 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	gopts := append([]grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
+		// Reused handler goroutines keep their grown stacks; a fresh one
+		// per RPC copies its stack several times on the way to the
+		// upstream call. A stream that finds every worker busy still gets
+		// a goroutine of its own.
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		// Fixed flow-control windows turn off bandwidth probing, which
+		// answers every request with a PING round trip: on a loopback or
+		// Unix socket there is no bandwidth-delay product to discover,
+		// and the extra wake-ups on both sides land while the upstream
+		// call runs. The windows are large enough for big messages.
+		grpc.StaticStreamWindowSize(streamWindowBytes),
+		grpc.StaticConnWindowSize(connWindowBytes),
 	}, opts.GRPCOptions...)
 	g := grpc.NewServer(gopts...)
 	hb := &hub{
