@@ -240,6 +240,43 @@ func TestListenKeepsOtherFiles(t *testing.T) {
 	})
 }
 
+// TestIsLocal checks which listeners get fixed flow-control windows: Unix
+// sockets and loopback addresses, not addresses other machines reach.
+func TestIsLocal(t *testing.T) {
+	tcp, err := listen("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	unix, err := listen("unix://"+filepath.Join(shortTempDir(t), "mcpd.sock"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close()
+	for _, c := range []struct {
+		name string
+		lis  net.Listener
+		want bool
+	}{
+		{"loopback", tcp, true},
+		{"unix socket", unix, true},
+		{"other address", addrListener{&net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 50051}}, false},
+		{"all interfaces", addrListener{&net.TCPAddr{IP: net.IPv4zero, Port: 50051}}, false},
+	} {
+		if got := isLocal(c.lis); got != c.want {
+			t.Errorf("%s (%v): isLocal = %v, want %v", c.name, c.lis.Addr(), got, c.want)
+		}
+	}
+}
+
+// addrListener is a listener that only has an address: isLocal must judge
+// addresses this test may not bind.
+type addrListener struct{ addr net.Addr }
+
+func (l addrListener) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (l addrListener) Close() error              { return nil }
+func (l addrListener) Addr() net.Addr            { return l.addr }
+
 func TestAPITokenSources(t *testing.T) {
 	dir := shortTempDir(t)
 	write := func(name, content string) string {

@@ -80,11 +80,12 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes}),
 	})
 	srv := server.New(mgr, health, &server.Options{
-		Logger:   log,
-		APIToken: token,
-		Commands: &server.CommandPolicy{Allowed: c.allowCommands},
-		Events:   bus,
-		Requests: broker,
+		Logger:        log,
+		APIToken:      token,
+		Commands:      &server.CommandPolicy{Allowed: c.allowCommands},
+		Events:        bus,
+		Requests:      broker,
+		LocalListener: isLocal(lis),
 		GRPCOptions: []grpc.ServerOption{
 			grpc.MaxRecvMsgSize(c.maxMessageBytes),
 			grpc.MaxSendMsgSize(c.maxMessageBytes),
@@ -221,6 +222,18 @@ func removeStaleSocket(path string) error {
 		return fmt.Errorf("remove stale socket: %w", err)
 	}
 	return nil
+}
+
+// isLocal reports whether lis reaches only this machine: a Unix socket or
+// a loopback address.
+func isLocal(lis net.Listener) bool {
+	switch a := lis.Addr().(type) {
+	case *net.UnixAddr:
+		return true
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	}
+	return false
 }
 
 func isLoopback(host string) bool {

@@ -33,8 +33,9 @@ import (
 // name: the health of server "demo" is service "mcpd.server/demo".
 const HealthServicePrefix = "mcpd.server/"
 
-// HTTP/2 flow-control windows: how much a client may send on one stream,
-// and on the connection, before mcpd reads it.
+// HTTP/2 flow-control windows on a local listener (see
+// Options.LocalListener): how much a client may send on one stream, and on
+// the connection, before mcpd reads it.
 const (
 	streamWindowBytes = 1 << 20
 	connWindowBytes   = 4 << 20
@@ -85,6 +86,13 @@ type Options struct {
 	// GRPCOptions are appended to the server's options (for example a
 	// maximum message size).
 	GRPCOptions []grpc.ServerOption
+	// LocalListener says that the listener reaches only this machine (a
+	// loopback address or a Unix socket). The HTTP/2 flow-control windows
+	// are then fixed, which turns off bandwidth probing: it answers every
+	// request with a PING round trip, and on a local socket there is no
+	// bandwidth-delay product to discover. Across a network the windows
+	// keep growing with the link.
+	LocalListener bool
 }
 
 // Server is the gRPC server of mcpd.
@@ -148,14 +156,15 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		// upstream call. A stream that finds every worker busy still gets
 		// a goroutine of its own.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-		// Fixed flow-control windows turn off bandwidth probing, which
-		// answers every request with a PING round trip: on a loopback or
-		// Unix socket there is no bandwidth-delay product to discover,
-		// and the extra wake-ups on both sides land while the upstream
-		// call runs. The windows are large enough for big messages.
-		grpc.StaticStreamWindowSize(streamWindowBytes),
-		grpc.StaticConnWindowSize(connWindowBytes),
 	}, opts.GRPCOptions...)
+	if opts.LocalListener {
+		// The probe's wake-ups on both sides would land while the
+		// upstream call runs. The windows are large enough for big
+		// messages.
+		gopts = append(gopts,
+			grpc.StaticStreamWindowSize(streamWindowBytes),
+			grpc.StaticConnWindowSize(connWindowBytes))
+	}
 	g := grpc.NewServer(gopts...)
 	hb := &hub{
 		mgr:      mgr,
