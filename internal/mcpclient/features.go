@@ -31,11 +31,11 @@ type Prompt struct {
 // when server is empty, following upstream cursors; sorted by server, then
 // URI.
 func (m *Manager) ListResources(ctx context.Context, server string) ([]Resource, error) {
-	out, err := gather(ctx, m, server, hasResources, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]Resource, error) {
+	out, err := gather(ctx, m, server, "resources/list", hasResources, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]Resource, error) {
 		var items []Resource
 		for r, err := range cs.Resources(ctx, nil) {
 			if err != nil {
-				return nil, u.classify(ctx, "resources/list", err)
+				return nil, err
 			}
 			items = append(items, Resource{Server: u.cfg.Name, Resource: r})
 		}
@@ -49,11 +49,11 @@ func (m *Manager) ListResources(ctx context.Context, server string) ([]Resource,
 
 // ListResourceTemplates lists resource templates like ListResources.
 func (m *Manager) ListResourceTemplates(ctx context.Context, server string) ([]ResourceTemplate, error) {
-	out, err := gather(ctx, m, server, hasResources, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]ResourceTemplate, error) {
+	out, err := gather(ctx, m, server, "resources/templates/list", hasResources, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]ResourceTemplate, error) {
 		var items []ResourceTemplate
 		for t, err := range cs.ResourceTemplates(ctx, nil) {
 			if err != nil {
-				return nil, u.classify(ctx, "resources/templates/list", err)
+				return nil, err
 			}
 			items = append(items, ResourceTemplate{Server: u.cfg.Name, Template: t})
 		}
@@ -67,11 +67,11 @@ func (m *Manager) ListResourceTemplates(ctx context.Context, server string) ([]R
 
 // ListPrompts lists prompts like ListResources, sorted by server, then name.
 func (m *Manager) ListPrompts(ctx context.Context, server string) ([]Prompt, error) {
-	out, err := gather(ctx, m, server, hasPrompts, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]Prompt, error) {
+	out, err := gather(ctx, m, server, "prompts/list", hasPrompts, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]Prompt, error) {
 		var items []Prompt
 		for p, err := range cs.Prompts(ctx, nil) {
 			if err != nil {
-				return nil, u.classify(ctx, "prompts/list", err)
+				return nil, err
 			}
 			items = append(items, Prompt{Server: u.cfg.Name, Prompt: p})
 		}
@@ -148,10 +148,12 @@ func onSession[T any](ctx context.Context, u *upstream, op string, do func(conte
 // capability when server is empty. Asking one server that lacks the
 // capability gives an empty list; when listing all, a server that fails is
 // left out (and logged) so that one broken server does not hide the rest.
-func gather[T any](ctx context.Context, m *Manager, server string, capable func(*mcp.ServerCapabilities) bool,
+// list returns the SDK's errors as they are; op names the method in the
+// classified error.
+func gather[T any](ctx context.Context, m *Manager, server, op string, capable func(*mcp.ServerCapabilities) bool,
 	list func(context.Context, *upstream, *mcp.ClientSession) ([]T, error)) ([]T, error) {
 	one := func(u *upstream) ([]T, error) {
-		return onSession(ctx, u, "list", func(ctx context.Context, cs *mcp.ClientSession) ([]T, error) {
+		return onSession(ctx, u, op, func(ctx context.Context, cs *mcp.ClientSession) ([]T, error) {
 			if !capable(cs.InitializeResult().Capabilities) {
 				return nil, nil
 			}

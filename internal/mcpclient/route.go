@@ -83,12 +83,18 @@ func (u *upstream) toSinkProgress(p *mcp.ProgressNotificationParams) {
 // not say which request a log message belongs to, so each call streams
 // what the server logged while it ran.
 func (u *upstream) toSinkLog(p *mcp.LoggingMessageParams) {
+	// The callbacks run outside the lock, like toSinkProgress's: a slow
+	// one must not hold up every caller of this server.
 	u.mu.Lock()
-	defer u.mu.Unlock()
+	var calls []func(*mcp.LoggingMessageParams)
 	for _, s := range u.sinks {
 		if s.onLog != nil {
-			s.onLog(p)
+			calls = append(calls, s.onLog)
 		}
+	}
+	u.mu.Unlock()
+	for _, f := range calls {
+		f(p)
 	}
 }
 

@@ -244,6 +244,11 @@ func (u *upstream) serve(r *run) {
 		}
 		if err == nil {
 			level, uris := u.setUp(r.ctx, cs)
+			if r.ctx.Err() != nil { // stopped while setting up: never ready
+				_ = cs.Close()
+				u.stopProcess()
+				return
+			}
 			u.setState(StateReady, "")
 			u.log.Info().Str("protocol_version", cs.InitializeResult().ProtocolVersion).Msg("server ready")
 			settle()
@@ -783,7 +788,9 @@ func (u *upstream) classifyRaw(ctx context.Context, op string, err error) error 
 		// cancellation.
 		return fmt.Errorf("%s: %w", op, context.Cause(ctx))
 	case errors.As(err, &wireErr):
-		return &RPCError{Server: u.cfg.Name, Code: wireErr.Code, Message: wireErr.Message}
+		// Redacted here: the edge formats an RPCError itself, past
+		// redactError's wrapper.
+		return &RPCError{Server: u.cfg.Name, Code: wireErr.Code, Message: u.cfg.Redact(wireErr.Message)}
 	}
 	return errorf(ErrUnavailable, "%s: server %q: %v", op, u.cfg.Name, err)
 }

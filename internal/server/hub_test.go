@@ -493,6 +493,7 @@ func TestToStatus(t *testing.T) {
 		{&mcpclient.RPCError{Server: "s", Code: -32602, Message: "bad"}, codes.InvalidArgument},
 		{&mcpclient.RPCError{Server: "s", Code: -32601, Message: "no method"}, codes.Unimplemented},
 		{&mcpclient.RPCError{Server: "s", Code: 42, Message: "custom"}, codes.Unknown},
+		{&mcpclient.RPCError{Server: "s", Code: -1, Message: "sampling declined"}, codes.FailedPrecondition},
 		{errors.New("some internal detail"), codes.Internal},
 	}
 	for _, tt := range tests {
@@ -503,6 +504,10 @@ func TestToStatus(t *testing.T) {
 			}
 			if tt.want == codes.Internal && st.Message() != "internal error" {
 				t.Errorf("internal error leaks its message: %q", st.Message())
+			}
+			// The logging interceptor logs the returned error: it keeps the cause.
+			if got := toStatus(tt.err).Error(); tt.want == codes.Internal && !strings.Contains(got, tt.err.Error()) {
+				t.Errorf("the logged error %q lost its cause", got)
 			}
 		})
 	}

@@ -57,7 +57,17 @@ func toStatus(err error) error {
 	}
 	// Anything else is a bug in mcpd; the message is kept out of the status
 	// (it may carry internals) and logged by the logging interceptor.
-	return status.Error(codes.Internal, "internal error")
+	return internalError{cause: err}
+}
+
+// internalError reaches the client as INTERNAL "internal error" while its
+// Error, which the logging interceptor logs, keeps the cause.
+type internalError struct{ cause error }
+
+func (e internalError) Error() string { return "internal error: " + e.cause.Error() }
+
+func (e internalError) GRPCStatus() *status.Status {
+	return status.New(codes.Internal, "internal error")
 }
 
 // upstreamStatus maps a server's JSON-RPC error to the closest code and
@@ -92,6 +102,8 @@ func jsonRPCCode(code int64) codes.Code {
 	case -32700, -32603: // parse error, internal error
 		return codes.Internal
 	case -32021, -32022, -32042: // missing client capabilities, unsupported protocol version, URL elicitation required
+		return codes.FailedPrecondition
+	case -1: // request declined: mcpd's answer to sampling when no agent answers it
 		return codes.FailedPrecondition
 	}
 	return codes.Unknown

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -161,6 +162,9 @@ var requestKindFromProto = map[mcpdv1.ServerRequestKind]mcpclient.RequestKind{
 func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.HandleServerRequestsRequest, mcpdv1.HandleServerRequestsResponse]) error {
 	ctx := stream.Context()
 	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) { // the client closed its side before registering
+		return toStatus(invalidf("the first message must be register"))
+	}
 	if err != nil {
 		return err
 	}
@@ -223,7 +227,13 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 		case req := <-agent.Requests():
 			msg, err := serverRequestToProto(req)
 			if err != nil {
+				// The server gets an error now instead of waiting out the
+				// deadline for an answer that cannot come.
 				h.log.Warn().Err(err).Str("server", req.Server).Msg("server request not forwarded")
+				r := mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpd could not forward the request"}}
+				if aerr := h.broker.Answer(agent, req.ID, r); aerr != nil {
+					h.log.Warn().Err(aerr).Str("server", req.Server).Msg("server request not answered")
+				}
 				continue
 			}
 			if err := stream.Send(msg); err != nil {

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -532,28 +534,72 @@ func TestServerRequestsWithoutAgent(t *testing.T) {
 			ctx := testContext(t)
 			e.connect(t, "s", newSurfaceServer(t, era.versions).srv)
 
-			// No agent: elicitation is declined and sampling refused, at once.
-			res, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__s__ask"})
-			if era.name == "legacy" && err == nil {
-				// A legacy server sees the sampling error as a failed request.
-				if !strings.Contains(fmt.Sprint(res), "decline") && !res.GetIsError() {
-					t.Errorf("got %v, want a declined elicitation or a failed call", res)
-				}
-			} else if err == nil && !strings.Contains(res.GetContent()[0].GetText().GetText(), "elicit:decline") {
-				t.Errorf("got %v, want a declined elicitation", res)
-			}
+			// No agent: sampling is refused with -1 (the elicitation asked
+			// alongside is declined), which fails the call as
+			// FAILED_PRECONDITION: attaching an agent would fix it.
+			_, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__s__ask"})
+			wantDeclined(t, err, "no agent is attached")
 
 			// An agent that never answers: the deadline ends the wait, and
-			// the call returns (with a result or an error) instead of hanging.
+			// the call fails the same way instead of hanging.
 			actx, cancelAgent := context.WithCancel(ctx)
 			defer cancelAgent()
 			seen := attachAgent(t, actx, e, nil, func(*mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply { return nil })
-			_, _ = e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__s__ask"})
+			_, err = e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__s__ask"})
+			wantDeclined(t, err, "the agent did not answer in time")
 			if len(seen()) == 0 {
 				t.Error("the registered agent never saw a request")
 			}
 		})
 	}
+}
+
+// TestHandleServerRequestsProtocol checks the stream's first message: a
+// client that closes its side, or replies, before registering gets
+// INVALID_ARGUMENT, never UNKNOWN.
+func TestHandleServerRequestsProtocol(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := testContext(t)
+	for _, c := range []struct {
+		name  string
+		first *mcpdv1.HandleServerRequestsRequest // nil: close without sending
+	}{
+		{"closed before register", nil},
+		{"reply before register", &mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{Reply: &mcpdv1.ServerRequestReply{Id: "1"}}}},
+	} {
+		stream, err := e.client.HandleServerRequests(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.first != nil {
+			if err := stream.Send(c.first); err != nil {
+				t.Fatalf("%s: Send: %v", c.name, err)
+			}
+		}
+		if err := stream.CloseSend(); err != nil {
+			t.Fatalf("%s: CloseSend: %v", c.name, err)
+		}
+		_, err = stream.Recv()
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "first message must be register") {
+			t.Errorf("%s: got %v, want INVALID_ARGUMENT: the first message must be register", c.name, err)
+		}
+	}
+}
+
+// wantDeclined checks that err is the FAILED_PRECONDITION of a declined
+// sampling request (JSON-RPC -1), for the reason given.
+func wantDeclined(t *testing.T, err error, reason string) {
+	t.Helper()
+	st := status.Convert(err)
+	if st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "sampling declined: "+reason) {
+		t.Fatalf("got %v, want FAILED_PRECONDITION: sampling declined: %s", err, reason)
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetMetadata()["jsonrpc_code"] == "-1" {
+			return
+		}
+	}
+	t.Errorf("status %v carries no ErrorInfo with jsonrpc_code -1", st.Details())
 }
 
 func TestSetRoots(t *testing.T) {
@@ -692,5 +738,48 @@ func TestStalledSubscriberDoesNotBlockOthers(t *testing.T) {
 	}
 	if !sawGap {
 		t.Error("the stalled subscriber got no gap event")
+	}
+}
+
+// TestListErrorKeepsServerCode lists one server whose list method fails: the
+// server's JSON-RPC error maps like any other (INVALID_ARGUMENT with the
+// ErrorInfo), not to a retryable UNAVAILABLE.
+func TestListErrorKeepsServerCode(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := testContext(t)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "broken-lists", Version: "1.0.0"}, nil)
+	srv.AddPrompt(&mcp.Prompt{Name: "p"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{}, nil
+	})
+	srv.AddResource(&mcp.Resource{URI: "demo://r", Name: "r"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if strings.HasSuffix(method, "/list") && method != "tools/list" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad cursor"}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	e.connect(t, "b", srv)
+	for name, list := range map[string]func() error{
+		"ListPrompts": func() error {
+			_, err := e.client.ListPrompts(ctx, &mcpdv1.ListPromptsRequest{Server: "b"})
+			return err
+		},
+		"ListResources": func() error {
+			_, err := e.client.ListResources(ctx, &mcpdv1.ListResourcesRequest{Server: "b"})
+			return err
+		},
+		"ListResourceTemplates": func() error {
+			_, err := e.client.ListResourceTemplates(ctx, &mcpdv1.ListResourceTemplatesRequest{Server: "b"})
+			return err
+		},
+	} {
+		st := status.Convert(list())
+		if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "bad cursor") {
+			t.Errorf("%s: got %v, want INVALID_ARGUMENT with the server's message", name, st)
+		}
 	}
 }
