@@ -351,17 +351,6 @@ func (s *Server) Clone() *Server {
 // redacted replaces secrets in URLs shown by String.
 const redacted = "xxxxx"
 
-// String describes s on one line for logs, for example
-//
-//	github (stdio): npx -y @modelcontextprotocol/server-github env=[GITHUB_TOKEN]
-//	remote (http): https://mcp.example.com/mcp?key=xxxxx headers=[Authorization] timeout=30s
-//
-// It never prints env or header values, only their names. Arguments and
-// URLs that Parse expanded from ${VAR} are shown as written in the file
-// (naming the variable, not its value); other URLs are shown with userinfo
-// and query values replaced by "xxxxx". Arguments given verbatim are
-// printed as they are. Because String has a value receiver, %v and %+v
-// of a Server use it too.
 // DisplayArgs returns the arguments as they may be shown: an argument that
 // came from a ${VAR} template in the config file shows the template, not
 // the (possibly secret) value.
@@ -388,14 +377,38 @@ func (s *Server) DisplayURL() string {
 }
 
 // Redact replaces the server's URL in text (an error message, say) with
-// DisplayURL, so that a token in its query or userinfo does not leak.
+// DisplayURL, so that a token in its query or userinfo does not leak. It
+// also finds the URL as net/http prints it in errors: re-encoded (a
+// lower-case scheme, say) and with the password as "***".
 func (s *Server) Redact(text string) string {
 	if s.URL == "" {
 		return text
 	}
-	return strings.ReplaceAll(text, s.URL, s.DisplayURL())
+	forms := []string{s.URL}
+	if u, err := url.Parse(s.URL); err == nil {
+		forms = append(forms, u.String())
+		if _, has := u.User.Password(); has {
+			forms = append(forms, strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1))
+		}
+	}
+	shown := s.DisplayURL()
+	for _, f := range forms {
+		text = strings.ReplaceAll(text, f, shown)
+	}
+	return text
 }
 
+// String describes s on one line for logs, for example
+//
+//	github (stdio): npx -y @modelcontextprotocol/server-github env=[GITHUB_TOKEN]
+//	remote (http): https://mcp.example.com/mcp?key=xxxxx headers=[Authorization] timeout=30s
+//
+// It never prints env or header values, only their names. Arguments and
+// URLs that Parse expanded from ${VAR} are shown as written in the file
+// (naming the variable, not its value); other URLs are shown with userinfo
+// and query values replaced by "xxxxx". Arguments given verbatim are
+// printed as they are. Because String has a value receiver, %v and %+v
+// of a Server use it too.
 func (s Server) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s):", s.Name, s.Kind)

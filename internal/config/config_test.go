@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -388,6 +389,20 @@ func TestDisplayURLAndRedact(t *testing.T) {
 	if got := s.Redact(msg); strings.Contains(got, "s3cret") || !strings.Contains(got, "connection refused") {
 		t.Errorf("Redact: got %q, want the URL redacted and the rest kept", got)
 	}
+	// net/http prints the URL re-encoded, with the password as "***".
+	for _, raw := range []string{"http://bob:pw@h.example/mcp?key=s3cret", "HTTP://h.example/mcp?key=s3cret"} {
+		s := Server{Name: "r", Kind: TransportHTTP, URL: raw}
+		// A transport that fails at once: net/http formats the error, and
+		// nothing goes on the network.
+		c := &http.Client{Transport: failingTransport{}}
+		_, err := c.Post(raw, "application/json", nil)
+		if err == nil {
+			t.Fatalf("POST %s: got no error", raw)
+		}
+		if got := s.Redact(err.Error()); strings.Contains(got, "s3cret") {
+			t.Errorf("Redact(%q): got %q, want the query value redacted", err, got)
+		}
+	}
 	stdio := Server{Name: "s", Kind: TransportStdio, Command: "x"}
 	if got := stdio.DisplayURL(); got != "" {
 		t.Errorf("DisplayURL of a stdio server: got %q, want empty", got)
@@ -395,4 +410,11 @@ func TestDisplayURLAndRedact(t *testing.T) {
 	if got := stdio.Redact("unchanged"); got != "unchanged" {
 		t.Errorf("Redact without a URL: got %q", got)
 	}
+}
+
+// failingTransport fails every request without sending it.
+type failingTransport struct{}
+
+func (failingTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("connection refused")
 }

@@ -423,10 +423,16 @@ func TestToolFilters(t *testing.T) {
 }
 
 func TestCommandPolicy(t *testing.T) {
-	e := newEnv(t, &envOptions{server: Options{Commands: &CommandPolicy{Allowed: []string{"/bin/true"}}}})
+	e := newEnv(t, &envOptions{server: Options{Commands: &CommandPolicy{Allowed: []string{"/bin/true", "bin/server"}}}})
 	ctx := testContext(t)
 	_, err := e.client.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{
 		Name: "x", Transport: &mcpdv1.ServerConfig_Stdio{Stdio: &mcpdv1.StdioConfig{Command: "sh"}},
+	}})
+	wantCode(t, err, codes.PermissionDenied)
+	// An allowed relative path with a cwd of the request's choosing would
+	// start whatever lies there.
+	_, err = e.client.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{
+		Name: "y", Transport: &mcpdv1.ServerConfig_Stdio{Stdio: &mcpdv1.StdioConfig{Command: "bin/server", Cwd: t.TempDir()}},
 	}})
 	wantCode(t, err, codes.PermissionDenied)
 }

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
@@ -21,8 +23,14 @@ func (p *CommandPolicy) Check(cfg config.Server) error {
 	if p == nil || len(p.Allowed) == 0 || cfg.Kind != config.TransportStdio {
 		return nil
 	}
-	if slices.Contains(p.Allowed, cfg.Command) {
-		return nil
+	if !slices.Contains(p.Allowed, cfg.Command) {
+		return mcpclient.Deny("command %q is not in mcpd's --allow-command list", cfg.Command)
 	}
-	return mcpclient.Deny("command %q is not in mcpd's --allow-command list", cfg.Command)
+	// A relative path such as "bin/server" is found from the working
+	// directory: with a cwd of the request's choosing it could name any
+	// program.
+	if cfg.Cwd != "" && !filepath.IsAbs(cfg.Command) && strings.ContainsRune(cfg.Command, filepath.Separator) {
+		return mcpclient.Deny("command %q is a relative path: with cwd set it is not the command --allow-command allows; allow an absolute path", cfg.Command)
+	}
+	return nil
 }

@@ -47,6 +47,10 @@ def resolve_metadata(token: Optional[str]) -> Tuple[Tuple[str, str], ...]:
     """The authorization metadata for token, else $MCPD_API_TOKEN."""
     token = token if token is not None else os.environ.get(ENV_TOKEN, "")
     token = token.strip()
+    # gRPC metadata values are printable ASCII; gRPC would otherwise fail
+    # with the token in its error text, and print it to stderr.
+    if any(not " " <= ch <= "~" for ch in token):
+        raise ValueError("the API token has a character that is not printable ASCII (0x20-0x7E)")
     return (("authorization", "Bearer " + token),) if token else ()
 
 

@@ -219,6 +219,11 @@ def test_environment_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _common.resolve_target("127.0.0.1:1") == "127.0.0.1:1"
     assert _common.resolve_metadata(None) == (("authorization", "Bearer tok"),)
     assert _common.resolve_metadata("other") == (("authorization", "Bearer other"),)
+    # A token gRPC cannot send is refused without echoing it.
+    for bad in ("se\rcret", "sécret"):
+        with pytest.raises(ValueError) as info:
+            _common.resolve_metadata(bad)
+        assert "cret" not in str(info.value)
 
 
 def test_generated_stubs_live_inside_the_package() -> None:
