@@ -53,7 +53,9 @@ def run(mcpd: mcpd_grpc.Client, question: str, max_turns: int = 8) -> str:
             try:
                 result = mcpd.call_tool(fn["name"], fn["arguments"], timeout=60)
                 content = result.text if not result.is_error else f"error: {result.text}"
-            except mcpd_grpc.MCPDError as e:  # the model should see failures too
+            # The model should see failures too, its own malformed arguments
+            # (ValueError, TypeError) included.
+            except (mcpd_grpc.MCPDError, ValueError, TypeError) as e:
                 content = f"error: {e}"
             print(f"  tool {fn['name']}({fn['arguments']}) -> {content}")
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})

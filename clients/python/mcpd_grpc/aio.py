@@ -16,7 +16,7 @@ from . import _common, names as _names
 from . import _convert as cv
 from . import types as t
 from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem, _call_request
-from .errors import InvalidArgument, NotFound, ServerRequestError, from_rpc_error
+from .errors import Cancelled, InvalidArgument, NotFound, ServerRequestError, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
 from .mcpd.v1 import mcpd_pb2_grpc as pb_grpc
 
@@ -317,6 +317,7 @@ class AsyncToolCallStream:
 
     def __init__(self, call: Any) -> None:
         self._call = call
+        self._cancelled = False
         self.result: Optional[t.ToolResult] = None
 
     def __aiter__(self) -> "AsyncToolCallStream":
@@ -328,6 +329,12 @@ class AsyncToolCallStream:
                 m = await self._call.read()
             except grpc.RpcError as e:
                 raise from_rpc_error(e) from e
+            except asyncio.CancelledError:
+                # grpc.aio ends a read of a cancelled call this way; a
+                # cancel() of ours is the call's end, not the task's.
+                if self._cancelled:
+                    raise Cancelled("the call was cancelled") from None
+                raise
             if m is grpc.aio.EOF:
                 raise StopAsyncIteration
             item = cv.stream_item(m)
@@ -339,6 +346,7 @@ class AsyncToolCallStream:
 
     def cancel(self) -> None:
         """Cancels the call (and the MCP request upstream)."""
+        self._cancelled = True
         self._call.cancel()
 
     async def __aenter__(self) -> "AsyncToolCallStream":
@@ -457,6 +465,7 @@ class _AsyncRequestWorker:
         self._want = 0
         self._have = -1
         self._call: Any = None
+        self._reopened: Any = None  # the call reregister cancelled
         self._error: Optional[BaseException] = None
         self._stopped = False
         self._wake = asyncio.Event()
@@ -467,6 +476,7 @@ class _AsyncRequestWorker:
     def reregister(self) -> None:
         self._want += 1
         if self._call is not None:
+            self._reopened = self._call
             self._call.cancel()
 
     async def wait_ready(self, timeout: Optional[float]) -> bool:
@@ -485,6 +495,8 @@ class _AsyncRequestWorker:
     async def stop(self) -> None:
         self._stopped = True
         self._wake.set()
+        async with self._cond:
+            self._cond.notify_all()  # wait_ready returns now, not at its timeout
         if self._call is not None:
             self._call.cancel()
         self._task.cancel()
@@ -520,6 +532,11 @@ class _AsyncRequestWorker:
                         task.add_done_callback(self._tasks.discard)
             except grpc.RpcError as e:
                 err = e
+            except asyncio.CancelledError:
+                # A read of a call that reregister cancelled ends this way:
+                # open the stream again with the new kinds.
+                if self._stopped or self._reopened is not call:
+                    raise
             finally:
                 if self._call is call:
                     self._call = None
@@ -564,7 +581,9 @@ class _AsyncRequestWorker:
                 raise
             except Exception as e:
                 _common.log.exception("%s handler failed for server %s", kind, req.server)
-                reply = cv.error_reply(msg.id, -32603, f"{kind} handler failed: {type(e).__name__}: {e}")
+                # The exception text stays in the log: a handler wraps model
+                # calls whose errors may carry ids or URLs the server must not get.
+                reply = cv.error_reply(msg.id, -32603, f"{kind} handler failed: {type(e).__name__}")
         try:
             async with self._write_lock:
                 await call.write(pb.HandleServerRequestsRequest(reply=reply))

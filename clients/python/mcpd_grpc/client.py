@@ -650,7 +650,9 @@ class _RequestWorker:
                 reply = cv.error_reply(msg.id, e.code, e.message)
             except Exception as e:
                 _common.log.exception("%s handler failed for server %s", kind, req.server)
-                reply = cv.error_reply(msg.id, -32603, f"{kind} handler failed: {type(e).__name__}: {e}")
+                # The exception text stays in the log: a handler wraps model
+                # calls whose errors may carry ids or URLs the server must not get.
+                reply = cv.error_reply(msg.id, -32603, f"{kind} handler failed: {type(e).__name__}")
         outbox.put(pb.HandleServerRequestsRequest(reply=reply))
 
 

@@ -85,6 +85,10 @@ def test_async_stream_cancel(daemon: Daemon) -> None:
             async with c.call_tool_stream("mcp__demo__slow", {"steps": 100, "delay_ms": 50}) as stream:
                 first = await stream.__anext__()
                 assert isinstance(first, Progress)
+            # Like the sync stream: a cancelled call raises Cancelled, not
+            # asyncio.CancelledError, which would look like the task's own.
+            with pytest.raises(mcpd_grpc.Cancelled):
+                await stream.__anext__()
             # The call is cancelled; the daemon is still fine.
             assert (await c.call_tool("mcp__demo__echo", {"message": "after"})).text == "after"
 

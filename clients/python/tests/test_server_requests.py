@@ -108,6 +108,11 @@ def test_async_handlers(daemon: Daemon, everything: str) -> None:
                 await asyncio.sleep(0)
                 return SamplingResult("async answer to: " + req.text, model="aio-model")
 
+            assert await c.handlers_ready(RPC_TIMEOUT)
+            r = await c.call_tool(f"mcp__{everything}__trigger-sampling-request", {"prompt": "p", "maxTokens": 9})
+            assert "aio-model" in r.text and "async answer to: Resource trigger-sampling-request context: p" in r.text, r.text
+
+            # More kinds on the open stream: it is opened again with all three.
             @c.on_elicitation
             def elicit(req: ElicitationRequest) -> ElicitationResult:  # a plain function runs in a thread
                 return ElicitationResult("accept", {"name": "Grace Hopper"})
@@ -117,8 +122,6 @@ def test_async_handlers(daemon: Daemon, everything: str) -> None:
                 return [("file:///from/async-handler", "async")]
 
             assert await c.handlers_ready(RPC_TIMEOUT)
-            r = await c.call_tool(f"mcp__{everything}__trigger-sampling-request", {"prompt": "p", "maxTokens": 9})
-            assert "aio-model" in r.text and "async answer to: Resource trigger-sampling-request context: p" in r.text, r.text
             r = await c.call_tool(f"mcp__{everything}__trigger-elicitation-request")
             assert "Grace Hopper" in r.text, r.text
             await c.set_roots(["file:///ignored/async"], server=everything)
