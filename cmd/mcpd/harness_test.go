@@ -172,6 +172,7 @@ func startDaemon(ctx context.Context, t *testing.T, opts daemonOptions) *daemon 
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	// A process that inherited mcpd's stderr must not hang Wait forever.
 	d.cmd.WaitDelay = 5 * time.Second
+	dieWithTest(d.cmd)
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start mcpd: %v", err)
 	}

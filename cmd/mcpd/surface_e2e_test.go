@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -172,33 +173,10 @@ func TestEverythingSurface(t *testing.T) {
 	})
 
 	t.Run("logging and roots", func(t *testing.T) {
-		// The server logs at info when it first fetches the client's roots
-		// (inside the first get-roots-list call) and again whenever the
-		// roots change. At level error the first log is filtered upstream;
-		// at debug the second arrives.
-		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "ev", Level: mcpdv1.LogLevel_LOG_LEVEL_ERROR}); err != nil {
-			t.Fatal(err)
-		}
-		stream, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{Name: "mcp__ev__get-roots-list"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			m, err := stream.Recv()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l := m.GetLog(); l != nil && l.GetLevel() < mcpdv1.LogLevel_LOG_LEVEL_ERROR {
-				t.Errorf("a %v log passed the error level: %v", l.GetLevel(), l.GetData())
-			}
-		}
-
-		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "ev", Level: mcpdv1.LogLevel_LOG_LEVEL_DEBUG}); err != nil {
-			t.Fatal(err)
-		}
+		// The server logs "Roots updated: N root(s)" at info each time it
+		// fetches the client's roots. The change to two roots happens at
+		// level error, the change to one root at debug: only the second log
+		// may arrive, and a server's events arrive in order.
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		after := uint64(0)
@@ -208,16 +186,42 @@ func TestEverythingSurface(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := d.hub.SetRoots(ctx, &mcpdv1.SetRootsRequest{Roots: []*mcpdv1.Root{{Uri: "file:///srv/project", Name: "project"}}}); err != nil {
+		setRoots := func(uris ...string) {
+			t.Helper()
+			var roots []*mcpdv1.Root
+			for _, u := range uris {
+				roots = append(roots, &mcpdv1.Root{Uri: u, Name: path.Base(u)})
+			}
+			if _, err := d.hub.SetRoots(ctx, &mcpdv1.SetRootsRequest{Roots: roots}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "ev", Level: mcpdv1.LogLevel_LOG_LEVEL_ERROR}); err != nil {
 			t.Fatal(err)
 		}
+		setRoots("file:///srv/first", "file:///srv/second")
+		// The server has fetched the two roots (and so logged) once its
+		// tool shows them.
+		for !strings.Contains(text(d.mustCall(ctx, t, "mcp__ev__get-roots-list", nil)), "file:///srv/second") {
+			if ctx.Err() != nil {
+				t.Fatal("the server never showed the two roots")
+			}
+		}
+		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "ev", Level: mcpdv1.LogLevel_LOG_LEVEL_DEBUG}); err != nil {
+			t.Fatal(err)
+		}
+		setRoots("file:///srv/project")
 		for {
 			m, err := logs.Recv()
 			if err != nil {
 				t.Fatal(err)
 			}
 			l := m.GetEvent().GetLog()
-			if strings.Contains(l.GetData().GetStringValue(), "Roots updated: 1 root") {
+			data := l.GetData().GetStringValue()
+			if strings.Contains(data, "Roots updated: 2 root") {
+				t.Fatalf("an info log passed the error level: %v", l)
+			}
+			if strings.Contains(data, "Roots updated: 1 root") {
 				if l.GetLevel() != mcpdv1.LogLevel_LOG_LEVEL_INFO || l.GetLogger() != "everything-server" {
 					t.Errorf("roots log: got %v", l)
 				}

@@ -142,7 +142,7 @@ def test_prompts_and_completion(client: Client) -> None:
     c = client.complete("demo", "style", "pi", prompt="greet")
     assert c.values == ("pirate",), f"got {c}"
     c = client.complete("demo", "name", "", resource_template="demo://greeting/{name}")
-    assert isinstance(c.values, tuple)
+    assert "Ada" in c.values and "Grace" in c.values, f"got {c}"
     with pytest.raises(ValueError):
         client.complete("demo", "style", "")
 
