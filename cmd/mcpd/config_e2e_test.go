@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -72,5 +74,65 @@ func TestConfigFile(t *testing.T) {
 	}
 	if want := []string{"good", "no-binary", "no-command", "unset-var"}; !slices.Equal(names, want) {
 		t.Errorf("servers: got %v, want %v (sorted, and no demo server when --config is given)", names, want)
+	}
+}
+
+// TestConfigServersKeyStartsTogether starts mcpd with a config under the
+// "servers" key whose two servers each wait for the other before they read
+// anything: both become READY only if mcpd starts them side by side. Each
+// then reports what its ${VAR} references in command, args, env and cwd
+// expanded to.
+func TestConfigServersKeyStartsTogether(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	rendezvousDir, cwd := t.TempDir(), t.TempDir()
+	entry := func(name, peer string) map[string]any {
+		return map[string]any{
+			"command": "${MCPD_E2E_FAKE}",
+			"args":    []string{"${MCPD_E2E_SET}", "${MCPD_E2E_UNSET:-fallback}", "plain"},
+			"env": map[string]any{
+				fakeServerEnv:     fakeRendezvous,
+				fakeNameEnv:       name,
+				fakePeersEnv:      peer,
+				fakeRendezvousEnv: "${MCPD_E2E_RENDEZVOUS}",
+				fakeValueEnv:      "${MCPD_E2E_SET}-${MCPD_E2E_UNSET:-x}",
+			},
+			"cwd": "${MCPD_E2E_CWD}",
+		}
+	}
+	cfg := map[string]any{"servers": map[string]any{
+		"left":  entry("left", "right"),
+		"right": entry("right", "left"),
+	}}
+	d := startDaemon(ctx, t, daemonOptions{
+		config: writeConfig(t, mustJSON(t, cfg)),
+		env: []string{
+			"MCPD_E2E_FAKE=" + testBinary(t),
+			"MCPD_E2E_SET=from-env",
+			"MCPD_E2E_RENDEZVOUS=" + rendezvousDir,
+			"MCPD_E2E_CWD=" + cwd,
+		},
+	})
+
+	wantCwd, err := filepath.EvalSymlinks(cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"left", "right"} {
+		d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
+		resp := d.mustCall(ctx, t, "mcp__"+name+"__describe", map[string]any{})
+		var got describe
+		if err := json.Unmarshal([]byte(mustJSON(t, resp.GetStructuredContent().AsInterface())), &got); err != nil {
+			t.Fatalf("%s describe: %v", name, err)
+		}
+		if want := []string{"from-env", "fallback", "plain"}; !slices.Equal(got.Args, want) {
+			t.Errorf("%s args: got %q, want %q", name, got.Args, want)
+		}
+		if gotCwd, err := filepath.EvalSymlinks(got.Cwd); err != nil || gotCwd != wantCwd {
+			t.Errorf("%s cwd: got %q (%v), want %q", name, got.Cwd, err, wantCwd)
+		}
+		if want := "from-env-x"; got.Value != want {
+			t.Errorf("%s env %s: got %q, want %q", name, fakeValueEnv, got.Value, want)
+		}
 	}
 }

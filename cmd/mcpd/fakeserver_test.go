@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,14 +31,32 @@ const (
 	fakeCrashSoon      = "crash-soon"        // real server that exits 5 shortly after every start
 	fakeBig            = "big"               // real server whose tool "big" returns bytes bytes of text
 	fakeFreeze         = "freeze"            // legacy-only server whose tool "freeze" stops it reading anything
+	fakeRendezvous     = "rendezvous"        // real server that serves once its peers have started; tool "describe"
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
+)
+
+// Environment of the rendezvous fake. Each one writes a file named
+// MCPD_FAKE_NAME into MCPD_FAKE_RENDEZVOUS_DIR, then waits, without limit,
+// until a file exists there for every name in the comma-separated
+// MCPD_FAKE_PEERS. Until then it reads nothing: of servers started one
+// after another, the first waits forever, so all of them get past the wait
+// only when they are started side by side.
+const (
+	fakeNameEnv       = "MCPD_FAKE_NAME"
+	fakePeersEnv      = "MCPD_FAKE_PEERS"
+	fakeRendezvousEnv = "MCPD_FAKE_RENDEZVOUS_DIR"
+	// fakeValueEnv is the variable the describe tool reports.
+	fakeValueEnv = "MCPD_FAKE_VALUE"
 )
 
 // Messages the fake servers write, which tests look for.
 const (
 	fakeStartupError = "fake: cannot start: no such config"
 	fakeNoise        = "Starting server... (not JSON)"
-	methodDiscover   = "server/discover"
+	// The slow fake's sleep tool writes these, followed by the call's tag.
+	fakeSleepStarted   = "fake: sleep started"
+	fakeSleepCancelled = "fake: sleep cancelled"
+	methodDiscover     = "server/discover"
 )
 
 // runFakeServer runs the fake server named by mode on stdin/stdout and
@@ -94,12 +113,17 @@ func runFakeServer(mode string) int {
 	case fakeSlow:
 		mcp.AddTool(srv, &mcp.Tool{Name: "sleep", Description: "sleeps ms milliseconds, or until cancelled"},
 			func(ctx context.Context, _ *mcp.CallToolRequest, in sleepArgs) (*mcp.CallToolResult, any, error) {
+				// The stderr lines let a test see, through the server's
+				// stderr tail, that a call began and that its cancellation
+				// reached the server.
+				fmt.Fprintf(os.Stderr, "%s %s\n", fakeSleepStarted, in.Tag)
 				timer := time.NewTimer(time.Duration(in.MS) * time.Millisecond)
 				defer timer.Stop()
 				select {
 				case <-timer.C:
 					return textResult("slept " + strconv.Itoa(in.MS) + "ms"), nil, nil
 				case <-ctx.Done():
+					fmt.Fprintf(os.Stderr, "%s %s\n", fakeSleepCancelled, in.Tag)
 					return nil, nil, ctx.Err()
 				}
 			})
@@ -135,6 +159,12 @@ func runFakeServer(mode string) int {
 				}
 			}}
 		}
+	case fakeRendezvous:
+		if err := rendezvous(); err != nil {
+			fmt.Fprintln(os.Stderr, "fake:", err)
+			return 1
+		}
+		addDescribeTool(srv)
 	case fakeGrandchild:
 		if err := startGrandchild(os.Getenv(fakePidFileEnv)); err != nil {
 			fmt.Fprintln(os.Stderr, "fake:", err)
@@ -186,7 +216,48 @@ type echoArgs struct {
 }
 
 type sleepArgs struct {
-	MS int `json:"ms" jsonschema:"milliseconds to sleep"`
+	MS  int    `json:"ms" jsonschema:"milliseconds to sleep"`
+	Tag string `json:"tag,omitempty" jsonschema:"names the call in the server's stderr lines"`
+}
+
+// rendezvous announces this server in the rendezvous directory and waits
+// until every peer has done the same.
+func rendezvous() error {
+	dir, self := os.Getenv(fakeRendezvousEnv), os.Getenv(fakeNameEnv)
+	if dir == "" || self == "" {
+		return fmt.Errorf("rendezvous needs %s and %s", fakeRendezvousEnv, fakeNameEnv)
+	}
+	if err := os.WriteFile(filepath.Join(dir, self), nil, 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "fake: waiting for", os.Getenv(fakePeersEnv))
+	for _, peer := range strings.Split(os.Getenv(fakePeersEnv), ",") {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, peer)); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// describe is what the describe tool reports about its process.
+type describe struct {
+	Args  []string `json:"args"`
+	Cwd   string   `json:"cwd"`
+	Value string   `json:"value"` // of MCPD_FAKE_VALUE
+}
+
+func addDescribeTool(srv *mcp.Server) {
+	mcp.AddTool(srv, &mcp.Tool{Name: "describe", Description: "reports the process's args, cwd and " + fakeValueEnv},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, describe, error) {
+			cwd, err := os.Getwd()
+			if err != nil {
+				return nil, describe{}, err
+			}
+			return nil, describe{Args: os.Args[1:], Cwd: cwd, Value: os.Getenv(fakeValueEnv)}, nil
+		})
 }
 
 func addEchoTool(srv *mcp.Server) {

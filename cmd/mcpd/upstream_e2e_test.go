@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,12 +129,31 @@ func TestMisbehavingServers(t *testing.T) {
 		if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
 			t.Fatalf("state: got %v (%s), want READY", s.GetState(), s.GetLastError())
 		}
-		_, err := d.call(ctx, t, "mcp__slow__sleep", map[string]any{"ms": 30000}, 100*time.Millisecond)
+		_, err := d.call(ctx, t, "mcp__slow__sleep", map[string]any{"ms": 30000, "tag": "timeout"}, 100*time.Millisecond)
 		wantCode(t, err, codes.DeadlineExceeded)
+		// The timeout reached the server as a cancellation.
+		d.waitStderr(ctx, t, "slow", fakeSleepCancelled+" timeout")
 		resp, err := d.call(ctx, t, "mcp__slow__sleep", map[string]any{"ms": 1}, 0)
 		if err != nil || text(resp) != "slept 1ms" {
 			t.Errorf("sleep after a timeout: got %q, %v; want %q", text(resp), err, "slept 1ms")
 		}
+
+		// So does a caller that goes away mid-call.
+		args, err := structpb.NewStruct(map[string]any{"ms": 30000, "tag": "caller"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		callCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() {
+			_, err := d.hub.CallTool(callCtx, &mcpdv1.CallToolRequest{Name: "mcp__slow__sleep", Arguments: args})
+			errc <- err
+		}()
+		d.waitStderr(ctx, t, "slow", fakeSleepStarted+" caller")
+		cancel()
+		wantCode(t, <-errc, codes.Canceled)
+		d.waitStderr(ctx, t, "slow", fakeSleepCancelled+" caller")
 		if s := d.waitServer(ctx, t, "slow", mcpdv1.ServerState_SERVER_STATE_READY); s.GetPid() == 0 {
 			t.Errorf("pid: got 0 for a ready server")
 		}
@@ -209,6 +230,18 @@ func TestMisbehavingServers(t *testing.T) {
 		poll(reapCtx, t, "old process of the replaced server exits", func() (bool, error) {
 			return processGone(int(first.GetPid())), nil
 		})
+	})
+}
+
+// waitStderr polls GetServer until the server's stderr tail holds line.
+func (d *daemon) waitStderr(ctx context.Context, t *testing.T, server, line string) {
+	t.Helper()
+	poll(ctx, t, fmt.Sprintf("stderr line %q of server %q", line, server), func() (bool, error) {
+		resp, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: server})
+		if err != nil {
+			return false, err
+		}
+		return slices.Contains(resp.GetServer().GetStderrTail(), line), nil
 	})
 }
 
