@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"syscall"
@@ -134,6 +135,40 @@ func TestHungServerRecovers(t *testing.T) {
 	}
 }
 
+// TestCutWriteRestartsServer freezes a server, then sends it requests
+// larger than its stdin pipe holds: the request's deadline cuts the line
+// short, and mcpd starts the server again instead of writing the next
+// message after half of one. Keepalive pings are off, so only the cut
+// write can restart it.
+func TestCutWriteRestartsServer(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--keepalive-interval", "0"}})
+	d.connectFake(ctx, t, "frozen", fakeFreeze)
+	d.mustCall(ctx, t, "mcp__frozen__freeze", nil)
+	// The frozen server's SDK has one message in hand when it stops; a
+	// later one fills the pipe and is cut.
+	big := map[string]any{"text": strings.Repeat("x", 256<<10)}
+	for range 3 {
+		_, err := d.call(ctx, t, "mcp__frozen__echo", big, 300*time.Millisecond)
+		if c := status.Code(err); c != codes.DeadlineExceeded && c != codes.Unavailable {
+			t.Fatalf("call to a frozen server: got %v, want DEADLINE_EXCEEDED (or UNAVAILABLE once restarting)", err)
+		}
+	}
+	poll(ctx, t, "the server to be restarted after the cut write", func() (bool, error) {
+		r, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "frozen"})
+		s := r.GetServer()
+		return err == nil && s.GetRestarts() >= 1 && s.GetState() == mcpdv1.ServerState_SERVER_STATE_READY, err
+	})
+	s := d.waitServer(ctx, t, "frozen", mcpdv1.ServerState_SERVER_STATE_READY)
+	if !strings.Contains(s.GetLastError(), "cut short") {
+		t.Errorf("last_error: got %q, want it to say the write was cut short", s.GetLastError())
+	}
+	if got := text(d.mustCall(ctx, t, "mcp__frozen__echo", map[string]any{"text": "back"})); got != "back" {
+		t.Errorf("echo after the restart: got %q", got)
+	}
+}
+
 // TestResponseTooLarge sends a response over --max-message-bytes: the call
 // fails with an error that says so, and the server is started again.
 func TestResponseTooLarge(t *testing.T) {
@@ -205,5 +240,54 @@ func TestManyCallsAcrossRestarts(t *testing.T) {
 	// The daemon is still whole.
 	if got := text(d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "still"})); got != "still" {
 		t.Errorf("after the storm: got %q", got)
+	}
+}
+
+// TestExpiringCallsKeepServer sends waves of concurrent calls whose
+// deadlines run out while they wait their turn on the server's stdin. Each
+// one ends with a result or DEADLINE_EXCEEDED, and the server goes on
+// answering on the same session: a request that never went out must not
+// be taken for a broken pipe.
+func TestExpiringCallsKeepServer(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--max-inflight-calls", "0"}})
+	before := d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	const waves, callers = 20, 64
+	args := mustStruct(t, map[string]any{"message": "m"})
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		byCode = map[codes.Code]int{}
+	)
+	for wave := range waves {
+		for i := range callers {
+			wg.Go(func() {
+				// Deadlines from 0.5 ms to 32 ms: some calls finish, some
+				// expire before mcpd writes them, some while the server works.
+				callCtx, cancel := context.WithTimeout(ctx, time.Duration(i+1)*500*time.Microsecond)
+				defer cancel()
+				_, err := d.hub.CallTool(callCtx, &mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: args})
+				code := status.Code(err)
+				mu.Lock()
+				defer mu.Unlock()
+				byCode[code]++
+				if code != codes.OK && code != codes.DeadlineExceeded {
+					t.Errorf("wave %d call %d: got %v, want a result or DEADLINE_EXCEEDED", wave, i, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	t.Logf("%d calls by code: %v", waves*callers, byCode)
+
+	if got := text(d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "still"})); got != "still" {
+		t.Errorf("after the waves: got %q", got)
+	}
+	after := d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	if after.GetRestarts() != before.GetRestarts() || after.GetPid() != before.GetPid() {
+		t.Errorf("server: restarts %d -> %d, pid %d -> %d; want the same session throughout (last error %q)",
+			before.GetRestarts(), after.GetRestarts(), before.GetPid(), after.GetPid(), after.GetLastError())
 	}
 }

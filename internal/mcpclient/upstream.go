@@ -310,8 +310,9 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 	default:
 	}
 	sessionEnded := make(chan struct{})
+	var endErr error // set before sessionEnded closes
 	go func() {
-		_ = cs.Wait()
+		endErr = cs.Wait()
 		close(sessionEnded)
 	}()
 	for {
@@ -326,7 +327,13 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			// its subscriptions/listen goroutine) even though the peer is
 			// already gone.
 			_ = cs.Close()
-			return u.stopProcess(), false
+			reason := u.stopProcess()
+			if errors.Is(endErr, transport.ErrWriteFailed) {
+				// The process was stopped because the pipe broke; the
+				// write says more than the exit status.
+				reason = endErr.Error()
+			}
+			return reason, false
 		case <-u.lost:
 			// A request saw the session gone (HTTP 404 or 400 for an
 			// unknown session) while its connection stays open.

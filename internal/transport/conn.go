@@ -10,11 +10,16 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// ErrWriteFailed is wrapped by the Read error of a connection that a failed
+// write ended (see lineConn.Write).
+var ErrWriteFailed = errors.New("connection ended by a failed write")
 
 // ErrMessageTooLarge is wrapped by the Read error when the server sends a
 // line longer than ProcessOptions.MaxLineBytes. It ends the connection.
@@ -44,7 +49,11 @@ type lineConn struct {
 	queue   []jsonrpc.Message // undelivered rest of a batch
 	readErr error             // sticky: the connection is over
 
-	writeMu sync.Mutex
+	writeMu  sync.Mutex
+	writeErr error // sticky, under writeMu: the connection is over
+	// readEnded is set (before the read deadline) when a failed write ended
+	// the connection; Read then reports writeErr.
+	readEnded atomic.Bool
 }
 
 var _ mcp.Connection = (*lineConn)(nil)
@@ -204,6 +213,11 @@ func (c *lineConn) skip(line []byte, err error) {
 
 // readError turns a read failure into the connection's final error.
 func (c *lineConn) readError(ctx context.Context, err error) error {
+	if c.readEnded.Load() {
+		c.writeMu.Lock()
+		defer c.writeMu.Unlock()
+		return fmt.Errorf("%w: %w", ErrWriteFailed, c.writeErr)
+	}
 	if c.p.closing.Load() || errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("read: %w", mcp.ErrConnectionClosed)
 	}
@@ -230,6 +244,14 @@ func (c *lineConn) readError(ctx context.Context, err error) error {
 // Write implements mcp.Connection. Each message goes out as one line in a
 // single write; concurrent writes do not interleave. A write blocked on a
 // server that stopped reading is unblocked by Close.
+//
+// The SDK treats a write error while ctx is still live as a broken
+// connection: it refuses every later request, yet keeps reading. So Write
+// keeps two promises. A write that ends at ctx's deadline before any byte
+// went out returns only once ctx reports it, and the connection goes on.
+// Any other failure (a line cut short, a closed pipe) ends the connection:
+// the pending Read returns, the session ends and the server is started
+// again, instead of staying up with every request refused.
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -245,19 +267,71 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	// reuses the spare capacity instead of copying.
 	data = append(data, '\n')
 	c.writeMu.Lock()
+	if c.writeErr != nil {
+		err := c.writeErr
+		c.writeMu.Unlock()
+		return err
+	}
 	// A child that stops reading fills the pipe; the request's deadline
-	// bounds the wait. A write cut short leaves half a line behind, so the
-	// error ends the connection (the SDK closes it) and the server is
-	// started again.
+	// bounds the wait.
 	deadline, _ := ctx.Deadline()
 	_ = c.p.stdin.SetWriteDeadline(deadline)
-	_, err = c.p.stdin.Write(data)
-	c.writeMu.Unlock()
-	if err != nil {
-		if c.p.closing.Load() || errors.Is(err, os.ErrClosed) {
-			return fmt.Errorf("write: %w", mcp.ErrConnectionClosed)
-		}
-		return fmt.Errorf("write: %w", err)
+	n, err := c.p.stdin.Write(data)
+	if err == nil {
+		c.writeMu.Unlock()
+		return nil
 	}
-	return nil
+	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		// Nothing went out, and the deadline is ctx's own; but ctx's timer
+		// can fire a little after the pipe's. Wait for it, so the SDK sees
+		// a cancelled request rather than a broken connection.
+		c.writeMu.Unlock()
+		if ctxErr := waitDone(ctx, deadlineLag); ctxErr != nil {
+			return fmt.Errorf("write: %w", ctxErr)
+		}
+		c.writeMu.Lock()
+	}
+	defer c.writeMu.Unlock()
+	if c.p.closing.Load() || errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("write: %w", mcp.ErrConnectionClosed)
+	}
+	if n > 0 {
+		err = fmt.Errorf("write: cut short after %d of %d bytes: %w", n, len(data), err)
+	} else {
+		err = fmt.Errorf("write: %w", err)
+	}
+	c.endConnection(err)
+	return err
+}
+
+// deadlineLag bounds how long a write whose deadline has passed waits for
+// its context to say so. A context's timer fires within microseconds of its
+// deadline unless the machine is starved; past this, the write counts as
+// failed.
+const deadlineLag = time.Second
+
+// waitDone waits up to limit for ctx to end and returns its error, or nil
+// if it did not end in time.
+func waitDone(ctx context.Context, limit time.Duration) error {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// endConnection records why writing failed, so that later writes fail at
+// once and Read reports it, and unblocks the pending Read: the session
+// ends and is rebuilt. A half-written line is never followed by another
+// message. The caller holds writeMu.
+func (c *lineConn) endConnection(err error) {
+	if c.writeErr != nil {
+		return
+	}
+	c.writeErr = err
+	c.readEnded.Store(true)
+	_ = c.p.stdout.SetReadDeadline(time.Now())
 }
