@@ -230,9 +230,22 @@ func (d *daemon) waitListening(ctx context.Context, t *testing.T) {
 // signal sends sig to mcpd and returns its exit code once it has exited.
 func (d *daemon) signal(t *testing.T, sig syscall.Signal) int {
 	t.Helper()
+	d.send(t, sig)
+	return d.wait(t, sig)
+}
+
+// send sends sig to mcpd.
+func (d *daemon) send(t *testing.T, sig syscall.Signal) {
+	t.Helper()
 	if err := d.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal mcpd: %v", err)
 	}
+}
+
+// wait returns mcpd's exit code once it has exited after sig, killing it
+// if it takes longer than exitTimeout.
+func (d *daemon) wait(t *testing.T, sig syscall.Signal) int {
+	t.Helper()
 	timer := time.NewTimer(exitTimeout)
 	defer timer.Stop()
 	select {

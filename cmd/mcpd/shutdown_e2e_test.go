@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
@@ -82,6 +87,80 @@ func TestShutdown(t *testing.T) {
 			}
 			if !logHasLine(d.log.String(), "mcpd stopped") {
 				t.Errorf("mcpd log: no 'mcpd stopped' line")
+			}
+		})
+	}
+}
+
+// TestShutdownDrains stops mcpd while a tool call runs: a health watcher
+// hears NOT_SERVING and its stream ends, the call still ends with its
+// result, and mcpd exits 0. With a shutdown timeout shorter than the call, the call is cut off
+// with UNAVAILABLE instead, and mcpd still exits 0.
+func TestShutdownDrains(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		timeout  string // --shutdown-timeout
+		steps    int    // of the slow tool, 200 ms each
+		wantCode codes.Code
+	}{
+		{"Finishes", "30s", 3, codes.OK},
+		{"CutOff", "200ms", 1000, codes.Unavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			d := startDaemon(ctx, t, daemonOptions{args: []string{"--shutdown-timeout", tc.timeout}})
+			d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+
+			watch, err := d.health.Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				t.Fatalf("health before shutdown: got %v, %v; want SERVING", h.GetStatus(), err)
+			}
+			call, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{
+				Name:      "mcp__demo__slow",
+				Arguments: mustStruct(t, map[string]any{"steps": tc.steps, "delay_ms": 200}),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The first progress says the call is running on the server.
+			if msg, err := call.Recv(); err != nil || msg.GetProgress() == nil {
+				t.Fatalf("first message: got %v, %v; want progress", msg, err)
+			}
+
+			d.send(t, syscall.SIGTERM)
+			if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+				t.Errorf("health after SIGTERM: got %v, %v; want NOT_SERVING", h.GetStatus(), err)
+			}
+			// The watch ends rather than hold the graceful stop open.
+			if _, err := watch.Recv(); status.Code(err) != codes.Unavailable {
+				t.Errorf("health watch after NOT_SERVING: got %v, want UNAVAILABLE", err)
+			}
+			var result *mcpdv1.CallToolResponse
+			for {
+				msg, err := call.Recv()
+				if err != nil {
+					if err != io.EOF {
+						result = nil
+						if got := status.Code(err); got != tc.wantCode {
+							t.Errorf("call during shutdown: got %v, want code %v", err, tc.wantCode)
+						}
+					}
+					break
+				}
+				if r := msg.GetResult(); r != nil {
+					result = r
+				}
+			}
+			if tc.wantCode == codes.OK && (result == nil || result.GetIsError()) {
+				t.Errorf("call during shutdown: got result %v, want the tool's result", result)
+			}
+			if code := d.wait(t, syscall.SIGTERM); code != 0 {
+				t.Errorf("mcpd exit code: got %d, want 0", code)
 			}
 		})
 	}

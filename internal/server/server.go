@@ -46,11 +46,69 @@ const (
 // to it.
 type Health struct {
 	srv *health.Server
+	// stopping ends when the daemon starts to stop; Watch streams end
+	// with it, since graceful stop waits for every open stream.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 // NewHealth returns a Health that reports the daemon as serving.
 func NewHealth() *Health {
-	return &Health{srv: health.NewServer()}
+	stopping, stop := context.WithCancel(context.Background())
+	return &Health{srv: health.NewServer(), stopping: stopping, stop: stop}
+}
+
+// shutdown reports NOT_SERVING for every service and ends every Watch.
+func (h *Health) shutdown() {
+	h.srv.Shutdown()
+	h.stop()
+}
+
+// healthService is grpc.health.v1 as served by mcpd: health.Server's
+// Check and List, and its Watch until shutdown.
+type healthService struct {
+	healthpb.HealthServer
+	h *Health
+}
+
+// Watch streams a service's status like health.Server's Watch. At
+// shutdown the watcher gets NOT_SERVING, then the stream ends with
+// UNAVAILABLE: a watcher must not hold the daemon's graceful stop open.
+func (s healthService) Watch(in *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	defer context.AfterFunc(s.h.stopping, cancel)()
+	w := &lastStatusStream{Health_WatchServer: stream, ctx: ctx, last: -1}
+	err := s.HealthServer.Watch(in, w)
+	if s.h.stopping.Err() == nil || stream.Context().Err() != nil {
+		return err
+	}
+	// Shutdown set NOT_SERVING before it ended the watch, but the watch
+	// may have ended before it passed the change on.
+	if w.last != healthpb.HealthCheckResponse_NOT_SERVING {
+		if err := stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}); err != nil {
+			return err
+		}
+	}
+	return errShuttingDown
+}
+
+// lastStatusStream is a Watch stream with its own context that remembers
+// the last status sent. Only the Watch goroutine uses it.
+type lastStatusStream struct {
+	healthpb.Health_WatchServer
+	ctx  context.Context
+	last healthpb.HealthCheckResponse_ServingStatus
+}
+
+func (w *lastStatusStream) Context() context.Context { return w.ctx }
+
+func (w *lastStatusStream) Send(resp *healthpb.HealthCheckResponse) error {
+	if err := w.Health_WatchServer.Send(resp); err != nil {
+		return err
+	}
+	w.last = resp.GetStatus()
+	return nil
 }
 
 // ServerStateChanged records a server's state: SERVING when ready,
@@ -181,7 +239,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		hb.broker = mcpclient.NewBroker(nil)
 	}
 	mcpdv1.RegisterMCPHubServer(g, hb)
-	healthpb.RegisterHealthServer(g, h.srv)
+	healthpb.RegisterHealthServer(g, healthService{HealthServer: h.srv, h: h})
 	reflection.Register(g)
 	return &Server{grpc: g, health: h, hub: hb}
 }
@@ -196,7 +254,7 @@ func (s *Server) Serve(lis net.Listener) error {
 // reconnect elsewhere or later, lets other in-flight RPCs finish until ctx
 // ends, then closes whatever is left.
 func (s *Server) Shutdown(ctx context.Context) {
-	s.health.srv.Shutdown()
+	s.health.shutdown()
 	s.once.Do(func() {
 		close(s.hub.shutdown)
 		s.hub.events.Close()
