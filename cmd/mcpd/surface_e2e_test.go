@@ -186,16 +186,7 @@ func TestEverythingSurface(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		setRoots := func(uris ...string) {
-			t.Helper()
-			var roots []*mcpdv1.Root
-			for _, u := range uris {
-				roots = append(roots, &mcpdv1.Root{Uri: u, Name: path.Base(u)})
-			}
-			if _, err := d.hub.SetRoots(ctx, &mcpdv1.SetRootsRequest{Roots: roots}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		setRoots := func(uris ...string) { d.setRoots(ctx, t, uris...) }
 		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "ev", Level: mcpdv1.LogLevel_LOG_LEVEL_ERROR}); err != nil {
 			t.Fatal(err)
 		}
@@ -249,9 +240,82 @@ func TestEverythingSurface(t *testing.T) {
 		}
 	})
 
+	t.Run("restart replays roots and log level", func(t *testing.T) {
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		logs, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{
+			Servers: []string{"ev"}, Kinds: []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_LOG},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "ev", Level: mcpdv1.LogLevel_LOG_LEVEL_ERROR}); err != nil {
+			t.Fatal(err)
+		}
+		d.setRoots(ctx, t, "file:///srv/kept")
+		before := d.waitServer(ctx, t, "ev", mcpdv1.ServerState_SERVER_STATE_READY)
+		if _, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "ev"}); err != nil {
+			t.Fatal(err)
+		}
+		after := d.waitServer(ctx, t, "ev", mcpdv1.ServerState_SERVER_STATE_READY)
+		if after.GetPid() == before.GetPid() {
+			t.Fatalf("pid %d unchanged: the server was not restarted", after.GetPid())
+		}
+		// The new process asked for the roots and got the ones set before.
+		d.waitRoots(ctx, t, "file:///srv/kept")
+
+		// The new session got the error level: a change of roots, which
+		// the server logs at info, logs nothing until the level is debug.
+		d.setRoots(ctx, t, "file:///srv/a", "file:///srv/b")
+		d.waitRoots(ctx, t, "file:///srv/b")
+		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "ev", Level: mcpdv1.LogLevel_LOG_LEVEL_DEBUG}); err != nil {
+			t.Fatal(err)
+		}
+		d.setRoots(ctx, t, "file:///srv/x", "file:///srv/y", "file:///srv/z")
+		for {
+			m, err := logs.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := m.GetEvent().GetLog().GetData().GetStringValue()
+			if strings.Contains(data, "Roots updated: 2 root") {
+				t.Fatalf("an info log passed the replayed error level: %q", data)
+			}
+			if strings.Contains(data, "Roots updated: 3 root") {
+				break
+			}
+		}
+	})
+
 	if n := agent.count(); n < 2 {
 		t.Errorf("the agent answered %d requests, want sampling and elicitation at least", n)
 	}
+}
+
+// setRoots sets the roots of every server.
+func (d *daemon) setRoots(ctx context.Context, t *testing.T, uris ...string) {
+	t.Helper()
+	var roots []*mcpdv1.Root
+	for _, u := range uris {
+		roots = append(roots, &mcpdv1.Root{Uri: u, Name: path.Base(u)})
+	}
+	if _, err := d.hub.SetRoots(ctx, &mcpdv1.SetRootsRequest{Roots: roots}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitRoots polls the everything server "ev" until its get-roots-list tool
+// (listed only once the server has seen the client's roots capability)
+// shows uri.
+func (d *daemon) waitRoots(ctx context.Context, t *testing.T, uri string) {
+	t.Helper()
+	poll(ctx, t, "server ev to show root "+uri, func() (bool, error) {
+		resp, err := d.call(ctx, t, "mcp__ev__get-roots-list", nil, 0)
+		if err != nil {
+			return false, err
+		}
+		return strings.Contains(text(resp), uri), nil
+	})
 }
 
 func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
