@@ -83,8 +83,6 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		Logger:        log,
 		APIToken:      token,
 		Commands:      &server.CommandPolicy{Allowed: c.allowCommands},
-		Events:        bus,
-		Requests:      broker,
 		LocalListener: isLocal(lis),
 		GRPCOptions: []grpc.ServerOption{
 			grpc.MaxRecvMsgSize(c.maxMessageBytes),

@@ -135,6 +135,14 @@ func NewManager(opts *Options) *Manager {
 	return &Manager{opts: opts.withDefaults(), servers: make(map[string]*upstream), settings: newSettings()}
 }
 
+// Events returns the bus the servers' events are published to, nil if
+// none was given.
+func (m *Manager) Events() *events.Bus { return m.opts.Events }
+
+// Requests returns the broker that hands server requests to agents, nil if
+// none was given.
+func (m *Manager) Requests() *Broker { return m.opts.Requests }
+
 // Connect adds a server and waits, up to ctx, until it is ready or has
 // failed. A server that fails stays registered in StateFailed so that its
 // status explains why. With replace, a server of the same name is stopped

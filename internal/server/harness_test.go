@@ -114,7 +114,6 @@ func newEnv(t *testing.T, o *envOptions) *env {
 	mopts.Events, mopts.Requests = bus, broker
 	mgr := mcpclient.NewManager(&mopts)
 	sopts := o.server
-	sopts.Events, sopts.Requests = bus, broker
 	srv := New(mgr, h, &sopts)
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan struct{})

@@ -135,12 +135,6 @@ type Options struct {
 	// Commands restricts the commands ConnectServer may start; nil allows
 	// all.
 	Commands *CommandPolicy
-	// Events is the bus Subscribe reads: the one the Manager publishes to.
-	// Shutdown closes it.
-	Events *events.Bus
-	// Requests is the broker HandleServerRequests attaches agents to: the
-	// one the Manager asks.
-	Requests *mcpclient.Broker
 	// GRPCOptions are appended to the server's options (for example a
 	// maximum message size).
 	GRPCOptions []grpc.ServerOption
@@ -162,6 +156,8 @@ type Server struct {
 }
 
 // New builds the gRPC server with MCPHub, health and reflection registered.
+// Subscribe reads the Manager's event bus (Shutdown closes it), and
+// HandleServerRequests attaches agents to the Manager's broker.
 func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	if opts == nil {
 		opts = &Options{}
@@ -226,8 +222,8 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	g := grpc.NewServer(gopts...)
 	hb := &hub{
 		mgr:      mgr,
-		events:   opts.Events,
-		broker:   opts.Requests,
+		events:   mgr.Events(),
+		broker:   mgr.Requests(),
 		policy:   opts.Commands,
 		log:      opts.Logger,
 		shutdown: make(chan struct{}),
