@@ -1,15 +1,12 @@
 package mcpclient
 
 import (
-	"context"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpd-project/mcpd/internal/config"
-	"github.com/mcpd-project/mcpd/internal/events"
 )
 
 // unknownSession400 answers requests for sessions next does not know the
@@ -64,8 +61,6 @@ func TestSubscriptionSurvivesServerRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer release()
-			updates := bus.Subscribe(events.Filter{Kinds: []events.Kind{events.KindResourceUpdated}}, nil)
-			defer updates.Close()
 			waitResourceUpdate(ctx, t, bus, old, "r", testDocURI)
 
 			// The restart: a new server process knows no session, and the
@@ -78,7 +73,7 @@ func TestSubscriptionSurvivesServerRestart(t *testing.T) {
 			// A call may meet the lost session (UNAVAILABLE) or already the
 			// new one; either way the server comes back READY by itself.
 			_, _ = m.CallTool(ctx, "mcp__r__echo", map[string]any{"message": "x"}, CallOptions{})
-			waitFor(t, ctx, func() bool {
+			eventually(ctx, t, "server r back READY after a restart", func() bool {
 				st, _ := m.Get("r")
 				return st.State == StateReady && st.Restarts >= 1
 			})
@@ -123,23 +118,9 @@ func TestStatelessSubscriptionSurvivesServerRestart(t *testing.T) {
 	obs.swap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fresh }, stateless))
 	ts.CloseClientConnections()
 
-	waitFor(t, ctx, func() bool {
+	eventually(ctx, t, "server s back READY after a restart", func() bool {
 		st, _ := m.Get("s")
 		return st.State == StateReady && st.Restarts >= 1
 	})
 	waitResourceUpdate(ctx, t, bus, fresh, "s", testDocURI)
 }
-
-func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("condition not reached")
-		case <-waitTick():
-		}
-	}
-}
-
-// waitTick paces polling loops.
-func waitTick() <-chan time.Time { return time.After(10 * time.Millisecond) }
