@@ -105,7 +105,7 @@ func TestShutdownDrains(t *testing.T) {
 		wantCode codes.Code
 	}{
 		{"Finishes", "30s", 3, codes.OK},
-		{"CutOff", "200ms", 1000, codes.Unavailable},
+		{"CutOff", "2s", 1000, codes.Unavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -113,7 +113,11 @@ func TestShutdownDrains(t *testing.T) {
 			d := startDaemon(ctx, t, daemonOptions{args: []string{"--shutdown-timeout", tc.timeout}})
 			d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
 
-			watch, err := d.health.Watch(ctx, &healthpb.HealthCheckRequest{})
+			// Shorter than Finishes' shutdown timeout: a watch that held
+			// the graceful stop open would end only with that timeout.
+			watchCtx, cancelWatch := context.WithTimeout(ctx, 10*time.Second)
+			defer cancelWatch()
+			watch, err := d.health.Watch(watchCtx, &healthpb.HealthCheckRequest{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -72,8 +72,9 @@ type healthService struct {
 }
 
 // Watch streams a service's status like health.Server's Watch. At
-// shutdown the watcher gets NOT_SERVING, then the stream ends with
-// UNAVAILABLE: a watcher must not hold the daemon's graceful stop open.
+// shutdown the watcher gets NOT_SERVING (even for a service mcpd never
+// had), then the stream ends with UNAVAILABLE: a watcher must not hold
+// the daemon's graceful stop open.
 func (s healthService) Watch(in *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()

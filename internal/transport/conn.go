@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -215,8 +216,16 @@ func (c *lineConn) skip(line []byte, err error) {
 func (c *lineConn) readError(ctx context.Context, err error) error {
 	if c.readEnded.Load() {
 		c.writeMu.Lock()
-		defer c.writeMu.Unlock()
-		return fmt.Errorf("%w: %w", ErrWriteFailed, c.writeErr)
+		writeErr := c.writeErr
+		c.writeMu.Unlock()
+		// A closed pipe most often means the server is exiting; how it
+		// ended says more than the write that noticed.
+		if errors.Is(writeErr, syscall.EPIPE) {
+			if exited := c.exitError(ctx); exited != nil {
+				return exited
+			}
+		}
+		return fmt.Errorf("%w: %w", ErrWriteFailed, writeErr)
 	}
 	if c.p.closing.Load() || errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("read: %w", mcp.ErrConnectionClosed)
@@ -224,16 +233,24 @@ func (c *lineConn) readError(ctx context.Context, err error) error {
 	if !errors.Is(err, io.EOF) {
 		return fmt.Errorf("read: %w", err)
 	}
-	// stdout closes when the child exits; the reap follows at once, so wait
-	// for it (bounded) to say how the server ended.
+	// stdout closes when the child exits; the reap follows at once.
+	if exited := c.exitError(ctx); exited != nil {
+		return exited
+	}
+	return fmt.Errorf("read: server closed stdout: %w", io.EOF)
+}
+
+// exitError waits, up to the stop grace, for the child to be reaped and
+// says how it ended; nil if it did not end in time.
+func (c *lineConn) exitError(ctx context.Context) error {
 	timer := time.NewTimer(c.p.stopGrace)
 	defer timer.Stop()
 	select {
 	case <-c.p.done:
 	case <-timer.C:
-		return fmt.Errorf("read: server closed stdout: %w", io.EOF)
+		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("read: server closed stdout: %w", io.EOF)
+		return nil
 	}
 	if exitErr := c.p.exitErr; exitErr != nil {
 		return fmt.Errorf("read: server process exited (%w): %w", exitErr, io.EOF)

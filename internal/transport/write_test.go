@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,11 +38,11 @@ func TestWriteHonoursDeadline(t *testing.T) {
 		readErr <- err
 	}()
 
-	// One message larger than the pipe's buffer is cut short by its
-	// deadline.
-	params, _ := json.Marshal(map[string]string{"pad": strings.Repeat("x", 256<<10)})
+	// One message larger than the pipe's buffer (64 KiB on most kernels,
+	// 1 MiB with 64 KiB pages) is cut short by its deadline.
+	params, _ := json.Marshal(map[string]string{"pad": strings.Repeat("x", 2<<20)})
 	big := &jsonrpc.Request{Method: "notifications/pad", Params: params}
-	ctx, cancelWrite := context.WithTimeout(testCtx, 100*time.Millisecond)
+	ctx, cancelWrite := context.WithTimeout(testCtx, time.Second)
 	err = conn.Write(ctx, big)
 	cancelWrite()
 	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "cut short") {
@@ -116,5 +118,27 @@ func TestWriteAtDeadlineKeepsConnection(t *testing.T) {
 	}
 	if got := readMethod(t, ctx, conn); got != "notifications/after" {
 		t.Errorf("echoed: got %q, want notifications/after (the late message never went out)", got)
+	}
+}
+
+// TestWriteToExitedServerReportsExit: a write that finds the server gone
+// (a closed pipe) ends the connection, but Read reports how the server
+// ended, not the write that noticed.
+func TestWriteToExitedServerReportsExit(t *testing.T) {
+	ctx := testContext(t)
+	p := startFake(t, "script", map[string]string{fakeExitEnv: "3"}, &ProcessOptions{StopGrace: gracefulStopGrace})
+	conn := connectProcess(t, ctx, p)
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		t.Fatal("the fake did not exit")
+	}
+	err := conn.Write(ctx, &jsonrpc.Request{Method: "notifications/late"})
+	if !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("write to an exited server: got %v, want EPIPE", err)
+	}
+	_, err = conn.Read(ctx)
+	if errors.Is(err, ErrWriteFailed) || !errors.Is(err, io.EOF) || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("read after the failed write: got %v, want the exit status (io.EOF), not ErrWriteFailed", err)
 	}
 }
