@@ -143,9 +143,38 @@ func TestHungServerRecovers(t *testing.T) {
 func TestCutWriteRestartsServer(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--keepalive-interval", "0"}})
-	d.connectFake(ctx, t, "frozen", fakeFreeze)
+	// A long stop grace: the frozen server ignores stdin closing, so its
+	// stop takes at least that long.
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--keepalive-interval", "0", "--stop-grace", "5s"}})
+	frozen := d.connectFake(ctx, t, "frozen", fakeFreeze)
 	d.mustCall(ctx, t, "mcp__frozen__freeze", nil)
+
+	// The server leaves READY when the write fails, not after its
+	// process has been stopped: the first state change comes while the
+	// old process still runs.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	states, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{
+		Servers: []string{"frozen"}, Kinds: []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_SERVER_STATE},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type change struct {
+		state      string
+		err        string
+		oldRunning bool
+	}
+	firstChange := make(chan change, 1)
+	go func() {
+		m, err := states.Recv()
+		if err != nil {
+			firstChange <- change{err: err.Error()}
+			return
+		}
+		st := m.GetEvent().GetServerState()
+		firstChange <- change{state: st.GetState().String(), err: st.GetError(), oldRunning: !processGone(int(frozen.GetPid()))}
+	}()
 	// The frozen server's SDK has one message in hand when it stops; a
 	// later one fills the pipe and is cut.
 	big := map[string]any{"text": strings.Repeat("x", 2<<20)} // more than any pipe buffer
@@ -158,6 +187,14 @@ func TestCutWriteRestartsServer(t *testing.T) {
 		default:
 			t.Fatalf("call to a frozen server: got %v, want DEADLINE_EXCEEDED (or UNAVAILABLE once restarting)", err)
 		}
+	}
+	select {
+	case c := <-firstChange:
+		if c.state != mcpdv1.ServerState_SERVER_STATE_RECONNECTING.String() || !strings.Contains(c.err, "cut short") || !c.oldRunning {
+			t.Errorf("first state change: got %+v, want RECONNECTING saying the write was cut short while the old process still ran", c)
+		}
+	case <-ctx.Done():
+		t.Fatal("no state change after the cut write")
 	}
 	poll(ctx, t, "the server to be restarted after the cut write", func() (bool, error) {
 		r, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "frozen"})
