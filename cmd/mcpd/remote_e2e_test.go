@@ -169,3 +169,50 @@ func TestEverythingRemote(t *testing.T) {
 		t.Errorf("mcpd's log shows the header value:\n%s", d.log.String())
 	}
 }
+
+// TestConfigRemoteEntries starts mcpd with a .mcp.json whose entries reach
+// server-everything by URL: typed "http" and "sse", and one with no type
+// whose transport mcpd detects. ${VAR} expands in url and headers, and the
+// header's value never shows in mcpd's answers or log.
+func TestConfigRemoteEntries(t *testing.T) {
+	t.Parallel()
+	everythingBinary(t)
+	ctx := testContext(t)
+	httpBase := startEverythingRemote(ctx, t, "streamableHttp")
+	sseBase := startEverythingRemote(ctx, t, "sse")
+	headers := map[string]string{"Authorization": "Bearer ${MCPD_E2E_TOKEN}"}
+	cfg := map[string]any{"mcpServers": map[string]any{
+		"cfg-http": map[string]any{"type": "http", "url": "${MCPD_E2E_HTTP}/mcp", "headers": headers},
+		"cfg-sse":  map[string]any{"type": "sse", "url": "${MCPD_E2E_SSE}/sse", "headers": headers},
+		"cfg-auto": map[string]any{"url": "${MCPD_E2E_HTTP}/mcp", "headers": headers},
+	}}
+	d := startDaemon(ctx, t, daemonOptions{
+		config: writeConfig(t, mustJSON(t, cfg)),
+		env:    []string{"MCPD_E2E_HTTP=" + httpBase, "MCPD_E2E_SSE=" + sseBase, "MCPD_E2E_TOKEN=" + remoteSecret},
+	})
+	for _, tc := range []struct {
+		name      string
+		transport mcpdv1.Transport
+	}{
+		{"cfg-http", mcpdv1.Transport_TRANSPORT_HTTP},
+		{"cfg-sse", mcpdv1.Transport_TRANSPORT_SSE},
+		{"cfg-auto", mcpdv1.Transport_TRANSPORT_HTTP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := d.waitServer(ctx, t, tc.name, mcpdv1.ServerState_SERVER_STATE_READY)
+			if s.GetTransport() != tc.transport {
+				t.Errorf("transport: got %v, want %v", s.GetTransport(), tc.transport)
+			}
+			if !slices.Equal(s.GetHeaderNames(), []string{"Authorization"}) || strings.Contains(prototext.Format(s), remoteSecret) {
+				t.Errorf("the Server shows header names %q and must not show the value: %v", s.GetHeaderNames(), s)
+			}
+			echo := d.mustCall(ctx, t, "mcp__"+tc.name+"__echo", map[string]any{"message": "configured"})
+			if got, want := text(echo), "Echo: configured"; got != want {
+				t.Errorf("echo: got %q, want %q", got, want)
+			}
+		})
+	}
+	if strings.Contains(d.log.String(), remoteSecret) {
+		t.Errorf("mcpd's log shows the header value:\n%s", d.log.String())
+	}
+}
