@@ -332,3 +332,71 @@ func TestExpiringCallsKeepServer(t *testing.T) {
 			before.GetRestarts(), after.GetRestarts(), before.GetPid(), after.GetPid(), after.GetLastError())
 	}
 }
+
+// TestInFlightCap caps calls in flight to a server at one: while a long
+// call holds the slot, another waits --queue-timeout and is refused with
+// RESOURCE_EXHAUSTED (or DEADLINE_EXCEEDED when its own deadline is
+// sooner); once the long call ends, calls go through again.
+func TestInFlightCap(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--max-inflight-calls", "1", "--queue-timeout", "300ms"}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	longCtx, cancelLong := context.WithCancel(ctx)
+	defer cancelLong()
+	long, err := d.hub.CallToolStream(longCtx, &mcpdv1.CallToolStreamRequest{
+		Name:      "mcp__demo__slow",
+		Arguments: mustStruct(t, map[string]any{"steps": 600, "delay_ms": 100}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first progress says the long call holds the slot.
+	if msg, err := long.Recv(); err != nil || msg.GetProgress() == nil {
+		t.Fatalf("long call: got %v, %v; want progress", msg, err)
+	}
+
+	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "queued"}, 0)
+	if st := wantCode(t, err, codes.ResourceExhausted); !strings.Contains(st.Message(), "in flight") {
+		t.Errorf("queued call: got %q, want a message about calls in flight", st.Message())
+	}
+	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "impatient"}, 50*time.Millisecond)
+	wantCode(t, err, codes.DeadlineExceeded)
+
+	cancelLong()
+	for {
+		if _, err := long.Recv(); err != nil {
+			if status.Code(err) != codes.Canceled {
+				t.Errorf("long call after cancel: got %v, want CANCELLED", err)
+			}
+			break
+		}
+	}
+	poll(ctx, t, "a call to go through once the slot is free", func() (bool, error) {
+		resp, err := d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "free"}, 0)
+		return err == nil && text(resp) == "free", err
+	})
+}
+
+// TestCallTimeouts checks the daemon's call deadlines: --call-timeout ends
+// a call that runs longer without news, each progress notification
+// restarts it (up to --max-call-timeout), and a call's own timeout is
+// never extended.
+func TestCallTimeouts(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--call-timeout", "1s", "--max-call-timeout", "30s"}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	// 2s in all, with progress every 100ms.
+	chatty := map[string]any{"steps": 20, "delay_ms": 100}
+	resp, err := d.call(ctx, t, "mcp__demo__slow", chatty, 0)
+	if err != nil || resp.GetIsError() {
+		t.Errorf("a call that reports progress past --call-timeout: got %v, %v; want its result", resp, err)
+	}
+	_, err = d.call(ctx, t, "mcp__demo__slow", map[string]any{"steps": 1, "delay_ms": 3000}, 0)
+	wantCode(t, err, codes.DeadlineExceeded)
+	_, err = d.call(ctx, t, "mcp__demo__slow", chatty, 500*time.Millisecond)
+	wantCode(t, err, codes.DeadlineExceeded)
+}
