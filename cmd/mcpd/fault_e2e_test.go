@@ -211,7 +211,8 @@ func TestCutWriteRestartsServer(t *testing.T) {
 }
 
 // TestResponseTooLarge sends a response over --max-message-bytes: the call
-// fails with an error that says so, and the server is started again.
+// fails with an error that says so, and the server is started again. A
+// request over the limit is RESOURCE_EXHAUSTED.
 func TestResponseTooLarge(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -227,6 +228,13 @@ func TestResponseTooLarge(t *testing.T) {
 	}
 	if got := text(d.mustCall(ctx, t, "mcp__big__big", map[string]any{"bytes": 10})); got != "xxxxxxxxxx" {
 		t.Errorf("after the oversized response: got %q", got)
+	}
+	// A request over the limit is refused by mcpd's gRPC server; the
+	// upstream goes on.
+	_, err = d.call(ctx, t, "mcp__big__echo", map[string]any{"text": strings.Repeat("y", 100000)}, 0)
+	wantCode(t, err, codes.ResourceExhausted)
+	if got := text(d.mustCall(ctx, t, "mcp__big__echo", map[string]any{"text": "small"})); got != "small" {
+		t.Errorf("after the oversized request: got %q", got)
 	}
 }
 
