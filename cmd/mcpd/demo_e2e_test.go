@@ -330,6 +330,48 @@ func TestDemoServer(t *testing.T) {
 		}
 	})
 
+	t.Run("Stream", func(t *testing.T) {
+		// Progress and, once a log level is set, the server's log
+		// messages reach the streamed call in the order the server sent
+		// them, then the result.
+		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "demo", Level: mcpdv1.LogLevel_LOG_LEVEL_INFO}); err != nil {
+			t.Fatal(err)
+		}
+		stream, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{
+			Name:      "mcp__demo__slow",
+			Arguments: mustStruct(t, map[string]any{"steps": 2, "delay_ms": 50}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for {
+			msg, err := stream.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("CallToolStream: %v", err)
+			}
+			switch {
+			case msg.GetProgress() != nil:
+				got = append(got, "progress: "+msg.GetProgress().GetMessage())
+			case msg.GetLog() != nil:
+				got = append(got, "log: "+msg.GetLog().GetData().GetStringValue())
+			case msg.GetResult() != nil:
+				got = append(got, "result: "+text(msg.GetResult()))
+			}
+		}
+		want := []string{
+			"progress: step 1 of 2", "log: slow: step 1 of 2",
+			"progress: step 2 of 2", "log: slow: step 2 of 2",
+			"result: done after 2 steps",
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("stream: got %q, want %q", got, want)
+		}
+	})
+
 	t.Run("Reflection", func(t *testing.T) {
 		stream, err := reflectionpb.NewServerReflectionClient(d.conn).ServerReflectionInfo(ctx)
 		if err != nil {
