@@ -337,22 +337,8 @@ func TestDemoServer(t *testing.T) {
 		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "demo", Level: mcpdv1.LogLevel_LOG_LEVEL_INFO}); err != nil {
 			t.Fatal(err)
 		}
-		stream, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{
-			Name:      "mcp__demo__slow",
-			Arguments: mustStruct(t, map[string]any{"steps": 2, "delay_ms": 50}),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var got []string
-		for {
-			msg, err := stream.Recv()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("CallToolStream: %v", err)
-			}
+		for _, msg := range d.callStream(ctx, t, "mcp__demo__slow", map[string]any{"steps": 2, "delay_ms": 50}) {
 			switch {
 			case msg.GetProgress() != nil:
 				got = append(got, "progress: "+msg.GetProgress().GetMessage())

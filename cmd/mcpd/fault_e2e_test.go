@@ -152,14 +152,7 @@ func TestCutWriteRestartsServer(t *testing.T) {
 	// The server leaves READY when the write fails, not after its
 	// process has been stopped: the first state change comes while the
 	// old process still runs.
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	states, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{
-		Servers: []string{"frozen"}, Kinds: []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_SERVER_STATE},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	states := d.subscribe(ctx, t, "frozen", mcpdv1.EventKind_EVENT_KIND_SERVER_STATE)
 	type change struct {
 		state      string
 		err        string

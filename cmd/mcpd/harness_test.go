@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -372,6 +373,40 @@ func (d *daemon) mustCall(ctx context.Context, t *testing.T, name string, args m
 		t.Fatalf("CallTool %s: %v", name, err)
 	}
 	return resp
+}
+
+// callStream calls a tool with CallToolStream and returns every message
+// the stream yields; it fails the test on an RPC error.
+func (d *daemon) callStream(ctx context.Context, t *testing.T, name string, args map[string]any) []*mcpdv1.CallToolStreamResponse {
+	t.Helper()
+	stream, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{Name: name, Arguments: mustStruct(t, args)})
+	if err != nil {
+		t.Fatalf("CallToolStream %s: %v", name, err)
+	}
+	var msgs []*mcpdv1.CallToolStreamResponse
+	for {
+		m, err := stream.Recv()
+		if err == io.EOF {
+			return msgs
+		}
+		if err != nil {
+			t.Fatalf("CallToolStream %s: %v", name, err)
+		}
+		msgs = append(msgs, m)
+	}
+}
+
+// subscribe opens a Subscribe stream of one server's events of one kind,
+// from now on; it ends with the test.
+func (d *daemon) subscribe(ctx context.Context, t *testing.T, server string, kind mcpdv1.EventKind) mcpdv1.MCPHub_SubscribeClient {
+	t.Helper()
+	sctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	sub, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{Servers: []string{server}, Kinds: []mcpdv1.EventKind{kind}})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	return sub
 }
 
 // text joins the text blocks of a result.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"path"
 	"slices"
 	"strings"
@@ -123,23 +122,9 @@ func TestEverythingSurface(t *testing.T) {
 	})
 
 	t.Run("progress", func(t *testing.T) {
-		stream, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{
-			Name:      "mcp__ev__trigger-long-running-operation",
-			Arguments: mustStruct(t, map[string]any{"duration": 0.4, "steps": 4}),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var progress []float64
 		var result *mcpdv1.CallToolResponse
-		for {
-			m, err := stream.Recv()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, m := range d.callStream(ctx, t, "mcp__ev__trigger-long-running-operation", map[string]any{"duration": 0.4, "steps": 4}) {
 			if p := m.GetProgress(); p != nil {
 				progress = append(progress, p.GetProgress())
 				if p.GetTotal() != 4 {
@@ -241,14 +226,7 @@ func TestEverythingSurface(t *testing.T) {
 	})
 
 	t.Run("restart replays roots and log level", func(t *testing.T) {
-		sctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		logs, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{
-			Servers: []string{"ev"}, Kinds: []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_LOG},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		logs := d.subscribe(ctx, t, "ev", mcpdv1.EventKind_EVENT_KIND_LOG)
 		if _, err := d.hub.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "ev", Level: mcpdv1.LogLevel_LOG_LEVEL_ERROR}); err != nil {
 			t.Fatal(err)
 		}
