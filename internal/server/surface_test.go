@@ -416,6 +416,92 @@ func TestSubscribeResourceUpdatesAndListChanges(t *testing.T) {
 	}
 }
 
+// TestPromptAndResourceListChanges: a server that adds a prompt or a
+// resource says so with list_changed, and a Subscribe stream gets
+// prompts_changed and resources_changed, and the listing shows the new one.
+func TestPromptAndResourceListChanges(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			ctx := testContext(t)
+			surf := newSurfaceServer(t, era.versions)
+			e.connect(t, "s", surf.srv)
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			sub, err := e.client.Subscribe(sctx, &mcpdv1.SubscribeRequest{
+				Servers: []string{"s"},
+				Kinds:   []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_PROMPTS_CHANGED, mcpdv1.EventKind_EVENT_KIND_RESOURCES_CHANGED},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			events := make(chan *mcpdv1.Event, 64)
+			go func() {
+				defer close(events)
+				for {
+					m, err := sub.Recv()
+					if err != nil {
+						return
+					}
+					select {
+					case events <- m.GetEvent():
+					case <-sctx.Done():
+						return
+					}
+				}
+			}()
+			// A 2026-07-28 session takes notifications only once its
+			// listen stream is up, so the change is repeated (a new item
+			// each time) until the wanted event arrives; earlier repeats
+			// may still be queued.
+			change := func(add func(i int), want func(*mcpdv1.Event) bool) {
+				t.Helper()
+				tick := time.NewTicker(20 * time.Millisecond)
+				defer tick.Stop()
+				for i := 0; ; i++ {
+					add(i)
+				wait:
+					for {
+						select {
+						case ev, ok := <-events:
+							if !ok {
+								t.Fatal("subscribe stream ended")
+							}
+							if ev.GetServer() != "s" {
+								t.Fatalf("event of another server: %v", ev)
+							}
+							if want(ev) {
+								return
+							}
+						case <-ctx.Done():
+							t.Fatal("no list change event")
+						case <-tick.C:
+							break wait
+						}
+					}
+				}
+			}
+
+			change(func(i int) {
+				surf.srv.AddPrompt(&mcp.Prompt{Name: fmt.Sprintf("late%d", i)}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+					return &mcp.GetPromptResult{}, nil
+				})
+			}, func(ev *mcpdv1.Event) bool { return ev.GetPromptsChanged() != nil })
+			prompts, err := e.client.ListPrompts(ctx, &mcpdv1.ListPromptsRequest{Server: "s"})
+			if err != nil || !slices.ContainsFunc(prompts.GetPrompts(), func(p *mcpdv1.Prompt) bool { return p.GetName() == "late0" }) {
+				t.Errorf("ListPrompts after prompts_changed: got %v, %v; want late0 among them", prompts.GetPrompts(), err)
+			}
+
+			change(func(i int) {
+				uri := fmt.Sprintf("test://late/%d", i)
+				surf.srv.AddResource(&mcp.Resource{URI: uri, Name: "late"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+					return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "late"}}}, nil
+				})
+			}, func(ev *mcpdv1.Event) bool { return ev.GetResourcesChanged() != nil })
+		})
+	}
+}
+
 // interest reports how many streams hold a resource subscription.
 func interest(e *env, server, uri string) int {
 	return e.mgr.ResourceInterest(server, uri)
