@@ -282,16 +282,7 @@ func TestCallToolTimeoutAndCancel(t *testing.T) {
 
 func TestCancelReachesUpstream(t *testing.T) {
 	e := newEnv(t, nil)
-	srv := mcp.NewServer(&mcp.Implementation{Name: "cancel", Version: "1"}, nil)
-	started := make(chan struct{}, 1)
-	cancelled := make(chan struct{}, 1)
-	mcp.AddTool(srv, &mcp.Tool{Name: "block"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		started <- struct{}{}
-		<-ctx.Done()
-		cancelled <- struct{}{}
-		return nil, nil, ctx.Err()
-	})
-	e.connect(t, "c", srv)
+	started, cancelled := connectBlocking(t, e)
 	ctx := testContext(t)
 	cctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
@@ -299,17 +290,36 @@ func TestCancelReachesUpstream(t *testing.T) {
 		_, err := e.client.CallTool(cctx, &mcpdv1.CallToolRequest{Name: "mcp__c__block"})
 		errc <- err
 	}()
-	select {
-	case <-started:
-	case <-ctx.Done():
-		t.Fatal("the tool never started")
-	}
+	await(ctx, t, started, "the tool never started")
 	cancel()
 	wantCode(t, <-errc, codes.Canceled)
+	await(ctx, t, cancelled, "cancelling the RPC did not cancel the upstream request")
+}
+
+// connectBlocking connects server "c" whose tool "block" runs until its
+// request is cancelled. The channels receive when the tool starts and when
+// it sees the cancellation.
+func connectBlocking(t *testing.T, e *env) (started, cancelled <-chan struct{}) {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "cancel", Version: "1"}, nil)
+	start, cancel := make(chan struct{}, 1), make(chan struct{}, 1)
+	mcp.AddTool(srv, &mcp.Tool{Name: "block"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		start <- struct{}{}
+		<-ctx.Done()
+		cancel <- struct{}{}
+		return nil, nil, ctx.Err()
+	})
+	e.connect(t, "c", srv)
+	return start, cancel
+}
+
+// await fails the test with failure unless ch receives before ctx ends.
+func await(ctx context.Context, t *testing.T, ch <-chan struct{}, failure string) {
+	t.Helper()
 	select {
-	case <-cancelled:
+	case <-ch:
 	case <-ctx.Done():
-		t.Fatal("cancelling the RPC did not cancel the upstream request")
+		t.Fatal(failure)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -16,36 +15,19 @@ import (
 // server's handler sees its context end.
 func TestCallToolStreamCancelReachesUpstream(t *testing.T) {
 	e := newEnv(t, nil)
-	srv := mcp.NewServer(&mcp.Implementation{Name: "cancel", Version: "1"}, nil)
-	started := make(chan struct{}, 1)
-	cancelled := make(chan struct{}, 1)
-	mcp.AddTool(srv, &mcp.Tool{Name: "block"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		started <- struct{}{}
-		<-ctx.Done()
-		cancelled <- struct{}{}
-		return nil, nil, ctx.Err()
-	})
-	e.connect(t, "c", srv)
+	started, cancelled := connectBlocking(t, e)
 	ctx := testContext(t)
 	sctx, cancel := context.WithCancel(ctx)
 	stream, err := e.client.CallToolStream(sctx, &mcpdv1.CallToolStreamRequest{Name: "mcp__c__block"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-started:
-	case <-ctx.Done():
-		t.Fatal("the tool never started")
-	}
+	await(ctx, t, started, "the tool never started")
 	cancel()
 	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
 		t.Errorf("stream after cancel: got %v, want CANCELED", err)
 	}
-	select {
-	case <-cancelled:
-	case <-ctx.Done():
-		t.Fatal("cancelling the stream did not cancel the upstream request")
-	}
+	await(ctx, t, cancelled, "cancelling the stream did not cancel the upstream request")
 }
 
 // TestCallsAcrossRestartsLeakNothing runs 1,000 concurrent calls while the
