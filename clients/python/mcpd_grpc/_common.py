@@ -6,6 +6,8 @@ import logging
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import grpc
+
 log = logging.getLogger("mcpd_grpc")
 
 #: mcpd's default listen address.
@@ -62,3 +64,36 @@ def channel_options(options: Optional[Sequence[Tuple[str, Any]]]) -> List[Tuple[
 
 def next_backoff(delay: float) -> float:
     return min(delay * 2, RECONNECT_MAX)
+
+
+def resumable(err: Optional[grpc.RpcError]) -> bool:
+    """Whether a resumable stream that ended with err (None: mcpd ended it
+    cleanly) may be opened again."""
+    return err is None or err.code() == grpc.StatusCode.UNAVAILABLE
+
+
+class ReconnectPolicy:
+    """When to reopen a resumable stream that dropped: after waits that
+    double from RECONNECT_INITIAL to RECONNECT_MAX, within a budget of
+    timeout seconds (None: no limit) from the first drop of an outage. A
+    stream that stayed open STABLE_STREAM seconds before it dropped starts a
+    new outage."""
+
+    def __init__(self, timeout: Optional[float]) -> None:
+        self._timeout = timeout
+        self._outage = False
+        self._give_up: Optional[float] = None
+        self._delay = RECONNECT_INITIAL
+
+    def next_wait(self, now: float, opened_at: float) -> Optional[float]:
+        """Seconds to wait before reopening a stream, opened at opened_at,
+        that dropped at now; None when the budget is spent."""
+        if not self._outage or now - opened_at >= STABLE_STREAM:
+            self._outage = True
+            self._give_up = None if self._timeout is None else now + self._timeout
+            self._delay = RECONNECT_INITIAL
+        if self._give_up is not None and now >= self._give_up:
+            return None
+        wait = self._delay if self._give_up is None else min(self._delay, self._give_up - now)
+        self._delay = next_backoff(self._delay)
+        return wait

@@ -491,8 +491,7 @@ class Subscription:
         return call
 
     def __next__(self) -> t.Event:
-        delay = _common.RECONNECT_INITIAL
-        give_up: Optional[float] = None
+        policy = _common.ReconnectPolicy(self._reconnect_timeout)
         while True:
             if self._closed.is_set():
                 raise StopIteration
@@ -516,24 +515,14 @@ class Subscription:
                     self._call = None
             if self._closed.is_set():
                 raise StopIteration
-            retryable = err is None or err.code() == grpc.StatusCode.UNAVAILABLE
-            if not self._reconnect or not retryable:
+            wait = policy.next_wait(time.monotonic(), self._opened_at) if self._reconnect and _common.resumable(err) else None
+            if wait is None:
                 if err is None:
                     raise StopIteration
                 raise from_rpc_error(err) from err
-            now = time.monotonic()
-            if give_up is None or now - self._opened_at >= _common.STABLE_STREAM:
-                give_up = None if self._reconnect_timeout is None else now + self._reconnect_timeout
-                delay = _common.RECONNECT_INITIAL
-            if give_up is not None and now >= give_up:
-                if err is None:
-                    raise StopIteration
-                raise from_rpc_error(err) from err
-            wait = delay if give_up is None else min(delay, give_up - now)
             _common.log.debug("subscribe stream dropped; resuming after %s in %.2fs", self._resume, wait)
             if self._closed.wait(wait):
                 raise StopIteration
-            delay = _common.next_backoff(delay)
             self.reconnects += 1
 
 

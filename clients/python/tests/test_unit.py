@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 import mcpd_grpc
+from mcpd_grpc import _common
 from mcpd_grpc import _convert as cv
 from mcpd_grpc import errors
 from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
@@ -236,3 +237,34 @@ def test_generated_stubs_live_inside_the_package() -> None:
     assert "mcpd" not in sys.modules, "the stubs imported a top-level mcpd package"
     assert mcpd_pb2_grpc.mcpd_dot_v1_dot_mcpd__pb2 is pb
     assert pb.Tool.__module__ == "mcpd_grpc.mcpd.v1.mcpd_pb2"
+
+
+def test_reconnect_policy_backs_off_without_a_budget() -> None:
+    # No budget must still back off: 0.1 s doubling to 2 s, never 0.1 s forever.
+    p = _common.ReconnectPolicy(None)
+    waits = [p.next_wait(now=100.0 + i, opened_at=100.0 + i) for i in range(7)]
+    assert waits == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0], waits
+
+
+def test_reconnect_policy_budget_and_stable_stream() -> None:
+    p = _common.ReconnectPolicy(1.0)
+    assert p.next_wait(now=10.0, opened_at=10.0) == 0.1
+    assert p.next_wait(now=10.5, opened_at=10.2) == 0.2
+    # The last wait is cut to what is left of the budget, then it is spent.
+    assert p.next_wait(now=10.9, opened_at=10.8) == pytest.approx(0.1)
+    assert p.next_wait(now=11.0, opened_at=10.95) is None
+    # A stream that stayed up STABLE_STREAM seconds starts a fresh outage.
+    assert p.next_wait(now=30.0, opened_at=30.0 - _common.STABLE_STREAM) == 0.1
+
+
+def test_resumable() -> None:
+    class Err(grpc.RpcError):
+        def __init__(self, code: grpc.StatusCode) -> None:
+            self._code = code
+
+        def code(self) -> grpc.StatusCode:
+            return self._code
+
+    assert _common.resumable(None)
+    assert _common.resumable(Err(grpc.StatusCode.UNAVAILABLE))
+    assert not _common.resumable(Err(grpc.StatusCode.PERMISSION_DENIED))
