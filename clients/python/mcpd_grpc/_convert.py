@@ -12,7 +12,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from google.protobuf import duration_pb2, struct_pb2
 
+from . import _common
 from . import types as t
+from .errors import ServerRequestError
 from .mcpd.v1 import mcpd_pb2 as pb
 
 _MAX_EXACT_INT = 2**53
@@ -580,8 +582,33 @@ def roots_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
     return pb.ServerRequestReply(id=req_id, roots=pb.RootsResult(roots=roots_to_proto(result)))
 
 
+#: JSON-RPC error codes of the replies a client makes on its own.
+METHOD_NOT_FOUND = -32601
+INTERNAL_ERROR = -32603
+
+
 def error_reply(req_id: str, code: int, message: str) -> pb.ServerRequestReply:
     return pb.ServerRequestReply(id=req_id, error=pb.ReplyError(code=code, message=message))
+
+
+def unknown_kind_reply(req_id: str) -> pb.ServerRequestReply:
+    """The reply to a request of a kind this client version does not know."""
+    return error_reply(req_id, METHOD_NOT_FOUND, "this client does not know the request kind")
+
+
+def no_handler(kind: str) -> ServerRequestError:
+    return ServerRequestError(f"no {kind} handler is registered", METHOD_NOT_FOUND)
+
+
+def failure_reply(req: Any, kind: str, exc: Exception) -> pb.ServerRequestReply:
+    """The reply to a request whose handler raised exc; call it inside the
+    except block, so that the traceback reaches the log."""
+    if isinstance(exc, ServerRequestError):
+        return error_reply(req.id, exc.code, exc.message)
+    _common.log.exception("%s handler failed for server %s", kind, req.server)
+    # The exception text stays in the log: a handler wraps model calls whose
+    # errors may carry ids or URLs the server must not get.
+    return error_reply(req.id, INTERNAL_ERROR, f"{kind} handler failed: {type(exc).__name__}")
 
 
 def reply_for(req: Any, result: Any) -> pb.ServerRequestReply:

@@ -16,7 +16,7 @@ from . import _common, names as _names
 from . import _convert as cv
 from . import types as t
 from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem, _call_request
-from .errors import Cancelled, InvalidArgument, NotFound, ServerRequestError, from_rpc_error
+from .errors import Cancelled, InvalidArgument, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
 from .mcpd.v1 import mcpd_pb2_grpc as pb_grpc
 
@@ -551,13 +551,13 @@ class _AsyncRequestWorker:
     async def _handle(self, msg: pb.ServerRequest, call: Any) -> None:
         req = cv.server_request(msg)
         if req is None:
-            reply = cv.error_reply(msg.id, -32601, "this client does not know the request kind")
+            reply = cv.unknown_kind_reply(msg.id)
         else:
             kind = cv.kind_of(req)
             handler = self._client._handlers.get(kind)
             try:
                 if handler is None:
-                    raise ServerRequestError(f"no {kind} handler is registered", -32601)
+                    raise cv.no_handler(kind)
                 if inspect.iscoroutinefunction(handler):
                     result = await handler(req)
                 else:
@@ -565,15 +565,8 @@ class _AsyncRequestWorker:
                 if inspect.isawaitable(result):
                     result = await result
                 reply = cv.reply_for(req, result)
-            except ServerRequestError as e:
-                reply = cv.error_reply(msg.id, e.code, e.message)
-            except asyncio.CancelledError:
-                raise
             except Exception as e:
-                _common.log.exception("%s handler failed for server %s", kind, req.server)
-                # The exception text stays in the log: a handler wraps model
-                # calls whose errors may carry ids or URLs the server must not get.
-                reply = cv.error_reply(msg.id, -32603, f"{kind} handler failed: {type(e).__name__}")
+                reply = cv.failure_reply(req, kind, e)
         try:
             async with self._write_lock:
                 await call.write(pb.HandleServerRequestsRequest(reply=reply))

@@ -14,7 +14,7 @@ import grpc
 from . import _common, names as _names
 from . import _convert as cv
 from . import types as t
-from .errors import InvalidArgument, NotFound, ServerRequestError, from_rpc_error
+from .errors import InvalidArgument, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
 from .mcpd.v1 import mcpd_pb2_grpc as pb_grpc
 
@@ -627,21 +627,16 @@ class _RequestWorker:
     def _handle(self, msg: pb.ServerRequest, outbox: "queue.Queue[Any]") -> None:
         req = cv.server_request(msg)
         if req is None:
-            reply = cv.error_reply(msg.id, -32601, "this client does not know the request kind")
+            reply = cv.unknown_kind_reply(msg.id)
         else:
             kind = cv.kind_of(req)
             handler = self._client._handler_for(kind)
             try:
                 if handler is None:
-                    raise ServerRequestError(f"no {kind} handler is registered", -32601)
+                    raise cv.no_handler(kind)
                 reply = cv.reply_for(req, handler(req))
-            except ServerRequestError as e:
-                reply = cv.error_reply(msg.id, e.code, e.message)
             except Exception as e:
-                _common.log.exception("%s handler failed for server %s", kind, req.server)
-                # The exception text stays in the log: a handler wraps model
-                # calls whose errors may carry ids or URLs the server must not get.
-                reply = cv.error_reply(msg.id, -32603, f"{kind} handler failed: {type(e).__name__}")
+                reply = cv.failure_reply(req, kind, e)
         outbox.put(pb.HandleServerRequestsRequest(reply=reply))
 
 
