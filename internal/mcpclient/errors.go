@@ -41,7 +41,8 @@ func (e *RPCError) Error() string {
 }
 
 // kindError attaches a sentinel kind to a descriptive message, so that
-// errors.Is finds the kind while Error shows only the message.
+// errors.Is finds the kind while Error shows only the message. With a nil
+// kind it only rewords its cause, whose kind errors.Is still finds.
 type kindError struct {
 	kind  error
 	msg   string
@@ -63,14 +64,4 @@ func errorf(kind error, format string, args ...any) error {
 // policies that live outside this package.
 func Deny(format string, args ...any) error {
 	return errorf(ErrPermissionDenied, format, args...)
-}
-
-// kindOf returns the sentinel kind of err, or nil.
-func kindOf(err error) error {
-	for _, k := range []error{ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrUnavailable, ErrPermissionDenied, ErrResourceExhausted, ErrUnimplemented} {
-		if errors.Is(err, k) {
-			return k
-		}
-	}
-	return nil
 }

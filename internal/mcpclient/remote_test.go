@@ -708,3 +708,26 @@ func TestLimitBody(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorsHideTheURL: a failed HTTP exchange is reported with the URL
+// as net/http prints it (re-encoded, the password as "***"); the error an
+// RPC caller gets must show neither the password nor the query's token,
+// and keeps its kind.
+func TestErrorsHideTheURL(t *testing.T) {
+	const rawURL = "http://user:pa55@127.0.0.1:1/mcp?api_key=t0ken-value"
+	failing := &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("refused")
+	})}
+	_, httpErr := failing.Post(rawURL, "application/json", nil)
+	if httpErr == nil || strings.Contains(httpErr.Error(), rawURL) || !strings.Contains(httpErr.Error(), "t0ken-value") {
+		t.Fatalf("net/http error %v: want the URL in net/http's own form, token included", httpErr)
+	}
+	u := &upstream{cfg: config.Server{Name: "r", Kind: config.TransportHTTP, URL: rawURL}}
+	err := u.classify(testContext(t), "tools/call echo", httpErr)
+	if msg := err.Error(); strings.Contains(msg, "pa55") || strings.Contains(msg, "t0ken-value") {
+		t.Errorf("classified error %q shows a secret of the URL", msg)
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("classified error %v: want ErrUnavailable", err)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -753,12 +752,18 @@ func (u *upstream) classify(ctx context.Context, op string, err error) error {
 }
 
 // redactError keeps the server's URL (it may hold a token) out of an
-// error's message, keeping its kind.
+// error's message, in every form Redact knows (net/http prints it
+// re-encoded, with the password as "***"). The kind stays reachable
+// through the wrapped cause.
 func (u *upstream) redactError(err error) error {
-	if err == nil || u.cfg.URL == "" || !strings.Contains(err.Error(), u.cfg.URL) {
+	if err == nil {
+		return nil
+	}
+	msg := u.cfg.Redact(err.Error())
+	if msg == err.Error() {
 		return err
 	}
-	return &kindError{kind: kindOf(err), msg: u.cfg.Redact(err.Error()), cause: err}
+	return &kindError{msg: msg, cause: err}
 }
 
 func (u *upstream) classifyRaw(ctx context.Context, op string, err error) error {
