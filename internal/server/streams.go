@@ -207,14 +207,10 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 			if err != nil {
 				// The server must not wait out the deadline for an answer
 				// that cannot come: it gets an error now.
+				h.log.Warn().Err(err).Str("id", reply.GetId()).Msg("malformed server request reply; the server gets an error")
 				r = mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client's answer was malformed"}}
-				if aerr := h.broker.Answer(agent, reply.GetId(), r); aerr != nil {
-					err = aerr
-				}
-			} else {
-				err = h.broker.Answer(agent, reply.GetId(), r)
 			}
-			if err != nil {
+			if err := h.broker.Answer(agent, reply.GetId(), r); err != nil {
 				// A late or malformed reply must not end the stream: the
 				// server already got its answer.
 				h.log.Warn().Err(err).Str("id", reply.GetId()).Msg("server request reply ignored")
