@@ -24,12 +24,14 @@ const (
 // error through toStatus.
 type hub struct {
 	mcpdv1.UnimplementedMCPHubServer
-	mgr      *mcpclient.Manager
-	events   *events.Bus
-	broker   *mcpclient.Broker
-	policy   *CommandPolicy
-	log      zerolog.Logger
-	shutdown chan struct{} // closed when the daemon stops: long-lived streams end
+	mgr    *mcpclient.Manager
+	events *events.Bus
+	broker *mcpclient.Broker
+	policy *CommandPolicy
+	log    zerolog.Logger
+	// stopping ends when the daemon stops: long-lived streams end with it.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 var _ mcpdv1.MCPHubServer = (*hub)(nil)

@@ -46,29 +46,19 @@ const (
 // to it.
 type Health struct {
 	srv *health.Server
-	// stopping ends when the daemon starts to stop; Watch streams end
-	// with it, since graceful stop waits for every open stream.
-	stopping context.Context
-	stop     context.CancelFunc
 }
 
 // NewHealth returns a Health that reports the daemon as serving.
 func NewHealth() *Health {
-	stopping, stop := context.WithCancel(context.Background())
-	return &Health{srv: health.NewServer(), stopping: stopping, stop: stop}
-}
-
-// shutdown reports NOT_SERVING for every service and ends every Watch.
-func (h *Health) shutdown() {
-	h.srv.Shutdown()
-	h.stop()
+	return &Health{srv: health.NewServer()}
 }
 
 // healthService is grpc.health.v1 as served by mcpd: health.Server's
-// Check and List, and its Watch until shutdown.
+// Check and List, and its Watch until the daemon stops (graceful stop
+// waits for every open stream).
 type healthService struct {
 	healthpb.HealthServer
-	h *Health
+	stopping context.Context // the hub's
 }
 
 // Watch streams a service's status like health.Server's Watch. At
@@ -78,10 +68,10 @@ type healthService struct {
 func (s healthService) Watch(in *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	defer context.AfterFunc(s.h.stopping, cancel)()
+	defer context.AfterFunc(s.stopping, cancel)()
 	w := &lastStatusStream{Health_WatchServer: stream, ctx: ctx, last: -1}
 	err := s.HealthServer.Watch(in, w)
-	if s.h.stopping.Err() == nil || stream.Context().Err() != nil {
+	if s.stopping.Err() == nil || stream.Context().Err() != nil {
 		return err
 	}
 	// Shutdown set NOT_SERVING before it ended the watch, but the watch
@@ -222,13 +212,13 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	}
 	g := grpc.NewServer(gopts...)
 	hb := &hub{
-		mgr:      mgr,
-		events:   mgr.Events(),
-		broker:   mgr.Requests(),
-		policy:   opts.Commands,
-		log:      opts.Logger,
-		shutdown: make(chan struct{}),
+		mgr:    mgr,
+		events: mgr.Events(),
+		broker: mgr.Requests(),
+		policy: opts.Commands,
+		log:    opts.Logger,
 	}
+	hb.stopping, hb.stop = context.WithCancel(context.Background())
 	if hb.events == nil {
 		hb.events = events.NewBus(nil) // nothing publishes: streams only wait
 	}
@@ -236,7 +226,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		hb.broker = mcpclient.NewBroker(nil)
 	}
 	mcpdv1.RegisterMCPHubServer(g, hb)
-	healthpb.RegisterHealthServer(g, healthService{HealthServer: h.srv, h: h})
+	healthpb.RegisterHealthServer(g, healthService{HealthServer: h.srv, stopping: hb.stopping})
 	reflection.Register(g)
 	return &Server{grpc: g, health: h, hub: hb}
 }
@@ -247,13 +237,13 @@ func (s *Server) Serve(lis net.Listener) error {
 }
 
 // Shutdown marks the daemon NOT_SERVING, ends the long-lived streams
-// (Subscribe, HandleServerRequests) with UNAVAILABLE so that clients
-// reconnect elsewhere or later, lets other in-flight RPCs finish until ctx
-// ends, then closes whatever is left.
+// (health Watch, Subscribe, HandleServerRequests) with UNAVAILABLE so that
+// clients reconnect elsewhere or later, lets other in-flight RPCs finish
+// until ctx ends, then closes whatever is left.
 func (s *Server) Shutdown(ctx context.Context) {
-	s.health.shutdown()
+	s.health.srv.Shutdown() // before the watches end: they pass NOT_SERVING on
 	s.once.Do(func() {
-		close(s.hub.shutdown)
+		s.hub.stop()
 		s.hub.events.Close()
 	})
 	stopped := make(chan struct{})

@@ -243,7 +243,7 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				return err
 			}
 			return nil // the agent closed its side
-		case <-h.shutdown:
+		case <-h.stopping.Done():
 			return errShuttingDown
 		case <-ctx.Done():
 			return nil
