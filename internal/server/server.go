@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
@@ -22,6 +23,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -171,18 +174,12 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		return status.Error(codes.Internal, "internal error")
 	})
 	authFn := bearerAuth(opts.APIToken)
-	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
-		return c.Service != healthpb.Health_ServiceDesc.ServiceName
-	})
+	notHealth := skipServices(healthpb.Health_ServiceDesc.ServiceName)
 	// Health and reflection need no token: probes and grpcurl use them,
 	// and they reveal no server, tool or data.
-	notProbe := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
-		switch c.Service {
-		case healthpb.Health_ServiceDesc.ServiceName, "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection":
-			return false
-		}
-		return true
-	})
+	notProbe := skipServices(healthpb.Health_ServiceDesc.ServiceName,
+		reflectionv1.ServerReflection_ServiceDesc.ServiceName,
+		reflectionv1alpha.ServerReflection_ServiceDesc.ServiceName)
 	// Health checks are probes, polled often: they are not logged.
 	unary := []grpc.UnaryServerInterceptor{selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(log, logOpts...), notHealth)}
 	stream := []grpc.StreamServerInterceptor{selector.StreamServerInterceptor(logging.StreamServerInterceptor(log, logOpts...), notHealth)}
@@ -257,6 +254,13 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.grpc.Stop()
 		<-stopped
 	}
+}
+
+// skipServices matches every RPC but those of the named services.
+func skipServices(names ...string) selector.Matcher {
+	return selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return !slices.Contains(names, c.Service)
+	})
 }
 
 // bearerAuth checks "authorization: Bearer <token>" in constant time.
