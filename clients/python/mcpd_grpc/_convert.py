@@ -582,6 +582,20 @@ def roots_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
     return pb.ServerRequestReply(id=req_id, roots=pb.RootsResult(roots=roots_to_proto(result)))
 
 
+def call_request(cls: Any, name: str, arguments: Any, timeout: Optional[float], meta: Optional[Mapping[str, Any]]) -> Any:
+    """A CallToolRequest or CallToolStreamRequest (cls) for a qualified
+    tool name."""
+    req = cls(name=name)
+    args = arguments_struct(arguments)
+    if args is not None:
+        req.arguments.CopyFrom(args)
+    if timeout is not None:
+        req.timeout.CopyFrom(duration(timeout))
+    if meta is not None:
+        req.meta.CopyFrom(to_struct(meta))
+    return req
+
+
 #: JSON-RPC error codes of the replies a client makes on its own.
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603

@@ -15,7 +15,7 @@ import grpc.aio
 from . import _common, names as _names
 from . import _convert as cv
 from . import types as t
-from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem, _call_request
+from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem
 from .errors import Cancelled, InvalidArgument, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
 from .mcpd.v1 import mcpd_pb2_grpc as pb_grpc
@@ -141,7 +141,7 @@ class AsyncClient:
     ) -> t.ToolResult:
         """Calls a tool by qualified or provider-safe name; see
         :meth:`mcpd_grpc.Client.call_tool`."""
-        req = _call_request(pb.CallToolRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
+        req = cv.call_request(pb.CallToolRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else _UNSET
         try:
             return cv.tool_result(await self._rpc(self._stub.CallTool, req, deadline))
@@ -165,7 +165,7 @@ class AsyncClient:
     ) -> "AsyncToolCallStream":
         """Calls a tool; ``async for`` over its Progress and LogMessage items,
         then its ToolResult."""
-        req = _call_request(pb.CallToolStreamRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
+        req = cv.call_request(pb.CallToolStreamRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
         return AsyncToolCallStream(self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline))
 

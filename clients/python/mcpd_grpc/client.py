@@ -170,7 +170,7 @@ class Client:
         A tool that fails returns a result with ``is_error`` set; protocol
         and transport failures raise :class:`~mcpd_grpc.MCPDError`.
         """
-        req = _call_request(pb.CallToolRequest, self._qualified(name), arguments, timeout, meta)
+        req = cv.call_request(pb.CallToolRequest, self._qualified(name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else _UNSET
         try:
             return cv.tool_result(self._rpc(self._stub.CallTool, req, deadline))
@@ -196,7 +196,7 @@ class Client:
         and :class:`~mcpd_grpc.LogMessage` messages while it runs, then its
         :class:`~mcpd_grpc.ToolResult` (last). ``cancel()`` (or leaving a
         ``with`` block) cancels the call upstream."""
-        req = _call_request(pb.CallToolStreamRequest, self._qualified(name), arguments, timeout, meta)
+        req = cv.call_request(pb.CallToolStreamRequest, self._qualified(name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
         call = self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline)
         return ToolCallStream(call)
@@ -391,18 +391,6 @@ class Client:
     def _handler_kinds(self) -> List[str]:
         with self._lock:
             return sorted(self._handlers)
-
-
-def _call_request(cls: Any, name: str, arguments: Any, timeout: Optional[float], meta: Optional[Mapping[str, Any]]) -> Any:
-    req = cls(name=name)
-    args = cv.arguments_struct(arguments)
-    if args is not None:
-        req.arguments.CopyFrom(args)
-    if timeout is not None:
-        req.timeout.CopyFrom(cv.duration(timeout))
-    if meta is not None:
-        req.meta.CopyFrom(cv.to_struct(meta))
-    return req
 
 
 class ToolCallStream:
