@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -120,11 +124,7 @@ func TestConfigServersKeyStartsTogether(t *testing.T) {
 	}
 	for _, name := range []string{"left", "right"} {
 		d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
-		resp := d.mustCall(ctx, t, "mcp__"+name+"__describe", map[string]any{})
-		var got describe
-		if err := json.Unmarshal([]byte(mustJSON(t, resp.GetStructuredContent().AsInterface())), &got); err != nil {
-			t.Fatalf("%s describe: %v", name, err)
-		}
+		got := d.describe(ctx, t, name)
 		if want := []string{"from-env", "fallback", "plain"}; !slices.Equal(got.Args, want) {
 			t.Errorf("%s args: got %q, want %q", name, got.Args, want)
 		}
@@ -134,5 +134,49 @@ func TestConfigServersKeyStartsTogether(t *testing.T) {
 		if want := "from-env-x"; got.Value != want {
 			t.Errorf("%s env %s: got %q, want %q", name, fakeValueEnv, got.Value, want)
 		}
+	}
+}
+
+// describe calls the describe tool of the rendezvous fake named server.
+func (d *daemon) describe(ctx context.Context, t *testing.T, server string) describe {
+	t.Helper()
+	resp := d.mustCall(ctx, t, "mcp__"+server+"__describe", map[string]any{})
+	var got describe
+	if err := json.Unmarshal([]byte(mustJSON(t, resp.GetStructuredContent().AsInterface())), &got); err != nil {
+		t.Fatalf("%s describe: %v", server, err)
+	}
+	return got
+}
+
+// TestMaxProcs checks that --max-procs sets how many threads run mcpd's Go
+// code, and that a server mcpd starts keeps its own default. The value is
+// one more than any default here, so that a flag left unapplied shows.
+func TestMaxProcs(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	servingWith := func(d *daemon, procs int) {
+		t.Helper()
+		if !findLogLine(d.log.String(), func(m map[string]any) bool {
+			return m["message"] == "mcpd serving" && m["procs"] == float64(procs)
+		}) {
+			t.Errorf("mcpd log: want a \"mcpd serving\" line with procs %d:\n%s", procs, d.log.String())
+		}
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		servingWith(startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)}), 1)
+	}
+
+	procs := max(runtime.NumCPU(), runtime.GOMAXPROCS(0)) + 1
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--max-procs", strconv.Itoa(procs)}})
+	servingWith(d, procs)
+	d.connect(ctx, t, "child", testBinary(t), nil, map[string]string{
+		fakeServerEnv:     fakeRendezvous,
+		fakeNameEnv:       "child",
+		fakePeersEnv:      "child",
+		fakeRendezvousEnv: t.TempDir(),
+	})
+	d.waitServer(ctx, t, "child", mcpdv1.ServerState_SERVER_STATE_READY)
+	if got := d.describe(ctx, t, "child").Procs; got == procs {
+		t.Errorf("server's GOMAXPROCS: got %d, mcpd's own; want the server's default", got)
 	}
 }

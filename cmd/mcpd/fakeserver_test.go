@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,16 +248,17 @@ type describe struct {
 	Args  []string `json:"args"`
 	Cwd   string   `json:"cwd"`
 	Value string   `json:"value"` // of MCPD_FAKE_VALUE
+	Procs int      `json:"procs"` // runtime.GOMAXPROCS
 }
 
 func addDescribeTool(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{Name: "describe", Description: "reports the process's args, cwd and " + fakeValueEnv},
+	mcp.AddTool(srv, &mcp.Tool{Name: "describe", Description: "reports the process's args, cwd, " + fakeValueEnv + " and GOMAXPROCS"},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, describe, error) {
 			cwd, err := os.Getwd()
 			if err != nil {
 				return nil, describe{}, err
 			}
-			return nil, describe{Args: os.Args[1:], Cwd: cwd, Value: os.Getenv(fakeValueEnv)}, nil
+			return nil, describe{Args: os.Args[1:], Cwd: cwd, Value: os.Getenv(fakeValueEnv), Procs: runtime.GOMAXPROCS(0)}, nil
 		})
 }
 

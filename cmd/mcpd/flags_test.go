@@ -39,6 +39,7 @@ func TestParseFlags(t *testing.T) {
 		{"stop-grace", defaults.stopGrace, 2 * time.Second},
 		{"api token", defaults.apiToken, ""},
 		{"allow-command", len(defaults.allowCommands), 0},
+		{"max-procs", defaults.maxProcs, 1},
 	} {
 		if c.got != c.want {
 			t.Errorf("default %s: got %v, want %v", c.field, c.got, c.want)
@@ -84,6 +85,28 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--allow-command", "a,b", "--allow-command", " c ", "--allow-command", ","},
 			want: with(func(c *config) { c.allowCommands = stringList{"a", "b", "c"} }),
 		},
+		{
+			name: "max-procs",
+			env:  map[string]string{"MCPD_MAX_PROCS": "4"},
+			want: with(func(c *config) { c.maxProcs = 4 }),
+		},
+		{
+			name: "GOMAXPROCS replaces the max-procs default",
+			env:  map[string]string{"GOMAXPROCS": "3"},
+			want: with(func(c *config) { c.maxProcs = 0 }),
+		},
+		{
+			name: "max-procs beats GOMAXPROCS",
+			args: []string{"--max-procs", "2"},
+			env:  map[string]string{"GOMAXPROCS": "3"},
+			want: with(func(c *config) { c.maxProcs = 2 }),
+		},
+		{
+			name: "MCPD_MAX_PROCS beats GOMAXPROCS",
+			env:  map[string]string{"GOMAXPROCS": "3", "MCPD_MAX_PROCS": "2"},
+			want: with(func(c *config) { c.maxProcs = 2 }),
+		},
+		{name: "negative max-procs", args: []string{"--max-procs", "-1"}, wantErr: "--max-procs -1"},
 		{name: "bad environment value", env: map[string]string{"MCPD_STOP_GRACE": "soon"}, wantErr: "MCPD_STOP_GRACE"},
 		{name: "bad flag value", args: []string{"--call-timeout", "forever"}, wantErr: "call-timeout"},
 		{name: "unknown flag", args: []string{"--api-token", "x"}, wantErr: "api-token"},

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -50,6 +51,7 @@ func main() {
 		os.Exit(2)
 	}
 	tuneGC()
+	setMaxProcs(cfg.maxProcs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, reload); err != nil {
@@ -65,6 +67,18 @@ func main() {
 func tuneGC() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(400)
+	}
+}
+
+// setMaxProcs caps the threads that run Go code at once; 0 leaves Go's
+// default. mcpd is a relay: each call is a few short steps handed from
+// goroutine to goroutine. With one thread they run in turn on it; with more,
+// each hand-off may wake another thread, and that costs more CPU than it
+// saves (docs/performance.md has the numbers). It is set in process, not
+// through the environment, which the servers mcpd starts inherit.
+func setMaxProcs(n int) {
+	if n > 0 {
+		runtime.GOMAXPROCS(n)
 	}
 }
 
@@ -110,6 +124,7 @@ type config struct {
 	maxInFlight     int
 	queueTimeout    time.Duration
 	maxCallTimeout  time.Duration
+	maxProcs        int
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -151,6 +166,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.IntVar(&c.maxInFlight, "max-inflight-calls", 128, "tool calls in flight to one server at most; 0 means no cap")
 	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 0, "if longer than a call's default timeout, the call's progress notifications restart that timeout, up to this in all (mcpd then asks every call for progress); 0 turns it off; a call's own timeout is never extended")
+	fs.IntVar(&c.maxProcs, "max-procs", 1, "how many threads run mcpd's Go code at once; 0 means one per available CPU; without this flag a GOMAXPROCS variable is honoured; servers mcpd starts keep their own default")
 	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
 
 	// Environment first, so that the command line overrides it.
@@ -172,13 +188,23 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	onCommandLine := false
-	fs.Visit(func(f *flag.Flag) { onCommandLine = onCommandLine || f.Name == "allow-command" })
-	if v, ok := lookup("MCPD_ALLOW_COMMAND"); ok && !onCommandLine {
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	if v, ok := lookup("MCPD_ALLOW_COMMAND"); ok && !onCommandLine["allow-command"] {
 		_ = c.allowCommands.Set(v)
+	}
+	// GOMAXPROCS is Go's own setting: an operator who sets it, and not
+	// --max-procs, gets what they asked for.
+	if _, procsFromEnv := lookup("MCPD_MAX_PROCS"); !procsFromEnv && !onCommandLine["max-procs"] {
+		if _, ok := lookup("GOMAXPROCS"); ok {
+			c.maxProcs = 0
+		}
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (the only subcommand is demo-server)", fs.Arg(0))
+	}
+	if c.maxProcs < 0 {
+		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)
 	}
 	c.apiToken, _ = lookup("MCPD_API_TOKEN")
 	if _, err := newLogger(c.logLevel, c.logFormat); err != nil {

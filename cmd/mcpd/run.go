@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -92,7 +93,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info().Str("listen", c.listen).Str("version", version).Msg("mcpd serving")
+	log.Info().Str("listen", c.listen).Str("version", version).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
 
 	// Servers from the file connect concurrently while RPCs are already
 	// served; each one's state is visible through GetServer meanwhile.

@@ -48,9 +48,9 @@ type daemon struct {
 }
 
 // startDaemon starts bin serving on a fresh loopback port ("tcp") or a
-// socket in dir ("unix") with the given config file. Its output goes to a
-// log file in dir.
-func startDaemon(bin, listener, dir, configPath, logLevel string) (*daemon, error) {
+// socket in dir ("unix") with the given config file and more flags. Its
+// output goes to a log file in dir.
+func startDaemon(bin, listener, dir, configPath string, args []string) (*daemon, error) {
 	d := &daemon{listener: listener, exited: make(chan struct{})}
 	var target string
 	switch listener {
@@ -83,7 +83,7 @@ func startDaemon(bin, listener, dir, configPath, logLevel string) (*daemon, erro
 	d.hub = mcpdv1.NewMCPHubClient(conn)
 	d.health = healthpb.NewHealthClient(conn)
 
-	d.cmd = exec.Command(bin, "--listen", d.addr, "--config", configPath, "--log-level", logLevel)
+	d.cmd = exec.Command(bin, append([]string{"--listen", d.addr, "--config", configPath}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
 	dieWithBench(d.cmd)
 	if err := d.cmd.Start(); err != nil {

@@ -76,6 +76,7 @@ type config struct {
 	upstreams    []string
 	message      string
 	mcpdLogLevel string
+	mcpdProcs    int
 	keep         bool
 }
 
@@ -93,7 +94,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&listeners, "listen", "tcp,unix", "mcpd listeners to measure: tcp (loopback, the headline) and/or unix")
 	fs.StringVar(&upstreams, "upstreams", "demo,fast", "upstream servers to measure: demo (go-sdk demo server) and/or fast (hand-written minimal server)")
 	fs.StringVar(&c.message, "message", "hello, mcpd", "the message echoed by every call")
-	fs.StringVar(&c.mcpdLogLevel, "mcpd-log-level", "info", "mcpd's --log-level (info, the daemon's default, logs one line per RPC)")
+	fs.StringVar(&c.mcpdLogLevel, "mcpd-log-level", "info", "mcpd's --log-level (info is the daemon's default; debug logs one line per RPC)")
+	fs.IntVar(&c.mcpdProcs, "mcpd-max-procs", 1, "mcpd's --max-procs (1 is the daemon's default; 0 is one thread per CPU)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (config and logs) and print its path")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -120,8 +122,16 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("-rounds must be at least 1")
 	case c.warmup < 0:
 		return nil, errors.New("-warmup must not be negative")
+	case c.mcpdProcs < 0:
+		return nil, errors.New("-mcpd-max-procs must not be negative")
 	}
 	return c, nil
+}
+
+// mcpdArgs are the daemon flags the bench passes besides --listen and
+// --config.
+func (c *config) mcpdArgs() []string {
+	return []string{"--log-level", c.mcpdLogLevel, "--max-procs", strconv.Itoa(c.mcpdProcs)}
 }
 
 // parseConcurrency parses "1,16,64" into distinct positive numbers, in the

@@ -62,7 +62,11 @@ func TestParseFlags(t *testing.T) {
 		{name: "defaults", args: nil, check: func(c *config) bool {
 			return c.mcpd == "bin/mcpd" && c.duration == 2*time.Second && c.calls == 0 && c.rounds == 4 &&
 				cmp.Equal(c.concurrency, []int{1, 16, 64}) && cmp.Equal(c.listeners, []string{"tcp", "unix"}) &&
-				cmp.Equal(c.upstreams, []string{upstreamDemo, upstreamFast})
+				cmp.Equal(c.upstreams, []string{upstreamDemo, upstreamFast}) &&
+				cmp.Equal(c.mcpdArgs(), []string{"--log-level", "info", "--max-procs", "1"})
+		}},
+		{name: "mcpd flags", args: []string{"-mcpd-log-level", "debug", "-mcpd-max-procs", "0"}, check: func(c *config) bool {
+			return cmp.Equal(c.mcpdArgs(), []string{"--log-level", "debug", "--max-procs", "0"})
 		}},
 		{name: "listeners keep tcp first", args: []string{"-listen", "unix,tcp"}, check: func(c *config) bool {
 			return cmp.Equal(c.listeners, []string{"tcp", "unix"})
@@ -72,6 +76,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "unknown upstream", args: []string{"-upstreams", "everything"}, wantErr: true},
 		{name: "no duration", args: []string{"-duration", "0"}, wantErr: true},
 		{name: "no rounds", args: []string{"-rounds", "0"}, wantErr: true},
+		{name: "negative max-procs", args: []string{"-mcpd-max-procs", "-1"}, wantErr: true},
 		{name: "stray argument", args: []string{"demo-server"}, wantErr: true},
 	}
 	for _, tt := range tests {
@@ -305,7 +310,7 @@ func TestRun(t *testing.T) {
 	bin := mcpdBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	cfg, err := parseFlags([]string{"-mcpd", bin, "-calls", "20", "-warmup", "0", "-rounds", "2", "-concurrency", "1,3"}, &bytes.Buffer{})
+	cfg, err := parseFlags([]string{"-mcpd", bin, "-calls", "20", "-warmup", "0", "-rounds", "2", "-concurrency", "1,3", "-mcpd-max-procs", "2"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
@@ -321,6 +326,7 @@ func TestRun(t *testing.T) {
 		"-         health unix",
 		"Ratios",
 		"Targets (mcpd on tcp",
+		"(--log-level info --max-procs 2)",
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)

@@ -75,7 +75,7 @@ func writeReport(w io.Writer, info *runInfo) {
 	fmt.Fprintf(w, "machine: %d CPUs, GOMAXPROCS %d, %s %s/%s, load average %s before the run (other work on the machine skews every number)\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, info.loadavg)
 	fmt.Fprintf(w, "paths: direct = go-sdk client, mcp.CommandTransport, server spawned by the bench\n")
-	fmt.Fprintf(w, "       mcpd tcp|unix = gRPC CallTool through %s (--log-level %s) on loopback TCP | a Unix socket\n", cfg.mcpd, cfg.mcpdLogLevel)
+	fmt.Fprintf(w, "       mcpd tcp|unix = gRPC CallTool through %s (%s) on loopback TCP | a Unix socket\n", cfg.mcpd, strings.Join(cfg.mcpdArgs(), " "))
 	fmt.Fprintf(w, "       health tcp|unix = grpc.health.v1 Check against the same mcpd (a bare gRPC round trip)\n")
 	fmt.Fprintf(w, "upstreams:\n")
 	for _, u := range info.upstreams {

@@ -137,7 +137,7 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (err error)
 		}
 	}()
 	for _, l := range cfg.listeners {
-		d, err := startDaemon(mcpdBin, l, dir, configPath, cfg.mcpdLogLevel)
+		d, err := startDaemon(mcpdBin, l, dir, configPath, cfg.mcpdArgs())
 		if err != nil {
 			return err
 		}
