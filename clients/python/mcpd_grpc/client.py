@@ -332,7 +332,11 @@ class Client:
             if self._closed:
                 raise ValueError("the client is closed")
             self._streams.add(sub)
-        sub._open()  # now, not at the first next(): "from now" means now
+        try:
+            sub._open()  # now, not at the first next(): "from now" means now
+        except StopIteration:
+            # close() ran on another thread since the check above.
+            raise ValueError("the client is closed") from None
         return sub
 
     # -- server requests ---------------------------------------------------

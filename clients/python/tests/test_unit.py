@@ -268,3 +268,26 @@ def test_resumable() -> None:
     assert _common.resumable(None)
     assert _common.resumable(Err(grpc.StatusCode.UNAVAILABLE))
     assert not _common.resumable(Err(grpc.StatusCode.PERMISSION_DENIED))
+
+
+def test_subscribe_racing_close_says_closed() -> None:
+    # close() on another thread can land between subscribe()'s check and its
+    # stream opening: subscribe() must then say the client is closed, not
+    # leak the StopIteration that ends an iteration. The stub opens the
+    # stream (no daemon needed: gRPC connects lazily), then closes the client
+    # exactly in that window.
+    client = mcpd_grpc.Client("127.0.0.1:1")
+    real = client._stub
+
+    class ClosingStub:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def Subscribe(self, *args: object, **kwargs: object) -> object:
+            call = real.Subscribe(*args, **kwargs)
+            client.close()
+            return call
+
+    client._stub = ClosingStub()
+    with pytest.raises(ValueError, match="closed"):
+        client.subscribe()
