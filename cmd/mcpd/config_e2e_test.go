@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -154,13 +155,15 @@ func (d *daemon) describe(ctx context.Context, t *testing.T, server string) desc
 func TestMaxProcs(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
+	// The line is written as serving starts, so it may trail the health
+	// check that startDaemon waits for.
 	servingWith := func(d *daemon, procs int) {
 		t.Helper()
-		if !findLogLine(d.log.String(), func(m map[string]any) bool {
-			return m["message"] == "mcpd serving" && m["procs"] == float64(procs)
-		}) {
-			t.Errorf("mcpd log: want a \"mcpd serving\" line with procs %d:\n%s", procs, d.log.String())
-		}
+		poll(ctx, t, fmt.Sprintf("a \"mcpd serving\" log line with procs %d", procs), func() (bool, error) {
+			return findLogLine(d.log.String(), func(m map[string]any) bool {
+				return m["message"] == "mcpd serving" && m["procs"] == float64(procs)
+			}), nil
+		})
 	}
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		servingWith(startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)}), 1)
