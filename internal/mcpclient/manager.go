@@ -125,9 +125,6 @@ type Manager struct {
 	servers  map[string]*upstream
 	closed   bool
 	settings *settings
-	// subMu serialises upstream subscribe and unsubscribe calls, so that
-	// they reach a server in the order interests come and go.
-	subMu sync.Mutex
 }
 
 // NewManager returns an empty Manager.

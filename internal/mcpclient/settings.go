@@ -21,6 +21,9 @@ var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error"
 // settings is what agents set up per server name. It outlives sessions and
 // upstreams: a restarted or replaced server gets it replayed.
 type settings struct {
+	// calls orders upstream subscribe and unsubscribe calls: they reach a
+	// server in the order interests come and go, each once.
+	calls        sync.Mutex
 	mu           sync.Mutex
 	subs         map[string]map[string]int // server -> uri -> interested streams
 	levels       map[string]mcp.LoggingLevel
@@ -46,6 +49,8 @@ func (s *settings) resources(server string) []string {
 	slices.Sort(uris)
 	return uris
 }
+
+func (s *settings) subscribing() sync.Locker { return &s.calls }
 
 func (s *settings) logLevel(server string) mcp.LoggingLevel {
 	s.mu.Lock()
@@ -102,8 +107,8 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 	if err != nil {
 		return nil, err
 	}
-	m.subMu.Lock()
-	defer m.subMu.Unlock()
+	m.settings.calls.Lock()
+	defer m.settings.calls.Unlock()
 	if m.settings.addInterest(server, uri) {
 		if cs, err := u.ready(); err == nil {
 			ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
@@ -128,8 +133,8 @@ func (m *Manager) ResourceInterest(server, uri string) int {
 }
 
 func (m *Manager) releaseResource(server, uri string) {
-	m.subMu.Lock()
-	defer m.subMu.Unlock()
+	m.settings.calls.Lock()
+	defer m.settings.calls.Unlock()
 	if !m.settings.dropInterest(server, uri) {
 		return
 	}

@@ -136,6 +136,9 @@ type interests interface {
 	resources(server string) []string
 	// logLevel is the level set with SetLogLevel, or "".
 	logLevel(server string) mcp.LoggingLevel
+	// subscribing is held across every upstream subscribe and unsubscribe
+	// call that follows a change of interest (see goReady).
+	subscribing() sync.Locker
 }
 
 func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp.Root) *upstream {
@@ -248,10 +251,7 @@ func (u *upstream) serve(r *run) {
 				u.stopProcess()
 				return
 			}
-			u.setState(StateReady, "")
-			u.log.Info().Str("protocol_version", cs.InitializeResult().ProtocolVersion).Msg("server ready")
-			settle()
-			u.catchUp(r.ctx, cs, level, uris)
+			u.goReady(r.ctx, cs, level, uris, settle)
 			wasReady = true
 			started := time.Now()
 			reason, stopped := u.hold(r, cs)
@@ -372,6 +372,23 @@ func (u *upstream) setUp(ctx context.Context, cs *mcp.ClientSession) (level mcp.
 	uris = u.wants.resources(u.cfg.Name)
 	u.subscribeAll(ctx, cs, uris)
 	return level, uris
+}
+
+// goReady declares the session ready, then catches up with what agents set
+// up meanwhile, both while holding the subscribing lock. An interest added
+// before found the server not ready and is left to the catch-up; one added
+// after finds it ready and subscribes upstream itself. Without the lock, an
+// interest added between the two steps would be subscribed by both.
+func (u *upstream) goReady(ctx context.Context, cs *mcp.ClientSession, level mcp.LoggingLevel, uris []string, settle func()) {
+	if u.wants != nil {
+		lock := u.wants.subscribing()
+		lock.Lock()
+		defer lock.Unlock()
+	}
+	u.setState(StateReady, "")
+	u.log.Info().Str("protocol_version", cs.InitializeResult().ProtocolVersion).Msg("server ready")
+	settle()
+	u.catchUp(ctx, cs, level, uris)
 }
 
 // catchUp applies what agents set up while the session was being set up:

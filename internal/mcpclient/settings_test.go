@@ -1,0 +1,128 @@
+package mcpclient
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+)
+
+// TestSubscribeWhileSessionCatchesUp subscribes to a resource in the moment
+// after a new session is declared ready and before it has caught up with
+// what agents set up while it was being set up. The resource must be
+// subscribed upstream once: by the catch-up or by SubscribeResource, never
+// by both.
+func TestSubscribeWhileSessionCatchesUp(t *testing.T) {
+	ctx := testContext(t)
+	var subscribes atomic.Int32
+	srv := mcp.NewServer(&mcp.Implementation{Name: "catch-up", Version: "1"}, &mcp.ServerOptions{
+		SupportedProtocolVersions: legacyVersions,
+		SubscribeHandler: func(context.Context, *mcp.SubscribeRequest) error {
+			subscribes.Add(1)
+			return nil
+		},
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	srv.AddResource(&mcp.Resource{URI: testDocURI, Name: "doc"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: testDocURI, Text: "the doc"}}}, nil
+		})
+	// Each logging/setLevel call is announced on setLevel, then waits until
+	// the test lets it through.
+	setLevel := make(chan mcp.LoggingLevel)
+	proceed := make(chan struct{})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if params, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && method == "logging/setLevel" {
+				select {
+				case setLevel <- params.Level:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				select {
+				case <-proceed:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	expectSetLevel := func(want mcp.LoggingLevel) {
+		t.Helper()
+		select {
+		case got := <-setLevel:
+			if got != want {
+				t.Fatalf("logging/setLevel %q, want %q", got, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no logging/setLevel %q", want)
+		}
+	}
+	letThrough := func() {
+		t.Helper()
+		select {
+		case proceed <- struct{}{}:
+		case <-ctx.Done():
+			t.Fatal("no logging/setLevel to let through")
+		}
+	}
+	await := func(what string, done <-chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s did not return", what)
+		}
+	}
+	ts := serveRemote(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	m, _, _ := remoteManager(t, nil)
+	if _, err := m.Connect(ctx, remoteConfig("s", config.TransportHTTP, ts.URL), false); err != nil {
+		t.Fatal(err)
+	}
+
+	// The new session's set-up replays "info"; "debug" is set meanwhile,
+	// so its catch-up sets the level again, and is held there.
+	infoSet := make(chan error, 1)
+	go func() { infoSet <- m.SetLogLevel(ctx, "s", "info") }()
+	expectSetLevel("info")
+	letThrough()
+	await("SetLogLevel info", infoSet)
+	restarted := make(chan error, 1)
+	go func() {
+		_, err := m.Restart(ctx, "s")
+		restarted <- err
+	}()
+	expectSetLevel("info") // the set-up
+	if err := m.SetLogLevel(ctx, "s", "debug"); err != nil {
+		t.Fatal(err)
+	}
+	letThrough()
+	expectSetLevel("debug") // the catch-up
+	await("Restart", restarted)
+
+	subscribed := make(chan error, 1)
+	go func() {
+		_, err := m.SubscribeResource(ctx, "s", testDocURI)
+		subscribed <- err
+	}()
+	select {
+	case err := <-subscribed:
+		letThrough()
+		t.Fatalf("SubscribeResource returned (%v) before the session caught up; the catch-up may subscribe again", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	letThrough()
+	await("SubscribeResource", subscribed)
+	if n := subscribes.Load(); n != 1 {
+		t.Errorf("the server saw %d resources/subscribe, want 1", n)
+	}
+}
