@@ -89,13 +89,54 @@ func runDemoServer() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := zerolog.New(os.Stderr).With().Timestamp().Logger().Level(zerolog.InfoLevel)
+	stdio, polled := demoStdio()
+	if _, set := os.LookupEnv("GOMAXPROCS"); polled && !set {
+		setMaxProcs(1)
+	}
 	srv := demoserver.New(&demoserver.Options{Logger: log})
 	defer srv.Close()
-	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+	log.Info().Bool("polled", polled).Int("procs", runtime.GOMAXPROCS(0)).Msg("demo server serving on stdio")
+	if err := srv.Run(ctx, stdio); err != nil && ctx.Err() == nil {
 		log.Error().Err(err).Msg("demo server stopped")
 		return 1
 	}
 	return 0
+}
+
+// demoStdio returns the demo server's transport on stdin and stdout, and
+// whether the two are read and written through Go's poller.
+//
+// By default Go reads stdin with a blocking read that holds a thread in the
+// kernel, and each message it returns is handed to a goroutine that another
+// thread must be woken to run. When stdin and stdout are pipes or sockets, as
+// when mcpd starts the server, they are switched to non-blocking mode: a read
+// with nothing to read then parks its goroutine instead of a thread, and on
+// one thread the read, the tool and the reply run in turn, as in mcpd itself
+// (docs/performance.md has the numbers). A terminal is left alone, since the
+// shell shares its mode and would find it non-blocking after the server
+// exits; the poller cannot wait on a regular file.
+func demoStdio() (t mcp.Transport, polled bool) {
+	blocking := &mcp.StdioTransport{}
+	if !pipeOrSocket(os.Stdin) || !pipeOrSocket(os.Stdout) {
+		return blocking, false
+	}
+	if syscall.SetNonblock(syscall.Stdin, true) != nil {
+		return blocking, false
+	}
+	if syscall.SetNonblock(syscall.Stdout, true) != nil {
+		_ = syscall.SetNonblock(syscall.Stdin, false)
+		return blocking, false
+	}
+	// NewFile makes a pollable File of a descriptor in non-blocking mode.
+	return &mcp.IOTransport{
+		Reader: os.NewFile(uintptr(syscall.Stdin), "/dev/stdin"),
+		Writer: os.NewFile(uintptr(syscall.Stdout), "/dev/stdout"),
+	}, true
+}
+
+func pipeOrSocket(f *os.File) bool {
+	info, err := f.Stat()
+	return err == nil && info.Mode()&(os.ModeNamedPipe|os.ModeSocket) != 0
 }
 
 // config is the daemon's settings, from flags and MCPD_* variables.
