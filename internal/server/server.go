@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"net"
-	"runtime"
 	"slices"
 	"sync"
 
@@ -43,6 +42,11 @@ const (
 	streamWindowBytes = 1 << 20
 	connWindowBytes   = 4 << 20
 )
+
+// handlerWorkers is how many goroutines the gRPC server keeps to run RPC
+// handlers. Parked, a worker costs a few KiB; enough of them cover the calls
+// an agent host has in flight plus its long-lived streams.
+const handlerWorkers = 128
 
 // Health reports overall and per-server health through grpc.health.v1.
 // Create it before the Manager so that the Manager can report state changes
@@ -195,9 +199,12 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		grpc.ChainStreamInterceptor(stream...),
 		// Reused handler goroutines keep their grown stacks; a fresh one
 		// per RPC copies its stack several times on the way to the
-		// upstream call. A stream that finds every worker busy still gets
-		// a goroutine of its own.
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		// upstream call. A worker is busy for as long as its RPC waits on
+		// the upstream, and a long-lived stream (Subscribe,
+		// HandleServerRequests) holds one for its life, so the pool is
+		// sized for the RPCs in flight, not for the threads. An RPC that
+		// finds every worker busy still gets a goroutine of its own.
+		grpc.NumStreamWorkers(handlerWorkers),
 	}, opts.GRPCOptions...)
 	if opts.LocalListener {
 		// The probe's wake-ups on both sides would land while the
