@@ -21,10 +21,8 @@ var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error"
 // settings is what agents set up per server name. It outlives sessions and
 // upstreams: a restarted or replaced server gets it replayed.
 type settings struct {
-	// calls orders upstream subscribe and unsubscribe calls: they reach a
-	// server in the order interests come and go, each once.
-	calls        sync.Mutex
 	mu           sync.Mutex
+	calls        map[string]*sync.Mutex    // server -> lock held across its subscribe and unsubscribe calls
 	subs         map[string]map[string]int // server -> uri -> interested streams
 	levels       map[string]mcp.LoggingLevel
 	roots        map[string][]*mcp.Root // per-server roots, overriding defaultRoots
@@ -33,6 +31,7 @@ type settings struct {
 
 func newSettings() *settings {
 	return &settings{
+		calls:  make(map[string]*sync.Mutex),
 		subs:   make(map[string]map[string]int),
 		levels: make(map[string]mcp.LoggingLevel),
 		roots:  make(map[string][]*mcp.Root),
@@ -50,7 +49,19 @@ func (s *settings) resources(server string) []string {
 	return uris
 }
 
-func (s *settings) subscribing() sync.Locker { return &s.calls }
+// subscribing returns the lock that orders a server's upstream subscribe and
+// unsubscribe calls: they reach the server in the order interests come and
+// go, each once. Servers do not wait on each other's.
+func (s *settings) subscribing(server string) sync.Locker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lock, ok := s.calls[server]
+	if !ok {
+		lock = new(sync.Mutex)
+		s.calls[server] = lock
+	}
+	return lock
+}
 
 func (s *settings) logLevel(server string) mcp.LoggingLevel {
 	s.mu.Lock()
@@ -107,8 +118,9 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 	if err != nil {
 		return nil, err
 	}
-	m.settings.calls.Lock()
-	defer m.settings.calls.Unlock()
+	lock := m.settings.subscribing(server)
+	lock.Lock()
+	defer lock.Unlock()
 	if m.settings.addInterest(server, uri) {
 		if cs, err := u.ready(); err == nil {
 			ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
@@ -133,8 +145,9 @@ func (m *Manager) ResourceInterest(server, uri string) int {
 }
 
 func (m *Manager) releaseResource(server, uri string) {
-	m.settings.calls.Lock()
-	defer m.settings.calls.Unlock()
+	lock := m.settings.subscribing(server)
+	lock.Lock()
+	defer lock.Unlock()
 	if !m.settings.dropInterest(server, uri) {
 		return
 	}

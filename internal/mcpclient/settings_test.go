@@ -126,3 +126,62 @@ func TestSubscribeWhileSessionCatchesUp(t *testing.T) {
 		t.Errorf("the server saw %d resources/subscribe, want 1", n)
 	}
 }
+
+// TestSubscribeDoesNotWaitForOtherServers holds one server's
+// resources/subscribe and checks that another server's subscription goes
+// through meanwhile.
+func TestSubscribeDoesNotWaitForOtherServers(t *testing.T) {
+	ctx := testContext(t)
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	urls := map[string]string{}
+	for _, name := range []string{"slow", "quick"} {
+		srv := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ServerOptions{
+			SupportedProtocolVersions: legacyVersions,
+			SubscribeHandler: func(ctx context.Context, _ *mcp.SubscribeRequest) error {
+				if name == "slow" {
+					close(entered)
+					select {
+					case <-unblock:
+					case <-ctx.Done():
+					}
+				}
+				return nil
+			},
+			UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		})
+		urls[name] = serveRemote(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)).URL
+	}
+	m, _, _ := remoteManager(t, nil) // closes before the servers
+	for name, url := range urls {
+		if _, err := m.Connect(ctx, remoteConfig(name, config.TransportHTTP, url), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	slowDone := make(chan error, 1)
+	go func() {
+		_, err := m.SubscribeResource(ctx, "slow", testDocURI)
+		slowDone <- err
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the slow server never saw resources/subscribe")
+	}
+	defer close(unblock)
+	quickDone := make(chan error, 1)
+	go func() {
+		_, err := m.SubscribeResource(ctx, "quick", testDocURI)
+		quickDone <- err
+	}()
+	select {
+	case err := <-quickDone:
+		if err != nil {
+			t.Fatalf("subscribing on quick while slow's subscribe is pending: %v", err)
+		}
+	case err := <-slowDone:
+		t.Fatalf("slow's subscribe ended (%v) before quick's, which waited for it", err)
+	case <-ctx.Done():
+		t.Fatal("quick's subscribe waits for slow's")
+	}
+}

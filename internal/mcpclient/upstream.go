@@ -137,8 +137,8 @@ type interests interface {
 	// logLevel is the level set with SetLogLevel, or "".
 	logLevel(server string) mcp.LoggingLevel
 	// subscribing is held across every upstream subscribe and unsubscribe
-	// call that follows a change of interest (see goReady).
-	subscribing() sync.Locker
+	// call of a server that follows a change of interest (see goReady).
+	subscribing(server string) sync.Locker
 }
 
 func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp.Root) *upstream {
@@ -381,7 +381,7 @@ func (u *upstream) setUp(ctx context.Context, cs *mcp.ClientSession) (level mcp.
 // interest added between the two steps would be subscribed by both.
 func (u *upstream) goReady(ctx context.Context, cs *mcp.ClientSession, level mcp.LoggingLevel, uris []string, settle func()) {
 	if u.wants != nil {
-		lock := u.wants.subscribing()
+		lock := u.wants.subscribing(u.cfg.Name)
 		lock.Lock()
 		defer lock.Unlock()
 	}
