@@ -22,7 +22,7 @@ var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error"
 // upstreams: a restarted or replaced server gets it replayed.
 type settings struct {
 	mu           sync.Mutex
-	calls        map[string]*sync.Mutex    // server -> lock held across its subscribe and unsubscribe calls
+	calls        map[string]callLock       // server -> lock held across its subscribe and unsubscribe calls
 	subs         map[string]map[string]int // server -> uri -> interested streams
 	levels       map[string]mcp.LoggingLevel
 	roots        map[string][]*mcp.Root // per-server roots, overriding defaultRoots
@@ -31,7 +31,7 @@ type settings struct {
 
 func newSettings() *settings {
 	return &settings{
-		calls:  make(map[string]*sync.Mutex),
+		calls:  make(map[string]callLock),
 		subs:   make(map[string]map[string]int),
 		levels: make(map[string]mcp.LoggingLevel),
 		roots:  make(map[string][]*mcp.Root),
@@ -51,16 +51,33 @@ func (s *settings) resources(server string) []string {
 
 // subscribing returns the lock that orders a server's upstream subscribe and
 // unsubscribe calls: they reach the server in the order interests come and
-// go, each once. Servers do not wait on each other's.
-func (s *settings) subscribing(server string) sync.Locker {
+// go, each once. Servers do not wait on each other's. A lock is kept for
+// every server name used, as the rest of settings is.
+func (s *settings) subscribing(server string) callLock {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lock, ok := s.calls[server]
 	if !ok {
-		lock = new(sync.Mutex)
+		lock = make(callLock, 1)
 		s.calls[server] = lock
 	}
 	return lock
+}
+
+// callLock is a mutex whose wait a caller can give up.
+type callLock chan struct{}
+
+func (l callLock) Lock()   { l <- struct{}{} }
+func (l callLock) Unlock() { <-l }
+
+// lockContext takes the lock, or returns ctx's error if ctx ends first.
+func (l callLock) lockContext(ctx context.Context) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (s *settings) logLevel(server string) mcp.LoggingLevel {
@@ -114,13 +131,19 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 	if uri == "" {
 		return nil, errorf(ErrInvalidArgument, "resource uri is required")
 	}
+	// A new session catching up holds the lock for up to its connect
+	// timeout; the caller's deadline bounds the wait.
+	lock := m.settings.subscribing(server)
+	if err := lock.lockContext(ctx); err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	// Looked up under the lock: a server replaced meanwhile has caught up
+	// by now, and this is the one to subscribe on.
 	u, err := m.lookup(server)
 	if err != nil {
 		return nil, err
 	}
-	lock := m.settings.subscribing(server)
-	lock.Lock()
-	defer lock.Unlock()
 	if m.settings.addInterest(server, uri) {
 		if cs, err := u.ready(); err == nil {
 			ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))

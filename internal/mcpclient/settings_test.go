@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -22,8 +23,10 @@ func TestSubscribeWhileSessionCatchesUp(t *testing.T) {
 	var subscribes atomic.Int32
 	srv := mcp.NewServer(&mcp.Implementation{Name: "catch-up", Version: "1"}, &mcp.ServerOptions{
 		SupportedProtocolVersions: legacyVersions,
-		SubscribeHandler: func(context.Context, *mcp.SubscribeRequest) error {
-			subscribes.Add(1)
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			if req.Params.URI == testDocURI {
+				subscribes.Add(1)
+			}
 			return nil
 		},
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
@@ -36,6 +39,7 @@ func TestSubscribeWhileSessionCatchesUp(t *testing.T) {
 	// the test lets it through.
 	setLevel := make(chan mcp.LoggingLevel)
 	proceed := make(chan struct{})
+	testCtx := ctx
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if params, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && method == "logging/setLevel" {
@@ -43,11 +47,15 @@ func TestSubscribeWhileSessionCatchesUp(t *testing.T) {
 				case setLevel <- params.Level:
 				case <-ctx.Done():
 					return nil, ctx.Err()
+				case <-testCtx.Done():
+					return nil, testCtx.Err()
 				}
 				select {
 				case <-proceed:
 				case <-ctx.Done():
 					return nil, ctx.Err()
+				case <-testCtx.Done():
+					return nil, testCtx.Err()
 				}
 			}
 			return next(ctx, method, req)
@@ -88,6 +96,15 @@ func TestSubscribeWhileSessionCatchesUp(t *testing.T) {
 	if _, err := m.Connect(ctx, remoteConfig("s", config.TransportHTTP, ts.URL), false); err != nil {
 		t.Fatal(err)
 	}
+
+	// Connect returns as the session is declared ready, before it catches
+	// up; a subscription waits for the catch-up, so that one cannot see
+	// the level set next and set it again.
+	release, err := m.SubscribeResource(ctx, "s", "test://barrier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
 
 	// The new session's set-up replays "info"; "debug" is set meanwhile,
 	// so its catch-up sets the level again, and is held there.
@@ -183,5 +200,84 @@ func TestSubscribeDoesNotWaitForOtherServers(t *testing.T) {
 		t.Fatalf("slow's subscribe ended (%v) before quick's, which waited for it", err)
 	case <-ctx.Done():
 		t.Fatal("quick's subscribe waits for slow's")
+	}
+}
+
+// TestReleaseWhileSessionSetsUp drops the last interest in a resource while
+// a new session is subscribing to it again: once the session is ready, it
+// must unsubscribe.
+func TestReleaseWhileSessionSetsUp(t *testing.T) {
+	ctx := testContext(t)
+	var subscribes, unsubscribes atomic.Int32
+	replaying, proceed := make(chan struct{}), make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "release", Version: "1"}, &mcp.ServerOptions{
+		SupportedProtocolVersions: legacyVersions,
+		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
+			if req.Params.URI == testDocURI && subscribes.Add(1) == 2 { // the new session's replay
+				close(replaying)
+				select {
+				case <-proceed:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			if req.Params.URI == testDocURI {
+				unsubscribes.Add(1)
+			}
+			return nil
+		},
+	})
+	ts := serveRemote(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	m, _, _ := remoteManager(t, nil)
+	if _, err := m.Connect(ctx, remoteConfig("s", config.TransportHTTP, ts.URL), false); err != nil {
+		t.Fatal(err)
+	}
+	release, err := m.SubscribeResource(ctx, "s", testDocURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan error, 1)
+	go func() {
+		_, err := m.Restart(ctx, "s")
+		restarted <- err
+	}()
+	select {
+	case <-replaying:
+	case <-ctx.Done():
+		t.Fatal("the new session never subscribed again")
+	}
+	release() // the server is not ready: nothing to unsubscribe yet
+	close(proceed)
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	// A subscription waits for the new session's catch-up.
+	barrier, err := m.SubscribeResource(ctx, "s", "test://barrier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	barrier()
+	if n := unsubscribes.Load(); n != 1 {
+		t.Errorf("the server saw %d resources/unsubscribe of %s, want 1", n, testDocURI)
+	}
+}
+
+// TestSubscribeGivesUpWaitingAtItsDeadline holds a server's subscription
+// lock and checks that SubscribeResource returns at its context's end, not
+// when the lock is free.
+func TestSubscribeGivesUpWaitingAtItsDeadline(t *testing.T) {
+	m := NewManager(&Options{})
+	lock := m.settings.subscribing("s")
+	lock.Lock()
+	defer lock.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := m.SubscribeResource(ctx, "s", testDocURI); !errors.Is(err, context.Canceled) {
+		t.Fatalf("SubscribeResource: got %v, want context.Canceled", err)
+	}
+	if n := m.ResourceInterest("s", testDocURI); n != 0 {
+		t.Errorf("interest: got %d, want 0", n)
 	}
 }

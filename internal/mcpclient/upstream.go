@@ -138,7 +138,7 @@ type interests interface {
 	logLevel(server string) mcp.LoggingLevel
 	// subscribing is held across every upstream subscribe and unsubscribe
 	// call of a server that follows a change of interest (see goReady).
-	subscribing(server string) sync.Locker
+	subscribing(server string) callLock
 }
 
 func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp.Root) *upstream {
@@ -391,9 +391,10 @@ func (u *upstream) goReady(ctx context.Context, cs *mcp.ClientSession, level mcp
 	u.catchUp(ctx, cs, level, uris)
 }
 
-// catchUp applies what agents set up while the session was being set up:
-// SubscribeResource and SetLogLevel only act on a ready server, and the
-// server was not ready yet.
+// catchUp applies what agents changed while the session was being set up:
+// SubscribeResource, its release and SetLogLevel only act on a ready
+// server, and the server was not ready yet. uris are the resources setUp
+// subscribed.
 func (u *upstream) catchUp(ctx context.Context, cs *mcp.ClientSession, level mcp.LoggingLevel, uris []string) {
 	if u.wants == nil {
 		return
@@ -403,13 +404,22 @@ func (u *upstream) catchUp(ctx context.Context, cs *mcp.ClientSession, level mcp
 	if now := u.wants.logLevel(u.cfg.Name); now != level {
 		u.applyLogLevel(ctx, cs, now)
 	}
+	wanted := u.wants.resources(u.cfg.Name)
 	var missed []string
-	for _, uri := range u.wants.resources(u.cfg.Name) {
+	for _, uri := range wanted {
 		if !slices.Contains(uris, uri) {
 			missed = append(missed, uri)
 		}
 	}
 	u.subscribeAll(ctx, cs, missed)
+	for _, uri := range uris {
+		if slices.Contains(wanted, uri) {
+			continue
+		}
+		if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+			u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", uri).Msg("unsubscribing")
+		}
+	}
 }
 
 func (u *upstream) applyLogLevel(ctx context.Context, cs *mcp.ClientSession, level mcp.LoggingLevel) {
