@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -24,9 +26,15 @@ var demoSession = strings.Join([]string{
 // TestDemoServerStdio runs `mcpd demo-server` directly, with no mcpd in
 // front, on each kind of stdout it may be given, and checks that it answers
 // and how it chose to read: through the poller, on one thread, from pipes;
-// with Go's blocking reads and default threads otherwise.
+// with Go's blocking reads and default threads otherwise. The pipes are
+// blocking ones, as a parent not written in Go makes them, and the test
+// keeps its own copies of the server's ends: they must still be blocking
+// after the server is gone.
 func TestDemoServerStdio(t *testing.T) {
 	t.Parallel()
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("the demo server polls stdio through /proc/self/fd, which this system lacks")
+	}
 	_, goMaxProcsSet := os.LookupEnv("GOMAXPROCS")
 	for _, tc := range []struct {
 		name       string
@@ -50,10 +58,9 @@ func TestDemoServerStdio(t *testing.T) {
 			cmd.Env = append(os.Environ(), tc.env...)
 			var stderr syncBuffer
 			cmd.Stderr = &stderr
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
+			serverStdin, stdin := blockingPipe(t, "the server's stdin", "the test's end of it")
+			cmd.Stdin = serverStdin
+			serverEnds := []*os.File{serverStdin}
 			var answer func() string
 			if tc.stdoutFile {
 				name := filepath.Join(t.TempDir(), "stdout.jsonl")
@@ -72,11 +79,20 @@ func TestDemoServerStdio(t *testing.T) {
 					return echoAnswer(t, bufio.NewScanner(bytes.NewReader(out)))
 				}
 			} else {
-				stdout, err := cmd.StdoutPipe()
+				stdout, serverStdout := blockingPipe(t, "the test's end of it", "the server's stdout")
+				cmd.Stdout = serverStdout
+				serverEnds = append(serverEnds, serverStdout)
+				// Read through a non-blocking descriptor of the test's own,
+				// which can give up at the test's deadline.
+				out, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", stdout.Fd()), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
-				answer = func() string { return echoAnswer(t, bufio.NewScanner(stdout)) }
+				defer out.Close()
+				if deadline, ok := ctx.Deadline(); ok {
+					_ = out.SetReadDeadline(deadline)
+				}
+				answer = func() string { return echoAnswer(t, bufio.NewScanner(out)) }
 			}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -92,10 +108,21 @@ func TestDemoServerStdio(t *testing.T) {
 			if err := cmd.Wait(); err != nil {
 				t.Fatalf("demo server: %v; stderr:\n%s", err, stderr.String())
 			}
+			for _, f := range serverEnds {
+				flags, _, errno := syscall.Syscall(syscall.SYS_FCNTL, f.Fd(), syscall.F_GETFL, 0)
+				if errno != 0 {
+					t.Fatalf("fcntl %s: %v", f.Name(), errno)
+				}
+				if flags&syscall.O_NONBLOCK != 0 {
+					t.Errorf("%s was left non-blocking for everyone holding it", f.Name())
+				}
+			}
 
 			wantProcs := tc.wantProcs
 			if wantProcs == 0 {
-				wantProcs = runtime.GOMAXPROCS(0) // this process has Go's default too
+				// Go's default for the server, as for this process (unless
+				// go test -cpu changed it, which the Makefile does not).
+				wantProcs = runtime.GOMAXPROCS(0)
 			}
 			if !findLogLine(stderr.String(), func(m map[string]any) bool {
 				return m["message"] == "demo server serving on stdio" &&
@@ -106,6 +133,24 @@ func TestDemoServerStdio(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockingPipe returns a pipe in blocking mode (os.Pipe makes non-blocking
+// ones), closed when the test ends.
+func blockingPipe(t *testing.T, rName, wName string) (r, w *os.File) {
+	t.Helper()
+	fds := make([]int, 2)
+	if err := syscall.Pipe(fds); err != nil {
+		t.Fatal(err)
+	}
+	syscall.CloseOnExec(fds[0])
+	syscall.CloseOnExec(fds[1])
+	r, w = os.NewFile(uintptr(fds[0]), rName), os.NewFile(uintptr(fds[1]), wName)
+	t.Cleanup(func() {
+		r.Close()
+		w.Close()
+	})
+	return r, w
 }
 
 // echoAnswer reads the server's stdout up to the answer to request 2 and

@@ -115,35 +115,35 @@ func runDemoServer() int {
 //
 // By default Go reads stdin with a blocking read that holds a thread in the
 // kernel, and each message it returns is handed to a goroutine that another
-// thread must be woken to run. When stdin and stdout are pipes or sockets, as
-// when mcpd starts the server, they are switched to non-blocking mode: a read
-// with nothing to read then parks its goroutine instead of a thread, and on
-// one thread the read, the tool and the reply run in turn, as in mcpd itself
-// (docs/performance.md has the numbers). A terminal is left alone, since the
-// shell shares its mode and would find it non-blocking after the server
-// exits; the poller cannot wait on a regular file.
+// thread must be woken to run. When stdin and stdout are pipes, as when mcpd
+// starts the server, they are opened again, non-blocking, through
+// /proc/self/fd: a read with nothing to read, or a write to a full pipe,
+// then parks its goroutine instead of a thread, and on one thread the read,
+// the tool and the reply run in turn, as in mcpd itself
+// (docs/performance.md has the numbers). The new descriptors have their own
+// mode, so whoever else holds the pipes (stderr too, after 2>&1) never sees
+// them non-blocking. Without /proc, or for anything but pipes, stdio is used
+// the default way.
 func demoStdio() (t mcp.Transport, polled bool) {
 	blocking := &mcp.StdioTransport{}
-	if !pipeOrSocket(os.Stdin) || !pipeOrSocket(os.Stdout) {
+	if !isPipe(os.Stdin) || !isPipe(os.Stdout) {
 		return blocking, false
 	}
-	if syscall.SetNonblock(syscall.Stdin, true) != nil {
+	stdin, err := os.OpenFile("/proc/self/fd/0", os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
 		return blocking, false
 	}
-	if syscall.SetNonblock(syscall.Stdout, true) != nil {
-		_ = syscall.SetNonblock(syscall.Stdin, false)
+	stdout, err := os.OpenFile("/proc/self/fd/1", os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		stdin.Close()
 		return blocking, false
 	}
-	// NewFile makes a pollable File of a descriptor in non-blocking mode.
-	return &mcp.IOTransport{
-		Reader: os.NewFile(uintptr(syscall.Stdin), "/dev/stdin"),
-		Writer: os.NewFile(uintptr(syscall.Stdout), "/dev/stdout"),
-	}, true
+	return &mcp.IOTransport{Reader: stdin, Writer: stdout}, true
 }
 
-func pipeOrSocket(f *os.File) bool {
+func isPipe(f *os.File) bool {
 	info, err := f.Stat()
-	return err == nil && info.Mode()&(os.ModeNamedPipe|os.ModeSocket) != 0
+	return err == nil && info.Mode()&os.ModeNamedPipe != 0
 }
 
 // config is the daemon's settings, from flags and MCPD_* variables.
