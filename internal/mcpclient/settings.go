@@ -131,6 +131,10 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 	if uri == "" {
 		return nil, errorf(ErrInvalidArgument, "resource uri is required")
 	}
+	// Unknown names get no lock: they come from requests, not servers.
+	if _, err := m.lookup(server); err != nil {
+		return nil, err
+	}
 	// A new session catching up holds the lock for up to its connect
 	// timeout; the caller's deadline bounds the wait.
 	lock := m.settings.subscribing(server)

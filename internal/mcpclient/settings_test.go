@@ -266,18 +266,34 @@ func TestReleaseWhileSessionSetsUp(t *testing.T) {
 
 // TestSubscribeGivesUpWaitingAtItsDeadline holds a server's subscription
 // lock and checks that SubscribeResource returns at its context's end, not
-// when the lock is free.
+// when the lock is free; and that an unknown server name gets no lock.
 func TestSubscribeGivesUpWaitingAtItsDeadline(t *testing.T) {
-	m := NewManager(&Options{})
+	ctx := testContext(t)
+	ts := serveRemote(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+		return newRemoteMCPServer(legacyVersions)
+	}, nil))
+	m, _, _ := remoteManager(t, nil)
+	if _, err := m.Connect(ctx, remoteConfig("s", config.TransportHTTP, ts.URL), false); err != nil {
+		t.Fatal(err)
+	}
 	lock := m.settings.subscribing("s")
 	lock.Lock()
 	defer lock.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
+	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := m.SubscribeResource(ctx, "s", testDocURI); !errors.Is(err, context.Canceled) {
+	if _, err := m.SubscribeResource(cancelled, "s", testDocURI); !errors.Is(err, context.Canceled) {
 		t.Fatalf("SubscribeResource: got %v, want context.Canceled", err)
 	}
 	if n := m.ResourceInterest("s", testDocURI); n != 0 {
 		t.Errorf("interest: got %d, want 0", n)
+	}
+
+	if _, err := m.SubscribeResource(ctx, "no-such-server", testDocURI); err == nil {
+		t.Fatal("SubscribeResource on an unknown server: got no error")
+	}
+	m.settings.mu.Lock()
+	defer m.settings.mu.Unlock()
+	if _, ok := m.settings.calls["no-such-server"]; ok {
+		t.Error("an unknown server name got a subscription lock")
 	}
 }
