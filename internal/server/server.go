@@ -44,9 +44,14 @@ const (
 )
 
 // handlerWorkers is how many goroutines the gRPC server keeps to run RPC
-// handlers: enough for the calls an agent host has in flight plus its
-// long-lived streams. A parked worker keeps the stack it grew (tens of KiB)
-// until the collector shrinks it; 128 of them cost a few MiB at most.
+// handlers. Reused, they keep their grown stacks; a fresh goroutine per RPC
+// copies its stack several times on the way to the upstream call. A worker
+// is busy for as long as its RPC waits on the upstream, and a long-lived
+// stream (Subscribe, HandleServerRequests) holds one for its life, so the
+// pool is sized for the RPCs in flight, not for the threads. An RPC that
+// finds every worker busy still gets a goroutine of its own. A parked
+// worker keeps its stack (tens of KiB) until the collector shrinks it; 128
+// of them cost a few MiB at most.
 const handlerWorkers = 128
 
 // Health reports overall and per-server health through grpc.health.v1.
@@ -198,13 +203,6 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	gopts := append([]grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
-		// Reused handler goroutines keep their grown stacks; a fresh one
-		// per RPC copies its stack several times on the way to the
-		// upstream call. A worker is busy for as long as its RPC waits on
-		// the upstream, and a long-lived stream (Subscribe,
-		// HandleServerRequests) holds one for its life, so the pool is
-		// sized for the RPCs in flight, not for the threads. An RPC that
-		// finds every worker busy still gets a goroutine of its own.
 		grpc.NumStreamWorkers(handlerWorkers),
 	}, opts.GRPCOptions...)
 	if opts.LocalListener {
