@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -15,7 +16,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
+	"github.com/mcpd-project/mcpd/internal/access"
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
@@ -45,11 +48,37 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
-	lis, err := listen(c.listen, token != "")
+	authz, err := access.New(&access.Options{
+		APIToken:           token,
+		CallersFile:        c.callersFile,
+		ClientCertificates: c.tlsClientCA != "",
+	})
+	if err != nil {
+		return err
+	}
+	var tlsConfig *tls.Config
+	if c.tlsCert != "" {
+		tlsConfig, err = access.NewServerTLS(access.TLSFiles{Cert: c.tlsCert, Key: c.tlsKey, ClientCA: c.tlsClientCA}, &access.TLSOptions{Logger: log})
+		if err != nil {
+			return err
+		}
+	}
+	lis, err := listen(c.listen, guardedBeyondLoopback(c, token))
 	if err != nil {
 		return err
 	}
 	defer lis.Close()
+	var audit *access.Auditor
+	if c.audit {
+		audit = access.NewAuditor(log, &access.AuditOptions{Arguments: c.auditArguments})
+	}
+	grpcOpts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(c.maxMessageBytes),
+		grpc.MaxSendMsgSize(c.maxMessageBytes),
+	}
+	if tlsConfig != nil {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsConfig)))
+	}
 
 	if c.eventBuffer < 1 {
 		return fmt.Errorf("--event-buffer %d: want at least 1", c.eventBuffer)
@@ -82,18 +111,16 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	})
 	srv := server.New(mgr, health, &server.Options{
 		Logger:        log,
-		APIToken:      token,
+		Access:        authz,
+		Audit:         audit,
 		Commands:      &server.CommandPolicy{Allowed: c.allowCommands},
 		LocalListener: isLocal(lis),
-		GRPCOptions: []grpc.ServerOption{
-			grpc.MaxRecvMsgSize(c.maxMessageBytes),
-			grpc.MaxSendMsgSize(c.maxMessageBytes),
-		},
+		GRPCOptions:   grpcOpts,
 	})
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info().Str("listen", c.listen).Str("version", version).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
+	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", version).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
 
 	// Servers from the file connect concurrently while RPCs are already
 	// served; each one's state is visible through GetServer meanwhile.
@@ -109,6 +136,13 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			_ = mgr.Close(context.Background())
 			return fmt.Errorf("serve: %w", err)
 		case <-reload:
+			if c.callersFile != "" {
+				if err := authz.Reload(); err != nil {
+					log.Error().Err(err).Msg("reload: keeping the previous callers")
+				} else {
+					log.Info().Msg("reloaded callers")
+				}
+			}
 			file, err := loadConfig(c.configFile)
 			if err != nil {
 				log.Error().Err(err).Msg("reload: keeping the running servers")
@@ -165,10 +199,19 @@ func apiToken(c *config) (string, error) {
 	return token, nil
 }
 
+// guardedBeyondLoopback reports whether the listener may serve beyond this
+// machine: with TLS plus a token (MCPD_API_TOKEN, --api-token-file or a
+// callers file), or with mutual TLS. A token without TLS would cross the
+// network in clear text.
+func guardedBeyondLoopback(c *config, token string) bool {
+	tlsOn := c.tlsCert != ""
+	return tlsOn && (token != "" || c.callersFile != "" || c.tlsClientCA != "")
+}
+
 // listen opens the gRPC listener. Whoever reaches mcpd can start processes,
-// so a TCP address must be loopback unless an API token guards it, and a
-// Unix socket is created with mode 0600.
-func listen(addr string, haveToken bool) (net.Listener, error) {
+// so a TCP address must be loopback unless TLS and a credential guard it
+// (guarded), and a Unix socket is created with mode 0600.
+func listen(addr string, guarded bool) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
 		if path == "" {
 			return nil, errors.New("--listen unix:// needs a path, e.g. unix:///run/mcpd.sock")
@@ -189,8 +232,8 @@ func listen(addr string, haveToken bool) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--listen %q: want host:port or unix:///path: %w", addr, err)
 	}
-	if !isLoopback(host) && !haveToken {
-		return nil, fmt.Errorf("--listen %q is not a loopback address: set MCPD_API_TOKEN or --api-token-file to serve beyond this machine", addr)
+	if !isLoopback(host) && !guarded {
+		return nil, fmt.Errorf("--listen %q is not a loopback address: to serve beyond this machine, use TLS (--tls-cert, --tls-key) with MCPD_API_TOKEN, --api-token-file or --callers, or mutual TLS (--tls-client-ca)", addr)
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {

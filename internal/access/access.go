@@ -14,6 +14,7 @@
 package access
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -157,4 +158,19 @@ func serverText(s string) string {
 		return "every server"
 	}
 	return fmt.Sprintf("server %q", s)
+}
+
+type callerKey struct{}
+
+// NewContext returns ctx carrying caller, for the handlers behind an edge's
+// authentication.
+func NewContext(ctx context.Context, caller Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller)
+}
+
+// FromContext returns the caller NewContext stored in ctx. Without one it
+// returns a Caller with no name, whom Authorize refuses everything.
+func FromContext(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
 }

@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"net"
 	"slices"
 	"sync"
@@ -27,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
@@ -134,8 +134,13 @@ type Options struct {
 	// Logger receives one line per finished RPC; default: none.
 	Logger zerolog.Logger
 	// APIToken, if set, must arrive as "authorization: Bearer <token>" on
-	// every RPC but health checks.
+	// every RPC but health checks. Ignored when Access is set.
 	APIToken string
+	// Access authenticates callers and checks what they may do; default:
+	// an Authorizer of APIToken alone.
+	Access *access.Authorizer
+	// Audit writes the audit trail; nil writes none.
+	Audit *access.Auditor
 	// Commands restricts the commands ConnectServer may start; nil allows
 	// all.
 	Commands *CommandPolicy
@@ -166,6 +171,12 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	if opts == nil {
 		opts = &Options{}
 	}
+	authz := opts.Access
+	if authz == nil {
+		// With no callers file the Authorizer cannot fail.
+		authz, _ = access.New(&access.Options{APIToken: opts.APIToken})
+	}
+	g := &guard{authz: authz, audit: opts.Audit}
 	log := interceptorLogger(opts.Logger)
 	logOpts := []logging.Option{
 		// Payloads are never logged: they may carry secrets.
@@ -183,7 +194,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		opts.Logger.Error().Interface("panic", p).Msg("recovered from panic in handler")
 		return status.Error(codes.Internal, "internal error")
 	})
-	authFn := bearerAuth(opts.APIToken)
+	authFn := authenticate(authz, opts.Audit)
 	notHealth := skipServices(healthpb.Health_ServiceDesc.ServiceName)
 	// Health and reflection need no token: probes and grpcurl use them,
 	// and they reveal no server, tool or data.
@@ -193,10 +204,14 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	// Health checks are probes, polled often: they are not logged.
 	unary := []grpc.UnaryServerInterceptor{selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(log, logOpts...), notHealth)}
 	stream := []grpc.StreamServerInterceptor{selector.StreamServerInterceptor(logging.StreamServerInterceptor(log, logOpts...), notHealth)}
-	if opts.APIToken != "" {
-		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), notProbe))
-		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), notProbe))
-	}
+	// Every MCPHub RPC has a caller (anonymous when no credential is
+	// configured), is authorized, and is audited when it acts.
+	unary = append(unary,
+		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), notProbe),
+		selector.UnaryServerInterceptor(g.unary, notProbe))
+	stream = append(stream,
+		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), notProbe),
+		selector.StreamServerInterceptor(g.stream, notProbe))
 	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpt))
 	stream = append(stream, recovery.StreamServerInterceptor(recoverOpt))
 
@@ -213,8 +228,9 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 			grpc.StaticStreamWindowSize(streamWindowBytes),
 			grpc.StaticConnWindowSize(connWindowBytes))
 	}
-	g := grpc.NewServer(gopts...)
+	gs := grpc.NewServer(gopts...)
 	hb := &hub{
+		access: authz,
 		mgr:    mgr,
 		events: mgr.Events(),
 		broker: mgr.Requests(),
@@ -228,10 +244,10 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	if hb.broker == nil {
 		hb.broker = mcpclient.NewBroker(nil)
 	}
-	mcpdv1.RegisterMCPHubServer(g, hb)
-	healthpb.RegisterHealthServer(g, healthService{HealthServer: h.srv, stopping: hb.stopping})
-	reflection.Register(g)
-	return &Server{grpc: g, health: h, hub: hb}
+	mcpdv1.RegisterMCPHubServer(gs, hb)
+	healthpb.RegisterHealthServer(gs, healthService{HealthServer: h.srv, stopping: hb.stopping})
+	reflection.Register(gs)
+	return &Server{grpc: gs, health: h, hub: hb}
 }
 
 // Serve accepts connections on lis until Shutdown.
@@ -267,21 +283,6 @@ func skipServices(names ...string) selector.Matcher {
 	return selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 		return !slices.Contains(names, c.Service)
 	})
-}
-
-// bearerAuth checks "authorization: Bearer <token>" in constant time.
-func bearerAuth(token string) auth.AuthFunc {
-	want := []byte(token)
-	return func(ctx context.Context) (context.Context, error) {
-		got, err := auth.AuthFromMD(ctx, "bearer")
-		if err != nil {
-			return nil, status.Error(codes.Unauthenticated, "missing bearer token")
-		}
-		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
-		}
-		return ctx, nil
-	}
 }
 
 // interceptorLogger adapts zerolog to go-grpc-middleware's logging

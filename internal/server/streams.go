@@ -147,6 +147,9 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 		case err != nil:
 			return toStatus(err)
 		}
+		if !h.eventAllowed(ctx, ev) {
+			continue
+		}
 		if err := stream.Send(&mcpdv1.SubscribeResponse{Event: eventToProto(ev)}); err != nil {
 			return err
 		}
