@@ -19,6 +19,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -122,6 +123,9 @@ type daemonOptions struct {
 	args []string
 	// env is more environment, "NAME=value".
 	env []string
+	// creds are the harness client's transport credentials (TLS);
+	// default plaintext.
+	creds credentials.TransportCredentials
 }
 
 // daemon is one running mcpd process and a gRPC client to it. Its methods
@@ -188,7 +192,11 @@ func startDaemon(ctx context.Context, t *testing.T, opts daemonOptions) *daemon 
 	if d.net == "tcp" {
 		target = "passthrough:///" + d.dialTo
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := opts.creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatalf("grpc.NewClient(%q): %v", target, err)
 	}

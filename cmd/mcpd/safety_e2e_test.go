@@ -79,8 +79,14 @@ func TestExitCodes(t *testing.T) {
 // runMcpd runs mcpd to completion and returns its exit code and output.
 func runMcpd(ctx context.Context, t *testing.T, args ...string) (int, string) {
 	t.Helper()
+	return runMcpdWith(ctx, t, daemonEnv(), args...)
+}
+
+// runMcpdWith is runMcpd with the environment env.
+func runMcpdWith(ctx context.Context, t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, mcpdBinary(t), args...)
-	cmd.Env = daemonEnv()
+	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
