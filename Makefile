@@ -232,7 +232,8 @@ $(STAMP_CONFORMANCE): $(STAMP_NPM) | $(STAMPS)
 # classes' module mcpd_grpc.mcpd.v1.*), so no top-level `mcpd` package is
 # needed or shadowed. The versions are Debian 12's; another protoc would
 # generate other bytes, so they are checked. The tests run on Debian's
-# /usr/bin/python3 with its python3-grpcio/-protobuf/-pytest (no PyPI here);
+# /usr/bin/python3 with its python3-grpcio/-protobuf/-pytest, and
+# python3-cryptography for the certificates of the TLS tests (no PyPI here);
 # pytest's exit 5 (no test ran) fails the target like any other failure.
 PY_PROTOC_VERSION := 3.21.12
 PY_GRPC_VERSION   := 1.51.1
@@ -242,7 +243,7 @@ PY_GEN_DIR        := $(PY_DIR)/mcpd_grpc/mcpd/v1
 PYTEST_FLAGS      ?=
 APT_PACKAGES += protobuf-compiler protobuf-compiler-grpc libprotobuf-dev \
 	python3-grpcio python3-protobuf python3-pytest \
-	python3-setuptools python3-wheel python3-pip python3-venv
+	python3-setuptools python3-wheel python3-pip python3-venv python3-cryptography
 
 ##@ Python client
 
