@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -42,6 +43,9 @@ func authenticate(authz *access.Authorizer, audit *access.Auditor) auth.AuthFunc
 			method, _ := grpc.Method(ctx)
 			audit.Log(access.Record{Method: path.Base(method), Code: codes.Unauthenticated.String()})
 			return nil, toStatus(err)
+		}
+		if caller.Name != access.AnonymousCallerName {
+			logging.AddFields(ctx, logging.Fields{"caller", caller.Name})
 		}
 		return access.NewContext(ctx, caller), nil
 	}
