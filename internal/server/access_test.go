@@ -1,9 +1,15 @@
 package server
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -62,5 +68,59 @@ func TestDescribe(t *testing.T) {
 	}
 	if got := describe("CallTool", &mcpdv1.CallToolRequest{Name: "mcp__a__b", Arguments: args}, true); got.record.Arguments["q"] != "x" {
 		t.Errorf("arguments when asked: got %v, want q=x", got.record.Arguments)
+	}
+}
+
+// TestServerRequestsFollowReload attaches an agent whose caller may answer
+// sampling and elicitation, then reloads a callers file that withdraws
+// that: the next requests are not forwarded to the agent, and the server
+// gets an error at once instead of waiting for the deadline.
+func TestServerRequestsFollowReload(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "callers.json")
+	write := func(kinds string) {
+		t.Helper()
+		content := `{"callers": [{"name": "agent", "token_file": "agent.token", "permissions": {"servers": ["*"], "tools": ["*"], "manage": true, "server_requests": [` + kinds + `]}}]}`
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent.token"), []byte("agent-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write(`"sampling", "elicitation"`)
+	authz, err := access.New(&access.Options{CallersFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withToken := func(ctx context.Context) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer agent-token")
+	}
+	e := newEnv(t, &envOptions{server: Options{Access: authz}, requestTimeout: time.Minute, dialOpts: []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(withToken(ctx), method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(withToken(ctx), desc, cc, method, opts...)
+		}),
+	}})
+	ctx := testContext(t)
+	e.connect(t, "s", newSurfaceServer(t, eras[0].versions).srv)
+	actx, cancelAgent := context.WithCancel(ctx)
+	defer cancelAgent()
+	seen := attachAgent(t, actx, e, nil, func(r *mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply { return nil })
+
+	write("")
+	if err := authz.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	// Without the check the agent, which never answers, would hold the
+	// call until the one-minute request timeout; the test's own deadline
+	// is shorter.
+	if _, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__s__ask"}); err != nil {
+		t.Logf("CallTool: %v", err) // how the tool reports the refusal is its own business
+	}
+	if got := seen(); len(got) != 0 {
+		t.Errorf("the agent got %d requests after its permission was withdrawn, want none", len(got))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
@@ -224,6 +225,17 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 	for {
 		select {
 		case req := <-agent.Requests():
+			if !h.allowed(ctx, access.Action{Verb: access.AnswerRequests, Server: req.Server, RequestKind: req.Kind.String()}) {
+				// The callers file changed since the agent registered: the
+				// server gets an error now instead of an answer from an
+				// agent that may no longer give one.
+				h.log.Warn().Str("server", req.Server).Stringer("kind", req.Kind).Msg("server request not forwarded: the agent's caller may no longer answer it")
+				r := mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client may not answer this request"}}
+				if aerr := h.broker.Answer(agent, req.ID, r); aerr != nil {
+					h.log.Warn().Err(aerr).Str("server", req.Server).Msg("server request not answered")
+				}
+				continue
+			}
 			msg, err := serverRequestToProto(req)
 			if err != nil {
 				// The server gets an error now instead of waiting out the
