@@ -143,8 +143,16 @@ func describe(method string, msg any, withArgs bool) request {
 		if len(servers) == 0 {
 			servers = []string{access.AllServers}
 		}
+		kinds := reg.GetKinds()
+		if len(kinds) == 0 { // every kind
+			kinds = []mcpdv1.ServerRequestKind{
+				mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING,
+				mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION,
+				mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS,
+			}
+		}
 		var acts []access.Action
-		for _, k := range reg.GetKinds() {
+		for _, k := range kinds {
 			kind, ok := requestKindFromProto[k]
 			if !ok {
 				continue // INVALID_ARGUMENT from the handler

@@ -45,6 +45,13 @@ func TestDescribe(t *testing.T) {
 		{"register for every server", &mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
 			Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING}},
 		}}, []access.Action{{Verb: access.AnswerRequests, Server: access.AllServers, RequestKind: "sampling"}}, false},
+		{"register for every kind", &mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+			Register: &mcpdv1.ServerRequestRegistration{Servers: []string{"s"}},
+		}}, []access.Action{
+			{Verb: access.AnswerRequests, Server: "s", RequestKind: "sampling"},
+			{Verb: access.AnswerRequests, Server: "s", RequestKind: "elicitation"},
+			{Verb: access.AnswerRequests, Server: "s", RequestKind: "roots"},
+		}, false},
 		{"reply", &mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{}}, nil, false},
 		{"connect", &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{Name: "n"}}, []access.Action{{Verb: access.ManageServers, Server: "n"}}, true},
 		{"disconnect", &mcpdv1.DisconnectServerRequest{Name: "n"}, []access.Action{{Verb: access.ManageServers, Server: "n"}}, true},
@@ -88,7 +95,7 @@ func TestServerRequestsFollowReload(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "agent.token"), []byte("agent-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	write(`"sampling", "elicitation"`)
+	write(`"sampling", "elicitation", "roots"`)
 	authz, err := access.New(&access.Options{CallersFile: path})
 	if err != nil {
 		t.Fatal(err)
