@@ -12,6 +12,7 @@ import (
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
 // Page sizes of list RPCs.
@@ -29,6 +30,7 @@ type hub struct {
 	broker *mcpclient.Broker
 	policy *CommandPolicy
 	log    zerolog.Logger
+	tel    *telemetry.Telemetry
 	// stopping ends when the daemon stops: long-lived streams end with it.
 	stopping context.Context
 	stop     context.CancelFunc
