@@ -69,6 +69,10 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
+	if metricsLis == nil && !tel.Tracing() {
+		// Nothing would read what it records: keep it off the hot path.
+		tel = nil
+	}
 	defer func() {
 		flushCtx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
 		defer cancel()

@@ -29,7 +29,9 @@ type Options struct {
 	// resource); empty takes the main module's version from the build
 	// info.
 	Version string
-	// Logger receives the exporter's errors; default: none.
+	// Logger receives the trace exporter's errors (a collector that is
+	// away, say). OpenTelemetry has one error handler per process: New
+	// sets it when tracing is on.
 	Logger zerolog.Logger
 	// LookupEnv reads the OTEL_* variables that turn tracing on and pick
 	// the exporter's protocol; nil means no tracing. The exporters read

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -105,6 +106,10 @@ func (t *Telemetry) startTracing(ctx context.Context, opts *Options, version str
 	if err != nil && res == nil {
 		return fmt.Errorf("trace resource: %w", err)
 	}
+	log := opts.Logger
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn().Err(err).Msg("trace export")
+	}))
 	t.provider = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	t.tracer = t.provider.Tracer(instrumentationName, trace.WithInstrumentationVersion(version))
 	return nil
