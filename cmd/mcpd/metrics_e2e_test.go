@@ -165,19 +165,24 @@ func TestMetrics(t *testing.T) {
 	after.want(t, "mcpd_server_restarts_total", map[string]string{"server": "demo"}, 1)
 	after.want(t, "mcpd_event_subscribers", nil, 1)
 	after.want(t, "mcpd_calls_in_flight", map[string]string{"server": "demo"}, 0)
-	if got, _ := after.value("mcpd_events_delivered_total", nil); got < 2 {
-		t.Errorf("mcpd_events_delivered_total: got %v, want at least 2", got)
-	}
-	if got, _ := after.value("mcpd_events_published_total", map[string]string{"kind": "server_state"}); got < 4 {
-		t.Errorf("mcpd_events_published_total{kind=server_state}: got %v, want at least 4 (two starts)", got)
-	}
-	if got, _ := after.value("mcpd_server_stderr_lines_total", map[string]string{"server": "demo"}); got < 2 {
-		t.Errorf("mcpd_server_stderr_lines_total: got %v, want at least 2 (a line per start)", got)
-	}
+	// These are counted just after the fact the test saw (an event sent,
+	// a stderr line read on its own goroutine): wait for them.
+	waitMetric(ctx, t, addr, "mcpd_events_delivered_total", nil, 2)
+	waitMetric(ctx, t, addr, "mcpd_events_published_total", map[string]string{"kind": "server_state"}, 4) // two starts
+	waitMetric(ctx, t, addr, "mcpd_server_stderr_lines_total", map[string]string{"server": "demo"}, 2)    // a line per start
 	if bytes.Contains(after.raw, []byte("no_such_tool_xyz")) {
 		t.Errorf("an unknown tool's name reached the metrics:\n%s", grepLines(after.raw, "no_such_tool_xyz"))
 	}
 	checkWithPromtool(t, after.raw)
+}
+
+// waitMetric scrapes until the series reaches at least min.
+func waitMetric(ctx context.Context, t *testing.T, addr, name string, labels map[string]string, min float64) {
+	t.Helper()
+	poll(ctx, t, fmt.Sprintf("%s%v to reach %v", name, labels, min), func() (bool, error) {
+		got, _ := scrapeMetrics(ctx, t, addr).value(name, labels)
+		return got >= min, fmt.Errorf("last value %v", got)
+	})
 }
 
 // checkWithPromtool runs `promtool check metrics` on a scrape.
@@ -276,4 +281,49 @@ func grepLines(raw []byte, s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestMetricsEventGap resumes a Subscribe stream from sequence 0 on a bus
+// that keeps two events, after more were published: the stream starts
+// with a gap, which mcpd_events_dropped_total counts, and the events that
+// follow count as delivered.
+func TestMetricsEventGap(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--metrics-listen", addr, "--event-buffer", "2"}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	// Two more state events (connecting, ready) push the first two out.
+	if _, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "demo"}); err != nil {
+		t.Fatalf("RestartServer: %v", err)
+	}
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	after := uint64(0)
+	sub, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{AfterSequence: &after})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	first, err := sub.Recv()
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	gap := first.GetEvent().GetGap()
+	if gap == nil {
+		t.Fatalf("first event: got %v, want a gap", first.GetEvent())
+	}
+	// The two buffered events follow. The second one's arrival means the
+	// stream counted the gap and the first one (it counts after a send).
+	for range 2 {
+		if _, err := sub.Recv(); err != nil {
+			t.Fatalf("Subscribe: %v", err)
+		}
+	}
+	s := scrapeMetrics(ctx, t, addr)
+	s.want(t, "mcpd_events_dropped_total", nil, float64(gap.GetLastSequence()-gap.GetFirstSequence()+1))
+	if got, _ := s.value("mcpd_events_delivered_total", nil); got < 1 {
+		t.Errorf("mcpd_events_delivered_total: got %v, want at least 1", got)
+	}
 }

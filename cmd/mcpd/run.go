@@ -65,7 +65,11 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		defer metricsLis.Close()
 	}
 	// Traces go where the standard OTEL_* variables say, if anywhere.
-	tel, err := telemetry.New(ctx, &telemetry.Options{Logger: log, LookupEnv: os.LookupEnv})
+	telOpts := &telemetry.Options{Logger: log, LookupEnv: os.LookupEnv}
+	if version != "dev" { // set at build time; else the build info says
+		telOpts.Version = version
+	}
+	tel, err := telemetry.New(ctx, telOpts)
 	if err != nil {
 		return err
 	}
