@@ -321,7 +321,9 @@ func (m *Manager) CallTool(ctx context.Context, name string, args map[string]any
 		return nil, err
 	}
 	res, err := u.callTool(ctx, tool, args, opts)
-	m.opts.Telemetry.ToolCall(server, u.toolLabel(tool), callOutcome(res, err))
+	if m.opts.Telemetry != nil {
+		m.opts.Telemetry.ToolCall(server, u.toolLabel(tool), callOutcome(res, err))
+	}
 	return res, err
 }
 

@@ -1,7 +1,7 @@
 // Package server is mcpd's gRPC edge: the mcpd.v1.MCPHub handlers, the
-// interceptors (logging, authentication, panic recovery), the one mapping
-// from errors to gRPC statuses, health (overall and per server) and server
-// reflection.
+// interceptors (logging, authentication, panic recovery, metrics), the
+// one mapping from errors to gRPC statuses, health (overall and per
+// server) and server reflection.
 package server
 
 import (
@@ -227,8 +227,8 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.NumStreamWorkers(handlerWorkers),
 	}, opts.GRPCOptions...)
-	if h := opts.Telemetry.GRPCStatsHandler(); h != nil {
-		gopts = append(gopts, h)
+	if tracing := opts.Telemetry.GRPCStatsHandler(); tracing != nil {
+		gopts = append(gopts, tracing)
 	}
 	if opts.LocalListener {
 		// The probe's wake-ups on both sides would land while the
