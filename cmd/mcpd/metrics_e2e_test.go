@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
@@ -325,5 +326,94 @@ func TestMetricsEventGap(t *testing.T) {
 	s.want(t, "mcpd_events_dropped_total", nil, float64(gap.GetLastSequence()-gap.GetFirstSequence()+1))
 	if got, _ := s.value("mcpd_events_delivered_total", nil); got < 1 {
 		t.Errorf("mcpd_events_delivered_total: got %v, want at least 1", got)
+	}
+}
+
+// TestMetricsCallLimits holds the one call slot of the demo server with a
+// slow call, so that the next call waits --queue-timeout and is refused:
+// the in-flight gauge, the queue rejections and the outcomes show it.
+func TestMetricsCallLimits(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--metrics-listen", addr,
+		"--max-inflight-calls", "1", "--queue-timeout", "200ms"}})
+	demo := map[string]string{"server": "demo"}
+
+	slowCtx, cancelSlow := context.WithCancel(ctx)
+	defer cancelSlow()
+	slowDone := make(chan error, 1)
+	go func() {
+		// It would take a minute: it ends when the test cancels it.
+		_, err := d.hub.CallTool(slowCtx, slowRequest(t))
+		slowDone <- err
+	}()
+	waitMetric(ctx, t, addr, "mcpd_calls_in_flight", demo, 1)
+
+	_, err := d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "no room"}, 0)
+	wantCode(t, err, codes.ResourceExhausted)
+	s := scrapeMetrics(ctx, t, addr)
+	s.want(t, "mcpd_call_queue_rejections_total", demo, 1)
+	s.want(t, "mcpd_calls_queued", demo, 0)
+	s.want(t, "mcpd_calls_in_flight", demo, 1)
+	s.want(t, "mcpd_tool_calls_total", map[string]string{"server": "demo", "tool": "echo", "outcome": "resource_exhausted"}, 1)
+
+	cancelSlow()
+	wantCode(t, <-slowDone, codes.Canceled)
+	waitMetric(ctx, t, addr, "mcpd_tool_calls_total", map[string]string{"server": "demo", "tool": "slow", "outcome": "cancelled"}, 1)
+	scrapeMetrics(ctx, t, addr).want(t, "mcpd_calls_in_flight", demo, 0)
+}
+
+func slowRequest(t *testing.T) *mcpdv1.CallToolRequest {
+	t.Helper()
+	args, err := structpb.NewStruct(map[string]any{"steps": 1, "delay_ms": 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mcpdv1.CallToolRequest{Name: "mcp__demo__slow", Arguments: args}
+}
+
+// TestMetricsServerRequests has server-everything send mcpd a sampling,
+// an elicitation and a roots request with no agent attached: mcpd
+// declines the first two and answers roots itself, and the counter of
+// server requests says so.
+func TestMetricsServerRequests(t *testing.T) {
+	t.Parallel()
+	bin := everythingBinary(t)
+	ctx := testContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--metrics-listen", addr}})
+	d.connect(ctx, t, "ev", bin, []string{"stdio"}, nil)
+	poll(ctx, t, "the conditional tools to be listed", func() (bool, error) {
+		tools, err := d.hub.ListTools(ctx, &mcpdv1.ListToolsRequest{Server: "ev"})
+		if err != nil {
+			return false, err
+		}
+		n := 0
+		for _, tool := range tools.GetTools() {
+			switch tool.GetToolName() {
+			case "trigger-sampling-request", "trigger-elicitation-request", "get-roots-list":
+				n++
+			}
+		}
+		return n == 3, nil
+	})
+	before := scrapeMetrics(ctx, t, addr)
+	for _, tc := range []struct {
+		tool    string
+		args    map[string]any
+		kind    string
+		outcome string
+	}{
+		{"trigger-sampling-request", map[string]any{"prompt": "Say hi"}, "sampling", "declined"},
+		{"trigger-elicitation-request", nil, "elicitation", "decline"},
+		{"get-roots-list", nil, "roots", "ok"},
+	} {
+		labels := map[string]string{"server": "ev", "kind": tc.kind, "outcome": tc.outcome}
+		was, _ := before.value("mcpd_server_requests_total", labels)
+		// The tool's own result does not matter here (a declined request
+		// may be a tool error): only that the request reached mcpd.
+		_, _ = d.call(ctx, t, "mcp__ev__"+tc.tool, tc.args, 0)
+		scrapeMetrics(ctx, t, addr).want(t, "mcpd_server_requests_total", labels, was+1)
 	}
 }
