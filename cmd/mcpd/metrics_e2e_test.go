@@ -406,7 +406,7 @@ func TestMetricsServerRequests(t *testing.T) {
 		outcome string
 	}{
 		{"trigger-sampling-request", map[string]any{"prompt": "Say hi"}, "sampling", "declined"},
-		{"trigger-elicitation-request", nil, "elicitation", "decline"},
+		{"trigger-elicitation-request", nil, "elicitation", "declined"},
 		{"get-roots-list", nil, "roots", "ok"},
 	} {
 		labels := map[string]string{"server": "ev", "kind": tc.kind, "outcome": tc.outcome}

@@ -242,8 +242,13 @@ func serverRequestOutcome(res mcp.Result, err error) string {
 	case err != nil:
 		return "error"
 	}
-	if r, ok := res.(*mcp.ElicitResult); ok && r.Action != "accept" {
-		return r.Action // decline or cancel
+	if r, ok := res.(*mcp.ElicitResult); ok {
+		switch r.Action {
+		case "decline":
+			return "declined"
+		case "cancel":
+			return "cancelled"
+		}
 	}
 	return "ok"
 }
