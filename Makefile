@@ -40,6 +40,9 @@ EVERYTHING_VERSION         := 2026.8.31
 # (Python generation and tests: see the Python client section below; it adds
 # its Debian packages to APT_PACKAGES.)
 APT_PACKAGES ?=
+# promtool (Debian's prometheus package) checks a real scrape of mcpd's
+# metrics in TestMetrics.
+APT_PACKAGES += prometheus
 
 # ---------------------------------------------------------------------------
 # Layout.

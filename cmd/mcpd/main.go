@@ -179,6 +179,7 @@ type config struct {
 	callersFile     string
 	audit           bool
 	auditArguments  bool
+	metricsListen   string
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -227,6 +228,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.StringVar(&c.callersFile, "callers", "", "JSON file naming the callers (by token hash, token file, ${VAR} or client certificate) and what each may do; re-read on SIGHUP")
 	fs.BoolVar(&c.audit, "audit", true, "write an audit line (logger=audit) for every tool call, resource read, prompt get, server change and refused request")
 	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; a non-loopback address needs an API token, which scrapes then present")
 	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
 
 	// Environment first, so that the command line overrides it.

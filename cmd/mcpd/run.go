@@ -23,6 +23,7 @@ import (
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 	"github.com/mcpd-project/mcpd/internal/server"
+	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
 // defaultConfig is used when no --config is given: the demo server, run by
@@ -83,7 +84,38 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if c.eventBuffer < 1 {
 		return fmt.Errorf("--event-buffer %d: want at least 1", c.eventBuffer)
 	}
+	// The other listener opens before anything starts, so that a taken
+	// port fails the start.
+	var metricsLis net.Listener
+	if c.metricsListen != "" {
+		if metricsLis, err = listenMetrics(c.metricsListen, token != ""); err != nil {
+			return err
+		}
+		defer metricsLis.Close()
+	}
+	// Traces go where the standard OTEL_* variables say, if anywhere.
+	telOpts := &telemetry.Options{Logger: log, LookupEnv: os.LookupEnv}
+	if version != "dev" { // set at build time; else the build info says
+		telOpts.Version = version
+	}
+	tel, err := telemetry.New(ctx, telOpts)
+	if err != nil {
+		return err
+	}
+	if metricsLis == nil && !tel.Tracing() {
+		// Nothing would read what it records: keep it off the hot path.
+		tel = nil
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+		defer cancel()
+		if err := tel.Shutdown(flushCtx); err != nil {
+			log.Warn().Err(err).Msg("flushing traces")
+		}
+	}()
 	health := server.NewHealth()
+	// Not ready until the configured servers have had their first start.
+	health.SetServing(false)
 	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer})
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
 	mgr := mcpclient.NewManager(&mcpclient.Options{
@@ -106,26 +138,38 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		OnStateChange:     health.ServerStateChanged,
 		Events:            bus,
 		Requests:          broker,
+		Telemetry:         tel,
 		// Servers reached by URL: Streamable HTTP and legacy SSE.
-		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes}),
+		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes, Telemetry: tel}),
 	})
+	tel.ObserveServers(mgr.ServerSamples)
 	srv := server.New(mgr, health, &server.Options{
 		Logger:        log,
 		Access:        authz,
 		Audit:         audit,
 		Commands:      &server.CommandPolicy{Allowed: c.allowCommands},
 		LocalListener: isLocal(lis),
+		Telemetry:     tel,
 		GRPCOptions:   grpcOpts,
 	})
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", version).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
+	metricsErr := make(chan error, 1)
+	if metricsLis != nil {
+		metricsSrv := newMetricsServer(tel.Handler(), token)
+		go func() { metricsErr <- metricsSrv.Serve(metricsLis) }()
+		defer metricsSrv.Close()
+		log.Info().Str("listen", c.metricsListen).Msg("serving metrics at /metrics")
+	}
 
 	// Servers from the file connect concurrently while RPCs are already
 	// served; each one's state is visible through GetServer meanwhile.
 	files := newFileServers(mgr, log)
 	files.apply(ctx, file)
+	stopWaiting := markReadyWhenStarted(ctx, mgr, health, log)
+	defer stopWaiting()
 
 	for done := false; !done; {
 		select {
@@ -135,6 +179,10 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		case err := <-serveErr:
 			_ = mgr.Close(context.Background())
 			return fmt.Errorf("serve: %w", err)
+		case err := <-metricsErr:
+			srv.Shutdown(context.Background())
+			_ = mgr.Close(context.Background())
+			return fmt.Errorf("serve metrics: %w", err)
 		case <-reload:
 			if c.callersFile != "" {
 				if err := authz.Reload(); err != nil {

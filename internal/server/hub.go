@@ -14,6 +14,7 @@ import (
 	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
 // Page sizes of list RPCs.
@@ -32,6 +33,7 @@ type hub struct {
 	broker *mcpclient.Broker
 	policy *CommandPolicy
 	log    zerolog.Logger
+	tel    *telemetry.Telemetry
 	// stopping ends when the daemon stops: long-lived streams end with it.
 	stopping context.Context
 	stop     context.CancelFunc

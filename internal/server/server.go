@@ -1,7 +1,7 @@
 // Package server is mcpd's gRPC edge: the mcpd.v1.MCPHub handlers, the
-// interceptors (logging, authentication, panic recovery), the one mapping
-// from errors to gRPC statuses, health (overall and per server) and server
-// reflection.
+// interceptors (logging, authentication, panic recovery, metrics), the
+// one mapping from errors to gRPC statuses, health (overall and per
+// server) and server reflection.
 package server
 
 import (
@@ -29,6 +29,7 @@ import (
 	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
 // HealthServicePrefix prefixes a server's name to form its health service
@@ -64,6 +65,17 @@ type Health struct {
 // NewHealth returns a Health that reports the daemon as serving.
 func NewHealth() *Health {
 	return &Health{srv: health.NewServer()}
+}
+
+// SetServing sets the daemon's overall health (service ""): a daemon
+// whose configured servers have not had their first start yet is
+// NOT_SERVING. Once Shutdown has begun the daemon stays NOT_SERVING.
+func (h *Health) SetServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	h.srv.SetServingStatus("", st)
 }
 
 // healthService is grpc.health.v1 as served by mcpd: health.Server's
@@ -147,6 +159,10 @@ type Options struct {
 	// GRPCOptions are appended to the server's options (for example a
 	// maximum message size).
 	GRPCOptions []grpc.ServerOption
+	// Telemetry, if set, counts and times every RPC (grpc_server_*
+	// metrics), traces them when tracing is on, and records the event
+	// streams.
+	Telemetry *telemetry.Telemetry
 	// LocalListener says that the listener reaches only this machine (a
 	// loopback address or a Unix socket). The HTTP/2 flow-control windows
 	// are then fixed, which turns off bandwidth probing: it answers every
@@ -212,6 +228,12 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	stream = append(stream,
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), notProbe),
 		selector.StreamServerInterceptor(g.stream, notProbe))
+	if opts.Telemetry != nil {
+		// Outermost, so that the metrics count refused calls too.
+		u, s := opts.Telemetry.GRPCInterceptors()
+		unary = append([]grpc.UnaryServerInterceptor{u}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{s}, stream...)
+	}
 	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpt))
 	stream = append(stream, recovery.StreamServerInterceptor(recoverOpt))
 
@@ -220,6 +242,9 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.NumStreamWorkers(handlerWorkers),
 	}, opts.GRPCOptions...)
+	if tracing := opts.Telemetry.GRPCStatsHandler(); tracing != nil {
+		gopts = append(gopts, tracing)
+	}
 	if opts.LocalListener {
 		// The probe's wake-ups on both sides would land while the
 		// upstream call runs. The windows are large enough for big
@@ -236,6 +261,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		broker: mgr.Requests(),
 		policy: opts.Commands,
 		log:    opts.Logger,
+		tel:    opts.Telemetry,
 	}
 	hb.stopping, hb.stop = context.WithCancel(context.Background())
 	if hb.events == nil {
@@ -247,6 +273,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	mcpdv1.RegisterMCPHubServer(gs, hb)
 	healthpb.RegisterHealthServer(gs, healthService{HealthServer: h.srv, stopping: hb.stopping})
 	reflection.Register(gs)
+	opts.Telemetry.InitializeGRPC(gs)
 	return &Server{grpc: gs, health: h, hub: hb}
 }
 

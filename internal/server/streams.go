@@ -133,6 +133,7 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 	// cannot slip past.
 	sub := h.events.Subscribe(filter, after)
 	defer sub.Close()
+	defer h.tel.SubscriberOpened()()
 	for _, r := range filter.Resources {
 		release, err := h.mgr.SubscribeResource(ctx, r.Server, r.URI)
 		if err != nil {
@@ -153,6 +154,11 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 		}
 		if err := stream.Send(&mcpdv1.SubscribeResponse{Event: eventToProto(ev)}); err != nil {
 			return err
+		}
+		if ev.Kind == events.KindGap {
+			h.tel.EventsDropped(ev.GapTo - ev.GapFrom + 1)
+		} else {
+			h.tel.EventDelivered()
 		}
 	}
 }
