@@ -59,7 +59,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
 	mgr := mcpclient.NewManager(&mcpclient.Options{
 		Logger:            log,
-		ClientInfo:        &mcp.Implementation{Name: "mcpd", Version: version},
+		ClientInfo:        &mcp.Implementation{Name: "mcpd", Version: buildVersion()},
 		ProbeTimeout:      c.probeTimeout,
 		ConnectTimeout:    c.connectTimeout,
 		CallTimeout:       c.callTimeout,
@@ -93,7 +93,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info().Str("listen", c.listen).Str("version", version).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
+	log.Info().Str("listen", c.listen).Str("version", buildVersion()).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
 
 	// Servers from the file connect concurrently while RPCs are already
 	// served; each one's state is visible through GetServer meanwhile.
