@@ -127,7 +127,7 @@ IMAGE_CA_CERTS    ?= /etc/ssl/certs/ca-certificates.crt
 IMAGE_REVISION    := $(shell git rev-parse HEAD 2>/dev/null)
 # The commit's time stamps the image, so the same commit gives the same digest.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-APT_PACKAGES += ca-certificates
+APT_PACKAGES += ca-certificates skopeo
 
 ##@ Deployment
 
