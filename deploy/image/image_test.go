@@ -463,3 +463,52 @@ func TestImageSkopeo(t *testing.T) {
 		t.Errorf("skopeo copy: the copy's labels are %v", again.Labels)
 	}
 }
+
+// TestBuildReproducible builds the image twice from the same inputs and
+// wants one digest: the build stamps nothing of its own time or machine.
+func TestBuildReproducible(t *testing.T) {
+	t.Parallel()
+	b := builtImage(t)
+	o := image.Options{
+		Binary: extractBinary(t, b.img), Version: "v1.2.3",
+		Revision: strings.Repeat("a", 40), Created: time.Unix(1700000000, 0),
+	}
+	var digests []v1.Hash
+	for range 2 {
+		img, err := image.Build(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, d)
+		time.Sleep(1100 * time.Millisecond) // a wall-clock stamp would now differ
+	}
+	if digests[0] != digests[1] {
+		t.Errorf("two builds from the same inputs: digests %v and %v", digests[0], digests[1])
+	}
+}
+
+// TestBuildRejectsDynamicBinary: the image has no libc or loader, so a
+// binary that needs them must not make it in.
+func TestBuildRejectsDynamicBinary(t *testing.T) {
+	t.Parallel()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh to try")
+	}
+	f, err := elf.Open(sh)
+	if err != nil {
+		t.Skipf("%s: %v", sh, err)
+	}
+	dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+	f.Close()
+	if !dynamic {
+		t.Skipf("%s is not dynamically linked", sh)
+	}
+	if _, err := image.Build(image.Options{Binary: sh, Version: "v1.2.3"}); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
+		t.Errorf("Build with %s: %v, want a dynamically linked error", sh, err)
+	}
+}
