@@ -71,7 +71,9 @@ BIN_DIR := $(CURDIR)/bin
 MCPD    := $(BIN_DIR)/mcpd
 # What `mcpd --version` prints and the image's version label: the nearest
 # tag, else the commit, "-dirty" with uncommitted changes.
+# Expanded once, so that every target of one make run sees the same value.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION := $(VERSION)
 LDFLAGS := -X main.version=$(VERSION)
 
 # Test settings. Every MCPD_* variable in the environment reaches the tests
@@ -127,6 +129,7 @@ IMAGE_CA_CERTS    ?= /etc/ssl/certs/ca-certificates.crt
 IMAGE_REVISION    := $(shell git rev-parse HEAD 2>/dev/null)
 # The commit's time stamps the image, so the same commit gives the same digest.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+SOURCE_DATE_EPOCH := $(SOURCE_DATE_EPOCH)
 APT_PACKAGES += ca-certificates skopeo
 
 ##@ Deployment

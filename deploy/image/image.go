@@ -51,9 +51,9 @@ const (
 	RefNameAnnotation = "org.opencontainers.image.ref.name"
 )
 
-// Env is the image's environment: PATH lets `mcpd` be run by name (by
-// kubectl exec, or an exec probe).
-var Env = []string{"PATH=/usr/local/bin"}
+// PathEnv is the image's whole environment: PATH lets `mcpd` be run by
+// name (by kubectl exec, or an exec probe).
+const PathEnv = "PATH=/usr/local/bin"
 
 // Options describe one build.
 type Options struct {
@@ -120,11 +120,10 @@ func Build(o Options) (v1.Image, error) {
 	labels := Labels(o, created)
 	cf.OS, cf.Architecture = "linux", arch
 	cf.Created = v1.Time{Time: created}
-	cf.Author = ""
 	cf.Config = v1.Config{
 		User:         User,
 		Entrypoint:   []string{BinaryPath},
-		Env:          Env,
+		Env:          []string{PathEnv},
 		WorkingDir:   "/",
 		Labels:       labels,
 		ExposedPorts: map[string]struct{}{strconv.Itoa(GRPCPort) + "/tcp": {}},

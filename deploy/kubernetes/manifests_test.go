@@ -94,14 +94,15 @@ func load(t *testing.T, dir string) *manifests {
 				s := &corev1.Service{}
 				m.services, obj = append(m.services, s), s
 			case "v1 ConfigMap":
-				c := &corev1.ConfigMap{}
-				obj = c
-				defer func() { m.configMaps[c.Name] = c }()
+				obj = &corev1.ConfigMap{}
 			default:
 				t.Fatalf("%s: unexpected %s %s", where, tm.APIVersion, tm.Kind)
 			}
 			if err := yaml.UnmarshalStrict(doc, obj); err != nil {
 				t.Fatalf("%s: strict decoding as %s: %v", where, tm.Kind, err)
+			}
+			if cm, ok := obj.(*corev1.ConfigMap); ok {
+				m.configMaps[cm.Name] = cm
 			}
 		}
 		f.Close()
