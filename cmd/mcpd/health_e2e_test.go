@@ -44,9 +44,11 @@ func TestVersion(t *testing.T) {
 		t.Errorf("mcpd --version printed %q, want one line \"mcpd <version>\"", out)
 	}
 	// MCPD_VERSION is not a setting: the daemon must not turn into
-	// --version because of it. With a bad --log-level it must fail instead.
-	if code, out, _ := runMCPD(t, []string{"MCPD_VERSION=true"}, "--log-level", "loud"); code != 2 || out != "" {
-		t.Errorf("MCPD_VERSION=true mcpd --log-level loud: exit %d, stdout %q; want exit 2 and no version", code, out)
+	// --version because of it. With a config file that does not exist it
+	// must try to run, and fail to.
+	missing := filepath.Join(t.TempDir(), "missing.mcp.json")
+	if code, out, _ := runMCPD(t, []string{"MCPD_VERSION=true"}, "--config", missing); code != 1 || out != "" {
+		t.Errorf("MCPD_VERSION=true mcpd --config %s: exit %d, stdout %q; want exit 1 and no version", missing, code, out)
 	}
 	if code, out, _ := runMCPD(t, nil, "--version", "--no-such-flag"); code != 2 || out != "" {
 		t.Errorf("mcpd --version --no-such-flag: exit %d, stdout %q; want exit 2", code, out)
