@@ -660,32 +660,57 @@ func TestShared(t *testing.T) {
 }
 
 // checkServiceLinks checks that none of the variables Kubernetes derives
-// from Service s (NAME_SERVICE_HOST, NAME_PORT_...) is an MCPD_* setting
-// of mcpd, read from its --help.
+// from Service s is an MCPD_* setting of mcpd, read from its --help.
 func checkServiceLinks(t *testing.T, bin string, s *corev1.Service) {
 	t.Helper()
-	prefix := strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_"))
-	vars := []string{prefix + "_SERVICE_HOST", prefix + "_SERVICE_PORT", prefix + "_PORT"}
-	for _, sp := range s.Spec.Ports {
-		proto := strings.ToUpper(string(sp.Protocol))
-		base := fmt.Sprintf("%s_PORT_%d_%s", prefix, sp.Port, proto)
-		vars = append(vars, prefix+"_SERVICE_PORT_"+strings.ToUpper(strings.ReplaceAll(sp.Name, "-", "_")), base, base+"_PROTO", base+"_PORT", base+"_ADDR")
-	}
 	out, _ := exec.Command(bin, "--help").CombinedOutput()
-	settings := map[string]bool{}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f, ok := strings.CutPrefix(line, "  -"); ok {
-			name := strings.Fields(f)[0]
-			settings["MCPD_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))] = true
-		}
-	}
+	settings := settingsFromHelp(string(out))
 	if !settings["MCPD_LISTEN"] {
 		t.Fatalf("mcpd --help lists no --listen: %s", out)
 	}
-	for _, v := range vars {
+	for _, v := range serviceLinkVars(s) {
 		if settings[v] {
 			t.Errorf("Service %s: Kubernetes sets %s in pods with service links, and mcpd reads it as a setting", s.Name, v)
 		}
+	}
+}
+
+// serviceLinkVars are the variables Kubernetes puts into pods for Service
+// s (NAME_SERVICE_HOST, NAME_PORT_50051_TCP_ADDR, ...).
+func serviceLinkVars(s *corev1.Service) []string {
+	prefix := strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_"))
+	vars := []string{prefix + "_SERVICE_HOST", prefix + "_SERVICE_PORT", prefix + "_PORT"}
+	for _, sp := range s.Spec.Ports {
+		base := fmt.Sprintf("%s_PORT_%d_%s", prefix, sp.Port, strings.ToUpper(string(sp.Protocol)))
+		vars = append(vars, prefix+"_SERVICE_PORT_"+strings.ToUpper(strings.ReplaceAll(sp.Name, "-", "_")),
+			base, base+"_PROTO", base+"_PORT", base+"_ADDR")
+	}
+	return vars
+}
+
+// settingsFromHelp returns the MCPD_* variable of every flag that mcpd
+// --help lists.
+func settingsFromHelp(help string) map[string]bool {
+	settings := map[string]bool{}
+	for _, line := range strings.Split(help, "\n") {
+		if f, ok := strings.CutPrefix(line, "  -"); ok && len(strings.Fields(f)) > 0 {
+			settings["MCPD_"+strings.ToUpper(strings.ReplaceAll(strings.Fields(f)[0], "-", "_"))] = true
+		}
+	}
+	return settings
+}
+
+// TestServiceLinkCollision shows that the check above catches a collision:
+// a --port flag would read MCPD_PORT, which the Service mcpd sets.
+func TestServiceLinkCollision(t *testing.T) {
+	t.Parallel()
+	settings := settingsFromHelp("Usage of mcpd:\n  -listen string\n    \taddress\n  -port int\n    \ta port\n")
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "mcpd"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "grpc", Port: 50051, Protocol: corev1.ProtocolTCP}}}}
+	vars := serviceLinkVars(svc)
+	if !settings["MCPD_LISTEN"] || !settings["MCPD_PORT"] || !slices.Contains(vars, "MCPD_PORT") ||
+		!slices.Contains(vars, "MCPD_PORT_50051_TCP_ADDR") || !slices.Contains(vars, "MCPD_SERVICE_PORT_GRPC") {
+		t.Errorf("settings %v, service variables %v: want MCPD_PORT in both", settings, vars)
 	}
 }
 
