@@ -318,7 +318,8 @@ func extractBinary(t *testing.T, img v1.Image) string {
 // TestImageRuns extracts mcpd from the image's layer and runs it with the
 // image's environment only: --version says the labelled version, and the
 // daemon with its default config serves health over a Unix socket and
-// runs the demo server, which is the same binary.
+// runs the demo server, which is the same binary; its own `mcpd health`,
+// the sidecar's probe, says SERVING.
 func TestImageRuns(t *testing.T) {
 	t.Parallel()
 	b := builtImage(t)
@@ -389,6 +390,13 @@ func TestImageRuns(t *testing.T) {
 			}
 		}
 	}
+	// The sidecar's probe: the image's own mcpd, with the image's env.
+	probe := exec.CommandContext(ctx, bin, "health", "--listen=unix://"+sock)
+	probe.Env = cf.Config.Env
+	if out, err := probe.CombinedOutput(); err != nil || string(out) != "SERVING\n" {
+		t.Errorf("mcpd health: %q (%v), want SERVING", out, err)
+	}
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
