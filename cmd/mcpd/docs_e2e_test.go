@@ -389,6 +389,9 @@ func flagTable(help string) (string, error) {
 			def = "`" + def + "`"
 		}
 		env := "`MCPD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "`"
+		if name == "version" {
+			env = "" // a request, not a setting: parseFlags reads no MCPD_VERSION
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", flagCell, env, def, strings.ReplaceAll(usage, "|", `\|`))
 	}
 	return b.String(), nil

@@ -4,7 +4,9 @@
 // Usage:
 //
 //	mcpd [flags]          run the daemon
+//	mcpd --version        print the version and exit
 //	mcpd demo-server      run the demo MCP server on stdio
+//	mcpd health [flags]   check a running mcpd's grpc.health.v1 (for probes)
 //
 // Every flag also reads an environment variable, MCPD_ plus the flag name in
 // upper case with '-' as '_' (for example MCPD_LISTEN); a flag on the
@@ -31,12 +33,12 @@ import (
 	"github.com/mcpd-project/mcpd/internal/demoserver"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
 		os.Exit(runDemoServer())
+	}
+	if len(os.Args) > 1 && os.Args[1] == "health" {
+		os.Exit(runHealth(os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr))
 	}
 	// Take SIGHUP (reload) before anything else: its default action would
 	// kill a daemon that is still starting.
@@ -49,6 +51,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mcpd:", err)
 		os.Exit(2)
+	}
+	if cfg.showVersion {
+		fmt.Println("mcpd", buildVersion())
+		os.Exit(0)
 	}
 	tuneGC()
 	setMaxProcs(cfg.maxProcs)
@@ -180,6 +186,7 @@ type config struct {
 	audit           bool
 	auditArguments  bool
 	metricsListen   string
+	showVersion     bool // --version: print the version instead of serving
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -229,14 +236,18 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.BoolVar(&c.audit, "audit", true, "write an audit line (logger=audit) for every tool call, resource read, prompt get, server change and refused request")
 	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; a non-loopback address needs an API token, which scrapes then present")
+	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
 	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
 
 	// Environment first, so that the command line overrides it.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "MCPD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if f.Name == "allow-command" {
+		switch f.Name {
+		case "allow-command":
 			return // a list: set below, unless the command line sets it
+		case "version":
+			return // a request, not a setting
 		}
 		if v, ok := lookup(name); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
@@ -263,7 +274,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 		}
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (the only subcommand is demo-server)", fs.Arg(0))
+		return nil, fmt.Errorf("unexpected argument %q (the subcommands are demo-server and health)", fs.Arg(0))
 	}
 	if c.maxProcs < 0 {
 		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)

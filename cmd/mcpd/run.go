@@ -94,10 +94,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		defer metricsLis.Close()
 	}
 	// Traces go where the standard OTEL_* variables say, if anywhere.
-	telOpts := &telemetry.Options{Logger: log, LookupEnv: os.LookupEnv}
-	if version != "dev" { // set at build time; else the build info says
-		telOpts.Version = version
-	}
+	telOpts := &telemetry.Options{Logger: log, LookupEnv: os.LookupEnv, Version: buildVersion()}
 	tel, err := telemetry.New(ctx, telOpts)
 	if err != nil {
 		return err
@@ -120,7 +117,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
 	mgr := mcpclient.NewManager(&mcpclient.Options{
 		Logger:            log,
-		ClientInfo:        &mcp.Implementation{Name: "mcpd", Version: version},
+		ClientInfo:        &mcp.Implementation{Name: "mcpd", Version: buildVersion()},
 		ProbeTimeout:      c.probeTimeout,
 		ConnectTimeout:    c.connectTimeout,
 		CallTimeout:       c.callTimeout,
@@ -155,7 +152,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", version).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
+	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", buildVersion()).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
 	metricsErr := make(chan error, 1)
 	if metricsLis != nil {
 		metricsSrv := newMetricsServer(tel.Handler(), token)
