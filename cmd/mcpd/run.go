@@ -57,7 +57,15 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	health := server.NewHealth()
 	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer})
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
-	mgr := mcpclient.NewManager(&mcpclient.Options{
+	var mgr *mcpclient.Manager
+	authz, redirect, err := startOAuth(c.oauthStateDir, c.oauthRedirect, log, func(server string) {
+		mgr.AuthorizationChanged(server)
+	})
+	if err != nil {
+		return err
+	}
+	defer redirect.close(context.Background())
+	mgr = mcpclient.NewManager(&mcpclient.Options{
 		Logger:            log,
 		ClientInfo:        &mcp.Implementation{Name: "mcpd", Version: version},
 		ProbeTimeout:      c.probeTimeout,
@@ -77,8 +85,9 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		OnStateChange:     health.ServerStateChanged,
 		Events:            bus,
 		Requests:          broker,
+		OAuth:             authz,
 		// Servers reached by URL: Streamable HTTP and legacy SSE.
-		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes}),
+		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes, OAuth: authz}),
 	})
 	srv := server.New(mgr, health, &server.Options{
 		Logger:        log,
