@@ -24,6 +24,18 @@ func (u *upstream) pendingAuthorization() (oauth.Pending, bool) {
 	return u.opts.OAuth.Pending(u.cfg.Name)
 }
 
+// authBlocked returns why the server's authorization keeps it from being
+// used, or nil (see oauth.Manager.Blocked).
+func (u *upstream) authBlocked() error {
+	if u.opts.OAuth == nil || u.cfg.Kind == config.TransportStdio {
+		return nil
+	}
+	if err := u.opts.OAuth.Blocked(u.cfg.Name); err != nil {
+		return errorf(ErrAuthorizationRequired, "%v", err)
+	}
+	return nil
+}
+
 // awaitAuthorization holds the server in StateAuthorizationRequired until
 // the pending consent ends or the run stops. It reports whether the run
 // goes on connecting: the consent succeeded, or was replaced by another.

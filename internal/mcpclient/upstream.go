@@ -264,13 +264,26 @@ func (u *upstream) serve(r *run) {
 			}
 			return
 		}
+		var (
+			level mcp.LoggingLevel
+			uris  []string
+		)
 		if err == nil {
-			level, uris := u.setUp(r.ctx, cs)
+			level, uris = u.setUp(r.ctx, cs)
 			if r.ctx.Err() != nil { // stopped while setting up: never ready
 				_ = cs.Close()
 				u.stopProcess()
 				return
 			}
+			// A session whose set-up ran into the server's authorization
+			// (a consent to give, a scope it keeps refusing) is not ready.
+			if authErr := u.authBlocked(); authErr != nil {
+				_ = cs.Close()
+				u.stopProcess()
+				cs, err = nil, authErr
+			}
+		}
+		if err == nil {
 			u.goReady(r.ctx, cs, level, uris, settle)
 			wasReady = true
 			started := time.Now()
@@ -565,6 +578,12 @@ func (u *upstream) connectAs(ctx context.Context, kind config.TransportKind) (*m
 	cancelProbe()
 	if err == nil || ctx.Err() != nil || isStartError(err) {
 		return cs, err
+	}
+	if authErr := u.authBlocked(); authErr != nil {
+		// The server answered, with a demand for authorization: the era
+		// is unknown until it is given, and initialize would only hide
+		// why.
+		return nil, authErr
 	}
 	u.log.Info().Str("error", u.cfg.Redact(err.Error())).Msg("server/discover probe unanswered; connecting with initialize")
 	return u.dial(ctx, kind, legacyProtocolVersion)

@@ -180,6 +180,27 @@ func (m *Manager) Pending(server string) (Pending, bool) {
 	return Pending{URL: f.authURL, Expires: f.expires, Done: f.done}, true
 }
 
+// Blocked returns why server cannot be used now, or nil: it waits for a
+// consent (ErrAuthorizationRequired), or its last authorization failed and
+// no token was obtained since (ErrAuthorizationFailed).
+func (m *Manager) Blocked(server string) error {
+	m.mu.Lock()
+	sa := m.servers[server]
+	m.mu.Unlock()
+	if sa == nil {
+		return nil
+	}
+	if sa.pendingFlow() != nil {
+		return sa.consentError()
+	}
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	if sa.refused != "" {
+		return errorf(ErrAuthorizationFailed, "%s", sa.refused)
+	}
+	return nil
+}
+
 // LastError says why server's last authorization failed, or "".
 func (m *Manager) LastError(server string) string {
 	m.mu.Lock()

@@ -33,6 +33,9 @@ type serverAuth struct {
 	dpop     *dpopKey
 	pending  *flow
 	lastErr  string
+	// refused is why the last authorization attempt failed, until a token
+	// is obtained (see Manager.Blocked).
+	refused string
 	// stepUps counts re-authorizations for scopes already granted: a
 	// server that keeps refusing them is not asked about forever.
 	stepUps int
@@ -57,6 +60,7 @@ func (sa *serverAuth) configure(resource string, cfg *config.OAuth) {
 		sa.rec = &record{Resource: resource, Settings: settings}
 		sa.dpop = nil
 		sa.stepUps = 0
+		sa.refused = ""
 	}
 	sa.resource = resource
 	sa.cfg = cfg.Clone()
@@ -130,6 +134,7 @@ func (sa *serverAuth) setToken(t *tokenRecord, issuer string) {
 	}
 	rec := *sa.rec
 	sa.lastErr = ""
+	sa.refused = ""
 	sa.mu.Unlock()
 	sa.save(&rec)
 }
@@ -157,6 +162,7 @@ func (sa *serverAuth) forget() {
 	sa.dpop = nil
 	sa.stepUps = 0
 	sa.lastErr = ""
+	sa.refused = ""
 }
 
 // endFlow ends the pending flow, if any, with err (nil: it succeeded). It
@@ -259,9 +265,10 @@ func (sa *serverAuth) authorize(ctx context.Context, challenges []oauthex.Challe
 		sa.dropToken()
 	}
 	err := sa.authorizeLocked(ctx, challenges, sent, stepUp)
-	if err != nil && !errors.Is(err, ErrAuthorizationRequired) {
+	if err != nil && !errors.Is(err, ErrAuthorizationRequired) && ctx.Err() == nil {
 		sa.mu.Lock()
 		sa.lastErr = err.Error()
+		sa.refused = err.Error()
 		sa.mu.Unlock()
 	}
 	return err
@@ -359,6 +366,14 @@ func (sa *serverAuth) dpopKey() *dpopKey {
 		return nil
 	}
 	return sa.dpop
+}
+
+// accepted notes a request the server accepted with a token: whatever
+// refused authorization before no longer blocks the server.
+func (sa *serverAuth) accepted() {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	sa.refused = ""
 }
 
 // refreshIfStale refreshes the token before it expires, unless a

@@ -78,6 +78,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if n := resp.Header.Get("DPoP-Nonce"); n != "" && t.sa.dpopKey() != nil {
 			t.sa.dpopKey().setNonce(req.URL.String(), n)
 		}
+		if tok != nil && resp.StatusCode < 300 {
+			t.sa.accepted()
+		}
 		return resp, nil
 	}
 	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
