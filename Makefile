@@ -227,9 +227,9 @@ bench-go: ## Run the Go micro-benchmarks of every package (BENCH_FLAGS=-benchtim
 # npm packages pinned in tools/npm/package.json + package-lock.json next to
 # the test servers; the versions below are checked after the install. Both
 # requirement sets run, each at its own wire version; then the driver's
-# report compares the results with the baseline, which may list only
-# authorization scenarios, and fails on an unexpected failure or a baselined
-# scenario that passes. The suite splits --command on spaces, so the
+# report scores the required scenarios and the authorization extensions
+# against the baseline (empty: mcpd passes them all), and fails on an
+# unexpected failure or a baselined scenario that passes. The suite splits --command on spaces, so the
 # checkout's path must have none.
 CONFORMANCE_VERSION      := 0.2.0-alpha.12
 NODE22_VERSION           := 22.23.3

@@ -60,6 +60,7 @@ func startAgent(ctx context.Context, hub mcpdv1.MCPHubClient, server string, eli
 		Kinds: []mcpdv1.ServerRequestKind{
 			mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING,
 			mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION,
+			mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_AUTHORIZATION,
 		},
 	}
 	if err := stream.Send(&mcpdv1.HandleServerRequestsRequest{
@@ -97,7 +98,7 @@ func (a *agent) serve(ctx context.Context) {
 			a.fail(fmt.Errorf("HandleServerRequests: got %T, want a request", msg.GetMessage()))
 			continue
 		}
-		reply, err := a.answer(req)
+		reply, err := a.answer(ctx, req)
 		if err != nil {
 			a.fail(err)
 			reply = &mcpdv1.ServerRequestReply{Id: req.GetId(), Result: &mcpdv1.ServerRequestReply_Error{
@@ -123,9 +124,14 @@ func (a *agent) send(reply *mcpdv1.ServerRequestReply) error {
 }
 
 // answer builds the fixed reply to req.
-func (a *agent) answer(req *mcpdv1.ServerRequest) (*mcpdv1.ServerRequestReply, error) {
+func (a *agent) answer(ctx context.Context, req *mcpdv1.ServerRequest) (*mcpdv1.ServerRequestReply, error) {
 	reply := &mcpdv1.ServerRequestReply{Id: req.GetId()}
 	switch {
+	case req.GetAuthorization() != nil:
+		if err := consent(ctx, req.GetAuthorization().GetAuthorizationUrl(), a.log); err != nil {
+			return nil, err
+		}
+		reply.Result = &mcpdv1.ServerRequestReply_Authorization{Authorization: &mcpdv1.AuthorizationResult{}}
 	case req.GetSampling() != nil:
 		reply.Result = &mcpdv1.ServerRequestReply_Sampling{Sampling: &mcpdv1.SamplingResult{
 			Role:       mcpdv1.Role_ROLE_ASSISTANT,
@@ -159,6 +165,8 @@ func requestKind(req *mcpdv1.ServerRequest) string {
 		return "elicitation"
 	case *mcpdv1.ServerRequest_Roots:
 		return "roots"
+	case *mcpdv1.ServerRequest_Authorization:
+		return "authorization"
 	}
 	return "unknown"
 }

@@ -56,6 +56,7 @@ func startDaemon(ctx context.Context, bin, logLevel string, log io.Writer) (*dae
 		"--log-format", "console",
 		"--shutdown-timeout", "2s",
 		"--stop-grace", "500ms",
+		"--oauth-state-dir", filepath.Join(dir, "oauth"),
 	)
 	d.cmd.Stdout = log
 	d.cmd.Stderr = log

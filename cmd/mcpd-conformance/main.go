@@ -97,6 +97,7 @@ type config struct {
 	protocolVersion string         // forced revision; "" lets mcpd negotiate
 	context         map[string]any // MCP_CONFORMANCE_CONTEXT, or nil
 	transport       string         // "http" or "remote"
+	dir             string         // the private mcpd's directory, for files the driver writes
 	timeout         time.Duration  // bounds the whole run
 	logLevel        string         // mcpd's --log-level
 }

@@ -151,6 +151,14 @@ type requirements struct {
 	notScored map[string]string // scenario -> reason
 }
 
+// scoredExtension reports whether a not-scored scenario is scored here all
+// the same: the authorization extensions (client credentials, workload
+// identity, enterprise-managed authorization, DPoP), which mcpd implements
+// and must keep passing.
+func scoredExtension(scenario, reason string) bool {
+	return reason == "extension" && strings.HasPrefix(scenario, "auth/")
+}
+
 // parseRequirements reads the client leg of a requirement set. The files
 // are frozen and plain: top-level keys "server", "client", "not_scored";
 // list items "  - name"; not_scored items with scenario, leg and reason.
@@ -160,7 +168,11 @@ func parseRequirements(revision string, r io.Reader) (*requirements, error) {
 	var item map[string]string
 	flush := func() {
 		if item != nil && item["leg"] == "client" && item["scenario"] != "" {
-			req.notScored[item["scenario"]] = item["reason"]
+			if scoredExtension(item["scenario"], item["reason"]) {
+				req.required = append(req.required, item["scenario"])
+			} else {
+				req.notScored[item["scenario"]] = item["reason"]
+			}
 		}
 		item = nil
 	}

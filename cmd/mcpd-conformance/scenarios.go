@@ -25,6 +25,12 @@ type scenario struct {
 	// elicit is the content of accepted form elicitations; nil accepts
 	// with empty content, which leaves the schema's defaults to mcpd.
 	elicit map[string]any
+	// refuse says mcpd must not connect: the server's authorization is
+	// unsafe (a wrong resource, issuer or iss), so the scenario passes
+	// when the server ends FAILED and fails when it becomes READY.
+	refuse bool
+	// refuseAnyReason accepts a FAILED server whatever its error says.
+	refuseAnyReason bool
 }
 
 // scenarios maps suite scenario names to driver actions. Authorization
@@ -69,16 +75,33 @@ func scenarios() map[string]scenario {
 }
 
 // authScenario is what an OAuth-protected server expects of a client that
-// got through: list the tools and call test-tool. mcpd has no OAuth flow,
-// so these fail at ConnectServer.
+// got through: list the tools and call test-tool.
 func authScenario() scenario {
 	return scenario{run: steps(call("test-tool", nil))}
+}
+
+// refusedAuthorization lists the scenarios whose authorization server or
+// resource misbehaves: a client must stop before it uses a token, and mcpd
+// must say that the server's authorization is why. In scope-retry-limit
+// the server refuses every scope however often it is granted; the suite
+// counts the attempts, and the server's last answer may be about anything.
+var refusedAuthorization = map[string]struct{ anyReason bool }{
+	"auth/scope-retry-limit":        {anyReason: true},
+	"auth/resource-mismatch":        {},
+	"auth/metadata-issuer-mismatch": {},
+	"auth/iss-supported-missing":    {},
+	"auth/iss-wrong-issuer":         {},
+	"auth/iss-unexpected":           {},
+	"auth/iss-normalized":           {},
 }
 
 // lookupScenario returns the actions of the named scenario.
 func lookupScenario(name string) (scenario, bool) {
 	if sc, ok := scenarios()[name]; ok {
 		return sc, true
+	}
+	if r, ok := refusedAuthorization[name]; ok {
+		return scenario{refuse: true, refuseAnyReason: r.anyReason}, true
 	}
 	if strings.HasPrefix(name, "auth/") {
 		return authScenario(), true
@@ -100,7 +123,11 @@ func (s *session) listTools(ctx context.Context) ([]*mcpdv1.Tool, error) {
 	var tools []*mcpdv1.Tool
 	token := ""
 	for {
-		resp, err := s.hub.ListTools(ctx, &mcpdv1.ListToolsRequest{Server: s.server, PageToken: token})
+		var resp *mcpdv1.ListToolsResponse
+		err := s.authorized(ctx, "ListTools", func() (err error) {
+			resp, err = s.hub.ListTools(ctx, &mcpdv1.ListToolsRequest{Server: s.server, PageToken: token})
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("ListTools: %w", err)
 		}
@@ -130,12 +157,32 @@ func (s *session) callTool(ctx context.Context, tool string, args map[string]any
 	if err != nil {
 		return nil, fmt.Errorf("CallTool %s: arguments: %w", tool, err)
 	}
-	resp, err := s.hub.CallTool(ctx, &mcpdv1.CallToolRequest{Name: s.qualified(tool), Arguments: st})
+	req := &mcpdv1.CallToolRequest{Name: s.qualified(tool), Arguments: st}
+	var resp *mcpdv1.CallToolResponse
+	err = s.authorized(ctx, "CallTool "+tool, func() (err error) {
+		resp, err = s.hub.CallTool(ctx, req)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("CallTool %s: %w", tool, err)
 	}
 	fmt.Fprintf(s.log, "mcpd-conformance: CallTool %s: is_error=%v, %d content blocks\n", tool, resp.GetIsError(), len(resp.GetContent()))
 	return resp, nil
+}
+
+// authorized runs call; a call refused because the server waits for
+// authorization (a step-up to a wider scope) is run again once the agent's
+// consent made the server READY, a bounded number of times.
+func (s *session) authorized(ctx context.Context, what string, call func() error) error {
+	err := call()
+	for retry := 0; retry < 3 && needsAuthorization(err); retry++ {
+		fmt.Fprintf(s.log, "mcpd-conformance: %s needs authorization; waiting\n", what)
+		if werr := awaitReady(ctx, s.hub, s.server); werr != nil {
+			return fmt.Errorf("%w (after %w)", werr, err)
+		}
+		err = call()
+	}
+	return err
 }
 
 // step is one client action of a scenario.
@@ -284,6 +331,7 @@ func run(ctx context.Context, cfg *config, log io.Writer) (err error) {
 			err = stopErr
 		}
 	}()
+	cfg.dir = d.dir
 	return drive(ctx, mcpdv1.NewMCPHubClient(conn), cfg, sc, log)
 }
 
@@ -302,17 +350,34 @@ func drive(ctx context.Context, hub mcpdv1.MCPHubClient, cfg *config, sc scenari
 			err = agentErr
 		}
 	}()
-	if err := connect(ctx, hub, cfg); err != nil {
+	err = connect(ctx, hub, cfg)
+	if sc.refuse {
+		if err == nil {
+			return errors.New("mcpd connected a server whose authorization it must refuse")
+		}
+		if msg := strings.ToLower(err.Error()); !sc.refuseAnyReason && !strings.Contains(msg, "authoriz") && !strings.Contains(msg, "resource metadata") {
+			return fmt.Errorf("mcpd failed the server, but not for its authorization: %w", err)
+		}
+		fmt.Fprintf(log, "mcpd-conformance: mcpd refused the server, as it must: %v\n", err)
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	s := &session{hub: hub, server: serverName, context: cfg.context, log: log}
 	return sc.run(ctx, s)
 }
 
-// connect adds the scenario's server to mcpd and needs it READY.
+// connect adds the scenario's server to mcpd and needs it READY, after
+// the agent's consent where the server asks for one.
 func connect(ctx context.Context, hub mcpdv1.MCPHubClient, cfg *config) error {
 	endpoint := &mcpdv1.HttpConfig{Url: cfg.url}
 	sc := &mcpdv1.ServerConfig{Name: serverName, ProtocolVersion: cfg.protocolVersion}
+	oauth, err := oauthConfig(cfg.scenario, cfg.context, cfg.dir)
+	if err != nil {
+		return err
+	}
+	sc.Oauth = oauth
 	if cfg.transport == "remote" {
 		sc.Transport = &mcpdv1.ServerConfig_Remote{Remote: endpoint}
 	} else {
@@ -323,6 +388,9 @@ func connect(ctx context.Context, hub mcpdv1.MCPHubClient, cfg *config) error {
 		return fmt.Errorf("ConnectServer: %w", err)
 	}
 	srv := resp.GetServer()
+	if srv.GetState() == mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED {
+		return awaitReady(ctx, hub, serverName)
+	}
 	if srv.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
 		return fmt.Errorf("ConnectServer: server is %s: %s", srv.GetState(), srv.GetLastError())
 	}

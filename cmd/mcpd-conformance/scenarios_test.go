@@ -222,7 +222,7 @@ func tool(name string, schema map[string]any) *mcpdv1.Tool {
 }
 
 func TestDrive(t *testing.T) {
-	const register = "HandleServerRequests [conformance] [SERVER_REQUEST_KIND_SAMPLING SERVER_REQUEST_KIND_ELICITATION]"
+	const register = "HandleServerRequests [conformance] [SERVER_REQUEST_KIND_SAMPLING SERVER_REQUEST_KIND_ELICITATION SERVER_REQUEST_KIND_AUTHORIZATION]"
 	schema2020 := map[string]any{
 		"$schema":              "https://json-schema.org/draft/2020-12/schema",
 		"$defs":                map[string]any{"address": map[string]any{"$anchor": "addr", "type": "object"}},

@@ -187,6 +187,8 @@ type config struct {
 	auditArguments  bool
 	metricsListen   string
 	showVersion     bool // --version: print the version instead of serving
+	oauthStateDir   string
+	oauthRedirect   string
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -229,6 +231,8 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 0, "if longer than a call's default timeout, the call's progress notifications restart that timeout, up to this in all (mcpd then asks every call for progress); 0 turns it off; a call's own timeout is never extended")
 	fs.IntVar(&c.maxProcs, "max-procs", 1, "how many threads run mcpd's Go code at once; 0 means one per available CPU; without this flag a GOMAXPROCS variable is honoured; servers mcpd starts keep their own default")
+	fs.StringVar(&c.oauthStateDir, "oauth-state-dir", "", "directory where OAuth tokens and client registrations persist (mode 0700, files 0600); default $XDG_STATE_HOME/mcpd/oauth or ~/.local/state/mcpd/oauth")
+	fs.StringVar(&c.oauthRedirect, "oauth-redirect-addr", "127.0.0.1:0", "loopback host:port of the listener that receives the browser's redirect after an OAuth consent (a fixed port for clients registered beforehand); off disables it")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain the gRPC listener serves TLS with (needs --tls-key); re-read when it changes")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA certificates that client certificates must chain to: turns on mutual TLS (needs --tls-cert)")
@@ -278,6 +282,9 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	}
 	if c.maxProcs < 0 {
 		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)
+	}
+	if c.oauthStateDir == "" {
+		c.oauthStateDir = defaultOAuthStateDir(lookup)
 	}
 	c.apiToken, _ = lookup("MCPD_API_TOKEN")
 	if (c.tlsCert == "") != (c.tlsKey == "") {

@@ -115,7 +115,15 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	health.SetServing(false)
 	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer})
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
-	mgr := mcpclient.NewManager(&mcpclient.Options{
+	var mgr *mcpclient.Manager
+	upstreamAuth, redirect, err := startOAuth(c.oauthStateDir, c.oauthRedirect, log, func(server string) {
+		mgr.AuthorizationChanged(server)
+	})
+	if err != nil {
+		return err
+	}
+	defer redirect.close(context.Background())
+	mgr = mcpclient.NewManager(&mcpclient.Options{
 		Logger:            log,
 		ClientInfo:        &mcp.Implementation{Name: "mcpd", Version: buildVersion()},
 		ProbeTimeout:      c.probeTimeout,
@@ -136,8 +144,9 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		Events:            bus,
 		Requests:          broker,
 		Telemetry:         tel,
+		OAuth:             upstreamAuth,
 		// Servers reached by URL: Streamable HTTP and legacy SSE.
-		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes, Telemetry: tel}),
+		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
 	})
 	tel.ObserveServers(mgr.ServerSamples)
 	srv := server.New(mgr, health, &server.Options{

@@ -105,6 +105,9 @@ type Server struct {
 	// HTTP and SSE transports.
 	URL     string
 	Headers map[string]string
+	// OAuth configures authorization for an HTTP or SSE server; nil means
+	// the defaults (see [OAuth]).
+	OAuth *OAuth
 
 	// Options.
 	CallTimeout     time.Duration // per-call timeout when the caller sets none
@@ -203,6 +206,9 @@ func (s *Server) Validate() error {
 		if len(s.Headers) > 0 {
 			add("stdio server takes no headers")
 		}
+		if s.OAuth != nil {
+			add("stdio server takes no oauth block (OAuth is for http and sse servers)")
+		}
 	case TransportHTTP, TransportSSE, TransportAuto:
 		if p := urlProblem(s.URL); p != "" {
 			ps = append(ps, p)
@@ -217,6 +223,9 @@ func (s *Server) Validate() error {
 		}
 		if s.Command != "" || len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" {
 			add("%s server takes no command, args, env or cwd", s.Kind)
+		}
+		if s.OAuth != nil {
+			ps = append(ps, s.OAuth.problems()...)
 		}
 	default:
 		add("transport is %s (want stdio, http or sse)", s.Kind)
@@ -325,6 +334,7 @@ func (s *Server) Equal(o *Server) bool {
 		s.Cwd == o.Cwd &&
 		s.URL == o.URL &&
 		maps.Equal(s.Headers, o.Headers) &&
+		s.OAuth.Equal(o.OAuth) &&
 		s.CallTimeout == o.CallTimeout &&
 		s.ConnectTimeout == o.ConnectTimeout &&
 		s.ProtocolVersion == o.ProtocolVersion &&
@@ -342,6 +352,7 @@ func (s *Server) Clone() *Server {
 	c.Args = slices.Clone(s.Args)
 	c.Env = maps.Clone(s.Env)
 	c.Headers = maps.Clone(s.Headers)
+	c.OAuth = s.OAuth.Clone()
 	c.ToolsAllow = slices.Clone(s.ToolsAllow)
 	c.ToolsDeny = slices.Clone(s.ToolsDeny)
 	c.argsTemplate = slices.Clone(s.argsTemplate)

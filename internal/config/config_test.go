@@ -293,6 +293,8 @@ func TestEqualComparesEveryField(t *testing.T) {
 				v.Set(reflect.Append(v, reflect.ValueOf("x")))
 			case reflect.Map:
 				v.SetMapIndex(reflect.ValueOf("new"), reflect.ValueOf("x"))
+			case reflect.Pointer:
+				v.Set(reflect.New(v.Type().Elem()))
 			default:
 				t.Fatalf("field %s has kind %v; teach this test to change it", f.Name, v.Kind())
 			}

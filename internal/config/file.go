@@ -171,6 +171,7 @@ type entry struct {
 	ProtocolVersion string            `json:"protocolVersion"`
 	ToolsAllow      []string          `json:"toolsAllow"`
 	ToolsDeny       []string          `json:"toolsDeny"`
+	OAuth           *OAuth            `json:"oauth"`
 }
 
 // maxTimeoutSeconds bounds timeouts far below time.Duration overflow.
@@ -245,6 +246,9 @@ func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, b
 		s.urlTemplate = e.URL
 	}
 	s.Headers = expandMap("headers", e.Headers, expand)
+	if e.OAuth != nil {
+		s.OAuth = expandOAuth(e.OAuth, expand)
+	}
 
 	s.CallTimeout, err = seconds("timeout", e.Timeout)
 	if err != nil {
@@ -262,6 +266,37 @@ func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, b
 		return Server{}, false, err
 	}
 	return s, false, nil
+}
+
+// expandOAuth expands ${VAR} in the block's secrets, URLs and paths.
+func expandOAuth(o *OAuth, expand func(field, v string) string) *OAuth {
+	out := o.Clone()
+	type field struct {
+		name string
+		v    *string
+	}
+	fields := []field{
+		{"oauth.clientId", &out.ClientID},
+		{"oauth.clientSecret", &out.ClientSecret},
+		{"oauth.clientMetadataUrl", &out.ClientMetadataURL},
+		{"oauth.privateKeyFile", &out.PrivateKeyFile},
+		{"oauth.assertion", &out.Assertion},
+		{"oauth.assertionFile", &out.AssertionFile},
+	}
+	if out.IdP != nil {
+		fields = append(fields,
+			field{"oauth.idp.tokenEndpoint", &out.IdP.TokenEndpoint},
+			field{"oauth.idp.issuer", &out.IdP.Issuer},
+			field{"oauth.idp.clientId", &out.IdP.ClientID},
+			field{"oauth.idp.clientSecret", &out.IdP.ClientSecret},
+			field{"oauth.idp.idToken", &out.IdP.IDToken},
+			field{"oauth.idp.idTokenFile", &out.IdP.IDTokenFile},
+		)
+	}
+	for _, f := range fields {
+		*f.v = expand(f.name, *f.v)
+	}
+	return out
 }
 
 func expandMap(field string, m map[string]string, expand func(field, v string) string) map[string]string {

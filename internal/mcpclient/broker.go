@@ -20,6 +20,10 @@ const (
 	KindSampling RequestKind = iota + 1
 	KindElicitation
 	KindRoots
+	// KindAuthorization is a server's need for a person's consent. Only
+	// agents that name it get it: an agent registered for all kinds was
+	// written before it existed.
+	KindAuthorization
 )
 
 // ServerRequest is a server's request, handed to an agent to answer.
@@ -29,17 +33,19 @@ type ServerRequest struct {
 	Server string
 	Kind   RequestKind
 	// One of these is set, by Kind (KindRoots has no params).
-	Sampling    *mcp.CreateMessageParams
-	Elicitation *mcp.ElicitParams
+	Sampling      *mcp.CreateMessageParams
+	Elicitation   *mcp.ElicitParams
+	Authorization *AuthorizationRequest
 	// Deadline is when mcpd stops waiting and answers the server itself.
 	Deadline time.Time
 }
 
 // Reply is an agent's answer to a ServerRequest: one field is set.
 type Reply struct {
-	Sampling    *mcp.CreateMessageResult
-	Elicitation *mcp.ElicitResult
-	Roots       []*mcp.Root
+	Sampling      *mcp.CreateMessageResult
+	Elicitation   *mcp.ElicitResult
+	Roots         []*mcp.Root
+	Authorization *AuthorizationReply
 	// Error refuses the request; the server receives it as a JSON-RPC
 	// error.
 	Error *jsonrpc.Error
@@ -100,7 +106,7 @@ func (a *Agent) Requests() <-chan *ServerRequest { return a.requests }
 
 func (a *Agent) wants(server string, kind RequestKind) bool {
 	return (len(a.servers) == 0 || slices.Contains(a.servers, server)) &&
-		(len(a.kinds) == 0 || slices.Contains(a.kinds, kind))
+		((len(a.kinds) == 0 && kind != KindAuthorization) || slices.Contains(a.kinds, kind))
 }
 
 // Attach registers an agent for the given servers and kinds (empty means
@@ -155,7 +161,8 @@ func (r Reply) check(kind RequestKind) error {
 		return nil
 	case kind == KindSampling && r.Sampling != nil,
 		kind == KindElicitation && r.Elicitation != nil,
-		kind == KindRoots && r.Roots != nil:
+		kind == KindRoots && r.Roots != nil,
+		kind == KindAuthorization && r.Authorization != nil:
 		return nil
 	}
 	return errorf(ErrInvalidArgument, "the reply does not answer a %s request", kind)
@@ -169,6 +176,8 @@ func (k RequestKind) String() string {
 		return "elicitation"
 	case KindRoots:
 		return "roots"
+	case KindAuthorization:
+		return "authorization"
 	}
 	return "RequestKind(" + strconv.Itoa(int(k)) + ")"
 }

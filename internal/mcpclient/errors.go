@@ -22,6 +22,9 @@ var (
 	// ErrResourceExhausted means a limit was reached (too many calls in
 	// flight to one server); retrying later may succeed.
 	ErrResourceExhausted = errors.New("resource exhausted")
+	// ErrAuthorizationRequired means a server needs authorization that
+	// has not been given: a person's consent, or a grant that was refused.
+	ErrAuthorizationRequired = errors.New("authorization required")
 	// ErrUnimplemented means a feature mcpd does not support yet.
 	ErrUnimplemented = errors.New("not implemented")
 )

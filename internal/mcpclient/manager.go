@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/oauth"
 	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
@@ -69,6 +70,9 @@ type Options struct {
 	// roots) to attached agents, and mcpd advertises sampling and
 	// elicitation to servers. Without it mcpd advertises only roots.
 	Requests *Broker
+	// OAuth, if set, authorizes remote servers; the same Manager must be
+	// in RemoteOptions.OAuth of the Dialer.
+	OAuth *oauth.Manager
 	// OnStateChange, if set, is called after every state change of a
 	// server. It must not block or call back into the Manager.
 	OnStateChange func(server string, state State)

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/oauth"
 	"github.com/mcpd-project/mcpd/internal/telemetry"
 	"github.com/mcpd-project/mcpd/internal/transport"
 )
@@ -69,6 +70,9 @@ type RemoteOptions struct {
 	// legacy Streamable HTTP session (its standalone GET, or a resumable
 	// response) before it ends the session. Default 2; negative for none.
 	StreamRetries int
+	// OAuth, if set, authorizes requests to servers that have an oauth
+	// block or no static Authorization header.
+	OAuth *oauth.Manager
 }
 
 func (o *RemoteOptions) withDefaults() *RemoteOptions {
@@ -182,8 +186,12 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 		}
 		rt.headers.Set(k, v)
 	}
+	var base http.RoundTripper = rt
+	if o.OAuth != nil && (cfg.OAuth != nil || !hasHeader(cfg.Headers, "Authorization")) {
+		base = o.OAuth.Transport(cfg.Name, cfg.URL, cfg.OAuth, rt)
+	}
 	client := &http.Client{
-		Transport:     rt,
+		Transport:     base,
 		CheckRedirect: o.HTTPClient.CheckRedirect,
 		Jar:           o.HTTPClient.Jar,
 		Timeout:       o.HTTPClient.Timeout,
@@ -217,6 +225,16 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 		},
 		state: st,
 	}, nil
+}
+
+// hasHeader reports whether headers set name, in any case.
+func hasHeader(headers map[string]string, name string) bool {
+	for k := range headers {
+		if http.CanonicalHeaderKey(k) == name {
+			return true
+		}
+	}
+	return false
 }
 
 // backstop is the SDK's event bound behind mcpd's own count: larger, so

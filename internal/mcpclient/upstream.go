@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/oauth"
 	"github.com/mcpd-project/mcpd/internal/telemetry"
 	"github.com/mcpd-project/mcpd/internal/transport"
 )
@@ -43,6 +44,9 @@ const (
 	StateReconnecting
 	StateFailed
 	StateStopped
+	// StateAuthorizationRequired means a remote server waits for a
+	// person's consent (see internal/oauth).
+	StateAuthorizationRequired
 )
 
 func (s State) String() string {
@@ -57,6 +61,8 @@ func (s State) String() string {
 		return "failed"
 	case StateStopped:
 		return "stopped"
+	case StateAuthorizationRequired:
+		return "authorization_required"
 	}
 	return "unknown"
 }
@@ -78,6 +84,10 @@ type Status struct {
 	StderrTail      []string
 	StateChanged    time.Time
 	Pid             int
+	// AuthorizationURL and AuthorizationExpires describe the consent the
+	// server waits for, in StateAuthorizationRequired.
+	AuthorizationURL     string
+	AuthorizationExpires time.Time
 }
 
 // upstream supervises the session with one server. Each start launches a
@@ -94,6 +104,9 @@ type upstream struct {
 	calls   *inflight
 	refresh chan struct{} // a tools/list_changed arrived (capacity 1)
 	lost    chan struct{} // a request found the session gone (capacity 1)
+	// authWake is signalled when the server's authorization changed
+	// (capacity 1).
+	authWake chan struct{}
 
 	// rootsMu guards rootURIs, the roots last given to client (the SDK
 	// offers no getter).
@@ -144,15 +157,16 @@ type interests interface {
 
 func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp.Root) *upstream {
 	u := &upstream{
-		cfg:     cfg,
-		opts:    opts,
-		wants:   wants,
-		log:     opts.Logger.With().Str("server", cfg.Name).Logger(),
-		calls:   newInflight(opts.MaxInFlight, opts.QueueTimeout),
-		refresh: make(chan struct{}, 1),
-		lost:    make(chan struct{}, 1),
-		changed: make(chan struct{}),
-		sinks:   make(map[string]*callSink),
+		cfg:      cfg,
+		opts:     opts,
+		wants:    wants,
+		log:      opts.Logger.With().Str("server", cfg.Name).Logger(),
+		calls:    newInflight(opts.MaxInFlight, opts.QueueTimeout),
+		refresh:  make(chan struct{}, 1),
+		lost:     make(chan struct{}, 1),
+		authWake: make(chan struct{}, 1),
+		changed:  make(chan struct{}),
+		sinks:    make(map[string]*callSink),
 	}
 	u.client = mcp.NewClient(opts.ClientInfo, u.clientOptions())
 	u.client.AddReceivingMiddleware(u.rootsMiddleware)
@@ -240,6 +254,12 @@ func (u *upstream) serve(r *run) {
 		wasReady bool        // a session came up in this run
 	)
 	for {
+		if p, ok := u.pendingAuthorization(); ok {
+			if !u.awaitAuthorization(r, p, settle) {
+				return
+			}
+			continue
+		}
 		cs, err := u.connect(r.ctx)
 		if r.ctx.Err() != nil {
 			if cs != nil {
@@ -248,13 +268,26 @@ func (u *upstream) serve(r *run) {
 			}
 			return
 		}
+		var (
+			level mcp.LoggingLevel
+			uris  []string
+		)
 		if err == nil {
-			level, uris := u.setUp(r.ctx, cs)
+			level, uris = u.setUp(r.ctx, cs)
 			if r.ctx.Err() != nil { // stopped while setting up: never ready
 				_ = cs.Close()
 				u.stopProcess()
 				return
 			}
+			// A session whose set-up ran into the server's authorization
+			// (a consent to give, a scope it keeps refusing) is not ready.
+			if authErr := u.authBlocked(); authErr != nil {
+				_ = cs.Close()
+				u.stopProcess()
+				cs, err = nil, authErr
+			}
+		}
+		if err == nil {
 			u.goReady(r.ctx, cs, level, uris, settle)
 			wasReady = true
 			started := time.Now()
@@ -269,6 +302,9 @@ func (u *upstream) serve(r *run) {
 			u.log.Warn().Str("reason", reason).Msg("server session ended")
 		} else {
 			u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Msg("server failed to connect")
+		}
+		if _, ok := u.pendingAuthorization(); ok {
+			continue // held in StateAuthorizationRequired at the top
 		}
 
 		// A server that never came up in this run has a configuration or
@@ -337,6 +373,13 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 				reason = endErr.Error()
 			}
 			return reason, false
+		case <-u.authWake:
+			if _, ok := u.pendingAuthorization(); !ok {
+				continue
+			}
+			_ = cs.Close()
+			<-sessionEnded
+			return "server needs authorization", false
 		case <-u.lost:
 			// A request saw the session gone (HTTP 404 or 400 for an
 			// unknown session) while its connection stays open.
@@ -540,6 +583,12 @@ func (u *upstream) connectAs(ctx context.Context, kind config.TransportKind) (*m
 	if err == nil || ctx.Err() != nil || isStartError(err) {
 		return cs, err
 	}
+	if authErr := u.authBlocked(); authErr != nil {
+		// The server answered, with a demand for authorization: the era
+		// is unknown until it is given, and initialize would only hide
+		// why.
+		return nil, authErr
+	}
 	u.log.Info().Str("error", u.cfg.Redact(err.Error())).Msg("server/discover probe unanswered; connecting with initialize")
 	return u.dial(ctx, kind, legacyProtocolVersion)
 }
@@ -653,7 +702,7 @@ func (u *upstream) setState(state State, lastErr string) {
 		u.opts.OnStateChange(u.cfg.Name, state)
 	}
 	ev := events.Event{Kind: events.KindServerState, State: state.String()}
-	if state == StateFailed || state == StateReconnecting {
+	if state == StateFailed || state == StateReconnecting || state == StateAuthorizationRequired {
 		ev.Error = shownErr
 	}
 	u.publish(ev)
@@ -696,6 +745,11 @@ func (u *upstream) status() Status {
 	if u.lastProc != nil {
 		st.StderrTail = u.lastProc.StderrTail()
 	}
+	if u.state == StateAuthorizationRequired {
+		if p, ok := u.pendingAuthorization(); ok {
+			st.AuthorizationURL, st.AuthorizationExpires = p.URL, p.Expires
+		}
+	}
 	return st
 }
 
@@ -707,6 +761,9 @@ func (u *upstream) ready() (*mcp.ClientSession, error) {
 }
 
 func (u *upstream) readyLocked() (*mcp.ClientSession, error) {
+	if u.state == StateAuthorizationRequired {
+		return nil, errorf(ErrAuthorizationRequired, "server %q needs authorization: open its authorization_url (GetServer) in a browser, or pass the URL the browser ends on to CompleteAuthorization", u.cfg.Name)
+	}
 	if u.state != StateReady || u.session == nil {
 		if u.lastErr != "" && u.state != StateConnecting {
 			return nil, errorf(ErrUnavailable, "server %q is %s: %s", u.cfg.Name, u.state, u.lastErr)
@@ -803,6 +860,8 @@ func (u *upstream) redactError(err error) error {
 func (u *upstream) classifyRaw(ctx context.Context, op string, err error) error {
 	var wireErr *jsonrpc.Error
 	switch {
+	case errors.Is(err, oauth.ErrAuthorizationRequired), errors.Is(err, oauth.ErrAuthorizationFailed):
+		return errorf(ErrAuthorizationRequired, "%s: %v", op, err)
 	case errors.Is(err, transport.ErrMessageTooLarge):
 		// A too-large message on a stream ends the connection (the server
 		// has left READY by now): retry once it is back. A too-large HTTP

@@ -134,6 +134,10 @@ func describe(method string, msg any, withArgs bool) request {
 			acts = append(acts, access.Action{Verb: access.ReadResource, Server: r.GetServer(), URI: r.GetUri()})
 		}
 		return request{actions: acts}
+	case *mcpdv1.CompleteAuthorizationRequest:
+		return manage(m.GetServer())
+	case *mcpdv1.ForgetAuthorizationRequest:
+		return manage(m.GetServer())
 	case *mcpdv1.HandleServerRequestsRequest:
 		reg := m.GetRegister()
 		if reg == nil {

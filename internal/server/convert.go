@@ -61,7 +61,39 @@ func serverConfigFromProto(pc *mcpdv1.ServerConfig) (config.Server, error) {
 	default:
 		return config.Server{}, invalidf("server %q: one of stdio, http, sse or remote is required", pc.GetName())
 	}
+	cfg.OAuth = oauthFromProto(pc.GetOauth())
 	return cfg, nil
+}
+
+// oauthFromProto reads an oauth block; config.Server.Validate checks it.
+func oauthFromProto(o *mcpdv1.OAuthConfig) *config.OAuth {
+	if o == nil {
+		return nil
+	}
+	out := &config.OAuth{
+		ClientID:          o.GetClientId(),
+		ClientSecret:      o.GetClientSecret(),
+		ClientMetadataURL: o.GetClientMetadataUrl(),
+		Scopes:            o.GetScopes(),
+		AuthMethod:        o.GetTokenEndpointAuthMethod(),
+		PrivateKeyFile:    o.GetPrivateKeyFile(),
+		SigningAlgorithm:  o.GetSigningAlgorithm(),
+		Grant:             o.GetGrant(),
+		Assertion:         o.GetAssertion(),
+		AssertionFile:     o.GetAssertionFile(),
+		DPoP:              o.GetDpop(),
+	}
+	if idp := o.GetIdp(); idp != nil {
+		out.IdP = &config.IdP{
+			Issuer:        idp.GetIssuer(),
+			TokenEndpoint: idp.GetTokenEndpoint(),
+			ClientID:      idp.GetClientId(),
+			ClientSecret:  idp.GetClientSecret(),
+			IDToken:       idp.GetIdToken(),
+			IDTokenFile:   idp.GetIdTokenFile(),
+		}
+	}
+	return out
 }
 
 // durationField reads an optional, non-negative duration field; unset is 0.
@@ -80,11 +112,12 @@ func durationField(name string, d *durationpb.Duration) (time.Duration, error) {
 
 var (
 	stateToProto = map[mcpclient.State]mcpdv1.ServerState{
-		mcpclient.StateConnecting:   mcpdv1.ServerState_SERVER_STATE_CONNECTING,
-		mcpclient.StateReady:        mcpdv1.ServerState_SERVER_STATE_READY,
-		mcpclient.StateReconnecting: mcpdv1.ServerState_SERVER_STATE_RECONNECTING,
-		mcpclient.StateFailed:       mcpdv1.ServerState_SERVER_STATE_FAILED,
-		mcpclient.StateStopped:      mcpdv1.ServerState_SERVER_STATE_STOPPED,
+		mcpclient.StateConnecting:            mcpdv1.ServerState_SERVER_STATE_CONNECTING,
+		mcpclient.StateReady:                 mcpdv1.ServerState_SERVER_STATE_READY,
+		mcpclient.StateReconnecting:          mcpdv1.ServerState_SERVER_STATE_RECONNECTING,
+		mcpclient.StateFailed:                mcpdv1.ServerState_SERVER_STATE_FAILED,
+		mcpclient.StateStopped:               mcpdv1.ServerState_SERVER_STATE_STOPPED,
+		mcpclient.StateAuthorizationRequired: mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED,
 	}
 	transportToProto = map[config.TransportKind]mcpdv1.Transport{
 		config.TransportStdio: mcpdv1.Transport_TRANSPORT_STDIO,
@@ -98,22 +131,24 @@ var (
 // are secrets: only their names leave the daemon.
 func serverToProto(st mcpclient.Status) *mcpdv1.Server {
 	out := &mcpdv1.Server{
-		Name:             st.Config.Name,
-		State:            stateToProto[st.State],
-		Transport:        transportToProto[st.Transport],
-		ProtocolVersion:  st.ProtocolVersion,
-		Instructions:     st.Instructions,
-		ToolCount:        int32(st.ToolCount),
-		LastError:        st.LastError,
-		Restarts:         st.Restarts,
-		StderrTail:       st.StderrTail,
-		Command:          st.Config.Command,
-		Args:             st.Config.DisplayArgs(),
-		Url:              st.Config.DisplayURL(),
-		EnvNames:         sortedKeys(st.Config.Env),
-		HeaderNames:      sortedKeys(st.Config.Headers),
-		Pid:              int32(st.Pid),
-		StateChangedTime: timestamp(st.StateChanged),
+		Name:                    st.Config.Name,
+		State:                   stateToProto[st.State],
+		Transport:               transportToProto[st.Transport],
+		ProtocolVersion:         st.ProtocolVersion,
+		Instructions:            st.Instructions,
+		ToolCount:               int32(st.ToolCount),
+		LastError:               st.LastError,
+		Restarts:                st.Restarts,
+		StderrTail:              st.StderrTail,
+		Command:                 st.Config.Command,
+		Args:                    st.Config.DisplayArgs(),
+		Url:                     st.Config.DisplayURL(),
+		EnvNames:                sortedKeys(st.Config.Env),
+		HeaderNames:             sortedKeys(st.Config.Headers),
+		Pid:                     int32(st.Pid),
+		StateChangedTime:        timestamp(st.StateChanged),
+		AuthorizationUrl:        st.AuthorizationURL,
+		AuthorizationExpireTime: timestamp(st.AuthorizationExpires),
 	}
 	if info := st.ServerInfo; info != nil {
 		out.ServerInfo = &mcpdv1.Implementation{Name: info.Name, Version: info.Version, Title: info.Title}

@@ -79,6 +79,11 @@ func serverRequestToProto(req *mcpclient.ServerRequest) (*mcpdv1.HandleServerReq
 		out.Kind = &mcpdv1.ServerRequest_Elicitation{Elicitation: e}
 	case mcpclient.KindRoots:
 		out.Kind = &mcpdv1.ServerRequest_Roots{Roots: &mcpdv1.RootsRequest{}}
+	case mcpclient.KindAuthorization:
+		out.Kind = &mcpdv1.ServerRequest_Authorization{Authorization: &mcpdv1.AuthorizationRequest{
+			AuthorizationUrl: req.Authorization.URL,
+			ExpireTime:       timestamp(req.Authorization.Expires),
+		}}
 	}
 	return &mcpdv1.HandleServerRequestsResponse{Message: &mcpdv1.HandleServerRequestsResponse_Request{Request: out}}, nil
 }
@@ -129,6 +134,8 @@ func replyFromProto(r *mcpdv1.ServerRequestReply) (mcpclient.Reply, error) {
 			roots = append(roots, &mcp.Root{URI: root.GetUri(), Name: root.GetName()})
 		}
 		return mcpclient.Reply{Roots: roots}, nil
+	case *mcpdv1.ServerRequestReply_Authorization:
+		return mcpclient.Reply{Authorization: &mcpclient.AuthorizationReply{RedirectURL: res.Authorization.GetRedirectUrl()}}, nil
 	case *mcpdv1.ServerRequestReply_Error:
 		code := int64(res.Error.GetCode())
 		if code == 0 {

@@ -72,6 +72,24 @@ func (h *hub) RestartServer(ctx context.Context, req *mcpdv1.RestartServerReques
 	return &mcpdv1.RestartServerResponse{Server: serverToProto(st)}, nil
 }
 
+func (h *hub) CompleteAuthorization(ctx context.Context, req *mcpdv1.CompleteAuthorizationRequest) (*mcpdv1.CompleteAuthorizationResponse, error) {
+	if req.GetServer() == "" || req.GetRedirectUrl() == "" {
+		return nil, invalidf("server and redirect_url are required")
+	}
+	st, err := h.mgr.CompleteAuthorization(ctx, req.GetServer(), req.GetRedirectUrl())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &mcpdv1.CompleteAuthorizationResponse{Server: serverToProto(st)}, nil
+}
+
+func (h *hub) ForgetAuthorization(ctx context.Context, req *mcpdv1.ForgetAuthorizationRequest) (*mcpdv1.ForgetAuthorizationResponse, error) {
+	if err := h.mgr.ForgetAuthorization(ctx, req.GetServer()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &mcpdv1.ForgetAuthorizationResponse{}, nil
+}
+
 func (h *hub) GetServer(_ context.Context, req *mcpdv1.GetServerRequest) (*mcpdv1.GetServerResponse, error) {
 	st, err := h.mgr.Get(req.GetName())
 	if err != nil {

@@ -21,6 +21,9 @@ const (
 	// reasonUpstreamError marks a JSON-RPC error answered by a server; the
 	// metadata carries "server" and "jsonrpc_code".
 	reasonUpstreamError = "UPSTREAM_JSONRPC_ERROR"
+	// reasonAuthorizationRequired marks a call to a server that needs
+	// OAuth authorization.
+	reasonAuthorizationRequired = "AUTHORIZATION_REQUIRED"
 )
 
 // toStatus is the one place where errors become gRPC statuses. Handlers
@@ -55,12 +58,26 @@ func toStatus(err error) error {
 		return status.Error(codes.Unauthenticated, err.Error())
 	case errors.Is(err, mcpclient.ErrResourceExhausted):
 		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, mcpclient.ErrAuthorizationRequired):
+		return authorizationStatus(err)
 	case errors.Is(err, mcpclient.ErrUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
 	}
 	// Anything else is a bug in mcpd; the message is kept out of the status
 	// (it may carry internals) and logged by the logging interceptor.
 	return internalError{cause: err}
+}
+
+// authorizationStatus is FAILED_PRECONDITION with ErrorInfo reason
+// AUTHORIZATION_REQUIRED: the agent has a person authorize the server (see
+// Server.authorization_url), then retries.
+func authorizationStatus(err error) error {
+	st := status.New(codes.FailedPrecondition, err.Error())
+	withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonAuthorizationRequired, Domain: errorDomain})
+	if derr != nil {
+		return st.Err()
+	}
+	return withInfo.Err()
 }
 
 // internalError reaches the client as INTERNAL "internal error" while its

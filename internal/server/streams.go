@@ -164,9 +164,10 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 }
 
 var requestKindFromProto = map[mcpdv1.ServerRequestKind]mcpclient.RequestKind{
-	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING:    mcpclient.KindSampling,
-	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION: mcpclient.KindElicitation,
-	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS:       mcpclient.KindRoots,
+	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING:      mcpclient.KindSampling,
+	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION:   mcpclient.KindElicitation,
+	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS:         mcpclient.KindRoots,
+	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_AUTHORIZATION: mcpclient.KindAuthorization,
 }
 
 func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.HandleServerRequestsRequest, mcpdv1.HandleServerRequestsResponse]) error {

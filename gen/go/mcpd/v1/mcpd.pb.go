@@ -41,6 +41,9 @@ const (
 	ServerState_SERVER_STATE_FAILED ServerState = 4
 	// Means the server was stopped on request.
 	ServerState_SERVER_STATE_STOPPED ServerState = 5
+	// Means the server needs a person's OAuth consent: authorization_url says
+	// where. Calls fail at once with FAILED_PRECONDITION until it is given.
+	ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED ServerState = 6
 )
 
 // Enum value maps for ServerState.
@@ -52,14 +55,16 @@ var (
 		3: "SERVER_STATE_RECONNECTING",
 		4: "SERVER_STATE_FAILED",
 		5: "SERVER_STATE_STOPPED",
+		6: "SERVER_STATE_AUTHORIZATION_REQUIRED",
 	}
 	ServerState_value = map[string]int32{
-		"SERVER_STATE_UNSPECIFIED":  0,
-		"SERVER_STATE_CONNECTING":   1,
-		"SERVER_STATE_READY":        2,
-		"SERVER_STATE_RECONNECTING": 3,
-		"SERVER_STATE_FAILED":       4,
-		"SERVER_STATE_STOPPED":      5,
+		"SERVER_STATE_UNSPECIFIED":            0,
+		"SERVER_STATE_CONNECTING":             1,
+		"SERVER_STATE_READY":                  2,
+		"SERVER_STATE_RECONNECTING":           3,
+		"SERVER_STATE_FAILED":                 4,
+		"SERVER_STATE_STOPPED":                5,
+		"SERVER_STATE_AUTHORIZATION_REQUIRED": 6,
 	}
 )
 
@@ -364,6 +369,10 @@ const (
 	// Means roots/list: the server asks for the client's roots. mcpd
 	// answers it from SetRoots unless an agent registers for it.
 	ServerRequestKind_SERVER_REQUEST_KIND_ROOTS ServerRequestKind = 3
+	// Means a server needs a person's OAuth consent: the agent shows the
+	// authorization URL (a desktop agent opens the browser). Only agents that
+	// name this kind receive it.
+	ServerRequestKind_SERVER_REQUEST_KIND_AUTHORIZATION ServerRequestKind = 4
 )
 
 // Enum value maps for ServerRequestKind.
@@ -373,12 +382,14 @@ var (
 		1: "SERVER_REQUEST_KIND_SAMPLING",
 		2: "SERVER_REQUEST_KIND_ELICITATION",
 		3: "SERVER_REQUEST_KIND_ROOTS",
+		4: "SERVER_REQUEST_KIND_AUTHORIZATION",
 	}
 	ServerRequestKind_value = map[string]int32{
-		"SERVER_REQUEST_KIND_UNSPECIFIED": 0,
-		"SERVER_REQUEST_KIND_SAMPLING":    1,
-		"SERVER_REQUEST_KIND_ELICITATION": 2,
-		"SERVER_REQUEST_KIND_ROOTS":       3,
+		"SERVER_REQUEST_KIND_UNSPECIFIED":   0,
+		"SERVER_REQUEST_KIND_SAMPLING":      1,
+		"SERVER_REQUEST_KIND_ELICITATION":   2,
+		"SERVER_REQUEST_KIND_ROOTS":         3,
+		"SERVER_REQUEST_KIND_AUTHORIZATION": 4,
 	}
 )
 
@@ -495,7 +506,11 @@ type ServerConfig struct {
 	ToolsAllow []string `protobuf:"bytes,8,rep,name=tools_allow,json=toolsAllow,proto3" json:"tools_allow,omitempty"`
 	// Lists tools to hide and refuse, by the server's own names; a trailing "*"
 	// matches a prefix. Deny wins over allow.
-	ToolsDeny     []string `protobuf:"bytes,9,rep,name=tools_deny,json=toolsDeny,proto3" json:"tools_deny,omitempty"`
+	ToolsDeny []string `protobuf:"bytes,9,rep,name=tools_deny,json=toolsDeny,proto3" json:"tools_deny,omitempty"`
+	// Configures OAuth for an HTTP or SSE server. Unset means the defaults: a
+	// server that answers 401 is authorized with the authorization code grant,
+	// a dynamically registered client and a person's consent.
+	Oauth         *OAuthConfig `protobuf:"bytes,11,opt,name=oauth,proto3" json:"oauth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -615,6 +630,13 @@ func (x *ServerConfig) GetToolsDeny() []string {
 	return nil
 }
 
+func (x *ServerConfig) GetOauth() *OAuthConfig {
+	if x != nil {
+		return x.Oauth
+	}
+	return nil
+}
+
 type isServerConfig_Transport interface {
 	isServerConfig_Transport()
 }
@@ -650,6 +672,251 @@ func (*ServerConfig_Sse) isServerConfig_Transport() {}
 
 func (*ServerConfig_Remote) isServerConfig_Transport() {}
 
+// OAuthConfig says how mcpd obtains OAuth tokens for a server.
+type OAuthConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives a client id registered beforehand with the authorization server.
+	ClientId string `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// Gives the secret of client_id. A secret: mcpd never logs or returns it.
+	ClientSecret string `protobuf:"bytes,2,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
+	// Gives the HTTPS URL of a Client ID Metadata Document naming mcpd's
+	// client, used where the authorization server supports it.
+	ClientMetadataUrl string `protobuf:"bytes,3,opt,name=client_metadata_url,json=clientMetadataUrl,proto3" json:"client_metadata_url,omitempty"`
+	// Lists the scopes to ask for, instead of those mcpd would choose.
+	Scopes []string `protobuf:"bytes,4,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// Names the token endpoint authentication method: "none",
+	// "client_secret_basic", "client_secret_post" or "private_key_jwt". Empty
+	// chooses from what the authorization server supports.
+	TokenEndpointAuthMethod string `protobuf:"bytes,5,opt,name=token_endpoint_auth_method,json=tokenEndpointAuthMethod,proto3" json:"token_endpoint_auth_method,omitempty"`
+	// Names a PEM file with the key that signs private_key_jwt assertions.
+	PrivateKeyFile string `protobuf:"bytes,6,opt,name=private_key_file,json=privateKeyFile,proto3" json:"private_key_file,omitempty"`
+	// Names the algorithm of private_key_jwt assertions, for example "ES256"
+	// (the default) or "RS256".
+	SigningAlgorithm string `protobuf:"bytes,7,opt,name=signing_algorithm,json=signingAlgorithm,proto3" json:"signing_algorithm,omitempty"`
+	// Names the grant: "authorization_code" (the default; a person consents),
+	// "client_credentials", "jwt_bearer" (a workload's JWT) or
+	// "token_exchange" (an enterprise identity provider's assertion).
+	Grant string `protobuf:"bytes,8,opt,name=grant,proto3" json:"grant,omitempty"`
+	// Gives the JWT of the jwt_bearer grant. A secret.
+	Assertion string `protobuf:"bytes,9,opt,name=assertion,proto3" json:"assertion,omitempty"`
+	// Names a file holding the JWT of the jwt_bearer grant, read again for
+	// every token request (a rotated token is used).
+	AssertionFile string `protobuf:"bytes,10,opt,name=assertion_file,json=assertionFile,proto3" json:"assertion_file,omitempty"`
+	// Describes the identity provider of the token_exchange grant.
+	Idp *OAuthIdentityProvider `protobuf:"bytes,11,opt,name=idp,proto3" json:"idp,omitempty"`
+	// Binds tokens to a key mcpd holds (DPoP, RFC 9449).
+	Dpop          bool `protobuf:"varint,12,opt,name=dpop,proto3" json:"dpop,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OAuthConfig) Reset() {
+	*x = OAuthConfig{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OAuthConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OAuthConfig) ProtoMessage() {}
+
+func (x *OAuthConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OAuthConfig.ProtoReflect.Descriptor instead.
+func (*OAuthConfig) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *OAuthConfig) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *OAuthConfig) GetClientSecret() string {
+	if x != nil {
+		return x.ClientSecret
+	}
+	return ""
+}
+
+func (x *OAuthConfig) GetClientMetadataUrl() string {
+	if x != nil {
+		return x.ClientMetadataUrl
+	}
+	return ""
+}
+
+func (x *OAuthConfig) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *OAuthConfig) GetTokenEndpointAuthMethod() string {
+	if x != nil {
+		return x.TokenEndpointAuthMethod
+	}
+	return ""
+}
+
+func (x *OAuthConfig) GetPrivateKeyFile() string {
+	if x != nil {
+		return x.PrivateKeyFile
+	}
+	return ""
+}
+
+func (x *OAuthConfig) GetSigningAlgorithm() string {
+	if x != nil {
+		return x.SigningAlgorithm
+	}
+	return ""
+}
+
+func (x *OAuthConfig) GetGrant() string {
+	if x != nil {
+		return x.Grant
+	}
+	return ""
+}
+
+func (x *OAuthConfig) GetAssertion() string {
+	if x != nil {
+		return x.Assertion
+	}
+	return ""
+}
+
+func (x *OAuthConfig) GetAssertionFile() string {
+	if x != nil {
+		return x.AssertionFile
+	}
+	return ""
+}
+
+func (x *OAuthConfig) GetIdp() *OAuthIdentityProvider {
+	if x != nil {
+		return x.Idp
+	}
+	return nil
+}
+
+func (x *OAuthConfig) GetDpop() bool {
+	if x != nil {
+		return x.Dpop
+	}
+	return false
+}
+
+// OAuthIdentityProvider is the enterprise identity provider of the
+// token_exchange grant.
+type OAuthIdentityProvider struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the identity provider's issuer URL.
+	Issuer string `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// Gives the identity provider's token endpoint; empty means the one its
+	// issuer's metadata names.
+	TokenEndpoint string `protobuf:"bytes,2,opt,name=token_endpoint,json=tokenEndpoint,proto3" json:"token_endpoint,omitempty"`
+	// Gives mcpd's client id at the identity provider.
+	ClientId string `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// Gives mcpd's client secret at the identity provider. A secret.
+	ClientSecret string `protobuf:"bytes,4,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
+	// Gives the user's ID token. A secret.
+	IdToken string `protobuf:"bytes,5,opt,name=id_token,json=idToken,proto3" json:"id_token,omitempty"`
+	// Names a file holding the user's ID token, read again for every use.
+	IdTokenFile   string `protobuf:"bytes,6,opt,name=id_token_file,json=idTokenFile,proto3" json:"id_token_file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OAuthIdentityProvider) Reset() {
+	*x = OAuthIdentityProvider{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OAuthIdentityProvider) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OAuthIdentityProvider) ProtoMessage() {}
+
+func (x *OAuthIdentityProvider) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OAuthIdentityProvider.ProtoReflect.Descriptor instead.
+func (*OAuthIdentityProvider) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *OAuthIdentityProvider) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *OAuthIdentityProvider) GetTokenEndpoint() string {
+	if x != nil {
+		return x.TokenEndpoint
+	}
+	return ""
+}
+
+func (x *OAuthIdentityProvider) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *OAuthIdentityProvider) GetClientSecret() string {
+	if x != nil {
+		return x.ClientSecret
+	}
+	return ""
+}
+
+func (x *OAuthIdentityProvider) GetIdToken() string {
+	if x != nil {
+		return x.IdToken
+	}
+	return ""
+}
+
+func (x *OAuthIdentityProvider) GetIdTokenFile() string {
+	if x != nil {
+		return x.IdTokenFile
+	}
+	return ""
+}
+
 // StdioConfig describes a child process that speaks MCP over stdio.
 type StdioConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -668,7 +935,7 @@ type StdioConfig struct {
 
 func (x *StdioConfig) Reset() {
 	*x = StdioConfig{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[1]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +947,7 @@ func (x *StdioConfig) String() string {
 func (*StdioConfig) ProtoMessage() {}
 
 func (x *StdioConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[1]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +960,7 @@ func (x *StdioConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdioConfig.ProtoReflect.Descriptor instead.
 func (*StdioConfig) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{1}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StdioConfig) GetCommand() string {
@@ -738,7 +1005,7 @@ type HttpConfig struct {
 
 func (x *HttpConfig) Reset() {
 	*x = HttpConfig{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[2]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +1017,7 @@ func (x *HttpConfig) String() string {
 func (*HttpConfig) ProtoMessage() {}
 
 func (x *HttpConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[2]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +1030,7 @@ func (x *HttpConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HttpConfig.ProtoReflect.Descriptor instead.
 func (*HttpConfig) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{2}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HttpConfig) GetUrl() string {
@@ -795,7 +1062,7 @@ type Implementation struct {
 
 func (x *Implementation) Reset() {
 	*x = Implementation{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[3]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +1074,7 @@ func (x *Implementation) String() string {
 func (*Implementation) ProtoMessage() {}
 
 func (x *Implementation) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[3]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +1087,7 @@ func (x *Implementation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Implementation.ProtoReflect.Descriptor instead.
 func (*Implementation) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{3}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Implementation) GetName() string {
@@ -889,14 +1156,19 @@ type Server struct {
 	// server.
 	HeaderNames []string `protobuf:"bytes,17,rep,name=header_names,json=headerNames,proto3" json:"header_names,omitempty"`
 	// Gives the process id of a running stdio server, 0 otherwise.
-	Pid           int32 `protobuf:"varint,18,opt,name=pid,proto3" json:"pid,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Pid int32 `protobuf:"varint,18,opt,name=pid,proto3" json:"pid,omitempty"`
+	// Gives the URL to open in a browser to authorize mcpd, in
+	// SERVER_STATE_AUTHORIZATION_REQUIRED.
+	AuthorizationUrl string `protobuf:"bytes,19,opt,name=authorization_url,json=authorizationUrl,proto3" json:"authorization_url,omitempty"`
+	// Gives the time at which mcpd stops waiting for that authorization.
+	AuthorizationExpireTime *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=authorization_expire_time,json=authorizationExpireTime,proto3" json:"authorization_expire_time,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[4]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1180,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[4]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1193,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{4}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Server) GetName() string {
@@ -1050,6 +1322,20 @@ func (x *Server) GetPid() int32 {
 	return 0
 }
 
+func (x *Server) GetAuthorizationUrl() string {
+	if x != nil {
+		return x.AuthorizationUrl
+	}
+	return ""
+}
+
+func (x *Server) GetAuthorizationExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AuthorizationExpireTime
+	}
+	return nil
+}
+
 // ConnectServerRequest asks mcpd to connect a server.
 type ConnectServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1064,7 +1350,7 @@ type ConnectServerRequest struct {
 
 func (x *ConnectServerRequest) Reset() {
 	*x = ConnectServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[5]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1362,7 @@ func (x *ConnectServerRequest) String() string {
 func (*ConnectServerRequest) ProtoMessage() {}
 
 func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[5]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1375,7 @@ func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerRequest.ProtoReflect.Descriptor instead.
 func (*ConnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{5}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConnectServerRequest) GetServer() *ServerConfig {
@@ -1117,7 +1403,7 @@ type ConnectServerResponse struct {
 
 func (x *ConnectServerResponse) Reset() {
 	*x = ConnectServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1415,7 @@ func (x *ConnectServerResponse) String() string {
 func (*ConnectServerResponse) ProtoMessage() {}
 
 func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1428,7 @@ func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerResponse.ProtoReflect.Descriptor instead.
 func (*ConnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{6}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConnectServerResponse) GetServer() *Server {
@@ -1163,7 +1449,7 @@ type DisconnectServerRequest struct {
 
 func (x *DisconnectServerRequest) Reset() {
 	*x = DisconnectServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1461,7 @@ func (x *DisconnectServerRequest) String() string {
 func (*DisconnectServerRequest) ProtoMessage() {}
 
 func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1474,7 @@ func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{7}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DisconnectServerRequest) GetName() string {
@@ -1207,7 +1493,7 @@ type DisconnectServerResponse struct {
 
 func (x *DisconnectServerResponse) Reset() {
 	*x = DisconnectServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1505,7 @@ func (x *DisconnectServerResponse) String() string {
 func (*DisconnectServerResponse) ProtoMessage() {}
 
 func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1518,7 @@ func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{8}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{10}
 }
 
 // RestartServerRequest names the server to restart.
@@ -1246,7 +1532,7 @@ type RestartServerRequest struct {
 
 func (x *RestartServerRequest) Reset() {
 	*x = RestartServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1544,7 @@ func (x *RestartServerRequest) String() string {
 func (*RestartServerRequest) ProtoMessage() {}
 
 func (x *RestartServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1557,7 @@ func (x *RestartServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartServerRequest.ProtoReflect.Descriptor instead.
 func (*RestartServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{9}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RestartServerRequest) GetName() string {
@@ -1292,7 +1578,7 @@ type RestartServerResponse struct {
 
 func (x *RestartServerResponse) Reset() {
 	*x = RestartServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1590,7 @@ func (x *RestartServerResponse) String() string {
 func (*RestartServerResponse) ProtoMessage() {}
 
 func (x *RestartServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1603,7 @@ func (x *RestartServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartServerResponse.ProtoReflect.Descriptor instead.
 func (*RestartServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{10}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RestartServerResponse) GetServer() *Server {
@@ -1338,7 +1624,7 @@ type GetServerRequest struct {
 
 func (x *GetServerRequest) Reset() {
 	*x = GetServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1636,7 @@ func (x *GetServerRequest) String() string {
 func (*GetServerRequest) ProtoMessage() {}
 
 func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1649,7 @@ func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerRequest.ProtoReflect.Descriptor instead.
 func (*GetServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{11}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetServerRequest) GetName() string {
@@ -1384,7 +1670,7 @@ type GetServerResponse struct {
 
 func (x *GetServerResponse) Reset() {
 	*x = GetServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1682,7 @@ func (x *GetServerResponse) String() string {
 func (*GetServerResponse) ProtoMessage() {}
 
 func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1695,7 @@ func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerResponse.ProtoReflect.Descriptor instead.
 func (*GetServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{12}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetServerResponse) GetServer() *Server {
@@ -1428,7 +1714,7 @@ type ListServersRequest struct {
 
 func (x *ListServersRequest) Reset() {
 	*x = ListServersRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1726,7 @@ func (x *ListServersRequest) String() string {
 func (*ListServersRequest) ProtoMessage() {}
 
 func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1739,7 @@ func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
 func (*ListServersRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{13}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{15}
 }
 
 // ListServersResponse reports every server.
@@ -1467,7 +1753,7 @@ type ListServersResponse struct {
 
 func (x *ListServersResponse) Reset() {
 	*x = ListServersResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1765,7 @@ func (x *ListServersResponse) String() string {
 func (*ListServersResponse) ProtoMessage() {}
 
 func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1778,7 @@ func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
 func (*ListServersResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{14}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListServersResponse) GetServers() []*Server {
@@ -1517,7 +1803,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1815,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1828,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{15}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListToolsRequest) GetServer() string {
@@ -1579,7 +1865,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1877,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1890,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{16}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -1649,7 +1935,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1947,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1960,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{17}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Tool) GetName() string {
@@ -1761,7 +2047,7 @@ type ToolAnnotations struct {
 
 func (x *ToolAnnotations) Reset() {
 	*x = ToolAnnotations{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +2059,7 @@ func (x *ToolAnnotations) String() string {
 func (*ToolAnnotations) ProtoMessage() {}
 
 func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +2072,7 @@ func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
 func (*ToolAnnotations) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{18}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolAnnotations) GetTitle() string {
@@ -1842,7 +2128,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +2140,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2153,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{19}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -1915,7 +2201,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2213,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2226,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{20}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CallToolResponse) GetContent() []*Content {
@@ -1994,7 +2280,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2292,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2305,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{21}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Content) GetKind() isContent_Kind {
@@ -2138,7 +2424,7 @@ type TextContent struct {
 
 func (x *TextContent) Reset() {
 	*x = TextContent{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2436,7 @@ func (x *TextContent) String() string {
 func (*TextContent) ProtoMessage() {}
 
 func (x *TextContent) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2449,7 @@ func (x *TextContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextContent.ProtoReflect.Descriptor instead.
 func (*TextContent) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{22}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TextContent) GetText() string {
@@ -2186,7 +2472,7 @@ type MediaContent struct {
 
 func (x *MediaContent) Reset() {
 	*x = MediaContent{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2484,7 @@ func (x *MediaContent) String() string {
 func (*MediaContent) ProtoMessage() {}
 
 func (x *MediaContent) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2497,7 @@ func (x *MediaContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MediaContent.ProtoReflect.Descriptor instead.
 func (*MediaContent) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{23}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MediaContent) GetData() []byte {
@@ -2249,7 +2535,7 @@ type ResourceLink struct {
 
 func (x *ResourceLink) Reset() {
 	*x = ResourceLink{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2547,7 @@ func (x *ResourceLink) String() string {
 func (*ResourceLink) ProtoMessage() {}
 
 func (x *ResourceLink) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2560,7 @@ func (x *ResourceLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceLink.ProtoReflect.Descriptor instead.
 func (*ResourceLink) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{24}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResourceLink) GetUri() string {
@@ -2341,7 +2627,7 @@ type ResourceContents struct {
 
 func (x *ResourceContents) Reset() {
 	*x = ResourceContents{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2639,7 @@ func (x *ResourceContents) String() string {
 func (*ResourceContents) ProtoMessage() {}
 
 func (x *ResourceContents) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2652,7 @@ func (x *ResourceContents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceContents.ProtoReflect.Descriptor instead.
 func (*ResourceContents) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{25}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResourceContents) GetUri() string {
@@ -2448,7 +2734,7 @@ type Annotations struct {
 
 func (x *Annotations) Reset() {
 	*x = Annotations{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2746,7 @@ func (x *Annotations) String() string {
 func (*Annotations) ProtoMessage() {}
 
 func (x *Annotations) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2759,7 @@ func (x *Annotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Annotations.ProtoReflect.Descriptor instead.
 func (*Annotations) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{26}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Annotations) GetAudience() []Role {
@@ -2514,7 +2800,7 @@ type CallToolStreamRequest struct {
 
 func (x *CallToolStreamRequest) Reset() {
 	*x = CallToolStreamRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2812,7 @@ func (x *CallToolStreamRequest) String() string {
 func (*CallToolStreamRequest) ProtoMessage() {}
 
 func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2825,7 @@ func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamRequest.ProtoReflect.Descriptor instead.
 func (*CallToolStreamRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{27}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CallToolStreamRequest) GetName() string {
@@ -2588,7 +2874,7 @@ type CallToolStreamResponse struct {
 
 func (x *CallToolStreamResponse) Reset() {
 	*x = CallToolStreamResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2600,7 +2886,7 @@ func (x *CallToolStreamResponse) String() string {
 func (*CallToolStreamResponse) ProtoMessage() {}
 
 func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2613,7 +2899,7 @@ func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamResponse.ProtoReflect.Descriptor instead.
 func (*CallToolStreamResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{28}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CallToolStreamResponse) GetKind() isCallToolStreamResponse_Kind {
@@ -2690,7 +2976,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2988,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +3001,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{29}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -2754,7 +3040,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2766,7 +3052,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2779,7 +3065,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{30}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LogMessage) GetLevel() LogLevel {
@@ -2818,7 +3104,7 @@ type ListResourcesRequest struct {
 
 func (x *ListResourcesRequest) Reset() {
 	*x = ListResourcesRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +3116,7 @@ func (x *ListResourcesRequest) String() string {
 func (*ListResourcesRequest) ProtoMessage() {}
 
 func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +3129,7 @@ func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{31}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListResourcesRequest) GetServer() string {
@@ -2880,7 +3166,7 @@ type ListResourcesResponse struct {
 
 func (x *ListResourcesResponse) Reset() {
 	*x = ListResourcesResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +3178,7 @@ func (x *ListResourcesResponse) String() string {
 func (*ListResourcesResponse) ProtoMessage() {}
 
 func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +3191,7 @@ func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{32}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListResourcesResponse) GetResources() []*Resource {
@@ -2949,7 +3235,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2961,7 +3247,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2974,7 +3260,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{33}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Resource) GetServer() string {
@@ -3055,7 +3341,7 @@ type ListResourceTemplatesRequest struct {
 
 func (x *ListResourceTemplatesRequest) Reset() {
 	*x = ListResourceTemplatesRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3067,7 +3353,7 @@ func (x *ListResourceTemplatesRequest) String() string {
 func (*ListResourceTemplatesRequest) ProtoMessage() {}
 
 func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3080,7 +3366,7 @@ func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{34}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListResourceTemplatesRequest) GetServer() string {
@@ -3117,7 +3403,7 @@ type ListResourceTemplatesResponse struct {
 
 func (x *ListResourceTemplatesResponse) Reset() {
 	*x = ListResourceTemplatesResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3415,7 @@ func (x *ListResourceTemplatesResponse) String() string {
 func (*ListResourceTemplatesResponse) ProtoMessage() {}
 
 func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3428,7 @@ func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{35}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListResourceTemplatesResponse) GetResourceTemplates() []*ResourceTemplate {
@@ -3185,7 +3471,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3197,7 +3483,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3210,7 +3496,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{36}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResourceTemplate) GetServer() string {
@@ -3282,7 +3568,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3294,7 +3580,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3307,7 +3593,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{37}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReadResourceRequest) GetServer() string {
@@ -3337,7 +3623,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3635,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3648,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{38}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReadResourceResponse) GetContents() []*ResourceContents {
@@ -3394,7 +3680,7 @@ type ListPromptsRequest struct {
 
 func (x *ListPromptsRequest) Reset() {
 	*x = ListPromptsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3406,7 +3692,7 @@ func (x *ListPromptsRequest) String() string {
 func (*ListPromptsRequest) ProtoMessage() {}
 
 func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3419,7 +3705,7 @@ func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsRequest.ProtoReflect.Descriptor instead.
 func (*ListPromptsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{39}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListPromptsRequest) GetServer() string {
@@ -3456,7 +3742,7 @@ type ListPromptsResponse struct {
 
 func (x *ListPromptsResponse) Reset() {
 	*x = ListPromptsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3468,7 +3754,7 @@ func (x *ListPromptsResponse) String() string {
 func (*ListPromptsResponse) ProtoMessage() {}
 
 func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3481,7 +3767,7 @@ func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsResponse.ProtoReflect.Descriptor instead.
 func (*ListPromptsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{40}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListPromptsResponse) GetPrompts() []*Prompt {
@@ -3519,7 +3805,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3531,7 +3817,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3544,7 +3830,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{41}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Prompt) GetServer() string {
@@ -3606,7 +3892,7 @@ type PromptArgument struct {
 
 func (x *PromptArgument) Reset() {
 	*x = PromptArgument{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3618,7 +3904,7 @@ func (x *PromptArgument) String() string {
 func (*PromptArgument) ProtoMessage() {}
 
 func (x *PromptArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3631,7 +3917,7 @@ func (x *PromptArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
 func (*PromptArgument) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{42}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PromptArgument) GetName() string {
@@ -3677,7 +3963,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +3975,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +3988,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{43}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetPromptRequest) GetServer() string {
@@ -3741,7 +4027,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3753,7 +4039,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3766,7 +4052,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{44}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetPromptResponse) GetDescription() string {
@@ -3803,7 +4089,7 @@ type PromptMessage struct {
 
 func (x *PromptMessage) Reset() {
 	*x = PromptMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3815,7 +4101,7 @@ func (x *PromptMessage) String() string {
 func (*PromptMessage) ProtoMessage() {}
 
 func (x *PromptMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3828,7 +4114,7 @@ func (x *PromptMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptMessage.ProtoReflect.Descriptor instead.
 func (*PromptMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{45}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PromptMessage) GetRole() Role {
@@ -3867,7 +4153,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3879,7 +4165,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3892,7 +4178,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{46}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CompleteRequest) GetServer() string {
@@ -3972,7 +4258,7 @@ type CompleteArgument struct {
 
 func (x *CompleteArgument) Reset() {
 	*x = CompleteArgument{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3984,7 +4270,7 @@ func (x *CompleteArgument) String() string {
 func (*CompleteArgument) ProtoMessage() {}
 
 func (x *CompleteArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4283,7 @@ func (x *CompleteArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteArgument.ProtoReflect.Descriptor instead.
 func (*CompleteArgument) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{47}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CompleteArgument) GetName() string {
@@ -4029,7 +4315,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4041,7 +4327,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4054,7 +4340,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{48}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CompleteResponse) GetValues() []string {
@@ -4091,7 +4377,7 @@ type SetLogLevelRequest struct {
 
 func (x *SetLogLevelRequest) Reset() {
 	*x = SetLogLevelRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4103,7 +4389,7 @@ func (x *SetLogLevelRequest) String() string {
 func (*SetLogLevelRequest) ProtoMessage() {}
 
 func (x *SetLogLevelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4116,7 +4402,7 @@ func (x *SetLogLevelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogLevelRequest.ProtoReflect.Descriptor instead.
 func (*SetLogLevelRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{49}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SetLogLevelRequest) GetServer() string {
@@ -4142,7 +4428,7 @@ type SetLogLevelResponse struct {
 
 func (x *SetLogLevelResponse) Reset() {
 	*x = SetLogLevelResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4154,7 +4440,7 @@ func (x *SetLogLevelResponse) String() string {
 func (*SetLogLevelResponse) ProtoMessage() {}
 
 func (x *SetLogLevelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4167,7 +4453,7 @@ func (x *SetLogLevelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogLevelResponse.ProtoReflect.Descriptor instead.
 func (*SetLogLevelResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{50}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{52}
 }
 
 // SetRootsRequest sets the roots offered to servers.
@@ -4184,7 +4470,7 @@ type SetRootsRequest struct {
 
 func (x *SetRootsRequest) Reset() {
 	*x = SetRootsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4196,7 +4482,7 @@ func (x *SetRootsRequest) String() string {
 func (*SetRootsRequest) ProtoMessage() {}
 
 func (x *SetRootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4209,7 +4495,7 @@ func (x *SetRootsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRootsRequest.ProtoReflect.Descriptor instead.
 func (*SetRootsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{51}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetRootsRequest) GetServer() string {
@@ -4239,7 +4525,7 @@ type Root struct {
 
 func (x *Root) Reset() {
 	*x = Root{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4251,7 +4537,7 @@ func (x *Root) String() string {
 func (*Root) ProtoMessage() {}
 
 func (x *Root) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4264,7 +4550,7 @@ func (x *Root) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Root.ProtoReflect.Descriptor instead.
 func (*Root) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{52}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Root) GetUri() string {
@@ -4290,7 +4576,7 @@ type SetRootsResponse struct {
 
 func (x *SetRootsResponse) Reset() {
 	*x = SetRootsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4302,7 +4588,7 @@ func (x *SetRootsResponse) String() string {
 func (*SetRootsResponse) ProtoMessage() {}
 
 func (x *SetRootsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4315,7 +4601,7 @@ func (x *SetRootsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRootsResponse.ProtoReflect.Descriptor instead.
 func (*SetRootsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{53}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{55}
 }
 
 // ResourceRef names one resource of one server.
@@ -4331,7 +4617,7 @@ type ResourceRef struct {
 
 func (x *ResourceRef) Reset() {
 	*x = ResourceRef{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4629,7 @@ func (x *ResourceRef) String() string {
 func (*ResourceRef) ProtoMessage() {}
 
 func (x *ResourceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4642,7 @@ func (x *ResourceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceRef.ProtoReflect.Descriptor instead.
 func (*ResourceRef) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{54}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ResourceRef) GetServer() string {
@@ -4395,7 +4681,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4407,7 +4693,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4420,7 +4706,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{55}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SubscribeRequest) GetServers() []string {
@@ -4462,7 +4748,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4474,7 +4760,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4487,7 +4773,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{56}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SubscribeResponse) GetEvent() *Event {
@@ -4524,7 +4810,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4536,7 +4822,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4549,7 +4835,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{57}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -4709,7 +4995,7 @@ type ResourceUpdated struct {
 
 func (x *ResourceUpdated) Reset() {
 	*x = ResourceUpdated{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4721,7 +5007,7 @@ func (x *ResourceUpdated) String() string {
 func (*ResourceUpdated) ProtoMessage() {}
 
 func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4734,7 +5020,7 @@ func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceUpdated.ProtoReflect.Descriptor instead.
 func (*ResourceUpdated) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{58}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ResourceUpdated) GetUri() string {
@@ -4753,7 +5039,7 @@ type ListChanged struct {
 
 func (x *ListChanged) Reset() {
 	*x = ListChanged{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4765,7 +5051,7 @@ func (x *ListChanged) String() string {
 func (*ListChanged) ProtoMessage() {}
 
 func (x *ListChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4778,7 +5064,7 @@ func (x *ListChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChanged.ProtoReflect.Descriptor instead.
 func (*ListChanged) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{59}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{61}
 }
 
 // ServerStateChanged gives a server's new state.
@@ -4794,7 +5080,7 @@ type ServerStateChanged struct {
 
 func (x *ServerStateChanged) Reset() {
 	*x = ServerStateChanged{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4806,7 +5092,7 @@ func (x *ServerStateChanged) String() string {
 func (*ServerStateChanged) ProtoMessage() {}
 
 func (x *ServerStateChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4819,7 +5105,7 @@ func (x *ServerStateChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStateChanged.ProtoReflect.Descriptor instead.
 func (*ServerStateChanged) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{60}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ServerStateChanged) GetState() ServerState {
@@ -4849,7 +5135,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4861,7 +5147,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4874,7 +5160,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{61}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Gap) GetFirstSequence() uint64 {
@@ -4908,7 +5194,7 @@ type HandleServerRequestsRequest struct {
 
 func (x *HandleServerRequestsRequest) Reset() {
 	*x = HandleServerRequestsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4920,7 +5206,7 @@ func (x *HandleServerRequestsRequest) String() string {
 func (*HandleServerRequestsRequest) ProtoMessage() {}
 
 func (x *HandleServerRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4933,7 +5219,7 @@ func (x *HandleServerRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleServerRequestsRequest.ProtoReflect.Descriptor instead.
 func (*HandleServerRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{62}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *HandleServerRequestsRequest) GetMessage() isHandleServerRequestsRequest_Message {
@@ -4992,7 +5278,7 @@ type ServerRequestRegistration struct {
 
 func (x *ServerRequestRegistration) Reset() {
 	*x = ServerRequestRegistration{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5004,7 +5290,7 @@ func (x *ServerRequestRegistration) String() string {
 func (*ServerRequestRegistration) ProtoMessage() {}
 
 func (x *ServerRequestRegistration) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5017,7 +5303,7 @@ func (x *ServerRequestRegistration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestRegistration.ProtoReflect.Descriptor instead.
 func (*ServerRequestRegistration) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{63}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ServerRequestRegistration) GetServers() []string {
@@ -5051,7 +5337,7 @@ type HandleServerRequestsResponse struct {
 
 func (x *HandleServerRequestsResponse) Reset() {
 	*x = HandleServerRequestsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5063,7 +5349,7 @@ func (x *HandleServerRequestsResponse) String() string {
 func (*HandleServerRequestsResponse) ProtoMessage() {}
 
 func (x *HandleServerRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5076,7 +5362,7 @@ func (x *HandleServerRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleServerRequestsResponse.ProtoReflect.Descriptor instead.
 func (*HandleServerRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{64}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *HandleServerRequestsResponse) GetMessage() isHandleServerRequestsResponse_Message {
@@ -5136,6 +5422,7 @@ type ServerRequest struct {
 	//	*ServerRequest_Sampling
 	//	*ServerRequest_Elicitation
 	//	*ServerRequest_Roots
+	//	*ServerRequest_Authorization
 	Kind isServerRequest_Kind `protobuf_oneof:"kind"`
 	// Gives the time by which mcpd needs the reply.
 	Deadline      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
@@ -5145,7 +5432,7 @@ type ServerRequest struct {
 
 func (x *ServerRequest) Reset() {
 	*x = ServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5157,7 +5444,7 @@ func (x *ServerRequest) String() string {
 func (*ServerRequest) ProtoMessage() {}
 
 func (x *ServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5170,7 +5457,7 @@ func (x *ServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequest.ProtoReflect.Descriptor instead.
 func (*ServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{65}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ServerRequest) GetId() string {
@@ -5221,6 +5508,15 @@ func (x *ServerRequest) GetRoots() *RootsRequest {
 	return nil
 }
 
+func (x *ServerRequest) GetAuthorization() *AuthorizationRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerRequest_Authorization); ok {
+			return x.Authorization
+		}
+	}
+	return nil
+}
+
 func (x *ServerRequest) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
@@ -5247,11 +5543,18 @@ type ServerRequest_Roots struct {
 	Roots *RootsRequest `protobuf:"bytes,5,opt,name=roots,proto3,oneof"`
 }
 
+type ServerRequest_Authorization struct {
+	// Asks for a person's OAuth consent.
+	Authorization *AuthorizationRequest `protobuf:"bytes,7,opt,name=authorization,proto3,oneof"`
+}
+
 func (*ServerRequest_Sampling) isServerRequest_Kind() {}
 
 func (*ServerRequest_Elicitation) isServerRequest_Kind() {}
 
 func (*ServerRequest_Roots) isServerRequest_Kind() {}
+
+func (*ServerRequest_Authorization) isServerRequest_Kind() {}
 
 // SamplingRequest asks the agent's model for a message.
 type SamplingRequest struct {
@@ -5271,7 +5574,7 @@ type SamplingRequest struct {
 
 func (x *SamplingRequest) Reset() {
 	*x = SamplingRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5283,7 +5586,7 @@ func (x *SamplingRequest) String() string {
 func (*SamplingRequest) ProtoMessage() {}
 
 func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5296,7 +5599,7 @@ func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingRequest.ProtoReflect.Descriptor instead.
 func (*SamplingRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{66}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SamplingRequest) GetMessages() []*SamplingMessage {
@@ -5340,7 +5643,7 @@ type SamplingMessage struct {
 
 func (x *SamplingMessage) Reset() {
 	*x = SamplingMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5352,7 +5655,7 @@ func (x *SamplingMessage) String() string {
 func (*SamplingMessage) ProtoMessage() {}
 
 func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5365,7 +5668,7 @@ func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
 func (*SamplingMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{67}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SamplingMessage) GetRole() Role {
@@ -5402,7 +5705,7 @@ type ElicitationRequest struct {
 
 func (x *ElicitationRequest) Reset() {
 	*x = ElicitationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5414,7 +5717,7 @@ func (x *ElicitationRequest) String() string {
 func (*ElicitationRequest) ProtoMessage() {}
 
 func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5427,7 +5730,7 @@ func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationRequest.ProtoReflect.Descriptor instead.
 func (*ElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{68}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ElicitationRequest) GetMode() string {
@@ -5474,7 +5777,7 @@ type RootsRequest struct {
 
 func (x *RootsRequest) Reset() {
 	*x = RootsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5486,7 +5789,7 @@ func (x *RootsRequest) String() string {
 func (*RootsRequest) ProtoMessage() {}
 
 func (x *RootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5499,7 +5802,7 @@ func (x *RootsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsRequest.ProtoReflect.Descriptor instead.
 func (*RootsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{69}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
 }
 
 // ServerRequestReply answers one ServerRequest.
@@ -5514,6 +5817,7 @@ type ServerRequestReply struct {
 	//	*ServerRequestReply_Sampling
 	//	*ServerRequestReply_Elicitation
 	//	*ServerRequestReply_Roots
+	//	*ServerRequestReply_Authorization
 	//	*ServerRequestReply_Error
 	Result        isServerRequestReply_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
@@ -5522,7 +5826,7 @@ type ServerRequestReply struct {
 
 func (x *ServerRequestReply) Reset() {
 	*x = ServerRequestReply{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5534,7 +5838,7 @@ func (x *ServerRequestReply) String() string {
 func (*ServerRequestReply) ProtoMessage() {}
 
 func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5547,7 +5851,7 @@ func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestReply.ProtoReflect.Descriptor instead.
 func (*ServerRequestReply) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{70}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ServerRequestReply) GetId() string {
@@ -5591,6 +5895,15 @@ func (x *ServerRequestReply) GetRoots() *RootsResult {
 	return nil
 }
 
+func (x *ServerRequestReply) GetAuthorization() *AuthorizationResult {
+	if x != nil {
+		if x, ok := x.Result.(*ServerRequestReply_Authorization); ok {
+			return x.Authorization
+		}
+	}
+	return nil
+}
+
 func (x *ServerRequestReply) GetError() *ReplyError {
 	if x != nil {
 		if x, ok := x.Result.(*ServerRequestReply_Error); ok {
@@ -5619,6 +5932,11 @@ type ServerRequestReply_Roots struct {
 	Roots *RootsResult `protobuf:"bytes,4,opt,name=roots,proto3,oneof"`
 }
 
+type ServerRequestReply_Authorization struct {
+	// Answers an authorization request.
+	Authorization *AuthorizationResult `protobuf:"bytes,6,opt,name=authorization,proto3,oneof"`
+}
+
 type ServerRequestReply_Error struct {
 	// Refuses the request with an error.
 	Error *ReplyError `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
@@ -5629,6 +5947,8 @@ func (*ServerRequestReply_Sampling) isServerRequestReply_Result() {}
 func (*ServerRequestReply_Elicitation) isServerRequestReply_Result() {}
 
 func (*ServerRequestReply_Roots) isServerRequestReply_Result() {}
+
+func (*ServerRequestReply_Authorization) isServerRequestReply_Result() {}
 
 func (*ServerRequestReply_Error) isServerRequestReply_Result() {}
 
@@ -5649,7 +5969,7 @@ type SamplingResult struct {
 
 func (x *SamplingResult) Reset() {
 	*x = SamplingResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5661,7 +5981,7 @@ func (x *SamplingResult) String() string {
 func (*SamplingResult) ProtoMessage() {}
 
 func (x *SamplingResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5674,7 +5994,7 @@ func (x *SamplingResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingResult.ProtoReflect.Descriptor instead.
 func (*SamplingResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SamplingResult) GetRole() Role {
@@ -5718,7 +6038,7 @@ type ElicitationResult struct {
 
 func (x *ElicitationResult) Reset() {
 	*x = ElicitationResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5730,7 +6050,7 @@ func (x *ElicitationResult) String() string {
 func (*ElicitationResult) ProtoMessage() {}
 
 func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5743,7 +6063,7 @@ func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationResult.ProtoReflect.Descriptor instead.
 func (*ElicitationResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ElicitationResult) GetAction() ElicitationAction {
@@ -5771,7 +6091,7 @@ type RootsResult struct {
 
 func (x *RootsResult) Reset() {
 	*x = RootsResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5783,7 +6103,7 @@ func (x *RootsResult) String() string {
 func (*RootsResult) ProtoMessage() {}
 
 func (x *RootsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5796,7 +6116,7 @@ func (x *RootsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsResult.ProtoReflect.Descriptor instead.
 func (*RootsResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RootsResult) GetRoots() []*Root {
@@ -5819,7 +6139,7 @@ type ReplyError struct {
 
 func (x *ReplyError) Reset() {
 	*x = ReplyError{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5831,7 +6151,7 @@ func (x *ReplyError) String() string {
 func (*ReplyError) ProtoMessage() {}
 
 func (x *ReplyError) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5844,7 +6164,7 @@ func (x *ReplyError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyError.ProtoReflect.Descriptor instead.
 func (*ReplyError) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ReplyError) GetCode() int32 {
@@ -5861,11 +6181,300 @@ func (x *ReplyError) GetMessage() string {
 	return ""
 }
 
+// AuthorizationRequest asks the agent to have a person authorize mcpd for a
+// server.
+type AuthorizationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the URL to open in a browser.
+	AuthorizationUrl string `protobuf:"bytes,1,opt,name=authorization_url,json=authorizationUrl,proto3" json:"authorization_url,omitempty"`
+	// Gives the time at which mcpd stops waiting for the consent.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizationRequest) Reset() {
+	*x = AuthorizationRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizationRequest) ProtoMessage() {}
+
+func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizationRequest.ProtoReflect.Descriptor instead.
+func (*AuthorizationRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *AuthorizationRequest) GetAuthorizationUrl() string {
+	if x != nil {
+		return x.AuthorizationUrl
+	}
+	return ""
+}
+
+func (x *AuthorizationRequest) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+// AuthorizationResult answers an AuthorizationRequest.
+type AuthorizationResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the URL the browser was redirected to, when the agent caught it.
+	// Empty means the URL was shown to a person and the redirect reaches
+	// mcpd's redirect listener.
+	RedirectUrl   string `protobuf:"bytes,1,opt,name=redirect_url,json=redirectUrl,proto3" json:"redirect_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizationResult) Reset() {
+	*x = AuthorizationResult{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizationResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizationResult) ProtoMessage() {}
+
+func (x *AuthorizationResult) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizationResult.ProtoReflect.Descriptor instead.
+func (*AuthorizationResult) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *AuthorizationResult) GetRedirectUrl() string {
+	if x != nil {
+		return x.RedirectUrl
+	}
+	return ""
+}
+
+// CompleteAuthorizationRequest completes a server's pending authorization.
+type CompleteAuthorizationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the server.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Gives the full URL the browser was redirected to, with its code and
+	// state.
+	RedirectUrl   string `protobuf:"bytes,2,opt,name=redirect_url,json=redirectUrl,proto3" json:"redirect_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteAuthorizationRequest) Reset() {
+	*x = CompleteAuthorizationRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteAuthorizationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteAuthorizationRequest) ProtoMessage() {}
+
+func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteAuthorizationRequest.ProtoReflect.Descriptor instead.
+func (*CompleteAuthorizationRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *CompleteAuthorizationRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *CompleteAuthorizationRequest) GetRedirectUrl() string {
+	if x != nil {
+		return x.RedirectUrl
+	}
+	return ""
+}
+
+// CompleteAuthorizationResponse reports the server after the authorization.
+type CompleteAuthorizationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the server's status.
+	Server        *Server `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteAuthorizationResponse) Reset() {
+	*x = CompleteAuthorizationResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteAuthorizationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteAuthorizationResponse) ProtoMessage() {}
+
+func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteAuthorizationResponse.ProtoReflect.Descriptor instead.
+func (*CompleteAuthorizationResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *CompleteAuthorizationResponse) GetServer() *Server {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+// ForgetAuthorizationRequest names the server whose tokens to delete.
+type ForgetAuthorizationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the server.
+	Server        string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetAuthorizationRequest) Reset() {
+	*x = ForgetAuthorizationRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetAuthorizationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetAuthorizationRequest) ProtoMessage() {}
+
+func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetAuthorizationRequest.ProtoReflect.Descriptor instead.
+func (*ForgetAuthorizationRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ForgetAuthorizationRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// ForgetAuthorizationResponse confirms the deletion.
+type ForgetAuthorizationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetAuthorizationResponse) Reset() {
+	*x = ForgetAuthorizationResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetAuthorizationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetAuthorizationResponse) ProtoMessage() {}
+
+func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetAuthorizationResponse.ProtoReflect.Descriptor instead.
+func (*ForgetAuthorizationResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
+}
+
 var File_mcpd_v1_mcpd_proto protoreflect.FileDescriptor
 
 const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\n" +
-	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\x03\n" +
+	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x03\n" +
 	"\fServerConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x14.mcpd.v1.StdioConfigH\x00R\x05stdio\x12)\n" +
@@ -5879,8 +6488,30 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\vtools_allow\x18\b \x03(\tR\n" +
 	"toolsAllow\x12\x1d\n" +
 	"\n" +
-	"tools_deny\x18\t \x03(\tR\ttoolsDenyB\v\n" +
-	"\ttransport\"\xb6\x01\n" +
+	"tools_deny\x18\t \x03(\tR\ttoolsDeny\x12*\n" +
+	"\x05oauth\x18\v \x01(\v2\x14.mcpd.v1.OAuthConfigR\x05oauthB\v\n" +
+	"\ttransport\"\xcc\x03\n" +
+	"\vOAuthConfig\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12#\n" +
+	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\x12.\n" +
+	"\x13client_metadata_url\x18\x03 \x01(\tR\x11clientMetadataUrl\x12\x16\n" +
+	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x12;\n" +
+	"\x1atoken_endpoint_auth_method\x18\x05 \x01(\tR\x17tokenEndpointAuthMethod\x12(\n" +
+	"\x10private_key_file\x18\x06 \x01(\tR\x0eprivateKeyFile\x12+\n" +
+	"\x11signing_algorithm\x18\a \x01(\tR\x10signingAlgorithm\x12\x14\n" +
+	"\x05grant\x18\b \x01(\tR\x05grant\x12\x1c\n" +
+	"\tassertion\x18\t \x01(\tR\tassertion\x12%\n" +
+	"\x0eassertion_file\x18\n" +
+	" \x01(\tR\rassertionFile\x120\n" +
+	"\x03idp\x18\v \x01(\v2\x1e.mcpd.v1.OAuthIdentityProviderR\x03idp\x12\x12\n" +
+	"\x04dpop\x18\f \x01(\bR\x04dpop\"\xd7\x01\n" +
+	"\x15OAuthIdentityProvider\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12%\n" +
+	"\x0etoken_endpoint\x18\x02 \x01(\tR\rtokenEndpoint\x12\x1b\n" +
+	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12#\n" +
+	"\rclient_secret\x18\x04 \x01(\tR\fclientSecret\x12\x19\n" +
+	"\bid_token\x18\x05 \x01(\tR\aidToken\x12\"\n" +
+	"\rid_token_file\x18\x06 \x01(\tR\vidTokenFile\"\xb6\x01\n" +
 	"\vStdioConfig\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12/\n" +
@@ -5899,7 +6530,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x0eImplementation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05title\x18\x03 \x01(\tR\x05title\"\x97\x05\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\"\x9c\x06\n" +
 	"\x06Server\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x14.mcpd.v1.ServerStateR\x05state\x120\n" +
@@ -5923,7 +6554,9 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x03url\x18\x0f \x01(\tR\x03url\x12\x1b\n" +
 	"\tenv_names\x18\x10 \x03(\tR\benvNames\x12!\n" +
 	"\fheader_names\x18\x11 \x03(\tR\vheaderNames\x12\x10\n" +
-	"\x03pid\x18\x12 \x01(\x05R\x03pid\"_\n" +
+	"\x03pid\x18\x12 \x01(\x05R\x03pid\x12+\n" +
+	"\x11authorization_url\x18\x13 \x01(\tR\x10authorizationUrl\x12V\n" +
+	"\x19authorization_expire_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x17authorizationExpireTime\"_\n" +
 	"\x14ConnectServerRequest\x12-\n" +
 	"\x06server\x18\x01 \x01(\v2\x15.mcpd.v1.ServerConfigR\x06server\x12\x18\n" +
 	"\areplace\x18\x02 \x01(\bR\areplace\"@\n" +
@@ -6185,13 +6818,14 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"registered\x18\x01 \x01(\v2\".mcpd.v1.ServerRequestRegistrationH\x00R\n" +
 	"registered\x122\n" +
 	"\arequest\x18\x02 \x01(\v2\x16.mcpd.v1.ServerRequestH\x00R\arequestB\t\n" +
-	"\amessage\"\x9f\x02\n" +
+	"\amessage\"\xe6\x02\n" +
 	"\rServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x126\n" +
 	"\bsampling\x18\x03 \x01(\v2\x18.mcpd.v1.SamplingRequestH\x00R\bsampling\x12?\n" +
 	"\velicitation\x18\x04 \x01(\v2\x1b.mcpd.v1.ElicitationRequestH\x00R\velicitation\x12-\n" +
-	"\x05roots\x18\x05 \x01(\v2\x15.mcpd.v1.RootsRequestH\x00R\x05roots\x126\n" +
+	"\x05roots\x18\x05 \x01(\v2\x15.mcpd.v1.RootsRequestH\x00R\x05roots\x12E\n" +
+	"\rauthorization\x18\a \x01(\v2\x1d.mcpd.v1.AuthorizationRequestH\x00R\rauthorization\x126\n" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadlineB\x06\n" +
 	"\x04kind\"\xbc\x01\n" +
 	"\x0fSamplingRequest\x124\n" +
@@ -6209,12 +6843,13 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x10\n" +
 	"\x03url\x18\x04 \x01(\tR\x03url\x12%\n" +
 	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\x0e\n" +
-	"\fRootsRequest\"\x80\x02\n" +
+	"\fRootsRequest\"\xc6\x02\n" +
 	"\x12ServerRequestReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
 	"\bsampling\x18\x02 \x01(\v2\x17.mcpd.v1.SamplingResultH\x00R\bsampling\x12>\n" +
 	"\velicitation\x18\x03 \x01(\v2\x1a.mcpd.v1.ElicitationResultH\x00R\velicitation\x12,\n" +
-	"\x05roots\x18\x04 \x01(\v2\x14.mcpd.v1.RootsResultH\x00R\x05roots\x12+\n" +
+	"\x05roots\x18\x04 \x01(\v2\x14.mcpd.v1.RootsResultH\x00R\x05roots\x12D\n" +
+	"\rauthorization\x18\x06 \x01(\v2\x1c.mcpd.v1.AuthorizationResultH\x00R\rauthorization\x12+\n" +
 	"\x05error\x18\x05 \x01(\v2\x13.mcpd.v1.ReplyErrorH\x00R\x05errorB\b\n" +
 	"\x06result\"\x96\x01\n" +
 	"\x0eSamplingResult\x12!\n" +
@@ -6231,14 +6866,29 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\n" +
 	"ReplyError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*\xb2\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x80\x01\n" +
+	"\x14AuthorizationRequest\x12+\n" +
+	"\x11authorization_url\x18\x01 \x01(\tR\x10authorizationUrl\x12;\n" +
+	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\"8\n" +
+	"\x13AuthorizationResult\x12!\n" +
+	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\"Y\n" +
+	"\x1cCompleteAuthorizationRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12!\n" +
+	"\fredirect_url\x18\x02 \x01(\tR\vredirectUrl\"H\n" +
+	"\x1dCompleteAuthorizationResponse\x12'\n" +
+	"\x06server\x18\x01 \x01(\v2\x0f.mcpd.v1.ServerR\x06server\"4\n" +
+	"\x1aForgetAuthorizationRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\"\x1d\n" +
+	"\x1bForgetAuthorizationResponse*\xdb\x01\n" +
 	"\vServerState\x12\x1c\n" +
 	"\x18SERVER_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SERVER_STATE_CONNECTING\x10\x01\x12\x16\n" +
 	"\x12SERVER_STATE_READY\x10\x02\x12\x1d\n" +
 	"\x19SERVER_STATE_RECONNECTING\x10\x03\x12\x17\n" +
 	"\x13SERVER_STATE_FAILED\x10\x04\x12\x18\n" +
-	"\x14SERVER_STATE_STOPPED\x10\x05*v\n" +
+	"\x14SERVER_STATE_STOPPED\x10\x05\x12'\n" +
+	"#SERVER_STATE_AUTHORIZATION_REQUIRED\x10\x06*v\n" +
 	"\tTransport\x12\x19\n" +
 	"\x15TRANSPORT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTRANSPORT_STDIO\x10\x01\x12\x12\n" +
@@ -6266,17 +6916,18 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x1aEVENT_KIND_PROMPTS_CHANGED\x10\x03\x12 \n" +
 	"\x1cEVENT_KIND_RESOURCES_CHANGED\x10\x04\x12\x1b\n" +
 	"\x17EVENT_KIND_SERVER_STATE\x10\x05\x12\x12\n" +
-	"\x0eEVENT_KIND_LOG\x10\x06*\x9e\x01\n" +
+	"\x0eEVENT_KIND_LOG\x10\x06*\xc5\x01\n" +
 	"\x11ServerRequestKind\x12#\n" +
 	"\x1fSERVER_REQUEST_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSERVER_REQUEST_KIND_SAMPLING\x10\x01\x12#\n" +
 	"\x1fSERVER_REQUEST_KIND_ELICITATION\x10\x02\x12\x1d\n" +
-	"\x19SERVER_REQUEST_KIND_ROOTS\x10\x03*\x95\x01\n" +
+	"\x19SERVER_REQUEST_KIND_ROOTS\x10\x03\x12%\n" +
+	"!SERVER_REQUEST_KIND_AUTHORIZATION\x10\x04*\x95\x01\n" +
 	"\x11ElicitationAction\x12\"\n" +
 	"\x1eELICITATION_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ELICITATION_ACTION_ACCEPT\x10\x01\x12\x1e\n" +
 	"\x1aELICITATION_ACTION_DECLINE\x10\x02\x12\x1d\n" +
-	"\x19ELICITATION_ACTION_CANCEL\x10\x032\xa4\v\n" +
+	"\x19ELICITATION_ACTION_CANCEL\x10\x032\xee\f\n" +
 	"\x06MCPHub\x12N\n" +
 	"\rConnectServer\x12\x1d.mcpd.v1.ConnectServerRequest\x1a\x1e.mcpd.v1.ConnectServerResponse\x12W\n" +
 	"\x10DisconnectServer\x12 .mcpd.v1.DisconnectServerRequest\x1a!.mcpd.v1.DisconnectServerResponse\x12N\n" +
@@ -6295,7 +6946,9 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\vSetLogLevel\x12\x1b.mcpd.v1.SetLogLevelRequest\x1a\x1c.mcpd.v1.SetLogLevelResponse\x12?\n" +
 	"\bSetRoots\x12\x18.mcpd.v1.SetRootsRequest\x1a\x19.mcpd.v1.SetRootsResponse\x12D\n" +
 	"\tSubscribe\x12\x19.mcpd.v1.SubscribeRequest\x1a\x1a.mcpd.v1.SubscribeResponse0\x01\x12g\n" +
-	"\x14HandleServerRequests\x12$.mcpd.v1.HandleServerRequestsRequest\x1a%.mcpd.v1.HandleServerRequestsResponse(\x010\x01B\x89\x01\n" +
+	"\x14HandleServerRequests\x12$.mcpd.v1.HandleServerRequestsRequest\x1a%.mcpd.v1.HandleServerRequestsResponse(\x010\x01\x12f\n" +
+	"\x15CompleteAuthorization\x12%.mcpd.v1.CompleteAuthorizationRequest\x1a&.mcpd.v1.CompleteAuthorizationResponse\x12`\n" +
+	"\x13ForgetAuthorization\x12#.mcpd.v1.ForgetAuthorizationRequest\x1a$.mcpd.v1.ForgetAuthorizationResponseB\x89\x01\n" +
 	"\vcom.mcpd.v1B\tMcpdProtoP\x01Z2github.com/mcpd-project/mcpd/gen/go/mcpd/v1;mcpdv1\xa2\x02\x03MXX\xaa\x02\aMcpd.V1\xca\x02\aMcpd\\V1\xe2\x02\x13Mcpd\\V1\\GPBMetadata\xea\x02\bMcpd::V1b\x06proto3"
 
 var (
@@ -6311,7 +6964,7 @@ func file_mcpd_v1_mcpd_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerState)(0),                      // 0: mcpd.v1.ServerState
 	(Transport)(0),                        // 1: mcpd.v1.Transport
@@ -6321,232 +6974,251 @@ var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerRequestKind)(0),                // 5: mcpd.v1.ServerRequestKind
 	(ElicitationAction)(0),                // 6: mcpd.v1.ElicitationAction
 	(*ServerConfig)(nil),                  // 7: mcpd.v1.ServerConfig
-	(*StdioConfig)(nil),                   // 8: mcpd.v1.StdioConfig
-	(*HttpConfig)(nil),                    // 9: mcpd.v1.HttpConfig
-	(*Implementation)(nil),                // 10: mcpd.v1.Implementation
-	(*Server)(nil),                        // 11: mcpd.v1.Server
-	(*ConnectServerRequest)(nil),          // 12: mcpd.v1.ConnectServerRequest
-	(*ConnectServerResponse)(nil),         // 13: mcpd.v1.ConnectServerResponse
-	(*DisconnectServerRequest)(nil),       // 14: mcpd.v1.DisconnectServerRequest
-	(*DisconnectServerResponse)(nil),      // 15: mcpd.v1.DisconnectServerResponse
-	(*RestartServerRequest)(nil),          // 16: mcpd.v1.RestartServerRequest
-	(*RestartServerResponse)(nil),         // 17: mcpd.v1.RestartServerResponse
-	(*GetServerRequest)(nil),              // 18: mcpd.v1.GetServerRequest
-	(*GetServerResponse)(nil),             // 19: mcpd.v1.GetServerResponse
-	(*ListServersRequest)(nil),            // 20: mcpd.v1.ListServersRequest
-	(*ListServersResponse)(nil),           // 21: mcpd.v1.ListServersResponse
-	(*ListToolsRequest)(nil),              // 22: mcpd.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),             // 23: mcpd.v1.ListToolsResponse
-	(*Tool)(nil),                          // 24: mcpd.v1.Tool
-	(*ToolAnnotations)(nil),               // 25: mcpd.v1.ToolAnnotations
-	(*CallToolRequest)(nil),               // 26: mcpd.v1.CallToolRequest
-	(*CallToolResponse)(nil),              // 27: mcpd.v1.CallToolResponse
-	(*Content)(nil),                       // 28: mcpd.v1.Content
-	(*TextContent)(nil),                   // 29: mcpd.v1.TextContent
-	(*MediaContent)(nil),                  // 30: mcpd.v1.MediaContent
-	(*ResourceLink)(nil),                  // 31: mcpd.v1.ResourceLink
-	(*ResourceContents)(nil),              // 32: mcpd.v1.ResourceContents
-	(*Annotations)(nil),                   // 33: mcpd.v1.Annotations
-	(*CallToolStreamRequest)(nil),         // 34: mcpd.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil),        // 35: mcpd.v1.CallToolStreamResponse
-	(*Progress)(nil),                      // 36: mcpd.v1.Progress
-	(*LogMessage)(nil),                    // 37: mcpd.v1.LogMessage
-	(*ListResourcesRequest)(nil),          // 38: mcpd.v1.ListResourcesRequest
-	(*ListResourcesResponse)(nil),         // 39: mcpd.v1.ListResourcesResponse
-	(*Resource)(nil),                      // 40: mcpd.v1.Resource
-	(*ListResourceTemplatesRequest)(nil),  // 41: mcpd.v1.ListResourceTemplatesRequest
-	(*ListResourceTemplatesResponse)(nil), // 42: mcpd.v1.ListResourceTemplatesResponse
-	(*ResourceTemplate)(nil),              // 43: mcpd.v1.ResourceTemplate
-	(*ReadResourceRequest)(nil),           // 44: mcpd.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),          // 45: mcpd.v1.ReadResourceResponse
-	(*ListPromptsRequest)(nil),            // 46: mcpd.v1.ListPromptsRequest
-	(*ListPromptsResponse)(nil),           // 47: mcpd.v1.ListPromptsResponse
-	(*Prompt)(nil),                        // 48: mcpd.v1.Prompt
-	(*PromptArgument)(nil),                // 49: mcpd.v1.PromptArgument
-	(*GetPromptRequest)(nil),              // 50: mcpd.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),             // 51: mcpd.v1.GetPromptResponse
-	(*PromptMessage)(nil),                 // 52: mcpd.v1.PromptMessage
-	(*CompleteRequest)(nil),               // 53: mcpd.v1.CompleteRequest
-	(*CompleteArgument)(nil),              // 54: mcpd.v1.CompleteArgument
-	(*CompleteResponse)(nil),              // 55: mcpd.v1.CompleteResponse
-	(*SetLogLevelRequest)(nil),            // 56: mcpd.v1.SetLogLevelRequest
-	(*SetLogLevelResponse)(nil),           // 57: mcpd.v1.SetLogLevelResponse
-	(*SetRootsRequest)(nil),               // 58: mcpd.v1.SetRootsRequest
-	(*Root)(nil),                          // 59: mcpd.v1.Root
-	(*SetRootsResponse)(nil),              // 60: mcpd.v1.SetRootsResponse
-	(*ResourceRef)(nil),                   // 61: mcpd.v1.ResourceRef
-	(*SubscribeRequest)(nil),              // 62: mcpd.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),             // 63: mcpd.v1.SubscribeResponse
-	(*Event)(nil),                         // 64: mcpd.v1.Event
-	(*ResourceUpdated)(nil),               // 65: mcpd.v1.ResourceUpdated
-	(*ListChanged)(nil),                   // 66: mcpd.v1.ListChanged
-	(*ServerStateChanged)(nil),            // 67: mcpd.v1.ServerStateChanged
-	(*Gap)(nil),                           // 68: mcpd.v1.Gap
-	(*HandleServerRequestsRequest)(nil),   // 69: mcpd.v1.HandleServerRequestsRequest
-	(*ServerRequestRegistration)(nil),     // 70: mcpd.v1.ServerRequestRegistration
-	(*HandleServerRequestsResponse)(nil),  // 71: mcpd.v1.HandleServerRequestsResponse
-	(*ServerRequest)(nil),                 // 72: mcpd.v1.ServerRequest
-	(*SamplingRequest)(nil),               // 73: mcpd.v1.SamplingRequest
-	(*SamplingMessage)(nil),               // 74: mcpd.v1.SamplingMessage
-	(*ElicitationRequest)(nil),            // 75: mcpd.v1.ElicitationRequest
-	(*RootsRequest)(nil),                  // 76: mcpd.v1.RootsRequest
-	(*ServerRequestReply)(nil),            // 77: mcpd.v1.ServerRequestReply
-	(*SamplingResult)(nil),                // 78: mcpd.v1.SamplingResult
-	(*ElicitationResult)(nil),             // 79: mcpd.v1.ElicitationResult
-	(*RootsResult)(nil),                   // 80: mcpd.v1.RootsResult
-	(*ReplyError)(nil),                    // 81: mcpd.v1.ReplyError
-	nil,                                   // 82: mcpd.v1.StdioConfig.EnvEntry
-	nil,                                   // 83: mcpd.v1.HttpConfig.HeadersEntry
-	nil,                                   // 84: mcpd.v1.GetPromptRequest.ArgumentsEntry
-	nil,                                   // 85: mcpd.v1.CompleteRequest.ContextEntry
-	(*durationpb.Duration)(nil),           // 86: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 87: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),         // 88: google.protobuf.Timestamp
-	(*structpb.Value)(nil),                // 89: google.protobuf.Value
+	(*OAuthConfig)(nil),                   // 8: mcpd.v1.OAuthConfig
+	(*OAuthIdentityProvider)(nil),         // 9: mcpd.v1.OAuthIdentityProvider
+	(*StdioConfig)(nil),                   // 10: mcpd.v1.StdioConfig
+	(*HttpConfig)(nil),                    // 11: mcpd.v1.HttpConfig
+	(*Implementation)(nil),                // 12: mcpd.v1.Implementation
+	(*Server)(nil),                        // 13: mcpd.v1.Server
+	(*ConnectServerRequest)(nil),          // 14: mcpd.v1.ConnectServerRequest
+	(*ConnectServerResponse)(nil),         // 15: mcpd.v1.ConnectServerResponse
+	(*DisconnectServerRequest)(nil),       // 16: mcpd.v1.DisconnectServerRequest
+	(*DisconnectServerResponse)(nil),      // 17: mcpd.v1.DisconnectServerResponse
+	(*RestartServerRequest)(nil),          // 18: mcpd.v1.RestartServerRequest
+	(*RestartServerResponse)(nil),         // 19: mcpd.v1.RestartServerResponse
+	(*GetServerRequest)(nil),              // 20: mcpd.v1.GetServerRequest
+	(*GetServerResponse)(nil),             // 21: mcpd.v1.GetServerResponse
+	(*ListServersRequest)(nil),            // 22: mcpd.v1.ListServersRequest
+	(*ListServersResponse)(nil),           // 23: mcpd.v1.ListServersResponse
+	(*ListToolsRequest)(nil),              // 24: mcpd.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),             // 25: mcpd.v1.ListToolsResponse
+	(*Tool)(nil),                          // 26: mcpd.v1.Tool
+	(*ToolAnnotations)(nil),               // 27: mcpd.v1.ToolAnnotations
+	(*CallToolRequest)(nil),               // 28: mcpd.v1.CallToolRequest
+	(*CallToolResponse)(nil),              // 29: mcpd.v1.CallToolResponse
+	(*Content)(nil),                       // 30: mcpd.v1.Content
+	(*TextContent)(nil),                   // 31: mcpd.v1.TextContent
+	(*MediaContent)(nil),                  // 32: mcpd.v1.MediaContent
+	(*ResourceLink)(nil),                  // 33: mcpd.v1.ResourceLink
+	(*ResourceContents)(nil),              // 34: mcpd.v1.ResourceContents
+	(*Annotations)(nil),                   // 35: mcpd.v1.Annotations
+	(*CallToolStreamRequest)(nil),         // 36: mcpd.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),        // 37: mcpd.v1.CallToolStreamResponse
+	(*Progress)(nil),                      // 38: mcpd.v1.Progress
+	(*LogMessage)(nil),                    // 39: mcpd.v1.LogMessage
+	(*ListResourcesRequest)(nil),          // 40: mcpd.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil),         // 41: mcpd.v1.ListResourcesResponse
+	(*Resource)(nil),                      // 42: mcpd.v1.Resource
+	(*ListResourceTemplatesRequest)(nil),  // 43: mcpd.v1.ListResourceTemplatesRequest
+	(*ListResourceTemplatesResponse)(nil), // 44: mcpd.v1.ListResourceTemplatesResponse
+	(*ResourceTemplate)(nil),              // 45: mcpd.v1.ResourceTemplate
+	(*ReadResourceRequest)(nil),           // 46: mcpd.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),          // 47: mcpd.v1.ReadResourceResponse
+	(*ListPromptsRequest)(nil),            // 48: mcpd.v1.ListPromptsRequest
+	(*ListPromptsResponse)(nil),           // 49: mcpd.v1.ListPromptsResponse
+	(*Prompt)(nil),                        // 50: mcpd.v1.Prompt
+	(*PromptArgument)(nil),                // 51: mcpd.v1.PromptArgument
+	(*GetPromptRequest)(nil),              // 52: mcpd.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),             // 53: mcpd.v1.GetPromptResponse
+	(*PromptMessage)(nil),                 // 54: mcpd.v1.PromptMessage
+	(*CompleteRequest)(nil),               // 55: mcpd.v1.CompleteRequest
+	(*CompleteArgument)(nil),              // 56: mcpd.v1.CompleteArgument
+	(*CompleteResponse)(nil),              // 57: mcpd.v1.CompleteResponse
+	(*SetLogLevelRequest)(nil),            // 58: mcpd.v1.SetLogLevelRequest
+	(*SetLogLevelResponse)(nil),           // 59: mcpd.v1.SetLogLevelResponse
+	(*SetRootsRequest)(nil),               // 60: mcpd.v1.SetRootsRequest
+	(*Root)(nil),                          // 61: mcpd.v1.Root
+	(*SetRootsResponse)(nil),              // 62: mcpd.v1.SetRootsResponse
+	(*ResourceRef)(nil),                   // 63: mcpd.v1.ResourceRef
+	(*SubscribeRequest)(nil),              // 64: mcpd.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),             // 65: mcpd.v1.SubscribeResponse
+	(*Event)(nil),                         // 66: mcpd.v1.Event
+	(*ResourceUpdated)(nil),               // 67: mcpd.v1.ResourceUpdated
+	(*ListChanged)(nil),                   // 68: mcpd.v1.ListChanged
+	(*ServerStateChanged)(nil),            // 69: mcpd.v1.ServerStateChanged
+	(*Gap)(nil),                           // 70: mcpd.v1.Gap
+	(*HandleServerRequestsRequest)(nil),   // 71: mcpd.v1.HandleServerRequestsRequest
+	(*ServerRequestRegistration)(nil),     // 72: mcpd.v1.ServerRequestRegistration
+	(*HandleServerRequestsResponse)(nil),  // 73: mcpd.v1.HandleServerRequestsResponse
+	(*ServerRequest)(nil),                 // 74: mcpd.v1.ServerRequest
+	(*SamplingRequest)(nil),               // 75: mcpd.v1.SamplingRequest
+	(*SamplingMessage)(nil),               // 76: mcpd.v1.SamplingMessage
+	(*ElicitationRequest)(nil),            // 77: mcpd.v1.ElicitationRequest
+	(*RootsRequest)(nil),                  // 78: mcpd.v1.RootsRequest
+	(*ServerRequestReply)(nil),            // 79: mcpd.v1.ServerRequestReply
+	(*SamplingResult)(nil),                // 80: mcpd.v1.SamplingResult
+	(*ElicitationResult)(nil),             // 81: mcpd.v1.ElicitationResult
+	(*RootsResult)(nil),                   // 82: mcpd.v1.RootsResult
+	(*ReplyError)(nil),                    // 83: mcpd.v1.ReplyError
+	(*AuthorizationRequest)(nil),          // 84: mcpd.v1.AuthorizationRequest
+	(*AuthorizationResult)(nil),           // 85: mcpd.v1.AuthorizationResult
+	(*CompleteAuthorizationRequest)(nil),  // 86: mcpd.v1.CompleteAuthorizationRequest
+	(*CompleteAuthorizationResponse)(nil), // 87: mcpd.v1.CompleteAuthorizationResponse
+	(*ForgetAuthorizationRequest)(nil),    // 88: mcpd.v1.ForgetAuthorizationRequest
+	(*ForgetAuthorizationResponse)(nil),   // 89: mcpd.v1.ForgetAuthorizationResponse
+	nil,                                   // 90: mcpd.v1.StdioConfig.EnvEntry
+	nil,                                   // 91: mcpd.v1.HttpConfig.HeadersEntry
+	nil,                                   // 92: mcpd.v1.GetPromptRequest.ArgumentsEntry
+	nil,                                   // 93: mcpd.v1.CompleteRequest.ContextEntry
+	(*durationpb.Duration)(nil),           // 94: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 95: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),         // 96: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                // 97: google.protobuf.Value
 }
 var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
-	8,   // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
-	9,   // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
-	9,   // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
-	9,   // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
-	86,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	86,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
-	82,  // 6: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	83,  // 7: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
-	0,   // 8: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
-	1,   // 9: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
-	10,  // 10: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	87,  // 11: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	88,  // 12: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	7,   // 13: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
-	11,  // 14: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
-	11,  // 15: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
-	11,  // 16: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
-	11,  // 17: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
-	24,  // 18: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	87,  // 19: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	87,  // 20: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
-	25,  // 21: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	87,  // 22: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
-	87,  // 23: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	86,  // 24: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	87,  // 25: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
-	28,  // 26: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	89,  // 27: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	87,  // 28: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
-	29,  // 29: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
-	30,  // 30: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
-	30,  // 31: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
-	31,  // 32: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
-	32,  // 33: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
-	33,  // 34: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	87,  // 35: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
-	87,  // 36: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
-	2,   // 37: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	87,  // 38: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	86,  // 39: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	87,  // 40: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
-	36,  // 41: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
-	37,  // 42: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
-	27,  // 43: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
-	3,   // 44: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	89,  // 45: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
-	40,  // 46: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
-	33,  // 47: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	87,  // 48: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
-	43,  // 49: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
-	33,  // 50: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	87,  // 51: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
-	32,  // 52: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	87,  // 53: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
-	48,  // 54: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
-	49,  // 55: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	87,  // 56: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
-	84,  // 57: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
-	52,  // 58: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	87,  // 59: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
-	2,   // 60: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
-	28,  // 61: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
-	54,  // 62: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	85,  // 63: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
-	3,   // 64: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
-	59,  // 65: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
-	61,  // 66: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
-	4,   // 67: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
-	64,  // 68: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	88,  // 69: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
-	65,  // 70: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
-	66,  // 71: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
-	66,  // 72: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
-	66,  // 73: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
-	67,  // 74: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
-	37,  // 75: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
-	68,  // 76: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
-	0,   // 77: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
-	70,  // 78: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
-	77,  // 79: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
-	5,   // 80: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
-	70,  // 81: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
-	72,  // 82: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
-	73,  // 83: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
-	75,  // 84: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
-	76,  // 85: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
-	88,  // 86: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
-	74,  // 87: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	87,  // 88: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
-	2,   // 89: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
-	28,  // 90: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	87,  // 91: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	78,  // 92: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	79,  // 93: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	80,  // 94: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	81,  // 95: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	2,   // 96: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	28,  // 97: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	6,   // 98: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	87,  // 99: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	59,  // 100: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	12,  // 101: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	14,  // 102: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	16,  // 103: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	18,  // 104: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	20,  // 105: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	22,  // 106: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	26,  // 107: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	34,  // 108: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	38,  // 109: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	41,  // 110: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	44,  // 111: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	46,  // 112: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	50,  // 113: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	53,  // 114: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	56,  // 115: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	58,  // 116: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	62,  // 117: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	69,  // 118: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	13,  // 119: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	15,  // 120: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	17,  // 121: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	19,  // 122: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	21,  // 123: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	23,  // 124: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	27,  // 125: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	35,  // 126: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	39,  // 127: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	42,  // 128: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	45,  // 129: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	47,  // 130: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	51,  // 131: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	55,  // 132: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	57,  // 133: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	60,  // 134: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	63,  // 135: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	71,  // 136: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	119, // [119:137] is the sub-list for method output_type
-	101, // [101:119] is the sub-list for method input_type
-	101, // [101:101] is the sub-list for extension type_name
-	101, // [101:101] is the sub-list for extension extendee
-	0,   // [0:101] is the sub-list for field type_name
+	10,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
+	11,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
+	11,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
+	11,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
+	94,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	94,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	8,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
+	9,   // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
+	90,  // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	91,  // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	0,   // 10: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
+	1,   // 11: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
+	12,  // 12: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
+	95,  // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	96,  // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	96,  // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
+	7,   // 16: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
+	13,  // 17: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
+	13,  // 18: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
+	13,  // 19: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
+	13,  // 20: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
+	26,  // 21: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
+	95,  // 22: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	95,  // 23: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	27,  // 24: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
+	95,  // 25: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	95,  // 26: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	94,  // 27: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	95,  // 28: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	30,  // 29: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
+	97,  // 30: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	95,  // 31: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	31,  // 32: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
+	32,  // 33: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
+	32,  // 34: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
+	33,  // 35: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
+	34,  // 36: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
+	35,  // 37: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
+	95,  // 38: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	95,  // 39: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	2,   // 40: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
+	95,  // 41: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	94,  // 42: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	95,  // 43: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	38,  // 44: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
+	39,  // 45: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
+	29,  // 46: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
+	3,   // 47: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
+	97,  // 48: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	42,  // 49: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
+	35,  // 50: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
+	95,  // 51: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	45,  // 52: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
+	35,  // 53: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
+	95,  // 54: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	34,  // 55: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
+	95,  // 56: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	50,  // 57: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
+	51,  // 58: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
+	95,  // 59: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	92,  // 60: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	54,  // 61: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
+	95,  // 62: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	2,   // 63: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
+	30,  // 64: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
+	56,  // 65: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
+	93,  // 66: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	3,   // 67: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
+	61,  // 68: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
+	63,  // 69: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
+	4,   // 70: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
+	66,  // 71: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
+	96,  // 72: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	67,  // 73: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
+	68,  // 74: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
+	68,  // 75: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
+	68,  // 76: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
+	69,  // 77: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
+	39,  // 78: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
+	70,  // 79: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
+	0,   // 80: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
+	72,  // 81: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
+	79,  // 82: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
+	5,   // 83: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
+	72,  // 84: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
+	74,  // 85: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
+	75,  // 86: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
+	77,  // 87: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
+	78,  // 88: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
+	84,  // 89: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
+	96,  // 90: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	76,  // 91: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
+	95,  // 92: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	2,   // 93: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
+	30,  // 94: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
+	95,  // 95: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	80,  // 96: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	81,  // 97: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	82,  // 98: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	85,  // 99: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
+	83,  // 100: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	2,   // 101: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	30,  // 102: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	6,   // 103: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	95,  // 104: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	61,  // 105: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	96,  // 106: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	13,  // 107: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	14,  // 108: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	16,  // 109: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	18,  // 110: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	20,  // 111: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	22,  // 112: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	24,  // 113: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	28,  // 114: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	36,  // 115: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	40,  // 116: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	43,  // 117: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	46,  // 118: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	48,  // 119: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	52,  // 120: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	55,  // 121: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	58,  // 122: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	60,  // 123: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	64,  // 124: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	71,  // 125: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	86,  // 126: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	88,  // 127: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	15,  // 128: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	17,  // 129: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	19,  // 130: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	21,  // 131: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	23,  // 132: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	25,  // 133: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	29,  // 134: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	37,  // 135: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	41,  // 136: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	44,  // 137: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	47,  // 138: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	49,  // 139: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	53,  // 140: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	57,  // 141: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	59,  // 142: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	62,  // 143: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	65,  // 144: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	73,  // 145: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	87,  // 146: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	89,  // 147: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	128, // [128:148] is the sub-list for method output_type
+	108, // [108:128] is the sub-list for method input_type
+	108, // [108:108] is the sub-list for extension type_name
+	108, // [108:108] is the sub-list for extension extendee
+	0,   // [0:108] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -6560,34 +7232,34 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerConfig_Sse)(nil),
 		(*ServerConfig_Remote)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[18].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[21].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[20].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[23].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Audio)(nil),
 		(*Content_ResourceLink)(nil),
 		(*Content_Resource)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[24].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[25].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[26].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[27].OneofWrappers = []any{
 		(*ResourceContents_Text)(nil),
 		(*ResourceContents_Blob)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[26].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[28].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[28].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[30].OneofWrappers = []any{
 		(*CallToolStreamResponse_Progress)(nil),
 		(*CallToolStreamResponse_Log)(nil),
 		(*CallToolStreamResponse_Result)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[29].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[33].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[46].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[31].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[35].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[48].OneofWrappers = []any{
 		(*CompleteRequest_Prompt)(nil),
 		(*CompleteRequest_ResourceTemplate)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[48].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[55].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[57].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[50].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[57].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[59].OneofWrappers = []any{
 		(*Event_ResourceUpdated)(nil),
 		(*Event_ToolsChanged)(nil),
 		(*Event_PromptsChanged)(nil),
@@ -6596,23 +7268,25 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*Event_Log)(nil),
 		(*Event_Gap)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[62].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[64].OneofWrappers = []any{
 		(*HandleServerRequestsRequest_Register)(nil),
 		(*HandleServerRequestsRequest_Reply)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[64].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[66].OneofWrappers = []any{
 		(*HandleServerRequestsResponse_Registered)(nil),
 		(*HandleServerRequestsResponse_Request)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[65].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[67].OneofWrappers = []any{
 		(*ServerRequest_Sampling)(nil),
 		(*ServerRequest_Elicitation)(nil),
 		(*ServerRequest_Roots)(nil),
+		(*ServerRequest_Authorization)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[70].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[72].OneofWrappers = []any{
 		(*ServerRequestReply_Sampling)(nil),
 		(*ServerRequestReply_Elicitation)(nil),
 		(*ServerRequestReply_Roots)(nil),
+		(*ServerRequestReply_Authorization)(nil),
 		(*ServerRequestReply_Error)(nil),
 	}
 	type x struct{}
@@ -6621,7 +7295,7 @@ func file_mcpd_v1_mcpd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpd_v1_mcpd_proto_rawDesc), len(file_mcpd_v1_mcpd_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   79,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,8 @@ const (
 	MCPHub_SetRoots_FullMethodName              = "/mcpd.v1.MCPHub/SetRoots"
 	MCPHub_Subscribe_FullMethodName             = "/mcpd.v1.MCPHub/Subscribe"
 	MCPHub_HandleServerRequests_FullMethodName  = "/mcpd.v1.MCPHub/HandleServerRequests"
+	MCPHub_CompleteAuthorization_FullMethodName = "/mcpd.v1.MCPHub/CompleteAuthorization"
+	MCPHub_ForgetAuthorization_FullMethodName   = "/mcpd.v1.MCPHub/ForgetAuthorization"
 )
 
 // MCPHubClient is the client API for MCPHub service.
@@ -100,6 +102,13 @@ type MCPHubClient interface {
 	// (sampling, elicitation, roots). The first message registers what the
 	// agent answers; mcpd then sends requests and awaits replies by id.
 	HandleServerRequests(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HandleServerRequestsRequest, HandleServerRequestsResponse], error)
+	// Completes the pending OAuth authorization of a server with the URL the
+	// browser was redirected to, for a host whose browser cannot reach mcpd's
+	// redirect listener.
+	CompleteAuthorization(ctx context.Context, in *CompleteAuthorizationRequest, opts ...grpc.CallOption) (*CompleteAuthorizationResponse, error)
+	// Deletes a server's OAuth tokens and client registration, on disk and in
+	// memory; its next refused request asks for authorization again.
+	ForgetAuthorization(ctx context.Context, in *ForgetAuthorizationRequest, opts ...grpc.CallOption) (*ForgetAuthorizationResponse, error)
 }
 
 type mCPHubClient struct {
@@ -311,6 +320,26 @@ func (c *mCPHubClient) HandleServerRequests(ctx context.Context, opts ...grpc.Ca
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MCPHub_HandleServerRequestsClient = grpc.BidiStreamingClient[HandleServerRequestsRequest, HandleServerRequestsResponse]
 
+func (c *mCPHubClient) CompleteAuthorization(ctx context.Context, in *CompleteAuthorizationRequest, opts ...grpc.CallOption) (*CompleteAuthorizationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteAuthorizationResponse)
+	err := c.cc.Invoke(ctx, MCPHub_CompleteAuthorization_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mCPHubClient) ForgetAuthorization(ctx context.Context, in *ForgetAuthorizationRequest, opts ...grpc.CallOption) (*ForgetAuthorizationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForgetAuthorizationResponse)
+	err := c.cc.Invoke(ctx, MCPHub_ForgetAuthorization_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MCPHubServer is the server API for MCPHub service.
 // All implementations must embed UnimplementedMCPHubServer
 // for forward compatibility.
@@ -372,6 +401,13 @@ type MCPHubServer interface {
 	// (sampling, elicitation, roots). The first message registers what the
 	// agent answers; mcpd then sends requests and awaits replies by id.
 	HandleServerRequests(grpc.BidiStreamingServer[HandleServerRequestsRequest, HandleServerRequestsResponse]) error
+	// Completes the pending OAuth authorization of a server with the URL the
+	// browser was redirected to, for a host whose browser cannot reach mcpd's
+	// redirect listener.
+	CompleteAuthorization(context.Context, *CompleteAuthorizationRequest) (*CompleteAuthorizationResponse, error)
+	// Deletes a server's OAuth tokens and client registration, on disk and in
+	// memory; its next refused request asks for authorization again.
+	ForgetAuthorization(context.Context, *ForgetAuthorizationRequest) (*ForgetAuthorizationResponse, error)
 	mustEmbedUnimplementedMCPHubServer()
 }
 
@@ -435,6 +471,12 @@ func (UnimplementedMCPHubServer) Subscribe(*SubscribeRequest, grpc.ServerStreami
 }
 func (UnimplementedMCPHubServer) HandleServerRequests(grpc.BidiStreamingServer[HandleServerRequestsRequest, HandleServerRequestsResponse]) error {
 	return status.Error(codes.Unimplemented, "method HandleServerRequests not implemented")
+}
+func (UnimplementedMCPHubServer) CompleteAuthorization(context.Context, *CompleteAuthorizationRequest) (*CompleteAuthorizationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteAuthorization not implemented")
+}
+func (UnimplementedMCPHubServer) ForgetAuthorization(context.Context, *ForgetAuthorizationRequest) (*ForgetAuthorizationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForgetAuthorization not implemented")
 }
 func (UnimplementedMCPHubServer) mustEmbedUnimplementedMCPHubServer() {}
 func (UnimplementedMCPHubServer) testEmbeddedByValue()                {}
@@ -756,6 +798,42 @@ func _MCPHub_HandleServerRequests_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MCPHub_HandleServerRequestsServer = grpc.BidiStreamingServer[HandleServerRequestsRequest, HandleServerRequestsResponse]
 
+func _MCPHub_CompleteAuthorization_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteAuthorizationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).CompleteAuthorization(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_CompleteAuthorization_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).CompleteAuthorization(ctx, req.(*CompleteAuthorizationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MCPHub_ForgetAuthorization_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForgetAuthorizationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).ForgetAuthorization(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_ForgetAuthorization_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).ForgetAuthorization(ctx, req.(*ForgetAuthorizationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MCPHub_ServiceDesc is the grpc.ServiceDesc for MCPHub service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -822,6 +900,14 @@ var MCPHub_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRoots",
 			Handler:    _MCPHub_SetRoots_Handler,
+		},
+		{
+			MethodName: "CompleteAuthorization",
+			Handler:    _MCPHub_CompleteAuthorization_Handler,
+		},
+		{
+			MethodName: "ForgetAuthorization",
+			Handler:    _MCPHub_ForgetAuthorization_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

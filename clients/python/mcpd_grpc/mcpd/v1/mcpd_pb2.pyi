@@ -31,10 +31,12 @@ LOG_LEVEL_WARNING: LogLevel
 ROLE_ASSISTANT: Role
 ROLE_UNSPECIFIED: Role
 ROLE_USER: Role
+SERVER_REQUEST_KIND_AUTHORIZATION: ServerRequestKind
 SERVER_REQUEST_KIND_ELICITATION: ServerRequestKind
 SERVER_REQUEST_KIND_ROOTS: ServerRequestKind
 SERVER_REQUEST_KIND_SAMPLING: ServerRequestKind
 SERVER_REQUEST_KIND_UNSPECIFIED: ServerRequestKind
+SERVER_STATE_AUTHORIZATION_REQUIRED: ServerState
 SERVER_STATE_CONNECTING: ServerState
 SERVER_STATE_FAILED: ServerState
 SERVER_STATE_READY: ServerState
@@ -56,6 +58,20 @@ class Annotations(_message.Message):
     last_modified: str
     priority: float
     def __init__(self, audience: _Optional[_Iterable[_Union[Role, str]]] = ..., priority: _Optional[float] = ..., last_modified: _Optional[str] = ...) -> None: ...
+
+class AuthorizationRequest(_message.Message):
+    __slots__ = ["authorization_url", "expire_time"]
+    AUTHORIZATION_URL_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    authorization_url: str
+    expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, authorization_url: _Optional[str] = ..., expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class AuthorizationResult(_message.Message):
+    __slots__ = ["redirect_url"]
+    REDIRECT_URL_FIELD_NUMBER: _ClassVar[int]
+    redirect_url: str
+    def __init__(self, redirect_url: _Optional[str] = ...) -> None: ...
 
 class CallToolRequest(_message.Message):
     __slots__ = ["arguments", "meta", "name", "timeout"]
@@ -110,6 +126,20 @@ class CompleteArgument(_message.Message):
     name: str
     value: str
     def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class CompleteAuthorizationRequest(_message.Message):
+    __slots__ = ["redirect_url", "server"]
+    REDIRECT_URL_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    redirect_url: str
+    server: str
+    def __init__(self, server: _Optional[str] = ..., redirect_url: _Optional[str] = ...) -> None: ...
+
+class CompleteAuthorizationResponse(_message.Message):
+    __slots__ = ["server"]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    server: Server
+    def __init__(self, server: _Optional[_Union[Server, _Mapping]] = ...) -> None: ...
 
 class CompleteRequest(_message.Message):
     __slots__ = ["argument", "context", "prompt", "resource_template", "server"]
@@ -229,6 +259,16 @@ class Event(_message.Message):
     time: _timestamp_pb2.Timestamp
     tools_changed: ListChanged
     def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., server: _Optional[str] = ..., resource_updated: _Optional[_Union[ResourceUpdated, _Mapping]] = ..., tools_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., prompts_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., resources_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., server_state: _Optional[_Union[ServerStateChanged, _Mapping]] = ..., log: _Optional[_Union[LogMessage, _Mapping]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ...) -> None: ...
+
+class ForgetAuthorizationRequest(_message.Message):
+    __slots__ = ["server"]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    server: str
+    def __init__(self, server: _Optional[str] = ...) -> None: ...
+
+class ForgetAuthorizationResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
 
 class Gap(_message.Message):
     __slots__ = ["first_sequence", "last_sequence"]
@@ -421,6 +461,50 @@ class MediaContent(_message.Message):
     data: bytes
     mime_type: str
     def __init__(self, data: _Optional[bytes] = ..., mime_type: _Optional[str] = ...) -> None: ...
+
+class OAuthConfig(_message.Message):
+    __slots__ = ["assertion", "assertion_file", "client_id", "client_metadata_url", "client_secret", "dpop", "grant", "idp", "private_key_file", "scopes", "signing_algorithm", "token_endpoint_auth_method"]
+    ASSERTION_FIELD_NUMBER: _ClassVar[int]
+    ASSERTION_FILE_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_METADATA_URL_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SECRET_FIELD_NUMBER: _ClassVar[int]
+    DPOP_FIELD_NUMBER: _ClassVar[int]
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    IDP_FIELD_NUMBER: _ClassVar[int]
+    PRIVATE_KEY_FILE_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    SIGNING_ALGORITHM_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ENDPOINT_AUTH_METHOD_FIELD_NUMBER: _ClassVar[int]
+    assertion: str
+    assertion_file: str
+    client_id: str
+    client_metadata_url: str
+    client_secret: str
+    dpop: bool
+    grant: str
+    idp: OAuthIdentityProvider
+    private_key_file: str
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    signing_algorithm: str
+    token_endpoint_auth_method: str
+    def __init__(self, client_id: _Optional[str] = ..., client_secret: _Optional[str] = ..., client_metadata_url: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., token_endpoint_auth_method: _Optional[str] = ..., private_key_file: _Optional[str] = ..., signing_algorithm: _Optional[str] = ..., grant: _Optional[str] = ..., assertion: _Optional[str] = ..., assertion_file: _Optional[str] = ..., idp: _Optional[_Union[OAuthIdentityProvider, _Mapping]] = ..., dpop: bool = ...) -> None: ...
+
+class OAuthIdentityProvider(_message.Message):
+    __slots__ = ["client_id", "client_secret", "id_token", "id_token_file", "issuer", "token_endpoint"]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SECRET_FIELD_NUMBER: _ClassVar[int]
+    ID_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ID_TOKEN_FILE_FIELD_NUMBER: _ClassVar[int]
+    ISSUER_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    client_secret: str
+    id_token: str
+    id_token_file: str
+    issuer: str
+    token_endpoint: str
+    def __init__(self, issuer: _Optional[str] = ..., token_endpoint: _Optional[str] = ..., client_id: _Optional[str] = ..., client_secret: _Optional[str] = ..., id_token: _Optional[str] = ..., id_token_file: _Optional[str] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ["message", "progress", "total"]
@@ -641,8 +725,10 @@ class SamplingResult(_message.Message):
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[_Iterable[_Union[Content, _Mapping]]] = ..., model: _Optional[str] = ..., stop_reason: _Optional[str] = ...) -> None: ...
 
 class Server(_message.Message):
-    __slots__ = ["args", "capabilities", "command", "env_names", "header_names", "instructions", "last_error", "name", "pid", "protocol_version", "restarts", "server_info", "state", "state_changed_time", "stderr_tail", "tool_count", "transport", "url"]
+    __slots__ = ["args", "authorization_expire_time", "authorization_url", "capabilities", "command", "env_names", "header_names", "instructions", "last_error", "name", "pid", "protocol_version", "restarts", "server_info", "state", "state_changed_time", "stderr_tail", "tool_count", "transport", "url"]
     ARGS_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_URL_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     ENV_NAMES_FIELD_NUMBER: _ClassVar[int]
@@ -661,6 +747,8 @@ class Server(_message.Message):
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     args: _containers.RepeatedScalarFieldContainer[str]
+    authorization_expire_time: _timestamp_pb2.Timestamp
+    authorization_url: str
     capabilities: _struct_pb2.Struct
     command: str
     env_names: _containers.RepeatedScalarFieldContainer[str]
@@ -678,14 +766,15 @@ class Server(_message.Message):
     tool_count: int
     transport: Transport
     url: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., transport: _Optional[_Union[Transport, str]] = ..., protocol_version: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ..., instructions: _Optional[str] = ..., capabilities: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., restarts: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., state_changed_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env_names: _Optional[_Iterable[str]] = ..., header_names: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., transport: _Optional[_Union[Transport, str]] = ..., protocol_version: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ..., instructions: _Optional[str] = ..., capabilities: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., restarts: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., state_changed_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env_names: _Optional[_Iterable[str]] = ..., header_names: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ..., authorization_url: _Optional[str] = ..., authorization_expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ServerConfig(_message.Message):
-    __slots__ = ["call_timeout", "connect_timeout", "http", "name", "protocol_version", "remote", "sse", "stdio", "tools_allow", "tools_deny"]
+    __slots__ = ["call_timeout", "connect_timeout", "http", "name", "oauth", "protocol_version", "remote", "sse", "stdio", "tools_allow", "tools_deny"]
     CALL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     CONNECT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     HTTP_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    OAUTH_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     SSE_FIELD_NUMBER: _ClassVar[int]
@@ -696,29 +785,32 @@ class ServerConfig(_message.Message):
     connect_timeout: _duration_pb2.Duration
     http: HttpConfig
     name: str
+    oauth: OAuthConfig
     protocol_version: str
     remote: HttpConfig
     sse: HttpConfig
     stdio: StdioConfig
     tools_allow: _containers.RepeatedScalarFieldContainer[str]
     tools_deny: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioConfig, _Mapping]] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., sse: _Optional[_Union[HttpConfig, _Mapping]] = ..., remote: _Optional[_Union[HttpConfig, _Mapping]] = ..., call_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., connect_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., protocol_version: _Optional[str] = ..., tools_allow: _Optional[_Iterable[str]] = ..., tools_deny: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioConfig, _Mapping]] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., sse: _Optional[_Union[HttpConfig, _Mapping]] = ..., remote: _Optional[_Union[HttpConfig, _Mapping]] = ..., call_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., connect_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., protocol_version: _Optional[str] = ..., tools_allow: _Optional[_Iterable[str]] = ..., tools_deny: _Optional[_Iterable[str]] = ..., oauth: _Optional[_Union[OAuthConfig, _Mapping]] = ...) -> None: ...
 
 class ServerRequest(_message.Message):
-    __slots__ = ["deadline", "elicitation", "id", "roots", "sampling", "server"]
+    __slots__ = ["authorization", "deadline", "elicitation", "id", "roots", "sampling", "server"]
+    AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     ROOTS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
+    authorization: AuthorizationRequest
     deadline: _timestamp_pb2.Timestamp
     elicitation: ElicitationRequest
     id: str
     roots: RootsRequest
     sampling: SamplingRequest
     server: str
-    def __init__(self, id: _Optional[str] = ..., server: _Optional[str] = ..., sampling: _Optional[_Union[SamplingRequest, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationRequest, _Mapping]] = ..., roots: _Optional[_Union[RootsRequest, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., server: _Optional[str] = ..., sampling: _Optional[_Union[SamplingRequest, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationRequest, _Mapping]] = ..., roots: _Optional[_Union[RootsRequest, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ServerRequestRegistration(_message.Message):
     __slots__ = ["kinds", "servers"]
@@ -729,18 +821,20 @@ class ServerRequestRegistration(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[str]] = ..., kinds: _Optional[_Iterable[_Union[ServerRequestKind, str]]] = ...) -> None: ...
 
 class ServerRequestReply(_message.Message):
-    __slots__ = ["elicitation", "error", "id", "roots", "sampling"]
+    __slots__ = ["authorization", "elicitation", "error", "id", "roots", "sampling"]
+    AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     ROOTS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    authorization: AuthorizationResult
     elicitation: ElicitationResult
     error: ReplyError
     id: str
     roots: RootsResult
     sampling: SamplingResult
-    def __init__(self, id: _Optional[str] = ..., sampling: _Optional[_Union[SamplingResult, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., roots: _Optional[_Union[RootsResult, _Mapping]] = ..., error: _Optional[_Union[ReplyError, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., sampling: _Optional[_Union[SamplingResult, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., roots: _Optional[_Union[RootsResult, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationResult, _Mapping]] = ..., error: _Optional[_Union[ReplyError, _Mapping]] = ...) -> None: ...
 
 class ServerStateChanged(_message.Message):
     __slots__ = ["error", "state"]

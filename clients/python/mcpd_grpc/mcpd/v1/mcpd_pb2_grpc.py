@@ -108,6 +108,16 @@ class MCPHubStub(object):
                 request_serializer=mcpd_dot_v1_dot_mcpd__pb2.HandleServerRequestsRequest.SerializeToString,
                 response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.HandleServerRequestsResponse.FromString,
                 )
+        self.CompleteAuthorization = channel.unary_unary(
+                '/mcpd.v1.MCPHub/CompleteAuthorization',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.CompleteAuthorizationRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.CompleteAuthorizationResponse.FromString,
+                )
+        self.ForgetAuthorization = channel.unary_unary(
+                '/mcpd.v1.MCPHub/ForgetAuthorization',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationResponse.FromString,
+                )
 
 
 class MCPHubServicer(object):
@@ -259,6 +269,23 @@ class MCPHubServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CompleteAuthorization(self, request, context):
+        """Completes the pending OAuth authorization of a server with the URL the
+        browser was redirected to, for a host whose browser cannot reach mcpd's
+        redirect listener.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForgetAuthorization(self, request, context):
+        """Deletes a server's OAuth tokens and client registration, on disk and in
+        memory; its next refused request asks for authorization again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MCPHubServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -351,6 +378,16 @@ def add_MCPHubServicer_to_server(servicer, server):
                     servicer.HandleServerRequests,
                     request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.HandleServerRequestsRequest.FromString,
                     response_serializer=mcpd_dot_v1_dot_mcpd__pb2.HandleServerRequestsResponse.SerializeToString,
+            ),
+            'CompleteAuthorization': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteAuthorization,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.CompleteAuthorizationRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.CompleteAuthorizationResponse.SerializeToString,
+            ),
+            'ForgetAuthorization': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetAuthorization,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -669,5 +706,39 @@ class MCPHub(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/mcpd.v1.MCPHub/HandleServerRequests',
             mcpd_dot_v1_dot_mcpd__pb2.HandleServerRequestsRequest.SerializeToString,
             mcpd_dot_v1_dot_mcpd__pb2.HandleServerRequestsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CompleteAuthorization(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/CompleteAuthorization',
+            mcpd_dot_v1_dot_mcpd__pb2.CompleteAuthorizationRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.CompleteAuthorizationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ForgetAuthorization(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/ForgetAuthorization',
+            mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

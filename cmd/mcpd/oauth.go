@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpd-project/mcpd/internal/oauth"
+)
+
+// defaultOAuthStateDir is where tokens persist when --oauth-state-dir is
+// not given: $XDG_STATE_HOME/mcpd/oauth, else ~/.local/state/mcpd/oauth.
+func defaultOAuthStateDir(lookup func(string) (string, bool)) string {
+	if d, ok := lookup("XDG_STATE_HOME"); ok && d != "" {
+		return filepath.Join(d, "mcpd", "oauth")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "mcpd", "oauth")
+	}
+	return ""
+}
+
+// oauthRedirect is the loopback listener that receives the browser's
+// redirect at the end of a consent.
+type oauthRedirect struct {
+	srv  *http.Server
+	done chan struct{}
+}
+
+// startOAuth makes the OAuth manager and, unless addr is "off", its
+// redirect listener, which must be on a loopback address: the redirect
+// carries an authorization code.
+func startOAuth(stateDir, addr string, log zerolog.Logger, onChange func(string)) (*oauth.Manager, *oauthRedirect, error) {
+	m, err := oauth.New(&oauth.Options{StateDir: stateDir, Logger: &log, OnChange: onChange})
+	if err != nil {
+		return nil, nil, err
+	}
+	if addr == "off" {
+		return m, nil, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--oauth-redirect-addr %q: want host:port: %w", addr, err)
+	}
+	if !isLoopback(host) {
+		return nil, nil, fmt.Errorf("--oauth-redirect-addr %q: the redirect listener must be on a loopback address", addr)
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("oauth redirect listener: %w", err)
+	}
+	hostForURL := host
+	if hostForURL == "localhost" || hostForURL == "" {
+		hostForURL = "127.0.0.1"
+	}
+	port := lis.Addr().(*net.TCPAddr).Port
+	m.SetRedirectURL(fmt.Sprintf("http://%s%s", net.JoinHostPort(hostForURL, fmt.Sprint(port)), oauth.CallbackPath))
+	r := &oauthRedirect{
+		srv:  &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(r.done)
+		if err := r.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("oauth redirect listener stopped")
+		}
+	}()
+	log.Info().Str("addr", lis.Addr().String()).Msg("oauth redirect listener")
+	return m, r, nil
+}
+
+// close stops the listener; nil-safe.
+func (r *oauthRedirect) close(ctx context.Context) {
+	if r == nil {
+		return
+	}
+	if err := r.srv.Shutdown(ctx); err != nil {
+		_ = r.srv.Close()
+	}
+	<-r.done
+}

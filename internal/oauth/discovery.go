@@ -1,0 +1,194 @@
+package oauth
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+)
+
+// maxMetadataBytes bounds a metadata document.
+const maxMetadataBytes = 1 << 20
+
+// metadata is what discovery found for a server.
+type metadata struct {
+	// resource is the resource identifier as the Protected Resource
+	// Metadata publishes it, sent as the resource parameter (RFC 8707).
+	resource string
+	// scopesSupported is the resource's scopes_supported.
+	scopesSupported []string
+	asm             *oauthex.AuthServerMeta
+}
+
+// discover finds the server's authorization server, as the MCP
+// specification orders it: the resource_metadata URL of the challenge,
+// else the path-based well-known URL, else the root one; then the
+// authorization server metadata (RFC 8414 and OpenID discovery, issuer
+// validated). A metadata document that exists but names another resource
+// stops discovery: it must not lead to an authorization request. With no
+// metadata at all, the server's origin is taken as its authorization
+// server (the 2025-03-26 revision's fallback).
+func discover(ctx context.Context, c *http.Client, serverURL string, challenges []oauthex.Challenge) (*metadata, error) {
+	su, err := url.Parse(serverURL)
+	if err != nil {
+		return nil, fmt.Errorf("server url: %w", err)
+	}
+	origin := *su
+	origin.Path, origin.RawPath, origin.RawQuery, origin.Fragment = "", "", "", ""
+	type candidate struct{ metadataURL, resource string }
+	var candidates []candidate
+	if u := challengeParam(challenges, "resource_metadata"); u != "" {
+		candidates = append(candidates, candidate{u, serverURL})
+	}
+	pathBased := origin
+	pathBased.Path = "/.well-known/oauth-protected-resource/" + strings.TrimLeft(su.Path, "/")
+	root := origin
+	root.Path = "/.well-known/oauth-protected-resource"
+	candidates = append(candidates, candidate{pathBased.String(), serverURL}, candidate{root.String(), origin.String()})
+
+	for _, cand := range candidates {
+		prm, err := fetchResourceMetadata(ctx, c, cand.metadataURL)
+		if err != nil {
+			return nil, err
+		}
+		if prm == nil {
+			continue
+		}
+		if !resourceMatches(prm.Resource, cand.resource, serverURL) {
+			return nil, errorf(ErrAuthorizationFailed, "protected resource metadata names resource %q, not this server", prm.Resource)
+		}
+		if len(prm.AuthorizationServers) == 0 {
+			return nil, errorf(ErrAuthorizationFailed, "protected resource metadata names no authorization server")
+		}
+		asm, err := authServerMetadata(ctx, c, prm.AuthorizationServers[0])
+		if err != nil {
+			return nil, err
+		}
+		return &metadata{resource: prm.Resource, scopesSupported: prm.ScopesSupported, asm: asm}, nil
+	}
+	asm, err := authServerMetadata(ctx, c, origin.String())
+	if err != nil {
+		return nil, err
+	}
+	return &metadata{resource: serverURL, asm: asm}, nil
+}
+
+// resourceMatches accepts the resource a metadata document names when it
+// is the identifier its well-known URL was built from, or the server URL.
+func resourceMatches(got, want, serverURL string) bool {
+	return got == want || got == serverURL
+}
+
+// fetchResourceMetadata returns the document at u, or nil when there is
+// none (a 4xx answer).
+func fetchResourceMetadata(ctx context.Context, c *http.Client, u string) (*oauthex.ProtectedResourceMetadata, error) {
+	if err := httpsOrLoopback(u); err != nil {
+		return nil, errorf(ErrAuthorizationFailed, "resource metadata URL: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, errorf(ErrAuthorizationFailed, "resource metadata URL: %v", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch protected resource metadata: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		return nil, nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, errorf(ErrAuthorizationFailed, "fetch protected resource metadata: HTTP %d", resp.StatusCode)
+	}
+	var prm oauthex.ProtectedResourceMetadata
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetadataBytes)).Decode(&prm); err != nil {
+		return nil, errorf(ErrAuthorizationFailed, "protected resource metadata is not valid JSON")
+	}
+	for i, as := range prm.AuthorizationServers {
+		if err := httpsOrLoopback(as); err != nil {
+			return nil, errorf(ErrAuthorizationFailed, "authorization_servers[%d]: %v", i, err)
+		}
+	}
+	return &prm, nil
+}
+
+// authServerMetadata fetches the metadata of the authorization server
+// issuer (RFC 8414, OpenID discovery, path insertion and appending) and
+// validates its issuer; with none published, it assumes the default
+// endpoints of the 2025-03-26 revision.
+func authServerMetadata(ctx context.Context, c *http.Client, issuer string) (*oauthex.AuthServerMeta, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	asm, err := auth.GetAuthServerMetadata(ctx, issuer, c)
+	if err != nil {
+		return nil, errorf(ErrAuthorizationFailed, "authorization server metadata: %v", err)
+	}
+	if asm == nil {
+		base := strings.TrimSuffix(issuer, "/")
+		asm = &oauthex.AuthServerMeta{
+			Issuer:                base,
+			AuthorizationEndpoint: base + "/authorize",
+			TokenEndpoint:         base + "/token",
+			RegistrationEndpoint:  base + "/register",
+		}
+	}
+	return asm, nil
+}
+
+// httpsOrLoopback refuses plain HTTP except to a loopback host, so that
+// tokens and codes never cross a network in clear.
+func httpsOrLoopback(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a valid URL")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if isLoopbackHost(u.Hostname()) {
+			return nil
+		}
+		return fmt.Errorf("plain http to a host that is not loopback")
+	}
+	return fmt.Errorf("scheme %q is not https", u.Scheme)
+}
+
+func isLoopbackHost(h string) bool {
+	return h == "localhost" || h == "::1" || strings.HasPrefix(h, "127.")
+}
+
+// challengeParam returns a parameter of the first Bearer or DPoP challenge
+// that has it.
+func challengeParam(cs []oauthex.Challenge, name string) string {
+	for _, c := range cs {
+		if c.Scheme != "bearer" && c.Scheme != "dpop" {
+			continue
+		}
+		if v := c.Params[name]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// unionScopes returns a's scopes followed by those of b not in a.
+func unionScopes(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

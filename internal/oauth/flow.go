@@ -1,0 +1,296 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+)
+
+// flow is one authorization code grant waiting for a person's consent.
+type flow struct {
+	sa       *serverAuth
+	state    string
+	verifier string
+	authURL  string
+	redirect string
+	client   *clientRecord
+	meta     *metadata
+	expires  time.Time
+	done     chan struct{}
+	timer    *time.Timer
+
+	once       sync.Once
+	completing sync.Mutex // one completion at a time; the first wins
+	completed  bool
+}
+
+func (f *flow) finish() {
+	f.once.Do(func() {
+		f.timer.Stop()
+		f.sa.m.removeFlow(f)
+		close(f.done)
+	})
+}
+
+// startFlow registers the client if needed, builds the authorization URL
+// and makes the flow pending. It returns the ErrAuthorizationRequired the
+// refused request fails with.
+func (sa *serverAuth) startFlow(ctx context.Context, meta *metadata, scopes []string) error {
+	redirect := sa.m.redirect()
+	if redirect == "" {
+		return errorf(ErrAuthorizationFailed, "server %q needs a person's consent, but mcpd has no redirect listener (see --oauth-redirect-addr)", sa.name)
+	}
+	client, err := sa.ensureClient(ctx, meta, redirect)
+	if err != nil {
+		return err
+	}
+	verifier, challenge := pkce()
+	state := newState()
+	q := url.Values{
+		"response_type":         {"code"},
+		"client_id":             {client.ID},
+		"redirect_uri":          {redirect},
+		"state":                 {state},
+		"code_challenge":        {challenge},
+		"code_challenge_method": {"S256"},
+		"resource":              {meta.resource},
+	}
+	if len(scopes) > 0 {
+		q.Set("scope", strings.Join(scopes, " "))
+	}
+	authURL := meta.asm.AuthorizationEndpoint
+	if strings.Contains(authURL, "?") {
+		authURL += "&" + q.Encode()
+	} else {
+		authURL += "?" + q.Encode()
+	}
+	f := &flow{
+		sa:       sa,
+		state:    state,
+		verifier: verifier,
+		authURL:  authURL,
+		redirect: redirect,
+		client:   client,
+		meta:     meta,
+		expires:  time.Now().Add(sa.m.opts.FlowTTL),
+		done:     make(chan struct{}),
+	}
+	f.timer = time.AfterFunc(sa.m.opts.FlowTTL, func() {
+		if sa.endFlowIf(f, errorf(ErrAuthorizationFailed, "the authorization was not completed within %v", sa.m.opts.FlowTTL)) {
+			sa.m.changed(sa.name)
+		}
+	})
+	sa.mu.Lock()
+	sa.pending = f
+	sa.mu.Unlock()
+	sa.m.addFlow(f)
+	sa.m.log.Info().Str("server", sa.name).Str("issuer", meta.asm.Issuer).Time("expires", f.expires).Msg("server needs authorization")
+	sa.m.changed(sa.name)
+	return sa.consentError()
+}
+
+// endFlowIf ends the pending flow if it is still f.
+func (sa *serverAuth) endFlowIf(f *flow, err error) bool {
+	sa.mu.Lock()
+	if sa.pending != f {
+		sa.mu.Unlock()
+		return false
+	}
+	sa.mu.Unlock()
+	return sa.endFlow(err)
+}
+
+// ensureClient returns the client to authorize as, in the order the issue
+// of registration takes: credentials from the config, then a Client ID
+// Metadata Document, then a registration made before (for the same
+// redirect URL), then Dynamic Client Registration.
+func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect string) (*clientRecord, error) {
+	sa.mu.Lock()
+	cfg := sa.cfg
+	stored := sa.rec.Client
+	sa.mu.Unlock()
+	asm := meta.asm
+	if cfg != nil && cfg.ClientID != "" {
+		method := cfg.AuthMethod
+		if method == "" {
+			method = chooseAuthMethod(asm.TokenEndpointAuthMethodsSupported, cfg.ClientSecret != "")
+		}
+		return &clientRecord{ID: cfg.ClientID, Secret: cfg.ClientSecret, AuthMethod: method, How: "preregistered"}, nil
+	}
+	if cfg != nil && cfg.ClientMetadataURL != "" && asm.ClientIDMetadataDocumentSupported {
+		return &clientRecord{ID: cfg.ClientMetadataURL, AuthMethod: config.AuthMethodNone, How: "metadata-document"}, nil
+	}
+	if stored != nil && stored.How == "dynamic" && stored.RedirectURI == redirect {
+		return stored, nil
+	}
+	if asm.RegistrationEndpoint == "" {
+		return nil, errorf(ErrAuthorizationFailed, "the authorization server of %q offers no client registration; configure oauth.clientId", sa.name)
+	}
+	method := ""
+	if cfg != nil {
+		method = cfg.AuthMethod
+	}
+	if method == "" {
+		method = chooseAuthMethod(asm.TokenEndpointAuthMethodsSupported, false)
+	}
+	req := &oauthex.ClientRegistrationMetadata{
+		RedirectURIs:            []string{redirect},
+		TokenEndpointAuthMethod: method,
+		GrantTypes:              []string{"authorization_code", "refresh_token"},
+		ResponseTypes:           []string{"code"},
+		ClientName:              sa.m.opts.ClientName,
+		ApplicationType:         "native",
+	}
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := oauthex.RegisterClient(rctx, asm.RegistrationEndpoint, req, sa.m.opts.HTTPClient)
+	if err != nil {
+		return nil, errorf(ErrAuthorizationFailed, "dynamic client registration: %v", err)
+	}
+	c := &clientRecord{ID: resp.ClientID, Secret: resp.ClientSecret, AuthMethod: resp.TokenEndpointAuthMethod, RedirectURI: redirect, How: "dynamic"}
+	if c.AuthMethod == "" {
+		c.AuthMethod = method
+		if c.Secret != "" && method == config.AuthMethodNone {
+			c.AuthMethod = config.AuthMethodClientSecretBasic // RFC 7591's default
+		}
+	}
+	sa.mu.Lock()
+	sa.rec.Client = c
+	sa.rec.Issuer = asm.Issuer
+	rec := *sa.rec
+	sa.mu.Unlock()
+	sa.save(&rec)
+	sa.m.log.Info().Str("server", sa.name).Str("issuer", asm.Issuer).Msg("oauth client registered")
+	return c, nil
+}
+
+// chooseAuthMethod picks a token endpoint authentication method the
+// server supports: a public client's none where it can, else the secret
+// methods RFC 7591 names, basic first (its default).
+func chooseAuthMethod(supported []string, haveSecret bool) string {
+	order := []string{config.AuthMethodNone, config.AuthMethodClientSecretBasic, config.AuthMethodClientSecretPost}
+	if haveSecret {
+		order = []string{config.AuthMethodClientSecretBasic, config.AuthMethodClientSecretPost, config.AuthMethodNone}
+	}
+	for _, m := range order {
+		for _, s := range supported {
+			if s == m {
+				return m
+			}
+		}
+	}
+	if haveSecret {
+		return config.AuthMethodClientSecretBasic
+	}
+	return config.AuthMethodNone
+}
+
+// complete exchanges the code in a redirect's parameters for a token.
+func (f *flow) complete(ctx context.Context, params url.Values) error {
+	sa := f.sa
+	if params.Get("state") != f.state {
+		return errorf(ErrInvalidRedirect, "the redirect's state does not match the pending authorization of %q", sa.name)
+	}
+	f.completing.Lock()
+	defer f.completing.Unlock()
+	if f.completed {
+		return errorf(ErrNoPendingAuthorization, "the authorization of %q was already completed", sa.name)
+	}
+	select {
+	case <-f.done:
+		return errorf(ErrNoPendingAuthorization, "the authorization of %q ended", sa.name)
+	default:
+	}
+	fail := func(err error) error {
+		f.completed = true
+		if sa.endFlowIf(f, err) {
+			sa.m.log.Warn().Str("server", sa.name).Err(err).Msg("authorization failed")
+			sa.m.changed(sa.name)
+		}
+		return err
+	}
+	if e := params.Get("error"); e != "" {
+		msg := "the authorization server answered " + e
+		if d := params.Get("error_description"); d != "" {
+			msg += ": " + d
+		}
+		return fail(errorf(ErrAuthorizationFailed, "%s", msg))
+	}
+	// RFC 9207: where the server promises iss, it must come and match;
+	// where it does not, an iss that comes must still match. Compared as
+	// strings, without normalization.
+	asm := f.meta.asm
+	iss, hasIss := params["iss"]
+	switch {
+	case hasIss && (len(iss) != 1 || iss[0] != asm.Issuer):
+		return fail(errorf(ErrAuthorizationFailed, "the redirect's iss does not match the authorization server %q", asm.Issuer))
+	case !hasIss && asm.AuthorizationResponseIssParameterSupported:
+		return fail(errorf(ErrAuthorizationFailed, "the authorization server %q promises an iss parameter, but the redirect has none", asm.Issuer))
+	}
+	code := params.Get("code")
+	if code == "" {
+		return errorf(ErrInvalidRedirect, "the redirect URL has no code")
+	}
+	form := url.Values{
+		"grant_type":    {"authorization_code"},
+		"code":          {code},
+		"redirect_uri":  {f.redirect},
+		"code_verifier": {f.verifier},
+		"resource":      {f.meta.resource},
+	}
+	sa.mu.Lock()
+	dk, err := sa.dpopKeyLocked()
+	sa.mu.Unlock()
+	if err != nil {
+		return fail(err)
+	}
+	t, err := tokenRequest(ctx, sa.m.opts.HTTPClient, asm.TokenEndpoint, form, sa.clientAuth(f.client), asm.Issuer, dk)
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return err // the flow stays pending: the caller went away
+		}
+		return fail(err)
+	}
+	if t.Scopes == nil {
+		t.Scopes = scopesOf(f.authURL)
+	}
+	f.completed = true
+	sa.setToken(t, asm.Issuer)
+	sa.endFlowIf(f, nil)
+	sa.m.log.Info().Str("server", sa.name).Msg("server authorized")
+	sa.m.changed(sa.name)
+	return nil
+}
+
+// scopesOf returns the scopes an authorization URL asked for: the granted
+// ones when the token response does not say.
+func scopesOf(authURL string) []string {
+	u, err := url.Parse(authURL)
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(u.Query().Get("scope"))
+}
+
+// redirectParams parses the URL a browser was redirected to.
+func redirectParams(raw string) (url.Values, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.RawQuery == "" {
+		return nil, errorf(ErrInvalidRedirect, "redirect_url must be the full URL the browser ended on, with its query (code and state)")
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, errorf(ErrInvalidRedirect, "redirect_url has a malformed query")
+	}
+	if q.Get("state") == "" {
+		return nil, errorf(ErrInvalidRedirect, "redirect_url has no state parameter")
+	}
+	return q, nil
+}

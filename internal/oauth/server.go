@@ -1,0 +1,397 @@
+package oauth
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+)
+
+// serverAuth is the authorization of one server.
+type serverAuth struct {
+	m    *Manager
+	name string
+
+	// authMu serialises authorize, so that concurrent 401 answers lead to
+	// one discovery and one flow.
+	authMu sync.Mutex
+
+	mu       sync.Mutex
+	loaded   bool
+	resource string
+	cfg      *config.OAuth // nil: defaults
+	rec      *record
+	dpop     *dpopKey
+	pending  *flow
+	lastErr  string
+	// refused is why the last authorization attempt failed, until a token
+	// is obtained (see Manager.Blocked).
+	refused string
+	// stepUps counts re-authorizations for scopes already granted: a
+	// server that keeps refusing them is not asked about forever.
+	stepUps int
+}
+
+// configure takes the server's current settings, loading the stored
+// record on first use. A record for another URL, or obtained under other
+// settings (grant, client, scopes, DPoP), is not reused.
+func (sa *serverAuth) configure(resource string, cfg *config.OAuth) {
+	settings := settingsOf(cfg)
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	if !sa.loaded {
+		sa.loaded = true
+		rec, err := sa.m.store.load(sa.name)
+		if err != nil {
+			sa.m.log.Warn().Str("server", sa.name).Err(err).Msg("oauth state unreadable; starting afresh")
+		}
+		sa.rec = rec
+	}
+	if sa.rec == nil || sa.rec.Resource != resource || sa.rec.Settings != settings {
+		sa.rec = &record{Resource: resource, Settings: settings}
+		sa.dpop = nil
+		sa.stepUps = 0
+		sa.refused = ""
+	}
+	sa.resource = resource
+	sa.cfg = cfg.Clone()
+	if sa.wantsDPoP() && sa.dpop == nil && sa.rec.DPoPKey != "" {
+		if k, err := parseDPoPKey(sa.rec.DPoPKey); err == nil {
+			sa.dpop = k
+		}
+	}
+}
+
+// settingsOf describes the settings tokens are obtained under, without
+// secrets.
+func settingsOf(c *config.OAuth) string {
+	if c == nil {
+		return ""
+	}
+	s := strings.Join([]string{c.EffectiveGrant(), c.ClientID, c.ClientMetadataURL, strings.Join(c.Scopes, " "), c.AuthMethod}, "|")
+	if c.DPoP {
+		s += "|dpop"
+	}
+	if c.IdP != nil {
+		s += "|" + c.IdP.Issuer + "|" + c.IdP.TokenEndpoint + "|" + c.IdP.ClientID
+	}
+	return s
+}
+
+func (sa *serverAuth) wantsDPoP() bool { return sa.cfg != nil && sa.cfg.DPoP }
+
+// dpopKeyLocked returns the server's DPoP key, made and saved on first use.
+func (sa *serverAuth) dpopKeyLocked() (*dpopKey, error) {
+	if !sa.wantsDPoP() {
+		return nil, nil
+	}
+	if sa.dpop == nil {
+		k, err := newDPoPKey()
+		if err != nil {
+			return nil, err
+		}
+		sa.dpop = k
+		sa.rec.DPoPKey = k.marshal()
+	}
+	return sa.dpop, nil
+}
+
+// token returns the current token, or nil.
+func (sa *serverAuth) token() *tokenRecord {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	if sa.rec == nil || sa.rec.Token == nil {
+		return nil
+	}
+	t := *sa.rec.Token
+	return &t
+}
+
+func (sa *serverAuth) pendingFlow() *flow {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	if f := sa.pending; f != nil && time.Now().Before(f.expires) {
+		return f
+	}
+	return nil
+}
+
+// setToken keeps a new token and saves the record.
+func (sa *serverAuth) setToken(t *tokenRecord, issuer string) {
+	sa.mu.Lock()
+	sa.rec.Token = t
+	if issuer != "" {
+		sa.rec.Issuer = issuer
+	}
+	rec := *sa.rec
+	sa.lastErr = ""
+	sa.refused = ""
+	sa.mu.Unlock()
+	sa.save(&rec)
+}
+
+func (sa *serverAuth) save(rec *record) {
+	if err := sa.m.store.save(sa.name, rec); err != nil {
+		sa.m.log.Warn().Str("server", sa.name).Err(err).Msg("cannot save oauth state; tokens stay in memory")
+	}
+}
+
+// dropToken forgets a token that no longer works (a refused refresh).
+func (sa *serverAuth) dropToken() {
+	sa.mu.Lock()
+	sa.rec.Token = nil
+	rec := *sa.rec
+	sa.mu.Unlock()
+	sa.save(&rec)
+}
+
+func (sa *serverAuth) forget() {
+	sa.endFlow(errorf(ErrAuthorizationFailed, "authorization was forgotten"))
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	sa.rec = &record{Resource: sa.resource}
+	sa.dpop = nil
+	sa.stepUps = 0
+	sa.lastErr = ""
+	sa.refused = ""
+}
+
+// endFlow ends the pending flow, if any, with err (nil: it succeeded). It
+// reports whether there was one.
+func (sa *serverAuth) endFlow(err error) bool {
+	sa.mu.Lock()
+	f := sa.pending
+	sa.pending = nil
+	if err != nil {
+		sa.lastErr = err.Error()
+	}
+	sa.mu.Unlock()
+	if f == nil {
+		return false
+	}
+	f.finish()
+	return true
+}
+
+// refresh renews the token with its refresh token. A refused refresh
+// drops the token, so that the next 401 asks for consent again.
+func (sa *serverAuth) refresh(ctx context.Context) error {
+	sa.mu.Lock()
+	t := sa.rec.Token
+	client := sa.rec.Client
+	issuer := sa.rec.Issuer
+	sa.mu.Unlock()
+	if t == nil || t.RefreshToken == "" {
+		return errorf(ErrAuthorizationFailed, "no refresh token")
+	}
+	meta, err := discover(ctx, sa.m.opts.HTTPClient, sa.resource, nil)
+	if err != nil {
+		return err
+	}
+	ca := sa.clientAuth(client)
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {t.RefreshToken}, "resource": {meta.resource}}
+	sa.mu.Lock()
+	dk, err := sa.dpopKeyLocked()
+	sa.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	nt, err := tokenRequest(ctx, sa.m.opts.HTTPClient, meta.asm.TokenEndpoint, form, ca, meta.asm.Issuer, dk)
+	if err != nil {
+		if te, ok := errors.AsType[*tokenError](err); ok && te.Status >= 400 && te.Status < 500 {
+			sa.dropToken()
+		}
+		return err
+	}
+	if nt.RefreshToken == "" {
+		nt.RefreshToken = t.RefreshToken // the server keeps the old one valid
+	}
+	if nt.Scopes == nil {
+		nt.Scopes = t.Scopes
+	}
+	if issuer == "" {
+		issuer = meta.asm.Issuer
+	}
+	sa.setToken(nt, issuer)
+	sa.m.log.Info().Str("server", sa.name).Msg("oauth token refreshed")
+	return nil
+}
+
+// clientAuth returns how to authenticate the client to the token endpoint.
+func (sa *serverAuth) clientAuth(c *clientRecord) clientAuth {
+	ca := clientAuth{method: config.AuthMethodNone}
+	if c != nil {
+		ca.id, ca.secret, ca.method = c.ID, c.Secret, c.AuthMethod
+	}
+	if sa.cfg != nil {
+		ca.keyFile, ca.alg = sa.cfg.PrivateKeyFile, sa.cfg.SigningAlgorithm
+	}
+	if ca.method == "" {
+		ca.method = config.AuthMethodNone
+		if ca.secret != "" {
+			ca.method = config.AuthMethodClientSecretBasic
+		}
+	}
+	return ca
+}
+
+// authorize acts on an answer that asks for authorization: status 401, or
+// 403 with insufficient_scope (stepUp). sent is the token the refused
+// request carried. It returns nil when the request may be sent again with
+// a new token, and ErrAuthorizationRequired when a person must consent.
+func (sa *serverAuth) authorize(ctx context.Context, challenges []oauthex.Challenge, sent *tokenRecord, stepUp bool) error {
+	sa.authMu.Lock()
+	defer sa.authMu.Unlock()
+	if cur := sa.token(); cur != nil && (sent == nil || cur.AccessToken != sent.AccessToken) {
+		return nil // renewed by a concurrent request
+	}
+	if f := sa.pendingFlow(); f != nil {
+		return sa.consentError()
+	}
+	if !stepUp && sent != nil && sent.RefreshToken != "" {
+		if err := sa.refresh(ctx); err == nil {
+			return nil
+		}
+		sa.m.log.Info().Str("server", sa.name).Msg("oauth refresh refused; authorizing again")
+		sa.dropToken()
+	}
+	err := sa.authorizeLocked(ctx, challenges, sent, stepUp)
+	if err != nil && !errors.Is(err, ErrAuthorizationRequired) && ctx.Err() == nil {
+		sa.mu.Lock()
+		sa.lastErr = err.Error()
+		sa.refused = err.Error()
+		sa.mu.Unlock()
+	}
+	return err
+}
+
+func (sa *serverAuth) authorizeLocked(ctx context.Context, challenges []oauthex.Challenge, sent *tokenRecord, stepUp bool) error {
+	meta, err := discover(ctx, sa.m.opts.HTTPClient, sa.resource, challenges)
+	if err != nil {
+		return err
+	}
+	sa.mu.Lock()
+	if sa.rec.Issuer != "" && sa.rec.Issuer != meta.asm.Issuer {
+		// The resource moved to another authorization server (SEP-2352):
+		// its client registration and tokens mean nothing there.
+		sa.m.log.Info().Str("server", sa.name).Str("issuer", meta.asm.Issuer).Msg("authorization server changed; registering again")
+		sa.rec.Client = nil
+		sa.rec.Token = nil
+		sa.rec.Issuer = ""
+	}
+	cfg := sa.cfg
+	var granted []string
+	if sent != nil {
+		granted = sent.Scopes
+	}
+	sa.mu.Unlock()
+
+	challenged := strings.Fields(challengeParam(challenges, "scope"))
+	scopes := sa.chooseScopes(meta, challenged)
+	if stepUp {
+		if len(challenged) > 0 && allIn(challenged, granted) {
+			sa.mu.Lock()
+			sa.stepUps++
+			n := sa.stepUps
+			sa.mu.Unlock()
+			if n > maxStepUps-1 {
+				return errorf(ErrAuthorizationFailed, "server %q refuses scope %q although it was granted; not asking again (ForgetAuthorization starts afresh)", sa.name, strings.Join(challenged, " "))
+			}
+		}
+		// Keep what was granted before (SEP-2350).
+		scopes = unionScopes(granted, scopes)
+	}
+	if grant := cfg.EffectiveGrant(); grant != config.GrantAuthorizationCode {
+		t, err := sa.grantToken(ctx, grant, meta, scopes)
+		if err != nil {
+			return err
+		}
+		sa.setToken(t, meta.asm.Issuer)
+		sa.m.log.Info().Str("server", sa.name).Str("grant", grant).Msg("oauth token obtained")
+		return nil
+	}
+	return sa.startFlow(ctx, meta, scopes)
+}
+
+// chooseScopes picks the scopes to ask for: the configured ones, else the
+// challenge's, else the resource's scopes_supported, else none; plus
+// offline_access where the authorization server supports it (SEP-2207).
+func (sa *serverAuth) chooseScopes(meta *metadata, challenged []string) []string {
+	var scopes []string
+	switch {
+	case sa.cfg != nil && len(sa.cfg.Scopes) > 0:
+		scopes = slices.Clone(sa.cfg.Scopes)
+	case len(challenged) > 0:
+		scopes = slices.Clone(challenged)
+	default:
+		scopes = slices.Clone(meta.scopesSupported)
+	}
+	offline := slices.Contains(meta.asm.ScopesSupported, "offline_access")
+	if !offline {
+		scopes = slices.DeleteFunc(scopes, func(s string) bool { return s == "offline_access" })
+	} else if sa.cfg.EffectiveGrant() == config.GrantAuthorizationCode && !slices.Contains(scopes, "offline_access") {
+		scopes = append(scopes, "offline_access")
+	}
+	return scopes
+}
+
+func allIn(a, b []string) bool {
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// consentError is the error of a request that waits for consent.
+func (sa *serverAuth) consentError() error {
+	return errorf(ErrAuthorizationRequired, "server %q needs authorization: open its authorization_url (GetServer) in a browser, or pass the URL the browser ends on to CompleteAuthorization", sa.name)
+}
+
+// dpopKey returns the server's DPoP key, or nil when it uses none.
+func (sa *serverAuth) dpopKey() *dpopKey {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	if !sa.wantsDPoP() {
+		return nil
+	}
+	return sa.dpop
+}
+
+// accepted notes a request the server accepted with a token: whatever
+// refused authorization before no longer blocks the server.
+func (sa *serverAuth) accepted() {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	sa.refused = ""
+}
+
+// refreshIfStale refreshes the token before it expires, unless a
+// concurrent request did already.
+func (sa *serverAuth) refreshIfStale(ctx context.Context, seen *tokenRecord) error {
+	sa.authMu.Lock()
+	defer sa.authMu.Unlock()
+	if cur := sa.token(); cur == nil || cur.AccessToken != seen.AccessToken {
+		return nil
+	}
+	return sa.refresh(ctx)
+}
+
+// newState returns an unguessable state parameter.
+func newState() string { return rand.Text() }
+
+// pkce returns a verifier and its S256 challenge.
+func pkce() (verifier, challenge string) {
+	v := oauth2.GenerateVerifier()
+	return v, oauth2.S256ChallengeFromVerifier(v)
+}

@@ -1,0 +1,144 @@
+package oauth
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// record is what persists of one server's authorization.
+type record struct {
+	// Resource is the server URL the record is for; a server whose URL
+	// changed starts afresh.
+	Resource string `json:"resource"`
+	// Settings describes the oauth settings the record was made under.
+	Settings string `json:"settings,omitempty"`
+	// Issuer is the authorization server that issued the client and the
+	// tokens; a different one means the resource moved (SEP-2352).
+	Issuer string        `json:"issuer,omitempty"`
+	Client *clientRecord `json:"client,omitempty"`
+	Token  *tokenRecord  `json:"token,omitempty"`
+	// DPoPKey is the PKCS#8 PEM of the key DPoP tokens are bound to.
+	DPoPKey string `json:"dpopKey,omitempty"`
+}
+
+// clientRecord is a client registration mcpd made (or was given).
+type clientRecord struct {
+	ID          string `json:"id"`
+	Secret      string `json:"secret,omitempty"`
+	AuthMethod  string `json:"authMethod,omitempty"`
+	RedirectURI string `json:"redirectUri,omitempty"`
+	// How is "dynamic", "metadata-document" or "preregistered".
+	How string `json:"how"`
+}
+
+// tokenRecord is a token response.
+type tokenRecord struct {
+	AccessToken  string    `json:"accessToken"`
+	TokenType    string    `json:"tokenType,omitempty"`
+	RefreshToken string    `json:"refreshToken,omitempty"`
+	Expiry       time.Time `json:"expiry,omitzero"`
+	Scopes       []string  `json:"scopes,omitempty"`
+}
+
+// expiring reports whether the token must be renewed before use.
+func (t *tokenRecord) expiring(now time.Time) bool {
+	return !t.Expiry.IsZero() && now.Add(refreshMargin).After(t.Expiry)
+}
+
+// store keeps records as files <dir>/<server>.json; a nil dir keeps
+// nothing.
+type store struct {
+	dir string
+}
+
+func openStore(dir string) (*store, error) {
+	if dir == "" {
+		return &store{}, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("oauth state directory: %w", err)
+	}
+	// MkdirAll keeps the mode of a directory that exists; tokens must not
+	// sit in a directory others can list.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("oauth state directory: %w", err)
+	}
+	return &store{dir: dir}, nil
+}
+
+// path is the file of a server; server names are validated
+// ([A-Za-z0-9_-]), so they are safe file names.
+func (s *store) path(server string) string {
+	return filepath.Join(s.dir, server+".json")
+}
+
+// load returns the server's record, or nil when there is none.
+func (s *store) load(server string) (*record, error) {
+	if s.dir == "" || strings.ContainsAny(server, `/\`) {
+		return nil, nil
+	}
+	data, err := os.ReadFile(s.path(server))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read oauth state of %q: %w", server, err)
+	}
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("read oauth state of %q: the file is not valid JSON", server)
+	}
+	return &r, nil
+}
+
+// save writes the record atomically: a temporary file (0600) renamed over
+// the old one, so that a crash leaves the old record or the new one.
+func (s *store) save(server string, r *record) error {
+	if s.dir == "" || strings.ContainsAny(server, `/\`) {
+		return nil
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.dir, "."+server+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write oauth state of %q: %w", server, err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write oauth state of %q: %w", server, err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write oauth state of %q: %w", server, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write oauth state of %q: %w", server, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write oauth state of %q: %w", server, err)
+	}
+	if err := os.Rename(tmp.Name(), s.path(server)); err != nil {
+		return fmt.Errorf("write oauth state of %q: %w", server, err)
+	}
+	return nil
+}
+
+func (s *store) remove(server string) error {
+	if s.dir == "" || strings.ContainsAny(server, `/\`) {
+		return nil
+	}
+	if err := os.Remove(s.path(server)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("forget oauth state of %q: %w", server, err)
+	}
+	return nil
+}
