@@ -376,15 +376,26 @@ func (sa *serverAuth) accepted() {
 	sa.refused = ""
 }
 
-// refreshIfStale refreshes the token before it expires, unless a
-// concurrent request did already.
-func (sa *serverAuth) refreshIfStale(ctx context.Context, seen *tokenRecord) error {
+// renewIfStale renews the token before it expires, unless a concurrent
+// request did already: with its refresh token, else, for a grant that
+// needs no person, by running the grant again (a workload token file is
+// read anew then).
+func (sa *serverAuth) renewIfStale(ctx context.Context, seen *tokenRecord) error {
 	sa.authMu.Lock()
 	defer sa.authMu.Unlock()
 	if cur := sa.token(); cur == nil || cur.AccessToken != seen.AccessToken {
 		return nil
 	}
-	return sa.refresh(ctx)
+	if seen.RefreshToken != "" {
+		return sa.refresh(ctx)
+	}
+	sa.mu.Lock()
+	grant := sa.cfg.EffectiveGrant()
+	sa.mu.Unlock()
+	if grant == config.GrantAuthorizationCode {
+		return errorf(ErrAuthorizationFailed, "no refresh token")
+	}
+	return sa.authorizeLocked(ctx, nil, seen, false)
 }
 
 // newState returns an unguessable state parameter.

@@ -42,8 +42,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	tok := t.sa.token()
-	if tok != nil && tok.expiring(time.Now()) && tok.RefreshToken != "" {
-		if err := t.sa.refreshIfStale(ctx, tok); err == nil {
+	if tok != nil && tok.expiring(time.Now()) {
+		// Renewed before it is sent: with its refresh token, or, for a
+		// grant that needs no person, with the grant again.
+		if err := t.sa.renewIfStale(ctx, tok); err == nil {
 			tok = t.sa.token()
 		}
 	}

@@ -1,0 +1,390 @@
+package oauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+)
+
+// testAS is an authorization server and a protected resource at /mcp in
+// one loopback server: just enough OAuth to drive the Manager.
+type testAS struct {
+	srv *httptest.Server
+
+	mu          sync.Mutex
+	challenges  map[string]string // code -> PKCE challenge
+	tokens      map[string][]string
+	refresh     map[string]bool
+	expiresIn   int
+	issInRedir  string // "" means the right issuer
+	needScope   string // a scope /mcp demands beyond a valid token
+	refuse      bool   // /mcp refuses needScope even when granted
+	tokenCalls  atomic.Int32
+	grantTypes  []string
+	lastAuthReq url.Values
+}
+
+func newTestAS(t *testing.T) *testAS {
+	as := &testAS{challenges: map[string]string{}, tokens: map[string][]string{}, refresh: map[string]bool{}, expiresIn: 3600}
+	mux := http.NewServeMux()
+	as.srv = httptest.NewServer(mux)
+	t.Cleanup(as.srv.Close)
+	base := func() string { return as.srv.URL }
+	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"resource": base() + "/mcp", "authorization_servers": []string{base()}, "scopes_supported": []string{"read"}})
+	})
+	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{
+			"issuer": base(), "authorization_endpoint": base() + "/authorize", "token_endpoint": base() + "/token",
+			"registration_endpoint": base() + "/register", "response_types_supported": []string{"code"},
+			"code_challenge_methods_supported": []string{"S256"}, "authorization_response_iss_parameter_supported": true,
+			"token_endpoint_auth_methods_supported": []string{"none", "client_secret_basic"},
+		})
+	})
+	mux.HandleFunc("/register", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		writeJSON(w, map[string]any{"client_id": "dyn-client", "token_endpoint_auth_method": "none"})
+	})
+	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		as.mu.Lock()
+		as.lastAuthReq = q
+		code := fmt.Sprintf("code-%d", len(as.challenges))
+		as.challenges[code] = q.Get("code_challenge") + " " + q.Get("scope")
+		iss := as.issInRedir
+		as.mu.Unlock()
+		if iss == "" {
+			iss = base()
+		}
+		u, _ := url.Parse(q.Get("redirect_uri"))
+		v := url.Values{"code": {code}, "state": {q.Get("state")}, "iss": {iss}}
+		u.RawQuery = v.Encode()
+		http.Redirect(w, r, u.String(), http.StatusFound)
+	})
+	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		as.tokenCalls.Add(1)
+		_ = r.ParseForm()
+		as.mu.Lock()
+		defer as.mu.Unlock()
+		gt := r.PostForm.Get("grant_type")
+		as.grantTypes = append(as.grantTypes, gt)
+		var scopes []string
+		switch gt {
+		case "authorization_code":
+			ch, ok := as.challenges[r.PostForm.Get("code")]
+			sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
+			pkce, scope, _ := strings.Cut(ch, " ")
+			if !ok || base64.RawURLEncoding.EncodeToString(sum[:]) != pkce || r.PostForm.Get("resource") != base()+"/mcp" {
+				w.WriteHeader(http.StatusBadRequest)
+				writeJSON(w, map[string]any{"error": "invalid_grant"})
+				return
+			}
+			delete(as.challenges, r.PostForm.Get("code"))
+			scopes = strings.Fields(scope)
+		case "refresh_token":
+			if !as.refresh[r.PostForm.Get("refresh_token")] {
+				w.WriteHeader(http.StatusBadRequest)
+				writeJSON(w, map[string]any{"error": "invalid_grant"})
+				return
+			}
+			delete(as.refresh, r.PostForm.Get("refresh_token"))
+			scopes = []string{"read"}
+		case "client_credentials":
+			if id, secret, ok := r.BasicAuth(); !ok || id != "svc" || secret != "s3cret" {
+				w.WriteHeader(http.StatusUnauthorized)
+				writeJSON(w, map[string]any{"error": "invalid_client"})
+				return
+			}
+			scopes = []string{"read"}
+		}
+		n := len(as.tokens)
+		access, refresh := fmt.Sprintf("at-%d", n), fmt.Sprintf("rt-%d", n)
+		as.tokens[access] = scopes
+		as.refresh[refresh] = true
+		writeJSON(w, map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": as.expiresIn, "refresh_token": refresh, "scope": strings.Join(scopes, " ")})
+	})
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		as.mu.Lock()
+		scopes, ok := as.tokens[tok]
+		need, refuse := as.needScope, as.refuse
+		as.mu.Unlock()
+		rm := `resource_metadata="` + base() + `/.well-known/oauth-protected-resource/mcp"`
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer `+rm)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if need != "" && (refuse || !strings.Contains(" "+strings.Join(scopes, " ")+" ", " "+need+" ")) {
+			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+need+`", `+rm)
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(body)
+	})
+	return as
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// client sends requests to the test resource through m.
+func client(m *Manager, as *testAS, cfg *config.OAuth) *http.Client {
+	return &http.Client{Transport: m.Transport("srv", as.srv.URL+"/mcp", cfg, http.DefaultTransport)}
+}
+
+func post(t *testing.T, c *http.Client, as *testAS) (*http.Response, error) {
+	t.Helper()
+	resp, err := c.Post(as.srv.URL+"/mcp", "application/json", strings.NewReader(`{"ping":1}`))
+	if err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && string(body) != `{"ping":1}` {
+			t.Errorf("resource got body %q, want the request's own (sent again intact)", body)
+		}
+	}
+	return resp, err
+}
+
+// consent follows the pending authorization URL like a browser that stops
+// at mcpd's redirect, and returns where it was sent.
+func consent(t *testing.T, m *Manager) string {
+	t.Helper()
+	p, ok := m.Pending("srv")
+	if !ok {
+		t.Fatal("Pending: got none, want a consent to give")
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(p.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.Header.Get("Location")
+}
+
+func newManager(t *testing.T, dir string) *Manager {
+	t.Helper()
+	m, err := New(&Options{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetRedirectURL("http://127.0.0.1:1" + CallbackPath)
+	return m
+}
+
+func TestAuthorizationCodeFlow(t *testing.T) {
+	as := newTestAS(t)
+	dir := filepath.Join(t.TempDir(), "oauth")
+	m := newManager(t, dir)
+	c := client(m, as, nil)
+	ctx := context.Background()
+
+	if _, err := post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("first request: got %v, want ErrAuthorizationRequired", err)
+	}
+	redirect := consent(t, m)
+	if got := as.lastAuthReq; got.Get("code_challenge_method") != "S256" || got.Get("resource") != as.srv.URL+"/mcp" || got.Get("client_id") != "dyn-client" || got.Get("scope") != "read" {
+		t.Errorf("authorization request: got %v, want S256 PKCE, the resource, the registered client and scope read", got)
+	}
+
+	wrong := strings.Replace(redirect, "state=", "state=x", 1)
+	if err := m.Complete(ctx, "srv", wrong); !errors.Is(err, ErrInvalidRedirect) {
+		t.Errorf("Complete with a wrong state: got %v, want ErrInvalidRedirect", err)
+	}
+	if err := m.Complete(ctx, "srv", "not a url%"); !errors.Is(err, ErrInvalidRedirect) {
+		t.Errorf("Complete with a malformed URL: got %v, want ErrInvalidRedirect", err)
+	}
+	if err := m.Complete(ctx, "srv", redirect); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if _, ok := m.Pending("srv"); ok {
+		t.Error("Pending after Complete: got one, want none")
+	}
+	resp, err := post(t, c, as)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("request after consent: got %v %v, want 200", resp, err)
+	}
+
+	// The state persists, private, and a new Manager reuses the token.
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state dir: got %v %v, want mode 0700", fi.Mode(), err)
+	}
+	fi, err = os.Stat(filepath.Join(dir, "srv.json"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("state file: got %v %v, want mode 0600", fi.Mode(), err)
+	}
+	calls := as.tokenCalls.Load()
+	m2 := newManager(t, dir)
+	if resp, err := post(t, client(m2, as, nil), as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("request from a restarted manager: got %v %v, want 200 with the stored token", resp, err)
+	}
+	if as.tokenCalls.Load() != calls {
+		t.Errorf("token requests: got %d more, want none (the stored token is reused)", as.tokenCalls.Load()-calls)
+	}
+
+	if err := m2.Forget("srv"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "srv.json")); !os.IsNotExist(err) {
+		t.Errorf("state file after Forget: got %v, want it gone", err)
+	}
+}
+
+func TestIssMismatchRefused(t *testing.T) {
+	as := newTestAS(t)
+	as.issInRedir = as.srv.URL + "/" // normalization must not make it match
+	m := newManager(t, t.TempDir())
+	if _, err := post(t, client(m, as, nil), as); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("first request: got %v, want ErrAuthorizationRequired", err)
+	}
+	calls := as.tokenCalls.Load()
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); !errors.Is(err, ErrAuthorizationFailed) {
+		t.Errorf("Complete with a wrong iss: got %v, want ErrAuthorizationFailed", err)
+	}
+	if as.tokenCalls.Load() != calls {
+		t.Error("a code with a wrong iss was sent to the token endpoint")
+	}
+	if m.LastError("srv") == "" {
+		t.Error("LastError: got empty, want why the authorization failed")
+	}
+}
+
+func TestRefreshBeforeExpiry(t *testing.T) {
+	as := newTestAS(t)
+	as.expiresIn = 1 // within the refresh margin: renewed before every use
+	m := newManager(t, t.TempDir())
+	c := client(m, as, nil)
+	_, _ = post(t, c, as)
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("request: got %v %v, want 200", resp, err)
+	}
+	as.mu.Lock()
+	grants := strings.Join(as.grantTypes, ",")
+	as.mu.Unlock()
+	if grants != "authorization_code,refresh_token" {
+		t.Errorf("token requests: got %s, want the code exchange then a refresh", grants)
+	}
+	// A refused refresh (every token revoked) asks for consent.
+	as.mu.Lock()
+	clear(as.refresh)
+	clear(as.tokens)
+	as.mu.Unlock()
+	if _, err := post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Errorf("request after a revoked refresh token: got %v, want ErrAuthorizationRequired", err)
+	}
+}
+
+func TestStepUpIsBounded(t *testing.T) {
+	as := newTestAS(t)
+	m := newManager(t, t.TempDir())
+	c := client(m, as, nil)
+	ctx := context.Background()
+	_, _ = post(t, c, as)
+	if err := m.Complete(ctx, "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	as.mu.Lock()
+	as.needScope = "write"
+	as.mu.Unlock()
+	// A new scope: consent again, asking for the union.
+	if _, err := post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("request needing write: got %v, want ErrAuthorizationRequired", err)
+	}
+	if err := m.Complete(ctx, "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	if got := as.lastAuthReq.Get("scope"); got != "read write" {
+		t.Errorf("step-up scope: got %q, want %q (granted plus challenged)", got, "read write")
+	}
+	if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("request after the step-up: got %v %v, want 200", resp, err)
+	}
+	// Now the server refuses a scope it granted: mcpd asks once more, then
+	// stops asking.
+	as.mu.Lock()
+	as.needScope = "admin"
+	as.refuse = true
+	as.mu.Unlock()
+	consents := 0
+	var err error
+	for range 5 {
+		if _, err = post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
+			break
+		}
+		consents++
+		if cerr := m.Complete(ctx, "srv", consent(t, m)); cerr != nil {
+			t.Fatal(cerr)
+		}
+	}
+	if !errors.Is(err, ErrAuthorizationFailed) || consents > 2 {
+		t.Errorf("a scope refused after it was granted: got %v after %d consents, want ErrAuthorizationFailed after at most 2", err, consents)
+	}
+	if m.Blocked("srv") == nil {
+		t.Error("Blocked: got nil, want the refusal")
+	}
+}
+
+func TestClientCredentials(t *testing.T) {
+	as := newTestAS(t)
+	m := newManager(t, t.TempDir())
+	cfg := &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "s3cret"}
+	resp, err := post(t, client(m, as, cfg), as)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("request: got %v %v, want 200 with no person involved", resp, err)
+	}
+	if _, ok := m.Pending("srv"); ok {
+		t.Error("Pending: got a consent, want none for client credentials")
+	}
+	wrong := &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "nope"}
+	if _, err := post(t, client(newManager(t, t.TempDir()), as, wrong), as); !errors.Is(err, ErrAuthorizationFailed) {
+		t.Errorf("wrong secret: got %v, want ErrAuthorizationFailed", err)
+	} else if strings.Contains(err.Error(), "nope") {
+		t.Errorf("error %q quotes the secret", err)
+	}
+}
+
+func TestFlowExpires(t *testing.T) {
+	as := newTestAS(t)
+	m, err := New(&Options{FlowTTL: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetRedirectURL("http://127.0.0.1:1" + CallbackPath)
+	_, _ = post(t, client(m, as, nil), as)
+	p, ok := m.Pending("srv")
+	if !ok {
+		t.Fatal("Pending: got none")
+	}
+	select {
+	case <-p.Done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flow did not end at its expiry")
+	}
+	if m.LastError("srv") == "" {
+		t.Error("LastError after expiry: got empty, want why")
+	}
+}
