@@ -13,7 +13,8 @@
 // servers, connects the URL through MCPHub.ConnectServer with the protocol
 // version forced, performs the scenario's client actions through MCPHub RPCs
 // (answering sampling and elicitation through HandleServerRequests with fixed
-// replies), stops mcpd with SIGTERM and exits 0 or 1. The suite judges what
+// replies, and completing OAuth consents the way an agent does: see
+// auth.go), stops mcpd with SIGTERM and exits 0 or 1. The suite judges what
 // reached its mock server; the driver never speaks MCP itself.
 //
 // The driver prints one verdict line on stdout ("mcpd-conformance: PASS" or
