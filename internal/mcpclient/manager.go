@@ -242,6 +242,9 @@ func (m *Manager) Disconnect(ctx context.Context, name string) error {
 		return errorf(ErrNotFound, "server %q not found", name)
 	}
 	u.stop()
+	if m.opts.OAuth != nil {
+		m.opts.OAuth.Release(name) // its tokens stay for the next connect
+	}
 	return nil
 }
 
