@@ -344,10 +344,16 @@ def proxy(daemon: Daemon, tmp_path: Path) -> Iterator[UnixProxy]:
         p.close()
 
 
+#: Whether mcpd_grpc comes from an installed distribution (as in `make
+#: test-python`, MCPD_PYTHON_INSTALLED=1) rather than from the source tree.
+INSTALLED = PY_DIR not in Path(mcpd_grpc.__file__).resolve().parents
+
+
 def example_env(target: str, token: str = "") -> dict:
     env = dict(os.environ)
     env["MCPD_ADDRESS"] = target
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PY_DIR), env.get("PYTHONPATH", "")]))
+    if not INSTALLED:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PY_DIR), env.get("PYTHONPATH", "")]))
     if token:
         env["MCPD_API_TOKEN"] = token
     else:
