@@ -382,8 +382,13 @@ $(STAMP_PY_NEWEST): $(STAMP_UV) | $(STAMPS)
 		$(UV_ENV) '$(UV)' pip sync -q --require-hashes --python "$$tmp/$$v/bin/python" $(PY_LOCK_DIR)/newest.txt; done
 	rm -f $(STAMPS)/pylock-newest@* && touch $@
 
+# mcp-server-fetch extracts articles with readabilipy, which runs
+# `npm install` into its own folder on first use when node is present (the
+# Readability.js path); that first use is made here, not in a test.
 $(STAMP_UVX): $(STAMP_UV) | $(STAMPS)
 	for s in $(UVX_SERVERS); do $(UV_ENV) '$(UVX)' "$$s" --help >/dev/null; done
+	for s in $(filter mcp-server-fetch==%,$(UVX_SERVERS)); do $(UV_ENV) '$(UVX)' --from "$$s" python -c \
+		'from readabilipy.simple_json import have_node; print("readabilipy: node", have_node())'; done
 	rm -f $(STAMPS)/uvx@* && touch $@
 
 $(STAMP_PY_OLDEST): $(STAMP_UV) | $(STAMPS)
