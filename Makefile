@@ -338,8 +338,7 @@ python-dist: $(STAMP_PY_NEWEST) ## Build the wheel and sdist of clients/python i
 lint-python: python-dist ## mypy --strict and ruff (newest set) on clients/python and examples/python
 	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' check --no-cache . ../../examples/python
 	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' format --no-cache --check --diff . ../../examples/python
-	cd $(PY_DIR) && MYPYPATH=. '$(PY_VENVS)/build/bin/mypy' --no-incremental --cache-dir=/dev/null \
-		-p mcpd_grpc ../../examples/python/*.py
+	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/mypy' --no-incremental --cache-dir=/dev/null mcpd_grpc ../../examples/python
 
 # pytest runs as the venv's script (not `python -m`, which would put the
 # source folder first on sys.path): the tests import the installed package.

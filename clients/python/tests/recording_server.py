@@ -56,9 +56,7 @@ def main() -> None:
         elif method == "ping":
             reply(msg["id"], {})
         elif "id" in msg and method is not None:
-            sys.stdout.write(
-                json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": f"no method {method}"}}) + "\n"
-            )
+            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": f"no method {method}"}}) + "\n")
             sys.stdout.flush()
 
 

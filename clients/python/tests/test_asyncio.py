@@ -45,16 +45,22 @@ async def recorder(aclient: AsyncClient, tmp_path: Path, request: pytest.Fixture
         await aclient.disconnect_server(name)
 
 
+def read_record(record: Path) -> str:
+    # A few bytes from a local file: not worth a thread.
+    return record.read_text()
+
+
 async def lines_of(record: Path, prefix: str, count: int = 1) -> List[str]:
     """Waits until record has count lines starting with prefix."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + POLL_TIMEOUT
     while True:
-        lines = [line for line in record.read_text().splitlines() if line.startswith(prefix)]
+        text = read_record(record)
+        lines = [line for line in text.splitlines() if line.startswith(prefix)]
         if len(lines) >= count:
             return lines
         if loop.time() > deadline:
-            pytest.fail(f"{record} has no {prefix!r} line after {POLL_TIMEOUT}s: {record.read_text()!r}")
+            pytest.fail(f"{record} has no {prefix!r} line after {POLL_TIMEOUT}s: {text!r}")
         await asyncio.sleep(0.02)
 
 

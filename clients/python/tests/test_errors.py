@@ -8,9 +8,8 @@ from typing import Iterator
 import pytest
 
 import mcpd_grpc
-from mcpd_grpc import AsyncClient, Client, ServerConfig
-
 from conftest import RPC_TIMEOUT, Daemon, run_async
+from mcpd_grpc import AsyncClient, Client, ServerConfig
 
 TOKEN = "test-token-5f1c"
 

@@ -47,7 +47,7 @@ def test_agent_loop(daemon: Daemon) -> None:
 def test_follow_events(daemon: Daemon) -> None:
     out = run_example(daemon, "follow_events.py", "--limit", "2", "--server", "demo")
     lines = out.splitlines()
-    assert len(lines) == 2 and all(re.fullmatch(r"#\d+ demo: resource demo://clock updated", l) for l in lines), out
+    assert len(lines) == 2 and all(re.fullmatch(r"#\d+ demo: resource demo://clock updated", line) for line in lines), out
 
 
 def test_installed_distribution() -> None:
