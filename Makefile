@@ -286,6 +286,7 @@ STAMP_UVX   := $(STAMPS)/uvx@$(subst ==,-,$(subst $(space),+,$(UVX_SERVERS)))
 py_lock_hash = $(shell sha256sum $(PY_LOCK_DIR)/$(1).txt 2>/dev/null | cut -c1-16)
 STAMP_PY_NEWEST := $(STAMPS)/pylock-newest@$(call py_lock_hash,newest)
 STAMP_PY_OLDEST := $(STAMPS)/pylock-oldest@$(call py_lock_hash,oldest)
+STAMP_PY_BENCH  := $(STAMPS)/pylock-bench@$(call py_lock_hash,bench)
 # py_find VERSION prints the machine's python VERSION (pyenv's shims only
 # work for the selected version, so its versions folder is searched).
 PY_FIND = py_find() { local c; for c in "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions/"$$1".*/bin/python"$$1" \
@@ -336,8 +337,8 @@ python-dist: $(STAMP_PY_NEWEST) ## Build the wheel and sdist of clients/python i
 
 .PHONY: lint-python
 lint-python: python-dist ## mypy --strict and ruff (newest set) on clients/python and examples/python
-	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' check --no-cache . ../../examples/python
-	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' format --no-cache --check --diff . ../../examples/python
+	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' check --no-cache . ../../examples/python ../../bench/python
+	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' format --no-cache --check --diff . ../../examples/python ../../bench/python
 	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/mypy' --no-incremental --cache-dir=/dev/null mcpd_grpc ../../examples/python
 
 # pytest runs as the venv's script (not `python -m`, which would put the
@@ -356,6 +357,18 @@ test-python: python-dist $(STAMP_PY_OLDEST) $(STAMP_NPM) build lint-python ## Ru
 		$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)'/newest-$$v/bin/python '$(PY_DIST)'/*.whl; \
 		(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)'/newest-$$v/bin/pytest $(PYTEST_FLAGS) tests/test_unit.py); \
 	done
+
+# The Python benchmark (bench/python/bench.py; a report, not a test): the
+# official SDK `mcp` (tools/python/bench.txt) calling the demo server and
+# server-everything directly, against Client and AsyncClient through mcpd.
+PY_BENCH_FLAGS ?=
+.PHONY: bench-python
+bench-python: python-dist $(STAMP_PY_BENCH) $(STAMP_NPM) build ## Python benchmark: the mcp SDK directly vs mcpd_grpc through mcpd (PY_BENCH_FLAGS=--duration=5 ...)
+	@$(PY_FIND); $(PY_VENV); py_venv bench bench $(PY_NEWEST_PYTHON)
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)/bench/bin/python' '$(PY_DIST)'/*.whl
+	'$(PY_VENVS)/bench/bin/python' bench/python/bench.py --mcpd '$(MCPD)' --everything '$(EVERYTHING)' $(PY_BENCH_FLAGS)
+
+bench: bench-python
 
 .PHONY: python-lock
 python-lock: $(STAMP_UV) ## Re-resolve tools/python/*.txt (hashes) from the *.in files after editing them
@@ -389,6 +402,12 @@ $(STAMP_UVX): $(STAMP_UV) | $(STAMPS)
 	for s in $(filter mcp-server-fetch==%,$(UVX_SERVERS)); do $(UV_ENV) '$(UVX)' --from "$$s" python -c \
 		'from readabilipy.simple_json import have_node; print("readabilipy: node", have_node())'; done
 	rm -f $(STAMPS)/uvx@* && touch $@
+
+$(STAMP_PY_BENCH): $(STAMP_UV) | $(STAMPS)
+	@$(PY_FIND); tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; py="$$(py_find $(PY_NEWEST_PYTHON))"; \
+	$(UV_ENV) '$(UV)' venv -q --python "$$py" "$$tmp/v"; \
+	$(UV_ENV) '$(UV)' pip sync -q --require-hashes --python "$$tmp/v/bin/python" $(PY_LOCK_DIR)/bench.txt
+	rm -f $(STAMPS)/pylock-bench@* && touch $@
 
 $(STAMP_PY_OLDEST): $(STAMP_UV) | $(STAMPS)
 	@$(PY_FIND); tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; py="$$(py_find $(PY_OLDEST_PYTHON))"; \
