@@ -7,7 +7,6 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import grpc
-import grpc.aio
 
 from .mcpd.v1 import mcpd_pb2_grpc as _pb_grpc
 
@@ -15,9 +14,6 @@ from .mcpd.v1 import mcpd_pb2_grpc as _pb_grpc
 #: annotations, and a call to it from typed code is an error under mypy
 #: --strict.
 new_stub: Callable[[Any], Any] = _pb_grpc.MCPHubStub
-
-#: grpc.aio's end-of-stream marker for call.read(); grpc-stubs lacks it.
-AIO_EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]
 
 log = logging.getLogger("mcpd_grpc")
 

@@ -20,6 +20,9 @@ from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem
 from .errors import Cancelled, InvalidArgument, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
 
+#: grpc.aio's end-of-stream marker for call.read(); grpc-stubs lacks it.
+_AIO_EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]
+
 __all__ = ["AsyncClient", "AsyncSubscription", "AsyncToolCallStream"]
 
 _UNSET: Any = object()
@@ -334,7 +337,7 @@ class AsyncToolCallStream:
                 if self._cancelled:
                     raise Cancelled("the call was cancelled") from None
                 raise
-            if m is _common.AIO_EOF:
+            if m is _AIO_EOF:
                 raise StopAsyncIteration
             item = cv.stream_item(m)
             if item is None:
@@ -421,7 +424,7 @@ class AsyncSubscription:
                     raise StopAsyncIteration from None
                 raise
             else:
-                if m is not _common.AIO_EOF:
+                if m is not _AIO_EOF:
                     ev = cv.event(m.event)
                     self._resume = self.last_sequence = ev.sequence
                     return ev
@@ -514,7 +517,7 @@ class _AsyncRequestWorker:
                 await call.write(cv.registration(kinds))
                 while True:
                     msg = await call.read()
-                    if msg is _common.AIO_EOF:
+                    if msg is _AIO_EOF:
                         break
                     which = msg.WhichOneof("message")
                     if which == "registered":
