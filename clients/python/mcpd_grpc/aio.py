@@ -23,6 +23,41 @@ from .mcpd.v1 import mcpd_pb2 as pb
 #: grpc.aio's end-of-stream marker for call.read(); grpc-stubs lacks it.
 _AIO_EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]
 
+
+async def _settled_error(call: Any, err: grpc.RpcError) -> grpc.RpcError:
+    """Returns the status the call really ended with.
+
+    A write to a call that the server has just ended (an authentication
+    failure rejects HandleServerRequests at once) fails in grpc.aio with
+    INTERNAL "Internal error from Core", and that stands as the call's
+    status until the server's own status is processed, a moment later. So an
+    INTERNAL is checked again for a short while before it counts.
+    """
+    if err.code() != grpc.StatusCode.INTERNAL:
+        return err
+    for _ in range(_SETTLE_POLLS):
+        await asyncio.sleep(_SETTLE_INTERVAL)
+        code = await call.code()
+        if code != grpc.StatusCode.INTERNAL:
+            return grpc.aio.AioRpcError(
+                code, await call.initial_metadata(), await call.trailing_metadata(), await call.details(), await call.debug_error_string()
+            )
+    return err
+
+
+def _status_lost(err: grpc.RpcError) -> bool:
+    """Whether err is grpc.aio's own stand-in for a status it lost (see
+    _settled_error) rather than one from mcpd: the stream is opened again,
+    as after UNAVAILABLE, and the next attempt learns the real status."""
+    return bool(err.code() == grpc.StatusCode.INTERNAL and err.details() == _CORE_INTERNAL)
+
+
+_CORE_INTERNAL = "Internal error from Core"
+
+#: How long _settled_error waits for a call's real status: 50 x 10 ms.
+_SETTLE_POLLS = 50
+_SETTLE_INTERVAL = 0.01
+
 __all__ = ["AsyncClient", "AsyncSubscription", "AsyncToolCallStream"]
 
 _UNSET: Any = object()
@@ -528,7 +563,7 @@ class _AsyncRequestWorker:
                         self._tasks.add(task)
                         task.add_done_callback(self._tasks.discard)
             except grpc.RpcError as e:
-                err = e
+                err = await _settled_error(call, e)
             except asyncio.CancelledError:
                 # A read of a call that reregister cancelled ends this way:
                 # open the stream again with the new kinds.
@@ -543,7 +578,7 @@ class _AsyncRequestWorker:
                 break
             if gen != self._want:
                 continue
-            if err is not None and err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+            if err is not None and err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) and not _status_lost(err):
                 self._error = from_rpc_error(err)
                 async with self._cond:
                     self._cond.notify_all()
