@@ -276,7 +276,6 @@ PY_LOCK_DIR       := tools/python
 PY_VENVS          := $(BIN_DIR)/python
 PY_DIST           := $(BIN_DIR)/python-dist
 PYTEST_FLAGS      ?=
-STAMP_UV := $(STAMPS)/uv@$(UV_VERSION)
 # Python MCP servers for the uvx end-to-end test (cmd/mcpd/uvx_e2e_test.go
 # names the same versions): `make tools` runs each once with uvx to fill
 # uv's cache, and the test runs them with UV_OFFLINE=1 from that cache.
@@ -284,6 +283,9 @@ UVX_SERVERS := mcp-server-time==2026.10.19 mcp-server-fetch==2026.10.24
 STAMP_UVX   := $(STAMPS)/uvx@$(subst ==,-,$(subst $(space),+,$(UVX_SERVERS)))
 # A lockfile's stamp is named by its hash: editing the lockfile re-installs.
 py_lock_hash = $(shell sha256sum $(PY_LOCK_DIR)/$(1).txt 2>/dev/null | cut -c1-16)
+# Named by content, not ordered by mtime: a fresh checkout (or another
+# worktree sharing .tools/) has newer files but the same locks.
+STAMP_UV        := $(STAMPS)/uv@$(UV_VERSION)-$(call py_lock_hash,uv)
 STAMP_PY_NEWEST := $(STAMPS)/pylock-newest@$(call py_lock_hash,newest)
 STAMP_PY_OLDEST := $(STAMPS)/pylock-oldest@$(call py_lock_hash,oldest)
 STAMP_PY_BENCH  := $(STAMPS)/pylock-bench@$(call py_lock_hash,bench)
@@ -378,7 +380,7 @@ python-lock: $(STAMP_UV) ## Re-resolve tools/python/*.txt (hashes) from the *.in
 
 tools: $(STAMP_UV) $(STAMP_PY_NEWEST) $(STAMP_PY_OLDEST) $(STAMP_UVX)
 
-$(STAMP_UV): $(PY_LOCK_DIR)/uv.txt | $(STAMPS) apt-deps
+$(STAMP_UV): | $(STAMPS) apt-deps
 	rm -rf '$(UV_DIR)' && /usr/bin/python3 -m venv '$(UV_DIR)'
 	'$(UV_DIR)/bin/pip' install -q --disable-pip-version-check --no-deps --require-hashes -r $(PY_LOCK_DIR)/uv.txt
 	@got="$$('$(UV)' --version)"; [[ "$$got" == "uv $(UV_VERSION)"* ]] || \
@@ -387,7 +389,7 @@ $(STAMP_UV): $(PY_LOCK_DIR)/uv.txt | $(STAMPS) apt-deps
 
 # The first (online) install of a lockfile fills uv's cache for every
 # interpreter that will use it; the throwaway venvs then install offline.
-$(STAMP_PY_NEWEST): $(STAMP_UV) | $(STAMPS)
+$(STAMP_PY_NEWEST): | $(STAMPS) $(STAMP_UV)
 	@$(PY_FIND); tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
 	for v in $(PY_NEWEST_PYTHON) $(PY_EXTRA_PYTHONS); do py="$$(py_find "$$v")"; \
 		$(UV_ENV) '$(UV)' venv -q --python "$$py" "$$tmp/$$v"; \
@@ -397,19 +399,19 @@ $(STAMP_PY_NEWEST): $(STAMP_UV) | $(STAMPS)
 # mcp-server-fetch extracts articles with readabilipy, which runs
 # `npm install` into its own folder on first use when node is present (the
 # Readability.js path); that first use is made here, not in a test.
-$(STAMP_UVX): $(STAMP_UV) | $(STAMPS)
+$(STAMP_UVX): | $(STAMPS) $(STAMP_UV)
 	for s in $(UVX_SERVERS); do $(UV_ENV) '$(UVX)' "$$s" --help >/dev/null; done
 	for s in $(filter mcp-server-fetch==%,$(UVX_SERVERS)); do $(UV_ENV) '$(UVX)' --from "$$s" python -c \
 		'from readabilipy.simple_json import have_node; print("readabilipy: node", have_node())'; done
 	rm -f $(STAMPS)/uvx@* && touch $@
 
-$(STAMP_PY_BENCH): $(STAMP_UV) | $(STAMPS)
+$(STAMP_PY_BENCH): | $(STAMPS) $(STAMP_UV)
 	@$(PY_FIND); tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; py="$$(py_find $(PY_NEWEST_PYTHON))"; \
 	$(UV_ENV) '$(UV)' venv -q --python "$$py" "$$tmp/v"; \
 	$(UV_ENV) '$(UV)' pip sync -q --require-hashes --python "$$tmp/v/bin/python" $(PY_LOCK_DIR)/bench.txt
 	rm -f $(STAMPS)/pylock-bench@* && touch $@
 
-$(STAMP_PY_OLDEST): $(STAMP_UV) | $(STAMPS)
+$(STAMP_PY_OLDEST): | $(STAMPS) $(STAMP_UV)
 	@$(PY_FIND); tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; py="$$(py_find $(PY_OLDEST_PYTHON))"; \
 	$(UV_ENV) '$(UV)' venv -q --python "$$py" "$$tmp/v"; \
 	$(UV_ENV) '$(UV)' pip sync -q --require-hashes --python "$$tmp/v/bin/python" $(PY_LOCK_DIR)/oldest.txt
