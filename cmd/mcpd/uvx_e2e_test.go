@@ -21,7 +21,7 @@ import (
 const (
 	uvxTimeServer  = "mcp-server-time==2026.10.19"
 	uvxFetchServer = "mcp-server-fetch==2026.10.24"
-	// uvxEnv names the uvx executable; its directory goes first on mcpd's
+	// uvxEnv names the uvx executable; a link to it goes first on mcpd's
 	// PATH, so the config can say "command": "uvx".
 	uvxEnv = "MCPD_UVX_BIN"
 )
@@ -95,10 +95,15 @@ func TestUvxServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// uvx alone on mcpd's PATH, not the rest of its folder (uv's own venv).
+	bin := t.TempDir()
+	if err := os.Symlink(uvx, filepath.Join(bin, "uvx")); err != nil {
+		t.Fatal(err)
+	}
 	d := startDaemon(ctx, t, daemonOptions{
 		config: writeConfig(t, string(config)),
 		env: []string{
-			"PATH=" + filepath.Dir(uvx) + string(os.PathListSeparator) + os.Getenv("PATH"),
+			"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
 			"XDG_CACHE_HOME=" + t.TempDir(),
 			// mcp-server-fetch's readabilipy runs `npm install` on first
 			// use; make tools did that already, and npm stays offline here.
