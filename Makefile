@@ -40,6 +40,9 @@ EVERYTHING_VERSION         := 2026.8.31
 # (Python generation and tests: see the Python client section below; it adds
 # its Debian packages to APT_PACKAGES.)
 APT_PACKAGES ?=
+# promtool (Debian's prometheus package) checks a real scrape of mcpd's
+# metrics in TestMetrics.
+APT_PACKAGES += prometheus
 
 # ---------------------------------------------------------------------------
 # Layout.
@@ -80,6 +83,12 @@ space := $(empty) $(empty)
 GO ?= go
 BIN_DIR := $(CURDIR)/bin
 MCPD    := $(BIN_DIR)/mcpd
+# What `mcpd --version` prints and the image's version label: the nearest
+# tag, else the commit, "-dirty" with uncommitted changes.
+# Expanded once, so that every target of one make run sees the same value.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION := $(VERSION)
+LDFLAGS := -X main.version=$(VERSION)
 
 # Test settings. Every MCPD_* variable in the environment reaches the tests
 # and `make run` anyway; these four have defaults and can be overridden
@@ -114,11 +123,56 @@ help: ## Show this help
 .PHONY: build
 build: ## Build bin/mcpd from ./cmd/mcpd
 	@mkdir -p $(BIN_DIR)
-	$(GO) build -o $(MCPD) ./cmd/mcpd
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(MCPD) ./cmd/mcpd
 
 .PHONY: run
 run: build ## Build and run bin/mcpd with $(RUN_FLAGS) (default config serves the demo server)
 	$(MCPD) $(RUN_FLAGS)
+
+# ---------------------------------------------------------------------------
+# Deployment (begin). deploy/ is its own Go module (the image builder and
+# the checks of the image and the Kubernetes manifests), so that the
+# daemon's go.mod does not carry go-containerregistry or k8s.io/api. The
+# image is built with no container engine: a static mcpd and
+# deploy/cmd/mcpd-image, which writes an OCI layout and a docker/podman
+# tarball. Pushing it is the operator's step (docs/deployment.md).
+DEPLOY_DIR        := deploy
+IMAGE_DIR         := $(BIN_DIR)/image
+IMAGE_BINARY      := $(IMAGE_DIR)/mcpd
+IMAGE_LAYOUT      := $(IMAGE_DIR)/oci
+IMAGE_TARBALL     := $(IMAGE_DIR)/mcpd.tar
+IMAGE_CA_CERTS    ?= /etc/ssl/certs/ca-certificates.crt
+IMAGE_REVISION    := $(shell git rev-parse HEAD 2>/dev/null)
+# The commit's time stamps the image, so the same commit gives the same digest.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+SOURCE_DATE_EPOCH := $(SOURCE_DATE_EPOCH)
+APT_PACKAGES += ca-certificates skopeo
+
+##@ Deployment
+
+.PHONY: image
+image: apt-deps ## Build the container image (no engine): OCI layout bin/image/oci, tarball bin/image/mcpd.tar
+	@mkdir -p $(IMAGE_DIR)
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(IMAGE_BINARY) ./cmd/mcpd
+	cd $(DEPLOY_DIR) && $(GO) run ./cmd/mcpd-image -binary '$(IMAGE_BINARY)' -ca-certs '$(IMAGE_CA_CERTS)' \
+		-version '$(VERSION)' -revision '$(IMAGE_REVISION)' -created '$(SOURCE_DATE_EPOCH)' \
+		-oci-layout '$(IMAGE_LAYOUT)' -tarball '$(IMAGE_TARBALL)'
+
+# The deploy module's tests check the image `make image` wrote and the
+# manifests against bin/mcpd's flags.
+.PHONY: test-deploy
+test-deploy: image build ## Test the deploy module: the image and the Kubernetes manifests
+	cd $(DEPLOY_DIR) && $(TEST_ENV) MCPD_IMAGE_LAYOUT='$(IMAGE_LAYOUT)' MCPD_IMAGE_TARBALL='$(IMAGE_TARBALL)' \
+		MCPD_IMAGE_VERSION='$(VERSION)' $(GO) test $(GO_TEST_FLAGS) ./...
+
+.PHONY: vet-deploy
+vet-deploy: ## go vet the deploy module (gofmt covers it with the rest)
+	cd $(DEPLOY_DIR) && $(GO) vet ./...
+
+lint: vet-deploy
+test: test-deploy
+# Deployment (end).
+# ---------------------------------------------------------------------------
 
 ##@ Code generation
 
@@ -254,8 +308,9 @@ $(STAMP_CONFORMANCE): $(STAMP_NPM) | $(STAMPS)
 # dependency sets the package is tested with, each in throwaway virtualenvs
 # under bin/python/ made with `uv pip sync --require-hashes --offline` from
 # uv's cache in .tools/uv-cache:
-#   newest  the newest grpcio and protobuf, with pytest, pytest-asyncio, mypy,
-#           ruff, setuptools and build: the full suite, mypy --strict and
+#   newest  the newest grpcio and protobuf, with pytest, pytest-asyncio,
+#           cryptography (the TLS tests' certificates), mypy, ruff,
+#           setuptools and build: the full suite, mypy --strict and
 #           ruff on PY_NEWEST_PYTHON, the unit tests on PY_EXTRA_PYTHONS;
 #   oldest  the lower bounds pyproject.toml declares (Debian 12's versions):
 #           the full suite on PY_OLDEST_PYTHON.

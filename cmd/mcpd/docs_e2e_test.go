@@ -48,6 +48,12 @@ import (
 //
 // The pages in docsTokenPages run against a daemon that checks an API
 // token; their commands see it as $MCPD_API_TOKEN.
+//
+// docs/security.md's daemon also serves TLS with a certificate the test
+// makes, and reads the page's own callers file: the block with info string
+// "json callers". Its commands see the callers' tokens as $PLANNER_TOKEN
+// and $REVIEWER_TOKEN, and /etc/mcpd/ca.pem is rewritten to the CA that
+// signed the daemon's certificate.
 
 const (
 	// docsAddr is the address the examples use, mcpd's default --listen.
@@ -65,9 +71,35 @@ const (
 	grpcurlDeadlineExceeded = grpcurlRPCError + 4
 )
 
+// docsSecurityPage runs against a daemon with TLS and a callers file.
+const docsSecurityPage = "docs/security.md"
+
 // docsTokenPages says which pages run against a daemon with an API token.
 func docsTokenPages(page string) bool {
-	return page == "docs/security.md"
+	return page == docsSecurityPage
+}
+
+// docsSecurity sets up the daemon of docsSecurityPage: TLS, and the
+// page's callers file with their tokens in the environment.
+func docsSecurity(t *testing.T, page string, opts *daemonOptions, cmdEnv *[]string) (rewrite []string) {
+	t.Helper()
+	ca := newCA(t, "docs")
+	cert, key := ca.serverCert(t, "mcpd")
+	blocks, err := readDocBlocks(filepath.Join(repoRoot(), page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(blocks, func(b docBlock) bool { return b.info == "json callers" })
+	if i < 0 {
+		t.Fatalf("%s has no \"json callers\" block", page)
+	}
+	callers := writeCallers(t, strings.Join(blocks[i].lines, "\n"))
+	tokens := []string{"PLANNER_TOKEN=docs-planner-token-31ab", "REVIEWER_TOKEN=docs-reviewer-token-c7e0"}
+	opts.args = append(opts.args, "--tls-cert", cert, "--tls-key", key, "--callers", callers)
+	opts.env = append(opts.env, tokens...)
+	opts.creds = clientTLS(t, ca, "", "")
+	*cmdEnv = append(*cmdEnv, tokens...)
+	return []string{"/etc/mcpd/ca.pem", ca.path}
 }
 
 // docPages returns README.md and docs/*.md, relative to the repository
@@ -249,10 +281,13 @@ func runDocCommands(t *testing.T, page, grpcurl, everything string, cmds []docCo
 		cmdEnv = append(cmdEnv, "MCPD_API_TOKEN="+docsToken)
 		waitCtx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+docsToken)
 	}
+	rewrite := []string{docsAddr, addr, `"bin/mcpd"`, strconv.Quote(mcpdBinary(t))}
+	if page == docsSecurityPage {
+		rewrite = append(rewrite, docsSecurity(t, page, &opts, &cmdEnv)...)
+	}
 	d := startDaemon(ctx, t, opts)
 	d.waitServer(waitCtx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
 
-	rewrite := []string{docsAddr, addr, `"bin/mcpd"`, strconv.Quote(mcpdBinary(t))}
 	if everything != "" {
 		rewrite = append(rewrite, `"mcp-server-everything"`, strconv.Quote(everything))
 		for _, remote := range []struct{ addr, mode string }{{docsHTTPAddr, "streamableHttp"}, {docsSSEAddr, "sse"}} {
@@ -354,6 +389,9 @@ func flagTable(help string) (string, error) {
 			def = "`" + def + "`"
 		}
 		env := "`MCPD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "`"
+		if name == "version" {
+			env = "" // a request, not a setting: parseFlags reads no MCPD_VERSION
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", flagCell, env, def, strings.ReplaceAll(usage, "|", `\|`))
 	}
 	return b.String(), nil

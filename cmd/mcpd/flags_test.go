@@ -162,21 +162,21 @@ func TestListen(t *testing.T) {
 			lis, err := listen(addr, false)
 			if err == nil {
 				lis.Close()
-				t.Errorf("listen(%q) without a token: got no error, want a refusal", addr)
+				t.Errorf("listen(%q) unguarded: got no error, want a refusal", addr)
 				continue
 			}
 			if !strings.Contains(err.Error(), "not a loopback address") {
 				t.Errorf("listen(%q): got %v, want 'not a loopback address'", addr, err)
 			}
 		}
-		// With a token the address passes the check. Tests bind loopback
+		// Guarded (TLS plus a credential) the address passes the check. Tests bind loopback
 		// only, so the address is one this machine does not have: the bind
 		// fails, but not with the refusal.
 		lis, err := listen("192.0.2.1:0", true)
 		if err == nil {
 			lis.Close()
 		} else if strings.Contains(err.Error(), "not a loopback address") {
-			t.Errorf("listen 192.0.2.1:0 with a token: got %v, want no refusal", err)
+			t.Errorf("listen 192.0.2.1:0 guarded: got %v, want no refusal", err)
 		}
 	})
 

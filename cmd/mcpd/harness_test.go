@@ -19,6 +19,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -122,6 +123,12 @@ type daemonOptions struct {
 	args []string
 	// env is more environment, "NAME=value".
 	env []string
+	// creds are the harness client's transport credentials (TLS);
+	// default plaintext.
+	creds credentials.TransportCredentials
+	// unready returns once mcpd listens, without waiting for it to report
+	// SERVING (which it does once its configured servers have started).
+	unready bool
 }
 
 // daemon is one running mcpd process and a gRPC client to it. Its methods
@@ -142,7 +149,8 @@ type daemon struct {
 }
 
 // startDaemon starts mcpd with JSON logs and a short stop grace, waits until
-// its health service reports SERVING, and stops it when the test ends.
+// its health service reports SERVING (its configured servers have had
+// their first start), and stops it when the test ends.
 func startDaemon(ctx context.Context, t *testing.T, opts daemonOptions) *daemon {
 	t.Helper()
 	d := &daemon{log: &syncBuffer{}, exited: make(chan struct{})}
@@ -188,21 +196,39 @@ func startDaemon(ctx context.Context, t *testing.T, opts daemonOptions) *daemon 
 	if d.net == "tcp" {
 		target = "passthrough:///" + d.dialTo
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := opts.creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatalf("grpc.NewClient(%q): %v", target, err)
 	}
 	d.conn = conn
 	d.hub = mcpdv1.NewMCPHubClient(conn)
 	d.health = healthpb.NewHealthClient(conn)
-	resp, err := d.health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-	if err != nil {
-		t.Fatalf("health check: %v", err)
-	}
-	if got := resp.GetStatus(); got != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("health: got %v, want SERVING", got)
+	if !opts.unready {
+		d.waitHealth(ctx, t, healthpb.HealthCheckResponse_SERVING)
 	}
 	return d
+}
+
+// waitHealth waits until the daemon's overall health is want.
+func (d *daemon) waitHealth(ctx context.Context, t *testing.T, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	watch, err := d.health.Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatalf("health watch: %v", err)
+	}
+	for {
+		resp, err := watch.Recv()
+		if err != nil {
+			t.Fatalf("health watch: %v (waiting for %v)", err, want)
+		}
+		if resp.GetStatus() == want {
+			return
+		}
+	}
 }
 
 // waitListening polls until mcpd accepts connections. Polling the socket

@@ -4,7 +4,9 @@
 // Usage:
 //
 //	mcpd [flags]          run the daemon
+//	mcpd --version        print the version and exit
 //	mcpd demo-server      run the demo MCP server on stdio
+//	mcpd health [flags]   check a running mcpd's grpc.health.v1 (for probes)
 //
 // Every flag also reads an environment variable, MCPD_ plus the flag name in
 // upper case with '-' as '_' (for example MCPD_LISTEN); a flag on the
@@ -31,12 +33,12 @@ import (
 	"github.com/mcpd-project/mcpd/internal/demoserver"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
 		os.Exit(runDemoServer())
+	}
+	if len(os.Args) > 1 && os.Args[1] == "health" {
+		os.Exit(runHealth(os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr))
 	}
 	// Take SIGHUP (reload) before anything else: its default action would
 	// kill a daemon that is still starting.
@@ -49,6 +51,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mcpd:", err)
 		os.Exit(2)
+	}
+	if cfg.showVersion {
+		fmt.Println("mcpd", buildVersion())
+		os.Exit(0)
 	}
 	tuneGC()
 	setMaxProcs(cfg.maxProcs)
@@ -173,6 +179,14 @@ type config struct {
 	queueTimeout    time.Duration
 	maxCallTimeout  time.Duration
 	maxProcs        int
+	tlsCert         string
+	tlsKey          string
+	tlsClientCA     string
+	callersFile     string
+	audit           bool
+	auditArguments  bool
+	metricsListen   string
+	showVersion     bool // --version: print the version instead of serving
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -192,7 +206,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs := flag.NewFlagSet("mcpd", flag.ContinueOnError)
 	fs.SetOutput(out)
 	c := &config{}
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:50051", "address to serve gRPC on: host:port or unix:///path/to.sock (mode 0600); a non-loopback address needs an API token")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:50051", "address to serve gRPC on: host:port or unix:///path/to.sock (mode 0600); a non-loopback address needs TLS plus a token (or callers file), or mutual TLS")
 	fs.StringVar(&c.configFile, "config", "", "path of a .mcp.json file listing servers; empty runs the built-in demo server")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token that every RPC but health must present as 'authorization: Bearer <token>' (or set MCPD_API_TOKEN)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -215,14 +229,25 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 0, "if longer than a call's default timeout, the call's progress notifications restart that timeout, up to this in all (mcpd then asks every call for progress); 0 turns it off; a call's own timeout is never extended")
 	fs.IntVar(&c.maxProcs, "max-procs", 1, "how many threads run mcpd's Go code at once; 0 means one per available CPU; without this flag a GOMAXPROCS variable is honoured; servers mcpd starts keep their own default")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain the gRPC listener serves TLS with (needs --tls-key); re-read when it changes")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA certificates that client certificates must chain to: turns on mutual TLS (needs --tls-cert)")
+	fs.StringVar(&c.callersFile, "callers", "", "JSON file naming the callers (by token hash, token file, ${VAR} or client certificate) and what each may do; re-read on SIGHUP")
+	fs.BoolVar(&c.audit, "audit", true, "write an audit line (logger=audit) for every tool call, resource read, prompt get, server change and refused request")
+	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; a non-loopback address needs an API token, which scrapes then present")
+	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
 	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
 
 	// Environment first, so that the command line overrides it.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "MCPD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if f.Name == "allow-command" {
+		switch f.Name {
+		case "allow-command":
 			return // a list: set below, unless the command line sets it
+		case "version":
+			return // a request, not a setting
 		}
 		if v, ok := lookup(name); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
@@ -249,12 +274,18 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 		}
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (the only subcommand is demo-server)", fs.Arg(0))
+		return nil, fmt.Errorf("unexpected argument %q (the subcommands are demo-server and health)", fs.Arg(0))
 	}
 	if c.maxProcs < 0 {
 		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)
 	}
 	c.apiToken, _ = lookup("MCPD_API_TOKEN")
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.tlsClientCA != "" && c.tlsCert == "" {
+		return nil, errors.New("--tls-client-ca needs --tls-cert and --tls-key: mutual TLS is TLS first")
+	}
 	if _, err := newLogger(c.logLevel, c.logFormat); err != nil {
 		return nil, err
 	}

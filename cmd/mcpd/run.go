@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -15,11 +16,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
+	"github.com/mcpd-project/mcpd/internal/access"
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 	"github.com/mcpd-project/mcpd/internal/server"
+	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
 // defaultConfig is used when no --config is given: the demo server, run by
@@ -45,21 +49,75 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
-	lis, err := listen(c.listen, token != "")
+	authz, err := access.New(&access.Options{
+		APIToken:           token,
+		CallersFile:        c.callersFile,
+		ClientCertificates: c.tlsClientCA != "",
+	})
+	if err != nil {
+		return err
+	}
+	var tlsConfig *tls.Config
+	if c.tlsCert != "" {
+		tlsConfig, err = access.NewServerTLS(access.TLSFiles{Cert: c.tlsCert, Key: c.tlsKey, ClientCA: c.tlsClientCA}, &access.TLSOptions{Logger: log})
+		if err != nil {
+			return err
+		}
+	}
+	lis, err := listen(c.listen, guardedBeyondLoopback(c, token))
 	if err != nil {
 		return err
 	}
 	defer lis.Close()
+	var audit *access.Auditor
+	if c.audit {
+		audit = access.NewAuditor(log, &access.AuditOptions{Arguments: c.auditArguments})
+	}
+	grpcOpts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(c.maxMessageBytes),
+		grpc.MaxSendMsgSize(c.maxMessageBytes),
+	}
+	if tlsConfig != nil {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsConfig)))
+	}
 
 	if c.eventBuffer < 1 {
 		return fmt.Errorf("--event-buffer %d: want at least 1", c.eventBuffer)
 	}
+	// The other listener opens before anything starts, so that a taken
+	// port fails the start.
+	var metricsLis net.Listener
+	if c.metricsListen != "" {
+		if metricsLis, err = listenMetrics(c.metricsListen, token != ""); err != nil {
+			return err
+		}
+		defer metricsLis.Close()
+	}
+	// Traces go where the standard OTEL_* variables say, if anywhere.
+	telOpts := &telemetry.Options{Logger: log, LookupEnv: os.LookupEnv, Version: buildVersion()}
+	tel, err := telemetry.New(ctx, telOpts)
+	if err != nil {
+		return err
+	}
+	if metricsLis == nil && !tel.Tracing() {
+		// Nothing would read what it records: keep it off the hot path.
+		tel = nil
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+		defer cancel()
+		if err := tel.Shutdown(flushCtx); err != nil {
+			log.Warn().Err(err).Msg("flushing traces")
+		}
+	}()
 	health := server.NewHealth()
+	// Not ready until the configured servers have had their first start.
+	health.SetServing(false)
 	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer})
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
 	mgr := mcpclient.NewManager(&mcpclient.Options{
 		Logger:            log,
-		ClientInfo:        &mcp.Implementation{Name: "mcpd", Version: version},
+		ClientInfo:        &mcp.Implementation{Name: "mcpd", Version: buildVersion()},
 		ProbeTimeout:      c.probeTimeout,
 		ConnectTimeout:    c.connectTimeout,
 		CallTimeout:       c.callTimeout,
@@ -77,28 +135,38 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		OnStateChange:     health.ServerStateChanged,
 		Events:            bus,
 		Requests:          broker,
+		Telemetry:         tel,
 		// Servers reached by URL: Streamable HTTP and legacy SSE.
-		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes}),
+		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes, Telemetry: tel}),
 	})
+	tel.ObserveServers(mgr.ServerSamples)
 	srv := server.New(mgr, health, &server.Options{
 		Logger:        log,
-		APIToken:      token,
+		Access:        authz,
+		Audit:         audit,
 		Commands:      &server.CommandPolicy{Allowed: c.allowCommands},
 		LocalListener: isLocal(lis),
-		GRPCOptions: []grpc.ServerOption{
-			grpc.MaxRecvMsgSize(c.maxMessageBytes),
-			grpc.MaxSendMsgSize(c.maxMessageBytes),
-		},
+		Telemetry:     tel,
+		GRPCOptions:   grpcOpts,
 	})
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info().Str("listen", c.listen).Str("version", version).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
+	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", buildVersion()).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
+	metricsErr := make(chan error, 1)
+	if metricsLis != nil {
+		metricsSrv := newMetricsServer(tel.Handler(), token)
+		go func() { metricsErr <- metricsSrv.Serve(metricsLis) }()
+		defer metricsSrv.Close()
+		log.Info().Str("listen", c.metricsListen).Msg("serving metrics at /metrics")
+	}
 
 	// Servers from the file connect concurrently while RPCs are already
 	// served; each one's state is visible through GetServer meanwhile.
 	files := newFileServers(mgr, log)
 	files.apply(ctx, file)
+	stopWaiting := markReadyWhenStarted(ctx, mgr, health, log)
+	defer stopWaiting()
 
 	for done := false; !done; {
 		select {
@@ -108,7 +176,18 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		case err := <-serveErr:
 			_ = mgr.Close(context.Background())
 			return fmt.Errorf("serve: %w", err)
+		case err := <-metricsErr:
+			srv.Shutdown(context.Background())
+			_ = mgr.Close(context.Background())
+			return fmt.Errorf("serve metrics: %w", err)
 		case <-reload:
+			if c.callersFile != "" {
+				if err := authz.Reload(); err != nil {
+					log.Error().Err(err).Msg("reload: keeping the previous callers")
+				} else {
+					log.Info().Msg("reloaded callers")
+				}
+			}
 			file, err := loadConfig(c.configFile)
 			if err != nil {
 				log.Error().Err(err).Msg("reload: keeping the running servers")
@@ -165,10 +244,19 @@ func apiToken(c *config) (string, error) {
 	return token, nil
 }
 
+// guardedBeyondLoopback reports whether the listener may serve beyond this
+// machine: with TLS plus a token (MCPD_API_TOKEN, --api-token-file or a
+// callers file), or with mutual TLS. A token without TLS would cross the
+// network in clear text.
+func guardedBeyondLoopback(c *config, token string) bool {
+	tlsOn := c.tlsCert != ""
+	return tlsOn && (token != "" || c.callersFile != "" || c.tlsClientCA != "")
+}
+
 // listen opens the gRPC listener. Whoever reaches mcpd can start processes,
-// so a TCP address must be loopback unless an API token guards it, and a
-// Unix socket is created with mode 0600.
-func listen(addr string, haveToken bool) (net.Listener, error) {
+// so a TCP address must be loopback unless TLS and a credential guard it
+// (guarded), and a Unix socket is created with mode 0600.
+func listen(addr string, guarded bool) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
 		if path == "" {
 			return nil, errors.New("--listen unix:// needs a path, e.g. unix:///run/mcpd.sock")
@@ -189,8 +277,8 @@ func listen(addr string, haveToken bool) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--listen %q: want host:port or unix:///path: %w", addr, err)
 	}
-	if !isLoopback(host) && !haveToken {
-		return nil, fmt.Errorf("--listen %q is not a loopback address: set MCPD_API_TOKEN or --api-token-file to serve beyond this machine", addr)
+	if !isLoopback(host) && !guarded {
+		return nil, fmt.Errorf("--listen %q is not a loopback address: to serve beyond this machine, use TLS (--tls-cert, --tls-key) with MCPD_API_TOKEN, --api-token-file or --callers, or mutual TLS (--tls-client-ca)", addr)
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -79,8 +79,14 @@ func TestExitCodes(t *testing.T) {
 // runMcpd runs mcpd to completion and returns its exit code and output.
 func runMcpd(ctx context.Context, t *testing.T, args ...string) (int, string) {
 	t.Helper()
+	return runMcpdWith(ctx, t, daemonEnv(), args...)
+}
+
+// runMcpdWith is runMcpd with the environment env.
+func runMcpdWith(ctx context.Context, t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, mcpdBinary(t), args...)
-	cmd.Env = daemonEnv()
+	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -91,8 +97,9 @@ func runMcpd(ctx context.Context, t *testing.T, args ...string) (int, string) {
 	return cmd.ProcessState.ExitCode(), out.String()
 }
 
-// TestAPIToken serves on a non-loopback address with a token, from the
-// environment and from a file, and checks who gets in.
+// TestAPIToken serves with a token, from the environment and from a file,
+// and checks who gets in. (Beyond loopback a token also needs TLS:
+// TestTLSWithToken.)
 func TestAPIToken(t *testing.T) {
 	t.Parallel()
 	const token = "e2e-token-4f8a"
@@ -114,7 +121,7 @@ func TestAPIToken(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
-			opts := tc.opts("0.0.0.0:" + strconv.Itoa(freePort(t)))
+			opts := tc.opts("127.0.0.1:" + strconv.Itoa(freePort(t)))
 			opts.config = emptyConfig(t)
 			// startDaemon's own health check runs without a token.
 			d := startDaemon(ctx, t, opts)

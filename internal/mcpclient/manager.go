@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
 // Options configure a Manager. The zero value of each field selects its
@@ -71,6 +72,9 @@ type Options struct {
 	// OnStateChange, if set, is called after every state change of a
 	// server. It must not block or call back into the Manager.
 	OnStateChange func(server string, state State)
+	// Telemetry, if set, records the servers' requests, tool calls,
+	// events and stderr lines, and traces requests.
+	Telemetry *telemetry.Telemetry
 }
 
 func (o *Options) withDefaults() *Options {
@@ -316,7 +320,23 @@ func (m *Manager) CallTool(ctx context.Context, name string, args map[string]any
 	if err != nil {
 		return nil, err
 	}
-	return u.callTool(ctx, tool, args, opts)
+	res, err := u.callTool(ctx, tool, args, opts)
+	if m.opts.Telemetry != nil {
+		m.opts.Telemetry.ToolCall(server, u.toolLabel(tool), callOutcome(res, err))
+	}
+	return res, err
+}
+
+// WaitStarted waits until every server registered now has had its first
+// start: it is ready, or its first connection attempt failed. It returns
+// early with ctx's error.
+func (m *Manager) WaitStarted(ctx context.Context) error {
+	for _, u := range m.snapshot() {
+		if err := u.waitSettled(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close stops every server and refuses new ones. It waits for the servers'

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/telemetry"
 	"github.com/mcpd-project/mcpd/internal/transport"
 )
 
@@ -54,6 +55,9 @@ type RemoteOptions struct {
 	// client with dial, TLS handshake and idle timeouts and no overall
 	// timeout.
 	HTTPClient *http.Client
+	// Telemetry, if set and tracing, adds the trace context of each MCP
+	// request to its HTTP request as traceparent headers.
+	Telemetry *telemetry.Telemetry
 	// MaxMessageBytes bounds one message from a server: a JSON response
 	// body, or one server-sent event including its few bytes of framing.
 	// A JSON body over it fails its request with a *MessageTooLargeError
@@ -162,7 +166,7 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 		return nil, errorf(ErrInvalidArgument, "server %q: url is not an absolute http(s) URL", cfg.Name)
 	}
 	rt := &remoteRoundTripper{
-		base:        o.HTTPClient.Transport,
+		base:        o.Telemetry.HTTPTransport(o.HTTPClient.Transport),
 		origin:      origin(u),
 		headers:     make(http.Header, len(cfg.Headers)),
 		maxBytes:    o.MaxMessageBytes,

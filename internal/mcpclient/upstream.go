@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/telemetry"
 	"github.com/mcpd-project/mcpd/internal/transport"
 )
 
@@ -155,6 +156,9 @@ func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp
 	}
 	u.client = mcp.NewClient(opts.ClientInfo, u.clientOptions())
 	u.client.AddReceivingMiddleware(u.rootsMiddleware)
+	up := telemetry.Upstream{Server: cfg.Name, Transport: u.transportName}
+	u.client.AddSendingMiddleware(opts.Telemetry.SendingMiddleware(up))
+	u.client.AddReceivingMiddleware(opts.Telemetry.ReceivingMiddleware(up))
 	u.setRoots(roots)
 	return u
 }
@@ -566,6 +570,7 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 		MaxLineBytes:    u.opts.MaxLineBytes,
 		StderrTailLines: u.opts.StderrTailLines,
 		StopGrace:       u.opts.StopGrace,
+		OnStderrLine:    u.opts.Telemetry.StderrLines(u.cfg.Name),
 	})
 	if err != nil {
 		return nil, startError{err}
@@ -658,7 +663,9 @@ func (u *upstream) setState(state State, lastErr string) {
 func (u *upstream) publish(e events.Event) {
 	if u.opts.Events != nil {
 		e.Server = u.cfg.Name
-		u.opts.Events.Publish(e)
+		if u.opts.Events.Publish(e) != 0 {
+			u.opts.Telemetry.EventPublished(e.Kind.String())
+		}
 	}
 }
 

@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
@@ -31,6 +33,9 @@ func (h *hub) ListResources(ctx context.Context, req *mcpdv1.ListResourcesReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	all = slices.DeleteFunc(all, func(r mcpclient.Resource) bool {
+		return !h.allowed(ctx, access.Action{Verb: access.ReadResource, Server: r.Server, URI: r.Resource.URI})
+	})
 	items, next, err := page(all, req.GetPageToken(), req.GetPageSize(), func(r mcpclient.Resource) string {
 		return serverKey(r.Server, r.Resource.URI)
 	})
@@ -49,6 +54,9 @@ func (h *hub) ListResourceTemplates(ctx context.Context, req *mcpdv1.ListResourc
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	all = slices.DeleteFunc(all, func(t mcpclient.ResourceTemplate) bool {
+		return !h.allowed(ctx, access.Action{Verb: access.ReadResource, Server: t.Server, URI: t.Template.URITemplate})
+	})
 	items, next, err := page(all, req.GetPageToken(), req.GetPageSize(), func(t mcpclient.ResourceTemplate) string {
 		return serverKey(t.Server, t.Template.URITemplate)
 	})
@@ -89,6 +97,9 @@ func (h *hub) ListPrompts(ctx context.Context, req *mcpdv1.ListPromptsRequest) (
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	all = slices.DeleteFunc(all, func(p mcpclient.Prompt) bool {
+		return !h.allowed(ctx, access.Action{Verb: access.GetPrompt, Server: p.Server, Prompt: p.Prompt.Name})
+	})
 	items, next, err := page(all, req.GetPageToken(), req.GetPageSize(), func(p mcpclient.Prompt) string {
 		return serverKey(p.Server, p.Prompt.Name)
 	})

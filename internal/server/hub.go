@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"slices"
 	"sort"
 	"strings"
 
@@ -10,8 +11,10 @@ import (
 	"github.com/rs/zerolog"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
 // Page sizes of list RPCs.
@@ -24,11 +27,13 @@ const (
 // error through toStatus.
 type hub struct {
 	mcpdv1.UnimplementedMCPHubServer
+	access *access.Authorizer // filters lists and events (see access.go)
 	mgr    *mcpclient.Manager
 	events *events.Bus
 	broker *mcpclient.Broker
 	policy *CommandPolicy
 	log    zerolog.Logger
+	tel    *telemetry.Telemetry
 	// stopping ends when the daemon stops: long-lived streams end with it.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -75,20 +80,26 @@ func (h *hub) GetServer(_ context.Context, req *mcpdv1.GetServerRequest) (*mcpdv
 	return &mcpdv1.GetServerResponse{Server: serverToProto(st)}, nil
 }
 
-func (h *hub) ListServers(context.Context, *mcpdv1.ListServersRequest) (*mcpdv1.ListServersResponse, error) {
+func (h *hub) ListServers(ctx context.Context, _ *mcpdv1.ListServersRequest) (*mcpdv1.ListServersResponse, error) {
 	statuses := h.mgr.List()
 	out := &mcpdv1.ListServersResponse{Servers: make([]*mcpdv1.Server, 0, len(statuses))}
 	for _, st := range statuses {
+		if !h.allowed(ctx, access.Action{Verb: access.ViewServer, Server: st.Config.Name}) {
+			continue
+		}
 		out.Servers = append(out.Servers, serverToProto(st))
 	}
 	return out, nil
 }
 
-func (h *hub) ListTools(_ context.Context, req *mcpdv1.ListToolsRequest) (*mcpdv1.ListToolsResponse, error) {
+func (h *hub) ListTools(ctx context.Context, req *mcpdv1.ListToolsRequest) (*mcpdv1.ListToolsResponse, error) {
 	tools, err := h.mgr.Tools(req.GetServer())
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	tools = slices.DeleteFunc(tools, func(t mcpclient.Tool) bool {
+		return !h.allowed(ctx, access.Action{Verb: access.CallTool, Server: t.Server, Tool: t.Name})
+	})
 	items, next, err := page(tools, req.GetPageToken(), req.GetPageSize(), func(t mcpclient.Tool) string { return t.Name })
 	if err != nil {
 		return nil, toStatus(err)

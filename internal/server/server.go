@@ -1,12 +1,11 @@
 // Package server is mcpd's gRPC edge: the mcpd.v1.MCPHub handlers, the
-// interceptors (logging, authentication, panic recovery), the one mapping
-// from errors to gRPC statuses, health (overall and per server) and server
-// reflection.
+// interceptors (logging, authentication, panic recovery, metrics), the
+// one mapping from errors to gRPC statuses, health (overall and per
+// server) and server reflection.
 package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"net"
 	"slices"
 	"sync"
@@ -27,8 +26,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
 // HealthServicePrefix prefixes a server's name to form its health service
@@ -64,6 +65,17 @@ type Health struct {
 // NewHealth returns a Health that reports the daemon as serving.
 func NewHealth() *Health {
 	return &Health{srv: health.NewServer()}
+}
+
+// SetServing sets the daemon's overall health (service ""): a daemon
+// whose configured servers have not had their first start yet is
+// NOT_SERVING. Once Shutdown has begun the daemon stays NOT_SERVING.
+func (h *Health) SetServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	h.srv.SetServingStatus("", st)
 }
 
 // healthService is grpc.health.v1 as served by mcpd: health.Server's
@@ -134,14 +146,23 @@ type Options struct {
 	// Logger receives one line per finished RPC; default: none.
 	Logger zerolog.Logger
 	// APIToken, if set, must arrive as "authorization: Bearer <token>" on
-	// every RPC but health checks.
+	// every RPC but health checks. Ignored when Access is set.
 	APIToken string
+	// Access authenticates callers and checks what they may do; default:
+	// an Authorizer of APIToken alone.
+	Access *access.Authorizer
+	// Audit writes the audit trail; nil writes none.
+	Audit *access.Auditor
 	// Commands restricts the commands ConnectServer may start; nil allows
 	// all.
 	Commands *CommandPolicy
 	// GRPCOptions are appended to the server's options (for example a
 	// maximum message size).
 	GRPCOptions []grpc.ServerOption
+	// Telemetry, if set, counts and times every RPC (grpc_server_*
+	// metrics), traces them when tracing is on, and records the event
+	// streams.
+	Telemetry *telemetry.Telemetry
 	// LocalListener says that the listener reaches only this machine (a
 	// loopback address or a Unix socket). The HTTP/2 flow-control windows
 	// are then fixed, which turns off bandwidth probing: it answers every
@@ -166,6 +187,12 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	if opts == nil {
 		opts = &Options{}
 	}
+	authz := opts.Access
+	if authz == nil {
+		// With no callers file the Authorizer cannot fail.
+		authz, _ = access.New(&access.Options{APIToken: opts.APIToken})
+	}
+	g := &guard{authz: authz, audit: opts.Audit}
 	log := interceptorLogger(opts.Logger)
 	logOpts := []logging.Option{
 		// Payloads are never logged: they may carry secrets.
@@ -183,7 +210,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		opts.Logger.Error().Interface("panic", p).Msg("recovered from panic in handler")
 		return status.Error(codes.Internal, "internal error")
 	})
-	authFn := bearerAuth(opts.APIToken)
+	authFn := authenticate(authz, opts.Audit)
 	notHealth := skipServices(healthpb.Health_ServiceDesc.ServiceName)
 	// Health and reflection need no token: probes and grpcurl use them,
 	// and they reveal no server, tool or data.
@@ -193,9 +220,19 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	// Health checks are probes, polled often: they are not logged.
 	unary := []grpc.UnaryServerInterceptor{selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(log, logOpts...), notHealth)}
 	stream := []grpc.StreamServerInterceptor{selector.StreamServerInterceptor(logging.StreamServerInterceptor(log, logOpts...), notHealth)}
-	if opts.APIToken != "" {
-		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), notProbe))
-		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), notProbe))
+	// Every MCPHub RPC has a caller (anonymous when no credential is
+	// configured), is authorized, and is audited when it acts.
+	unary = append(unary,
+		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), notProbe),
+		selector.UnaryServerInterceptor(g.unary, notProbe))
+	stream = append(stream,
+		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), notProbe),
+		selector.StreamServerInterceptor(g.stream, notProbe))
+	if opts.Telemetry != nil {
+		// Outermost, so that the metrics count refused calls too.
+		u, s := opts.Telemetry.GRPCInterceptors()
+		unary = append([]grpc.UnaryServerInterceptor{u}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{s}, stream...)
 	}
 	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpt))
 	stream = append(stream, recovery.StreamServerInterceptor(recoverOpt))
@@ -205,6 +242,9 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.NumStreamWorkers(handlerWorkers),
 	}, opts.GRPCOptions...)
+	if tracing := opts.Telemetry.GRPCStatsHandler(); tracing != nil {
+		gopts = append(gopts, tracing)
+	}
 	if opts.LocalListener {
 		// The probe's wake-ups on both sides would land while the
 		// upstream call runs. The windows are large enough for big
@@ -213,13 +253,15 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 			grpc.StaticStreamWindowSize(streamWindowBytes),
 			grpc.StaticConnWindowSize(connWindowBytes))
 	}
-	g := grpc.NewServer(gopts...)
+	gs := grpc.NewServer(gopts...)
 	hb := &hub{
+		access: authz,
 		mgr:    mgr,
 		events: mgr.Events(),
 		broker: mgr.Requests(),
 		policy: opts.Commands,
 		log:    opts.Logger,
+		tel:    opts.Telemetry,
 	}
 	hb.stopping, hb.stop = context.WithCancel(context.Background())
 	if hb.events == nil {
@@ -228,10 +270,11 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	if hb.broker == nil {
 		hb.broker = mcpclient.NewBroker(nil)
 	}
-	mcpdv1.RegisterMCPHubServer(g, hb)
-	healthpb.RegisterHealthServer(g, healthService{HealthServer: h.srv, stopping: hb.stopping})
-	reflection.Register(g)
-	return &Server{grpc: g, health: h, hub: hb}
+	mcpdv1.RegisterMCPHubServer(gs, hb)
+	healthpb.RegisterHealthServer(gs, healthService{HealthServer: h.srv, stopping: hb.stopping})
+	reflection.Register(gs)
+	opts.Telemetry.InitializeGRPC(gs)
+	return &Server{grpc: gs, health: h, hub: hb}
 }
 
 // Serve accepts connections on lis until Shutdown.
@@ -267,21 +310,6 @@ func skipServices(names ...string) selector.Matcher {
 	return selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 		return !slices.Contains(names, c.Service)
 	})
-}
-
-// bearerAuth checks "authorization: Bearer <token>" in constant time.
-func bearerAuth(token string) auth.AuthFunc {
-	want := []byte(token)
-	return func(ctx context.Context) (context.Context, error) {
-		got, err := auth.AuthFromMD(ctx, "bearer")
-		if err != nil {
-			return nil, status.Error(codes.Unauthenticated, "missing bearer token")
-		}
-		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
-		}
-		return ctx, nil
-	}
 }
 
 // interceptorLogger adapts zerolog to go-grpc-middleware's logging

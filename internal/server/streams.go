@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
@@ -132,6 +133,7 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 	// cannot slip past.
 	sub := h.events.Subscribe(filter, after)
 	defer sub.Close()
+	defer h.tel.SubscriberOpened()()
 	for _, r := range filter.Resources {
 		release, err := h.mgr.SubscribeResource(ctx, r.Server, r.URI)
 		if err != nil {
@@ -147,8 +149,16 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 		case err != nil:
 			return toStatus(err)
 		}
+		if !h.eventAllowed(ctx, ev) {
+			continue
+		}
 		if err := stream.Send(&mcpdv1.SubscribeResponse{Event: eventToProto(ev)}); err != nil {
 			return err
+		}
+		if ev.Kind == events.KindGap {
+			h.tel.EventsDropped(ev.GapTo - ev.GapFrom + 1)
+		} else {
+			h.tel.EventDelivered()
 		}
 	}
 }
@@ -221,6 +231,17 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 	for {
 		select {
 		case req := <-agent.Requests():
+			if !h.allowed(ctx, access.Action{Verb: access.AnswerRequests, Server: req.Server, RequestKind: req.Kind.String()}) {
+				// The callers file changed since the agent registered: the
+				// server gets an error now instead of an answer from an
+				// agent that may no longer give one.
+				h.log.Warn().Str("server", req.Server).Stringer("kind", req.Kind).Msg("server request not forwarded: the agent's caller may no longer answer it")
+				r := mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client may not answer this request"}}
+				if aerr := h.broker.Answer(agent, req.ID, r); aerr != nil {
+					h.log.Warn().Err(aerr).Str("server", req.Server).Msg("server request not answered")
+				}
+				continue
+			}
 			msg, err := serverRequestToProto(req)
 			if err != nil {
 				// The server gets an error now instead of waiting out the

@@ -62,6 +62,9 @@ type ProcessOptions struct {
 	// waits for stderr to drain after the reap, and how long Read waits for
 	// the reap after stdout EOF to report the exit status.
 	StopGrace time.Duration
+	// OnStderrLine, if set, is called for every stderr line (it counts
+	// them for the metrics); it must not block.
+	OnStderrLine func()
 }
 
 // Process is a supervised stdio MCP server: a child process in its own
@@ -85,6 +88,7 @@ type Process struct {
 	done       chan struct{} // closed once the child is reaped
 	exitErr    error         // written before done is closed
 	stderrDone chan struct{} // closed when the stderr reader returns
+	onStderr   func()        // ProcessOptions.OnStderrLine
 
 	// closing is set when the stop sequence starts; the connection reports
 	// ErrConnectionClosed from then on.
@@ -194,6 +198,7 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 	p := &Process{
 		pid:        cmd.Process.Pid,
 		log:        o.Logger,
+		onStderr:   o.OnStderrLine,
 		maxLine:    o.MaxLineBytes,
 		stopGrace:  o.StopGrace,
 		cmd:        cmd,

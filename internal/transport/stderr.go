@@ -42,6 +42,9 @@ func (p *Process) stderrLine(line []byte) {
 	// Truncation may split a rune; drop the fragment rather than log garbage.
 	s := strings.ToValidUTF8(string(line), "")
 	p.tail.add(s)
+	if p.onStderr != nil {
+		p.onStderr()
+	}
 	p.log.Info().Str("stream", "stderr").Msg(s)
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -16,6 +16,9 @@ from .mcpd.v1 import mcpd_pb2_grpc as _pb_grpc
 new_stub: Callable[[Any], Any] = _pb_grpc.MCPHubStub
 
 log = logging.getLogger("mcpd_grpc")
+
+#: A file path argument.
+PathLike = Union[str, "os.PathLike[str]"]
 
 #: mcpd's default listen address.
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -61,6 +64,36 @@ def resolve_metadata(token: Optional[str]) -> Tuple[Tuple[str, str], ...]:
     if any(not " " <= ch <= "~" for ch in token):
         raise ValueError("the API token has a character that is not printable ASCII (0x20-0x7E)")
     return (("authorization", "Bearer " + token),) if token else ()
+
+
+def tls_credentials(
+    credentials: Optional[grpc.ChannelCredentials],
+    ca_file: Optional[PathLike],
+    cert_file: Optional[PathLike],
+    key_file: Optional[PathLike],
+) -> Optional[grpc.ChannelCredentials]:
+    """The channel credentials: credentials as given, or TLS built from PEM
+    files (ca_file: the CA that signed mcpd's certificate, default the
+    system roots; cert_file and key_file: a client certificate for mutual
+    TLS), or None for plaintext."""
+    if ca_file is None and cert_file is None and key_file is None:
+        return credentials
+    if credentials is not None:
+        raise ValueError("pass either credentials= or ca_file=/cert_file=/key_file=, not both")
+    if (cert_file is None) != (key_file is None):
+        raise ValueError("cert_file= and key_file= go together (a client certificate and its key)")
+
+    def read(path: Optional[PathLike]) -> Optional[bytes]:
+        if path is None:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(ca_file),
+        private_key=read(key_file),
+        certificate_chain=read(cert_file),
+    )
 
 
 def channel_options(options: Optional[Sequence[Tuple[str, Any]]]) -> List[Tuple[str, Any]]:

@@ -82,10 +82,14 @@ class AsyncClient:
         timeout: Optional[float] = None,
         credentials: Optional[grpc.ChannelCredentials] = None,
         options: Optional[Sequence[Tuple[str, Any]]] = None,
+        ca_file: Optional[_common.PathLike] = None,
+        cert_file: Optional[_common.PathLike] = None,
+        key_file: Optional[_common.PathLike] = None,
     ) -> None:
         self.target = _common.resolve_target(target)
         self._metadata = _common.resolve_metadata(token)
         opts = _common.channel_options(options)
+        credentials = _common.tls_credentials(credentials, ca_file, cert_file, key_file)
         if credentials is not None:
             self._channel = grpc.aio.secure_channel(self.target, credentials, opts)
         else:

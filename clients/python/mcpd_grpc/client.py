@@ -43,6 +43,10 @@ class Client:
         credentials: ``grpc.ChannelCredentials`` for a TLS target; default
             plaintext (loopback or Unix socket).
         options: extra gRPC channel options, merged over the defaults.
+        ca_file: PEM file of the CA that signed mcpd's certificate: turns
+            on TLS (without it, but with ``cert_file``, the system roots).
+        cert_file, key_file: PEM client certificate and key, for mcpd
+            with mutual TLS (``--tls-client-ca``).
 
     Use it as a context manager, or call :meth:`close`.
     """
@@ -55,10 +59,14 @@ class Client:
         timeout: Optional[float] = None,
         credentials: Optional[grpc.ChannelCredentials] = None,
         options: Optional[Sequence[Tuple[str, Any]]] = None,
+        ca_file: Optional[_common.PathLike] = None,
+        cert_file: Optional[_common.PathLike] = None,
+        key_file: Optional[_common.PathLike] = None,
     ) -> None:
         self.target = _common.resolve_target(target)
         self._metadata = _common.resolve_metadata(token)
         opts = _common.channel_options(options)
+        credentials = _common.tls_credentials(credentials, ca_file, cert_file, key_file)
         if credentials is not None:
             self._channel = grpc.secure_channel(self.target, credentials, opts)
         else:

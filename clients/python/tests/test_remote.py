@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -27,8 +27,8 @@ def _free_port() -> int:
 class TCPDaemon(Daemon):
     """A Daemon on a loopback TCP port instead of a Unix socket."""
 
-    def __init__(self, binary: str, workdir: Path, name: str) -> None:
-        super().__init__(binary, workdir, name)
+    def __init__(self, binary: str, workdir: Path, name: str, args: Optional[List[str]] = None) -> None:
+        super().__init__(binary, workdir, name, args=args)
         self.port = _free_port()
 
     @property

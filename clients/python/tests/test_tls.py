@@ -1,0 +1,146 @@
+"""TLS and mutual TLS against bin/mcpd, with certificates made here (no
+key is checked in): a token over TLS, client certificates naming callers
+with different permissions, and the asyncio client."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from test_remote import TCPDaemon
+
+import mcpd_grpc
+from conftest import RPC_TIMEOUT, poll, run_async
+from mcpd_grpc import AsyncClient, Client
+
+
+class CA:
+    """A certificate authority for one test."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self.folder = folder
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = datetime.datetime.now(datetime.timezone.utc)
+        self.cert = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(self.key, hashes.SHA256())
+        )
+        self.path = folder / f"{name}-ca.pem"
+        self.path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
+
+    def issue(self, name: str, *, server: bool = False, uri: Optional[str] = None) -> Tuple[Path, Path]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.timezone.utc)
+        sans: List[x509.GeneralName] = []
+        if server:
+            sans = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+        if uri:
+            sans.append(x509.UniformResourceIdentifier(uri))
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(
+                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
+                critical=False,
+            )
+        )
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        cert_path, key_path = self.folder / f"{name}.pem", self.folder / f"{name}-key.pem"
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        return cert_path, key_path
+
+
+def test_tls_with_token(mcpd_bin: str, tmp_path: Path) -> None:
+    ca = CA(tmp_path, "server")
+    cert, key = ca.issue("mcpd", server=True)
+    token_file = tmp_path / "token"
+    token_file.write_text("py-tls-token-6a2e\n")
+    d = TCPDaemon(mcpd_bin, tmp_path, "tls", args=["--tls-cert", str(cert), "--tls-key", str(key), "--api-token-file", str(token_file)]).start()
+    try:
+        with Client(d.target, ca_file=ca.path, token="py-tls-token-6a2e", timeout=RPC_TIMEOUT) as c:
+            poll("the demo server over TLS", lambda: c.get_server("demo").ready)
+            assert c.call_tool("mcp__demo__echo", {"message": "over tls"}).text == "over tls"
+        with Client(d.target, ca_file=ca.path, token="", timeout=RPC_TIMEOUT) as c:
+            with pytest.raises(mcpd_grpc.Unauthenticated):
+                c.servers()
+    finally:
+        d.stop()
+
+
+def test_mutual_tls_callers(mcpd_bin: str, tmp_path: Path) -> None:
+    server_ca, client_ca = CA(tmp_path, "server"), CA(tmp_path, "clients")
+    cert, key = server_ca.issue("mcpd", server=True)
+    callers = tmp_path / "callers.json"
+    callers.write_text(
+        json.dumps(
+            {
+                "callers": [
+                    {"name": "echoer", "spiffe_id": "spiffe://py.test/echoer", "permissions": {"servers": ["demo"], "tools": ["mcp__demo__echo"]}},
+                    {"name": "adder", "spiffe_id": "spiffe://py.test/adder", "permissions": {"servers": ["demo"], "tools": ["mcp__demo__add"]}},
+                ]
+            }
+        )
+    )
+    echoer = client_ca.issue("echoer", uri="spiffe://py.test/echoer")
+    adder = client_ca.issue("adder", uri="spiffe://py.test/adder")
+    d = TCPDaemon(
+        mcpd_bin,
+        tmp_path,
+        "mtls",
+        args=[
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+            "--tls-client-ca",
+            str(client_ca.path),
+            "--callers",
+            str(callers),
+        ],
+    ).start()
+    try:
+        with Client(d.target, ca_file=server_ca.path, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
+            poll("the demo server over mTLS", lambda: c.get_server("demo").ready)
+            assert [tool.name for tool in c.list_tools()] == ["mcp__demo__echo"]
+            assert c.call_tool("mcp__demo__echo", {"message": "mtls"}).text == "mtls"
+            with pytest.raises(mcpd_grpc.PermissionDenied):
+                c.call_tool("mcp__demo__add", {"a": 1, "b": 2})
+
+        async def as_adder() -> List[str]:
+            async with AsyncClient(d.target, ca_file=server_ca.path, cert_file=adder[0], key_file=adder[1], timeout=RPC_TIMEOUT) as c:
+                return [tool.name for tool in await c.list_tools()]
+
+        assert run_async(as_adder()) == ["mcp__demo__add"]
+    finally:
+        d.stop()
+
+
+def test_tls_arguments_checked() -> None:
+    with pytest.raises(ValueError, match="go together"):
+        Client("127.0.0.1:1", cert_file="client.pem")
+    with pytest.raises(ValueError, match="not both"):
+        Client("127.0.0.1:1", ca_file="ca.pem", credentials=object())  # type: ignore[arg-type]

@@ -1,0 +1,503 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// Tokens of the callers in these tests.
+const (
+	readerToken   = "reader-token-0a41"
+	adminToken    = "admin-token-77d3"
+	outsiderToken = "outsider-token-5e90"
+)
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// twoDemoServers is a config with the demo server twice: "demo" and
+// "other".
+func twoDemoServers(t *testing.T) string {
+	t.Helper()
+	demo := map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}}
+	return writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{"demo": demo, "other": demo}}))
+}
+
+// permissionCallers writes a callers file with a reader (one server, some
+// of its tools, resources and prompts, roots requests), an admin
+// (everything, token in a file) and an outsider (server "other" only,
+// token from ${VAR}).
+func permissionCallers(t *testing.T) string {
+	t.Helper()
+	dir := shortTempDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "admin.token"), []byte(adminToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "callers.json")
+	content := mustJSON(t, map[string]any{"callers": []any{
+		map[string]any{"name": "reader", "token_sha256": sha256Hex(readerToken), "permissions": map[string]any{
+			"servers":         []string{"demo"},
+			"tools":           []string{"mcp__demo__echo", "mcp__*__weather"},
+			"resources":       []any{map[string]any{"server": "demo", "uri": "demo://clock"}},
+			"prompts":         []any{map[string]any{"server": "*", "name": "greet"}},
+			"server_requests": []string{"roots"},
+		}},
+		map[string]any{"name": "admin", "token_file": "admin.token", "permissions": map[string]any{
+			"servers":         []string{"*"},
+			"tools":           []string{"*"},
+			"resources":       []any{map[string]any{"server": "*", "uri": "*"}},
+			"prompts":         []any{map[string]any{"server": "*", "name": "*"}},
+			"manage":          true,
+			"server_requests": []string{"sampling", "elicitation", "roots"},
+		}},
+		map[string]any{"name": "outsider", "token": "${E2E_OUTSIDER_TOKEN}", "permissions": map[string]any{
+			"servers": []string{"other"},
+		}},
+	}})
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestCallerPermissions checks each permission kind allowed and denied,
+// list and event filtering, refused management RPCs and server-request
+// registrations, and that a denied call changes nothing.
+func TestCallerPermissions(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{
+		config: twoDemoServers(t),
+		args:   []string{"--callers", permissionCallers(t)},
+		env:    []string{"E2E_OUTSIDER_TOKEN=" + outsiderToken},
+	})
+	admin := bearer(ctx, adminToken)
+	reader := bearer(ctx, readerToken)
+	outsider := bearer(ctx, outsiderToken)
+	poll(ctx, t, "both servers ready", func() (bool, error) {
+		resp, err := d.hub.ListServers(admin, &mcpdv1.ListServersRequest{})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, s := range resp.GetServers() {
+			if s.GetState() == mcpdv1.ServerState_SERVER_STATE_READY {
+				ready++
+			}
+		}
+		return ready == 2, nil
+	})
+
+	denied := func(t *testing.T, err error, permission string) {
+		t.Helper()
+		st := wantCode(t, err, codes.PermissionDenied)
+		if !strings.Contains(st.Message(), `"`+permission+`"`) {
+			t.Errorf("denial %q: want it to name permission %q", st.Message(), permission)
+		}
+		for _, tok := range []string{readerToken, adminToken, outsiderToken} {
+			if strings.Contains(st.Message(), tok) {
+				t.Errorf("denial %q quotes a token", st.Message())
+			}
+		}
+	}
+
+	serverNames := func(ctx context.Context) []string {
+		t.Helper()
+		resp, err := d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{})
+		if err != nil {
+			t.Fatalf("ListServers: %v", err)
+		}
+		var names []string
+		for _, s := range resp.GetServers() {
+			names = append(names, s.GetName())
+		}
+		return names
+	}
+	resourceURIs := func(ctx context.Context) []string {
+		t.Helper()
+		resp, err := d.hub.ListResources(ctx, &mcpdv1.ListResourcesRequest{})
+		if err != nil {
+			t.Fatalf("ListResources: %v", err)
+		}
+		var uris []string
+		for _, r := range resp.GetResources() {
+			uris = append(uris, r.GetServer()+" "+r.GetUri())
+		}
+		return uris
+	}
+	promptNames := func(ctx context.Context) []string {
+		t.Helper()
+		resp, err := d.hub.ListPrompts(ctx, &mcpdv1.ListPromptsRequest{})
+		if err != nil {
+			t.Fatalf("ListPrompts: %v", err)
+		}
+		var names []string
+		for _, p := range resp.GetPrompts() {
+			names = append(names, p.GetServer()+" "+p.GetName())
+		}
+		return names
+	}
+
+	t.Run("lists", func(t *testing.T) {
+		for _, tc := range []struct {
+			who       string
+			ctx       context.Context
+			servers   string
+			tools     string
+			resources string
+			prompts   string
+		}{
+			{"reader", reader, "demo", "mcp__demo__echo,mcp__demo__weather", "demo demo://clock", "demo greet"},
+			{"outsider", outsider, "other", "", "", ""},
+		} {
+			if got := strings.Join(serverNames(tc.ctx), ","); got != tc.servers {
+				t.Errorf("%s's servers: got %q, want %q", tc.who, got, tc.servers)
+			}
+			if got := strings.Join(toolNames(tc.ctx, t, d.hub), ","); got != tc.tools {
+				t.Errorf("%s's tools: got %q, want %q", tc.who, got, tc.tools)
+			}
+			if got := strings.Join(resourceURIs(tc.ctx), ","); got != tc.resources {
+				t.Errorf("%s's resources: got %q, want %q", tc.who, got, tc.resources)
+			}
+			if got := strings.Join(promptNames(tc.ctx), ","); got != tc.prompts {
+				t.Errorf("%s's prompts: got %q, want %q", tc.who, got, tc.prompts)
+			}
+		}
+		if got := serverNames(admin); !slices.Equal(got, []string{"demo", "other"}) {
+			t.Errorf("admin's servers: got %v, want demo and other", got)
+		}
+		if got := toolNames(admin, t, d.hub); len(got) < 10 {
+			t.Errorf("admin's tools: got %v, want every tool of both servers", got)
+		}
+		_, err := d.hub.ListTools(reader, &mcpdv1.ListToolsRequest{Server: "other"})
+		denied(t, err, "servers")
+	})
+
+	t.Run("tools", func(t *testing.T) {
+		if _, err := d.hub.CallTool(reader, &mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "hi"})}); err != nil {
+			t.Errorf("reader calls echo: %v", err)
+		}
+		_, err := d.hub.CallTool(reader, &mcpdv1.CallToolRequest{Name: "mcp__demo__add", Arguments: mustStruct(t, map[string]any{"a": 1, "b": 2})})
+		denied(t, err, "tools")
+		_, err = d.hub.CallTool(reader, &mcpdv1.CallToolRequest{Name: "mcp__other__weather", Arguments: mustStruct(t, map[string]any{"city": "Oslo"})})
+		denied(t, err, "servers")
+		stream, err := d.hub.CallToolStream(reader, &mcpdv1.CallToolStreamRequest{Name: "mcp__demo__slow"})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		denied(t, err, "tools")
+	})
+
+	t.Run("resources", func(t *testing.T) {
+		if _, err := d.hub.ReadResource(reader, &mcpdv1.ReadResourceRequest{Server: "demo", Uri: "demo://clock"}); err != nil {
+			t.Errorf("reader reads demo://clock: %v", err)
+		}
+		_, err := d.hub.ReadResource(reader, &mcpdv1.ReadResourceRequest{Server: "demo", Uri: "demo://readme"})
+		denied(t, err, "resources")
+		_, err = d.hub.ReadResource(outsider, &mcpdv1.ReadResourceRequest{Server: "other", Uri: "demo://clock"})
+		denied(t, err, "resources")
+	})
+
+	t.Run("prompts", func(t *testing.T) {
+		if _, err := d.hub.GetPrompt(reader, &mcpdv1.GetPromptRequest{Server: "demo", Name: "greet", Arguments: map[string]string{"name": "Ada"}}); err != nil {
+			t.Errorf("reader gets greet: %v", err)
+		}
+		_, err := d.hub.GetPrompt(outsider, &mcpdv1.GetPromptRequest{Server: "other", Name: "greet", Arguments: map[string]string{"name": "Ada"}})
+		denied(t, err, "prompts")
+	})
+
+	t.Run("manage", func(t *testing.T) {
+		before, err := d.hub.GetServer(admin, &mcpdv1.GetServerRequest{Name: "demo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.hub.DisconnectServer(reader, &mcpdv1.DisconnectServerRequest{Name: "demo"})
+		denied(t, err, "manage")
+		_, err = d.hub.RestartServer(reader, &mcpdv1.RestartServerRequest{Name: "demo"})
+		denied(t, err, "manage")
+		_, err = d.hub.SetLogLevel(reader, &mcpdv1.SetLogLevelRequest{Server: "demo", Level: mcpdv1.LogLevel_LOG_LEVEL_INFO})
+		denied(t, err, "manage")
+		_, err = d.hub.SetRoots(reader, &mcpdv1.SetRootsRequest{Server: "demo", Roots: []*mcpdv1.Root{{Uri: "file:///tmp"}}})
+		denied(t, err, "manage")
+		_, err = d.hub.ConnectServer(reader, &mcpdv1.ConnectServerRequest{Server: stdioConfig("demo", mcpdBinary(t), []string{"demo-server"}, nil)})
+		denied(t, err, "manage")
+		_, err = d.hub.ConnectServer(reader, &mcpdv1.ConnectServerRequest{Server: stdioConfig("added", mcpdBinary(t), []string{"demo-server"}, nil)})
+		denied(t, err, "servers")
+
+		// Nothing changed.
+		after, err := d.hub.GetServer(admin, &mcpdv1.GetServerRequest{Name: "demo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.GetServer().GetState() != mcpdv1.ServerState_SERVER_STATE_READY || after.GetServer().GetPid() != before.GetServer().GetPid() ||
+			after.GetServer().GetRestarts() != before.GetServer().GetRestarts() {
+			t.Errorf("demo after denied calls: got %v pid %d, want READY pid %d untouched", after.GetServer().GetState(), after.GetServer().GetPid(), before.GetServer().GetPid())
+		}
+		_, err = d.hub.GetServer(admin, &mcpdv1.GetServerRequest{Name: "added"})
+		wantCode(t, err, codes.NotFound)
+
+		if _, err := d.hub.SetLogLevel(admin, &mcpdv1.SetLogLevelRequest{Server: "demo", Level: mcpdv1.LogLevel_LOG_LEVEL_INFO}); err != nil {
+			t.Errorf("admin SetLogLevel: %v", err)
+		}
+	})
+
+	t.Run("server requests", func(t *testing.T) {
+		register := func(ctx context.Context, servers []string, kind mcpdv1.ServerRequestKind) error {
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			stream, err := d.hub.HandleServerRequests(sctx)
+			if err != nil {
+				return err
+			}
+			if err := stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+				Register: &mcpdv1.ServerRequestRegistration{Servers: servers, Kinds: []mcpdv1.ServerRequestKind{kind}},
+			}}); err != nil {
+				return err
+			}
+			_, err = stream.Recv()
+			return err
+		}
+		if err := register(reader, []string{"demo"}, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS); err != nil {
+			t.Errorf("reader registers for roots of demo: %v", err)
+		}
+		denied(t, register(reader, []string{"demo"}, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING), "server_requests")
+		denied(t, register(reader, nil, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS), "servers")
+		if err := register(admin, nil, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING); err != nil {
+			t.Errorf("admin registers for sampling of every server: %v", err)
+		}
+	})
+
+	t.Run("events", func(t *testing.T) {
+		sctx, cancel := context.WithCancel(reader)
+		defer cancel()
+		sub, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{Kinds: []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_SERVER_STATE}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{Servers: []string{"other"}})
+		if err == nil {
+			_, err = other.Recv()
+		}
+		denied(t, err, "servers")
+		// "other" restarts first: its events come before demo's, so a
+		// leak would show before demo's READY does.
+		if _, err := d.hub.RestartServer(admin, &mcpdv1.RestartServerRequest{Name: "other"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.hub.RestartServer(admin, &mcpdv1.RestartServerRequest{Name: "demo"}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			resp, err := sub.Recv()
+			if err != nil {
+				t.Fatalf("Subscribe: %v", err)
+			}
+			ev := resp.GetEvent()
+			if ev.GetServer() != "demo" {
+				t.Fatalf("reader got an event of server %q: %v", ev.GetServer(), ev)
+			}
+			if ev.GetServerState().GetState() == mcpdv1.ServerState_SERVER_STATE_READY {
+				break
+			}
+		}
+	})
+
+	t.Run("unknown token", func(t *testing.T) {
+		_, err := d.hub.ListServers(bearer(ctx, "not-a-caller"), &mcpdv1.ListServersRequest{})
+		wantCode(t, err, codes.Unauthenticated)
+		_, err = d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{})
+		wantCode(t, err, codes.Unauthenticated)
+	})
+}
+
+// TestCallersReload rewrites the callers file and sends SIGHUP: the new
+// callers take effect, removed ones are refused, and a broken file keeps
+// the callers loaded before.
+func TestCallersReload(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	caller := func(name, token string) map[string]any {
+		return map[string]any{"name": name, "token_sha256": sha256Hex(token), "permissions": map[string]any{"servers": []string{"*"}}}
+	}
+	path := writeCallers(t, mustJSON(t, map[string]any{"callers": []any{caller("first", "first-token-1")}}))
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--callers", path}})
+	if _, err := d.hub.ListServers(bearer(ctx, "first-token-1"), &mcpdv1.ListServersRequest{}); err != nil {
+		t.Fatalf("first caller: %v", err)
+	}
+
+	replaceFile(t, path, mustJSON(t, map[string]any{"callers": []any{caller("second", "second-token-2")}}))
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the second caller gets in", func() (bool, error) {
+		_, err := d.hub.ListServers(bearer(ctx, "second-token-2"), &mcpdv1.ListServersRequest{})
+		return err == nil, err
+	})
+	_, err := d.hub.ListServers(bearer(ctx, "first-token-1"), &mcpdv1.ListServersRequest{})
+	wantCode(t, err, codes.Unauthenticated)
+
+	replaceFile(t, path, `{"callers": [{"name": "broken"`)
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the reload error is logged", func() (bool, error) {
+		return strings.Contains(d.log.String(), "keeping the previous callers"), nil
+	})
+	if _, err := d.hub.ListServers(bearer(ctx, "second-token-2"), &mcpdv1.ListServersRequest{}); err != nil {
+		t.Errorf("second caller after a broken reload: %v", err)
+	}
+}
+
+// auditLines returns mcpd's audit log lines (logger=audit), decoded.
+func auditLines(t *testing.T, d *daemon) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(d.log.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["logger"] == "audit" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// findAudit returns the first audit line with every field of want.
+func findAudit(lines []map[string]any, want map[string]any) map[string]any {
+	for _, l := range lines {
+		match := true
+		for k, v := range want {
+			if l[k] != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			return l
+		}
+	}
+	return nil
+}
+
+// TestAudit checks the audit line of each audited action (tool call,
+// resource read, prompt get, server change, denial, failed
+// authentication), and that no token, env value, header value or (by
+// default) argument reaches the log; with --audit-arguments the arguments
+// appear with secret-looking keys redacted.
+func TestAudit(t *testing.T) {
+	t.Parallel()
+	const (
+		envSecret    = "env-secret-value-3b7f"
+		headerSecret = "header-secret-value-c01d"
+		argValue     = "plain-argument-value-8e2a"
+		argSecret    = "argument-secret-value-f4c9"
+	)
+	for _, withArgs := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "with arguments"}[withArgs], func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			args := []string{"--callers", permissionCallers(t)}
+			if withArgs {
+				args = append(args, "--audit-arguments")
+			}
+			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: args, env: []string{"E2E_OUTSIDER_TOKEN=" + outsiderToken}})
+			admin := bearer(ctx, adminToken)
+			reader := bearer(ctx, readerToken)
+
+			if _, err := d.hub.ConnectServer(admin, &mcpdv1.ConnectServerRequest{Server: stdioConfig("demo", mcpdBinary(t), []string{"demo-server"}, map[string]string{"API_KEY": envSecret})}); err != nil {
+				t.Fatal(err)
+			}
+			d.waitServer(admin, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+			// A remote server whose header carries a secret; it need not
+			// come up.
+			_, _ = d.hub.ConnectServer(admin, &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{
+				Name:      "remote",
+				Transport: &mcpdv1.ServerConfig_Http{Http: &mcpdv1.HttpConfig{Url: "http://127.0.0.1:1/mcp", Headers: map[string]string{"Authorization": "Bearer " + headerSecret}}},
+			}})
+			if _, err := d.hub.CallTool(admin, &mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "hello"})}); err != nil {
+				t.Fatal(err)
+			}
+			// echo takes no api_token: the server refuses the call, which
+			// is audited with its arguments all the same.
+			_, err := d.hub.CallTool(admin, &mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": argValue, "api_token": argSecret})})
+			wantCode(t, err, codes.InvalidArgument)
+			if _, err := d.hub.CallTool(admin, &mcpdv1.CallToolRequest{Name: "mcp__demo__fail"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.hub.ReadResource(admin, &mcpdv1.ReadResourceRequest{Server: "demo", Uri: "demo://clock"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.hub.GetPrompt(admin, &mcpdv1.GetPromptRequest{Server: "demo", Name: "greet", Arguments: map[string]string{"name": argValue, "password": argSecret}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = d.hub.CallTool(reader, &mcpdv1.CallToolRequest{Name: "mcp__demo__add", Arguments: mustStruct(t, map[string]any{"a": 1, "b": 2})})
+			wantCode(t, err, codes.PermissionDenied)
+			_, err = d.hub.ListServers(bearer(ctx, "unknown-token-aa11"), &mcpdv1.ListServersRequest{})
+			wantCode(t, err, codes.Unauthenticated)
+			if _, err := d.hub.DisconnectServer(admin, &mcpdv1.DisconnectServerRequest{Name: "demo"}); err != nil {
+				t.Fatal(err)
+			}
+
+			var lines []map[string]any
+			poll(ctx, t, "the DisconnectServer audit line", func() (bool, error) {
+				lines = auditLines(t, d)
+				return findAudit(lines, map[string]any{"method": "DisconnectServer"}) != nil, nil
+			})
+			for _, want := range []map[string]any{
+				{"caller": "admin", "method": "ConnectServer", "server": "demo", "code": "OK"},
+				{"caller": "admin", "method": "CallTool", "server": "demo", "tool": "mcp__demo__echo", "code": "OK", "is_error": false},
+				{"caller": "admin", "method": "CallTool", "tool": "mcp__demo__echo", "code": "InvalidArgument"},
+				{"caller": "admin", "method": "CallTool", "tool": "mcp__demo__fail", "code": "OK", "is_error": true},
+				{"caller": "admin", "method": "ReadResource", "server": "demo", "uri": "demo://clock", "code": "OK"},
+				{"caller": "admin", "method": "GetPrompt", "server": "demo", "prompt": "greet", "code": "OK"},
+				{"caller": "reader", "method": "CallTool", "tool": "mcp__demo__add", "code": "PermissionDenied", "denied_permission": "tools"},
+				{"method": "ListServers", "code": "Unauthenticated"},
+				{"caller": "admin", "method": "DisconnectServer", "server": "demo", "code": "OK"},
+			} {
+				line := findAudit(lines, want)
+				if line == nil {
+					t.Errorf("no audit line with %v in:\n%v", want, lines)
+					continue
+				}
+				if _, ok := line["duration"]; !ok {
+					t.Errorf("audit line %v has no duration", line)
+				}
+			}
+			if findAudit(lines, map[string]any{"method": "ListServers", "caller": "admin"}) != nil {
+				t.Errorf("a ListServers that succeeded was audited; only actions are")
+			}
+
+			log := d.log.String()
+			for _, secret := range []string{adminToken, readerToken, "unknown-token-aa11", envSecret, headerSecret, argSecret} {
+				if strings.Contains(log, secret) {
+					t.Errorf("mcpd log contains secret %q", secret)
+				}
+			}
+			if got := strings.Contains(log, argValue); got != withArgs {
+				t.Errorf("argument value in the log: got %v, want %v", got, withArgs)
+			}
+			if withArgs {
+				call := findAudit(lines, map[string]any{"method": "CallTool", "tool": "mcp__demo__echo", "code": "InvalidArgument"})
+				want := map[string]any{"message": argValue, "api_token": "[REDACTED]"}
+				if got, _ := call["arguments"].(map[string]any); !maps.Equal(got, want) {
+					t.Errorf("audited arguments: got %v, want %v", call["arguments"], want)
+				}
+				prompt := findAudit(lines, map[string]any{"method": "GetPrompt"})
+				want = map[string]any{"name": argValue, "password": "[REDACTED]"}
+				if got, _ := prompt["arguments"].(map[string]any); !maps.Equal(got, want) {
+					t.Errorf("audited prompt arguments: got %v, want %v", prompt["arguments"], want)
+				}
+			}
+		})
+	}
+}

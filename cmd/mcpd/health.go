@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// Exit codes of `mcpd health`.
+const (
+	healthServing    = 0 // the service is SERVING
+	healthNotServing = 1 // any other status, or mcpd did not answer
+	healthUsage      = 2 // bad flags
+)
+
+// runHealth is `mcpd health`: it asks a running mcpd for the
+// grpc.health.v1 status of a service and exits 0 only for SERVING. It is
+// what a Kubernetes exec probe runs when mcpd listens on a Unix socket,
+// which the kubelet's own gRPC probe cannot reach, and the image has no
+// shell or other client to run instead. --listen (or MCPD_LISTEN) names the
+// daemon's address the way the daemon takes it.
+func runHealth(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mcpd health", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:50051", "address of the mcpd to check: host:port or unix:///path/to.sock (default MCPD_LISTEN, then 127.0.0.1:50051)")
+	service := fs.String("service", "", `health service to check: "" for mcpd as a whole, "mcpd.server/NAME" for one server`)
+	timeout := fs.Duration("timeout", time.Second, "how long to wait for the answer")
+	if v, ok := lookup("MCPD_LISTEN"); ok {
+		*listen = v
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return healthServing
+		}
+		return healthUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mcpd health: unexpected argument %q\n", fs.Arg(0))
+		return healthUsage
+	}
+	target := *listen
+	if !strings.HasPrefix(target, "unix://") {
+		// Dial the address as given: no name resolution beyond the dialer's.
+		target = "passthrough:///" + target
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		fmt.Fprintf(stderr, "mcpd health: %s: %v\n", *listen, err)
+		return healthUsage
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: *service})
+	if err != nil {
+		fmt.Fprintf(stderr, "mcpd health: %s: %v\n", *listen, err)
+		return healthNotServing
+	}
+	fmt.Fprintln(stdout, resp.GetStatus())
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return healthNotServing
+	}
+	return healthServing
+}

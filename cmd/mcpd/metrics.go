@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/server"
+)
+
+// traceFlushTimeout bounds the export of the spans still buffered at exit:
+// a collector that is away must not hold up the daemon's stop.
+const traceFlushTimeout = 5 * time.Second
+
+// metricsReadHeaderTimeout bounds how long a scraper may take to send its
+// request headers, so that idle connections cannot pile up.
+const metricsReadHeaderTimeout = 10 * time.Second
+
+// listenMetrics opens the metrics listener under the rules of the gRPC
+// one: a TCP address must be loopback unless an API token guards it (the
+// metrics name servers and tools), and a Unix socket is mode 0600.
+func listenMetrics(addr string, haveToken bool) (net.Listener, error) {
+	if !strings.HasPrefix(addr, "unix://") {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-listen %q: want host:port or unix:///path: %w", addr, err)
+		}
+		if !isLoopback(host) && !haveToken {
+			return nil, fmt.Errorf("--metrics-listen %q is not a loopback address: set MCPD_API_TOKEN or --api-token-file to serve metrics beyond this machine", addr)
+		}
+	}
+	lis, err := listen(addr, true)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return lis, nil
+}
+
+// newMetricsServer serves h at /metrics. With an API token, a scrape must
+// present it as "Authorization: Bearer <token>", as RPCs do.
+func newMetricsServer(h http.Handler, token string) *http.Server {
+	if token != "" {
+		h = requireBearer(h, token)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	return &http.Server{Handler: mux, ReadHeaderTimeout: metricsReadHeaderTimeout}
+}
+
+// requireBearer lets through only requests with the token, compared in
+// constant time.
+func requireBearer(h http.Handler, token string) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "missing or invalid bearer token", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// markReadyWhenStarted turns the daemon's health to SERVING once every
+// configured server has had its first start (ready or failed). The
+// returned stop ends the wait, if it is still going, and waits for it.
+func markReadyWhenStarted(ctx context.Context, mgr *mcpclient.Manager, health *server.Health, log zerolog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.WaitStarted(ctx); err != nil {
+			return
+		}
+		health.SetServing(true)
+		log.Info().Msg("configured servers started: ready")
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	collectortracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// otlpReceiver keeps the spans exported to it over OTLP, gRPC or HTTP:
+// the real collector protocol, served on loopback by the test.
+type otlpReceiver struct {
+	collectortracepb.UnimplementedTraceServiceServer
+	mu       sync.Mutex
+	spans    []*tracepb.Span
+	services []string // service.name of each resource
+}
+
+func (r *otlpReceiver) Export(_ context.Context, req *collectortracepb.ExportTraceServiceRequest) (*collectortracepb.ExportTraceServiceResponse, error) {
+	r.add(req)
+	return &collectortracepb.ExportTraceServiceResponse{}, nil
+}
+
+func (r *otlpReceiver) add(req *collectortracepb.ExportTraceServiceRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		r.services = append(r.services, attr(rs.GetResource().GetAttributes(), "service.name"))
+		for _, ss := range rs.GetScopeSpans() {
+			r.spans = append(r.spans, ss.GetSpans()...)
+		}
+	}
+}
+
+// ServeHTTP is OTLP/HTTP with protobuf bodies, at /v1/traces.
+func (r *otlpReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil || req.URL.Path != "/v1/traces" {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	var export collectortracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(body, &export); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.add(&export)
+	out, _ := proto.Marshal(&collectortracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+func (r *otlpReceiver) snapshot() ([]*tracepb.Span, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*tracepb.Span(nil), r.spans...), append([]string(nil), r.services...)
+}
+
+// startOTLPReceiver serves a receiver over protocol ("grpc" or
+// "http/protobuf") on loopback and returns its endpoint URL.
+func startOTLPReceiver(t *testing.T, protocol string) (*otlpReceiver, string) {
+	t.Helper()
+	r := &otlpReceiver{}
+	if protocol == "http/protobuf" {
+		srv := httptest.NewServer(r)
+		t.Cleanup(srv.Close)
+		return r, srv.URL
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	collectortracepb.RegisterTraceServiceServer(srv, r)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return r, "http://" + lis.Addr().String()
+}
+
+// traceSeen is what the HTTP server's tool saw of a call's trace context.
+type traceSeen struct {
+	header, meta string
+}
+
+// startTracedHTTPServer serves a go-sdk Streamable HTTP server on loopback
+// whose tool "whoami" records the traceparent header of its HTTP request
+// and the traceparent in its _meta.
+func startTracedHTTPServer(t *testing.T) (url string, seen func() []traceSeen) {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		got []traceSeen
+	)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "traced", Version: "0.0.1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "whoami", Description: "reports nothing; records the trace context it got"},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			s := traceSeen{}
+			if req.Extra != nil {
+				s.header = req.Extra.Header.Get("traceparent")
+			}
+			s.meta, _ = req.Params.Meta["traceparent"].(string)
+			mu.Lock()
+			got = append(got, s)
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "seen"}}}, nil, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	return hs.URL, func() []traceSeen {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]traceSeen(nil), got...)
+	}
+}
+
+// TestTraces runs mcpd with the OTLP exporter pointed at a receiver in the
+// test, over each OTLP protocol, calls a tool of an HTTP server and one of
+// the stdio demo server with a traceparent in the gRPC metadata, and
+// checks the chain: the agent's span, mcpd's span of the RPC, mcpd's
+// client span of the upstream request, and the trace context the HTTP
+// server received in its header and _meta.
+func TestTraces(t *testing.T) {
+	t.Parallel()
+	for _, protocol := range []string{"grpc", "http/protobuf"} {
+		t.Run(protocol, func(t *testing.T) {
+			t.Parallel()
+			testTraces(t, protocol)
+		})
+	}
+}
+
+func testTraces(t *testing.T, protocol string) {
+	ctx := testContext(t)
+	receiver, endpoint := startOTLPReceiver(t, protocol)
+	httpURL, seen := startTracedHTTPServer(t)
+	cfg := map[string]any{"mcpServers": map[string]any{
+		"remote": map[string]any{"type": "http", "url": httpURL},
+		"demo":   map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}},
+	}}
+	d := startDaemon(ctx, t, daemonOptions{
+		config: writeConfig(t, mustJSON(t, cfg)),
+		env: []string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint,
+			"OTEL_EXPORTER_OTLP_PROTOCOL=" + protocol,
+		},
+	})
+	d.waitServer(ctx, t, "remote", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	// The agent's span: a trace and span id of its own.
+	const (
+		traceID      = "0af7651916cd43dd8448eb211c80319c"
+		agentSpan    = "b7ad6b7169203331"
+		demoTraceID  = "4bf92f3577b34da6a3ce929d0e0e4736"
+		demoAgentSpn = "00f067aa0ba902b7"
+	)
+	callCtx := metadata.AppendToOutgoingContext(ctx, "traceparent", "00-"+traceID+"-"+agentSpan+"-01")
+	if _, err := d.hub.CallTool(callCtx, &mcpdv1.CallToolRequest{Name: "mcp__remote__whoami"}); err != nil {
+		t.Fatalf("CallTool remote: %v", err)
+	}
+	demoCtx := metadata.AppendToOutgoingContext(ctx, "traceparent", "00-"+demoTraceID+"-"+demoAgentSpn+"-01")
+	d.mustCall(demoCtx, t, "mcp__demo__echo", map[string]any{"message": "traced"})
+	// Stopping mcpd flushes the spans it still holds.
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code %d, want 0", code)
+	}
+	spans, services := receiver.snapshot()
+	if len(spans) == 0 {
+		t.Fatal("the receiver got no spans")
+	}
+	for _, s := range services {
+		if s != "mcpd" {
+			t.Errorf("service.name: got %q, want mcpd", s)
+		}
+	}
+
+	// Remote: agent -> CallTool span -> tools/call span -> HTTP server.
+	rpc := findSpan(t, spans, traceID, "mcpd.v1.MCPHub/CallTool", tracepb.Span_SPAN_KIND_SERVER)
+	if got := hex.EncodeToString(rpc.GetParentSpanId()); got != agentSpan {
+		t.Errorf("CallTool span's parent: got %s, want the agent's span %s", got, agentSpan)
+	}
+	upstream := findSpan(t, spans, traceID, "tools/call whoami", tracepb.Span_SPAN_KIND_CLIENT)
+	if got, want := hex.EncodeToString(upstream.GetParentSpanId()), hex.EncodeToString(rpc.GetSpanId()); got != want {
+		t.Errorf("tools/call span's parent: got %s, want the CallTool span %s", got, want)
+	}
+	for key, want := range map[string]string{
+		"mcp.method.name":       "tools/call",
+		"gen_ai.tool.name":      "whoami",
+		"gen_ai.operation.name": "execute_tool",
+		"mcpd.server.name":      "remote",
+		"mcpd.server.transport": "http",
+		"network.transport":     "tcp",
+		"mcpd.outcome":          "ok",
+	} {
+		if got := attr(upstream.GetAttributes(), key); got != want {
+			t.Errorf("tools/call span attribute %s: got %q, want %q", key, got, want)
+		}
+	}
+	if attr(upstream.GetAttributes(), "mcp.protocol.version") == "" {
+		t.Error("tools/call span: no mcp.protocol.version")
+	}
+	wantParent := "00-" + traceID + "-" + hex.EncodeToString(upstream.GetSpanId()) + "-01"
+	calls := seen()
+	if len(calls) != 1 {
+		t.Fatalf("the HTTP server's tool ran %d times, want 1", len(calls))
+	}
+	if calls[0].header != wantParent {
+		t.Errorf("traceparent header at the HTTP server: got %q, want %q", calls[0].header, wantParent)
+	}
+	if calls[0].meta != wantParent {
+		t.Errorf("_meta.traceparent at the HTTP server: got %q, want %q", calls[0].meta, wantParent)
+	}
+
+	// Stdio: the same chain, over a pipe.
+	demoRPC := findSpan(t, spans, demoTraceID, "mcpd.v1.MCPHub/CallTool", tracepb.Span_SPAN_KIND_SERVER)
+	demoCall := findSpan(t, spans, demoTraceID, "tools/call echo", tracepb.Span_SPAN_KIND_CLIENT)
+	if got, want := hex.EncodeToString(demoCall.GetParentSpanId()), hex.EncodeToString(demoRPC.GetSpanId()); got != want {
+		t.Errorf("demo tools/call span's parent: got %s, want %s", got, want)
+	}
+	if got := attr(demoCall.GetAttributes(), "network.transport"); got != "pipe" {
+		t.Errorf("demo tools/call network.transport: got %q, want pipe", got)
+	}
+	// Health checks are probes: no spans.
+	for _, s := range spans {
+		if strings.HasPrefix(s.GetName(), "grpc.health.v1.") {
+			t.Errorf("a span for a health check: %s", s.GetName())
+		}
+	}
+}
+
+// findSpan returns the one span of trace traceID (hex) with name and kind.
+func findSpan(t *testing.T, spans []*tracepb.Span, traceID, name string, kind tracepb.Span_SpanKind) *tracepb.Span {
+	t.Helper()
+	var found []*tracepb.Span
+	var names []string
+	for _, s := range spans {
+		if hex.EncodeToString(s.GetTraceId()) != traceID {
+			continue
+		}
+		names = append(names, s.GetName())
+		if s.GetName() == name && s.GetKind() == kind {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("trace %s: %d spans %q of kind %v, want 1 (spans of the trace: %q)", traceID, len(found), name, kind, names)
+	}
+	return found[0]
+}
+
+// attr returns the string value of key among attrs, or "".
+func attr(attrs []*commonpb.KeyValue, key string) string {
+	for _, kv := range attrs {
+		if kv.GetKey() == key {
+			return kv.GetValue().GetStringValue()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,223 @@
+package access
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/x509"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Options configure an Authorizer.
+type Options struct {
+	// APIToken, if set, is the token of the caller TokenCallerName, which
+	// has every permission.
+	APIToken string
+	// CallersFile is the path of the callers file; empty means none.
+	CallersFile string
+	// ClientCertificates says that the listener verifies client
+	// certificates (mutual TLS). Without a callers file, every verified
+	// client is then a caller with every permission.
+	ClientCertificates bool
+	// Lookup reads ${VAR} references in the callers file; default
+	// os.LookupEnv.
+	Lookup func(string) (string, bool)
+}
+
+// Credentials are what a request presented, as an edge extracted them.
+type Credentials struct {
+	// Token is the bearer token; empty when none was sent.
+	Token string
+	// Certificate is the client's certificate, verified by the TLS
+	// handshake against the client CA; nil when none.
+	Certificate *x509.Certificate
+}
+
+// Authorizer authenticates callers and checks their actions against the
+// callers file. It is safe for concurrent use; Reload swaps the callers
+// file while checks run.
+type Authorizer struct {
+	opts      Options
+	tokenHash [sha256.Size]byte
+	reloadMu  sync.Mutex
+	current   atomic.Pointer[callers] // nil without a callers file
+}
+
+// New returns an Authorizer. It reads the callers file, if any, and fails
+// if the file is unusable.
+func New(opts *Options) (*Authorizer, error) {
+	a := &Authorizer{}
+	if opts != nil {
+		a.opts = *opts
+	}
+	if a.opts.Lookup == nil {
+		a.opts.Lookup = os.LookupEnv
+	}
+	if a.opts.APIToken != "" {
+		a.tokenHash = sha256.Sum256([]byte(a.opts.APIToken))
+	}
+	if err := a.Reload(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Enabled reports whether requests must present a credential: a token,
+// a callers file or mutual TLS is configured.
+func (a *Authorizer) Enabled() bool {
+	return a.opts.APIToken != "" || a.opts.CallersFile != "" || a.opts.ClientCertificates
+}
+
+// Reload reads the callers file again. On an error the callers loaded
+// before stay in force. Without a callers file it does nothing.
+func (a *Authorizer) Reload() error {
+	if a.opts.CallersFile == "" {
+		return nil
+	}
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	c, err := loadCallers(a.opts.CallersFile, a.opts.Lookup)
+	if err != nil {
+		return err
+	}
+	a.current.Store(c)
+	return nil
+}
+
+// Authenticate returns the caller that creds identify. A bearer token, if
+// sent, decides (a wrong token is refused even with a good certificate);
+// otherwise the client certificate does. The error is ErrUnauthenticated
+// and never quotes the credential.
+func (a *Authorizer) Authenticate(creds Credentials) (Caller, error) {
+	if !a.Enabled() {
+		return Caller{Name: AnonymousCallerName, all: true}, nil
+	}
+	cs := a.current.Load()
+	if creds.Token != "" {
+		h := sha256.Sum256([]byte(creds.Token))
+		if a.opts.APIToken != "" && subtle.ConstantTimeCompare(h[:], a.tokenHash[:]) == 1 {
+			return Caller{Name: TokenCallerName, all: true}, nil
+		}
+		if cs != nil {
+			name := ""
+			for _, t := range cs.tokens { // every hash, so the time says nothing
+				if subtle.ConstantTimeCompare(h[:], t.hash[:]) == 1 {
+					name = t.name
+				}
+			}
+			if name != "" {
+				return Caller{Name: name}, nil
+			}
+		}
+		return Caller{}, &authError{"invalid bearer token"}
+	}
+	if cert := creds.Certificate; cert != nil {
+		if cs == nil {
+			return Caller{Name: CertificateIdentity(cert), all: true}, nil
+		}
+		if name, ok := cs.byCertificate(cert); ok {
+			return Caller{Name: name}, nil
+		}
+		return Caller{}, &authError{"client certificate " + quote(CertificateIdentity(cert)) + " names no caller"}
+	}
+	return Caller{}, &authError{"missing bearer token"}
+}
+
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+
+// byCertificate finds the caller a certificate identifies: by SPIFFE ID
+// (a URI SAN), then DNS SAN, then subject common name.
+func (cs *callers) byCertificate(cert *x509.Certificate) (string, bool) {
+	for _, u := range cert.URIs {
+		if name, ok := cs.spiffe[u.String()]; ok {
+			return name, true
+		}
+	}
+	for _, d := range cert.DNSNames {
+		if name, ok := cs.dnsName[d]; ok {
+			return name, true
+		}
+	}
+	if cert.Subject.CommonName != "" {
+		if name, ok := cs.cn[cert.Subject.CommonName]; ok {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// CertificateIdentity names a client certificate: its SPIFFE ID if it has
+// one, else its first DNS SAN, else its subject common name.
+func CertificateIdentity(cert *x509.Certificate) string {
+	for _, u := range cert.URIs {
+		if u.Scheme == "spiffe" {
+			return u.String()
+		}
+	}
+	if len(cert.DNSNames) > 0 {
+		return cert.DNSNames[0]
+	}
+	return cert.Subject.CommonName
+}
+
+// Authorize reports whether caller may perform act: nil, a *DeniedError
+// (ErrPermissionDenied) naming the missing permission, or
+// ErrUnauthenticated when the caller is no longer in the callers file. It
+// is the one check of every edge.
+func (a *Authorizer) Authorize(caller Caller, act Action) error {
+	if caller.all {
+		return nil
+	}
+	var p *Permissions
+	if cs := a.current.Load(); cs != nil {
+		p = cs.byName[caller.Name]
+	}
+	if p == nil {
+		return &authError{"caller " + quote(caller.Name) + " is no longer in the callers file"}
+	}
+	deny := func(perm string) error {
+		return &DeniedError{Caller: caller.Name, Permission: perm, Target: act.target()}
+	}
+	switch {
+	case act.Server == AllServers:
+		if !p.Servers.MatchesEverything() {
+			return deny("servers")
+		}
+	case act.Server != "":
+		if !p.Servers.Match(act.Server) {
+			return deny("servers")
+		}
+	}
+	switch act.Verb {
+	case ViewServer:
+	case CallTool:
+		if !p.Tools.Match(act.Tool) {
+			return deny("tools")
+		}
+	case ReadResource:
+		if !matchPair(p.Resources, act.Server, act.URI) {
+			return deny("resources")
+		}
+	case GetPrompt:
+		if !matchPair(p.Prompts, act.Server, act.Prompt) {
+			return deny("prompts")
+		}
+	case AnswerRequests:
+		if !slices.Contains(p.ServerRequests, act.RequestKind) {
+			return deny("server_requests")
+		}
+	default: // ManageServers, and any verb this switch does not know
+		if !p.Manage {
+			return deny("manage")
+		}
+	}
+	return nil
+}
+
+// Allowed is Authorize as a filter: whether caller may perform act.
+func (a *Authorizer) Allowed(caller Caller, act Action) bool {
+	return a.Authorize(caller, act) == nil
+}

@@ -1,0 +1,217 @@
+package access
+
+import (
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func hashHex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+const testCallers = `{"callers": [
+  {"name": "reader", "token_sha256": "%READER%",
+   "permissions": {"servers": ["demo", "docs-*"], "tools": ["mcp__demo__get_*"],
+     "resources": [{"server": "docs-*", "uri": "file:///srv/*"}],
+     "prompts": [{"server": "demo", "name": "greet"}],
+     "server_requests": ["roots"]}},
+  {"name": "ops", "token_file": "ops.token", "permissions": {"servers": ["*"], "manage": true}},
+  {"name": "ci", "token": "${CI_TOKEN}", "permissions": {}},
+  {"name": "agent", "spiffe_id": "spiffe://example.org/agent", "permissions": {"servers": ["*"], "tools": ["*"]}},
+  {"name": "host", "dns_name": "host.example.org", "permissions": {}},
+  {"name": "cn", "common_name": "legacy-client", "permissions": {}}
+]}`
+
+func newTestAuthorizer(t *testing.T) *Authorizer {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, dir, "ops.token", "ops-token\n")
+	path := writeFile(t, dir, "callers.json", strings.ReplaceAll(testCallers, "%READER%", hashHex("reader-token")))
+	a, err := New(&Options{
+		APIToken:           "api-token-value",
+		CallersFile:        path,
+		ClientCertificates: true,
+		Lookup:             func(k string) (string, bool) { return map[string]string{"CI_TOKEN": "ci-token"}[k], k == "CI_TOKEN" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestAuthenticate(t *testing.T) {
+	a := newTestAuthorizer(t)
+	spiffe, _ := url.Parse("spiffe://example.org/agent")
+	for _, tc := range []struct {
+		name  string
+		creds Credentials
+		want  string // caller name; "" = unauthenticated
+	}{
+		{"api token", Credentials{Token: "api-token-value"}, TokenCallerName},
+		{"hashed token", Credentials{Token: "reader-token"}, "reader"},
+		{"token file", Credentials{Token: "ops-token"}, "ops"},
+		{"token from variable", Credentials{Token: "ci-token"}, "ci"},
+		{"unknown token", Credentials{Token: "nope"}, ""},
+		{"spiffe id", Credentials{Certificate: &x509.Certificate{URIs: []*url.URL{spiffe}}}, "agent"},
+		{"dns name", Credentials{Certificate: &x509.Certificate{DNSNames: []string{"other", "host.example.org"}}}, "host"},
+		{"common name", Credentials{Certificate: &x509.Certificate{Subject: pkix.Name{CommonName: "legacy-client"}}}, "cn"},
+		{"unknown certificate", Credentials{Certificate: &x509.Certificate{Subject: pkix.Name{CommonName: "stranger"}}}, ""},
+		{"a wrong token beats a good certificate", Credentials{Token: "nope", Certificate: &x509.Certificate{URIs: []*url.URL{spiffe}}}, ""},
+		{"nothing", Credentials{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := a.Authenticate(tc.creds)
+			if tc.want == "" {
+				if !errors.Is(err, ErrUnauthenticated) {
+					t.Fatalf("got caller %q, %v; want ErrUnauthenticated", c.Name, err)
+				}
+				if tc.creds.Token != "" && strings.Contains(err.Error(), tc.creds.Token) {
+					t.Errorf("error %q quotes the token", err)
+				}
+				return
+			}
+			if err != nil || c.Name != tc.want {
+				t.Fatalf("got caller %q, %v; want %q", c.Name, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAuthenticateWithoutCallersFile(t *testing.T) {
+	open, _ := New(nil)
+	if c, err := open.Authenticate(Credentials{}); err != nil || c.Name != AnonymousCallerName || !open.Allowed(c, Action{Verb: ManageServers}) {
+		t.Errorf("no credentials configured: got %q, %v; want an anonymous caller with every permission", c.Name, err)
+	}
+	mtls, _ := New(&Options{ClientCertificates: true})
+	c, err := mtls.Authenticate(Credentials{Certificate: &x509.Certificate{DNSNames: []string{"a.example"}}})
+	if err != nil || c.Name != "a.example" || !mtls.Allowed(c, Action{Verb: ManageServers}) {
+		t.Errorf("mutual TLS alone: got %q, %v; want the certificate's identity with every permission", c.Name, err)
+	}
+	if _, err := mtls.Authenticate(Credentials{}); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("mutual TLS, no certificate: got %v, want ErrUnauthenticated", err)
+	}
+}
+
+func TestAuthorize(t *testing.T) {
+	a := newTestAuthorizer(t)
+	reader := Caller{Name: "reader"}
+	ops := Caller{Name: "ops"}
+	for _, tc := range []struct {
+		name   string
+		caller Caller
+		act    Action
+		denied string // missing permission; "" = allowed
+	}{
+		{"view allowed server", reader, Action{Verb: ViewServer, Server: "docs-a"}, ""},
+		{"view other server", reader, Action{Verb: ViewServer, Server: "secret"}, "servers"},
+		{"tool allowed", reader, Action{Verb: CallTool, Server: "demo", Tool: "mcp__demo__get_x"}, ""},
+		{"tool denied", reader, Action{Verb: CallTool, Server: "demo", Tool: "mcp__demo__delete_x"}, "tools"},
+		{"tool on hidden server", reader, Action{Verb: CallTool, Server: "gh", Tool: "mcp__gh__get_x"}, "servers"},
+		{"resource allowed", reader, Action{Verb: ReadResource, Server: "docs-a", URI: "file:///srv/a.md"}, ""},
+		{"resource denied", reader, Action{Verb: ReadResource, Server: "docs-a", URI: "file:///etc/passwd"}, "resources"},
+		{"resource pattern is per server", reader, Action{Verb: ReadResource, Server: "demo", URI: "file:///srv/a.md"}, "resources"},
+		{"prompt allowed", reader, Action{Verb: GetPrompt, Server: "demo", Prompt: "greet"}, ""},
+		{"prompt denied", reader, Action{Verb: GetPrompt, Server: "demo", Prompt: "other"}, "prompts"},
+		{"manage denied", reader, Action{Verb: ManageServers, Server: "demo"}, "manage"},
+		{"manage allowed", ops, Action{Verb: ManageServers, Server: "new"}, ""},
+		{"request kind allowed", reader, Action{Verb: AnswerRequests, Server: "demo", RequestKind: "roots"}, ""},
+		{"request kind denied", reader, Action{Verb: AnswerRequests, Server: "demo", RequestKind: "sampling"}, "server_requests"},
+		{"every server needs *", reader, Action{Verb: AnswerRequests, Server: AllServers, RequestKind: "roots"}, "servers"},
+		{"every server with *", ops, Action{Verb: ManageServers, Server: AllServers}, ""},
+		{"unknown verb needs manage", reader, Action{Verb: Verb(99)}, "manage"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := a.Authorize(tc.caller, tc.act)
+			if tc.denied == "" {
+				if err != nil {
+					t.Fatalf("got %v, want allowed", err)
+				}
+				return
+			}
+			var d *DeniedError
+			if !errors.As(err, &d) || !errors.Is(err, ErrPermissionDenied) || d.Permission != tc.denied {
+				t.Fatalf("got %v, want a denial of permission %q", err, tc.denied)
+			}
+		})
+	}
+	if err := a.Authorize(Caller{Name: "gone"}, Action{Verb: ViewServer}); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("caller not in the file: got %v, want ErrUnauthenticated", err)
+	}
+}
+
+func TestCallersFileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"malformed", `{"callers": [`, "callers file"},
+		{"unknown field", `{"callers": [{"name": "a", "token_sha256": "` + hashHex("x") + `", "permisions": {}}]}`, "permisions"},
+		{"no identity", `{"callers": [{"name": "a"}]}`, "no identity"},
+		{"bad name", `{"callers": [{"name": "a b", "common_name": "x"}]}`, "name"},
+		{"reserved name", `{"callers": [{"name": "api-token", "common_name": "x"}]}`, "reserved"},
+		{"duplicate name", `{"callers": [{"name": "a", "common_name": "x"}, {"name": "a", "common_name": "y"}]}`, "another caller"},
+		{"bad hash", `{"callers": [{"name": "a", "token_sha256": "abc"}]}`, "64 hexadecimal"},
+		{"literal token", `{"callers": [{"name": "a", "token": "sekret-literal"}]}`, "${VAR}"},
+		{"unset variable", `{"callers": [{"name": "a", "token": "${NOPE_UNSET}"}]}`, "NOPE_UNSET"},
+		{"missing token file", `{"callers": [{"name": "a", "token_file": "nope"}]}`, "token_file"},
+		{"same token", `{"callers": [{"name": "a", "token_sha256": "` + hashHex("x") + `"}, {"name": "b", "token_sha256": "` + hashHex("x") + `"}]}`, "same token"},
+		{"same identity", `{"callers": [{"name": "a", "dns_name": "h"}, {"name": "b", "dns_name": "h"}]}`, "same identity"},
+		{"bad spiffe", `{"callers": [{"name": "a", "spiffe_id": "https://x"}]}`, "spiffe://"},
+		{"bad request kind", `{"callers": [{"name": "a", "common_name": "x", "permissions": {"server_requests": ["everything"]}}]}`, "server_requests"},
+		{"resource without uri", `{"callers": [{"name": "a", "common_name": "x", "permissions": {"resources": [{"server": "*"}]}}]}`, "resources[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, t.TempDir(), "callers.json", tc.content)
+			_, err := New(&Options{CallersFile: path, Lookup: func(string) (string, bool) { return "", false }})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "sekret-literal") {
+				t.Errorf("error %q quotes the token", err)
+			}
+		})
+	}
+}
+
+func TestReloadKeepsPreviousOnError(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "callers.json", `{"callers": [{"name": "a", "token_sha256": "`+hashHex("tok-a")+`"}]}`)
+	a, err := New(&Options{CallersFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "callers.json", `{"callers": [{"name": "b", "token_sha256": "`+hashHex("tok-b")+`"}]}`)
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := a.Authenticate(Credentials{Token: "tok-b"}); err != nil || c.Name != "b" {
+		t.Fatalf("after reload: got %q, %v; want b", c.Name, err)
+	}
+	if _, err := a.Authenticate(Credentials{Token: "tok-a"}); err == nil {
+		t.Errorf("removed caller a still authenticates")
+	}
+	writeFile(t, dir, "callers.json", `{"callers": [`)
+	if err := a.Reload(); err == nil {
+		t.Fatal("reload of a broken file: got no error")
+	}
+	if c, err := a.Authenticate(Credentials{Token: "tok-b"}); err != nil || c.Name != "b" {
+		t.Errorf("after a broken reload: got %q, %v; want b still", c.Name, err)
+	}
+}

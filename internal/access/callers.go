@@ -1,0 +1,256 @@
+package access
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+)
+
+// callersFile is the JSON form of a callers file.
+type callersFile struct {
+	Callers []callerEntry `json:"callers"`
+}
+
+type callerEntry struct {
+	Name string `json:"name"`
+	// How the caller is recognised: any of these.
+	TokenSHA256 string `json:"token_sha256,omitempty"`
+	TokenFile   string `json:"token_file,omitempty"`
+	Token       string `json:"token,omitempty"`
+	SPIFFEID    string `json:"spiffe_id,omitempty"`
+	DNSName     string `json:"dns_name,omitempty"`
+	CommonName  string `json:"common_name,omitempty"`
+
+	Permissions permissionsEntry `json:"permissions"`
+}
+
+type permissionsEntry struct {
+	Servers        []string       `json:"servers"`
+	Tools          []string       `json:"tools"`
+	Resources      []resourceRule `json:"resources"`
+	Prompts        []promptRule   `json:"prompts"`
+	Manage         bool           `json:"manage"`
+	ServerRequests []string       `json:"server_requests"`
+}
+
+type resourceRule struct {
+	Server string `json:"server"`
+	URI    string `json:"uri"`
+}
+
+type promptRule struct {
+	Server string `json:"server"`
+	Name   string `json:"name"`
+}
+
+// Permissions is what one caller may do.
+type Permissions struct {
+	// Servers are the servers the caller may see and use at all.
+	Servers Globs
+	// Tools are the qualified tool names the caller may call.
+	Tools Globs
+	// Resources are (server, URI) patterns the caller may read.
+	Resources []ServerGlob
+	// Prompts are (server, prompt name) patterns the caller may get.
+	Prompts []ServerGlob
+	// Manage allows ConnectServer, DisconnectServer, RestartServer,
+	// SetRoots, SetLogLevel and other daemon-changing RPCs.
+	Manage bool
+	// ServerRequests are the server-request kinds the caller may answer.
+	ServerRequests []string
+}
+
+// ServerGlob is a pair of patterns: one on the server name, one on a name
+// inside the server (a resource URI or a prompt name).
+type ServerGlob struct {
+	Server Glob
+	Name   Glob
+}
+
+func matchPair(rules []ServerGlob, server, name string) bool {
+	for _, r := range rules {
+		if r.Server.Match(server) && r.Name.Match(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// callers is one loaded callers file: who is who, and their permissions.
+type callers struct {
+	byName  map[string]*Permissions
+	tokens  []tokenCaller // SHA-256 of each token
+	spiffe  map[string]string
+	dnsName map[string]string
+	cn      map[string]string
+}
+
+type tokenCaller struct {
+	hash [sha256.Size]byte
+	name string
+}
+
+// requestKinds are the server-request kinds a file may grant.
+var requestKinds = []string{"sampling", "elicitation", "roots"}
+
+// callerName is what a caller's name may be: it shows in logs and errors.
+var callerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$`)
+
+// loadCallers reads and checks a callers file. Relative token_file paths
+// are relative to the file's directory; ${VAR} in token reads lookup.
+// Errors name the caller and field, never a token.
+func loadCallers(path string, lookup func(string) (string, bool)) (*callers, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("callers file: %w", err)
+	}
+	var f callersFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("callers file %s: %w", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("callers file %s: data after the JSON object", path)
+	}
+	c := &callers{
+		byName:  make(map[string]*Permissions),
+		spiffe:  make(map[string]string),
+		dnsName: make(map[string]string),
+		cn:      make(map[string]string),
+	}
+	dir := filepath.Dir(path)
+	for i, e := range f.Callers {
+		if err := c.add(e, dir, lookup); err != nil {
+			return nil, fmt.Errorf("callers file %s: callers[%d] (%q): %w", path, i, e.Name, err)
+		}
+	}
+	return c, nil
+}
+
+func (c *callers) add(e callerEntry, dir string, lookup func(string) (string, bool)) error {
+	switch {
+	case !callerName.MatchString(e.Name):
+		return errors.New("name: want letters, digits and ._:@/- (at most 128), starting with a letter or digit")
+	case e.Name == TokenCallerName || e.Name == AnonymousCallerName:
+		return fmt.Errorf("name: %q is reserved", e.Name)
+	case c.byName[e.Name] != nil:
+		return errors.New("name: another caller has this name")
+	}
+	perms, err := e.Permissions.compile()
+	if err != nil {
+		return err
+	}
+	identified := false
+	var tokens [][sha256.Size]byte
+	if e.TokenSHA256 != "" {
+		b, err := hex.DecodeString(e.TokenSHA256)
+		if err != nil || len(b) != sha256.Size {
+			return errors.New("token_sha256: want 64 hexadecimal digits (sha256sum of the token)")
+		}
+		tokens = append(tokens, [sha256.Size]byte(b))
+	}
+	if e.TokenFile != "" {
+		p := e.TokenFile
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("token_file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return errors.New("token_file: the file is empty")
+		}
+		tokens = append(tokens, sha256.Sum256([]byte(tok)))
+	}
+	if e.Token != "" {
+		// A token in clear text in the file would be one more copy of
+		// the secret to guard: only a ${VAR} reference is accepted.
+		if !strings.HasPrefix(e.Token, "${") || !strings.HasSuffix(e.Token, "}") || strings.Count(e.Token, "${") != 1 {
+			return errors.New("token: want a ${VAR} reference; store a literal token as token_sha256 or in a token_file")
+		}
+		tok, err := config.Expand(e.Token, lookup)
+		if err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+		if tok = strings.TrimSpace(tok); tok == "" {
+			return errors.New("token: the variable is empty")
+		}
+		tokens = append(tokens, sha256.Sum256([]byte(tok)))
+	}
+	for _, h := range tokens {
+		for _, other := range c.tokens {
+			if other.hash == h {
+				return fmt.Errorf("token: caller %q has the same token", other.name)
+			}
+		}
+		c.tokens = append(c.tokens, tokenCaller{hash: h, name: e.Name})
+		identified = true
+	}
+	for _, id := range []struct {
+		field, value string
+		index        map[string]string
+	}{
+		{"spiffe_id", e.SPIFFEID, c.spiffe},
+		{"dns_name", e.DNSName, c.dnsName},
+		{"common_name", e.CommonName, c.cn},
+	} {
+		if id.value == "" {
+			continue
+		}
+		if id.field == "spiffe_id" && !strings.HasPrefix(id.value, "spiffe://") {
+			return errors.New("spiffe_id: want a spiffe:// URI")
+		}
+		if other, ok := id.index[id.value]; ok {
+			return fmt.Errorf("%s: caller %q has the same identity", id.field, other)
+		}
+		id.index[id.value] = e.Name
+		identified = true
+	}
+	if !identified {
+		return errors.New("no identity: set token_sha256, token_file, token, spiffe_id, dns_name or common_name")
+	}
+	c.byName[e.Name] = perms
+	return nil
+}
+
+func (p permissionsEntry) compile() (*Permissions, error) {
+	out := &Permissions{Manage: p.Manage}
+	for _, s := range p.Servers {
+		out.Servers = append(out.Servers, NewGlob(s))
+	}
+	for _, s := range p.Tools {
+		out.Tools = append(out.Tools, NewGlob(s))
+	}
+	for i, r := range p.Resources {
+		if r.Server == "" || r.URI == "" {
+			return nil, fmt.Errorf("permissions.resources[%d]: want server and uri (patterns)", i)
+		}
+		out.Resources = append(out.Resources, ServerGlob{Server: NewGlob(r.Server), Name: NewGlob(r.URI)})
+	}
+	for i, r := range p.Prompts {
+		if r.Server == "" || r.Name == "" {
+			return nil, fmt.Errorf("permissions.prompts[%d]: want server and name (patterns)", i)
+		}
+		out.Prompts = append(out.Prompts, ServerGlob{Server: NewGlob(r.Server), Name: NewGlob(r.Name)})
+	}
+	for _, k := range p.ServerRequests {
+		if !slices.Contains(requestKinds, k) {
+			return nil, fmt.Errorf("permissions.server_requests: %q: want %s", k, strings.Join(requestKinds, ", "))
+		}
+		out.ServerRequests = append(out.ServerRequests, k)
+	}
+	return out, nil
+}

@@ -1,0 +1,316 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"path"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/access"
+	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// This file is the gRPC edge's one door to internal/access: authenticate
+// turns a request's metadata and TLS peer into a caller, guard checks
+// every request's actions (one table, actionsOf) and writes the audit
+// trail, and hub.allowed filters lists and events with the same check.
+
+// authenticate is the auth interceptor's function: the bearer token and
+// the verified client certificate become the caller in ctx.
+func authenticate(authz *access.Authorizer, audit *access.Auditor) auth.AuthFunc {
+	return func(ctx context.Context) (context.Context, error) {
+		var creds access.Credentials
+		if tok, err := auth.AuthFromMD(ctx, "bearer"); err == nil {
+			creds.Token = tok
+		}
+		if p, ok := peer.FromContext(ctx); ok {
+			if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
+				creds.Certificate = ti.State.VerifiedChains[0][0]
+			}
+		}
+		caller, err := authz.Authenticate(creds)
+		if err != nil {
+			method, _ := grpc.Method(ctx)
+			audit.Log(access.Record{Method: path.Base(method), Code: codes.Unauthenticated.String()})
+			return nil, toStatus(err)
+		}
+		if caller.Name != access.AnonymousCallerName {
+			logging.AddFields(ctx, logging.Fields{"caller", caller.Name})
+		}
+		return access.NewContext(ctx, caller), nil
+	}
+}
+
+// guard authorizes every MCPHub request and audits the ones that act.
+type guard struct {
+	authz *access.Authorizer
+	audit *access.Auditor
+}
+
+// request is what guard knows of one request.
+type request struct {
+	actions []access.Action
+	audited bool // the request acts on something: it gets an audit line
+	record  access.Record
+}
+
+// describe is the one table from a request message to its actions and
+// audit record. A message this table does not know (a new RPC) needs the
+// manage permission and is audited.
+func describe(method string, msg any, withArgs bool) request {
+	view := func(server string) []access.Action {
+		if server == "" {
+			return nil // a list over every server: filtered by the handler
+		}
+		return []access.Action{{Verb: access.ViewServer, Server: server}}
+	}
+	manage := func(server string) request {
+		return request{
+			actions: []access.Action{{Verb: access.ManageServers, Server: server}},
+			audited: true,
+			record:  access.Record{Method: method, Server: server},
+		}
+	}
+	switch m := msg.(type) {
+	case *mcpdv1.ListServersRequest:
+		return request{}
+	case *mcpdv1.GetServerRequest:
+		return request{actions: view(m.GetName())}
+	case *mcpdv1.ListToolsRequest:
+		return request{actions: view(m.GetServer())}
+	case *mcpdv1.ListResourcesRequest:
+		return request{actions: view(m.GetServer())}
+	case *mcpdv1.ListResourceTemplatesRequest:
+		return request{actions: view(m.GetServer())}
+	case *mcpdv1.ListPromptsRequest:
+		return request{actions: view(m.GetServer())}
+	case *mcpdv1.CallToolRequest:
+		return callTool(method, m.GetName(), m.GetArguments().AsMap, withArgs)
+	case *mcpdv1.CallToolStreamRequest:
+		return callTool(method, m.GetName(), m.GetArguments().AsMap, withArgs)
+	case *mcpdv1.ReadResourceRequest:
+		return request{
+			actions: []access.Action{{Verb: access.ReadResource, Server: m.GetServer(), URI: m.GetUri()}},
+			audited: true,
+			record:  access.Record{Method: method, Server: m.GetServer(), URI: m.GetUri()},
+		}
+	case *mcpdv1.GetPromptRequest:
+		r := request{
+			actions: []access.Action{{Verb: access.GetPrompt, Server: m.GetServer(), Prompt: m.GetName()}},
+			audited: true,
+			record:  access.Record{Method: method, Server: m.GetServer(), Prompt: m.GetName()},
+		}
+		if withArgs {
+			r.record.Arguments = make(map[string]any, len(m.GetArguments()))
+			for k, v := range m.GetArguments() {
+				r.record.Arguments[k] = v
+			}
+		}
+		return r
+	case *mcpdv1.CompleteRequest:
+		switch ref := m.GetRef().(type) {
+		case *mcpdv1.CompleteRequest_Prompt:
+			return request{actions: []access.Action{{Verb: access.GetPrompt, Server: m.GetServer(), Prompt: ref.Prompt}}}
+		case *mcpdv1.CompleteRequest_ResourceTemplate:
+			return request{actions: []access.Action{{Verb: access.ReadResource, Server: m.GetServer(), URI: ref.ResourceTemplate}}}
+		}
+		return request{actions: view(m.GetServer())}
+	case *mcpdv1.SubscribeRequest:
+		var acts []access.Action
+		for _, s := range m.GetServers() {
+			acts = append(acts, view(s)...)
+		}
+		for _, r := range m.GetResources() {
+			acts = append(acts, access.Action{Verb: access.ReadResource, Server: r.GetServer(), URI: r.GetUri()})
+		}
+		return request{actions: acts}
+	case *mcpdv1.HandleServerRequestsRequest:
+		reg := m.GetRegister()
+		if reg == nil {
+			return request{} // a reply: the handler refuses it if misplaced
+		}
+		servers := reg.GetServers()
+		if len(servers) == 0 {
+			servers = []string{access.AllServers}
+		}
+		kinds := reg.GetKinds()
+		if len(kinds) == 0 { // every kind
+			kinds = []mcpdv1.ServerRequestKind{
+				mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING,
+				mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION,
+				mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS,
+			}
+		}
+		var acts []access.Action
+		for _, k := range kinds {
+			kind, ok := requestKindFromProto[k]
+			if !ok {
+				continue // INVALID_ARGUMENT from the handler
+			}
+			for _, s := range servers {
+				acts = append(acts, access.Action{Verb: access.AnswerRequests, Server: s, RequestKind: kind.String()})
+			}
+		}
+		return request{actions: acts}
+	case *mcpdv1.ConnectServerRequest:
+		return manage(m.GetServer().GetName())
+	case *mcpdv1.DisconnectServerRequest:
+		return manage(m.GetName())
+	case *mcpdv1.RestartServerRequest:
+		return manage(m.GetName())
+	case *mcpdv1.SetLogLevelRequest:
+		return manage(m.GetServer())
+	case *mcpdv1.SetRootsRequest:
+		server := m.GetServer()
+		if server == "" {
+			server = access.AllServers
+		}
+		return manage(server)
+	}
+	return manage("")
+}
+
+func callTool(method, name string, args func() map[string]any, withArgs bool) request {
+	act := access.Action{Verb: access.CallTool, Tool: name}
+	if server, _, ok := mcpclient.SplitQualifiedToolName(name); ok {
+		act.Server = server
+	}
+	r := request{
+		actions: []access.Action{act},
+		audited: true,
+		record:  access.Record{Method: method, Server: act.Server, Tool: name},
+	}
+	if withArgs {
+		r.record.Arguments = args()
+	}
+	return r
+}
+
+// check authorizes every action of r; a refusal is audited.
+func (g *guard) check(caller access.Caller, r *request, start time.Time) error {
+	for _, act := range r.actions {
+		if err := g.authz.Authorize(caller, act); err != nil {
+			rec := r.record
+			rec.Caller = caller.Name
+			rec.Code = status.Code(toStatus(err)).String()
+			var denied *access.DeniedError
+			if errors.As(err, &denied) {
+				rec.Denied = denied.Permission
+			}
+			rec.Server, rec.Tool, rec.URI, rec.Prompt = act.Server, act.Tool, act.URI, act.Prompt
+			rec.Duration = time.Since(start)
+			g.audit.Log(rec)
+			return toStatus(err)
+		}
+	}
+	return nil
+}
+
+func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	caller, _ := access.FromContext(ctx)
+	method := path.Base(info.FullMethod)
+	r := describe(method, req, g.audit.Arguments())
+	r.record.Method = method
+	if err := g.check(caller, &r, start); err != nil {
+		return nil, err
+	}
+	resp, err := handler(ctx, req)
+	if r.audited {
+		rec := r.record
+		rec.Caller = caller.Name
+		rec.Code = status.Code(err).String()
+		if res, ok := resp.(*mcpdv1.CallToolResponse); ok && err == nil {
+			isErr := res.GetIsError()
+			rec.IsError = &isErr
+		}
+		rec.Duration = time.Since(start)
+		g.audit.Log(rec)
+	}
+	return resp, err
+}
+
+func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	caller, _ := access.FromContext(ss.Context())
+	w := &guardedStream{ServerStream: ss, g: g, caller: caller, method: path.Base(info.FullMethod), start: time.Now()}
+	err := handler(srv, w)
+	if w.req.audited && !w.denied {
+		rec := w.req.record
+		rec.Caller = caller.Name
+		rec.Code = status.Code(err).String()
+		rec.IsError = w.isError
+		rec.Duration = time.Since(w.start)
+		g.audit.Log(rec)
+	}
+	return err
+}
+
+// guardedStream checks a stream's first message, which carries the
+// request (the registration, for HandleServerRequests), before the handler
+// sees it, and notes a tool result's is_error on its way out. The first
+// RecvMsg happens before the handler starts any goroutine of its own.
+type guardedStream struct {
+	grpc.ServerStream
+	g       *guard
+	caller  access.Caller
+	method  string
+	start   time.Time
+	checked bool
+	denied  bool
+	req     request
+	isError *bool
+}
+
+func (w *guardedStream) RecvMsg(m any) error {
+	if err := w.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if w.checked {
+		return nil
+	}
+	w.checked = true
+	w.req = describe(w.method, m, w.g.audit.Arguments())
+	w.req.record.Method = w.method
+	if err := w.g.check(w.caller, &w.req, w.start); err != nil {
+		w.denied = true
+		return err
+	}
+	return nil
+}
+
+func (w *guardedStream) SendMsg(m any) error {
+	if r, ok := m.(*mcpdv1.CallToolStreamResponse); ok && r.GetResult() != nil {
+		isErr := r.GetResult().GetIsError()
+		w.isError = &isErr
+	}
+	return w.ServerStream.SendMsg(m)
+}
+
+// allowed is the list and event filter: whether the request's caller may
+// perform act.
+func (h *hub) allowed(ctx context.Context, act access.Action) bool {
+	caller, _ := access.FromContext(ctx)
+	return h.access.Allowed(caller, act)
+}
+
+// eventAllowed reports whether the caller may see ev: a resource update
+// needs the resource, every other event of a server the server.
+func (h *hub) eventAllowed(ctx context.Context, ev events.Event) bool {
+	switch {
+	case ev.Server == "":
+		return true // a gap marker
+	case ev.Kind == events.KindResourceUpdated:
+		return h.allowed(ctx, access.Action{Verb: access.ReadResource, Server: ev.Server, URI: ev.URI})
+	}
+	return h.allowed(ctx, access.Action{Verb: access.ViewServer, Server: ev.Server})
+}

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/access"
+)
+
+// TestDescribe checks the table from requests to actions: what each RPC
+// needs, and that a request the table does not know needs manage.
+func TestDescribe(t *testing.T) {
+	args, _ := structpb.NewStruct(map[string]any{"q": "x"})
+	for _, tc := range []struct {
+		name    string
+		msg     any
+		want    []access.Action
+		audited bool
+	}{
+		{"list servers", &mcpdv1.ListServersRequest{}, nil, false},
+		{"list tools of all servers", &mcpdv1.ListToolsRequest{}, nil, false},
+		{"list tools of one server", &mcpdv1.ListToolsRequest{Server: "gh"}, []access.Action{{Verb: access.ViewServer, Server: "gh"}}, false},
+		{"get server", &mcpdv1.GetServerRequest{Name: "gh"}, []access.Action{{Verb: access.ViewServer, Server: "gh"}}, false},
+		{"call tool", &mcpdv1.CallToolRequest{Name: "mcp__gh__get_issue", Arguments: args},
+			[]access.Action{{Verb: access.CallTool, Server: "gh", Tool: "mcp__gh__get_issue"}}, true},
+		{"call tool stream", &mcpdv1.CallToolStreamRequest{Name: "mcp__gh__get_issue"},
+			[]access.Action{{Verb: access.CallTool, Server: "gh", Tool: "mcp__gh__get_issue"}}, true},
+		{"read resource", &mcpdv1.ReadResourceRequest{Server: "fs", Uri: "file:///a"},
+			[]access.Action{{Verb: access.ReadResource, Server: "fs", URI: "file:///a"}}, true},
+		{"get prompt", &mcpdv1.GetPromptRequest{Server: "p", Name: "greet"},
+			[]access.Action{{Verb: access.GetPrompt, Server: "p", Prompt: "greet"}}, true},
+		{"complete prompt", &mcpdv1.CompleteRequest{Server: "p", Ref: &mcpdv1.CompleteRequest_Prompt{Prompt: "greet"}},
+			[]access.Action{{Verb: access.GetPrompt, Server: "p", Prompt: "greet"}}, false},
+		{"subscribe", &mcpdv1.SubscribeRequest{Servers: []string{"a"}, Resources: []*mcpdv1.ResourceRef{{Server: "b", Uri: "u"}}},
+			[]access.Action{{Verb: access.ViewServer, Server: "a"}, {Verb: access.ReadResource, Server: "b", URI: "u"}}, false},
+		{"register for every server", &mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+			Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING}},
+		}}, []access.Action{{Verb: access.AnswerRequests, Server: access.AllServers, RequestKind: "sampling"}}, false},
+		{"register for every kind", &mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+			Register: &mcpdv1.ServerRequestRegistration{Servers: []string{"s"}},
+		}}, []access.Action{
+			{Verb: access.AnswerRequests, Server: "s", RequestKind: "sampling"},
+			{Verb: access.AnswerRequests, Server: "s", RequestKind: "elicitation"},
+			{Verb: access.AnswerRequests, Server: "s", RequestKind: "roots"},
+		}, false},
+		{"reply", &mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{}}, nil, false},
+		{"connect", &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{Name: "n"}}, []access.Action{{Verb: access.ManageServers, Server: "n"}}, true},
+		{"disconnect", &mcpdv1.DisconnectServerRequest{Name: "n"}, []access.Action{{Verb: access.ManageServers, Server: "n"}}, true},
+		{"restart", &mcpdv1.RestartServerRequest{Name: "n"}, []access.Action{{Verb: access.ManageServers, Server: "n"}}, true},
+		{"set log level", &mcpdv1.SetLogLevelRequest{Server: "n"}, []access.Action{{Verb: access.ManageServers, Server: "n"}}, true},
+		{"set roots everywhere", &mcpdv1.SetRootsRequest{}, []access.Action{{Verb: access.ManageServers, Server: access.AllServers}}, true},
+		{"a request the table does not know", &mcpdv1.Server{}, []access.Action{{Verb: access.ManageServers}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := describe("M", tc.msg, false)
+			if diff := cmp.Diff(tc.want, got.actions); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+			if got.audited != tc.audited {
+				t.Errorf("audited: got %v, want %v", got.audited, tc.audited)
+			}
+			if got.record.Arguments != nil {
+				t.Errorf("arguments recorded without being asked: %v", got.record.Arguments)
+			}
+		})
+	}
+	if got := describe("CallTool", &mcpdv1.CallToolRequest{Name: "mcp__a__b", Arguments: args}, true); got.record.Arguments["q"] != "x" {
+		t.Errorf("arguments when asked: got %v, want q=x", got.record.Arguments)
+	}
+}
+
+// TestServerRequestsFollowReload attaches an agent whose caller may answer
+// sampling and elicitation, then reloads a callers file that withdraws
+// that: the next requests are not forwarded to the agent, and the server
+// gets an error at once instead of waiting for the deadline.
+func TestServerRequestsFollowReload(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "callers.json")
+	write := func(kinds string) {
+		t.Helper()
+		content := `{"callers": [{"name": "agent", "token_file": "agent.token", "permissions": {"servers": ["*"], "tools": ["*"], "manage": true, "server_requests": [` + kinds + `]}}]}`
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent.token"), []byte("agent-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write(`"sampling", "elicitation", "roots"`)
+	authz, err := access.New(&access.Options{CallersFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withToken := func(ctx context.Context) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer agent-token")
+	}
+	e := newEnv(t, &envOptions{server: Options{Access: authz}, requestTimeout: time.Minute, dialOpts: []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(withToken(ctx), method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(withToken(ctx), desc, cc, method, opts...)
+		}),
+	}})
+	ctx := testContext(t)
+	e.connect(t, "s", newSurfaceServer(t, eras[0].versions).srv)
+	actx, cancelAgent := context.WithCancel(ctx)
+	defer cancelAgent()
+	seen := attachAgent(t, actx, e, nil, func(r *mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply { return nil })
+
+	write("")
+	if err := authz.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	// Without the check the agent, which never answers, would hold the
+	// call until the one-minute request timeout; the test's own deadline
+	// is shorter.
+	if _, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__s__ask"}); err != nil {
+		t.Logf("CallTool: %v", err) // how the tool reports the refusal is its own business
+	}
+	if got := seen(); len(got) != 0 {
+		t.Errorf("the agent got %d requests after its permission was withdrawn, want none", len(got))
+	}
+}

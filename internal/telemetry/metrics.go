@@ -1,0 +1,234 @@
+package telemetry
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+)
+
+// durationBuckets are the latency histograms' bounds, in seconds: the
+// OpenTelemetry MCP conventions' advice (10ms to 300s) below which mcpd
+// adds finer ones, for a call relayed to a local stdio server takes about
+// 100µs.
+var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
+
+// instruments are mcpd's own metrics. Every label takes values from a
+// bounded set: names of configured servers, tools those servers listed,
+// MCP methods mcpd sends, and fixed outcome words; never arguments or
+// URIs.
+type instruments struct {
+	operationDuration *prometheus.HistogramVec
+	toolCalls         *prometheus.CounterVec
+	eventsPublished   *prometheus.CounterVec
+	eventsDelivered   prometheus.Counter
+	eventsDropped     prometheus.Counter
+	subscribers       prometheus.Gauge
+	serverRequests    *prometheus.CounterVec
+	stderrLines       *prometheus.CounterVec
+}
+
+func newInstruments() instruments {
+	return instruments{
+		// The OpenTelemetry semantic conventions' mcp.client.operation.duration,
+		// under the name and labels an OpenTelemetry-to-Prometheus
+		// translation gives it, plus mcpd's server name.
+		operationDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcp_client_operation_duration_seconds",
+			Help:    "Duration of the MCP requests and notifications mcpd sends to servers, until the response arrives.",
+			Buckets: durationBuckets,
+		}, []string{"server", "mcp_method_name", "gen_ai_tool_name", "error_type", "network_transport", "mcp_protocol_version"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_tool_calls_total",
+			Help: "Tool calls mcpd handled, by server, tool and outcome (ok, tool_error, or the error's kind).",
+		}, []string{"server", "tool", "outcome"}),
+		eventsPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_events_published_total",
+			Help: "Events put on the event bus, by kind.",
+		}, []string{"kind"}),
+		eventsDelivered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpd_events_delivered_total",
+			Help: "Events sent to Subscribe streams (one per stream that received it).",
+		}),
+		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpd_events_dropped_total",
+			Help: "Events Subscribe streams missed because they fell out of the buffer (reported to the stream as a gap).",
+		}),
+		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpd_event_subscribers",
+			Help: "Subscribe streams open now.",
+		}),
+		serverRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_server_requests_total",
+			Help: "Requests servers sent to mcpd (sampling, elicitation, roots), by server, kind and outcome.",
+		}, []string{"server", "kind", "outcome"}),
+		stderrLines: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_server_stderr_lines_total",
+			Help: "Lines stdio servers wrote to stderr.",
+		}, []string{"server"}),
+	}
+}
+
+func (m instruments) register(r *prometheus.Registry) {
+	r.MustRegister(m.operationDuration, m.toolCalls, m.eventsPublished, m.eventsDelivered,
+		m.eventsDropped, m.subscribers, m.serverRequests, m.stderrLines)
+}
+
+// ToolCall counts one tool call that ended with outcome: "ok",
+// "tool_error", or a word for the error (see mcpclient). tool is empty
+// when the server did not list the tool.
+func (t *Telemetry) ToolCall(server, tool, outcome string) {
+	if t == nil {
+		return
+	}
+	t.m.toolCalls.WithLabelValues(server, tool, outcome).Inc()
+}
+
+// EventPublished counts one event of kind put on the bus.
+func (t *Telemetry) EventPublished(kind string) {
+	if t == nil {
+		return
+	}
+	t.m.eventsPublished.WithLabelValues(kind).Inc()
+}
+
+// EventDelivered counts one event sent to one Subscribe stream.
+func (t *Telemetry) EventDelivered() {
+	if t == nil {
+		return
+	}
+	t.m.eventsDelivered.Inc()
+}
+
+// EventsDropped counts n events a Subscribe stream missed.
+func (t *Telemetry) EventsDropped(n uint64) {
+	if t == nil {
+		return
+	}
+	t.m.eventsDropped.Add(float64(n))
+}
+
+// SubscriberOpened counts an open Subscribe stream until the returned
+// func is called.
+func (t *Telemetry) SubscriberOpened() (closed func()) {
+	if t == nil {
+		return func() {}
+	}
+	t.m.subscribers.Inc()
+	return t.m.subscribers.Dec
+}
+
+// StderrLines returns a func that counts one stderr line of server.
+func (t *Telemetry) StderrLines(server string) func() {
+	if t == nil {
+		return nil
+	}
+	return t.m.stderrLines.WithLabelValues(server).Inc
+}
+
+// serverRequest counts one request a server sent to mcpd.
+func (t *Telemetry) serverRequest(server, kind, outcome string) {
+	t.m.serverRequests.WithLabelValues(server, kind, outcome).Inc()
+}
+
+// observeOperation records one MCP request or notification mcpd sent.
+func (t *Telemetry) observeOperation(op operation, errorType string, took time.Duration) {
+	t.m.operationDuration.WithLabelValues(op.server, op.method, op.tool, errorType, op.network, op.protocolVersion).
+		Observe(took.Seconds())
+}
+
+// ServerSample is one server's state at scrape time.
+type ServerSample struct {
+	Name string
+	// State is the server's state; States lists every state, so that the
+	// others read 0.
+	State    string
+	States   []string
+	Restarts uint64
+	Tools    int
+	// InFlight and Queued are the tool calls running on the server and
+	// waiting for a slot; QueueRejections counts the calls that waited
+	// too long.
+	InFlight, Queued int
+	QueueRejections  uint64
+}
+
+// ObserveServers reports the servers' state, restarts, tools, calls in
+// flight and queued, and queue rejections, as samples reads them at
+// every scrape. A server that is gone is gone from the metrics too.
+// Call it once.
+func (t *Telemetry) ObserveServers(samples func() []ServerSample) {
+	if t == nil {
+		return
+	}
+	t.registry.MustRegister(serverCollector(samples))
+}
+
+var (
+	descServerState = prometheus.NewDesc("mcpd_server_state",
+		"1 for the state the server is in, 0 for the others.", []string{"server", "state"}, nil)
+	descServerRestarts = prometheus.NewDesc("mcpd_server_restarts_total",
+		"Times mcpd reconnected or restarted the server since it was added.", []string{"server"}, nil)
+	descServerTools = prometheus.NewDesc("mcpd_server_tools",
+		"Tools the server lists (after its tool filter).", []string{"server"}, nil)
+	descCallsInFlight = prometheus.NewDesc("mcpd_calls_in_flight",
+		"Tool calls running on the server now.", []string{"server"}, nil)
+	descCallsQueued = prometheus.NewDesc("mcpd_calls_queued",
+		"Tool calls waiting for a free slot under --max-inflight-calls now.", []string{"server"}, nil)
+	descQueueRejections = prometheus.NewDesc("mcpd_call_queue_rejections_total",
+		"Tool calls refused with RESOURCE_EXHAUSTED after waiting --queue-timeout for a slot.", []string{"server"}, nil)
+)
+
+// serverCollector turns ServerSamples into metrics at scrape time.
+type serverCollector func() []ServerSample
+
+func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descServerState, descServerRestarts, descServerTools,
+		descCallsInFlight, descCallsQueued, descQueueRejections} {
+		ch <- d
+	}
+}
+
+func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c() {
+		for _, st := range s.States {
+			v := 0.0
+			if st == s.State {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descServerState, prometheus.GaugeValue, v, s.Name, st)
+		}
+		ch <- prometheus.MustNewConstMetric(descServerRestarts, prometheus.CounterValue, float64(s.Restarts), s.Name)
+		ch <- prometheus.MustNewConstMetric(descServerTools, prometheus.GaugeValue, float64(s.Tools), s.Name)
+		ch <- prometheus.MustNewConstMetric(descCallsInFlight, prometheus.GaugeValue, float64(s.InFlight), s.Name)
+		ch <- prometheus.MustNewConstMetric(descCallsQueued, prometheus.GaugeValue, float64(s.Queued), s.Name)
+		ch <- prometheus.MustNewConstMetric(descQueueRejections, prometheus.CounterValue, float64(s.QueueRejections), s.Name)
+	}
+}
+
+// GRPCInterceptors returns the interceptors that count and time every
+// RPC (grpc_server_* metrics), to run outermost.
+func (t *Telemetry) GRPCInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	return t.grpc.UnaryServerInterceptor(), t.grpc.StreamServerInterceptor()
+}
+
+// InitializeGRPC creates the grpc_server_* series of every method of s
+// at zero, so that rates exist before the first call.
+func (t *Telemetry) InitializeGRPC(s *grpc.Server) {
+	if t == nil {
+		return
+	}
+	t.grpc.InitializeMetrics(s)
+}
+
+// jsonRPCErrorType is error.type for a JSON-RPC error: the code for the
+// codes JSON-RPC and MCP define, one word for the rest, which servers may
+// pick freely.
+func jsonRPCErrorType(code int64) string {
+	switch code {
+	case -32700, -32600, -32601, -32602, -32603, -32002, -32021, -32022, -32042, -1:
+		return strconv.FormatInt(code, 10)
+	}
+	return "jsonrpc_error"
+}

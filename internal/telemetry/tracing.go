@@ -1,0 +1,381 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
+)
+
+// instrumentationName names the tracer, as OpenTelemetry asks: the package
+// that makes the spans.
+const instrumentationName = "github.com/mcpd-project/mcpd/internal/telemetry"
+
+// tracingConfig reads whether to trace and over which OTLP protocol, from
+// the standard variables:
+//   - OTEL_SDK_DISABLED=true, or OTEL_TRACES_EXPORTER=none: off.
+//   - OTEL_TRACES_EXPORTER=otlp: on.
+//   - OTEL_TRACES_EXPORTER unset: on when OTEL_EXPORTER_OTLP_ENDPOINT or
+//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, off otherwise (mcpd sends
+//     nothing anywhere unless asked).
+//   - OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL:
+//     grpc or http/protobuf (the default).
+func tracingConfig(lookup func(string) (string, bool)) (on bool, protocol string, err error) {
+	if lookup == nil {
+		return false, "", nil
+	}
+	get := func(name string) string {
+		v, _ := lookup(name)
+		return strings.TrimSpace(v)
+	}
+	if strings.EqualFold(get("OTEL_SDK_DISABLED"), "true") {
+		return false, "", nil
+	}
+	switch exporter := get("OTEL_TRACES_EXPORTER"); exporter {
+	case "none":
+		return false, "", nil
+	case "otlp":
+	case "":
+		if get("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+			return false, "", nil
+		}
+	default:
+		return false, "", fmt.Errorf("OTEL_TRACES_EXPORTER=%q: mcpd exports traces with otlp (or none)", exporter)
+	}
+	protocol = get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if protocol == "" {
+		protocol = get("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	switch protocol {
+	case "":
+		protocol = "http/protobuf"
+	case "grpc", "http/protobuf":
+	default:
+		return false, "", fmt.Errorf("OTLP protocol %q: want grpc or http/protobuf", protocol)
+	}
+	return true, protocol, nil
+}
+
+// startTracing builds the tracer provider and its OTLP exporter when the
+// environment turns tracing on. The exporters read their endpoint,
+// headers, timeout and TLS settings (OTEL_EXPORTER_OTLP_*) themselves,
+// the provider its sampler (OTEL_TRACES_SAMPLER) and batching
+// (OTEL_BSP_*), and the resource OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES.
+func (t *Telemetry) startTracing(ctx context.Context, opts *Options, version string) error {
+	t.tracer = tracenoop.NewTracerProvider().Tracer(instrumentationName)
+	on, protocol, err := tracingConfig(opts.LookupEnv)
+	if err != nil || !on {
+		return err
+	}
+	var exp sdktrace.SpanExporter
+	if protocol == "grpc" {
+		exp, err = otlptracegrpc.New(ctx)
+	} else {
+		exp, err = otlptracehttp.New(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("trace exporter: %w", err)
+	}
+	// Later sources win: the environment over mcpd's defaults.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", "mcpd"), attribute.String("service.version", version)),
+		resource.WithFromEnv(),
+		resource.WithTelemetrySDK(),
+	)
+	if err != nil && res == nil {
+		return fmt.Errorf("trace resource: %w", err)
+	}
+	log := opts.Logger
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn().Err(err).Msg("trace export")
+	}))
+	t.provider = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	t.tracer = t.provider.Tracer(instrumentationName, trace.WithInstrumentationVersion(version))
+	return nil
+}
+
+// GRPCStatsHandler returns the server option that makes a span of every
+// RPC (health and reflection excepted), child of the trace context in the
+// call's metadata (traceparent); nil when tracing is off.
+func (t *Telemetry) GRPCStatsHandler() grpc.ServerOption {
+	if !t.Tracing() {
+		return nil
+	}
+	return grpc.StatsHandler(otelgrpc.NewServerHandler(
+		otelgrpc.WithTracerProvider(t.provider),
+		otelgrpc.WithPropagators(t.propagator),
+		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()), // metrics come from grpcprom
+		otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool {
+			return !strings.HasPrefix(info.FullMethodName, "/grpc.health.v1.") &&
+				!strings.HasPrefix(info.FullMethodName, "/grpc.reflection.")
+		}),
+	))
+}
+
+// HTTPTransport wraps base so that each request to a Streamable HTTP or
+// SSE server carries the trace context of its MCP request span as
+// traceparent (and tracestate, baggage) headers. It returns base when
+// tracing is off.
+func (t *Telemetry) HTTPTransport(base http.RoundTripper) http.RoundTripper {
+	if !t.Tracing() {
+		return base
+	}
+	return &propagatingTransport{base: base, propagator: t.propagator}
+}
+
+type propagatingTransport struct {
+	base       http.RoundTripper
+	propagator propagation.TextMapPropagator
+}
+
+func (p *propagatingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !trace.SpanContextFromContext(req.Context()).IsValid() {
+		return p.base.RoundTrip(req)
+	}
+	req = req.Clone(req.Context()) // a RoundTripper must not change its request
+	p.propagator.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
+	return p.base.RoundTrip(req)
+}
+
+// Upstream describes the server a client middleware reports on.
+type Upstream struct {
+	// Server is the server's name in mcpd.
+	Server string
+	// Transport returns how the server is reached now: "stdio", "http"
+	// or "sse".
+	Transport func() string
+}
+
+// operation is what the labels and attributes of one MCP request say.
+type operation struct {
+	server, method, tool, prompt, uri string
+	transport, network                string
+	protocolVersion, sessionID        string
+}
+
+// SendingMiddleware instruments the requests and notifications an MCP
+// client sends to up: each one's duration goes to
+// mcp_client_operation_duration_seconds and, when tracing is on, it
+// becomes a client span, child of the span in its context, whose trace
+// context travels in the request's _meta (traceparent, tracestate and
+// baggage, as SEP-414 of the MCP specification defines).
+func (t *Telemetry) SendingMiddleware(up Upstream) mcp.Middleware {
+	if t == nil {
+		return func(next mcp.MethodHandler) mcp.MethodHandler { return next }
+	}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			start := time.Now()
+			op := describe(up, method, req)
+			var span trace.Span
+			if t.provider != nil {
+				ctx, span = t.tracer.Start(ctx, spanName(op), trace.WithSpanKind(trace.SpanKindClient),
+					trace.WithAttributes(op.attributes()...))
+				t.injectMeta(ctx, req)
+			}
+			res, err := next(ctx, method, req)
+			errType := errorType(res, err)
+			t.observeOperation(op, errType, time.Since(start))
+			if span != nil {
+				endSpan(span, errType)
+			}
+			return res, err
+		}
+	}
+}
+
+// ReceivingMiddleware counts the requests up sends to mcpd (sampling,
+// elicitation, roots) by kind and outcome.
+func (t *Telemetry) ReceivingMiddleware(up Upstream) mcp.Middleware {
+	if t == nil {
+		return func(next mcp.MethodHandler) mcp.MethodHandler { return next }
+	}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			kind, counted := serverRequestKinds[method]
+			res, err := next(ctx, method, req)
+			if counted {
+				t.serverRequest(up.Server, kind, serverRequestOutcome(res, err))
+			}
+			return res, err
+		}
+	}
+}
+
+// serverRequestKinds are the server-to-client requests mcpd counts.
+var serverRequestKinds = map[string]string{
+	"sampling/createMessage": "sampling",
+	"elicitation/create":     "elicitation",
+	"roots/list":             "roots",
+}
+
+// codeDeclined is the JSON-RPC code of a declined request (MCP's "user
+// rejected"), which mcpd answers when no agent takes a sampling request.
+const codeDeclined = -1
+
+func serverRequestOutcome(res mcp.Result, err error) string {
+	var wireErr *jsonrpc.Error
+	switch {
+	case errors.As(err, &wireErr) && wireErr.Code == codeDeclined:
+		return "declined"
+	case err != nil:
+		return "error"
+	}
+	if r, ok := res.(*mcp.ElicitResult); ok {
+		switch r.Action {
+		case "decline":
+			return "declined"
+		case "cancel":
+			return "cancelled"
+		}
+	}
+	return "ok"
+}
+
+// injectMeta puts the span's trace context into the request's _meta,
+// on a copy: the caller's map is not ours to change.
+func (t *Telemetry) injectMeta(ctx context.Context, req mcp.Request) {
+	params := req.GetParams()
+	if params == nil {
+		return
+	}
+	carrier := propagation.MapCarrier{}
+	t.propagator.Inject(ctx, carrier)
+	if len(carrier) == 0 {
+		return
+	}
+	meta := maps.Clone(params.GetMeta())
+	if meta == nil {
+		meta = make(map[string]any, len(carrier))
+	}
+	for k, v := range carrier {
+		meta[k] = v
+	}
+	params.SetMeta(meta)
+}
+
+func describe(up Upstream, method string, req mcp.Request) operation {
+	op := operation{server: up.Server, method: method}
+	if up.Transport != nil {
+		op.transport = up.Transport()
+	}
+	op.network = "tcp"
+	if op.transport == "stdio" {
+		op.network = "pipe"
+	}
+	switch p := req.GetParams().(type) {
+	case *mcp.CallToolParams:
+		op.tool = p.Name
+	case *mcp.GetPromptParams:
+		op.prompt = p.Name
+	case *mcp.ReadResourceParams:
+		op.uri = p.URI
+	case *mcp.InitializeParams:
+		op.protocolVersion = p.ProtocolVersion
+	}
+	if cs, ok := req.GetSession().(*mcp.ClientSession); ok && cs != nil {
+		op.sessionID = cs.ID()
+		if init := cs.InitializeResult(); init != nil {
+			op.protocolVersion = init.ProtocolVersion
+		}
+	}
+	return op
+}
+
+// spanName follows the MCP conventions: the method, then the tool or
+// prompt it is about.
+func spanName(op operation) string {
+	switch {
+	case op.tool != "":
+		return op.method + " " + op.tool
+	case op.prompt != "":
+		return op.method + " " + op.prompt
+	}
+	return op.method
+}
+
+func (op operation) attributes() []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		attribute.String("mcp.method.name", op.method),
+		attribute.String("mcpd.server.name", op.server),
+		attribute.String("network.transport", op.network),
+	}
+	if op.transport != "" {
+		attrs = append(attrs, attribute.String("mcpd.server.transport", op.transport))
+	}
+	if op.protocolVersion != "" {
+		attrs = append(attrs, attribute.String("mcp.protocol.version", op.protocolVersion))
+	}
+	if op.sessionID != "" {
+		attrs = append(attrs, attribute.String("mcp.session.id", op.sessionID))
+	}
+	if op.tool != "" {
+		attrs = append(attrs, attribute.String("gen_ai.tool.name", op.tool),
+			attribute.String("gen_ai.operation.name", "execute_tool"))
+	}
+	if op.prompt != "" {
+		attrs = append(attrs, attribute.String("gen_ai.prompt.name", op.prompt))
+	}
+	if op.uri != "" {
+		attrs = append(attrs, attribute.String("mcp.resource.uri", op.uri))
+	}
+	return attrs
+}
+
+// errorType is error.type as the MCP conventions define it: "tool_error"
+// for a tool result with isError, the JSON-RPC code for an error answer,
+// a word for a failure before any answer; "" on success.
+func errorType(res mcp.Result, err error) string {
+	var wireErr *jsonrpc.Error
+	switch {
+	case err == nil:
+		if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+			return "tool_error"
+		}
+		return ""
+	case errors.As(err, &wireErr):
+		return jsonRPCErrorType(wireErr.Code)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	}
+	return "transport_error"
+}
+
+// endSpan records the outcome on span and ends it. The status says only
+// the error's type: an error's text may carry a server's URL, and with
+// it a token.
+func endSpan(span trace.Span, errType string) {
+	outcome := "ok"
+	if errType != "" {
+		outcome = errType
+		span.SetAttributes(attribute.String("error.type", errType))
+	}
+	span.SetAttributes(attribute.String("mcpd.outcome", outcome))
+	if errType != "" {
+		span.SetStatus(codes.Error, errType)
+	}
+	span.End()
+}
