@@ -58,6 +58,14 @@ PROTOC_GEN_GO      := $(TOOLS_BIN)/protoc-gen-go
 PROTOC_GEN_GO_GRPC := $(TOOLS_BIN)/protoc-gen-go-grpc
 GRPCURL            := $(TOOLS_BIN)/grpcurl
 EVERYTHING         := $(NPM_BIN)/mcp-server-everything
+UV_DIR             := $(TOOLS_DIR)/uv
+UV                 := $(UV_DIR)/bin/uv
+UVX                := $(UV_DIR)/bin/uvx
+UV_CACHE           := $(TOOLS_DIR)/uv-cache
+# Where uv keeps its cache and what it may do (see the Python client
+# section); the tests get the same, and the uvx end-to-end test passes it to
+# the servers through the environment mcpd gives them.
+UV_ENV := UV_CACHE_DIR='$(UV_CACHE)' UV_PYTHON_DOWNLOADS=never UV_NO_CONFIG=1
 
 # Version-named stamps: bumping a version above reinstalls that tool only.
 STAMP_PROTOC_GEN_GO      := $(STAMPS)/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
@@ -68,6 +76,9 @@ STAMP_NPM                := $(STAMPS)/npm@everything-$(EVERYTHING_VERSION)
 
 GEN_STAMPS  := $(STAMP_BUF) $(STAMP_PROTOC_GEN_GO) $(STAMP_PROTOC_GEN_GO_GRPC)
 TOOL_STAMPS := $(GEN_STAMPS) $(STAMP_GRPCURL) $(STAMP_NPM)
+
+empty :=
+space := $(empty) $(empty)
 
 GO ?= go
 BIN_DIR := $(CURDIR)/bin
@@ -83,10 +94,12 @@ LDFLAGS := -X main.version=$(VERSION)
 # and `make run` anyway; these four have defaults and can be overridden
 # (`make test MCPD_E2E_REQUIRED=0`).
 MCPD_EVERYTHING_BIN ?= $(EVERYTHING)
+MCPD_UVX_BIN        ?= $(UVX)
 MCPD_E2E_REQUIRED   ?= 1
 MCPD_BIN            ?= $(MCPD)
 MCPD_GRPCURL_BIN    ?= $(GRPCURL)
 TEST_ENV := MCPD_EVERYTHING_BIN='$(MCPD_EVERYTHING_BIN)' \
+	MCPD_UVX_BIN='$(MCPD_UVX_BIN)' $(UV_ENV) UV_OFFLINE=1 \
 	MCPD_E2E_REQUIRED='$(MCPD_E2E_REQUIRED)' \
 	MCPD_BIN='$(MCPD_BIN)' \
 	MCPD_GRPCURL_BIN='$(MCPD_GRPCURL_BIN)'
@@ -285,19 +298,64 @@ $(STAMP_CONFORMANCE): $(STAMP_NPM) | $(STAMPS)
 # `from mcpd.v1 import mcpd_pb2`: sed makes it a relative import (and the
 # classes' module mcpd_grpc.mcpd.v1.*), so no top-level `mcpd` package is
 # needed or shadowed. The versions are Debian 12's; another protoc would
-# generate other bytes, so they are checked. The tests run on Debian's
-# /usr/bin/python3 with its python3-grpcio/-protobuf/-pytest, and
-# python3-cryptography for the certificates of the TLS tests (no PyPI here);
-# pytest's exit 5 (no test ran) fails the target like any other failure.
+# generate other bytes, so they are checked. That output has no runtime
+# version check and loads on protobuf 4.21 to 7.x alike (the tests below
+# prove it on both ends), so no newer protoc is needed.
+#
+# Everything else Python comes from PyPI, pinned with hashes in the lockfiles
+# of tools/python/ (`make python-lock` re-resolves them from the *.in files):
+# uv (installed with pip --require-hashes into .tools/uv), and the two
+# dependency sets the package is tested with, each in throwaway virtualenvs
+# under bin/python/ made with `uv pip sync --require-hashes --offline` from
+# uv's cache in .tools/uv-cache:
+#   newest  the newest grpcio and protobuf, with pytest, pytest-asyncio,
+#           cryptography (the TLS tests' certificates), mypy, ruff,
+#           setuptools and build: the full suite, mypy --strict and
+#           ruff on PY_NEWEST_PYTHON, the unit tests on PY_EXTRA_PYTHONS;
+#   oldest  the lower bounds pyproject.toml declares (Debian 12's versions):
+#           the full suite on PY_OLDEST_PYTHON.
+# The newest set gets the wheel of `make python-dist`, the oldest its sdist,
+# so both artifacts are installed and tested. Only the first install of a
+# lockfile (a version-named stamp) reaches PyPI; test runs set UV_OFFLINE=1.
+# Interpreters are the machine's (pyenv's or /usr/bin's): uv cannot download
+# any here (UV_PYTHON_DOWNLOADS=never), and PyPI ships none.
 PY_PROTOC_VERSION := 3.21.12
 PY_GRPC_VERSION   := 1.51.1
-PYTEST_PYTHON     ?= /usr/bin/python3
+UV_VERSION        := 0.13.9
+PY_NEWEST_PYTHON  ?= 3.13
+PY_OLDEST_PYTHON  ?= 3.9
+PY_EXTRA_PYTHONS  ?= 3.10 3.11 3.12
 PY_DIR            := clients/python
 PY_GEN_DIR        := $(PY_DIR)/mcpd_grpc/mcpd/v1
+PY_LOCK_DIR       := tools/python
+PY_VENVS          := $(BIN_DIR)/python
+PY_DIST           := $(BIN_DIR)/python-dist
 PYTEST_FLAGS      ?=
-APT_PACKAGES += protobuf-compiler protobuf-compiler-grpc libprotobuf-dev \
-	python3-grpcio python3-protobuf python3-pytest \
-	python3-setuptools python3-wheel python3-pip python3-venv python3-cryptography
+# Python MCP servers for the uvx end-to-end test (cmd/mcpd/uvx_e2e_test.go
+# names the same versions): `make tools` runs each once with uvx to fill
+# uv's cache, and the test runs them with UV_OFFLINE=1 from that cache.
+UVX_SERVERS := mcp-server-time==2026.10.19 mcp-server-fetch==2026.10.24
+STAMP_UVX   := $(STAMPS)/uvx@$(subst ==,-,$(subst $(space),+,$(UVX_SERVERS)))
+# A lockfile's stamp is named by its hash: editing the lockfile re-installs.
+py_lock_hash = $(shell sha256sum $(PY_LOCK_DIR)/$(1).txt 2>/dev/null | cut -c1-16)
+# Named by content, not ordered by mtime: a fresh checkout (or another
+# worktree sharing .tools/) has newer files but the same locks.
+STAMP_UV        := $(STAMPS)/uv@$(UV_VERSION)-$(call py_lock_hash,uv)
+STAMP_PY_NEWEST := $(STAMPS)/pylock-newest@$(call py_lock_hash,newest)
+STAMP_PY_OLDEST := $(STAMPS)/pylock-oldest@$(call py_lock_hash,oldest)
+STAMP_PY_BENCH  := $(STAMPS)/pylock-bench@$(call py_lock_hash,bench)
+# py_find VERSION prints the machine's python VERSION (pyenv's shims only
+# work for the selected version, so its versions folder is searched).
+PY_FIND = py_find() { local c; for c in "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions/"$$1".*/bin/python"$$1" \
+	/usr/local/bin/python"$$1" /usr/bin/python"$$1"; do \
+	if [[ -x "$$c" ]]; then echo "$$c"; return 0; fi; done; \
+	echo "python: no Python $$1 on this machine (pyenv or /usr/bin)" >&2; return 1; }
+# py_venv NAME SET VERSION: a fresh venv bin/python/NAME with lockfile SET,
+# from uv's cache only.
+PY_VENV = py_venv() { local py; py="$$(py_find "$$3")"; rm -rf '$(PY_VENVS)'/"$$1"; \
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' venv -q --python "$$py" '$(PY_VENVS)'/"$$1"; \
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip sync -q --require-hashes --python '$(PY_VENVS)'/"$$1"/bin/python '$(PY_LOCK_DIR)'/"$$2".txt; }
+APT_PACKAGES += protobuf-compiler protobuf-compiler-grpc libprotobuf-dev python3-venv
 
 ##@ Python client
 
@@ -325,9 +383,94 @@ check-generate-python: generate-python ## Regenerate the Python stubs and fail i
 		exit 1; \
 	fi
 
+.PHONY: python-dist
+python-dist: $(STAMP_PY_NEWEST) ## Build the wheel and sdist of clients/python into bin/python-dist (offline, pinned setuptools)
+	@$(PY_FIND); $(PY_VENV); py_venv build newest $(PY_NEWEST_PYTHON)
+	rm -rf '$(PY_DIST)' && tmp="$$(mktemp -d)" && trap 'rm -rf "$$tmp"' EXIT && \
+	cp -r $(PY_DIR) "$$tmp/src" && rm -rf "$$tmp/src/build" "$$tmp/src"/*.egg-info && \
+	'$(PY_VENVS)/build/bin/python' -m build --no-isolation --sdist --wheel --outdir '$(PY_DIST)' "$$tmp/src" >"$$tmp/build.log" 2>&1 || \
+		{ cat "$$tmp/build.log" >&2; exit 1; }
+	@ls '$(PY_DIST)'
+
+.PHONY: lint-python
+lint-python: python-dist ## mypy --strict and ruff (newest set) on clients/python and examples/python
+	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' check --no-cache . ../../examples/python ../../bench/python
+	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' format --no-cache --check --diff . ../../examples/python ../../bench/python
+	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/mypy' --no-incremental --cache-dir=/dev/null mcpd_grpc ../../examples/python
+
+# pytest runs as the venv's script (not `python -m`, which would put the
+# source folder first on sys.path): the tests import the installed package.
 .PHONY: test-python
-test-python: apt-deps $(STAMP_NPM) build ## Run the Python client's tests (pytest, /usr/bin/python3) against bin/mcpd
-	cd $(PY_DIR) && $(TEST_ENV) $(PYTEST_PYTHON) -m pytest $(PYTEST_FLAGS)
+test-python: python-dist $(STAMP_PY_OLDEST) $(STAMP_NPM) build lint-python ## Run the Python client's tests on the newest and oldest dependency sets (throwaway venvs) against bin/mcpd
+	@$(PY_FIND); $(PY_VENV); set -x; \
+	py_venv newest-$(PY_NEWEST_PYTHON) newest $(PY_NEWEST_PYTHON); \
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)/newest-$(PY_NEWEST_PYTHON)/bin/python' '$(PY_DIST)'/*.whl; \
+	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)/newest-$(PY_NEWEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
+	py_venv oldest-$(PY_OLDEST_PYTHON) oldest $(PY_OLDEST_PYTHON); \
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --no-build-isolation --python '$(PY_VENVS)/oldest-$(PY_OLDEST_PYTHON)/bin/python' '$(PY_DIST)'/*.tar.gz; \
+	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)/oldest-$(PY_OLDEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
+	for v in $(PY_EXTRA_PYTHONS); do \
+		py_venv newest-$$v newest $$v; \
+		$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)'/newest-$$v/bin/python '$(PY_DIST)'/*.whl; \
+		(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)'/newest-$$v/bin/pytest $(PYTEST_FLAGS) tests/test_unit.py); \
+	done
+
+# The Python benchmark (bench/python/bench.py; a report, not a test): the
+# official SDK `mcp` (tools/python/bench.txt) calling the demo server and
+# server-everything directly, against Client and AsyncClient through mcpd.
+PY_BENCH_FLAGS ?=
+.PHONY: bench-python
+bench-python: python-dist $(STAMP_PY_BENCH) $(STAMP_NPM) build ## Python benchmark: the mcp SDK directly vs mcpd_grpc through mcpd (PY_BENCH_FLAGS=--duration=5 ...)
+	@$(PY_FIND); $(PY_VENV); py_venv bench bench $(PY_NEWEST_PYTHON)
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)/bench/bin/python' '$(PY_DIST)'/*.whl
+	'$(PY_VENVS)/bench/bin/python' bench/python/bench.py --mcpd '$(MCPD)' --everything '$(EVERYTHING)' $(PY_BENCH_FLAGS)
+
+bench: bench-python
+
+.PHONY: python-lock
+python-lock: $(STAMP_UV) ## Re-resolve tools/python/*.txt (hashes) from the *.in files after editing them
+	cd $(PY_LOCK_DIR) && for set in newest:3.10 oldest:3.9 bench:3.10 uv:3.9; do \
+		$(UV_ENV) '$(UV)' pip compile -q --universal --python-version "$${set#*:}" --generate-hashes \
+			"$${set%%:*}.in" -o "$${set%%:*}.txt"; done
+
+tools: $(STAMP_UV) $(STAMP_PY_NEWEST) $(STAMP_PY_OLDEST) $(STAMP_UVX)
+
+$(STAMP_UV): | $(STAMPS) apt-deps
+	rm -rf '$(UV_DIR)' && /usr/bin/python3 -m venv '$(UV_DIR)'
+	'$(UV_DIR)/bin/pip' install -q --disable-pip-version-check --no-deps --require-hashes -r $(PY_LOCK_DIR)/uv.txt
+	@got="$$('$(UV)' --version)"; [[ "$$got" == "uv $(UV_VERSION)"* ]] || \
+		{ echo "tools: uv is $$got, want $(UV_VERSION); make tools/python/uv.txt and the Makefile agree" >&2; exit 1; }
+	rm -f $(STAMPS)/uv@* && touch $@
+
+# The first (online) install of a lockfile fills uv's cache for every
+# interpreter that will use it; the throwaway venvs then install offline.
+$(STAMP_PY_NEWEST): | $(STAMPS) $(STAMP_UV)
+	@$(PY_FIND); tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	for v in $(PY_NEWEST_PYTHON) $(PY_EXTRA_PYTHONS); do py="$$(py_find "$$v")"; \
+		$(UV_ENV) '$(UV)' venv -q --python "$$py" "$$tmp/$$v"; \
+		$(UV_ENV) '$(UV)' pip sync -q --require-hashes --python "$$tmp/$$v/bin/python" $(PY_LOCK_DIR)/newest.txt; done
+	rm -f $(STAMPS)/pylock-newest@* && touch $@
+
+# mcp-server-fetch extracts articles with readabilipy, which runs
+# `npm install` into its own folder on first use when node is present (the
+# Readability.js path); that first use is made here, not in a test.
+$(STAMP_UVX): | $(STAMPS) $(STAMP_UV)
+	for s in $(UVX_SERVERS); do $(UV_ENV) '$(UVX)' "$$s" --help >/dev/null; done
+	for s in $(filter mcp-server-fetch==%,$(UVX_SERVERS)); do $(UV_ENV) '$(UVX)' --from "$$s" python -c \
+		'from readabilipy.simple_json import have_node; print("readabilipy: node", have_node())'; done
+	rm -f $(STAMPS)/uvx@* && touch $@
+
+$(STAMP_PY_BENCH): | $(STAMPS) $(STAMP_UV)
+	@$(PY_FIND); tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; py="$$(py_find $(PY_NEWEST_PYTHON))"; \
+	$(UV_ENV) '$(UV)' venv -q --python "$$py" "$$tmp/v"; \
+	$(UV_ENV) '$(UV)' pip sync -q --require-hashes --python "$$tmp/v/bin/python" $(PY_LOCK_DIR)/bench.txt
+	rm -f $(STAMPS)/pylock-bench@* && touch $@
+
+$(STAMP_PY_OLDEST): | $(STAMPS) $(STAMP_UV)
+	@$(PY_FIND); tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; py="$$(py_find $(PY_OLDEST_PYTHON))"; \
+	$(UV_ENV) '$(UV)' venv -q --python "$$py" "$$tmp/v"; \
+	$(UV_ENV) '$(UV)' pip sync -q --require-hashes --python "$$tmp/v/bin/python" $(PY_LOCK_DIR)/oldest.txt
+	rm -f $(STAMPS)/pylock-oldest@* && touch $@
 
 generate: generate-python
 check-generate: check-generate-python

@@ -47,7 +47,7 @@ def run(mcpd: mcpd_grpc.Client, question: str, max_turns: int = 8) -> str:
         messages.append(reply)
         calls = reply.get("tool_calls") or []
         if not calls:
-            return reply["content"]
+            return str(reply["content"])
         for call in calls:
             fn = call["function"]
             try:

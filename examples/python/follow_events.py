@@ -22,9 +22,9 @@ from mcpd_grpc import EventKind
 def describe(ev: mcpd_grpc.Event) -> str:
     if ev.kind is EventKind.RESOURCE_UPDATED:
         return f"{ev.server}: resource {ev.uri} updated"
-    if ev.kind is EventKind.SERVER_STATE:
+    if ev.kind is EventKind.SERVER_STATE and ev.state is not None:
         return f"{ev.server}: now {ev.state.value}" + (f" ({ev.error})" if ev.error else "")
-    if ev.kind is EventKind.LOG:
+    if ev.kind is EventKind.LOG and ev.log is not None:
         return f"{ev.server}: [{ev.log.level.value}] {ev.log.logger}: {ev.log.data}"
     if ev.kind is EventKind.GAP:
         return f"missed events {ev.gap_first}..{ev.gap_last}"

@@ -37,6 +37,7 @@ def main() -> int:
         print("weather ->", weather.structured)
 
         image = mcpd.call_tool("mcp__demo__image").content[0]
+        assert isinstance(image, mcpd_grpc.ImageContent)
         print(f"image -> {image.mime_type}, {len(image.data)} bytes")
 
         for item in mcpd.call_tool_stream("mcp__demo__slow", {"steps": 3, "delay_ms": 100}):

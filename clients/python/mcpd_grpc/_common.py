@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
+
+from .mcpd.v1 import mcpd_pb2_grpc as _pb_grpc
+
+#: The stub's class, typed: the generated module (protoc 3.21) has no
+#: annotations, and a call to it from typed code is an error under mypy
+#: --strict.
+new_stub: Callable[[Any], Any] = _pb_grpc.MCPHubStub
 
 log = logging.getLogger("mcpd_grpc")
 

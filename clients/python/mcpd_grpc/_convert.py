@@ -6,11 +6,12 @@ Shared by the sync and asyncio clients, so both return the same objects.
 from __future__ import annotations
 
 import datetime
+import enum
 import json
 import math
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
 
-from google.protobuf import duration_pb2, struct_pb2
+from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
 from . import _common
 from . import types as t
@@ -110,14 +111,18 @@ def duration(seconds: Optional[float]) -> Optional[duration_pb2.Duration]:
 def timestamp(msg: Any, name: str) -> Optional[datetime.datetime]:
     if not msg.HasField(name):
         return None
-    return getattr(msg, name).ToDatetime(tzinfo=datetime.timezone.utc)
+    ts: timestamp_pb2.Timestamp = getattr(msg, name)
+    return ts.ToDatetime(tzinfo=datetime.timezone.utc)
 
 
 # ---------------------------------------------------------------------------
 # Enums: proto FOO_BAR_X <-> str enum "x".
 
 
-def _enum_from(cls: type, proto_enum: Any, prefix: str, value: int) -> Any:
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _enum_from(cls: Type[_E], proto_enum: Any, prefix: str, value: int) -> _E:
     try:
         name = proto_enum.Name(value)
     except ValueError:
@@ -133,7 +138,7 @@ def _enum_to(proto_enum: Any, prefix: str, value: Union[str, Any], what: str) ->
     if isinstance(s, int):
         return s
     try:
-        return proto_enum.Value(prefix + str(s).upper())
+        return int(proto_enum.Value(prefix + str(s).upper()))
     except ValueError:
         raise ValueError(f"unknown {what} {value!r}") from None
 
@@ -150,31 +155,31 @@ def role(v: int) -> t.Role:
     return _enum_from(t.Role, pb.Role, "ROLE_", v)
 
 
-def role_to_proto(r: Union[str, t.Role]) -> int:
-    return _enum_to(pb.Role, "ROLE_", r, "role")
+def role_to_proto(r: Union[str, t.Role]) -> pb.Role:
+    return cast(pb.Role, _enum_to(pb.Role, "ROLE_", r, "role"))
 
 
 def log_level(v: int) -> t.LogLevel:
     return _enum_from(t.LogLevel, pb.LogLevel, "LOG_LEVEL_", v)
 
 
-def log_level_to_proto(level: Union[str, t.LogLevel]) -> int:
-    return _enum_to(pb.LogLevel, "LOG_LEVEL_", level, "log level")
+def log_level_to_proto(level: Union[str, t.LogLevel]) -> pb.LogLevel:
+    return cast(pb.LogLevel, _enum_to(pb.LogLevel, "LOG_LEVEL_", level, "log level"))
 
 
-def event_kind_to_proto(kind: Union[str, t.EventKind]) -> int:
-    return _enum_to(pb.EventKind, "EVENT_KIND_", kind, "event kind")
+def event_kind_to_proto(kind: Union[str, t.EventKind]) -> pb.EventKind:
+    return cast(pb.EventKind, _enum_to(pb.EventKind, "EVENT_KIND_", kind, "event kind"))
 
 
-def elicitation_action_to_proto(a: Union[str, t.ElicitationAction]) -> int:
-    return _enum_to(pb.ElicitationAction, "ELICITATION_ACTION_", a, "elicitation action")
+def elicitation_action_to_proto(a: Union[str, t.ElicitationAction]) -> pb.ElicitationAction:
+    return cast(pb.ElicitationAction, _enum_to(pb.ElicitationAction, "ELICITATION_ACTION_", a, "elicitation action"))
 
 
 # ---------------------------------------------------------------------------
 # Content.
 
 
-def annotations(msg: Any) -> Optional[t.Annotations]:
+def annotations_of(msg: Any) -> Optional[t.Annotations]:
     if not msg.HasField("annotations"):
         return None
     a = msg.annotations
@@ -197,7 +202,7 @@ def resource_contents(r: pb.ResourceContents) -> t.ResourceContents:
 
 
 def content(c: pb.Content) -> t.Content:
-    ann, meta = annotations(c), opt_struct(c, "meta")
+    ann, meta = annotations_of(c), opt_struct(c, "meta")
     kind = c.WhichOneof("kind")
     if kind == "image":
         return t.ImageContent(bytes(c.image.data), c.image.mime_type, ann, meta)
@@ -308,10 +313,11 @@ def server_config_to_proto(c: Union[t.ServerConfig, pb.ServerConfig]) -> pb.Serv
     out = pb.ServerConfig(name=c.name, protocol_version=c.protocol_version)
     out.tools_allow.extend(c.tools_allow)
     out.tools_deny.extend(c.tools_deny)
-    if c.call_timeout is not None:
-        out.call_timeout.CopyFrom(duration(c.call_timeout))
-    if c.connect_timeout is not None:
-        out.connect_timeout.CopyFrom(duration(c.connect_timeout))
+    call_timeout, connect_timeout = duration(c.call_timeout), duration(c.connect_timeout)
+    if call_timeout is not None:
+        out.call_timeout.CopyFrom(call_timeout)
+    if connect_timeout is not None:
+        out.connect_timeout.CopyFrom(connect_timeout)
     tr = t.Transport(c.transport)
     if tr is t.Transport.STDIO:
         out.stdio.command = c.command
@@ -395,7 +401,7 @@ def resource(r: pb.Resource) -> t.Resource:
         description=r.description,
         mime_type=r.mime_type,
         size=r.size if r.HasField("size") else None,
-        annotations=annotations(r),
+        annotations=annotations_of(r),
         meta=opt_struct(r, "meta"),
     )
 
@@ -408,7 +414,7 @@ def resource_template(r: pb.ResourceTemplate) -> t.ResourceTemplate:
         title=r.title,
         description=r.description,
         mime_type=r.mime_type,
-        annotations=annotations(r),
+        annotations=annotations_of(r),
         meta=opt_struct(r, "meta"),
     )
 
@@ -453,7 +459,7 @@ def complete_request(
     req = pb.CompleteRequest(server=server, argument=pb.CompleteArgument(name=argument, value=value))
     if prompt is not None:
         req.prompt = prompt
-    else:
+    elif resource_template is not None:
         req.resource_template = resource_template
     req.context.update(context or {})
     return req
@@ -506,9 +512,7 @@ def event(e: pb.Event) -> t.Event:
     if kind == "resources_changed":
         return t.Event(kind=t.EventKind.RESOURCES_CHANGED, **common)
     if kind == "server_state":
-        return t.Event(
-            kind=t.EventKind.SERVER_STATE, state=server_state(e.server_state.state), error=e.server_state.error, **common
-        )
+        return t.Event(kind=t.EventKind.SERVER_STATE, state=server_state(e.server_state.state), error=e.server_state.error, **common)
     if kind == "log":
         return t.Event(kind=t.EventKind.LOG, log=log_message(e.log), **common)
     if kind == "gap":

@@ -12,13 +12,51 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 import grpc
 import grpc.aio
 
-from . import _common, names as _names
+from . import _common
 from . import _convert as cv
+from . import names as _names
 from . import types as t
 from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem
 from .errors import Cancelled, InvalidArgument, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
-from .mcpd.v1 import mcpd_pb2_grpc as pb_grpc
+
+#: grpc.aio's end-of-stream marker for call.read(); grpc-stubs lacks it.
+_AIO_EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]
+
+
+async def _settled_error(call: Any, err: grpc.RpcError) -> grpc.RpcError:
+    """Returns the status the call really ended with.
+
+    A write to a call that the server has just ended (an authentication
+    failure rejects HandleServerRequests at once) fails in grpc.aio with
+    INTERNAL "Internal error from Core", and that stands as the call's
+    status until the server's own status is processed, a moment later. So an
+    INTERNAL is checked again for a short while before it counts.
+    """
+    if err.code() != grpc.StatusCode.INTERNAL:
+        return err
+    for _ in range(_SETTLE_POLLS):
+        await asyncio.sleep(_SETTLE_INTERVAL)
+        code = await call.code()
+        if code != grpc.StatusCode.INTERNAL:
+            return grpc.aio.AioRpcError(
+                code, await call.initial_metadata(), await call.trailing_metadata(), await call.details(), await call.debug_error_string()
+            )
+    return err
+
+
+def _status_lost(err: grpc.RpcError) -> bool:
+    """Whether err is grpc.aio's own stand-in for a status it lost (see
+    _settled_error) rather than one from mcpd: the stream is opened again,
+    as after UNAVAILABLE, and the next attempt learns the real status."""
+    return bool(err.code() == grpc.StatusCode.INTERNAL and err.details() == _CORE_INTERNAL)
+
+
+_CORE_INTERNAL = "Internal error from Core"
+
+#: How long _settled_error waits for a call's real status: 50 x 10 ms.
+_SETTLE_POLLS = 50
+_SETTLE_INTERVAL = 0.01
 
 __all__ = ["AsyncClient", "AsyncSubscription", "AsyncToolCallStream"]
 
@@ -56,18 +94,18 @@ class AsyncClient:
             self._channel = grpc.aio.secure_channel(self.target, credentials, opts)
         else:
             self._channel = grpc.aio.insecure_channel(self.target, opts)
-        self._stub = pb_grpc.MCPHubStub(self._channel)
+        self._stub = _common.new_stub(self._channel)
         self._timeout = timeout
         self._to_qualified: Dict[str, str] = {}
         self._handlers: Dict[str, Callable[[Any], Any]] = {}
         self._worker: Optional[_AsyncRequestWorker] = None
-        self._streams: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
         self._closed = False
 
     def __repr__(self) -> str:
         return f"AsyncClient(target={self.target!r})"
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         self._ensure_worker()
         return self
 
@@ -85,7 +123,7 @@ class AsyncClient:
             await worker.stop()
         for s in list(self._streams):
             s.close()
-        await self._channel.close()
+        await self._channel.close(None)
 
     # -- plumbing ----------------------------------------------------------
 
@@ -166,7 +204,7 @@ class AsyncClient:
         *,
         timeout: Optional[float] = None,
         meta: Optional[Mapping[str, Any]] = None,
-    ) -> "AsyncToolCallStream":
+    ) -> AsyncToolCallStream:
         """Calls a tool; ``async for`` over its Progress and LogMessage items,
         then its ToolResult."""
         req = cv.call_request(pb.CallToolStreamRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
@@ -203,8 +241,7 @@ class AsyncClient:
     async def list_resource_templates(self, server: Optional[str] = None) -> List[t.ResourceTemplate]:
         """Lists the resource templates of one server or of all ready servers."""
         return [
-            cv.resource_template(x)
-            for x in await self._pages(self._stub.ListResourceTemplates, pb.ListResourceTemplatesRequest, "resource_templates", server)
+            cv.resource_template(x) for x in await self._pages(self._stub.ListResourceTemplates, pb.ListResourceTemplatesRequest, "resource_templates", server)
         ]
 
     async def read_resource(self, server: str, uri: str) -> t.ResourceResult:
@@ -253,7 +290,7 @@ class AsyncClient:
         after_sequence: Optional[int] = None,
         reconnect: bool = True,
         reconnect_timeout: Optional[float] = 30.0,
-    ) -> "AsyncSubscription":
+    ) -> AsyncSubscription:
         """Follows events with ``async for``; it reconnects and resumes like
         :meth:`mcpd_grpc.Client.subscribe`."""
         if self._closed:
@@ -324,7 +361,7 @@ class AsyncToolCallStream:
         self._cancelled = False
         self.result: Optional[t.ToolResult] = None
 
-    def __aiter__(self) -> "AsyncToolCallStream":
+    def __aiter__(self) -> AsyncToolCallStream:
         return self
 
     async def __anext__(self) -> StreamItem:
@@ -339,7 +376,7 @@ class AsyncToolCallStream:
                 if self._cancelled:
                     raise Cancelled("the call was cancelled") from None
                 raise
-            if m is grpc.aio.EOF:
+            if m is _AIO_EOF:
                 raise StopAsyncIteration
             item = cv.stream_item(m)
             if item is None:
@@ -353,7 +390,7 @@ class AsyncToolCallStream:
         self._cancelled = True
         self._call.cancel()
 
-    async def __aenter__(self) -> "AsyncToolCallStream":
+    async def __aenter__(self) -> AsyncToolCallStream:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -377,10 +414,10 @@ class AsyncSubscription:
         self.last_sequence: Optional[int] = None
         self.reconnects = 0
 
-    def __aiter__(self) -> "AsyncSubscription":
+    def __aiter__(self) -> AsyncSubscription:
         return self
 
-    async def __aenter__(self) -> "AsyncSubscription":
+    async def __aenter__(self) -> AsyncSubscription:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -426,7 +463,7 @@ class AsyncSubscription:
                     raise StopAsyncIteration from None
                 raise
             else:
-                if m is not grpc.aio.EOF:
+                if m is not _AIO_EOF:
                     ev = cv.event(m.event)
                     self._resume = self.last_sequence = ev.sequence
                     return ev
@@ -464,7 +501,7 @@ class _AsyncRequestWorker:
         self._stopped = False
         self._wake = asyncio.Event()
         self._write_lock = asyncio.Lock()
-        self._tasks: Set["asyncio.Task[Any]"] = set()
+        self._tasks: Set[asyncio.Task[Any]] = set()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="mcpd-server-requests")
 
     def reregister(self) -> None:
@@ -503,9 +540,14 @@ class _AsyncRequestWorker:
             self._have = gen
             self._cond.notify_all()
 
+    def _is_stopped(self) -> bool:
+        # A method, not the attribute: stop() sets it while _run awaits, and
+        # type checkers keep an attribute narrowed across awaits.
+        return self._stopped
+
     async def _run(self) -> None:
         delay = _common.RECONNECT_INITIAL
-        while not self._stopped:
+        while not self._is_stopped():
             gen = self._want
             kinds = sorted(self._client._handlers)
             call = self._call = self._client._stub.HandleServerRequests(metadata=self._client._metadata)
@@ -514,7 +556,7 @@ class _AsyncRequestWorker:
                 await call.write(cv.registration(kinds))
                 while True:
                     msg = await call.read()
-                    if msg is grpc.aio.EOF:
+                    if msg is _AIO_EOF:
                         break
                     which = msg.WhichOneof("message")
                     if which == "registered":
@@ -525,7 +567,7 @@ class _AsyncRequestWorker:
                         self._tasks.add(task)
                         task.add_done_callback(self._tasks.discard)
             except grpc.RpcError as e:
-                err = e
+                err = await _settled_error(call, e)
             except asyncio.CancelledError:
                 # A read of a call that reregister cancelled ends this way:
                 # open the stream again with the new kinds.
@@ -536,11 +578,11 @@ class _AsyncRequestWorker:
                     self._call = None
                 if self._have == gen:
                     self._have = -1
-            if self._stopped:
+            if self._is_stopped():
                 break
             if gen != self._want:
                 continue
-            if err is not None and err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+            if err is not None and err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) and not _status_lost(err):
                 self._error = from_rpc_error(err)
                 async with self._cond:
                     self._cond.notify_all()

@@ -11,12 +11,12 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 import grpc
 
-from . import _common, names as _names
+from . import _common
 from . import _convert as cv
+from . import names as _names
 from . import types as t
 from .errors import InvalidArgument, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
-from .mcpd.v1 import mcpd_pb2_grpc as pb_grpc
 
 __all__ = ["Client", "Subscription", "ToolCallStream"]
 
@@ -71,19 +71,19 @@ class Client:
             self._channel = grpc.secure_channel(self.target, credentials, opts)
         else:
             self._channel = grpc.insecure_channel(self.target, opts)
-        self._stub = pb_grpc.MCPHubStub(self._channel)
+        self._stub = _common.new_stub(self._channel)
         self._timeout = timeout
         self._lock = threading.Lock()
         self._to_qualified: Dict[str, str] = {}
         self._handlers: Dict[str, Callable[[Any], Any]] = {}
         self._worker: Optional[_RequestWorker] = None
-        self._streams: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
         self._closed = False
 
     def __repr__(self) -> str:
         return f"Client(target={self.target!r})"
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -199,7 +199,7 @@ class Client:
         *,
         timeout: Optional[float] = None,
         meta: Optional[Mapping[str, Any]] = None,
-    ) -> "ToolCallStream":
+    ) -> ToolCallStream:
         """Calls a tool and iterates over its :class:`~mcpd_grpc.Progress`
         and :class:`~mcpd_grpc.LogMessage` messages while it runs, then its
         :class:`~mcpd_grpc.ToolResult` (last). ``cancel()`` (or leaving a
@@ -249,10 +249,7 @@ class Client:
 
     def list_resource_templates(self, server: Optional[str] = None) -> List[t.ResourceTemplate]:
         """Lists the resource templates of one server or of all ready servers."""
-        return [
-            cv.resource_template(x)
-            for x in self._pages(self._stub.ListResourceTemplates, pb.ListResourceTemplatesRequest, "resource_templates", server)
-        ]
+        return [cv.resource_template(x) for x in self._pages(self._stub.ListResourceTemplates, pb.ListResourceTemplatesRequest, "resource_templates", server)]
 
     def read_resource(self, server: str, uri: str) -> t.ResourceResult:
         """Reads one resource; ``.text`` for text, ``.blob`` for bytes."""
@@ -304,7 +301,7 @@ class Client:
         after_sequence: Optional[int] = None,
         reconnect: bool = True,
         reconnect_timeout: Optional[float] = 30.0,
-    ) -> "Subscription":
+    ) -> Subscription:
         """Follows events; iterate over the returned :class:`Subscription`.
 
         Args:
@@ -413,7 +410,7 @@ class ToolCallStream:
         self._call = call
         self.result: Optional[t.ToolResult] = None
 
-    def __iter__(self) -> "ToolCallStream":
+    def __iter__(self) -> ToolCallStream:
         return self
 
     def __next__(self) -> StreamItem:
@@ -433,7 +430,7 @@ class ToolCallStream:
         """Cancels the call (and the MCP request upstream)."""
         self._call.cancel()
 
-    def __enter__(self) -> "ToolCallStream":
+    def __enter__(self) -> ToolCallStream:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -459,10 +456,10 @@ class Subscription:
         #: How often the stream was opened again after a drop.
         self.reconnects = 0
 
-    def __iter__(self) -> "Subscription":
+    def __iter__(self) -> Subscription:
         return self
 
-    def __enter__(self) -> "Subscription":
+    def __enter__(self) -> Subscription:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -577,7 +574,7 @@ class _RequestWorker:
             with self._cond:
                 gen = self._want
             kinds = self._client._handler_kinds()
-            outbox: "queue.Queue[Any]" = queue.Queue()
+            outbox: queue.Queue[Any] = queue.Queue()
             outbox.put(cv.registration(kinds))
             call = self._client._stub.HandleServerRequests(_drain(outbox), metadata=self._client._metadata)
             with self._cond:
@@ -624,7 +621,7 @@ class _RequestWorker:
                 break
             delay = _common.next_backoff(delay)
 
-    def _handle(self, msg: pb.ServerRequest, outbox: "queue.Queue[Any]") -> None:
+    def _handle(self, msg: pb.ServerRequest, outbox: queue.Queue[Any]) -> None:
         req = cv.server_request(msg)
         if req is None:
             reply = cv.unknown_kind_reply(msg.id)
@@ -640,7 +637,7 @@ class _RequestWorker:
         outbox.put(pb.HandleServerRequestsRequest(reply=reply))
 
 
-def _drain(outbox: "queue.Queue[Any]") -> Iterator[Any]:
+def _drain(outbox: queue.Queue[Any]) -> Iterator[Any]:
     while True:
         m = outbox.get()
         if m is _END:

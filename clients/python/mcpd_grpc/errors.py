@@ -13,7 +13,7 @@ has ``is_error`` set.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
 
 import grpc
 
@@ -230,20 +230,21 @@ def from_rpc_error(err: grpc.RpcError) -> MCPDError:
     message = _call(err, "details") or ""
     info = _error_info(_call(err, "trailing_metadata") or ())
     cls = _BY_CODE.get(code, MCPDError)
-    kwargs = {}
-    if info is not None:
-        reason, domain, metadata = info
-        kwargs = dict(reason=reason, domain=domain, metadata=metadata)
-        if domain == ERROR_DOMAIN:
-            kwargs["server"] = metadata.get("server") or None
-            try:
-                kwargs["jsonrpc_code"] = int(metadata["jsonrpc_code"])
-            except (KeyError, ValueError):
-                pass
-    return cls(message, code=code, **kwargs)
+    if info is None:
+        return cls(message, code=code)
+    reason, domain, metadata = info
+    server: Optional[str] = None
+    jsonrpc_code: Optional[int] = None
+    if domain == ERROR_DOMAIN:
+        server = metadata.get("server") or None
+        try:
+            jsonrpc_code = int(metadata["jsonrpc_code"])
+        except (KeyError, ValueError):
+            pass
+    return cls(message, code=code, server=server, jsonrpc_code=jsonrpc_code, reason=reason, domain=domain, metadata=metadata)
 
 
-def _call(err: grpc.RpcError, name: str):
+def _call(err: grpc.RpcError, name: str) -> Any:
     fn = getattr(err, name, None)
     try:
         return fn() if callable(fn) else None

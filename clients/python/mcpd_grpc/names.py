@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Dict, Iterable, List, Sequence
+from typing import Any, Dict, Iterable, List, Sequence, Set
 
 from .types import Tool
 
@@ -57,7 +57,7 @@ def provider_names(qualified: Iterable[str]) -> Dict[str, str]:
     return out
 
 
-def _hashed(qualified: str, sanitized: str, taken: set) -> str:
+def _hashed(qualified: str, sanitized: str, taken: Set[str]) -> str:
     digest = hashlib.sha256(qualified.encode("utf-8")).hexdigest()
     # 8 hex digits make a collision unlikely; take more if one happens.
     for k in range(_HASH_DIGITS, len(digest) + 1):
@@ -96,7 +96,7 @@ def anthropic_tool(tool: Tool, name: str) -> Dict[str, Any]:
     return {"name": name, "description": _description(tool), "input_schema": _parameters(tool)}
 
 
-def tool_definitions(tools: Sequence[Tool], fmt: str, **kwargs: Any) -> "tuple[List[Dict[str, Any]], Dict[str, str]]":
+def tool_definitions(tools: Sequence[Tool], fmt: str, **kwargs: Any) -> tuple[List[Dict[str, Any]], Dict[str, str]]:
     """Returns the definitions of ``tools`` in format ``fmt`` ("openai" or
     "anthropic") and the map from provider name back to qualified name."""
     names = provider_names(t.name for t in tools)

@@ -303,28 +303,28 @@ class ServerConfig:
         env: Optional[Mapping[str, str]] = None,
         cwd: str = "",
         **options: Any,
-    ) -> "ServerConfig":
+    ) -> ServerConfig:
         """A server run as a child process speaking MCP on stdin/stdout."""
         return cls(name, Transport.STDIO, command=command, args=tuple(args), env=dict(env or {}), cwd=cwd, **_options(options))
 
     @classmethod
-    def http(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> "ServerConfig":
+    def http(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> ServerConfig:
         """A server at a Streamable HTTP endpoint."""
         return cls(name, Transport.HTTP, url=url, headers=dict(headers or {}), **_options(options))
 
     @classmethod
-    def sse(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> "ServerConfig":
+    def sse(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> ServerConfig:
         """A server at a legacy HTTP+SSE endpoint."""
         return cls(name, Transport.SSE, url=url, headers=dict(headers or {}), **_options(options))
 
     @classmethod
-    def remote(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> "ServerConfig":
+    def remote(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> ServerConfig:
         """A server at a URL whose transport mcpd detects (Streamable HTTP,
         then legacy SSE). Needs an mcpd whose API has ``ServerConfig.remote``."""
         return cls(name, Transport.AUTO, url=url, headers=dict(headers or {}), **_options(options))
 
     @classmethod
-    def from_mcp_json(cls, name: str, entry: Mapping[str, Any], **options: Any) -> "ServerConfig":
+    def from_mcp_json(cls, name: str, entry: Mapping[str, Any], **options: Any) -> ServerConfig:
         """One entry of a ``.mcp.json`` ``mcpServers`` map: ``{"command",
         "args", "env", "cwd"}`` or ``{"type": "http"|"sse", "url", "headers"}``.
         ``${VAR}`` is not expanded here (the daemon expands it only in files)."""

@@ -48,7 +48,7 @@ def _missing(what: str) -> None:
 
 
 #: Daemons still running, for the watchdog to stop before it exits.
-_LIVE_DAEMONS: "set[Daemon]" = set()
+_LIVE_DAEMONS: set[Daemon] = set()
 
 
 def _watchdog_fired() -> None:
@@ -90,7 +90,7 @@ def poll(what: str, fn: Callable[[], object], timeout: float = POLL_TIMEOUT, int
 CLOCK = ("demo", "demo://clock")
 
 
-def until_live(sub: Iterator["mcpd_grpc.Event"]) -> None:
+def until_live(sub: Iterator[mcpd_grpc.Event]) -> None:
     """Reads sub until the first tick of demo://clock (which it must
     subscribe to): from then on mcpd surely delivers every event to it."""
     for ev in sub:
@@ -99,7 +99,7 @@ def until_live(sub: Iterator["mcpd_grpc.Event"]) -> None:
     pytest.fail("the subscription ended before its first clock tick")
 
 
-def run_async(coro: "asyncio.Future[object]", timeout: float = 60.0) -> object:
+def run_async(coro: asyncio.Future[object], timeout: float = 60.0) -> object:
     """Runs a coroutine on a fresh loop, bounded by timeout."""
 
     async def bounded() -> object:
@@ -124,7 +124,7 @@ class Daemon:
     def target(self) -> str:
         return f"unix://{self.socket}"
 
-    def start(self) -> "Daemon":
+    def start(self) -> Daemon:
         env = dict(os.environ if self.env is None else self.env)
         env.pop("MCPD_API_TOKEN", None)  # only the flags of this Daemon count
         with open(self.log, "ab") as log:
@@ -344,10 +344,16 @@ def proxy(daemon: Daemon, tmp_path: Path) -> Iterator[UnixProxy]:
         p.close()
 
 
+#: Whether mcpd_grpc comes from an installed distribution (as in `make
+#: test-python`, MCPD_PYTHON_INSTALLED=1) rather than from the source tree.
+INSTALLED = PY_DIR not in Path(mcpd_grpc.__file__).resolve().parents
+
+
 def example_env(target: str, token: str = "") -> dict:
     env = dict(os.environ)
     env["MCPD_ADDRESS"] = target
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PY_DIR), env.get("PYTHONPATH", "")]))
+    if not INSTALLED:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PY_DIR), env.get("PYTHONPATH", "")]))
     if token:
         env["MCPD_API_TOKEN"] = token
     else:

@@ -7,9 +7,8 @@ import json
 import pytest
 
 import mcpd_grpc
-from mcpd_grpc import AsyncClient, EventKind, ImageContent, Progress, ServerConfig, ServerState, ToolResult
-
 from conftest import CLOCK, RPC_TIMEOUT, Daemon, run_async
+from mcpd_grpc import AsyncClient, EventKind, ImageContent, Progress, ServerConfig, ServerState, ToolResult
 
 
 def test_async_surface(daemon: Daemon, mcpd_bin: str) -> None:

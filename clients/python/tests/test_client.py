@@ -8,6 +8,7 @@ import json
 import pytest
 
 import mcpd_grpc
+from conftest import CLOCK, Daemon, poll, until_live
 from mcpd_grpc import (
     AudioContent,
     Client,
@@ -22,8 +23,6 @@ from mcpd_grpc import (
     ServerState,
     ToolResult,
 )
-
-from conftest import CLOCK, Daemon, poll, until_live
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -88,10 +87,12 @@ def test_list_tools_follows_pages(client: Client, monkeypatch: pytest.MonkeyPatc
         (
             "resource_link",
             None,
-            lambda r: isinstance(r.content[0], ResourceLink)
-            and r.content[0].uri == "demo://clock"
-            and isinstance(r.content[1], EmbeddedResource)
-            and r.content[1].text.startswith("# mcpd demo server"),
+            lambda r: (
+                isinstance(r.content[0], ResourceLink)
+                and r.content[0].uri == "demo://clock"
+                and isinstance(r.content[1], EmbeddedResource)
+                and r.content[1].text.startswith("# mcpd demo server")
+            ),
         ),
         ("fail", None, lambda r: r.is_error and "fails" in r.text),
     ],

@@ -10,9 +10,8 @@ from typing import Iterator, List
 import pytest
 
 import mcpd_grpc
-from mcpd_grpc import AsyncClient, Client, EventKind, ServerState
-
 from conftest import CLOCK, RPC_TIMEOUT, Daemon, UnixProxy, run_async, until_live
+from mcpd_grpc import AsyncClient, Client, EventKind, ServerState
 
 
 def _ticks(sub: Iterator[mcpd_grpc.Event], n: int) -> List[int]:
@@ -96,7 +95,7 @@ def test_subscription_survives_a_daemon_restart(own_daemon: Daemon) -> None:
     with own_daemon.client() as c:
         _wait_ready(c)
         sub = c.subscribe(servers=["demo"], resources=[CLOCK], kinds=["resource_updated"], reconnect_timeout=RPC_TIMEOUT)
-        old = _ticks(sub, 1)[0]
+        _ticks(sub, 1)  # live before the restart
         own_daemon.stop()  # mcpd ends the stream: UNAVAILABLE "shutting down"
         own_daemon.start()  # same socket; sequences start at 1 again
         _wait_ready(c)

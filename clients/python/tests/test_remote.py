@@ -14,9 +14,8 @@ from typing import Iterator, List, Optional, Tuple
 import pytest
 
 import mcpd_grpc
-from mcpd_grpc import Client, ServerConfig
-
 from conftest import POLL_TIMEOUT, RPC_TIMEOUT, Daemon, poll
+from mcpd_grpc import Client, ServerConfig
 
 
 def _free_port() -> int:
@@ -79,9 +78,9 @@ def everything_remote(everything_bin: str, tmp_path_factory: pytest.TempPathFact
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
                     break
-                except OSError:
+                except OSError as err:
                     if procs[-1].poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"server-everything {mode} did not listen: {(logs / f'{mode}.log').read_text()}")
+                        raise RuntimeError(f"server-everything {mode} did not listen: {(logs / f'{mode}.log').read_text()}") from err
                     time.sleep(0.05)
             urls.append(f"http://127.0.0.1:{port}{path}")
         yield urls[0], urls[1]

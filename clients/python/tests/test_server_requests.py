@@ -7,6 +7,7 @@ import asyncio
 import threading
 from typing import List
 
+from conftest import RPC_TIMEOUT, Daemon, poll, run_async
 from mcpd_grpc import (
     AsyncClient,
     ElicitationRequest,
@@ -17,8 +18,6 @@ from mcpd_grpc import (
     SamplingResult,
     ServerRequestError,
 )
-
-from conftest import RPC_TIMEOUT, Daemon, poll, run_async
 
 
 def _handler_threads() -> List[threading.Thread]:

@@ -15,12 +15,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from test_remote import TCPDaemon
 
 import mcpd_grpc
-from mcpd_grpc import AsyncClient, Client
-
 from conftest import RPC_TIMEOUT, poll, run_async
-from test_remote import TCPDaemon
+from mcpd_grpc import AsyncClient, Client
 
 
 class CA:
@@ -71,9 +70,7 @@ class CA:
         cert = builder.sign(self.key, hashes.SHA256())
         cert_path, key_path = self.folder / f"{name}.pem", self.folder / f"{name}-key.pem"
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_path.write_bytes(
-            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-        )
+        key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
         return cert_path, key_path
 
 
@@ -98,17 +95,33 @@ def test_mutual_tls_callers(mcpd_bin: str, tmp_path: Path) -> None:
     server_ca, client_ca = CA(tmp_path, "server"), CA(tmp_path, "clients")
     cert, key = server_ca.issue("mcpd", server=True)
     callers = tmp_path / "callers.json"
-    callers.write_text(json.dumps({"callers": [
-        {"name": "echoer", "spiffe_id": "spiffe://py.test/echoer",
-         "permissions": {"servers": ["demo"], "tools": ["mcp__demo__echo"]}},
-        {"name": "adder", "spiffe_id": "spiffe://py.test/adder",
-         "permissions": {"servers": ["demo"], "tools": ["mcp__demo__add"]}},
-    ]}))
+    callers.write_text(
+        json.dumps(
+            {
+                "callers": [
+                    {"name": "echoer", "spiffe_id": "spiffe://py.test/echoer", "permissions": {"servers": ["demo"], "tools": ["mcp__demo__echo"]}},
+                    {"name": "adder", "spiffe_id": "spiffe://py.test/adder", "permissions": {"servers": ["demo"], "tools": ["mcp__demo__add"]}},
+                ]
+            }
+        )
+    )
     echoer = client_ca.issue("echoer", uri="spiffe://py.test/echoer")
     adder = client_ca.issue("adder", uri="spiffe://py.test/adder")
-    d = TCPDaemon(mcpd_bin, tmp_path, "mtls", args=[
-        "--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-ca", str(client_ca.path), "--callers", str(callers),
-    ]).start()
+    d = TCPDaemon(
+        mcpd_bin,
+        tmp_path,
+        "mtls",
+        args=[
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+            "--tls-client-ca",
+            str(client_ca.path),
+            "--callers",
+            str(callers),
+        ],
+    ).start()
     try:
         with Client(d.target, ca_file=server_ca.path, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
             poll("the demo server over mTLS", lambda: c.get_server("demo").ready)

@@ -9,9 +9,8 @@ import grpc
 import pytest
 
 import mcpd_grpc
-from mcpd_grpc import _common
+from mcpd_grpc import _common, errors
 from mcpd_grpc import _convert as cv
-from mcpd_grpc import errors
 from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
 from mcpd_grpc.names import provider_names, tool_definitions
 from mcpd_grpc.types import ServerConfig, Tool, Transport
@@ -54,7 +53,13 @@ class TestProviderNames:
 
     def test_definitions_and_reverse_map(self) -> None:
         tools = [
-            Tool(name="mcp__fs__read.file", server="fs", tool_name="read.file", description="Reads.", input_schema={"type": "object", "properties": {"path": {"type": "string"}}}),
+            Tool(
+                name="mcp__fs__read.file",
+                server="fs",
+                tool_name="read.file",
+                description="Reads.",
+                input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+            ),
             Tool(name="mcp__fs__noschema", server="fs", tool_name="noschema", title="No schema"),
         ]
         defs, back = tool_definitions(tools, "openai")
@@ -132,9 +137,7 @@ class TestErrors:
         assert e.server is None and e.jsonrpc_code is None
 
     def test_error_info(self) -> None:
-        details = _status_bin(
-            "type.googleapis.com/google.rpc.ErrorInfo", "UPSTREAM_JSONRPC_ERROR", "mcpd.v1", {"server": "ev", "jsonrpc_code": "-32042"}
-        )
+        details = _status_bin("type.googleapis.com/google.rpc.ErrorInfo", "UPSTREAM_JSONRPC_ERROR", "mcpd.v1", {"server": "ev", "jsonrpc_code": "-32042"})
         e = errors.from_rpc_error(FakeRpcError(grpc.StatusCode.FAILED_PRECONDITION, "x", (("grpc-status-details-bin", details),)))
         assert (e.server, e.jsonrpc_code, e.reason, e.domain) == ("ev", -32042, "UPSTREAM_JSONRPC_ERROR", "mcpd.v1")
         assert "server ev" in str(e) and "JSON-RPC -32042" in str(e), str(e)
