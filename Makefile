@@ -72,7 +72,11 @@ STAMP_PROTOC_GEN_GO      := $(STAMPS)/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 STAMP_PROTOC_GEN_GO_GRPC := $(STAMPS)/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 STAMP_GRPCURL            := $(STAMPS)/grpcurl@$(GRPCURL_VERSION)
 STAMP_BUF                := $(STAMPS)/buf@$(BUF_VERSION)
-STAMP_NPM                := $(STAMPS)/npm@everything-$(EVERYTHING_VERSION)
+# Named by the manifests' hash, not ordered by file dates: a fresh checkout
+# (or another worktree sharing .tools/) has newer files but the same pins,
+# and must not reinstall what is there.
+NPM_PINS_HASH            := $(shell cat tools/npm/package.json tools/npm/package-lock.json 2>/dev/null | sha256sum | cut -c1-16)
+STAMP_NPM                := $(STAMPS)/npm@$(NPM_PINS_HASH)
 
 GEN_STAMPS  := $(STAMP_BUF) $(STAMP_PROTOC_GEN_GO) $(STAMP_PROTOC_GEN_GO_GRPC)
 TOOL_STAMPS := $(GEN_STAMPS) $(STAMP_GRPCURL) $(STAMP_NPM)
@@ -531,7 +535,7 @@ $(STAMP_BUF): | $(STAMPS)
 
 # npm ci wants package.json next to node_modules, so the pinned manifest and
 # lockfile are copied into .tools/npm. No package here needs an install script.
-$(STAMP_NPM): tools/npm/package.json tools/npm/package-lock.json | $(STAMPS)
+$(STAMP_NPM): | $(STAMPS)
 	rm -rf '$(NPM_DIR)' && mkdir -p '$(NPM_DIR)'
 	cp tools/npm/package.json tools/npm/package-lock.json '$(NPM_DIR)/'
 	cd '$(NPM_DIR)' && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
