@@ -215,3 +215,62 @@ func TestReloadKeepsPreviousOnError(t *testing.T) {
 		t.Errorf("after a broken reload: got %q, %v; want b still", c.Name, err)
 	}
 }
+
+// testCallersYAML is testCallers written as YAML.
+const testCallersYAML = `# the callers of TestAuthenticate, in YAML
+callers:
+  - name: reader
+    token_sha256: "%READER%"
+    permissions:
+      servers: [demo, docs-*]
+      tools: ["mcp__demo__get_*"]
+      resources: [{server: docs-*, uri: "file:///srv/*"}]
+      prompts: [{server: demo, name: greet}]
+      server_requests: [roots]
+  - name: ops
+    token_file: ops.token
+    permissions: {servers: ["*"], manage: true}
+  - name: agent
+    spiffe_id: spiffe://example.org/agent
+    permissions: {servers: ["*"], tools: ["*"]}
+`
+
+func TestCallersFileYAML(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "ops.token", "ops-token\n")
+	for _, name := range []string{"callers.yaml", "callers.YML"} {
+		t.Run(name, func(t *testing.T) {
+			path := writeFile(t, dir, name, strings.ReplaceAll(testCallersYAML, "%READER%", hashHex("reader-token")))
+			a, err := New(&Options{CallersFile: path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for token, want := range map[string]string{"reader-token": "reader", "ops-token": "ops"} {
+				if c, err := a.Authenticate(Credentials{Token: token}); err != nil || c.Name != want {
+					t.Errorf("token of %s: got caller %q, %v", want, c.Name, err)
+				}
+			}
+			reader := Caller{Name: "reader"}
+			if err := a.Authorize(reader, Action{Verb: CallTool, Server: "demo", Tool: "mcp__demo__get_x"}); err != nil {
+				t.Errorf("reader calls mcp__demo__get_x: %v", err)
+			}
+			if err := a.Authorize(reader, Action{Verb: CallTool, Server: "demo", Tool: "mcp__demo__delete_x"}); !errors.Is(err, ErrPermissionDenied) {
+				t.Errorf("reader calls mcp__demo__delete_x: got %v, want a denial", err)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"unknown field", "callers:\n  - name: a\n    common_name: x\n    permisions: {}\n", "permisions"},
+		{"duplicate key", "callers:\n  - name: a\n    name: b\n    common_name: x\n", "name"},
+		{"not YAML", "callers: [\n", "callers file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, t.TempDir(), "callers.yaml", tc.content)
+			if _, err := New(&Options{CallersFile: path}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

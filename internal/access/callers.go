@@ -13,10 +13,12 @@ import (
 	"slices"
 	"strings"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/mcpd-project/mcpd/internal/config"
 )
 
-// callersFile is the JSON form of a callers file.
+// callersFile is the form of a callers file, JSON or YAML.
 type callersFile struct {
 	Callers []callerEntry `json:"callers"`
 }
@@ -114,6 +116,13 @@ func loadCallers(path string, lookup func(string) (string, bool)) (*callers, err
 	if err != nil {
 		return nil, fmt.Errorf("callers file: %w", err)
 	}
+	if isYAML(path) {
+		// YAML is read as the JSON it stands for, so that both forms
+		// share one set of fields and one strict decoder.
+		if data, err = yaml.YAMLToJSONStrict(data); err != nil {
+			return nil, fmt.Errorf("callers file %s: %w", path, err)
+		}
+	}
 	var f callersFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -136,6 +145,13 @@ func loadCallers(path string, lookup func(string) (string, bool)) (*callers, err
 		}
 	}
 	return c, nil
+}
+
+// isYAML reports whether a callers file is YAML, by its name: .yaml or
+// .yml. Anything else is read as JSON.
+func isYAML(path string) bool {
+	ext := strings.ToLower(filepath.Ext(path))
+	return ext == ".yaml" || ext == ".yml"
 }
 
 func (c *callers) add(e callerEntry, dir string, lookup func(string) (string, bool)) error {
