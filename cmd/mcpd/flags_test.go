@@ -381,3 +381,37 @@ func TestAllowCommandFlagOverridesEnv(t *testing.T) {
 		t.Errorf("flag over environment: got %q, want only the flag's", got)
 	}
 }
+
+// TestGuards checks which settings let the gRPC and the metrics listener
+// serve beyond loopback (the e2e tests bind loopback only).
+func TestGuards(t *testing.T) {
+	tlsOnly := config{tlsCert: "c.pem", tlsKey: "k.pem"}
+	withCallers := tlsOnly
+	withCallers.callersFile = "callers.json"
+	mutual := tlsOnly
+	mutual.tlsClientCA = "ca.pem"
+	plainCallers := config{callersFile: "callers.json"}
+	for _, tc := range []struct {
+		name         string
+		c            config
+		token        string
+		grpc, metric bool
+	}{
+		{"nothing", config{}, "", false, false},
+		{"token without TLS", config{}, "tok", false, false},
+		{"callers without TLS", plainCallers, "", false, false},
+		{"TLS without a credential", tlsOnly, "", false, false},
+		{"TLS and token", tlsOnly, "tok", true, true},
+		{"TLS and callers", withCallers, "", true, false},
+		{"mutual TLS", mutual, "", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := guardedBeyondLoopback(&tc.c, tc.token); got != tc.grpc {
+				t.Errorf("gRPC listener: got guarded %v, want %v", got, tc.grpc)
+			}
+			if got := metricsGuarded(&tc.c, tc.token); got != tc.metric {
+				t.Errorf("metrics listener: got guarded %v, want %v", got, tc.metric)
+			}
+		})
+	}
+}

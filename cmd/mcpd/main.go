@@ -236,10 +236,10 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain the gRPC listener serves TLS with (needs --tls-key); re-read when it changes")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA certificates that client certificates must chain to: turns on mutual TLS (needs --tls-cert)")
-	fs.StringVar(&c.callersFile, "callers", "", "JSON file naming the callers (by token hash, token file, ${VAR} or client certificate) and what each may do; re-read on SIGHUP")
+	fs.StringVar(&c.callersFile, "callers", "", "JSON (or, named *.yaml or *.yml, YAML) file naming the callers (by token hash, token file, ${VAR} or client certificate) and what each may do; re-read on SIGHUP")
 	fs.BoolVar(&c.audit, "audit", true, "write an audit line (logger=audit) for every tool call, resource read, prompt get, server change and refused request")
 	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
-	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; a non-loopback address needs an API token, which scrapes then present")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; served with TLS when --tls-cert is set; a non-loopback address needs TLS plus an API token (which scrapes then present) or mutual TLS")
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
 	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
 

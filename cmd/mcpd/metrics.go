@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -24,23 +25,37 @@ const traceFlushTimeout = 5 * time.Second
 const metricsReadHeaderTimeout = 10 * time.Second
 
 // listenMetrics opens the metrics listener under the rules of the gRPC
-// one: a TCP address must be loopback unless an API token guards it (the
-// metrics name servers and tools), and a Unix socket is mode 0600.
-func listenMetrics(addr string, haveToken bool) (net.Listener, error) {
+// one: a TCP address must be loopback unless it is guarded (the metrics
+// name servers and tools; see metricsGuarded), and a Unix socket is mode
+// 0600. With tlsConfig, the listener serves TLS (mutual TLS when the
+// config asks for client certificates), as the gRPC listener does.
+func listenMetrics(addr string, guarded bool, tlsConfig *tls.Config) (net.Listener, error) {
 	if !strings.HasPrefix(addr, "unix://") {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
 			return nil, fmt.Errorf("--metrics-listen %q: want host:port or unix:///path: %w", addr, err)
 		}
-		if !isLoopback(host) && !haveToken {
-			return nil, fmt.Errorf("--metrics-listen %q is not a loopback address: set MCPD_API_TOKEN or --api-token-file to serve metrics beyond this machine", addr)
+		if !isLoopback(host) && !guarded {
+			return nil, fmt.Errorf("--metrics-listen %q is not a loopback address: to serve metrics beyond this machine, use TLS (--tls-cert, --tls-key) with MCPD_API_TOKEN or --api-token-file, or mutual TLS (--tls-client-ca)", addr)
 		}
 	}
 	lis, err := listen(addr, true)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	if tlsConfig != nil {
+		lis = tls.NewListener(lis, tlsConfig)
+	}
 	return lis, nil
+}
+
+// metricsGuarded reports whether the metrics listener may serve beyond
+// this machine. Like the gRPC listener it needs TLS, so that the token does
+// not cross the network in clear text; and a credential the scrape itself
+// presents: the API token, or a client certificate. Callers' tokens do not
+// open the metrics, so a callers file alone is not enough.
+func metricsGuarded(c *config, token string) bool {
+	return c.tlsCert != "" && (token != "" || c.tlsClientCA != "")
 }
 
 // newMetricsServer serves h at /metrics. With an API token, a scrape must

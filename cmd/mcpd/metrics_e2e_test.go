@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -207,55 +208,82 @@ func checkWithPromtool(t *testing.T, raw []byte) {
 	}
 }
 
-// TestMetricsListenerSafety checks that a non-loopback metrics address
-// needs an API token, and that with one a scrape must present it.
+// TestMetricsListenerSafety checks the guards of the metrics listener: a
+// non-loopback address is refused without TLS plus a credential the scrape
+// presents; with TLS the metrics are served over TLS only, and with an API
+// token every scrape must present it.
 func TestMetricsListenerSafety(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
+	ca := newCA(t, "server")
+	cert, key := ca.serverCert(t, "mcpd")
+	callers := writeCallers(t, `{"callers": []}`)
 
-	t.Run("refused without a token", func(t *testing.T) {
-		cmd := exec.CommandContext(ctx, mcpdBinary(t), "--listen", "127.0.0.1:0", "--config", emptyConfig(t),
-			"--metrics-listen", "0.0.0.0:"+strconv.Itoa(freePort(t)))
-		cmd.Env = daemonEnv()
-		out, err := cmd.CombinedOutput()
-		if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 {
-			t.Fatalf("mcpd: exit %d (%v), want 1\n%s", code, err, out)
-		}
-		if !strings.Contains(string(out), "--metrics-listen") || !strings.Contains(string(out), "not a loopback address") {
-			t.Errorf("mcpd's message does not say why:\n%s", out)
-		}
-	})
-
-	t.Run("token required", func(t *testing.T) {
-		const token = "metrics-test-token"
-		port := freePort(t)
-		d := startDaemon(ctx, t, daemonOptions{
-			config: emptyConfig(t),
-			args:   []string{"--metrics-listen", "0.0.0.0:" + strconv.Itoa(port)},
-			env:    []string{"MCPD_API_TOKEN=" + token},
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"no credential", nil, nil},
+		{"token without TLS", []string{"MCPD_API_TOKEN=metrics-plain-5e1"}, nil},
+		{"TLS without a credential", nil, []string{"--tls-cert", cert, "--tls-key", key}},
+		// Callers' tokens do not open the metrics: nothing a scrape
+		// presents would be checked.
+		{"TLS with callers only", nil, []string{"--tls-cert", cert, "--tls-key", key, "--callers", callers}},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			// Refused before anything binds, so the address is never opened.
+			args := append([]string{"--listen", "127.0.0.1:0", "--config", emptyConfig(t),
+				"--metrics-listen", "0.0.0.0:" + strconv.Itoa(freePort(t))}, tc.args...)
+			code, out := runMcpdEnv(ctx, t, tc.env, args...)
+			if code != 1 || !strings.Contains(out, "--metrics-listen") || !strings.Contains(out, "not a loopback address") {
+				t.Fatalf("mcpd: got exit code %d, want 1 and a message that says why:\n%s", code, out)
+			}
+			if strings.Contains(out, "metrics-plain-5e1") {
+				t.Errorf("the message quotes the token:\n%s", out)
+			}
 		})
-		_ = d
-		url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
+	}
+
+	t.Run("TLS and token", func(t *testing.T) {
+		const token = "metrics-test-token"
+		port := strconv.Itoa(freePort(t))
+		startDaemon(ctx, t, daemonOptions{
+			config: emptyConfig(t),
+			args:   []string{"--metrics-listen", "127.0.0.1:" + port, "--tls-cert", cert, "--tls-key", key},
+			env:    []string{"MCPD_API_TOKEN=" + token},
+			creds:  clientTLS(t, ca, "", ""),
+		})
+		httpsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool(), MinVersion: tls.VersionTLS12}}}
+		t.Cleanup(httpsClient.CloseIdleConnections)
 		for _, tc := range []struct {
-			auth string
-			want int
+			client *http.Client
+			scheme string
+			auth   string
+			want   int
 		}{
-			{"", http.StatusUnauthorized},
-			{"Bearer wrong", http.StatusUnauthorized},
-			{"Bearer " + token, http.StatusOK},
+			{httpsClient, "https", "", http.StatusUnauthorized},
+			{httpsClient, "https", "Bearer wrong", http.StatusUnauthorized},
+			{httpsClient, "https", "Bearer " + token, http.StatusOK},
+			// Plain HTTP gets no metrics, token or not: net/http answers
+			// a plaintext request on a TLS listener with 400.
+			{http.DefaultClient, "http", "Bearer " + token, http.StatusBadRequest},
 		} {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tc.scheme+"://127.0.0.1:"+port+"/metrics", nil)
 			if tc.auth != "" {
 				req.Header.Set("Authorization", tc.auth)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := tc.client.Do(req)
 			if err != nil {
-				t.Fatalf("GET /metrics: %v", err)
+				t.Fatalf("GET %s /metrics: %v", tc.scheme, err)
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != tc.want {
-				t.Errorf("GET /metrics with %q: got %d, want %d", tc.auth, resp.StatusCode, tc.want)
+				t.Errorf("GET %s /metrics with %q: got %d, want %d", tc.scheme, tc.auth, resp.StatusCode, tc.want)
+			}
+			if tc.want == http.StatusOK && !bytes.Contains(body, []byte("mcpd_build_info")) {
+				t.Errorf("GET %s /metrics: no mcpd_build_info in\n%s", tc.scheme, body)
 			}
 			if bytes.Contains(body, []byte(token)) {
 				t.Errorf("the response echoes the token")

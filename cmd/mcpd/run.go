@@ -88,7 +88,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	// port fails the start.
 	var metricsLis net.Listener
 	if c.metricsListen != "" {
-		if metricsLis, err = listenMetrics(c.metricsListen, token != ""); err != nil {
+		if metricsLis, err = listenMetrics(c.metricsListen, metricsGuarded(c, token), tlsConfig); err != nil {
 			return err
 		}
 		defer metricsLis.Close()

@@ -65,7 +65,7 @@ func TestTLSWithToken(t *testing.T) {
 	ca := newCA(t, "server")
 	cert, key := ca.serverCert(t, "mcpd")
 	d := startDaemon(ctx, t, daemonOptions{
-		listen: "0.0.0.0:" + strconv.Itoa(freePort(t)), // allowed: TLS plus a token
+		listen: "127.0.0.1:" + strconv.Itoa(freePort(t)), // beyond loopback too (TestGuards)
 		config: emptyConfig(t),
 		args:   []string{"--tls-cert", cert, "--tls-key", key},
 		env:    []string{"MCPD_API_TOKEN=" + token},
@@ -169,7 +169,7 @@ func TestMutualTLSCallers(t *testing.T) {
 	alphaCert, alphaKey := clientCA.issue(t, "alpha", certSpec{cn: "ignored", uris: []string{"spiffe://e2e.test/agent/alpha"}})
 	betaCert, betaKey := clientCA.issue(t, "beta", certSpec{cn: "beta", dns: []string{"beta.e2e.test"}})
 	d := startDaemon(ctx, t, daemonOptions{
-		listen: "0.0.0.0:" + strconv.Itoa(freePort(t)), // allowed: mutual TLS
+		listen: "127.0.0.1:" + strconv.Itoa(freePort(t)), // beyond loopback too (TestGuards)
 		args:   []string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA.path, "--callers", callers},
 		creds:  clientTLS(t, serverCA, alphaCert, alphaKey),
 	})
@@ -260,4 +260,67 @@ func TestTLSRotation(t *testing.T) {
 	if !strings.Contains(d.log.String(), "serving the new certificate") {
 		t.Errorf("log does not report the rotation")
 	}
+}
+
+// TestTLSClientCARotation serves mutual TLS and rotates the client CA file:
+// a client of the new CA, refused before, gets in on its next connection,
+// and one of the old CA no longer does. A client that offers nothing newer
+// than TLS 1.1 is refused throughout.
+func TestTLSClientCARotation(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	serverCA := newCA(t, "server")
+	oldCA, newClientCA := newCA(t, "old-clients"), newCA(t, "new-clients")
+	cert, key := serverCA.serverCert(t, "mcpd")
+	clientCA := filepath.Join(shortTempDir(t), "clients-ca.pem")
+	copyFile(t, oldCA.path, clientCA)
+	oldCert, oldKey := oldCA.issue(t, "agent", certSpec{cn: "agent"})
+	newCert, newKey := newClientCA.issue(t, "agent", certSpec{cn: "agent"})
+	d := startDaemon(ctx, t, daemonOptions{
+		listen: "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		config: emptyConfig(t),
+		args:   []string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA},
+		creds:  clientTLS(t, serverCA, oldCert, oldKey),
+	})
+	// Each check dials anew: a rotated CA applies to new connections.
+	admitted := func(certPath, keyPath string) error {
+		_, err := d.client(t, clientTLS(t, serverCA, certPath, keyPath)).ListServers(ctx, &mcpdv1.ListServersRequest{})
+		return err
+	}
+	if err := admitted(oldCert, oldKey); err != nil {
+		t.Fatalf("client of the configured CA: %v", err)
+	}
+	wantCode(t, admitted(newCert, newKey), codes.Unavailable)
+
+	pair, err := tls.LoadX509KeyPair(oldCert, oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &tls.Dialer{Config: &tls.Config{
+		RootCAs: serverCA.pool(), ServerName: "localhost", Certificates: []tls.Certificate{pair},
+		MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11, NextProtos: []string{"h2"},
+	}}
+	if conn, err := old.DialContext(ctx, "tcp", d.dialTo); err == nil {
+		conn.Close()
+		t.Errorf("a TLS 1.1 client got through the handshake, want it refused")
+	}
+
+	copyFile(t, newClientCA.path, clientCA)
+	if err := admitted(newCert, newKey); err != nil {
+		t.Errorf("client of the rotated-in CA: %v", err)
+	}
+	wantCode(t, admitted(oldCert, oldKey), codes.Unavailable)
+	if !strings.Contains(d.log.String(), "serving the new certificate") {
+		t.Errorf("log does not report the rotation")
+	}
+}
+
+// copyFile replaces dst with src's content, atomically.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, dst, string(b))
 }

@@ -50,7 +50,7 @@ type Record struct {
 	// Server, Tool (qualified), URI and Prompt say what it was about.
 	Server, Tool, URI, Prompt string
 	// Code is the outcome in the edge's terms, for example a gRPC code
-	// name ("OK", "PERMISSION_DENIED").
+	// as grpc-go names it ("OK", "PermissionDenied").
 	Code string
 	// IsError is the tool's is_error, for tool calls that returned a
 	// result.
