@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -20,9 +21,10 @@ import (
 
 // Tokens of the callers in these tests.
 const (
-	readerToken   = "reader-token-0a41"
-	adminToken    = "admin-token-77d3"
-	outsiderToken = "outsider-token-5e90"
+	apiTokenBesideCallers = "api-token-beside-callers-31f8"
+	readerToken           = "reader-token-0a41"
+	adminToken            = "admin-token-77d3"
+	outsiderToken         = "outsider-token-5e90"
 )
 
 func sha256Hex(s string) string {
@@ -84,7 +86,7 @@ func TestCallerPermissions(t *testing.T) {
 	d := startDaemon(ctx, t, daemonOptions{
 		config: twoDemoServers(t),
 		args:   []string{"--callers", permissionCallers(t)},
-		env:    []string{"E2E_OUTSIDER_TOKEN=" + outsiderToken},
+		env:    []string{"E2E_OUTSIDER_TOKEN=" + outsiderToken, "MCPD_API_TOKEN=" + apiTokenBesideCallers},
 	})
 	admin := bearer(ctx, adminToken)
 	reader := bearer(ctx, readerToken)
@@ -219,6 +221,58 @@ func TestCallerPermissions(t *testing.T) {
 		}
 		_, err := d.hub.GetPrompt(outsider, &mcpdv1.GetPromptRequest{Server: "other", Name: "greet", Arguments: map[string]string{"name": "Ada"}})
 		denied(t, err, "prompts")
+	})
+
+	t.Run("templates and completion", func(t *testing.T) {
+		templates := func(ctx context.Context) []string {
+			t.Helper()
+			resp, err := d.hub.ListResourceTemplates(ctx, &mcpdv1.ListResourceTemplatesRequest{})
+			if err != nil {
+				t.Fatalf("ListResourceTemplates: %v", err)
+			}
+			var out []string
+			for _, rt := range resp.GetResourceTemplates() {
+				out = append(out, rt.GetServer()+" "+rt.GetUriTemplate())
+			}
+			return out
+		}
+		if got := templates(reader); len(got) != 0 {
+			t.Errorf("reader's resource templates: got %v, want none (demo://clock is all it may read)", got)
+		}
+		if got := templates(admin); !slices.Contains(got, "demo demo://greeting/{name}") {
+			t.Errorf("admin's resource templates: got %v, want demo's greeting template", got)
+		}
+		complete := func(ctx context.Context, server string, ref any) error {
+			req := &mcpdv1.CompleteRequest{Server: server, Argument: &mcpdv1.CompleteArgument{Name: "name", Value: "A"}}
+			switch r := ref.(type) {
+			case *mcpdv1.CompleteRequest_Prompt:
+				req.Ref = r
+			case *mcpdv1.CompleteRequest_ResourceTemplate:
+				req.Ref = r
+			}
+			_, err := d.hub.Complete(ctx, req)
+			return err
+		}
+		greet := &mcpdv1.CompleteRequest_Prompt{Prompt: "greet"}
+		greeting := &mcpdv1.CompleteRequest_ResourceTemplate{ResourceTemplate: "demo://greeting/{name}"}
+		if err := complete(reader, "demo", greet); err != nil {
+			t.Errorf("reader completes greet: %v", err)
+		}
+		denied(t, complete(reader, "demo", greeting), "resources")
+		denied(t, complete(outsider, "other", greet), "prompts")
+		if err := complete(admin, "demo", greeting); err != nil {
+			t.Errorf("admin completes the greeting template: %v", err)
+		}
+	})
+
+	t.Run("API token beside a callers file", func(t *testing.T) {
+		api := bearer(ctx, apiTokenBesideCallers)
+		if got := serverNames(api); !slices.Equal(got, []string{"demo", "other"}) {
+			t.Errorf("API token's servers: got %v, want demo and other", got)
+		}
+		if _, err := d.hub.SetLogLevel(api, &mcpdv1.SetLogLevelRequest{Server: "other", Level: mcpdv1.LogLevel_LOG_LEVEL_INFO}); err != nil {
+			t.Errorf("API token manages a server: %v", err)
+		}
 	})
 
 	t.Run("manage", func(t *testing.T) {
@@ -440,6 +494,27 @@ func TestAudit(t *testing.T) {
 			if _, err := d.hub.GetPrompt(admin, &mcpdv1.GetPromptRequest{Server: "demo", Name: "greet", Arguments: map[string]string{"name": argValue, "password": argSecret}}); err != nil {
 				t.Fatal(err)
 			}
+			stream, err := d.hub.CallToolStream(admin, &mcpdv1.CallToolStreamRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "streamed"})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, err := stream.Recv(); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatalf("CallToolStream: %v", err)
+				}
+			}
+			if _, err := d.hub.SetLogLevel(admin, &mcpdv1.SetLogLevelRequest{Server: "demo", Level: mcpdv1.LogLevel_LOG_LEVEL_INFO}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.hub.SetRoots(admin, &mcpdv1.SetRootsRequest{Server: "demo", Roots: []*mcpdv1.Root{{Uri: "file:///tmp"}}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.hub.RestartServer(admin, &mcpdv1.RestartServerRequest{Name: "demo"}); err != nil {
+				t.Fatal(err)
+			}
+			d.waitServer(admin, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
 			_, err = d.hub.CallTool(reader, &mcpdv1.CallToolRequest{Name: "mcp__demo__add", Arguments: mustStruct(t, map[string]any{"a": 1, "b": 2})})
 			wantCode(t, err, codes.PermissionDenied)
 			_, err = d.hub.ListServers(bearer(ctx, "unknown-token-aa11"), &mcpdv1.ListServersRequest{})
@@ -460,6 +535,10 @@ func TestAudit(t *testing.T) {
 				{"caller": "admin", "method": "CallTool", "tool": "mcp__demo__fail", "code": "OK", "is_error": true},
 				{"caller": "admin", "method": "ReadResource", "server": "demo", "uri": "demo://clock", "code": "OK"},
 				{"caller": "admin", "method": "GetPrompt", "server": "demo", "prompt": "greet", "code": "OK"},
+				{"caller": "admin", "method": "CallToolStream", "server": "demo", "tool": "mcp__demo__echo", "code": "OK", "is_error": false},
+				{"caller": "admin", "method": "SetLogLevel", "server": "demo", "code": "OK"},
+				{"caller": "admin", "method": "SetRoots", "server": "demo", "code": "OK"},
+				{"caller": "admin", "method": "RestartServer", "server": "demo", "code": "OK"},
 				{"caller": "reader", "method": "CallTool", "tool": "mcp__demo__add", "code": "PermissionDenied", "denied_permission": "tools"},
 				{"method": "ListServers", "code": "Unauthenticated"},
 				{"caller": "admin", "method": "DisconnectServer", "server": "demo", "code": "OK"},
