@@ -348,6 +348,11 @@ func TestCallerPermissions(t *testing.T) {
 			_, err = other.Recv()
 		}
 		denied(t, err, "servers")
+		readme, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{Resources: []*mcpdv1.ResourceRef{{Server: "demo", Uri: "demo://readme"}}})
+		if err == nil {
+			_, err = readme.Recv()
+		}
+		denied(t, err, "resources")
 		// "other" restarts first: its events come before demo's, so a
 		// leak would show before demo's READY does.
 		if _, err := d.hub.RestartServer(admin, &mcpdv1.RestartServerRequest{Name: "other"}); err != nil {
