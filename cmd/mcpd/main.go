@@ -189,6 +189,7 @@ type config struct {
 	showVersion     bool // --version: print the version instead of serving
 	oauthStateDir   string
 	oauthRedirect   string
+	strict          bool // exit 1 when a configured server fails its first start
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -241,6 +242,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; served with TLS when --tls-cert is set; a non-loopback address needs TLS plus an API token (which scrapes then present) or mutual TLS")
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
+	fs.BoolVar(&c.strict, "strict", false, "exit with status 1, naming them, when configured servers do not come up on their first start (for CI and simulations)")
 	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
 
 	// Environment first, so that the command line overrides it.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -176,6 +177,15 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	files.apply(ctx, file)
 	stopWaiting := markReadyWhenStarted(ctx, mgr, health, log)
 	defer stopWaiting()
+	if c.strict {
+		if err := checkStrictStart(ctx, mgr, file); err != nil {
+			srv.Shutdown(context.Background())
+			stopCtx, cancel := context.WithTimeout(context.Background(), 3*c.stopGrace+time.Second)
+			defer cancel()
+			_ = mgr.Close(stopCtx)
+			return err
+		}
+	}
 
 	for done := false; !done; {
 		select {
@@ -353,4 +363,33 @@ func newLogger(level, format string) (zerolog.Logger, error) {
 		return zerolog.New(zerolog.ConsoleWriter{Out: w}).Level(lvl).With().Timestamp().Logger(), nil
 	}
 	return zerolog.Logger{}, fmt.Errorf("--log-format %q: want json or console", format)
+}
+
+// checkStrictStart waits for the first start of every server the config
+// lists and reports, naming them, those that are not READY then: failed,
+// stopped, or waiting for an OAuth consent nobody is there to give. A
+// signal during the wait is not a failure.
+func checkStrictStart(ctx context.Context, mgr *mcpclient.Manager, file *mcpconfig.File) error {
+	if mgr.WaitStarted(ctx) != nil {
+		return nil // stopping anyway
+	}
+	names := make([]string, 0, len(file.Servers)+len(file.Invalid))
+	for _, s := range file.Servers {
+		names = append(names, s.Name)
+	}
+	for _, bad := range file.Invalid {
+		names = append(names, bad.Name)
+	}
+	slices.Sort(names)
+	var failed []string
+	for _, name := range names {
+		st, err := mgr.Get(name)
+		if err != nil || st.State != mcpclient.StateReady {
+			failed = append(failed, name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("--strict: servers not ready after their first start: %s", strings.Join(failed, ", "))
+	}
+	return nil
 }

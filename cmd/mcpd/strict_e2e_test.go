@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// TestStrictStart runs mcpd --strict with a config whose servers do not
+// all come up: mcpd exits 1 naming those that did not, and the one that
+// did start is stopped, not left behind. With every server up, --strict
+// serves as usual.
+func TestStrictStart(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	marker := "strict-e2e-" + filepath.Base(shortTempDir(t))
+	demo := map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}, "env": map[string]string{"MCPD_E2E_MARKER": marker}}
+
+	t.Run("a server fails", func(t *testing.T) {
+		config := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+			"good":    demo,
+			"crashes": map[string]any{"command": "/bin/sh", "args": []string{"-c", "exit 3"}},
+			"invalid": map[string]any{"type": "http"}, // no url
+		}}))
+		code, out := runMcpd(ctx, t, "--listen", "127.0.0.1:0", "--config", config, "--strict", "--crash-loop-restarts", "1")
+		if code != 1 {
+			t.Fatalf("mcpd --strict: got exit code %d, want 1\n%s", code, out)
+		}
+		if !strings.Contains(out, "--strict: servers not ready after their first start: crashes, invalid\n") {
+			t.Errorf("output does not name exactly the servers that failed:\n%s", out)
+		}
+		// The leak check means something only if "good" did start.
+		if !strings.Contains(out, `"server":"good","protocol_version"`) {
+			t.Fatalf("server good never came up:\n%s", out)
+		}
+		if pids := processesWithEnv(t, "MCPD_E2E_MARKER="+marker); len(pids) > 0 {
+			t.Errorf("mcpd --strict left processes behind: %v", pids)
+		}
+	})
+
+	t.Run("every server ready", func(t *testing.T) {
+		config := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{"good": demo}}))
+		d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--strict"}})
+		d.waitServer(ctx, t, "good", mcpdv1.ServerState_SERVER_STATE_READY)
+		if _, err := d.call(ctx, t, "mcp__good__echo", map[string]any{"message": "hi"}, 0); err != nil {
+			t.Errorf("call through a strict mcpd: %v", err)
+		}
+	})
+}
+
+// processesWithEnv returns the pids of this machine's processes whose
+// environment holds entry (KEY=value).
+func processesWithEnv(t *testing.T, entry string) []string {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var pids []string
+	for _, d := range dirs {
+		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil {
+			continue // not a process, or gone
+		}
+		for _, e := range bytes.Split(env, []byte{0}) {
+			if string(e) == entry {
+				pids = append(pids, d.Name())
+			}
+		}
+	}
+	return pids
+}
