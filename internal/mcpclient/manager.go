@@ -390,3 +390,36 @@ func (m *Manager) snapshot() []*upstream {
 	}
 	return out
 }
+
+// QualifyToolName returns the qualified name of the tool an agent named. A
+// qualified name (mcp__<server>__<tool>) is returned as it is. A bare name
+// is a server's own tool name: it resolves when exactly one READY server
+// that visible accepts lists a tool of that name. None is ErrNotFound;
+// several are ErrInvalidArgument, naming the qualified candidates. visible
+// (nil: every server) keeps a caller's view of the servers, so that the
+// answer names no server the caller may not see.
+func (m *Manager) QualifyToolName(name string, visible func(server string) bool) (string, error) {
+	if _, _, ok := SplitQualifiedToolName(name); ok {
+		return name, nil
+	}
+	var candidates []string
+	for _, u := range m.snapshot() {
+		if visible != nil && !visible(u.cfg.Name) {
+			continue
+		}
+		if _, err := u.ready(); err != nil {
+			continue
+		}
+		if u.hasTool(name) {
+			candidates = append(candidates, QualifiedToolName(u.cfg.Name, name))
+		}
+	}
+	slices.Sort(candidates)
+	switch len(candidates) {
+	case 0:
+		return "", errorf(ErrNotFound, "no ready server has a tool named %q (a qualified name is mcp__<server>__<tool>)", name)
+	case 1:
+		return candidates[0], nil
+	}
+	return "", errorf(ErrInvalidArgument, "tool name %q is ambiguous: use one of %s", name, strings.Join(candidates, ", "))
+}

@@ -159,3 +159,12 @@ func SplitQualifiedToolName(name string) (server, tool string, ok bool) {
 func sortTools(tools []Tool) {
 	slices.SortFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
 }
+
+// hasTool reports whether the server lists a tool of that name (its own
+// name) that its tool filter exposes.
+func (u *upstream) hasTool(name string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	_, ok := u.tools[name]
+	return ok
+}

@@ -55,6 +55,36 @@ func authenticate(authz *access.Authorizer, audit *access.Auditor) auth.AuthFunc
 type guard struct {
 	authz *access.Authorizer
 	audit *access.Auditor
+	// qualify resolves a bare tool name (Manager.QualifyToolName).
+	qualify func(name string, visible func(server string) bool) (string, error)
+}
+
+// qualifyTool rewrites the bare tool name of a CallTool or CallToolStream
+// request to its qualified name, among the servers the caller may see, so
+// that the permission check, the audit line and the handler all see the
+// one name the call goes to.
+func (g *guard) qualifyTool(caller access.Caller, msg any) error {
+	var name *string
+	switch m := msg.(type) {
+	case *mcpdv1.CallToolRequest:
+		name = &m.Name
+	case *mcpdv1.CallToolStreamRequest:
+		name = &m.Name
+	default:
+		return nil
+	}
+	if _, _, ok := mcpclient.SplitQualifiedToolName(*name); ok || *name == "" || g.qualify == nil {
+		return nil
+	}
+	visible := func(server string) bool {
+		return g.authz.Allowed(caller, access.Action{Verb: access.ViewServer, Server: server})
+	}
+	qualified, err := g.qualify(*name, visible)
+	if err != nil {
+		return err
+	}
+	*name = qualified
+	return nil
 }
 
 // request is what guard knows of one request.
@@ -205,25 +235,35 @@ func (g *guard) check(caller access.Caller, r *request, start time.Time) error {
 	for _, act := range r.actions {
 		if err := g.authz.Authorize(caller, act); err != nil {
 			rec := r.record
-			rec.Caller = caller.Name
-			rec.Code = status.Code(toStatus(err)).String()
-			var denied *access.DeniedError
-			if errors.As(err, &denied) {
-				rec.Denied = denied.Permission
-			}
 			rec.Server, rec.Tool, rec.URI, rec.Prompt = act.Server, act.Tool, act.URI, act.Prompt
-			rec.Duration = time.Since(start)
-			g.audit.Log(rec)
+			g.refused(caller, rec, err, start)
 			return toStatus(err)
 		}
 	}
 	return nil
 }
 
+// refused writes the audit line of a request refused before its handler
+// ran.
+func (g *guard) refused(caller access.Caller, rec access.Record, err error, start time.Time) {
+	rec.Caller = caller.Name
+	rec.Code = status.Code(toStatus(err)).String()
+	var denied *access.DeniedError
+	if errors.As(err, &denied) {
+		rec.Denied = denied.Permission
+	}
+	rec.Duration = time.Since(start)
+	g.audit.Log(rec)
+}
+
 func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	caller, _ := access.FromContext(ctx)
 	method := path.Base(info.FullMethod)
+	if err := g.qualifyTool(caller, req); err != nil {
+		g.refused(caller, access.Record{Method: method, Tool: toolName(req)}, err, start)
+		return nil, toStatus(err)
+	}
 	r := describe(method, req, g.audit.Arguments())
 	r.record.Method = method
 	if err := g.check(caller, &r, start); err != nil {
@@ -283,6 +323,11 @@ func (w *guardedStream) RecvMsg(m any) error {
 		return nil
 	}
 	w.checked = true
+	if err := w.g.qualifyTool(w.caller, m); err != nil {
+		w.denied = true
+		w.g.refused(w.caller, access.Record{Method: w.method, Tool: toolName(m)}, err, w.start)
+		return toStatus(err)
+	}
 	w.req = describe(w.method, m, w.g.audit.Arguments())
 	w.req.record.Method = w.method
 	if err := w.g.check(w.caller, &w.req, w.start); err != nil {
@@ -317,4 +362,15 @@ func (h *hub) eventAllowed(ctx context.Context, ev events.Event) bool {
 		return h.allowed(ctx, access.Action{Verb: access.ReadResource, Server: ev.Server, URI: ev.URI})
 	}
 	return h.allowed(ctx, access.Action{Verb: access.ViewServer, Server: ev.Server})
+}
+
+// toolName is the tool name of a tool-call request, "" for any other.
+func toolName(msg any) string {
+	switch m := msg.(type) {
+	case *mcpdv1.CallToolRequest:
+		return m.GetName()
+	case *mcpdv1.CallToolStreamRequest:
+		return m.GetName()
+	}
+	return ""
 }

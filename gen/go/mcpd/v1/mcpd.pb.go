@@ -2113,7 +2113,10 @@ func (x *ToolAnnotations) GetOpenWorldHint() bool {
 // CallToolRequest calls one tool.
 type CallToolRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Gives the qualified tool name, mcp__<server>__<tool>.
+	// Gives the qualified tool name, mcp__<server>__<tool>, or the server's
+	// own tool name when exactly one READY server the caller may see has a
+	// tool of that name (several are INVALID_ARGUMENT, listing the qualified
+	// candidates; none is NOT_FOUND).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Holds the arguments, which must match the tool's input schema.
 	Arguments *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
@@ -2786,7 +2789,10 @@ func (x *Annotations) GetLastModified() string {
 // CallToolStreamRequest calls one tool and streams its progress.
 type CallToolStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Gives the qualified tool name, mcp__<server>__<tool>.
+	// Gives the qualified tool name, mcp__<server>__<tool>, or the server's
+	// own tool name when exactly one READY server the caller may see has a
+	// tool of that name (several are INVALID_ARGUMENT, listing the qualified
+	// candidates; none is NOT_FOUND).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Holds the arguments, which must match the tool's input schema.
 	Arguments *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
