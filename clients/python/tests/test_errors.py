@@ -35,7 +35,7 @@ def locked_daemon(mcpd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> It
         (lambda c: c.get_server("nobody"), mcpd_grpc.NotFound, None, None),
         (lambda c: c.call_tool("mcp__demo__add", {"a": "x", "b": 1}), mcpd_grpc.InvalidArgument, "demo", -32602),
         (lambda c: c.read_resource("demo", "demo://greeting/"), mcpd_grpc.InvalidArgument, "demo", -32602),
-        (lambda c: c.call_tool("not-qualified"), mcpd_grpc.InvalidArgument, None, None),
+        (lambda c: c.call_tool("not-qualified"), mcpd_grpc.NotFound, None, None),
         (lambda c: c.connect_server(ServerConfig.stdio("bad name!", "x")), mcpd_grpc.InvalidArgument, None, None),
         (lambda c: c.connect_server(ServerConfig.stdio("demo", "x")), mcpd_grpc.AlreadyExists, None, None),
         (lambda c: c.call_tool("mcp__demo__slow", {"steps": 50, "delay_ms": 100}, timeout=0.3), mcpd_grpc.DeadlineExceeded, None, None),
