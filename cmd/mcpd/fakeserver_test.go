@@ -29,6 +29,7 @@ const (
 	fakeSlow           = "slow"              // real server whose tool "sleep" sleeps ms milliseconds
 	fakeGrandchild     = "grandchild"        // real server that spawns a long-lived grandchild
 	fakeRejectAll      = "reject-all"        // raw server that answers every request with a JSON-RPC error
+	fakeNoCapabilities = "no-capabilities"   // raw server, as written by hand: declares no capabilities, lists and calls "shout"
 	fakeCrashSoon      = "crash-soon"        // real server that exits 5 shortly after every start
 	fakeBig            = "big"               // real server whose tool "big" returns bytes bytes of text
 	fakeFreeze         = "freeze"            // legacy-only server whose tool "freeze" stops it reading anything
@@ -71,6 +72,8 @@ func runFakeServer(mode string) int {
 		return 3
 	case fakeRejectAll:
 		return rejectAll()
+	case fakeNoCapabilities:
+		return noCapabilities()
 	}
 	var conn func(mcp.Connection) mcp.Connection // optional wrapper
 	var opts *mcp.ServerOptions
@@ -208,6 +211,52 @@ func rejectAll() int {
 			"error":   map[string]any{"code": -32603, "message": rejectMessage + " " + msg.Method},
 		})
 		fmt.Printf("%s\n", resp)
+	}
+	return 0
+}
+
+// noCapabilities is an MCP server as people write one by hand for a quick
+// test: a loop over stdin that answers initialize with empty capabilities,
+// yet lists and calls its one tool, "shout".
+func noCapabilities() int {
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+				Arguments       struct {
+					Text string `json:"text"`
+				} `json:"arguments"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &msg) != nil || msg.ID == nil {
+			continue // a notification
+		}
+		reply := map[string]any{"jsonrpc": "2.0", "id": msg.ID}
+		switch msg.Method {
+		case "initialize":
+			reply["result"] = map[string]any{
+				"protocolVersion": msg.Params.ProtocolVersion,
+				"capabilities":    map[string]any{},
+				"serverInfo":      map[string]any{"name": "hand-made", "version": "0"},
+			}
+		case "tools/list":
+			reply["result"] = map[string]any{"tools": []any{map[string]any{
+				"name":        "shout",
+				"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}},
+			}}}
+		case "tools/call":
+			reply["result"] = map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.ToUpper(msg.Params.Arguments.Text)}}}
+		case "ping":
+			reply["result"] = map[string]any{}
+		default:
+			reply["error"] = map[string]any{"code": -32601, "message": "method not found: " + msg.Method}
+		}
+		out, _ := json.Marshal(reply)
+		fmt.Printf("%s\n", out)
 	}
 	return 0
 }

@@ -118,6 +118,10 @@ type Server struct {
 	// "*" (e.g. "get_*"; "*" alone matches every tool). Deny wins.
 	ToolsAllow []string
 	ToolsDeny  []string
+	// StrictCapabilities lists tools only when the server declares the
+	// tools capability. By default mcpd also asks a server that omits it,
+	// as hand-written servers often do, and uses the answer.
+	StrictCapabilities bool
 
 	// Templates kept by Parse so that String can show ${VAR} instead of a
 	// possibly secret expanded value. Not part of equality.
@@ -338,6 +342,7 @@ func (s *Server) Equal(o *Server) bool {
 		s.CallTimeout == o.CallTimeout &&
 		s.ConnectTimeout == o.ConnectTimeout &&
 		s.ProtocolVersion == o.ProtocolVersion &&
+		s.StrictCapabilities == o.StrictCapabilities &&
 		slices.Equal(s.ToolsAllow, o.ToolsAllow) &&
 		slices.Equal(s.ToolsDeny, o.ToolsDeny)
 }

@@ -289,6 +289,8 @@ func TestEqualComparesEveryField(t *testing.T) {
 				v.SetString(v.String() + "x")
 			case reflect.Int, reflect.Int64:
 				v.SetInt(v.Int() + 1)
+			case reflect.Bool:
+				v.SetBool(!v.Bool())
 			case reflect.Slice:
 				v.Set(reflect.Append(v, reflect.ValueOf("x")))
 			case reflect.Map:

@@ -77,8 +77,8 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 // An entry with a url and no type (or "type": "auto") has its transport
 // detected when mcpd connects: Streamable HTTP, then legacy SSE; "serverUrl" (Windsurf) is read as "url". "disabled": true skips the
 // entry. mcpd reads these option fields in an entry: "timeout" and
-// "connectTimeout" (seconds, a number), "protocolVersion", and "toolsAllow"
-// and "toolsDeny" (arrays of tool patterns). Other fields that editors add
+// "connectTimeout" (seconds, a number), "protocolVersion", "toolsAllow"
+// and "toolsDeny" (arrays of tool patterns), and "strictCapabilities". Other fields that editors add
 // ("alwaysAllow", "autoApprove", "envFile", ...) are ignored.
 //
 // ${VAR} and ${VAR:-default} expand in command, args, env values, cwd, url
@@ -171,7 +171,9 @@ type entry struct {
 	ProtocolVersion string            `json:"protocolVersion"`
 	ToolsAllow      []string          `json:"toolsAllow"`
 	ToolsDeny       []string          `json:"toolsDeny"`
-	OAuth           *OAuth            `json:"oauth"`
+	// StrictCapabilities: see Server.StrictCapabilities.
+	StrictCapabilities bool   `json:"strictCapabilities"`
+	OAuth              *OAuth `json:"oauth"`
 }
 
 // maxTimeoutSeconds bounds timeouts far below time.Duration overflow.
@@ -198,6 +200,8 @@ func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, b
 		ProtocolVersion: e.ProtocolVersion,
 		ToolsAllow:      e.ToolsAllow,
 		ToolsDeny:       e.ToolsDeny,
+
+		StrictCapabilities: e.StrictCapabilities,
 	}
 	if e.URL == "" {
 		e.URL = e.ServerURL

@@ -146,6 +146,8 @@ func TestParseEntries(t *testing.T) {
 			"toolsAllow": ["get_*", "list"], "toolsDeny": ["get_secret"]}`,
 			want: &Server{Kind: TransportStdio, Command: "cat", CallTimeout: 30 * time.Second, ConnectTimeout: 1500 * time.Millisecond,
 				ProtocolVersion: "2025-03-26", ToolsAllow: []string{"get_*", "list"}, ToolsDeny: []string{"get_secret"}}},
+		{name: "strict capabilities", entry: `{"command": "cat", "strictCapabilities": true}`,
+			want: &Server{Kind: TransportStdio, Command: "cat", StrictCapabilities: true}},
 		{name: "zero timeout is default", entry: `{"command": "cat", "timeout": 0}`,
 			want: &Server{Kind: TransportStdio, Command: "cat"}},
 		{name: "disabled false", entry: `{"command": "cat", "disabled": false}`,

@@ -38,24 +38,46 @@ type CallOptions struct {
 
 // refreshTools lists every page of the server's tools and keeps the ones
 // the filters allow.
+//
+// A server that does not declare the tools capability is asked all the
+// same, unless its config says StrictCapabilities: quick servers written
+// by hand, or to older drafts, often leave it out and list tools anyway.
+// Their answer is used, with a note in the server's status; an error is
+// taken to mean the server has no tools.
 func (u *upstream) refreshTools(ctx context.Context, cs *mcp.ClientSession) error {
-	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Tools == nil {
+	caps := cs.InitializeResult().Capabilities
+	declared := caps != nil && caps.Tools != nil
+	if !declared && u.cfg.StrictCapabilities {
 		return nil
 	}
 	tools := make(map[string]*mcp.Tool)
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
+			if !declared {
+				u.log.Debug().Str("error", u.cfg.Redact(err.Error())).Msg("tools/list of a server that declared no tools capability: no tools")
+				tools = map[string]*mcp.Tool{}
+				break
+			}
 			return fmt.Errorf("tools/list: %w", err)
 		}
 		if u.cfg.AllowsTool(tool.Name) {
 			tools[tool.Name] = tool
 		}
 	}
+	undeclared := !declared && len(tools) > 0
+	if undeclared {
+		u.log.Info().Int("tools", len(tools)).Msg(noteToolsUndeclared)
+	}
 	u.mu.Lock()
 	u.tools = tools
+	u.toolsUndeclared = undeclared
 	u.mu.Unlock()
 	return nil
 }
+
+// noteToolsUndeclared is the status note of a server whose tools came
+// although it declared no tools capability.
+const noteToolsUndeclared = "the server declared no tools capability but lists tools: they are used (strictCapabilities turns this off)"
 
 // listTools returns the server's tools with their qualified names.
 func (u *upstream) listTools() []Tool {

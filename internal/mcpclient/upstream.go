@@ -88,6 +88,9 @@ type Status struct {
 	// server waits for, in StateAuthorizationRequired.
 	AuthorizationURL     string
 	AuthorizationExpires time.Time
+	// Notes say where mcpd treats the server otherwise than its
+	// declarations say.
+	Notes []string
 }
 
 // upstream supervises the session with one server. Each start launches a
@@ -129,9 +132,12 @@ type upstream struct {
 	init         *mcp.InitializeResult
 	detected     config.TransportKind // for TransportAuto: what worked last
 	tools        map[string]*mcp.Tool // by the server's own name, after filters
-	sinks        map[string]*callSink // streamed calls in flight, by progress token
-	liveConn     *routedConn          // the session's connection, if routed: it feeds sinks itself
-	nextToken    uint64
+	// toolsUndeclared: the tools came from a server that did not declare
+	// the tools capability (see refreshTools).
+	toolsUndeclared bool
+	sinks           map[string]*callSink // streamed calls in flight, by progress token
+	liveConn        *routedConn          // the session's connection, if routed: it feeds sinks itself
+	nextToken       uint64
 }
 
 // run is one supervised attempt: connect, serve until stopped or the
@@ -732,6 +738,9 @@ func (u *upstream) status() Status {
 	}
 	if u.cfg.Kind == config.TransportAuto && u.detected != 0 {
 		st.Transport = u.detected
+	}
+	if u.toolsUndeclared {
+		st.Notes = append(st.Notes, noteToolsUndeclared)
 	}
 	if u.init != nil {
 		st.ProtocolVersion = u.init.ProtocolVersion

@@ -38,6 +38,8 @@ func serverConfigFromProto(pc *mcpdv1.ServerConfig) (config.Server, error) {
 		ProtocolVersion: pc.GetProtocolVersion(),
 		ToolsAllow:      pc.GetToolsAllow(),
 		ToolsDeny:       pc.GetToolsDeny(),
+
+		StrictCapabilities: pc.GetStrictCapabilities(),
 	}
 	switch t := pc.GetTransport().(type) {
 	case *mcpdv1.ServerConfig_Stdio:
@@ -149,6 +151,7 @@ func serverToProto(st mcpclient.Status) *mcpdv1.Server {
 		StateChangedTime:        timestamp(st.StateChanged),
 		AuthorizationUrl:        st.AuthorizationURL,
 		AuthorizationExpireTime: timestamp(st.AuthorizationExpires),
+		Notes:                   st.Notes,
 	}
 	if info := st.ServerInfo; info != nil {
 		out.ServerInfo = &mcpdv1.Implementation{Name: info.Name, Version: info.Version, Title: info.Title}

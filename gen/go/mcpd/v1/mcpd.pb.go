@@ -510,9 +510,13 @@ type ServerConfig struct {
 	// Configures OAuth for an HTTP or SSE server. Unset means the defaults: a
 	// server that answers 401 is authorized with the authorization code grant,
 	// a dynamically registered client and a person's consent.
-	Oauth         *OAuthConfig `protobuf:"bytes,11,opt,name=oauth,proto3" json:"oauth,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Oauth *OAuthConfig `protobuf:"bytes,11,opt,name=oauth,proto3" json:"oauth,omitempty"`
+	// Lists tools only when the server declares the tools capability. Unset
+	// (false) means mcpd also asks a server that omits it for tools/list, as
+	// hand-written servers often need, and notes it in Server.notes.
+	StrictCapabilities bool `protobuf:"varint,12,opt,name=strict_capabilities,json=strictCapabilities,proto3" json:"strict_capabilities,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ServerConfig) Reset() {
@@ -635,6 +639,13 @@ func (x *ServerConfig) GetOauth() *OAuthConfig {
 		return x.Oauth
 	}
 	return nil
+}
+
+func (x *ServerConfig) GetStrictCapabilities() bool {
+	if x != nil {
+		return x.StrictCapabilities
+	}
+	return false
 }
 
 type isServerConfig_Transport interface {
@@ -1162,8 +1173,11 @@ type Server struct {
 	AuthorizationUrl string `protobuf:"bytes,19,opt,name=authorization_url,json=authorizationUrl,proto3" json:"authorization_url,omitempty"`
 	// Gives the time at which mcpd stops waiting for that authorization.
 	AuthorizationExpireTime *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=authorization_expire_time,json=authorizationExpireTime,proto3" json:"authorization_expire_time,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Notes where mcpd treats the server otherwise than its declarations say,
+	// for example tools listed although it declared no tools capability.
+	Notes         []string `protobuf:"bytes,21,rep,name=notes,proto3" json:"notes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Server) Reset() {
@@ -1332,6 +1346,13 @@ func (x *Server) GetAuthorizationUrl() string {
 func (x *Server) GetAuthorizationExpireTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.AuthorizationExpireTime
+	}
+	return nil
+}
+
+func (x *Server) GetNotes() []string {
+	if x != nil {
+		return x.Notes
 	}
 	return nil
 }
@@ -6480,7 +6501,7 @@ var File_mcpd_v1_mcpd_proto protoreflect.FileDescriptor
 
 const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\n" +
-	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x03\n" +
+	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaa\x04\n" +
 	"\fServerConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x14.mcpd.v1.StdioConfigH\x00R\x05stdio\x12)\n" +
@@ -6495,7 +6516,8 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"toolsAllow\x12\x1d\n" +
 	"\n" +
 	"tools_deny\x18\t \x03(\tR\ttoolsDeny\x12*\n" +
-	"\x05oauth\x18\v \x01(\v2\x14.mcpd.v1.OAuthConfigR\x05oauthB\v\n" +
+	"\x05oauth\x18\v \x01(\v2\x14.mcpd.v1.OAuthConfigR\x05oauth\x12/\n" +
+	"\x13strict_capabilities\x18\f \x01(\bR\x12strictCapabilitiesB\v\n" +
 	"\ttransport\"\xcc\x03\n" +
 	"\vOAuthConfig\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12#\n" +
@@ -6536,7 +6558,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x0eImplementation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05title\x18\x03 \x01(\tR\x05title\"\x9c\x06\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\"\xb2\x06\n" +
 	"\x06Server\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x14.mcpd.v1.ServerStateR\x05state\x120\n" +
@@ -6562,7 +6584,8 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\fheader_names\x18\x11 \x03(\tR\vheaderNames\x12\x10\n" +
 	"\x03pid\x18\x12 \x01(\x05R\x03pid\x12+\n" +
 	"\x11authorization_url\x18\x13 \x01(\tR\x10authorizationUrl\x12V\n" +
-	"\x19authorization_expire_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x17authorizationExpireTime\"_\n" +
+	"\x19authorization_expire_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x17authorizationExpireTime\x12\x14\n" +
+	"\x05notes\x18\x15 \x03(\tR\x05notes\"_\n" +
 	"\x14ConnectServerRequest\x12-\n" +
 	"\x06server\x18\x01 \x01(\v2\x15.mcpd.v1.ServerConfigR\x06server\x12\x18\n" +
 	"\areplace\x18\x02 \x01(\bR\areplace\"@\n" +

@@ -725,7 +725,7 @@ class SamplingResult(_message.Message):
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[_Iterable[_Union[Content, _Mapping]]] = ..., model: _Optional[str] = ..., stop_reason: _Optional[str] = ...) -> None: ...
 
 class Server(_message.Message):
-    __slots__ = ["args", "authorization_expire_time", "authorization_url", "capabilities", "command", "env_names", "header_names", "instructions", "last_error", "name", "pid", "protocol_version", "restarts", "server_info", "state", "state_changed_time", "stderr_tail", "tool_count", "transport", "url"]
+    __slots__ = ["args", "authorization_expire_time", "authorization_url", "capabilities", "command", "env_names", "header_names", "instructions", "last_error", "name", "notes", "pid", "protocol_version", "restarts", "server_info", "state", "state_changed_time", "stderr_tail", "tool_count", "transport", "url"]
     ARGS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_URL_FIELD_NUMBER: _ClassVar[int]
@@ -736,6 +736,7 @@ class Server(_message.Message):
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
@@ -756,6 +757,7 @@ class Server(_message.Message):
     instructions: str
     last_error: str
     name: str
+    notes: _containers.RepeatedScalarFieldContainer[str]
     pid: int
     protocol_version: str
     restarts: int
@@ -766,10 +768,10 @@ class Server(_message.Message):
     tool_count: int
     transport: Transport
     url: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., transport: _Optional[_Union[Transport, str]] = ..., protocol_version: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ..., instructions: _Optional[str] = ..., capabilities: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., restarts: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., state_changed_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env_names: _Optional[_Iterable[str]] = ..., header_names: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ..., authorization_url: _Optional[str] = ..., authorization_expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., transport: _Optional[_Union[Transport, str]] = ..., protocol_version: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ..., instructions: _Optional[str] = ..., capabilities: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., restarts: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., state_changed_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env_names: _Optional[_Iterable[str]] = ..., header_names: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ..., authorization_url: _Optional[str] = ..., authorization_expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ServerConfig(_message.Message):
-    __slots__ = ["call_timeout", "connect_timeout", "http", "name", "oauth", "protocol_version", "remote", "sse", "stdio", "tools_allow", "tools_deny"]
+    __slots__ = ["call_timeout", "connect_timeout", "http", "name", "oauth", "protocol_version", "remote", "sse", "stdio", "strict_capabilities", "tools_allow", "tools_deny"]
     CALL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     CONNECT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     HTTP_FIELD_NUMBER: _ClassVar[int]
@@ -779,6 +781,7 @@ class ServerConfig(_message.Message):
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     SSE_FIELD_NUMBER: _ClassVar[int]
     STDIO_FIELD_NUMBER: _ClassVar[int]
+    STRICT_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     TOOLS_ALLOW_FIELD_NUMBER: _ClassVar[int]
     TOOLS_DENY_FIELD_NUMBER: _ClassVar[int]
     call_timeout: _duration_pb2.Duration
@@ -790,9 +793,10 @@ class ServerConfig(_message.Message):
     remote: HttpConfig
     sse: HttpConfig
     stdio: StdioConfig
+    strict_capabilities: bool
     tools_allow: _containers.RepeatedScalarFieldContainer[str]
     tools_deny: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioConfig, _Mapping]] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., sse: _Optional[_Union[HttpConfig, _Mapping]] = ..., remote: _Optional[_Union[HttpConfig, _Mapping]] = ..., call_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., connect_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., protocol_version: _Optional[str] = ..., tools_allow: _Optional[_Iterable[str]] = ..., tools_deny: _Optional[_Iterable[str]] = ..., oauth: _Optional[_Union[OAuthConfig, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioConfig, _Mapping]] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., sse: _Optional[_Union[HttpConfig, _Mapping]] = ..., remote: _Optional[_Union[HttpConfig, _Mapping]] = ..., call_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., connect_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., protocol_version: _Optional[str] = ..., tools_allow: _Optional[_Iterable[str]] = ..., tools_deny: _Optional[_Iterable[str]] = ..., oauth: _Optional[_Union[OAuthConfig, _Mapping]] = ..., strict_capabilities: bool = ...) -> None: ...
 
 class ServerRequest(_message.Message):
     __slots__ = ["authorization", "deadline", "elicitation", "id", "roots", "sampling", "server"]
