@@ -208,7 +208,8 @@ class TestConvert:
         assert p.oauth.assertion == "jwt-s3cret" and p.oauth.idp.issuer == "https://idp.example" and p.oauth.idp.id_token == "id-t0ken"
         assert not cv.server_config_to_proto(ServerConfig.http("api", "https://api.example/mcp")).HasField("oauth")
 
-        entry = {"type": "http", "url": "https://api.example/mcp", "oauth": {"clientId": "app", "tokenEndpointAuthMethod": "none", "idp": {"idTokenFile": "/t"}}}
+        block = {"clientId": "app", "tokenEndpointAuthMethod": "none", "idp": {"idTokenFile": "/t"}}
+        entry = {"type": "http", "url": "https://api.example/mcp", "oauth": block}
         j = ServerConfig.from_mcp_json("api", entry)
         assert j.oauth == mcpd_grpc.OAuthConfig(client_id="app", token_endpoint_auth_method="none", idp=mcpd_grpc.OAuthIdentityProvider(id_token_file="/t"))
         with pytest.raises(ValueError, match="clientID"):
