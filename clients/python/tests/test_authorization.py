@@ -38,6 +38,7 @@ from mcpd_grpc import (
     FailedPrecondition,
     InvalidArgument,
     OAuthConfig,
+    Server,
     ServerConfig,
     ServerState,
 )
@@ -318,12 +319,18 @@ def test_consent_through_the_handler(oauth_daemon: Daemon, protected: ProtectedS
     redirect reaches mcpd's listener. ForgetAuthorization brings it back."""
     asked: List[AuthorizationRequest] = []
     landed: List[Tuple[int, str]] = []
+    # The second consent waits for the test, so that a request mcpd makes
+    # on its own (a keep-alive ping) cannot complete it before the test
+    # sees the refusal.
+    second_consent = threading.Event()
 
     with oauth_daemon.client() as c:
 
         @c.on_authorization
         def open_browser(req: AuthorizationRequest) -> None:
             asked.append(req)
+            if len(asked) > 1:
+                assert second_consent.wait(RPC_TIMEOUT)
             landed.append(browser_get(follow_consent(req.authorization_url)))
 
         assert c.handlers_ready(RPC_TIMEOUT), "mcpd did not confirm the authorization handler"
@@ -355,7 +362,11 @@ def test_consent_through_the_handler(oauth_daemon: Daemon, protected: ProtectedS
         with pytest.raises(FailedPrecondition) as e:
             c.call_tool("mcp__guarded__whoami")
         assert e.value.reason == REASON_AUTHORIZATION_REQUIRED, e.value
+        again = poll("the consent asked for again", lambda: (lambda s: s.authorization_required and s)(c.get_server("guarded")))
+        assert isinstance(again, Server) and again.authorization_url != s.authorization_url, again
+        second_consent.set()
         poll("a second consent", lambda: len(asked) == 2 and c.get_server("guarded").ready)
+        assert landed[1][0] == 200, landed
         r = c.call_tool("mcp__guarded__whoami")
         second = protected.authorize_queries[-1]["client_id"]
         assert second != q["client_id"] and r.text == f"called by {second}", r
