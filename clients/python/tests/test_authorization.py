@@ -455,3 +455,26 @@ def test_bad_oauth_config_is_refused(oauth_daemon: Daemon) -> None:
         with pytest.raises(InvalidArgument):
             c.connect_server(bad_method)
         assert "nope" not in {s.name for s in c.servers()}
+
+
+def test_restarted_daemon_reuses_the_token(mcpd_bin: str, tmp_path: Path, protected: ProtectedServer) -> None:
+    state = tmp_path / "state"
+    args = ["--oauth-state-dir", str(state), "--oauth-redirect-addr", "127.0.0.1:0"]
+    first = Daemon(mcpd_bin, tmp_path, "first", args=args).start()
+    try:
+        with first.client() as c:
+            s = c.connect_server(ServerConfig.http("kept", protected.mcp_url))
+            assert s.authorization_required, s
+            c.complete_authorization("kept", follow_consent(s.authorization_url))
+            poll("the server to be ready", lambda: c.get_server("kept").ready)
+    finally:
+        first.stop()
+    second = Daemon(mcpd_bin, tmp_path, "second", args=args).start()
+    try:
+        with second.client() as c:
+            s = c.connect_server(ServerConfig.http("kept", protected.mcp_url))
+            assert s.ready, s
+            assert c.call_tool("mcp__kept__whoami").text.startswith("called by client-")
+    finally:
+        second.stop()
+    assert len(protected.authorize_queries) == 1, "the restarted mcpd asked for consent again"
