@@ -3,7 +3,7 @@ connections to Model Context Protocol servers.
 
 A Python agent gets the tools of every MCP server in its model API's
 format, calls them, reads resources, follows events and answers the
-servers' sampling and elicitation requests::
+servers' sampling, elicitation and OAuth consent requests::
 
     from mcpd_grpc import Client
 
@@ -44,6 +44,8 @@ from .names import is_provider_safe, provider_names
 from .types import (
     Annotations,
     AudioContent,
+    AuthorizationRequest,
+    AuthorizationResult,
     Completion,
     Content,
     ElicitationAction,
@@ -56,6 +58,8 @@ from .types import (
     Implementation,
     LogLevel,
     LogMessage,
+    OAuthConfig,
+    OAuthIdentityProvider,
     Progress,
     Prompt,
     PromptArgument,
@@ -92,6 +96,8 @@ __all__ = [
     "AsyncSubscription",
     "AsyncToolCallStream",
     "AudioContent",
+    "AuthorizationRequest",
+    "AuthorizationResult",
     "Cancelled",
     "Client",
     "Completion",
@@ -113,6 +119,8 @@ __all__ = [
     "LogMessage",
     "MCPDError",
     "NotFound",
+    "OAuthConfig",
+    "OAuthIdentityProvider",
     "OutOfRange",
     "PermissionDenied",
     "Progress",

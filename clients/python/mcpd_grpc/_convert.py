@@ -304,6 +304,8 @@ def server(s: pb.Server) -> t.Server:
         env_names=tuple(s.env_names),
         header_names=tuple(s.header_names),
         pid=s.pid,
+        authorization_url=s.authorization_url,
+        authorization_expire_time=timestamp(s, "authorization_expire_time"),
     )
 
 
@@ -333,6 +335,38 @@ def server_config_to_proto(c: Union[t.ServerConfig, pb.ServerConfig]) -> pb.Serv
         h.headers.update(c.headers)
     else:
         raise ValueError(f"server {c.name!r}: no transport")
+    if c.oauth is not None:
+        # Set on any transport: mcpd refuses it on a stdio server, clearly.
+        out.oauth.CopyFrom(oauth_config_to_proto(c.oauth))
+    return out
+
+
+def oauth_config_to_proto(o: t.OAuthConfig) -> pb.OAuthConfig:
+    out = pb.OAuthConfig(
+        client_id=o.client_id,
+        client_secret=o.client_secret,
+        client_metadata_url=o.client_metadata_url,
+        scopes=list(o.scopes),
+        token_endpoint_auth_method=o.token_endpoint_auth_method,
+        private_key_file=o.private_key_file,
+        signing_algorithm=o.signing_algorithm,
+        grant=o.grant,
+        assertion=o.assertion,
+        assertion_file=o.assertion_file,
+        dpop=o.dpop,
+    )
+    if o.idp is not None:
+        i = o.idp
+        out.idp.CopyFrom(
+            pb.OAuthIdentityProvider(
+                issuer=i.issuer,
+                token_endpoint=i.token_endpoint,
+                client_id=i.client_id,
+                client_secret=i.client_secret,
+                id_token=i.id_token,
+                id_token_file=i.id_token_file,
+            )
+        )
     return out
 
 
@@ -524,7 +558,7 @@ def event(e: pb.Event) -> t.Event:
 # Server requests and replies.
 
 
-def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.ElicitationRequest, t.RootsRequest, None]:
+def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.ElicitationRequest, t.RootsRequest, t.AuthorizationRequest, None]:
     deadline = timestamp(r, "deadline")
     kind = r.WhichOneof("kind")
     if kind == "sampling":
@@ -552,6 +586,15 @@ def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.Elicitatio
         )
     if kind == "roots":
         return t.RootsRequest(id=r.id, server=r.server, deadline=deadline)
+    if kind == "authorization":
+        a = r.authorization
+        return t.AuthorizationRequest(
+            id=r.id,
+            server=r.server,
+            authorization_url=a.authorization_url,
+            expire_time=timestamp(a, "expire_time"),
+            deadline=deadline,
+        )
     return None
 
 
@@ -584,6 +627,16 @@ def roots_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
     if result is None:
         result = []
     return pb.ServerRequestReply(id=req_id, roots=pb.RootsResult(roots=roots_to_proto(result)))
+
+
+def authorization_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
+    if result is None:
+        result = t.AuthorizationResult()
+    elif isinstance(result, str):
+        result = t.AuthorizationResult(redirect_url=result)
+    if not isinstance(result, t.AuthorizationResult):
+        raise TypeError(f"an authorization handler must return AuthorizationResult, str or None, not {type(result).__name__}")
+    return pb.ServerRequestReply(id=req_id, authorization=pb.AuthorizationResult(redirect_url=result.redirect_url))
 
 
 def call_request(cls: Any, name: str, arguments: Any, timeout: Optional[float], meta: Optional[Mapping[str, Any]]) -> Any:
@@ -634,6 +687,8 @@ def reply_for(req: Any, result: Any) -> pb.ServerRequestReply:
         return sampling_reply(req.id, result)
     if isinstance(req, t.ElicitationRequest):
         return elicitation_reply(req.id, result)
+    if isinstance(req, t.AuthorizationRequest):
+        return authorization_reply(req.id, result)
     return roots_reply(req.id, result)
 
 
@@ -642,6 +697,8 @@ def kind_of(req: Any) -> str:
         return "sampling"
     if isinstance(req, t.ElicitationRequest):
         return "elicitation"
+    if isinstance(req, t.AuthorizationRequest):
+        return "authorization"
     return "roots"
 
 
@@ -649,6 +706,7 @@ REQUEST_KINDS = {
     "sampling": pb.SERVER_REQUEST_KIND_SAMPLING,
     "elicitation": pb.SERVER_REQUEST_KIND_ELICITATION,
     "roots": pb.SERVER_REQUEST_KIND_ROOTS,
+    "authorization": pb.SERVER_REQUEST_KIND_AUTHORIZATION,
 }
 
 

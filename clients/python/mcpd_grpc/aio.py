@@ -167,6 +167,18 @@ class AsyncClient:
         """Stops a server and connects it again with the same configuration."""
         return cv.server((await self._rpc(self._stub.RestartServer, pb.RestartServerRequest(name=name))).server)
 
+    async def complete_authorization(self, server: str, redirect_url: str) -> t.Server:
+        """Completes a server's pending OAuth consent with the URL the
+        browser was redirected to; see
+        :meth:`mcpd_grpc.Client.complete_authorization`."""
+        req = pb.CompleteAuthorizationRequest(server=server, redirect_url=redirect_url)
+        return cv.server((await self._rpc(self._stub.CompleteAuthorization, req)).server)
+
+    async def forget_authorization(self, server: str) -> None:
+        """Deletes a server's OAuth tokens and client registration; see
+        :meth:`mcpd_grpc.Client.forget_authorization`."""
+        await self._rpc(self._stub.ForgetAuthorization, pb.ForgetAuthorizationRequest(server=server))
+
     # -- tools -------------------------------------------------------------
 
     async def list_tools(self, server: Optional[str] = None) -> List[t.Tool]:
@@ -317,6 +329,11 @@ class AsyncClient:
     def on_roots(self, handler: Optional[Callable[..., Any]] = None) -> Any:
         """Answers roots/list; see :meth:`mcpd_grpc.Client.on_roots`."""
         return self._on("roots", handler)
+
+    def on_authorization(self, handler: Optional[Callable[..., Any]] = None) -> Any:
+        """Handles servers' needs for a person's OAuth consent; see
+        :meth:`mcpd_grpc.Client.on_authorization`."""
+        return self._on("authorization", handler)
 
     def _on(self, kind: str, handler: Optional[Callable[..., Any]]) -> Any:
         if handler is None:

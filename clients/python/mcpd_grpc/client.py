@@ -136,8 +136,11 @@ class Client:
     def connect_server(self, config: ServerConfigLike, *, replace: bool = False) -> t.Server:
         """Connects a server (see :class:`~mcpd_grpc.ServerConfig`'s
         ``stdio``/``http``/``sse`` helpers) and waits until it is ready or has
-        failed; check the returned ``state``. Raises AlreadyExists unless
-        ``replace``, PermissionDenied for a command mcpd does not allow."""
+        failed; check the returned ``state``: a server that needs a person's
+        OAuth consent returns in ``AUTHORIZATION_REQUIRED`` with its
+        ``authorization_url`` (see :meth:`on_authorization`). Raises
+        AlreadyExists unless ``replace``, PermissionDenied for a command mcpd
+        does not allow."""
         req = pb.ConnectServerRequest(server=cv.server_config_to_proto(config), replace=replace)
         return cv.server(self._rpc(self._stub.ConnectServer, req).server)
 
@@ -148,6 +151,22 @@ class Client:
     def restart_server(self, name: str) -> t.Server:
         """Stops a server and connects it again with the same configuration."""
         return cv.server(self._rpc(self._stub.RestartServer, pb.RestartServerRequest(name=name)).server)
+
+    def complete_authorization(self, server: str, redirect_url: str) -> t.Server:
+        """Completes a server's pending OAuth consent with the full URL the
+        browser was redirected to (with its ``code`` and ``state``), for a
+        host whose browser cannot reach mcpd's redirect listener. Returns the
+        server. Raises InvalidArgument for a malformed URL or a wrong
+        ``state``, FailedPrecondition when no consent is pending or the
+        authorization server refused."""
+        req = pb.CompleteAuthorizationRequest(server=server, redirect_url=redirect_url)
+        return cv.server(self._rpc(self._stub.CompleteAuthorization, req).server)
+
+    def forget_authorization(self, server: str) -> None:
+        """Deletes a server's OAuth tokens and client registration, on disk
+        and in mcpd's memory; the next request the server refuses asks for
+        consent again."""
+        self._rpc(self._stub.ForgetAuthorization, pb.ForgetAuthorizationRequest(server=server))
 
     # -- tools -------------------------------------------------------------
 
@@ -364,6 +383,18 @@ class Client:
         (:class:`~mcpd_grpc.Root`, URI strings or ``(uri, name)``). Without a
         roots handler mcpd answers from :meth:`set_roots`."""
         return self._on("roots", handler)
+
+    def on_authorization(self, handler: Optional[H] = None) -> Any:
+        """Handles servers' needs for a person's OAuth consent with
+        ``handler(AuthorizationRequest)``: show its ``authorization_url``
+        (a desktop agent opens the browser) and return ``None``, and the
+        browser's redirect reaches mcpd's redirect listener; or return the
+        URL the browser ended on (a ``str`` or
+        :class:`~mcpd_grpc.AuthorizationResult`), and mcpd completes the
+        consent with it. Return before the request's ``deadline``; a URL
+        caught later goes to :meth:`complete_authorization`. Only clients
+        that register this handler are asked."""
+        return self._on("authorization", handler)
 
     def _on(self, kind: str, handler: Optional[H]) -> Any:
         if handler is None:

@@ -43,6 +43,10 @@ __all__ = [
 ERROR_DOMAIN = "mcpd.v1"
 #: The ErrorInfo reason of a JSON-RPC error answered by a server.
 REASON_UPSTREAM_JSONRPC_ERROR = "UPSTREAM_JSONRPC_ERROR"
+#: The ErrorInfo reason of a call to a server that waits for a person's
+#: OAuth consent (a :class:`FailedPrecondition`; see
+#: ``Server.authorization_url``).
+REASON_AUTHORIZATION_REQUIRED = "AUTHORIZATION_REQUIRED"
 
 _DETAILS_KEY = "grpc-status-details-bin"
 _ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -142,7 +146,8 @@ class ResourceExhausted(MCPDError):
 
 
 class FailedPrecondition(MCPDError):
-    """The server cannot do this now (e.g. missing client capabilities)."""
+    """The server cannot do this now (e.g. missing client capabilities, or,
+    with ``reason`` ``"AUTHORIZATION_REQUIRED"``, a person's OAuth consent)."""
 
     default_code = grpc.StatusCode.FAILED_PRECONDITION
 

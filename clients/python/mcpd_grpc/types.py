@@ -21,6 +21,8 @@ from typing import Any, ClassVar, Dict, Mapping, Optional, Sequence, Tuple, Unio
 __all__ = [
     "Annotations",
     "AudioContent",
+    "AuthorizationRequest",
+    "AuthorizationResult",
     "Completion",
     "Content",
     "ElicitationAction",
@@ -33,6 +35,8 @@ __all__ = [
     "Implementation",
     "LogLevel",
     "LogMessage",
+    "OAuthConfig",
+    "OAuthIdentityProvider",
     "Progress",
     "Prompt",
     "PromptArgument",
@@ -69,6 +73,7 @@ class ServerState(str, enum.Enum):
     RECONNECTING = "reconnecting"
     FAILED = "failed"
     STOPPED = "stopped"
+    AUTHORIZATION_REQUIRED = "authorization_required"
 
 
 class Transport(str, enum.Enum):
@@ -254,11 +259,110 @@ class Server:
     env_names: Tuple[str, ...] = ()
     header_names: Tuple[str, ...] = ()
     pid: int = 0
+    authorization_url: str = ""
+    authorization_expire_time: Optional[datetime.datetime] = None
 
     @property
     def ready(self) -> bool:
         """Whether the server accepts calls."""
         return self.state is ServerState.READY
+
+    @property
+    def authorization_required(self) -> bool:
+        """Whether the server waits for a person's OAuth consent: open
+        ``authorization_url`` before ``authorization_expire_time``."""
+        return self.state is ServerState.AUTHORIZATION_REQUIRED
+
+
+@dataclass(frozen=True)
+class OAuthIdentityProvider:
+    """The enterprise identity provider of the ``token_exchange`` grant
+    (proto ``OAuthIdentityProvider``). ``client_secret`` and ``id_token``
+    are secrets: they are left out of ``repr``."""
+
+    issuer: str = ""
+    token_endpoint: str = ""
+    client_id: str = ""
+    client_secret: str = field(default="", repr=False)
+    id_token: str = field(default="", repr=False)
+    id_token_file: str = ""
+
+
+@dataclass(frozen=True)
+class OAuthConfig:
+    """How mcpd obtains OAuth tokens for an HTTP or SSE server (proto
+    ``OAuthConfig``). Without one, a server that answers 401 is authorized
+    with the authorization code grant, a dynamically registered client and
+    a person's consent (see :attr:`ServerState.AUTHORIZATION_REQUIRED`).
+
+    ``token_endpoint_auth_method`` is ``"none"``, ``"client_secret_basic"``,
+    ``"client_secret_post"`` or ``"private_key_jwt"`` (empty: chosen from
+    what the authorization server supports); ``grant`` is
+    ``"authorization_code"`` (the default), ``"client_credentials"``,
+    ``"jwt_bearer"`` or ``"token_exchange"``. ``client_secret`` and
+    ``assertion`` are secrets: they are left out of ``repr``, and mcpd never
+    logs or returns them.
+    """
+
+    client_id: str = ""
+    client_secret: str = field(default="", repr=False)
+    client_metadata_url: str = ""
+    scopes: Sequence[str] = ()
+    token_endpoint_auth_method: str = ""
+    private_key_file: str = ""
+    signing_algorithm: str = ""
+    grant: str = ""
+    assertion: str = field(default="", repr=False)
+    assertion_file: str = ""
+    idp: Optional[OAuthIdentityProvider] = None
+    dpop: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.scopes, str):
+            raise TypeError("scopes must be a sequence of scope names, not a str")
+        object.__setattr__(self, "scopes", tuple(self.scopes))
+
+    @classmethod
+    def from_mcp_json(cls, entry: Mapping[str, Any]) -> OAuthConfig:
+        """The ``oauth`` block of a ``.mcp.json`` server entry (camelCase
+        keys: ``clientId``, ``clientSecret``, ``tokenEndpointAuthMethod``,
+        ...). ``${VAR}`` is not expanded here."""
+        unknown = set(entry) - set(_OAUTH_JSON)
+        if unknown:
+            raise ValueError(f"unknown oauth keys: {', '.join(sorted(unknown))}")
+        kwargs: Dict[str, Any] = {_OAUTH_JSON[k]: v for k, v in entry.items() if k != "idp"}
+        idp = entry.get("idp")
+        if idp is not None:
+            unknown = set(idp) - set(_IDP_JSON)
+            if unknown:
+                raise ValueError(f"unknown oauth.idp keys: {', '.join(sorted(unknown))}")
+            kwargs["idp"] = OAuthIdentityProvider(**{_IDP_JSON[k]: v for k, v in idp.items()})
+        return cls(**kwargs)
+
+
+# .mcp.json's camelCase keys of an oauth block, and their field names.
+_OAUTH_JSON = {
+    "clientId": "client_id",
+    "clientSecret": "client_secret",
+    "clientMetadataUrl": "client_metadata_url",
+    "scopes": "scopes",
+    "tokenEndpointAuthMethod": "token_endpoint_auth_method",
+    "privateKeyFile": "private_key_file",
+    "signingAlgorithm": "signing_algorithm",
+    "grant": "grant",
+    "assertion": "assertion",
+    "assertionFile": "assertion_file",
+    "idp": "idp",
+    "dpop": "dpop",
+}
+_IDP_JSON = {
+    "issuer": "issuer",
+    "tokenEndpoint": "token_endpoint",
+    "clientId": "client_id",
+    "clientSecret": "client_secret",
+    "idToken": "id_token",
+    "idTokenFile": "id_token_file",
+}
 
 
 @dataclass(frozen=True)
@@ -284,13 +388,16 @@ class ServerConfig:
     protocol_version: str = ""
     tools_allow: Tuple[str, ...] = ()
     tools_deny: Tuple[str, ...] = ()
+    oauth: Optional[OAuthConfig] = None
 
     def __repr__(self) -> str:
-        # env and header values are secrets: show only their names.
+        # env and header values are secrets: show only their names (and
+        # OAuthConfig's repr leaves its secrets out).
+        oauth = f", oauth={self.oauth!r}" if self.oauth is not None else ""
         return (
             f"ServerConfig(name={self.name!r}, transport={self.transport.value!r}, "
             f"command={self.command!r}, args={self.args!r}, url={self.url!r}, "
-            f"env_names={sorted(self.env)!r}, header_names={sorted(self.headers)!r})"
+            f"env_names={sorted(self.env)!r}, header_names={sorted(self.headers)!r}{oauth})"
         )
 
     @classmethod
@@ -308,33 +415,61 @@ class ServerConfig:
         return cls(name, Transport.STDIO, command=command, args=tuple(args), env=dict(env or {}), cwd=cwd, **_options(options))
 
     @classmethod
-    def http(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> ServerConfig:
-        """A server at a Streamable HTTP endpoint."""
-        return cls(name, Transport.HTTP, url=url, headers=dict(headers or {}), **_options(options))
+    def http(
+        cls,
+        name: str,
+        url: str,
+        *,
+        headers: Optional[Mapping[str, str]] = None,
+        oauth: Optional[OAuthConfig] = None,
+        **options: Any,
+    ) -> ServerConfig:
+        """A server at a Streamable HTTP endpoint; ``oauth`` configures its
+        authorization (default: consent on the first 401, see
+        :class:`OAuthConfig`)."""
+        return cls(name, Transport.HTTP, url=url, headers=dict(headers or {}), oauth=oauth, **_options(options))
 
     @classmethod
-    def sse(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> ServerConfig:
+    def sse(
+        cls,
+        name: str,
+        url: str,
+        *,
+        headers: Optional[Mapping[str, str]] = None,
+        oauth: Optional[OAuthConfig] = None,
+        **options: Any,
+    ) -> ServerConfig:
         """A server at a legacy HTTP+SSE endpoint."""
-        return cls(name, Transport.SSE, url=url, headers=dict(headers or {}), **_options(options))
+        return cls(name, Transport.SSE, url=url, headers=dict(headers or {}), oauth=oauth, **_options(options))
 
     @classmethod
-    def remote(cls, name: str, url: str, *, headers: Optional[Mapping[str, str]] = None, **options: Any) -> ServerConfig:
+    def remote(
+        cls,
+        name: str,
+        url: str,
+        *,
+        headers: Optional[Mapping[str, str]] = None,
+        oauth: Optional[OAuthConfig] = None,
+        **options: Any,
+    ) -> ServerConfig:
         """A server at a URL whose transport mcpd detects (Streamable HTTP,
         then legacy SSE). Needs an mcpd whose API has ``ServerConfig.remote``."""
-        return cls(name, Transport.AUTO, url=url, headers=dict(headers or {}), **_options(options))
+        return cls(name, Transport.AUTO, url=url, headers=dict(headers or {}), oauth=oauth, **_options(options))
 
     @classmethod
     def from_mcp_json(cls, name: str, entry: Mapping[str, Any], **options: Any) -> ServerConfig:
         """One entry of a ``.mcp.json`` ``mcpServers`` map: ``{"command",
-        "args", "env", "cwd"}`` or ``{"type": "http"|"sse", "url", "headers"}``.
-        ``${VAR}`` is not expanded here (the daemon expands it only in files)."""
+        "args", "env", "cwd"}`` or ``{"type": "http"|"sse", "url", "headers",
+        "oauth"}``. ``${VAR}`` is not expanded here (the daemon expands it
+        only in files)."""
         kind = entry.get("type", "stdio" if "command" in entry else "http")
         if kind == "stdio":
             return cls.stdio(name, entry["command"], entry.get("args", ()), env=entry.get("env"), cwd=entry.get("cwd", ""), **options)
+        oauth = OAuthConfig.from_mcp_json(entry["oauth"]) if entry.get("oauth") is not None else None
         if kind in ("http", "streamable-http", "streamableHttp"):
-            return cls.http(name, entry["url"], headers=entry.get("headers"), **options)
+            return cls.http(name, entry["url"], headers=entry.get("headers"), oauth=oauth, **options)
         if kind == "sse":
-            return cls.sse(name, entry["url"], headers=entry.get("headers"), **options)
+            return cls.sse(name, entry["url"], headers=entry.get("headers"), oauth=oauth, **options)
         raise ValueError(f"server {name!r}: unknown type {kind!r}")
 
 
@@ -642,3 +777,28 @@ class RootsRequest:
     id: str
     server: str
     deadline: Optional[datetime.datetime] = None
+
+
+@dataclass(frozen=True)
+class AuthorizationRequest:
+    """A server needs a person's OAuth consent: show ``authorization_url``
+    to the person (a desktop agent opens the browser) before
+    ``expire_time``. The server is in
+    :attr:`ServerState.AUTHORIZATION_REQUIRED` meanwhile."""
+
+    id: str
+    server: str
+    authorization_url: str = ""
+    expire_time: Optional[datetime.datetime] = None
+    deadline: Optional[datetime.datetime] = None
+
+
+@dataclass(frozen=True)
+class AuthorizationResult:
+    """The answer to an :class:`AuthorizationRequest`: ``redirect_url`` is
+    the URL the browser was redirected to, when the agent caught it (mcpd
+    then completes the consent with it). A handler may also return that URL
+    as a ``str``, or ``None``: the URL was shown to a person, and the
+    browser's redirect reaches mcpd's own redirect listener."""
+
+    redirect_url: str = ""

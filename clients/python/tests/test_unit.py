@@ -186,8 +186,43 @@ class TestConvert:
         with pytest.raises(TypeError):
             ServerConfig.http("x", "http://h", bogus=1)
 
+    def test_oauth_config(self) -> None:
+        idp = mcpd_grpc.OAuthIdentityProvider(issuer="https://idp.example", client_id="mcpd", client_secret="idp-s3cret", id_token="id-t0ken")
+        oauth = mcpd_grpc.OAuthConfig(
+            client_id="app",
+            client_secret="client-s3cret",
+            scopes=["read", "write"],
+            token_endpoint_auth_method="client_secret_post",
+            grant="token_exchange",
+            assertion="jwt-s3cret",
+            idp=idp,
+            dpop=True,
+        )
+        c = ServerConfig.http("api", "https://api.example/mcp", headers={"X-Key": "hdr-s3cret"}, oauth=oauth)
+        for secret in ("client-s3cret", "idp-s3cret", "id-t0ken", "jwt-s3cret", "hdr-s3cret"):
+            assert secret not in repr(c) and secret not in str(oauth), f"{secret} in {c!r}"
+        assert "client_id='app'" in repr(c) and oauth.scopes == ("read", "write")
+        p = cv.server_config_to_proto(c)
+        assert p.oauth.client_id == "app" and p.oauth.client_secret == "client-s3cret" and list(p.oauth.scopes) == ["read", "write"]
+        assert p.oauth.token_endpoint_auth_method == "client_secret_post" and p.oauth.grant == "token_exchange" and p.oauth.dpop
+        assert p.oauth.assertion == "jwt-s3cret" and p.oauth.idp.issuer == "https://idp.example" and p.oauth.idp.id_token == "id-t0ken"
+        assert not cv.server_config_to_proto(ServerConfig.http("api", "https://api.example/mcp")).HasField("oauth")
+
+        block = {"clientId": "app", "tokenEndpointAuthMethod": "none", "idp": {"idTokenFile": "/t"}}
+        entry = {"type": "http", "url": "https://api.example/mcp", "oauth": block}
+        j = ServerConfig.from_mcp_json("api", entry)
+        assert j.oauth == mcpd_grpc.OAuthConfig(client_id="app", token_endpoint_auth_method="none", idp=mcpd_grpc.OAuthIdentityProvider(id_token_file="/t"))
+        with pytest.raises(ValueError, match="clientID"):
+            ServerConfig.from_mcp_json("api", {"url": "https://api.example/mcp", "oauth": {"clientID": "app"}})
+        with pytest.raises(TypeError):
+            mcpd_grpc.OAuthConfig(scopes="read write")
+
     def test_enums(self) -> None:
         assert cv.server_state(pb.SERVER_STATE_READY) == "ready"
+        # Every state mcpd's API has is known here, none becomes UNSPECIFIED.
+        for name, number in pb.ServerState.items():
+            assert cv.server_state(number).value == name[len("SERVER_STATE_") :].lower(), name
+        assert cv.server_state(pb.SERVER_STATE_AUTHORIZATION_REQUIRED) is mcpd_grpc.ServerState.AUTHORIZATION_REQUIRED
         assert cv.server_state(99) == "unspecified"  # a state newer than this client
         assert cv.log_level_to_proto("warning") == pb.LOG_LEVEL_WARNING
         assert cv.log_level_to_proto(mcpd_grpc.LogLevel.DEBUG) == pb.LOG_LEVEL_DEBUG
@@ -208,6 +243,22 @@ class TestConvert:
         assert [(x.uri, x.name) for x in roots.roots.roots] == [("file:///a", ""), ("file:///b", "B"), ("file:///c", "C")]
         with pytest.raises(TypeError):
             cv.sampling_reply("1", 42)
+
+    def test_authorization(self) -> None:
+        msg = pb.ServerRequest(id="7", server="api", authorization=pb.AuthorizationRequest(authorization_url="https://as.example/authorize?x=1"))
+        msg.authorization.expire_time.FromSeconds(1_900_000_000)
+        req = cv.server_request(msg)
+        assert isinstance(req, mcpd_grpc.AuthorizationRequest) and cv.kind_of(req) == "authorization"
+        assert req.authorization_url == "https://as.example/authorize?x=1" and req.expire_time is not None and req.expire_time.year == 2030
+        for result, want in ((None, ""), ("http://127.0.0.1:1/cb?code=c&state=s", "http://127.0.0.1:1/cb?code=c&state=s")):
+            r = cv.reply_for(req, result)
+            assert r.id == "7" and r.WhichOneof("result") == "authorization" and r.authorization.redirect_url == want
+        assert cv.reply_for(req, mcpd_grpc.AuthorizationResult("u")).authorization.redirect_url == "u"
+        with pytest.raises(TypeError):
+            cv.reply_for(req, 1)
+        assert cv.registration(["authorization", "roots"]).register.kinds == [pb.SERVER_REQUEST_KIND_AUTHORIZATION, pb.SERVER_REQUEST_KIND_ROOTS]
+        s = cv.server(pb.Server(name="api", state=pb.SERVER_STATE_AUTHORIZATION_REQUIRED, authorization_url="https://as.example/a"))
+        assert s.authorization_required and not s.ready and s.authorization_url == "https://as.example/a" and s.authorization_expire_time is None
 
 
 def test_environment_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
