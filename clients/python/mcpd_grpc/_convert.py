@@ -306,13 +306,14 @@ def server(s: pb.Server) -> t.Server:
         pid=s.pid,
         authorization_url=s.authorization_url,
         authorization_expire_time=timestamp(s, "authorization_expire_time"),
+        notes=tuple(s.notes),
     )
 
 
 def server_config_to_proto(c: Union[t.ServerConfig, pb.ServerConfig]) -> pb.ServerConfig:
     if isinstance(c, pb.ServerConfig):
         return c
-    out = pb.ServerConfig(name=c.name, protocol_version=c.protocol_version)
+    out = pb.ServerConfig(name=c.name, protocol_version=c.protocol_version, strict_capabilities=c.strict_capabilities)
     out.tools_allow.extend(c.tools_allow)
     out.tools_deny.extend(c.tools_deny)
     call_timeout, connect_timeout = duration(c.call_timeout), duration(c.connect_timeout)

@@ -261,6 +261,8 @@ class Server:
     pid: int = 0
     authorization_url: str = ""
     authorization_expire_time: Optional[datetime.datetime] = None
+    notes: Tuple[str, ...] = ()
+    """Where mcpd treats the server otherwise than its declarations say."""
 
     @property
     def ready(self) -> bool:
@@ -389,6 +391,8 @@ class ServerConfig:
     tools_allow: Tuple[str, ...] = ()
     tools_deny: Tuple[str, ...] = ()
     oauth: Optional[OAuthConfig] = None
+    strict_capabilities: bool = False
+    """List tools only when the server declares the tools capability."""
 
     def __repr__(self) -> str:
         # env and header values are secrets: show only their names (and
@@ -473,7 +477,7 @@ class ServerConfig:
         raise ValueError(f"server {name!r}: unknown type {kind!r}")
 
 
-_OPTION_NAMES = ("call_timeout", "connect_timeout", "protocol_version", "tools_allow", "tools_deny")
+_OPTION_NAMES = ("call_timeout", "connect_timeout", "protocol_version", "tools_allow", "tools_deny", "strict_capabilities")
 
 
 def _options(options: Mapping[str, Any]) -> Dict[str, Any]:
