@@ -186,6 +186,7 @@ type config struct {
 	audit           bool
 	auditArguments  bool
 	metricsListen   string
+	httpListen      string
 	showVersion     bool // --version: print the version instead of serving
 	oauthStateDir   string
 	oauthRedirect   string
@@ -240,6 +241,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.StringVar(&c.callersFile, "callers", "", "JSON (or, named *.yaml or *.yml, YAML) file naming the callers (by token hash, token file, ${VAR} or client certificate) and what each may do; re-read on SIGHUP")
 	fs.BoolVar(&c.audit, "audit", true, "write an audit line (logger=audit) for every tool call, resource read, prompt get, server change and refused request")
 	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
+	fs.StringVar(&c.httpListen, "http-listen", "", "address to serve the MCPHub API on over HTTP as well (Connect protocol with JSON or binary, gRPC-Web and gRPC; HTTP/1.1 and h2c, or HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; served with TLS when --tls-cert is set; a non-loopback address needs TLS plus an API token (which scrapes then present) or mutual TLS")
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
 	fs.BoolVar(&c.strict, "strict", false, "exit with status 1, naming them, when configured servers do not come up on their first start (for CI and simulations)")
