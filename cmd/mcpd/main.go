@@ -188,7 +188,11 @@ type config struct {
 	metricsListen   string
 	showVersion     bool // --version: print the version instead of serving
 	oauthStateDir   string
-	oauthRedirect   string
+	// oauthStateDirDefault: oauthStateDir is the per-user default, not
+	// given by the operator, so a directory that cannot be made does not
+	// stop mcpd (see startOAuth).
+	oauthStateDirDefault bool
+	oauthRedirect        string
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -285,6 +289,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	}
 	if c.oauthStateDir == "" {
 		c.oauthStateDir = defaultOAuthStateDir(lookup)
+		c.oauthStateDirDefault = true
 	}
 	c.apiToken, _ = lookup("MCPD_API_TOKEN")
 	if (c.tlsCert == "") != (c.tlsKey == "") {
