@@ -83,6 +83,9 @@ type oauthUpstream struct {
 	secrets []string
 	grants  map[string]int // token requests by grant_type
 	n       int
+	// tokenDown makes the token endpoint drop connections, as a network
+	// failure would.
+	tokenDown bool
 }
 
 const (
@@ -174,6 +177,15 @@ func newOAuthUpstream(t *testing.T) *oauthUpstream {
 		http.Redirect(w, r, to.String(), http.StatusFound)
 	})
 	asMux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		down := u.tokenDown
+		u.mu.Unlock()
+		if down {
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
 		if id, secret, ok := r.BasicAuth(); !ok || id != oauthClientID || secret != oauthClientSecret {
 			writeTestJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client"})
 			return
@@ -236,6 +248,12 @@ func (u *oauthUpstream) revoke() {
 	defer u.mu.Unlock()
 	clear(u.access)
 	clear(u.refresh)
+}
+
+func (u *oauthUpstream) setTokenDown(down bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.tokenDown = down
 }
 
 func (u *oauthUpstream) setExpiresIn(s int) {
@@ -572,9 +590,23 @@ func TestOAuthUpstream(t *testing.T) {
 	_, err = d.call(ctx, t, tool, map[string]any{"message": "revoked"}, 0)
 	wantCode(t, err, codes.FailedPrecondition)
 	srv = d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED)
-	authURL = srv.GetAuthorizationUrl()
-	if authURL == "" {
+	staleURL := srv.GetAuthorizationUrl()
+	if staleURL == "" {
 		t.Fatal("AUTHORIZATION_REQUIRED without an authorization_url")
+	}
+	staleRedirect := approve(ctx, t, staleURL)
+	// Replacing the server ends the consent it waited for, as
+	// DisconnectServer does: the new one asks afresh.
+	resp, err = d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: httpServerConfig(name, up.url(), nil), Replace: true})
+	if err != nil {
+		t.Fatalf("ConnectServer replace: %v", err)
+	}
+	authURL = resp.GetServer().GetAuthorizationUrl()
+	if resp.GetServer().GetState() != mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED || authURL == "" || authURL == staleURL {
+		t.Fatalf("ConnectServer replace: got %v at %q, want AUTHORIZATION_REQUIRED with a new authorization_url", resp.GetServer().GetState(), authURL)
+	}
+	if r := httpGet(ctx, t, http.DefaultClient, staleRedirect); r.StatusCode != http.StatusBadRequest {
+		t.Errorf("the redirect of the replaced server's consent: got HTTP %d, want 400", r.StatusCode)
 	}
 	redirect = approve(ctx, t, authURL)
 	for _, bad := range []string{"::not a url", "http://127.0.0.1:1/oauth/callback", strings.Replace(redirect, "state=", "state=x", 1)} {
@@ -584,6 +616,15 @@ func TestOAuthUpstream(t *testing.T) {
 	if got := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED); got.GetAuthorizationUrl() != authURL {
 		t.Errorf("after bad redirect URLs: authorization_url %q, want %q unchanged", got.GetAuthorizationUrl(), authURL)
 	}
+	// A token endpoint out of reach is UNAVAILABLE, and the consent stays
+	// pending: the same redirect URL completes it once it is back.
+	up.setTokenDown(true)
+	_, err = d.hub.CompleteAuthorization(ctx, &mcpdv1.CompleteAuthorizationRequest{Server: name, RedirectUrl: redirect})
+	wantCode(t, err, codes.Unavailable)
+	if got := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED); got.GetAuthorizationUrl() != authURL {
+		t.Errorf("after a network failure: authorization_url %q, want %q unchanged", got.GetAuthorizationUrl(), authURL)
+	}
+	up.setTokenDown(false)
 	done, err := d.hub.CompleteAuthorization(ctx, &mcpdv1.CompleteAuthorizationRequest{Server: name, RedirectUrl: redirect})
 	if err != nil {
 		t.Fatalf("CompleteAuthorization: %v", err)
@@ -599,6 +640,31 @@ func TestOAuthUpstream(t *testing.T) {
 	wantCode(t, err, codes.FailedPrecondition)
 
 	checkNoSecrets(t, "a Server", serversText(ctx, t, d), up.allSecrets())
+
+	// ForgetAuthorization: a state directory it cannot change is
+	// FAILED_PRECONDITION, naming no path; then it forgets, and the server
+	// needs consent again.
+	record := filepath.Join(stateDir, name+".json")
+	if err := os.Remove(record); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(record, "in-the-way"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.hub.ForgetAuthorization(ctx, &mcpdv1.ForgetAuthorizationRequest{Server: name})
+	if st := wantCode(t, err, codes.FailedPrecondition); strings.Contains(st.Message(), stateDir) {
+		t.Errorf("ForgetAuthorization: %q names the state directory", st.Message())
+	}
+	if err := os.RemoveAll(record); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.hub.ForgetAuthorization(ctx, &mcpdv1.ForgetAuthorizationRequest{Server: name}); err != nil {
+		t.Fatalf("ForgetAuthorization: %v", err)
+	}
+	_, err = d.call(ctx, t, tool, map[string]any{"message": "forgotten"}, 0)
+	wantCode(t, err, codes.FailedPrecondition)
+	d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED)
+
 	if code := d.signal(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("mcpd exited with %d", code)
 	}
