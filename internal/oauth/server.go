@@ -38,7 +38,12 @@ type serverAuth struct {
 	refused string
 	// stepUps counts re-authorizations for scopes already granted: a
 	// server that keeps refusing them is not asked about forever.
-	stepUps int
+	// stepUpKey names the request whose refusal started the episode (see
+	// requestKey); the episode ends when that request succeeds. Other
+	// requests succeeding say nothing: a server may let initialize through
+	// and still refuse a tool.
+	stepUps   int
+	stepUpKey string
 }
 
 // configure takes the server's current settings, loading the stored
@@ -161,6 +166,7 @@ func (sa *serverAuth) forget() {
 	sa.rec = &record{Resource: sa.resource}
 	sa.dpop = nil
 	sa.stepUps = 0
+	sa.stepUpKey = ""
 	sa.lastErr = ""
 	sa.refused = ""
 }
@@ -377,13 +383,25 @@ func (sa *serverAuth) dpopKey() *dpopKey {
 }
 
 // accepted notes a request the server accepted with a token: whatever
-// refused authorization before no longer blocks the server, and the next
-// insufficient_scope episode gets its own bounded step-ups.
-func (sa *serverAuth) accepted() {
+// refused authorization before no longer blocks the server, and when it
+// is the request an insufficient_scope episode started with, the episode
+// is over: the next one gets its own bounded step-ups. key is evaluated
+// only during an episode.
+func (sa *serverAuth) accepted(key func() string) {
 	sa.mu.Lock()
 	defer sa.mu.Unlock()
 	sa.refused = ""
-	sa.stepUps = 0
+	if sa.stepUpKey != "" && key() == sa.stepUpKey {
+		sa.stepUps = 0
+		sa.stepUpKey = ""
+	}
+}
+
+// refusedScope notes the request a 403 insufficient_scope refused.
+func (sa *serverAuth) refusedScope(key string) {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	sa.stepUpKey = key
 }
 
 // renewIfStale renews the token before it expires, unless a concurrent
