@@ -632,6 +632,7 @@ func TestOAuthUpstream(t *testing.T) {
 	if done.GetServer().GetName() != name {
 		t.Errorf("CompleteAuthorization returned %v", done.GetServer())
 	}
+	checkNoSecrets(t, "CompleteAuthorization's Server", protojson.Format(done.GetServer()), up.allSecrets())
 	d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
 	if got := text(d.mustCall(ctx, t, tool, map[string]any{"message": "headless"})); got != "echo: headless" {
 		t.Errorf("CallTool after CompleteAuthorization: got %q", got)
