@@ -189,8 +189,12 @@ type config struct {
 	httpListen      string
 	showVersion     bool // --version: print the version instead of serving
 	oauthStateDir   string
-	oauthRedirect   string
-	strict          bool // exit 1 when a configured server fails its first start
+	// oauthStateDirDefault: oauthStateDir is the per-user default, not
+	// given by the operator, so a directory that cannot be made does not
+	// stop mcpd (see startOAuth).
+	oauthStateDirDefault bool
+	oauthRedirect        string
+	strict               bool // exit 1 when a configured server fails its first start
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -289,6 +293,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	}
 	if c.oauthStateDir == "" {
 		c.oauthStateDir = defaultOAuthStateDir(lookup)
+		c.oauthStateDirDefault = true
 	}
 	c.apiToken, _ = lookup("MCPD_API_TOKEN")
 	if (c.tlsCert == "") != (c.tlsKey == "") {

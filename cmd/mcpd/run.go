@@ -124,7 +124,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer})
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
 	var mgr *mcpclient.Manager
-	upstreamAuth, redirect, err := startOAuth(c.oauthStateDir, c.oauthRedirect, log, func(server string) {
+	upstreamAuth, redirect, err := startOAuth(c.oauthStateDir, c.oauthStateDirDefault, c.oauthRedirect, log, func(server string) {
 		mgr.AuthorizationChanged(server)
 	})
 	if err != nil {

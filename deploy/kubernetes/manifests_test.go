@@ -444,6 +444,14 @@ func (p *pod) start(t *testing.T, c *corev1.Container, listen string) (stop func
 	}
 	args = append(args, "--stop-grace=500ms")
 	env := cleanEnv()
+	if sc := c.SecurityContext; sc != nil && sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
+		// Outside its volumes the container can write nothing, not even
+		// its home directory (where mcpd's default OAuth state directory
+		// lies): a home under a regular file cannot be made, even by root.
+		home := filepath.Join(p.root, "read-only-root")
+		p.write(t, home, "")
+		env = append(env, "HOME="+filepath.Join(home, "home", "nonroot"), "XDG_STATE_HOME=")
+	}
 	for _, e := range c.Env {
 		env = append(env, e.Name+"="+e.Value)
 	}

@@ -25,6 +25,10 @@ var (
 	// ErrAuthorizationRequired means a server needs authorization that
 	// has not been given: a person's consent, or a grant that was refused.
 	ErrAuthorizationRequired = errors.New("authorization required")
+	// ErrFailedPrecondition means mcpd's own state keeps the request from
+	// succeeding (its OAuth state directory cannot be written); retrying
+	// helps only once an operator has fixed it.
+	ErrFailedPrecondition = errors.New("failed precondition")
 	// ErrUnimplemented means a feature mcpd does not support yet.
 	ErrUnimplemented = errors.New("not implemented")
 )

@@ -60,6 +60,8 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, mcpclient.ErrAuthorizationRequired):
 		return authorizationStatus(err)
+	case errors.Is(err, mcpclient.ErrFailedPrecondition):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, mcpclient.ErrUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
 	}
