@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -25,6 +26,11 @@ import (
 // request headers, so that idle connections cannot pile up.
 const httpReadHeaderTimeout = 10 * time.Second
 
+// transcodeBufferFactor sizes the transcoder's message buffer against the
+// largest message mcpd accepts: JSON takes up to a few times the bytes of
+// the protobuf it stands for.
+const transcodeBufferFactor = 4
+
 // HTTPOptions configure ServeHTTP.
 type HTTPOptions struct {
 	// MaxMessageBytes bounds one message a client sends (the body of a
@@ -43,7 +49,11 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 	}
 	var svcOpts []vanguard.ServiceOption
 	if opts.MaxMessageBytes > 0 {
-		svcOpts = append(svcOpts, vanguard.WithMaxMessageBufferBytes(uint32(opts.MaxMessageBytes)))
+		// The gRPC server's own limit refuses a message over it with
+		// RESOURCE_EXHAUSTED. The transcoder's buffer (a JSON message is
+		// held whole while it becomes protobuf) only bounds memory, so it
+		// is set well above: reaching it is an error of another code.
+		svcOpts = append(svcOpts, vanguard.WithMaxMessageBufferBytes(uint32(min(int64(opts.MaxMessageBytes)*transcodeBufferFactor, math.MaxUint32))))
 	}
 	handler, err := vanguardgrpc.NewTranscoder(s.grpc,
 		vanguard.WithDefaultServiceOptions(svcOpts...),
