@@ -19,10 +19,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +59,7 @@ func main() {
 		os.Exit(0)
 	}
 	tuneGC()
+	setMemoryLimit(cfg.memoryLimit)
 	setMaxProcs(cfg.maxProcs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -80,6 +83,22 @@ const gcPercent = 1000
 func tuneGC() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
+	}
+}
+
+// defaultMemoryLimit is mcpd's soft memory limit unless --memory-limit or
+// GOMEMLIMIT says otherwise. With gcPercent the heap may grow to about 11
+// times what is live before a collection; the limit caps that growth, so
+// bursts of garbage (large results, floods of notifications) cost CPU near
+// the limit instead of memory without bound. mcpd's live heap is a few MiB
+// plus the messages in flight, far below it (docs/performance.md#memory).
+const defaultMemoryLimit = 256 << 20
+
+// setMemoryLimit sets Go's soft memory limit: a size in bytes, noMemoryLimit
+// for none, or keepGoMemoryLimit to leave what GOMEMLIMIT set.
+func setMemoryLimit(l byteSize) {
+	if l != keepGoMemoryLimit {
+		debug.SetMemoryLimit(int64(l))
 	}
 }
 
@@ -179,6 +198,7 @@ type config struct {
 	queueTimeout    time.Duration
 	maxCallTimeout  time.Duration
 	maxProcs        int
+	memoryLimit     byteSize
 	tlsCert         string
 	tlsKey          string
 	tlsClientCA     string
@@ -189,6 +209,55 @@ type config struct {
 	showVersion     bool // --version: print the version instead of serving
 	oauthStateDir   string
 	oauthRedirect   string
+}
+
+// byteSize is a size in bytes, written as GOMEMLIMIT is: an integer with
+// an optional unit B, KiB, MiB, GiB or TiB; or off.
+type byteSize int64
+
+const (
+	noMemoryLimit     byteSize = math.MaxInt64 // "off"
+	keepGoMemoryLimit byteSize = -1            // GOMEMLIMIT is honoured
+)
+
+var byteUnits = []struct {
+	suffix string
+	shift  uint
+}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
+
+func (b *byteSize) String() string {
+	switch *b {
+	case noMemoryLimit:
+		return "off"
+	case keepGoMemoryLimit:
+		return "GOMEMLIMIT"
+	}
+	for _, u := range byteUnits {
+		if n := int64(*b); n != 0 && n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(*b), 10) + "B"
+}
+
+func (b *byteSize) Set(v string) error {
+	if v == "off" {
+		*b = noMemoryLimit
+		return nil
+	}
+	num, shift := v, uint(0)
+	for _, u := range byteUnits {
+		if rest, ok := strings.CutSuffix(v, u.suffix); ok {
+			num, shift = rest, u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64>>shift {
+		return fmt.Errorf("%q: want a positive size such as 512MiB (units B, KiB, MiB, GiB, TiB) or off", v)
+	}
+	*b = byteSize(n << shift)
+	return nil
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -231,6 +300,8 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 0, "if longer than a call's default timeout, the call's progress notifications restart that timeout, up to this in all (mcpd then asks every call for progress); 0 turns it off; a call's own timeout is never extended")
 	fs.IntVar(&c.maxProcs, "max-procs", 1, "how many threads run mcpd's Go code at once; 0 means one per available CPU; without this flag a GOMAXPROCS variable is honoured; servers mcpd starts keep their own default")
+	c.memoryLimit = defaultMemoryLimit
+	fs.Var(&c.memoryLimit, "memory-limit", "soft limit on mcpd's memory, a `size` like 512MiB (B, KiB, MiB, GiB or TiB), or off: near it the garbage collector works harder instead of letting the heap grow; without this flag a GOMEMLIMIT variable is honoured")
 	fs.StringVar(&c.oauthStateDir, "oauth-state-dir", "", "directory where OAuth tokens and client registrations persist (mode 0700, files 0600); default $XDG_STATE_HOME/mcpd/oauth or ~/.local/state/mcpd/oauth")
 	fs.StringVar(&c.oauthRedirect, "oauth-redirect-addr", "127.0.0.1:0", "loopback host:port of the listener that receives the browser's redirect after an OAuth consent (a fixed port for clients registered beforehand); off disables it")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain the gRPC listener serves TLS with (needs --tls-key); re-read when it changes")
@@ -275,6 +346,12 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	if _, procsFromEnv := lookup("MCPD_MAX_PROCS"); !procsFromEnv && !onCommandLine["max-procs"] {
 		if _, ok := lookup("GOMAXPROCS"); ok {
 			c.maxProcs = 0
+		}
+	}
+	// So is GOMEMLIMIT, which the runtime has already applied.
+	if _, limitFromEnv := lookup("MCPD_MEMORY_LIMIT"); !limitFromEnv && !onCommandLine["memory-limit"] {
+		if v, _ := lookup("GOMEMLIMIT"); v != "" {
+			c.memoryLimit = keepGoMemoryLimit
 		}
 	}
 	if fs.NArg() > 0 {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +32,12 @@ import (
 //
 //go:embed default.mcp.json
 var defaultConfig []byte
+
+// effectiveMemoryLimit is Go's soft memory limit as it is in effect.
+func effectiveMemoryLimit() *byteSize {
+	l := byteSize(debug.SetMemoryLimit(-1))
+	return &l
+}
 
 // run serves until ctx ends, then shuts down in order: health NOT_SERVING,
 // in-flight RPCs drain up to the shutdown timeout, servers stop. Each
@@ -161,7 +168,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", buildVersion()).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
+	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", buildVersion()).Int("procs", runtime.GOMAXPROCS(0)).Stringer("memory_limit", effectiveMemoryLimit()).Msg("mcpd serving")
 	metricsErr := make(chan error, 1)
 	if metricsLis != nil {
 		metricsSrv := newMetricsServer(tel.Handler(), token)
