@@ -33,6 +33,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpd-project/mcpd/internal/demoserver"
+	"github.com/mcpd-project/mcpd/internal/events"
 )
 
 func main() {
@@ -186,6 +187,7 @@ type config struct {
 	stopGrace       time.Duration
 	allowCommands   stringList
 	eventBuffer     int
+	eventBytes      int
 	requestTimeout  time.Duration
 	maxMessageBytes int
 	restartBackoff  time.Duration
@@ -287,7 +289,8 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 30*time.Second, "how long starting a server and opening its session may take")
 	fs.DurationVar(&c.probeTimeout, "probe-timeout", 5*time.Second, "how long to wait for a server to answer the 2026-07-28 server/discover probe before falling back to initialize")
 	fs.DurationVar(&c.stopGrace, "stop-grace", 2*time.Second, "how long a stdio server gets to exit after its stdin closes, and again after SIGTERM")
-	fs.IntVar(&c.eventBuffer, "event-buffer", 4096, "how many recent events mcpd keeps for Subscribe streams that resume with after_sequence")
+	fs.IntVar(&c.eventBuffer, "event-buffer", 4096, "how many recent events mcpd keeps for Subscribe streams that fall behind or resume with after_sequence")
+	fs.IntVar(&c.eventBytes, "event-buffer-bytes", events.DefaultBufferBytes, "about how many bytes of recent events mcpd keeps (it drops the oldest first, but always keeps the newest event)")
 	fs.DurationVar(&c.requestTimeout, "server-request-timeout", 60*time.Second, "how long a server's sampling, elicitation or roots request waits for an agent's reply")
 	fs.IntVar(&c.maxMessageBytes, "max-message-bytes", 16<<20, "largest message mcpd accepts or sends, on gRPC and from a server (one stdio line, HTTP body or SSE event)")
 	fs.DurationVar(&c.restartBackoff, "restart-backoff", 250*time.Millisecond, "first wait before reconnecting a server whose session ended; it doubles per failure")

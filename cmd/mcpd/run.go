@@ -91,6 +91,9 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if c.eventBuffer < 1 {
 		return fmt.Errorf("--event-buffer %d: want at least 1", c.eventBuffer)
 	}
+	if c.eventBytes < 1 {
+		return fmt.Errorf("--event-buffer-bytes %d: want at least 1", c.eventBytes)
+	}
 	// The other listener opens before anything starts, so that a taken
 	// port fails the start.
 	var metricsLis net.Listener
@@ -120,7 +123,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	health := server.NewHealth()
 	// Not ready until the configured servers have had their first start.
 	health.SetServing(false)
-	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer})
+	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer, BufferBytes: int64(c.eventBytes)})
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
 	var mgr *mcpclient.Manager
 	upstreamAuth, redirect, err := startOAuth(c.oauthStateDir, c.oauthRedirect, log, func(server string) {
