@@ -40,7 +40,7 @@ func TestParseFlags(t *testing.T) {
 		{"api token", defaults.apiToken, ""},
 		{"allow-command", len(defaults.allowCommands), 0},
 		{"max-procs", defaults.maxProcs, 1},
-		{"memory-limit", defaults.memoryLimit, byteSize(256 << 20)},
+		{"memory-limit", defaults.memoryLimit, byteSize(128 << 20)},
 	} {
 		if c.got != c.want {
 			t.Errorf("default %s: got %v, want %v", c.field, c.got, c.want)

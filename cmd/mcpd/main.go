@@ -93,7 +93,7 @@ func tuneGC() {
 // bursts of garbage (large results, floods of notifications) cost CPU near
 // the limit instead of memory without bound. mcpd's live heap is a few MiB
 // plus the messages in flight, far below it (docs/performance.md#memory).
-const defaultMemoryLimit = 256 << 20
+const defaultMemoryLimit = 128 << 20
 
 // setMemoryLimit sets Go's soft memory limit: a size in bytes, noMemoryLimit
 // for none, or keepGoMemoryLimit to leave what GOMEMLIMIT set.
