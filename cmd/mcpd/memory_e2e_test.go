@@ -192,11 +192,10 @@ func TestMemoryNotificationFlood(t *testing.T) {
 // at a time, while another server is called. mcpd's memory stays bounded.
 func TestMemoryHugeResults(t *testing.T) {
 	const (
-		callers       = 4
-		callsEach     = 8
-		resultBytes   = 6 << 20
-		maxRecvBytes  = 16 << 20
-		resultTextKey = "bytes"
+		callers      = 4
+		callsEach    = 8
+		resultBytes  = 6 << 20
+		maxRecvBytes = 16 << 20 // mcpd's --max-message-bytes
 	)
 	ctx := testContext(t)
 	d := memoryDaemon(ctx, t, fakeBig)
@@ -208,7 +207,7 @@ func TestMemoryHugeResults(t *testing.T) {
 	for c := range callers {
 		wg.Go(func() {
 			for i := range callsEach {
-				args := mustStruct(t, map[string]any{resultTextKey: resultBytes})
+				args := mustStruct(t, map[string]any{"bytes": resultBytes})
 				resp, err := d.hub.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__load__big", Arguments: args}, grpc.MaxCallRecvMsgSize(maxRecvBytes))
 				if err == nil && len(text(resp)) != resultBytes {
 					err = fmt.Errorf("got %d bytes of text, want %d", len(text(resp)), resultBytes)
