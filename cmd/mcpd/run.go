@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -32,6 +33,12 @@ import (
 //
 //go:embed default.mcp.json
 var defaultConfig []byte
+
+// effectiveMemoryLimit is Go's soft memory limit as it is in effect.
+func effectiveMemoryLimit() *byteSize {
+	l := byteSize(debug.SetMemoryLimit(-1))
+	return &l
+}
 
 // run serves until ctx ends, then shuts down in order: health NOT_SERVING,
 // in-flight RPCs drain up to the shutdown timeout, servers stop. Each
@@ -85,6 +92,9 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if c.eventBuffer < 1 {
 		return fmt.Errorf("--event-buffer %d: want at least 1", c.eventBuffer)
 	}
+	if c.eventBytes < 1 {
+		return fmt.Errorf("--event-buffer-bytes %d: want at least 1", c.eventBytes)
+	}
 	// The other listeners open before anything starts, so that a taken
 	// port fails the start.
 	var httpLis net.Listener
@@ -121,7 +131,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	health := server.NewHealth()
 	// Not ready until the configured servers have had their first start.
 	health.SetServing(false)
-	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer})
+	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer, BufferBytes: int64(c.eventBytes)})
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
 	var mgr *mcpclient.Manager
 	upstreamAuth, redirect, err := startOAuth(c.oauthStateDir, c.oauthStateDirDefault, c.oauthRedirect, log, func(server string) {
@@ -169,7 +179,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", buildVersion()).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
+	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", buildVersion()).Int("procs", runtime.GOMAXPROCS(0)).Stringer("memory_limit", effectiveMemoryLimit()).Msg("mcpd serving")
 	httpErr := make(chan error, 1)
 	if httpLis != nil {
 		go func() { httpErr <- srv.ServeHTTP(httpLis, &server.HTTPOptions{MaxMessageBytes: c.maxMessageBytes}) }()
