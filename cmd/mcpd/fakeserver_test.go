@@ -33,6 +33,7 @@ const (
 	fakeBig            = "big"               // real server whose tool "big" returns bytes bytes of text
 	fakeFreeze         = "freeze"            // legacy-only server whose tool "freeze" stops it reading anything
 	fakeRendezvous     = "rendezvous"        // real server that serves once its peers have started; tool "describe"
+	// fakeGated (gatedserver_test.go): tools that wait until the test releases them
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
 )
 
@@ -166,6 +167,11 @@ func runFakeServer(mode string) int {
 			return 1
 		}
 		addDescribeTool(srv)
+	case fakeGated:
+		if err := addGatedTools(srv, os.Getenv(fakeGateDirEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, "fake:", err)
+			return 1
+		}
 	case fakeGrandchild:
 		if err := startGrandchild(os.Getenv(fakePidFileEnv)); err != nil {
 			fmt.Fprintln(os.Stderr, "fake:", err)
