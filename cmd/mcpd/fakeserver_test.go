@@ -19,7 +19,7 @@ import (
 )
 
 // Fake server modes: how this test binary behaves when mcpd starts it with
-// MCPD_FAKE_SERVER=<mode>.
+// MCPD_FAKE_SERVER=<mode>. One more, fakeGated, is in gatedserver_test.go.
 const (
 	fakeExitAtStart    = "exit-at-start"     // one stderr line, then exit 3 before reading anything
 	fakeExitMidCall    = "exit-mid-call"     // real server; its tool "crash" exits the process mid-call
@@ -33,7 +33,6 @@ const (
 	fakeBig            = "big"               // real server whose tool "big" returns bytes bytes of text
 	fakeFreeze         = "freeze"            // legacy-only server whose tool "freeze" stops it reading anything
 	fakeRendezvous     = "rendezvous"        // real server that serves once its peers have started; tool "describe"
-	// fakeGated (gatedserver_test.go): tools that wait until the test releases them
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
 )
 

@@ -57,11 +57,13 @@ type CallInterruptedError struct {
 	// Retried says the call was sent a second time and that attempt did
 	// not finish either.
 	Retried bool
-	cause   error
+	// Err is how the last attempt ended, or why mcpd could not send the
+	// call again.
+	Err error
 }
 
-func (e *CallInterruptedError) Error() string { return e.cause.Error() }
-func (e *CallInterruptedError) Unwrap() error { return e.cause }
+func (e *CallInterruptedError) Error() string { return e.Err.Error() }
+func (e *CallInterruptedError) Unwrap() error { return e.Err }
 
 // kindError attaches a sentinel kind to a descriptive message, so that
 // errors.Is finds the kind while Error shows only the message. With a nil

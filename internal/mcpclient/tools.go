@@ -113,7 +113,7 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 		sent  int                // attempts that may have reached a server
 	)
 	interrupted := func(err error) error {
-		return &CallInterruptedError{Server: u.cfg.Name, Tool: toolName, Repeatable: repeatable, Retried: sent > 1, cause: err}
+		return &CallInterruptedError{Server: u.cfg.Name, Tool: toolName, Repeatable: repeatable, Retried: sent > 1, Err: err}
 	}
 	for {
 		cs, err := u.awaitSession(ctx, ended)

@@ -43,6 +43,10 @@ __all__ = [
 ERROR_DOMAIN = "mcpd.v1"
 #: The ErrorInfo reason of a JSON-RPC error answered by a server.
 REASON_UPSTREAM_JSONRPC_ERROR = "UPSTREAM_JSONRPC_ERROR"
+#: The ErrorInfo reason of an ``UNAVAILABLE`` tool call whose server went
+#: away after it may have started the call; metadata ``server``, ``tool``
+#: and ``retried``.
+REASON_CALL_MAY_HAVE_RUN = "CALL_MAY_HAVE_RUN"
 
 _DETAILS_KEY = "grpc-status-details-bin"
 _ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
