@@ -127,9 +127,8 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 		if a.err == nil {
 			return res, nil
 		}
-		if !a.sessionEnded || ctx.Err() != nil || errors.Is(a.err, transport.ErrMessageTooLarge) {
-			// The caller gave up, or the server answered, or the same
-			// answer would end the next session too.
+		if !a.sessionEnded || ctx.Err() != nil {
+			// The caller gave up, or the session lives on.
 			return nil, a.err
 		}
 		ended = cs
@@ -161,7 +160,8 @@ type attemptResult struct {
 	// sent: the request may have reached the server.
 	sent bool
 	// sessionEnded: the session the attempt used is over (its connection
-	// closed or was lost, or the server was stopped or restarted).
+	// closed or was lost, or the server was stopped or restarted), and not
+	// by the call's own answer.
 	sessionEnded bool
 }
 
@@ -202,7 +202,9 @@ func (u *upstream) attempt(ctx context.Context, cs *mcp.ClientSession, c toolCal
 		// not run the call.
 		out.sent = false
 	}
-	out.sessionEnded = ctx.Err() == nil && errors.Is(out.err, ErrUnavailable) &&
+	// An answer over the size limit ended the session; sent again, it
+	// would end the next one too.
+	out.sessionEnded = ctx.Err() == nil && errors.Is(out.err, ErrUnavailable) && !errors.Is(err, transport.ErrMessageTooLarge) &&
 		(errors.Is(err, mcp.ErrSessionMissing) || errors.Is(context.Cause(callCtx), errRunStopped) || !u.isCurrent(cs))
 	return nil, out
 }
