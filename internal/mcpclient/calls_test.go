@@ -1,11 +1,14 @@
 package mcpclient
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -63,6 +66,32 @@ func TestCallsAcrossRestart(t *testing.T) {
 				t.Errorf("got %+v, want server f, tool hold, neither repeatable nor retried", interrupted)
 			}
 		})
+	}
+}
+
+// TestTooLargeAnswerNotSentAgain calls an idempotent tool whose answer is
+// a line over MaxLineBytes: the line ends the session, and the call is not
+// sent again, for its answer would end the next session too.
+func TestTooLargeAnswerNotSentAgain(t *testing.T) {
+	ctx := testContext(t)
+	m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, MaxLineBytes: 4 << 10})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	if _, err := m.Connect(ctx, fakeServer("f", "serve"), false); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.CallTool(ctx, "mcp__f__big_idempotent", map[string]any{"size": 64 << 10}, CallOptions{})
+	var interrupted *CallInterruptedError
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "exceeds") || errors.As(err, &interrupted) {
+		t.Fatalf("got %v, want ErrUnavailable saying the answer exceeds the limit, the call not sent again", err)
+	}
+	if st, _ := m.Get("f"); st.Restarts > 1 {
+		t.Errorf("restarts %d, want at most 1: the call ended one session", st.Restarts)
 	}
 }
 

@@ -83,6 +83,11 @@ func fakeMCPServer() *mcp.Server {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "big_idempotent", Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Size int `json:"size"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", in.Size)}}}, nil, nil
+	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "hold"}, hold)
 	mcp.AddTool(srv, &mcp.Tool{Name: "hold_idempotent", Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, hold)
 	return srv
