@@ -19,7 +19,7 @@ import (
 )
 
 // Fake server modes: how this test binary behaves when mcpd starts it with
-// MCPD_FAKE_SERVER=<mode>.
+// MCPD_FAKE_SERVER=<mode>. One more, fakeGated, is in gatedserver_test.go.
 const (
 	fakeExitAtStart    = "exit-at-start"     // one stderr line, then exit 3 before reading anything
 	fakeExitMidCall    = "exit-mid-call"     // real server; its tool "crash" exits the process mid-call
@@ -180,6 +180,11 @@ func runFakeServer(mode string) int {
 			return 1
 		}
 		addDescribeTool(srv)
+	case fakeGated:
+		if err := addGatedTools(srv, os.Getenv(fakeGateDirEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, "fake:", err)
+			return 1
+		}
 	case fakeGrandchild:
 		if err := startGrandchild(os.Getenv(fakePidFileEnv)); err != nil {
 			fmt.Fprintln(os.Stderr, "fake:", err)

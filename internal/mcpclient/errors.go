@@ -47,6 +47,28 @@ func (e *RPCError) Error() string {
 	return fmt.Sprintf("server %q answered error %d: %s", e.Server, e.Code, e.Message)
 }
 
+// CallInterruptedError reports a tool call whose session ended (the
+// connection closed or was lost, or the server was stopped or restarted)
+// after the request may have reached the server: the tool may have run.
+// mcpd sends such a call again, once, only when the server marks the tool
+// read-only or idempotent (Repeatable). It is of kind ErrUnavailable.
+type CallInterruptedError struct {
+	// Server and Tool name the call, Tool by the server's own name.
+	Server, Tool string
+	// Repeatable says the server marks the tool readOnlyHint or
+	// idempotentHint.
+	Repeatable bool
+	// Retried says the call was sent a second time and that attempt did
+	// not finish either.
+	Retried bool
+	// Err is how the last attempt ended, or why mcpd could not send the
+	// call again.
+	Err error
+}
+
+func (e *CallInterruptedError) Error() string { return e.Err.Error() }
+func (e *CallInterruptedError) Unwrap() error { return e.Err }
+
 // kindError attaches a sentinel kind to a descriptive message, so that
 // errors.Is finds the kind while Error shows only the message. With a nil
 // kind it only rewords its cause, whose kind errors.Is still finds.
