@@ -119,6 +119,11 @@ type Server struct {
 	ToolsAllow []string
 	ToolsDeny  []string
 
+	// Source says which scope and file the server came from. It is a
+	// label, not part of equality: a server that moves from one scope to
+	// another unchanged keeps running.
+	Source Source
+
 	// Templates kept by Parse so that String can show ${VAR} instead of a
 	// possibly secret expanded value. Not part of equality.
 	argsTemplate []string // parallel to Args, or nil
