@@ -25,6 +25,9 @@ var (
 	// ErrAuthorizationRequired means a server needs authorization that
 	// has not been given: a person's consent, or a grant that was refused.
 	ErrAuthorizationRequired = errors.New("authorization required")
+	// ErrDisabled means the server is disabled: calls fail until it is
+	// enabled again, so retrying alone does not help.
+	ErrDisabled = errors.New("server disabled")
 	// ErrUnimplemented means a feature mcpd does not support yet.
 	ErrUnimplemented = errors.New("not implemented")
 )
