@@ -29,7 +29,7 @@ func TestParseFlags(t *testing.T) {
 		got, want any
 	}{
 		{"listen", defaults.listen, "127.0.0.1:50051"},
-		{"config", defaults.configFile, ""},
+		{"config", defaults.configs.String(), ""},
 		{"log-level", defaults.logLevel, "info"},
 		{"log-format", defaults.logFormat, "json"},
 		{"shutdown-timeout", defaults.shutdownTimeout, 10 * time.Second},
@@ -63,7 +63,7 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--listen", "unix:///tmp/x.sock", "--config", "a.json", "--log-level", "debug",
 				"--probe-timeout", "1s", "--stop-grace", "500ms", "--api-token-file", "/t"},
 			want: with(func(c *config) {
-				c.listen, c.configFile, c.logLevel = "unix:///tmp/x.sock", "a.json", "debug"
+				c.listen, c.configs, c.logLevel = "unix:///tmp/x.sock", configList{"a.json"}, "debug"
 				c.probeTimeout, c.stopGrace, c.apiTokenFile = time.Second, 500*time.Millisecond, "/t"
 			}),
 		},
