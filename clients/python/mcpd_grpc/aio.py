@@ -167,6 +167,12 @@ class AsyncClient:
         """Stops a server and connects it again with the same configuration."""
         return cv.server((await self._rpc(self._stub.RestartServer, pb.RestartServerRequest(name=name))).server)
 
+    async def set_server_enabled(self, name: str, enabled: bool) -> t.Server:
+        """Disables a server, or enables it and waits until it is ready or
+        has failed."""
+        req = pb.SetServerEnabledRequest(name=name, enabled=enabled)
+        return cv.server((await self._rpc(self._stub.SetServerEnabled, req)).server)
+
     # -- tools -------------------------------------------------------------
 
     async def list_tools(self, server: Optional[str] = None) -> List[t.Tool]:

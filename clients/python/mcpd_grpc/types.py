@@ -22,6 +22,7 @@ __all__ = [
     "Annotations",
     "AudioContent",
     "Completion",
+    "ConfigScope",
     "Content",
     "ElicitationAction",
     "ElicitationRequest",
@@ -69,6 +70,20 @@ class ServerState(str, enum.Enum):
     RECONNECTING = "reconnecting"
     FAILED = "failed"
     STOPPED = "stopped"
+    DISABLED = "disabled"
+
+
+class ConfigScope(str, enum.Enum):
+    """Where a server's configuration came from (proto ``ConfigScope``)."""
+
+    UNSPECIFIED = "unspecified"
+    DEFAULT = "default"
+    MANAGED = "managed"
+    USER = "user"
+    PROJECT = "project"
+    LOCAL = "local"
+    FLAG = "flag"
+    API = "api"
 
 
 class Transport(str, enum.Enum):
@@ -254,6 +269,10 @@ class Server:
     env_names: Tuple[str, ...] = ()
     header_names: Tuple[str, ...] = ()
     pid: int = 0
+    #: The config scope the server came from, and its file ("--config #N"
+    #: for inline JSON; for ``API``, the state file or "").
+    scope: ConfigScope = ConfigScope.UNSPECIFIED
+    source: str = ""
 
     @property
     def ready(self) -> bool:
