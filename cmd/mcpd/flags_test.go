@@ -68,6 +68,25 @@ func TestParseFlags(t *testing.T) {
 			}),
 		},
 		{
+			name: "every --config, in order, inline JSON whole",
+			args: []string{"--config", "a.json", "--config", `{"mcpServers": {"x": {"command": "y", "args": ["1,2"]}}}`},
+			want: with(func(c *config) {
+				c.configs = configList{"a.json", `{"mcpServers": {"x": {"command": "y", "args": ["1,2"]}}}`}
+			}),
+		},
+		{
+			name: "MCPD_CONFIG unless the command line sets --config",
+			env:  map[string]string{"MCPD_CONFIG": "env.json", "MCPD_PROJECT": "/p", "MCPD_STATE_FILE": "/s"},
+			args: []string{"--config", "b.json"},
+			want: with(func(c *config) { c.configs, c.project, c.stateFile = configList{"b.json"}, "/p", "/s" }),
+		},
+		{
+			name: "MCPD_CONFIG",
+			env:  map[string]string{"MCPD_CONFIG": "env.json"},
+			want: with(func(c *config) { c.configs = configList{"env.json"} }),
+		},
+		{name: "empty --config", args: []string{"--config", " "}, wantErr: "empty"},
+		{
 			name: "environment",
 			env:  map[string]string{"MCPD_LISTEN": "127.0.0.1:1", "MCPD_CALL_TIMEOUT": "3s", "MCPD_API_TOKEN": "tok", "MCPD_ALLOW_COMMAND": "npx, uvx"},
 			want: with(func(c *config) {
