@@ -1,5 +1,6 @@
 // Package config describes upstream MCP servers and reads the .mcp.json
-// file format that lists them.
+// file format that lists them, from the scopes mcpd merges (managed, user,
+// project, local, --config; see [LoadLayers]).
 //
 // A [Server] is the transport-independent description of one upstream: how
 // to reach it (a child process, a Streamable HTTP endpoint or a legacy SSE

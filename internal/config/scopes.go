@@ -114,7 +114,7 @@ func (f *File) Entries(src Source) []Entry {
 		out = append(out, Entry{Name: s.Name, Server: s})
 	}
 	for _, bad := range f.Invalid {
-		out = append(out, Entry{Name: bad.Name, Server: Server{Name: bad.Name, Source: src}, Err: bad})
+		out = append(out, Entry{Name: bad.Name, Server: Server{Name: bad.Name, Source: src}, Err: bad.Err})
 	}
 	for _, name := range f.Disabled {
 		e, ok := f.parked[name]
@@ -122,9 +122,6 @@ func (f *File) Entries(src Source) []Entry {
 			e = Entry{Name: name, Server: Server{Name: name}, Disabled: true}
 		}
 		e.Server.Source = src
-		if e.Err != nil {
-			e.Err = &EntryError{Name: name, Err: e.Err}
-		}
 		out = append(out, e)
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
