@@ -71,6 +71,10 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(home)
+	if err := os.Mkdir(filepath.Join(home, "project"), 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: make project dir:", err)
+		return 1
+	}
 	if err := os.Setenv(homeEnv, home); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

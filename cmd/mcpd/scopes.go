@@ -40,6 +40,12 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 		)
 	}
 	dir := c.project
+	if dir != "" {
+		// A mistyped --project would otherwise read nothing, silently.
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--project %s: not a directory", dir)
+		}
+	}
 	if dir == "" {
 		wd, err := os.Getwd()
 		if err != nil {

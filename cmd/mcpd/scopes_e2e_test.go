@@ -156,6 +156,12 @@ func TestConfigScopeErrors(t *testing.T) {
 		t.Errorf("broken local file: exit %d, output %q; want exit 1 naming %s and line 4", code, out, local)
 	}
 
+	missing := filepath.Join(project, "no-such-dir")
+	code, out = runMcpd(ctx, t, "--listen", "unix://"+sock, "--project", missing)
+	if code != 1 || !strings.Contains(out, missing) {
+		t.Errorf("missing --project directory: exit %d, output %q; want exit 1 naming it", code, out)
+	}
+
 	code, out = runMcpd(ctx, t, "--listen", "unix://"+sock, "--config", `{"mcpServers": {"a": {"command": "x"},}}`, "--config", "{\"mcpServers\":\n {\"a\" {}}}")
 	if code != 1 || !strings.Contains(out, "--config #2") || !strings.Contains(out, "line 2") {
 		t.Errorf("broken inline JSON: exit %d, output %q; want exit 1 naming --config #2 and line 2", code, out)
