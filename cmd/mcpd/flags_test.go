@@ -86,6 +86,8 @@ func TestParseFlags(t *testing.T) {
 			want: with(func(c *config) { c.configs = configList{"env.json"} }),
 		},
 		{name: "empty --config", args: []string{"--config", " "}, wantErr: "empty"},
+		{name: "unknown scope", args: []string{"--scopes", "project,global"}, wantErr: `unknown scope "global"`},
+		{name: "no scopes", args: []string{"--scopes", ""}, want: with(func(c *config) { c.scopes = "" })},
 		{
 			name: "environment",
 			env:  map[string]string{"MCPD_LISTEN": "127.0.0.1:1", "MCPD_CALL_TIMEOUT": "3s", "MCPD_API_TOKEN": "tok", "MCPD_ALLOW_COMMAND": "npx, uvx"},

@@ -157,6 +157,7 @@ type config struct {
 	listen          string
 	configs         configList // --config: files or inline JSON, in order
 	managedConfig   string
+	scopes          string // the scopes read besides --config, comma-separated
 	project         string
 	stateFile       string
 	apiTokenFile    string
@@ -227,6 +228,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:50051", "address to serve gRPC on: host:port or unix:///path/to.sock (mode 0600); a non-loopback address needs TLS plus a token (or callers file), or mutual TLS")
 	fs.Var(&c.configs, "config", "a .mcp.json file, or inline JSON ('{\"mcpServers\": {...}}'), read after the scope files; repeatable, a later one wins per server")
 	fs.StringVar(&c.managedConfig, "managed-config", "/etc/mcpd/managed-mcp.json", "the operator's config file, read first (every later scope overrides it per server); a missing file is skipped")
+	fs.StringVar(&c.scopes, "scopes", "managed,user,project,local", "the config scopes read before --config, comma-separated; empty reads only --config (and the built-in default when there is none)")
 	fs.StringVar(&c.project, "project", "", "the project directory whose .mcp.json and .mcp.local.json are read (it must exist); default the working directory")
 	fs.StringVar(&c.stateFile, "state-file", "", "file mcpd owns (mode 0600) that keeps servers added with ConnectServer and the servers enabled or disabled with SetServerEnabled across restarts; secret values are kept only as ${VAR} references; empty keeps none")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token that every RPC but health must present as 'authorization: Bearer <token>' (or set MCPD_API_TOKEN)")
@@ -301,6 +303,9 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (the subcommands are demo-server and health)", fs.Arg(0))
+	}
+	if _, err := parseScopes(c.scopes); err != nil {
+		return nil, err
 	}
 	if c.maxProcs < 0 {
 		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)

@@ -29,11 +29,15 @@ const (
 // (a file, or inline JSON when it starts with '{'). Only --config files
 // must exist.
 func configLayers(c *config) ([]mcpconfig.Layer, error) {
+	read, err := parseScopes(c.scopes)
+	if err != nil {
+		return nil, err
+	}
 	var layers []mcpconfig.Layer
-	if c.managedConfig != "" {
+	if read[mcpconfig.ScopeManaged] && c.managedConfig != "" {
 		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeManaged, Path: c.managedConfig, Optional: true})
 	}
-	if home, err := os.UserHomeDir(); err == nil {
+	if home, err := os.UserHomeDir(); err == nil && read[mcpconfig.ScopeUser] {
 		layers = append(layers,
 			mcpconfig.Layer{Scope: mcpconfig.ScopeUser, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true},
 			mcpconfig.Layer{Scope: mcpconfig.ScopeUser, Path: filepath.Join(home, userFile), Optional: true},
@@ -53,14 +57,16 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 		}
 		dir = wd
 	}
-	dir, err := filepath.Abs(dir)
+	dir, err = filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("project directory: %w", err)
 	}
-	layers = append(layers,
-		mcpconfig.Layer{Scope: mcpconfig.ScopeProject, Path: filepath.Join(dir, projectFile), Optional: true},
-		mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(dir, localFile), Optional: true},
-	)
+	if read[mcpconfig.ScopeProject] {
+		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeProject, Path: filepath.Join(dir, projectFile), Optional: true})
+	}
+	if read[mcpconfig.ScopeLocal] {
+		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(dir, localFile), Optional: true})
+	}
 	for i, v := range c.configs {
 		if strings.HasPrefix(strings.TrimSpace(v), "{") {
 			layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeFlag, Path: fmt.Sprintf("--config #%d", i+1), Inline: []byte(v)})
@@ -69,6 +75,27 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeFlag, Path: v})
 	}
 	return layers, nil
+}
+
+// parseScopes reads --scopes: names of the scopes before --config.
+func parseScopes(list string) (map[mcpconfig.Scope]bool, error) {
+	known := map[string]mcpconfig.Scope{
+		"managed": mcpconfig.ScopeManaged, "user": mcpconfig.ScopeUser,
+		"project": mcpconfig.ScopeProject, "local": mcpconfig.ScopeLocal,
+	}
+	out := make(map[mcpconfig.Scope]bool)
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		s, ok := known[name]
+		if !ok {
+			return nil, fmt.Errorf("--scopes: unknown scope %q (want managed, user, project or local)", name)
+		}
+		out[s] = true
+	}
+	return out, nil
 }
 
 // loadConfig reads every scope and merges them. When no file of any scope

@@ -156,6 +156,12 @@ func TestConfigScopeErrors(t *testing.T) {
 		t.Errorf("broken local file: exit %d, output %q; want exit 1 naming %s and line 4", code, out, local)
 	}
 
+	// --scopes leaves the local file out: the start succeeds.
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--project", project, "--scopes", "managed,user,project"}})
+	if list, err := d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{}); err != nil || len(list.GetServers()) != 0 {
+		t.Errorf("--scopes without local: got %v %v, want no servers", list.GetServers(), err)
+	}
+
 	missing := filepath.Join(project, "no-such-dir")
 	code, out = runMcpd(ctx, t, "--listen", "unix://"+sock, "--project", missing)
 	if code != 1 || !strings.Contains(out, missing) {
