@@ -52,6 +52,7 @@ func startDaemon(ctx context.Context, bin, logLevel string, log io.Writer) (*dae
 	d.cmd = exec.Command(bin,
 		"--listen", "unix://"+d.socket,
 		"--config", cfgPath,
+		"--scopes", "", // only the config above, whatever the machine has
 		"--log-level", logLevel,
 		"--log-format", "console",
 		"--shutdown-timeout", "2s",

@@ -284,6 +284,8 @@ func TestCallerPermissions(t *testing.T) {
 		denied(t, err, "manage")
 		_, err = d.hub.RestartServer(reader, &mcpdv1.RestartServerRequest{Name: "demo"})
 		denied(t, err, "manage")
+		_, err = d.hub.SetServerEnabled(reader, &mcpdv1.SetServerEnabledRequest{Name: "demo", Enabled: false})
+		denied(t, err, "manage")
 		_, err = d.hub.SetLogLevel(reader, &mcpdv1.SetLogLevelRequest{Server: "demo", Level: mcpdv1.LogLevel_LOG_LEVEL_INFO})
 		denied(t, err, "manage")
 		_, err = d.hub.SetRoots(reader, &mcpdv1.SetRootsRequest{Server: "demo", Roots: []*mcpdv1.Root{{Uri: "file:///tmp"}}})
@@ -520,6 +522,9 @@ func TestAudit(t *testing.T) {
 				t.Fatal(err)
 			}
 			d.waitServer(admin, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+			if _, err := d.hub.SetServerEnabled(admin, &mcpdv1.SetServerEnabledRequest{Name: "demo", Enabled: false}); err != nil {
+				t.Fatal(err)
+			}
 			_, err = d.hub.CallTool(reader, &mcpdv1.CallToolRequest{Name: "mcp__demo__add", Arguments: mustStruct(t, map[string]any{"a": 1, "b": 2})})
 			wantCode(t, err, codes.PermissionDenied)
 			_, err = d.hub.ListServers(bearer(ctx, "unknown-token-aa11"), &mcpdv1.ListServersRequest{})
@@ -544,6 +549,7 @@ func TestAudit(t *testing.T) {
 				{"caller": "admin", "method": "SetLogLevel", "server": "demo", "code": "OK"},
 				{"caller": "admin", "method": "SetRoots", "server": "demo", "code": "OK"},
 				{"caller": "admin", "method": "RestartServer", "server": "demo", "code": "OK"},
+				{"caller": "admin", "method": "SetServerEnabled", "server": "demo", "code": "OK"},
 				{"caller": "reader", "method": "CallTool", "tool": "mcp__demo__add", "code": "PermissionDenied", "denied_permission": "tools"},
 				{"method": "ListServers", "code": "Unauthenticated"},
 				{"caller": "admin", "method": "DisconnectServer", "server": "demo", "code": "OK"},

@@ -175,7 +175,11 @@ func isPipe(f *os.File) bool {
 // config is the daemon's settings, from flags and MCPD_* variables.
 type config struct {
 	listen          string
-	configFile      string
+	configs         configList // --config: files or inline JSON, in order
+	managedConfig   string
+	scopes          string // the scopes read besides --config, comma-separated
+	project         string
+	stateFile       string
 	apiTokenFile    string
 	apiToken        string // from MCPD_API_TOKEN only: a flag would show in ps
 	logLevel        string
@@ -268,6 +272,19 @@ func (b *byteSize) Set(v string) error {
 	return nil
 }
 
+// configList is the repeatable --config: each value is a file or inline
+// JSON, kept whole (JSON has commas).
+type configList []string
+
+func (s *configList) String() string { return strings.Join(*s, " ") }
+func (s *configList) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errors.New("empty: want a file or inline JSON")
+	}
+	*s = append(*s, v)
+	return nil
+}
+
 // stringList is a repeatable flag that also splits on commas.
 type stringList []string
 
@@ -286,7 +303,11 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.SetOutput(out)
 	c := &config{}
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:50051", "address to serve gRPC on: host:port or unix:///path/to.sock (mode 0600); a non-loopback address needs TLS plus a token (or callers file), or mutual TLS")
-	fs.StringVar(&c.configFile, "config", "", "path of a .mcp.json file listing servers; empty runs the built-in demo server")
+	fs.Var(&c.configs, "config", "a .mcp.json file, or inline JSON ('{\"mcpServers\": {...}}'), read after the scope files; repeatable, a later one wins per server")
+	fs.StringVar(&c.managedConfig, "managed-config", "/etc/mcpd/managed-mcp.json", "the operator's config file, read first (every later scope overrides it per server); a missing file is skipped")
+	fs.StringVar(&c.scopes, "scopes", "managed,user,project,local", "the config scopes read before --config, comma-separated; empty reads only --config (and the built-in default when there is none)")
+	fs.StringVar(&c.project, "project", "", "the project directory whose .mcp.json and .mcp.local.json are read (it must exist); default the working directory")
+	fs.StringVar(&c.stateFile, "state-file", "", "file mcpd owns (mode 0600) that keeps servers added with ConnectServer and the servers enabled or disabled with SetServerEnabled across restarts; secret values are kept only as ${VAR} references; empty keeps none")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token that every RPC but health must present as 'authorization: Bearer <token>' (or set MCPD_API_TOKEN)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format: json or console")
@@ -330,7 +351,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "MCPD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		switch f.Name {
-		case "allow-command":
+		case "allow-command", "config":
 			return // a list: set below, unless the command line sets it
 		case "version":
 			return // a request, not a setting
@@ -352,6 +373,9 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	if v, ok := lookup("MCPD_ALLOW_COMMAND"); ok && !onCommandLine["allow-command"] {
 		_ = c.allowCommands.Set(v)
 	}
+	if v, ok := lookup("MCPD_CONFIG"); ok && v != "" && !onCommandLine["config"] {
+		_ = c.configs.Set(v)
+	}
 	// GOMAXPROCS is Go's own setting: an operator who sets it, and not
 	// --max-procs, gets what they asked for.
 	if _, procsFromEnv := lookup("MCPD_MAX_PROCS"); !procsFromEnv && !onCommandLine["max-procs"] {
@@ -367,6 +391,9 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (the subcommands are demo-server and health)", fs.Arg(0))
+	}
+	if _, err := parseScopes(c.scopes); err != nil {
+		return nil, err
 	}
 	if c.maxProcs < 0 {
 		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)

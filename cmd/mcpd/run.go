@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -28,8 +27,9 @@ import (
 	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
-// defaultConfig is used when no --config is given: the demo server, run by
-// this very binary. ${MCPD_SELF} expands to the binary's path.
+// defaultConfig is used when no config file exists and no --config is
+// given (see loadConfig): the demo server, run by this very binary.
+// ${MCPD_SELF} expands to the binary's path.
 //
 //go:embed default.mcp.json
 var defaultConfig []byte
@@ -42,7 +42,7 @@ func effectiveMemoryLimit() *byteSize {
 
 // run serves until ctx ends, then shuts down in order: health NOT_SERVING,
 // in-flight RPCs drain up to the shutdown timeout, servers stop. Each
-// value on reload re-reads the config file.
+// value on reload re-reads the config files of every scope.
 func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	log, err := newLogger(c.logLevel, c.logFormat)
 	if err != nil {
@@ -53,7 +53,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
-	file, err := loadConfig(c.configFile)
+	merged, err := loadConfig(c)
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,12 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
 	})
 	tel.ObserveServers(mgr.ServerSamples)
+	servers, err := newRegistry(mgr, log, c.stateFile)
+	if err != nil {
+		return err
+	}
 	srv := server.New(mgr, health, &server.Options{
+		Registry:      servers,
 		Logger:        log,
 		Access:        authz,
 		Audit:         audit,
@@ -193,14 +198,14 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		log.Info().Str("listen", c.metricsListen).Msg("serving metrics at /metrics")
 	}
 
-	// Servers from the file connect concurrently while RPCs are already
+	// Servers from the files connect concurrently while RPCs are already
 	// served; each one's state is visible through GetServer meanwhile.
-	files := newFileServers(mgr, log)
-	files.apply(ctx, file)
+	logSources(log, merged)
+	servers.apply(ctx, merged)
 	stopWaiting := markReadyWhenStarted(ctx, mgr, health, log)
 	defer stopWaiting()
 	if c.strict {
-		if err := checkStrictStart(ctx, mgr, file); err != nil {
+		if err := checkStrictStart(ctx, mgr, merged); err != nil {
 			srv.Shutdown(context.Background())
 			stopCtx, cancel := context.WithTimeout(context.Background(), 3*c.stopGrace+time.Second)
 			defer cancel()
@@ -236,13 +241,14 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 					log.Info().Msg("reloaded callers")
 				}
 			}
-			file, err := loadConfig(c.configFile)
+			merged, err := loadConfig(c)
 			if err != nil {
 				log.Error().Err(err).Msg("reload: keeping the running servers")
 				continue
 			}
 			log.Info().Msg("reloading config")
-			files.apply(ctx, file)
+			logSources(log, merged)
+			servers.apply(ctx, merged)
 		}
 	}
 	drainCtx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
@@ -259,22 +265,11 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	return nil
 }
 
-// loadConfig reads the config file, or the built-in default (the demo
-// server) when none is given.
-func loadConfig(path string) (*mcpconfig.File, error) {
-	if path != "" {
-		return mcpconfig.Load(path, os.LookupEnv)
+// logSources logs which config files were read.
+func logSources(log zerolog.Logger, merged *mcpconfig.Merged) {
+	for _, src := range merged.Read {
+		log.Info().Str("scope", src.Scope.String()).Str("file", src.Name).Msg("config read")
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own executable for the default config: %w", err)
-	}
-	return mcpconfig.Parse(defaultConfig, func(name string) (string, bool) {
-		if name == "MCPD_SELF" {
-			return self, true
-		}
-		return os.LookupEnv(name)
-	})
 }
 
 func apiToken(c *config) (string, error) {
@@ -401,26 +396,21 @@ func newLogger(level, format string) (zerolog.Logger, error) {
 }
 
 // checkStrictStart waits for the first start of every server the config
-// lists and reports, naming them, those that are not READY then: failed,
-// stopped, or waiting for an OAuth consent nobody is there to give. A
-// signal during the wait is not a failure.
-func checkStrictStart(ctx context.Context, mgr *mcpclient.Manager, file *mcpconfig.File) error {
+// files list (but those they disable) and reports, naming them, those that
+// are not READY then: failed, stopped, or waiting for an OAuth consent
+// nobody is there to give. A signal during the wait is not a failure.
+func checkStrictStart(ctx context.Context, mgr *mcpclient.Manager, merged *mcpconfig.Merged) error {
 	if mgr.WaitStarted(ctx) != nil {
 		return nil // stopping anyway
 	}
-	names := make([]string, 0, len(file.Servers)+len(file.Invalid))
-	for _, s := range file.Servers {
-		names = append(names, s.Name)
-	}
-	for _, bad := range file.Invalid {
-		names = append(names, bad.Name)
-	}
-	slices.Sort(names)
 	var failed []string
-	for _, name := range names {
-		st, err := mgr.Get(name)
+	for _, e := range merged.Entries {
+		if e.Disabled {
+			continue
+		}
+		st, err := mgr.Get(e.Name)
 		if err != nil || st.State != mcpclient.StateReady {
-			failed = append(failed, name)
+			failed = append(failed, e.Name)
 		}
 	}
 	if len(failed) > 0 {

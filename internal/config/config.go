@@ -1,5 +1,6 @@
 // Package config describes upstream MCP servers and reads the .mcp.json
-// file format that lists them.
+// file format that lists them, from the scopes mcpd merges (managed, user,
+// project, local, --config; see [LoadLayers]).
 //
 // A [Server] is the transport-independent description of one upstream: how
 // to reach it (a child process, a Streamable HTTP endpoint or a legacy SSE
@@ -122,6 +123,11 @@ type Server struct {
 	// tools capability. By default mcpd also asks a server that omits it,
 	// as hand-written servers often do, and uses the answer.
 	StrictCapabilities bool
+
+	// Source says which scope and file the server came from. It is a
+	// label, not part of equality: a server that moves from one scope to
+	// another unchanged keeps running.
+	Source Source
 
 	// Templates kept by Parse so that String can show ${VAR} instead of a
 	// possibly secret expanded value. Not part of equality.

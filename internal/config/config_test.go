@@ -278,7 +278,7 @@ func TestEqualComparesEveryField(t *testing.T) {
 	typ := reflect.TypeFor[Server]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		if !f.IsExported() {
+		if !f.IsExported() || f.Name == "Source" { // a label: see TestEqualIgnoresSource
 			continue
 		}
 		t.Run(f.Name, func(t *testing.T) {
@@ -304,6 +304,17 @@ func TestEqualComparesEveryField(t *testing.T) {
 				t.Errorf("Equal: got true after changing %s, want false", f.Name)
 			}
 		})
+	}
+}
+
+// TestEqualIgnoresSource: a server that moves to another scope unchanged
+// is not restarted.
+func TestEqualIgnoresSource(t *testing.T) {
+	a, b := fullServer(), fullServer()
+	a.Source = Source{Scope: ScopeProject, Name: "/p/.mcp.json"}
+	b.Source = Source{Scope: ScopeLocal, Name: "/p/.mcp.local.json"}
+	if !a.Equal(b) {
+		t.Errorf("Equal: got false for servers that differ only in Source, want true")
 	}
 }
 

@@ -27,7 +27,8 @@ const (
 // splits entries three ways instead of failing: every entry appears in
 // exactly one of Servers, Invalid and Disabled. The daemon starts Servers,
 // reports each Invalid entry as a FAILED server whose last error is the
-// entry's error, and ignores Disabled ones.
+// entry's error, and lists Disabled ones as DISABLED without starting them
+// (see [File.Entries]).
 type File struct {
 	// Servers holds the enabled, valid entries, sorted by name. Each has
 	// passed [Server.Validate] and has its ${VAR} references expanded.
@@ -38,6 +39,10 @@ type File struct {
 	Invalid []*EntryError
 	// Disabled holds the names of entries with "disabled": true, sorted.
 	Disabled []string
+
+	// parked holds the entries named in Disabled, parsed as far as they
+	// go, so that enabling one later needs no second read.
+	parked map[string]Entry
 }
 
 // EntryError reports why the entry for one server could not be used.
@@ -75,10 +80,12 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 //	{"type": "http" | "sse" | "streamable-http", "url": "...", "headers": {...}}
 //
 // An entry with a url and no type (or "type": "auto") has its transport
-// detected when mcpd connects: Streamable HTTP, then legacy SSE; "serverUrl" (Windsurf) is read as "url". "disabled": true skips the
-// entry. mcpd reads these option fields in an entry: "timeout" and
-// "connectTimeout" (seconds, a number), "protocolVersion", "toolsAllow"
-// and "toolsDeny" (arrays of tool patterns), and "strictCapabilities". Other fields that editors add
+// detected when mcpd connects: Streamable HTTP, then legacy SSE;
+// "serverUrl" (Windsurf) is read as "url". "disabled": true parks the
+// entry: it is listed in [File.Disabled] and not started. mcpd reads these
+// option fields in an entry: "timeout" and "connectTimeout" (seconds, a
+// number), "protocolVersion", "toolsAllow" and "toolsDeny" (arrays of tool
+// patterns), and "strictCapabilities". Other fields that editors add
 // ("alwaysAllow", "autoApprove", "envFile", ...) are ignored.
 //
 // ${VAR} and ${VAR:-default} expand in command, args, env values, cwd, url
@@ -132,7 +139,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 		}
 	}
 	if len(seenKeys) == 0 {
-		return nil, fmt.Errorf("parse config: no %q or %q object", keyMCPServers, keyServers)
+		return nil, fmt.Errorf("parse config: %w", errNoServersKey)
 	}
 
 	f := &File{}
@@ -146,6 +153,10 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 		switch {
 		case disabled:
 			f.Disabled = append(f.Disabled, name)
+			if f.parked == nil {
+				f.parked = make(map[string]Entry)
+			}
+			f.parked[name] = Entry{Name: name, Server: s, Disabled: true, Err: err}
 		case err != nil:
 			f.Invalid = append(f.Invalid, &EntryError{Name: name, Err: err})
 		default:
@@ -179,19 +190,23 @@ type entry struct {
 // maxTimeoutSeconds bounds timeouts far below time.Duration overflow.
 const maxTimeoutSeconds = 365 * 24 * 60 * 60
 
-// parseEntry turns one entry into a valid Server, or reports that it is
-// disabled, or why it cannot be used.
-func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, bool)) (Server, bool, error) {
+// parseEntry turns one entry into a valid Server, or says why it cannot be
+// used. disabled reports "disabled": true; such an entry is parsed too (its
+// error then matters only if it is enabled later), because people park
+// half-written entries this way.
+func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, bool)) (_ Server, disabled bool, _ error) {
 	var e entry
 	err := json.Unmarshal(raw, &e)
-	if e.Disabled {
-		// A disabled entry is skipped even if it is malformed elsewhere:
-		// people park half-written entries this way.
-		return Server{}, true, nil
-	}
 	if err != nil {
-		return Server{}, false, describeDecodeError(err)
+		return Server{Name: name}, e.Disabled, describeDecodeError(err)
 	}
+	s, err := e.server(name, lookup)
+	return s, e.Disabled, err
+}
+
+// server turns the entry into a valid Server, or says why it cannot.
+func (e *entry) server(name string, lookup func(string) (string, bool)) (Server, error) {
+	var err error
 
 	var ps problems
 	fail := func(err error) { ps = append(ps, err) }
@@ -264,12 +279,12 @@ func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, b
 	}
 	if len(ps) > 0 {
 		// Validate would only repeat these as missing fields.
-		return Server{}, false, ps.err()
+		return Server{Name: name}, ps.err()
 	}
 	if err := s.Validate(); err != nil {
-		return Server{}, false, err
+		return Server{Name: name}, err
 	}
-	return s, false, nil
+	return s, nil
 }
 
 // expandOAuth expands ${VAR} in the block's secrets, URLs and paths.

@@ -66,7 +66,7 @@ func TestParseClaudeDesktop(t *testing.T) {
 			Args: []string{"-y", "@modelcontextprotocol/server-github"},
 			Env:  map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": testSecret}},
 	}}
-	if diff := cmp.Diff(want, f, cmpopts.IgnoreUnexported(Server{})); diff != "" {
+	if diff := cmp.Diff(want, f, cmpopts.IgnoreUnexported(Server{}, File{})); diff != "" {
 		t.Errorf("Parse mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -110,7 +110,7 @@ func TestParseVSCode(t *testing.T) {
 		{Name: "remote", Kind: TransportHTTP, URL: "https://api.example.com/mcp",
 			Headers: map[string]string{"Authorization": "Bearer " + testSecret, "X-Note": "a // not a comment, /* nor this */"}},
 	}
-	if diff := cmp.Diff(want, f.Servers, cmpopts.IgnoreUnexported(Server{})); diff != "" {
+	if diff := cmp.Diff(want, f.Servers, cmpopts.IgnoreUnexported(Server{}, File{})); diff != "" {
 		t.Errorf("Servers mismatch (-want +got):\n%s", diff)
 	}
 	errs := entryErrors(f)
@@ -401,7 +401,7 @@ func TestLoadExample(t *testing.T) {
 		},
 		Disabled: []string{"old-experiment"},
 	}
-	if diff := cmp.Diff(want, f, cmpopts.IgnoreUnexported(Server{})); diff != "" {
+	if diff := cmp.Diff(want, f, cmpopts.IgnoreUnexported(Server{}, File{})); diff != "" {
 		t.Errorf("Load mismatch (-want +got):\n%s", diff)
 	}
 

@@ -29,6 +29,9 @@ var (
 	// succeeding (its OAuth state directory cannot be written); retrying
 	// helps only once an operator has fixed it.
 	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrDisabled means the server is disabled: calls fail until it is
+	// enabled again, so retrying alone does not help.
+	ErrDisabled = errors.New("server disabled")
 	// ErrUnimplemented means a feature mcpd does not support yet.
 	ErrUnimplemented = errors.New("not implemented")
 )

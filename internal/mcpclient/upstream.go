@@ -47,6 +47,9 @@ const (
 	// StateAuthorizationRequired means a remote server waits for a
 	// person's consent (see internal/oauth).
 	StateAuthorizationRequired
+	// StateDisabled means the server is kept, with its configuration, but
+	// not run until it is enabled again.
+	StateDisabled
 )
 
 func (s State) String() string {
@@ -63,12 +66,16 @@ func (s State) String() string {
 		return "stopped"
 	case StateAuthorizationRequired:
 		return "authorization_required"
+	case StateDisabled:
+		return "disabled"
 	}
 	return "unknown"
 }
 
 // Status is a snapshot of one server.
 type Status struct {
+	// Config is the server's configuration; Config.Source says where the
+	// configuration came from.
 	Config config.Server
 	// Transport is how the server is reached: Config.Kind, or for
 	// TransportAuto the detected kind once a session came up.
@@ -120,7 +127,8 @@ type upstream struct {
 	lifeMu sync.Mutex
 
 	mu           sync.Mutex
-	run          *run // the current run; nil before the first start
+	source       config.Source // cfg.Source, or what Relabel set since
+	run          *run          // the current run; nil before the first start
 	state        State
 	changed      chan struct{} // closed and replaced on every state change
 	lastErr      string
@@ -176,6 +184,7 @@ func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp
 		authWake: make(chan struct{}, 1),
 		changed:  make(chan struct{}),
 		sinks:    make(map[string]*callSink),
+		source:   cfg.Source,
 	}
 	u.client = mcp.NewClient(opts.ClientInfo, u.clientOptions())
 	u.client.AddReceivingMiddleware(u.rootsMiddleware)
@@ -219,6 +228,27 @@ func (u *upstream) stopLocked() {
 	if r != nil {
 		r.cancel()
 		<-r.done
+	}
+}
+
+// setEnabled stops the server into StateDisabled, or starts a disabled
+// one; see Manager.SetEnabled.
+func (u *upstream) setEnabled(enabled bool) {
+	u.lifeMu.Lock()
+	defer u.lifeMu.Unlock()
+	u.mu.Lock()
+	state := u.state
+	u.mu.Unlock()
+	switch {
+	case !enabled && state != StateDisabled:
+		u.stopLocked()
+		u.setState(StateDisabled, "")
+	case enabled && state == StateDisabled:
+		if err := u.cfg.Validate(); err != nil {
+			u.setState(StateFailed, "") // lastErr still says why
+			return
+		}
+		u.startLocked()
 	}
 }
 
@@ -744,6 +774,7 @@ func (u *upstream) status() Status {
 		Restarts:     u.restarts,
 		StateChanged: u.stateChanged,
 	}
+	st.Config.Source = u.source
 	if u.cfg.Kind == config.TransportAuto && u.detected != 0 {
 		st.Transport = u.detected
 	}
@@ -778,6 +809,9 @@ func (u *upstream) ready() (*mcp.ClientSession, error) {
 }
 
 func (u *upstream) readyLocked() (*mcp.ClientSession, error) {
+	if u.state == StateDisabled {
+		return nil, errorf(ErrDisabled, "server %q is disabled: enable it with SetServerEnabled", u.cfg.Name)
+	}
 	if u.state == StateAuthorizationRequired {
 		return nil, errorf(ErrAuthorizationRequired, "server %q needs authorization: open its authorization_url (GetServer) in a browser, or pass the URL the browser ends on to CompleteAuthorization", u.cfg.Name)
 	}

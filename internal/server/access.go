@@ -202,6 +202,8 @@ func describe(method string, msg any, withArgs bool) request {
 		return manage(m.GetName())
 	case *mcpdv1.RestartServerRequest:
 		return manage(m.GetName())
+	case *mcpdv1.SetServerEnabledRequest:
+		return manage(m.GetName())
 	case *mcpdv1.SetLogLevelRequest:
 		return manage(m.GetServer())
 	case *mcpdv1.SetRootsRequest:

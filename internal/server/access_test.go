@@ -56,6 +56,7 @@ func TestDescribe(t *testing.T) {
 		{"connect", &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{Name: "n"}}, []access.Action{{Verb: access.ManageServers, Server: "n"}}, true},
 		{"disconnect", &mcpdv1.DisconnectServerRequest{Name: "n"}, []access.Action{{Verb: access.ManageServers, Server: "n"}}, true},
 		{"restart", &mcpdv1.RestartServerRequest{Name: "n"}, []access.Action{{Verb: access.ManageServers, Server: "n"}}, true},
+		{"enable", &mcpdv1.SetServerEnabledRequest{Name: "n", Enabled: true}, []access.Action{{Verb: access.ManageServers, Server: "n"}}, true},
 		{"set log level", &mcpdv1.SetLogLevelRequest{Server: "n"}, []access.Action{{Verb: access.ManageServers, Server: "n"}}, true},
 		{"set roots everywhere", &mcpdv1.SetRootsRequest{}, []access.Action{{Verb: access.ManageServers, Server: access.AllServers}}, true},
 		{"a request the table does not know", &mcpdv1.Server{}, []access.Action{{Verb: access.ManageServers}}, true},

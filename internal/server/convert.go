@@ -33,6 +33,7 @@ func serverConfigFromProto(pc *mcpdv1.ServerConfig) (config.Server, error) {
 	}
 	cfg := config.Server{
 		Name:            pc.GetName(),
+		Source:          config.Source{Scope: config.ScopeAPI},
 		CallTimeout:     callTimeout,
 		ConnectTimeout:  connectTimeout,
 		ProtocolVersion: pc.GetProtocolVersion(),
@@ -120,6 +121,16 @@ var (
 		mcpclient.StateFailed:                mcpdv1.ServerState_SERVER_STATE_FAILED,
 		mcpclient.StateStopped:               mcpdv1.ServerState_SERVER_STATE_STOPPED,
 		mcpclient.StateAuthorizationRequired: mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED,
+		mcpclient.StateDisabled:              mcpdv1.ServerState_SERVER_STATE_DISABLED,
+	}
+	scopeToProto = map[config.Scope]mcpdv1.ConfigScope{
+		config.ScopeDefault: mcpdv1.ConfigScope_CONFIG_SCOPE_DEFAULT,
+		config.ScopeManaged: mcpdv1.ConfigScope_CONFIG_SCOPE_MANAGED,
+		config.ScopeUser:    mcpdv1.ConfigScope_CONFIG_SCOPE_USER,
+		config.ScopeProject: mcpdv1.ConfigScope_CONFIG_SCOPE_PROJECT,
+		config.ScopeLocal:   mcpdv1.ConfigScope_CONFIG_SCOPE_LOCAL,
+		config.ScopeFlag:    mcpdv1.ConfigScope_CONFIG_SCOPE_FLAG,
+		config.ScopeAPI:     mcpdv1.ConfigScope_CONFIG_SCOPE_API,
 	}
 	transportToProto = map[config.TransportKind]mcpdv1.Transport{
 		config.TransportStdio: mcpdv1.Transport_TRANSPORT_STDIO,
@@ -151,6 +162,8 @@ func serverToProto(st mcpclient.Status) *mcpdv1.Server {
 		StateChangedTime:        timestamp(st.StateChanged),
 		AuthorizationUrl:        st.AuthorizationURL,
 		AuthorizationExpireTime: timestamp(st.AuthorizationExpires),
+		Scope:                   scopeToProto[st.Config.Source.Scope],
+		Source:                  st.Config.Source.Name,
 		Notes:                   st.Notes,
 	}
 	if info := st.ServerInfo; info != nil {

@@ -157,6 +157,11 @@ type Options struct {
 	// Commands restricts the commands ConnectServer may start; nil allows
 	// all.
 	Commands *CommandPolicy
+	// Registry carries out ConnectServer, DisconnectServer and
+	// SetServerEnabled; default: the Manager alone. The daemon's registry
+	// also records them, so that config reloads keep them and a state
+	// file can persist them.
+	Registry Registry
 	// GRPCOptions are appended to the server's options (for example a
 	// maximum message size).
 	GRPCOptions []grpc.ServerOption
@@ -265,10 +270,14 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		events: mgr.Events(),
 		broker: mgr.Requests(),
 		policy: opts.Commands,
+		reg:    opts.Registry,
 		log:    opts.Logger,
 		tel:    opts.Telemetry,
 	}
 	hb.stopping, hb.stop = context.WithCancel(context.Background())
+	if hb.reg == nil {
+		hb.reg = ManagerRegistry{Manager: mgr}
+	}
 	if hb.events == nil {
 		hb.events = events.NewBus(nil) // nothing publishes: streams only wait
 	}

@@ -147,6 +147,10 @@ def server_state(v: int) -> t.ServerState:
     return _enum_from(t.ServerState, pb.ServerState, "SERVER_STATE_", v)
 
 
+def config_scope(v: int) -> t.ConfigScope:
+    return _enum_from(t.ConfigScope, pb.ConfigScope, "CONFIG_SCOPE_", v)
+
+
 def transport(v: int) -> t.Transport:
     return _enum_from(t.Transport, pb.Transport, "TRANSPORT_", v)
 
@@ -307,6 +311,8 @@ def server(s: pb.Server) -> t.Server:
         authorization_url=s.authorization_url,
         authorization_expire_time=timestamp(s, "authorization_expire_time"),
         notes=tuple(s.notes),
+        scope=config_scope(s.scope),
+        source=s.source,
     )
 
 

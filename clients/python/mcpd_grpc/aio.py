@@ -179,6 +179,12 @@ class AsyncClient:
         :meth:`mcpd_grpc.Client.forget_authorization`."""
         await self._rpc(self._stub.ForgetAuthorization, pb.ForgetAuthorizationRequest(server=server))
 
+    async def set_server_enabled(self, name: str, enabled: bool) -> t.Server:
+        """Disables a server, or enables it and waits until it is ready or
+        has failed."""
+        req = pb.SetServerEnabledRequest(name=name, enabled=enabled)
+        return cv.server((await self._rpc(self._stub.SetServerEnabled, req)).server)
+
     # -- tools -------------------------------------------------------------
 
     async def list_tools(self, server: Optional[str] = None) -> List[t.Tool]:

@@ -168,6 +168,13 @@ class Client:
         consent again."""
         self._rpc(self._stub.ForgetAuthorization, pb.ForgetAuthorizationRequest(server=server))
 
+    def set_server_enabled(self, name: str, enabled: bool) -> t.Server:
+        """Disables a server (stopped, kept with its configuration, state
+        ``DISABLED``) or enables it and waits until it is ready or has
+        failed. Requests to a disabled server raise FailedPrecondition."""
+        req = pb.SetServerEnabledRequest(name=name, enabled=enabled)
+        return cv.server(self._rpc(self._stub.SetServerEnabled, req).server)
+
     # -- tools -------------------------------------------------------------
 
     def list_tools(self, server: Optional[str] = None) -> List[t.Tool]:

@@ -24,6 +24,7 @@ __all__ = [
     "AuthorizationRequest",
     "AuthorizationResult",
     "Completion",
+    "ConfigScope",
     "Content",
     "ElicitationAction",
     "ElicitationRequest",
@@ -74,6 +75,20 @@ class ServerState(str, enum.Enum):
     FAILED = "failed"
     STOPPED = "stopped"
     AUTHORIZATION_REQUIRED = "authorization_required"
+    DISABLED = "disabled"
+
+
+class ConfigScope(str, enum.Enum):
+    """Where a server's configuration came from (proto ``ConfigScope``)."""
+
+    UNSPECIFIED = "unspecified"
+    DEFAULT = "default"
+    MANAGED = "managed"
+    USER = "user"
+    PROJECT = "project"
+    LOCAL = "local"
+    FLAG = "flag"
+    API = "api"
 
 
 class Transport(str, enum.Enum):
@@ -263,6 +278,10 @@ class Server:
     authorization_expire_time: Optional[datetime.datetime] = None
     notes: Tuple[str, ...] = ()
     """Where mcpd treats the server otherwise than its declarations say."""
+    #: The config scope the server came from, and its file ("--config #N"
+    #: for inline JSON; for ``API``, the state file or "").
+    scope: ConfigScope = ConfigScope.UNSPECIFIED
+    source: str = ""
 
     @property
     def ready(self) -> bool:

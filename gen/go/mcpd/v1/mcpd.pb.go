@@ -44,6 +44,10 @@ const (
 	// Means the server needs a person's OAuth consent: authorization_url says
 	// where. Calls fail at once with FAILED_PRECONDITION until it is given.
 	ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED ServerState = 6
+	// Means the server is disabled ("disabled": true in its config entry, or
+	// SetServerEnabled): mcpd keeps its configuration and does not run it.
+	// Calls fail at once with FAILED_PRECONDITION until it is enabled.
+	ServerState_SERVER_STATE_DISABLED ServerState = 7
 )
 
 // Enum value maps for ServerState.
@@ -56,6 +60,7 @@ var (
 		4: "SERVER_STATE_FAILED",
 		5: "SERVER_STATE_STOPPED",
 		6: "SERVER_STATE_AUTHORIZATION_REQUIRED",
+		7: "SERVER_STATE_DISABLED",
 	}
 	ServerState_value = map[string]int32{
 		"SERVER_STATE_UNSPECIFIED":            0,
@@ -65,6 +70,7 @@ var (
 		"SERVER_STATE_FAILED":                 4,
 		"SERVER_STATE_STOPPED":                5,
 		"SERVER_STATE_AUTHORIZATION_REQUIRED": 6,
+		"SERVER_STATE_DISABLED":               7,
 	}
 )
 
@@ -93,6 +99,82 @@ func (x ServerState) Number() protoreflect.EnumNumber {
 // Deprecated: Use ServerState.Descriptor instead.
 func (ServerState) EnumDescriptor() ([]byte, []int) {
 	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{0}
+}
+
+// ConfigScope says where a server's configuration came from. Scopes are
+// read in this order; a later scope's entry for a name replaces an earlier
+// one's.
+type ConfigScope int32
+
+const (
+	// Never used.
+	ConfigScope_CONFIG_SCOPE_UNSPECIFIED ConfigScope = 0
+	// Means the built-in default (the demo server), used only when no config
+	// file exists and no --config is given.
+	ConfigScope_CONFIG_SCOPE_DEFAULT ConfigScope = 1
+	// Means the operator's managed file (--managed-config).
+	ConfigScope_CONFIG_SCOPE_MANAGED ConfigScope = 2
+	// Means a file in the user's home directory (~/.claude.json, ~/.mcp.json).
+	ConfigScope_CONFIG_SCOPE_USER ConfigScope = 3
+	// Means the project's .mcp.json (in the --project directory).
+	ConfigScope_CONFIG_SCOPE_PROJECT ConfigScope = 4
+	// Means the personal .mcp.local.json beside the project's file.
+	ConfigScope_CONFIG_SCOPE_LOCAL ConfigScope = 5
+	// Means a --config flag: a file or inline JSON.
+	ConfigScope_CONFIG_SCOPE_FLAG ConfigScope = 6
+	// Means ConnectServer (and the state file, which keeps such servers).
+	ConfigScope_CONFIG_SCOPE_API ConfigScope = 7
+)
+
+// Enum value maps for ConfigScope.
+var (
+	ConfigScope_name = map[int32]string{
+		0: "CONFIG_SCOPE_UNSPECIFIED",
+		1: "CONFIG_SCOPE_DEFAULT",
+		2: "CONFIG_SCOPE_MANAGED",
+		3: "CONFIG_SCOPE_USER",
+		4: "CONFIG_SCOPE_PROJECT",
+		5: "CONFIG_SCOPE_LOCAL",
+		6: "CONFIG_SCOPE_FLAG",
+		7: "CONFIG_SCOPE_API",
+	}
+	ConfigScope_value = map[string]int32{
+		"CONFIG_SCOPE_UNSPECIFIED": 0,
+		"CONFIG_SCOPE_DEFAULT":     1,
+		"CONFIG_SCOPE_MANAGED":     2,
+		"CONFIG_SCOPE_USER":        3,
+		"CONFIG_SCOPE_PROJECT":     4,
+		"CONFIG_SCOPE_LOCAL":       5,
+		"CONFIG_SCOPE_FLAG":        6,
+		"CONFIG_SCOPE_API":         7,
+	}
+)
+
+func (x ConfigScope) Enum() *ConfigScope {
+	p := new(ConfigScope)
+	*p = x
+	return p
+}
+
+func (x ConfigScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ConfigScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_mcpd_v1_mcpd_proto_enumTypes[1].Descriptor()
+}
+
+func (ConfigScope) Type() protoreflect.EnumType {
+	return &file_mcpd_v1_mcpd_proto_enumTypes[1]
+}
+
+func (x ConfigScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ConfigScope.Descriptor instead.
+func (ConfigScope) EnumDescriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{1}
 }
 
 // Transport names how mcpd reaches a server.
@@ -140,11 +222,11 @@ func (x Transport) String() string {
 }
 
 func (Transport) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[1].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[2].Descriptor()
 }
 
 func (Transport) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[1]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[2]
 }
 
 func (x Transport) Number() protoreflect.EnumNumber {
@@ -153,7 +235,7 @@ func (x Transport) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Transport.Descriptor instead.
 func (Transport) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{1}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{2}
 }
 
 // Role is a participant in a conversation.
@@ -193,11 +275,11 @@ func (x Role) String() string {
 }
 
 func (Role) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[2].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[3].Descriptor()
 }
 
 func (Role) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[2]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[3]
 }
 
 func (x Role) Number() protoreflect.EnumNumber {
@@ -206,7 +288,7 @@ func (x Role) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Role.Descriptor instead.
 func (Role) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{2}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{3}
 }
 
 // LogLevel is a syslog severity, as MCP uses them.
@@ -270,11 +352,11 @@ func (x LogLevel) String() string {
 }
 
 func (LogLevel) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[3].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[4].Descriptor()
 }
 
 func (LogLevel) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[3]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[4]
 }
 
 func (x LogLevel) Number() protoreflect.EnumNumber {
@@ -283,7 +365,7 @@ func (x LogLevel) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LogLevel.Descriptor instead.
 func (LogLevel) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{3}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{4}
 }
 
 // EventKind names a kind of event.
@@ -340,11 +422,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[4].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[5].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[4]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[5]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -353,7 +435,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{4}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{5}
 }
 
 // ServerRequestKind names a kind of request servers send to clients.
@@ -404,11 +486,11 @@ func (x ServerRequestKind) String() string {
 }
 
 func (ServerRequestKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[5].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[6].Descriptor()
 }
 
 func (ServerRequestKind) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[5]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[6]
 }
 
 func (x ServerRequestKind) Number() protoreflect.EnumNumber {
@@ -417,7 +499,7 @@ func (x ServerRequestKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ServerRequestKind.Descriptor instead.
 func (ServerRequestKind) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{5}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{6}
 }
 
 // ElicitationAction is the user's response to an elicitation.
@@ -461,11 +543,11 @@ func (x ElicitationAction) String() string {
 }
 
 func (ElicitationAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[6].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[7].Descriptor()
 }
 
 func (ElicitationAction) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[6]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[7]
 }
 
 func (x ElicitationAction) Number() protoreflect.EnumNumber {
@@ -474,7 +556,7 @@ func (x ElicitationAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ElicitationAction.Descriptor instead.
 func (ElicitationAction) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{6}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{7}
 }
 
 // ServerConfig describes how to reach an MCP server and how mcpd treats it.
@@ -1173,9 +1255,15 @@ type Server struct {
 	AuthorizationUrl string `protobuf:"bytes,19,opt,name=authorization_url,json=authorizationUrl,proto3" json:"authorization_url,omitempty"`
 	// Gives the time at which mcpd stops waiting for that authorization.
 	AuthorizationExpireTime *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=authorization_expire_time,json=authorizationExpireTime,proto3" json:"authorization_expire_time,omitempty"`
+	// Says which config scope the server's configuration came from.
+	Scope ConfigScope `protobuf:"varint,21,opt,name=scope,proto3,enum=mcpd.v1.ConfigScope" json:"scope,omitempty"`
+	// Names the file the configuration came from ("--config #2" for inline
+	// JSON given to the second --config); for CONFIG_SCOPE_API, the state
+	// file that keeps the server, or empty when none does.
+	Source string `protobuf:"bytes,22,opt,name=source,proto3" json:"source,omitempty"`
 	// Notes where mcpd treats the server otherwise than its declarations say,
 	// for example tools listed although it declared no tools capability.
-	Notes         []string `protobuf:"bytes,21,rep,name=notes,proto3" json:"notes,omitempty"`
+	Notes         []string `protobuf:"bytes,23,rep,name=notes,proto3" json:"notes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1348,6 +1436,20 @@ func (x *Server) GetAuthorizationExpireTime() *timestamppb.Timestamp {
 		return x.AuthorizationExpireTime
 	}
 	return nil
+}
+
+func (x *Server) GetScope() ConfigScope {
+	if x != nil {
+		return x.Scope
+	}
+	return ConfigScope_CONFIG_SCOPE_UNSPECIFIED
+}
+
+func (x *Server) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
 }
 
 func (x *Server) GetNotes() []string {
@@ -1634,6 +1736,108 @@ func (x *RestartServerResponse) GetServer() *Server {
 	return nil
 }
 
+// SetServerEnabledRequest disables or enables a server.
+type SetServerEnabledRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies the server.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Says whether the server runs (true) or is kept disabled (false).
+	Enabled       bool `protobuf:"varint,2,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetServerEnabledRequest) Reset() {
+	*x = SetServerEnabledRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetServerEnabledRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetServerEnabledRequest) ProtoMessage() {}
+
+func (x *SetServerEnabledRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetServerEnabledRequest.ProtoReflect.Descriptor instead.
+func (*SetServerEnabledRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SetServerEnabledRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetServerEnabledRequest) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+// SetServerEnabledResponse reports the server: disabled, or once enabled,
+// ready or failed.
+type SetServerEnabledResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the server's status.
+	Server        *Server `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetServerEnabledResponse) Reset() {
+	*x = SetServerEnabledResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetServerEnabledResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetServerEnabledResponse) ProtoMessage() {}
+
+func (x *SetServerEnabledResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetServerEnabledResponse.ProtoReflect.Descriptor instead.
+func (*SetServerEnabledResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SetServerEnabledResponse) GetServer() *Server {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
 // GetServerRequest names a server.
 type GetServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1645,7 +1849,7 @@ type GetServerRequest struct {
 
 func (x *GetServerRequest) Reset() {
 	*x = GetServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1861,7 @@ func (x *GetServerRequest) String() string {
 func (*GetServerRequest) ProtoMessage() {}
 
 func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1874,7 @@ func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerRequest.ProtoReflect.Descriptor instead.
 func (*GetServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{13}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetServerRequest) GetName() string {
@@ -1691,7 +1895,7 @@ type GetServerResponse struct {
 
 func (x *GetServerResponse) Reset() {
 	*x = GetServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1907,7 @@ func (x *GetServerResponse) String() string {
 func (*GetServerResponse) ProtoMessage() {}
 
 func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1920,7 @@ func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerResponse.ProtoReflect.Descriptor instead.
 func (*GetServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{14}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetServerResponse) GetServer() *Server {
@@ -1735,7 +1939,7 @@ type ListServersRequest struct {
 
 func (x *ListServersRequest) Reset() {
 	*x = ListServersRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1951,7 @@ func (x *ListServersRequest) String() string {
 func (*ListServersRequest) ProtoMessage() {}
 
 func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1964,7 @@ func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
 func (*ListServersRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{15}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{17}
 }
 
 // ListServersResponse reports every server.
@@ -1774,7 +1978,7 @@ type ListServersResponse struct {
 
 func (x *ListServersResponse) Reset() {
 	*x = ListServersResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1990,7 @@ func (x *ListServersResponse) String() string {
 func (*ListServersResponse) ProtoMessage() {}
 
 func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +2003,7 @@ func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
 func (*ListServersResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{16}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListServersResponse) GetServers() []*Server {
@@ -1824,7 +2028,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +2040,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +2053,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{17}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListToolsRequest) GetServer() string {
@@ -1886,7 +2090,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2102,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2115,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{18}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -1956,7 +2160,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2172,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2185,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{19}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Tool) GetName() string {
@@ -2068,7 +2272,7 @@ type ToolAnnotations struct {
 
 func (x *ToolAnnotations) Reset() {
 	*x = ToolAnnotations{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2284,7 @@ func (x *ToolAnnotations) String() string {
 func (*ToolAnnotations) ProtoMessage() {}
 
 func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2297,7 @@ func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
 func (*ToolAnnotations) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{20}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolAnnotations) GetTitle() string {
@@ -2152,7 +2356,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2368,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2381,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{21}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -2225,7 +2429,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2441,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2454,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{22}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CallToolResponse) GetContent() []*Content {
@@ -2304,7 +2508,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2520,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2533,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{23}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Content) GetKind() isContent_Kind {
@@ -2448,7 +2652,7 @@ type TextContent struct {
 
 func (x *TextContent) Reset() {
 	*x = TextContent{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2664,7 @@ func (x *TextContent) String() string {
 func (*TextContent) ProtoMessage() {}
 
 func (x *TextContent) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2677,7 @@ func (x *TextContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextContent.ProtoReflect.Descriptor instead.
 func (*TextContent) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{24}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TextContent) GetText() string {
@@ -2496,7 +2700,7 @@ type MediaContent struct {
 
 func (x *MediaContent) Reset() {
 	*x = MediaContent{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2712,7 @@ func (x *MediaContent) String() string {
 func (*MediaContent) ProtoMessage() {}
 
 func (x *MediaContent) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2725,7 @@ func (x *MediaContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MediaContent.ProtoReflect.Descriptor instead.
 func (*MediaContent) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{25}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MediaContent) GetData() []byte {
@@ -2559,7 +2763,7 @@ type ResourceLink struct {
 
 func (x *ResourceLink) Reset() {
 	*x = ResourceLink{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2775,7 @@ func (x *ResourceLink) String() string {
 func (*ResourceLink) ProtoMessage() {}
 
 func (x *ResourceLink) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2788,7 @@ func (x *ResourceLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceLink.ProtoReflect.Descriptor instead.
 func (*ResourceLink) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{26}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResourceLink) GetUri() string {
@@ -2651,7 +2855,7 @@ type ResourceContents struct {
 
 func (x *ResourceContents) Reset() {
 	*x = ResourceContents{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2663,7 +2867,7 @@ func (x *ResourceContents) String() string {
 func (*ResourceContents) ProtoMessage() {}
 
 func (x *ResourceContents) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2676,7 +2880,7 @@ func (x *ResourceContents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceContents.ProtoReflect.Descriptor instead.
 func (*ResourceContents) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{27}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResourceContents) GetUri() string {
@@ -2758,7 +2962,7 @@ type Annotations struct {
 
 func (x *Annotations) Reset() {
 	*x = Annotations{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2974,7 @@ func (x *Annotations) String() string {
 func (*Annotations) ProtoMessage() {}
 
 func (x *Annotations) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2987,7 @@ func (x *Annotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Annotations.ProtoReflect.Descriptor instead.
 func (*Annotations) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{28}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Annotations) GetAudience() []Role {
@@ -2827,7 +3031,7 @@ type CallToolStreamRequest struct {
 
 func (x *CallToolStreamRequest) Reset() {
 	*x = CallToolStreamRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +3043,7 @@ func (x *CallToolStreamRequest) String() string {
 func (*CallToolStreamRequest) ProtoMessage() {}
 
 func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +3056,7 @@ func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamRequest.ProtoReflect.Descriptor instead.
 func (*CallToolStreamRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{29}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CallToolStreamRequest) GetName() string {
@@ -2901,7 +3105,7 @@ type CallToolStreamResponse struct {
 
 func (x *CallToolStreamResponse) Reset() {
 	*x = CallToolStreamResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3117,7 @@ func (x *CallToolStreamResponse) String() string {
 func (*CallToolStreamResponse) ProtoMessage() {}
 
 func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3130,7 @@ func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamResponse.ProtoReflect.Descriptor instead.
 func (*CallToolStreamResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{30}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CallToolStreamResponse) GetKind() isCallToolStreamResponse_Kind {
@@ -3003,7 +3207,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3219,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3232,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{31}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -3067,7 +3271,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3283,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3296,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{32}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LogMessage) GetLevel() LogLevel {
@@ -3131,7 +3335,7 @@ type ListResourcesRequest struct {
 
 func (x *ListResourcesRequest) Reset() {
 	*x = ListResourcesRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3347,7 @@ func (x *ListResourcesRequest) String() string {
 func (*ListResourcesRequest) ProtoMessage() {}
 
 func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3360,7 @@ func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{33}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListResourcesRequest) GetServer() string {
@@ -3193,7 +3397,7 @@ type ListResourcesResponse struct {
 
 func (x *ListResourcesResponse) Reset() {
 	*x = ListResourcesResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3409,7 @@ func (x *ListResourcesResponse) String() string {
 func (*ListResourcesResponse) ProtoMessage() {}
 
 func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3422,7 @@ func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{34}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListResourcesResponse) GetResources() []*Resource {
@@ -3262,7 +3466,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3274,7 +3478,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3287,7 +3491,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{35}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Resource) GetServer() string {
@@ -3368,7 +3572,7 @@ type ListResourceTemplatesRequest struct {
 
 func (x *ListResourceTemplatesRequest) Reset() {
 	*x = ListResourceTemplatesRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3380,7 +3584,7 @@ func (x *ListResourceTemplatesRequest) String() string {
 func (*ListResourceTemplatesRequest) ProtoMessage() {}
 
 func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3393,7 +3597,7 @@ func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{36}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListResourceTemplatesRequest) GetServer() string {
@@ -3430,7 +3634,7 @@ type ListResourceTemplatesResponse struct {
 
 func (x *ListResourceTemplatesResponse) Reset() {
 	*x = ListResourceTemplatesResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3442,7 +3646,7 @@ func (x *ListResourceTemplatesResponse) String() string {
 func (*ListResourceTemplatesResponse) ProtoMessage() {}
 
 func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3455,7 +3659,7 @@ func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{37}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListResourceTemplatesResponse) GetResourceTemplates() []*ResourceTemplate {
@@ -3498,7 +3702,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3714,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3727,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{38}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ResourceTemplate) GetServer() string {
@@ -3595,7 +3799,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3811,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3824,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{39}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReadResourceRequest) GetServer() string {
@@ -3650,7 +3854,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3662,7 +3866,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3675,7 +3879,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{40}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReadResourceResponse) GetContents() []*ResourceContents {
@@ -3707,7 +3911,7 @@ type ListPromptsRequest struct {
 
 func (x *ListPromptsRequest) Reset() {
 	*x = ListPromptsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3719,7 +3923,7 @@ func (x *ListPromptsRequest) String() string {
 func (*ListPromptsRequest) ProtoMessage() {}
 
 func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3732,7 +3936,7 @@ func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsRequest.ProtoReflect.Descriptor instead.
 func (*ListPromptsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{41}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListPromptsRequest) GetServer() string {
@@ -3769,7 +3973,7 @@ type ListPromptsResponse struct {
 
 func (x *ListPromptsResponse) Reset() {
 	*x = ListPromptsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +3985,7 @@ func (x *ListPromptsResponse) String() string {
 func (*ListPromptsResponse) ProtoMessage() {}
 
 func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +3998,7 @@ func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsResponse.ProtoReflect.Descriptor instead.
 func (*ListPromptsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{42}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListPromptsResponse) GetPrompts() []*Prompt {
@@ -3832,7 +4036,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3844,7 +4048,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3857,7 +4061,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{43}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Prompt) GetServer() string {
@@ -3919,7 +4123,7 @@ type PromptArgument struct {
 
 func (x *PromptArgument) Reset() {
 	*x = PromptArgument{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +4135,7 @@ func (x *PromptArgument) String() string {
 func (*PromptArgument) ProtoMessage() {}
 
 func (x *PromptArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +4148,7 @@ func (x *PromptArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
 func (*PromptArgument) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{44}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PromptArgument) GetName() string {
@@ -3990,7 +4194,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4206,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4219,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{45}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetPromptRequest) GetServer() string {
@@ -4054,7 +4258,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4270,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4283,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{46}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetPromptResponse) GetDescription() string {
@@ -4116,7 +4320,7 @@ type PromptMessage struct {
 
 func (x *PromptMessage) Reset() {
 	*x = PromptMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4128,7 +4332,7 @@ func (x *PromptMessage) String() string {
 func (*PromptMessage) ProtoMessage() {}
 
 func (x *PromptMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4141,7 +4345,7 @@ func (x *PromptMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptMessage.ProtoReflect.Descriptor instead.
 func (*PromptMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{47}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PromptMessage) GetRole() Role {
@@ -4180,7 +4384,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4192,7 +4396,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4205,7 +4409,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{48}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CompleteRequest) GetServer() string {
@@ -4285,7 +4489,7 @@ type CompleteArgument struct {
 
 func (x *CompleteArgument) Reset() {
 	*x = CompleteArgument{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4297,7 +4501,7 @@ func (x *CompleteArgument) String() string {
 func (*CompleteArgument) ProtoMessage() {}
 
 func (x *CompleteArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4310,7 +4514,7 @@ func (x *CompleteArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteArgument.ProtoReflect.Descriptor instead.
 func (*CompleteArgument) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{49}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CompleteArgument) GetName() string {
@@ -4342,7 +4546,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4354,7 +4558,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4367,7 +4571,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{50}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CompleteResponse) GetValues() []string {
@@ -4404,7 +4608,7 @@ type SetLogLevelRequest struct {
 
 func (x *SetLogLevelRequest) Reset() {
 	*x = SetLogLevelRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4416,7 +4620,7 @@ func (x *SetLogLevelRequest) String() string {
 func (*SetLogLevelRequest) ProtoMessage() {}
 
 func (x *SetLogLevelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4429,7 +4633,7 @@ func (x *SetLogLevelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogLevelRequest.ProtoReflect.Descriptor instead.
 func (*SetLogLevelRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{51}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetLogLevelRequest) GetServer() string {
@@ -4455,7 +4659,7 @@ type SetLogLevelResponse struct {
 
 func (x *SetLogLevelResponse) Reset() {
 	*x = SetLogLevelResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4467,7 +4671,7 @@ func (x *SetLogLevelResponse) String() string {
 func (*SetLogLevelResponse) ProtoMessage() {}
 
 func (x *SetLogLevelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4480,7 +4684,7 @@ func (x *SetLogLevelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogLevelResponse.ProtoReflect.Descriptor instead.
 func (*SetLogLevelResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{52}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{54}
 }
 
 // SetRootsRequest sets the roots offered to servers.
@@ -4497,7 +4701,7 @@ type SetRootsRequest struct {
 
 func (x *SetRootsRequest) Reset() {
 	*x = SetRootsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4509,7 +4713,7 @@ func (x *SetRootsRequest) String() string {
 func (*SetRootsRequest) ProtoMessage() {}
 
 func (x *SetRootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4522,7 +4726,7 @@ func (x *SetRootsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRootsRequest.ProtoReflect.Descriptor instead.
 func (*SetRootsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{53}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetRootsRequest) GetServer() string {
@@ -4552,7 +4756,7 @@ type Root struct {
 
 func (x *Root) Reset() {
 	*x = Root{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4564,7 +4768,7 @@ func (x *Root) String() string {
 func (*Root) ProtoMessage() {}
 
 func (x *Root) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4577,7 +4781,7 @@ func (x *Root) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Root.ProtoReflect.Descriptor instead.
 func (*Root) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{54}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Root) GetUri() string {
@@ -4603,7 +4807,7 @@ type SetRootsResponse struct {
 
 func (x *SetRootsResponse) Reset() {
 	*x = SetRootsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4615,7 +4819,7 @@ func (x *SetRootsResponse) String() string {
 func (*SetRootsResponse) ProtoMessage() {}
 
 func (x *SetRootsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4628,7 +4832,7 @@ func (x *SetRootsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRootsResponse.ProtoReflect.Descriptor instead.
 func (*SetRootsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{55}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{57}
 }
 
 // ResourceRef names one resource of one server.
@@ -4644,7 +4848,7 @@ type ResourceRef struct {
 
 func (x *ResourceRef) Reset() {
 	*x = ResourceRef{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4656,7 +4860,7 @@ func (x *ResourceRef) String() string {
 func (*ResourceRef) ProtoMessage() {}
 
 func (x *ResourceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4669,7 +4873,7 @@ func (x *ResourceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceRef.ProtoReflect.Descriptor instead.
 func (*ResourceRef) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{56}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ResourceRef) GetServer() string {
@@ -4708,7 +4912,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4720,7 +4924,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4733,7 +4937,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{57}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SubscribeRequest) GetServers() []string {
@@ -4775,7 +4979,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4787,7 +4991,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4800,7 +5004,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{58}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SubscribeResponse) GetEvent() *Event {
@@ -4837,7 +5041,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4849,7 +5053,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4862,7 +5066,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{59}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -5022,7 +5226,7 @@ type ResourceUpdated struct {
 
 func (x *ResourceUpdated) Reset() {
 	*x = ResourceUpdated{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5034,7 +5238,7 @@ func (x *ResourceUpdated) String() string {
 func (*ResourceUpdated) ProtoMessage() {}
 
 func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5047,7 +5251,7 @@ func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceUpdated.ProtoReflect.Descriptor instead.
 func (*ResourceUpdated) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{60}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ResourceUpdated) GetUri() string {
@@ -5066,7 +5270,7 @@ type ListChanged struct {
 
 func (x *ListChanged) Reset() {
 	*x = ListChanged{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5078,7 +5282,7 @@ func (x *ListChanged) String() string {
 func (*ListChanged) ProtoMessage() {}
 
 func (x *ListChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5091,7 +5295,7 @@ func (x *ListChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChanged.ProtoReflect.Descriptor instead.
 func (*ListChanged) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{61}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{63}
 }
 
 // ServerStateChanged gives a server's new state.
@@ -5107,7 +5311,7 @@ type ServerStateChanged struct {
 
 func (x *ServerStateChanged) Reset() {
 	*x = ServerStateChanged{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5119,7 +5323,7 @@ func (x *ServerStateChanged) String() string {
 func (*ServerStateChanged) ProtoMessage() {}
 
 func (x *ServerStateChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5132,7 +5336,7 @@ func (x *ServerStateChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStateChanged.ProtoReflect.Descriptor instead.
 func (*ServerStateChanged) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{62}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ServerStateChanged) GetState() ServerState {
@@ -5162,7 +5366,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5174,7 +5378,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5187,7 +5391,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{63}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Gap) GetFirstSequence() uint64 {
@@ -5221,7 +5425,7 @@ type HandleServerRequestsRequest struct {
 
 func (x *HandleServerRequestsRequest) Reset() {
 	*x = HandleServerRequestsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5233,7 +5437,7 @@ func (x *HandleServerRequestsRequest) String() string {
 func (*HandleServerRequestsRequest) ProtoMessage() {}
 
 func (x *HandleServerRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5246,7 +5450,7 @@ func (x *HandleServerRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleServerRequestsRequest.ProtoReflect.Descriptor instead.
 func (*HandleServerRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{64}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *HandleServerRequestsRequest) GetMessage() isHandleServerRequestsRequest_Message {
@@ -5305,7 +5509,7 @@ type ServerRequestRegistration struct {
 
 func (x *ServerRequestRegistration) Reset() {
 	*x = ServerRequestRegistration{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5317,7 +5521,7 @@ func (x *ServerRequestRegistration) String() string {
 func (*ServerRequestRegistration) ProtoMessage() {}
 
 func (x *ServerRequestRegistration) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5330,7 +5534,7 @@ func (x *ServerRequestRegistration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestRegistration.ProtoReflect.Descriptor instead.
 func (*ServerRequestRegistration) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{65}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ServerRequestRegistration) GetServers() []string {
@@ -5364,7 +5568,7 @@ type HandleServerRequestsResponse struct {
 
 func (x *HandleServerRequestsResponse) Reset() {
 	*x = HandleServerRequestsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5376,7 +5580,7 @@ func (x *HandleServerRequestsResponse) String() string {
 func (*HandleServerRequestsResponse) ProtoMessage() {}
 
 func (x *HandleServerRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5389,7 +5593,7 @@ func (x *HandleServerRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleServerRequestsResponse.ProtoReflect.Descriptor instead.
 func (*HandleServerRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{66}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *HandleServerRequestsResponse) GetMessage() isHandleServerRequestsResponse_Message {
@@ -5459,7 +5663,7 @@ type ServerRequest struct {
 
 func (x *ServerRequest) Reset() {
 	*x = ServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5471,7 +5675,7 @@ func (x *ServerRequest) String() string {
 func (*ServerRequest) ProtoMessage() {}
 
 func (x *ServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5484,7 +5688,7 @@ func (x *ServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequest.ProtoReflect.Descriptor instead.
 func (*ServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{67}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ServerRequest) GetId() string {
@@ -5601,7 +5805,7 @@ type SamplingRequest struct {
 
 func (x *SamplingRequest) Reset() {
 	*x = SamplingRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5613,7 +5817,7 @@ func (x *SamplingRequest) String() string {
 func (*SamplingRequest) ProtoMessage() {}
 
 func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5626,7 +5830,7 @@ func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingRequest.ProtoReflect.Descriptor instead.
 func (*SamplingRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{68}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SamplingRequest) GetMessages() []*SamplingMessage {
@@ -5670,7 +5874,7 @@ type SamplingMessage struct {
 
 func (x *SamplingMessage) Reset() {
 	*x = SamplingMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5682,7 +5886,7 @@ func (x *SamplingMessage) String() string {
 func (*SamplingMessage) ProtoMessage() {}
 
 func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5695,7 +5899,7 @@ func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
 func (*SamplingMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{69}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SamplingMessage) GetRole() Role {
@@ -5732,7 +5936,7 @@ type ElicitationRequest struct {
 
 func (x *ElicitationRequest) Reset() {
 	*x = ElicitationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5744,7 +5948,7 @@ func (x *ElicitationRequest) String() string {
 func (*ElicitationRequest) ProtoMessage() {}
 
 func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5757,7 +5961,7 @@ func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationRequest.ProtoReflect.Descriptor instead.
 func (*ElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{70}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ElicitationRequest) GetMode() string {
@@ -5804,7 +6008,7 @@ type RootsRequest struct {
 
 func (x *RootsRequest) Reset() {
 	*x = RootsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5816,7 +6020,7 @@ func (x *RootsRequest) String() string {
 func (*RootsRequest) ProtoMessage() {}
 
 func (x *RootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5829,7 +6033,7 @@ func (x *RootsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsRequest.ProtoReflect.Descriptor instead.
 func (*RootsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
 }
 
 // ServerRequestReply answers one ServerRequest.
@@ -5853,7 +6057,7 @@ type ServerRequestReply struct {
 
 func (x *ServerRequestReply) Reset() {
 	*x = ServerRequestReply{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5865,7 +6069,7 @@ func (x *ServerRequestReply) String() string {
 func (*ServerRequestReply) ProtoMessage() {}
 
 func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5878,7 +6082,7 @@ func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestReply.ProtoReflect.Descriptor instead.
 func (*ServerRequestReply) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ServerRequestReply) GetId() string {
@@ -5996,7 +6200,7 @@ type SamplingResult struct {
 
 func (x *SamplingResult) Reset() {
 	*x = SamplingResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6008,7 +6212,7 @@ func (x *SamplingResult) String() string {
 func (*SamplingResult) ProtoMessage() {}
 
 func (x *SamplingResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6021,7 +6225,7 @@ func (x *SamplingResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingResult.ProtoReflect.Descriptor instead.
 func (*SamplingResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SamplingResult) GetRole() Role {
@@ -6065,7 +6269,7 @@ type ElicitationResult struct {
 
 func (x *ElicitationResult) Reset() {
 	*x = ElicitationResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6077,7 +6281,7 @@ func (x *ElicitationResult) String() string {
 func (*ElicitationResult) ProtoMessage() {}
 
 func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6090,7 +6294,7 @@ func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationResult.ProtoReflect.Descriptor instead.
 func (*ElicitationResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ElicitationResult) GetAction() ElicitationAction {
@@ -6118,7 +6322,7 @@ type RootsResult struct {
 
 func (x *RootsResult) Reset() {
 	*x = RootsResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6130,7 +6334,7 @@ func (x *RootsResult) String() string {
 func (*RootsResult) ProtoMessage() {}
 
 func (x *RootsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6143,7 +6347,7 @@ func (x *RootsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsResult.ProtoReflect.Descriptor instead.
 func (*RootsResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{75}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RootsResult) GetRoots() []*Root {
@@ -6166,7 +6370,7 @@ type ReplyError struct {
 
 func (x *ReplyError) Reset() {
 	*x = ReplyError{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6178,7 +6382,7 @@ func (x *ReplyError) String() string {
 func (*ReplyError) ProtoMessage() {}
 
 func (x *ReplyError) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6191,7 +6395,7 @@ func (x *ReplyError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyError.ProtoReflect.Descriptor instead.
 func (*ReplyError) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{76}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ReplyError) GetCode() int32 {
@@ -6222,7 +6426,7 @@ type AuthorizationRequest struct {
 
 func (x *AuthorizationRequest) Reset() {
 	*x = AuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6234,7 +6438,7 @@ func (x *AuthorizationRequest) String() string {
 func (*AuthorizationRequest) ProtoMessage() {}
 
 func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6247,7 +6451,7 @@ func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{77}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AuthorizationRequest) GetAuthorizationUrl() string {
@@ -6277,7 +6481,7 @@ type AuthorizationResult struct {
 
 func (x *AuthorizationResult) Reset() {
 	*x = AuthorizationResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6289,7 +6493,7 @@ func (x *AuthorizationResult) String() string {
 func (*AuthorizationResult) ProtoMessage() {}
 
 func (x *AuthorizationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6302,7 +6506,7 @@ func (x *AuthorizationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationResult.ProtoReflect.Descriptor instead.
 func (*AuthorizationResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{78}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AuthorizationResult) GetRedirectUrl() string {
@@ -6326,7 +6530,7 @@ type CompleteAuthorizationRequest struct {
 
 func (x *CompleteAuthorizationRequest) Reset() {
 	*x = CompleteAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6338,7 +6542,7 @@ func (x *CompleteAuthorizationRequest) String() string {
 func (*CompleteAuthorizationRequest) ProtoMessage() {}
 
 func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6351,7 +6555,7 @@ func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *CompleteAuthorizationRequest) GetServer() string {
@@ -6379,7 +6583,7 @@ type CompleteAuthorizationResponse struct {
 
 func (x *CompleteAuthorizationResponse) Reset() {
 	*x = CompleteAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6391,7 +6595,7 @@ func (x *CompleteAuthorizationResponse) String() string {
 func (*CompleteAuthorizationResponse) ProtoMessage() {}
 
 func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6404,7 +6608,7 @@ func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *CompleteAuthorizationResponse) GetServer() *Server {
@@ -6425,7 +6629,7 @@ type ForgetAuthorizationRequest struct {
 
 func (x *ForgetAuthorizationRequest) Reset() {
 	*x = ForgetAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6437,7 +6641,7 @@ func (x *ForgetAuthorizationRequest) String() string {
 func (*ForgetAuthorizationRequest) ProtoMessage() {}
 
 func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6450,7 +6654,7 @@ func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ForgetAuthorizationRequest) GetServer() string {
@@ -6469,7 +6673,7 @@ type ForgetAuthorizationResponse struct {
 
 func (x *ForgetAuthorizationResponse) Reset() {
 	*x = ForgetAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6481,7 +6685,7 @@ func (x *ForgetAuthorizationResponse) String() string {
 func (*ForgetAuthorizationResponse) ProtoMessage() {}
 
 func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6494,7 +6698,7 @@ func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
 }
 
 var File_mcpd_v1_mcpd_proto protoreflect.FileDescriptor
@@ -6558,7 +6762,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x0eImplementation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05title\x18\x03 \x01(\tR\x05title\"\xb2\x06\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\"\xf6\x06\n" +
 	"\x06Server\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x14.mcpd.v1.ServerStateR\x05state\x120\n" +
@@ -6584,8 +6788,10 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\fheader_names\x18\x11 \x03(\tR\vheaderNames\x12\x10\n" +
 	"\x03pid\x18\x12 \x01(\x05R\x03pid\x12+\n" +
 	"\x11authorization_url\x18\x13 \x01(\tR\x10authorizationUrl\x12V\n" +
-	"\x19authorization_expire_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x17authorizationExpireTime\x12\x14\n" +
-	"\x05notes\x18\x15 \x03(\tR\x05notes\"_\n" +
+	"\x19authorization_expire_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x17authorizationExpireTime\x12*\n" +
+	"\x05scope\x18\x15 \x01(\x0e2\x14.mcpd.v1.ConfigScopeR\x05scope\x12\x16\n" +
+	"\x06source\x18\x16 \x01(\tR\x06source\x12\x14\n" +
+	"\x05notes\x18\x17 \x03(\tR\x05notes\"_\n" +
 	"\x14ConnectServerRequest\x12-\n" +
 	"\x06server\x18\x01 \x01(\v2\x15.mcpd.v1.ServerConfigR\x06server\x12\x18\n" +
 	"\areplace\x18\x02 \x01(\bR\areplace\"@\n" +
@@ -6597,6 +6803,11 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x14RestartServerRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"@\n" +
 	"\x15RestartServerResponse\x12'\n" +
+	"\x06server\x18\x01 \x01(\v2\x0f.mcpd.v1.ServerR\x06server\"G\n" +
+	"\x17SetServerEnabledRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aenabled\x18\x02 \x01(\bR\aenabled\"C\n" +
+	"\x18SetServerEnabledResponse\x12'\n" +
 	"\x06server\x18\x01 \x01(\v2\x0f.mcpd.v1.ServerR\x06server\"&\n" +
 	"\x10GetServerRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"<\n" +
@@ -6909,7 +7120,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x06server\x18\x01 \x01(\v2\x0f.mcpd.v1.ServerR\x06server\"4\n" +
 	"\x1aForgetAuthorizationRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\"\x1d\n" +
-	"\x1bForgetAuthorizationResponse*\xdb\x01\n" +
+	"\x1bForgetAuthorizationResponse*\xf6\x01\n" +
 	"\vServerState\x12\x1c\n" +
 	"\x18SERVER_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SERVER_STATE_CONNECTING\x10\x01\x12\x16\n" +
@@ -6917,7 +7128,17 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x19SERVER_STATE_RECONNECTING\x10\x03\x12\x17\n" +
 	"\x13SERVER_STATE_FAILED\x10\x04\x12\x18\n" +
 	"\x14SERVER_STATE_STOPPED\x10\x05\x12'\n" +
-	"#SERVER_STATE_AUTHORIZATION_REQUIRED\x10\x06*v\n" +
+	"#SERVER_STATE_AUTHORIZATION_REQUIRED\x10\x06\x12\x19\n" +
+	"\x15SERVER_STATE_DISABLED\x10\a*\xd5\x01\n" +
+	"\vConfigScope\x12\x1c\n" +
+	"\x18CONFIG_SCOPE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14CONFIG_SCOPE_DEFAULT\x10\x01\x12\x18\n" +
+	"\x14CONFIG_SCOPE_MANAGED\x10\x02\x12\x15\n" +
+	"\x11CONFIG_SCOPE_USER\x10\x03\x12\x18\n" +
+	"\x14CONFIG_SCOPE_PROJECT\x10\x04\x12\x16\n" +
+	"\x12CONFIG_SCOPE_LOCAL\x10\x05\x12\x15\n" +
+	"\x11CONFIG_SCOPE_FLAG\x10\x06\x12\x14\n" +
+	"\x10CONFIG_SCOPE_API\x10\a*v\n" +
 	"\tTransport\x12\x19\n" +
 	"\x15TRANSPORT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTRANSPORT_STDIO\x10\x01\x12\x12\n" +
@@ -6956,11 +7177,12 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x1eELICITATION_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ELICITATION_ACTION_ACCEPT\x10\x01\x12\x1e\n" +
 	"\x1aELICITATION_ACTION_DECLINE\x10\x02\x12\x1d\n" +
-	"\x19ELICITATION_ACTION_CANCEL\x10\x032\xee\f\n" +
+	"\x19ELICITATION_ACTION_CANCEL\x10\x032\xc7\r\n" +
 	"\x06MCPHub\x12N\n" +
 	"\rConnectServer\x12\x1d.mcpd.v1.ConnectServerRequest\x1a\x1e.mcpd.v1.ConnectServerResponse\x12W\n" +
 	"\x10DisconnectServer\x12 .mcpd.v1.DisconnectServerRequest\x1a!.mcpd.v1.DisconnectServerResponse\x12N\n" +
-	"\rRestartServer\x12\x1d.mcpd.v1.RestartServerRequest\x1a\x1e.mcpd.v1.RestartServerResponse\x12G\n" +
+	"\rRestartServer\x12\x1d.mcpd.v1.RestartServerRequest\x1a\x1e.mcpd.v1.RestartServerResponse\x12W\n" +
+	"\x10SetServerEnabled\x12 .mcpd.v1.SetServerEnabledRequest\x1a!.mcpd.v1.SetServerEnabledResponse\x12G\n" +
 	"\tGetServer\x12\x19.mcpd.v1.GetServerRequest\x1a\x1a.mcpd.v1.GetServerResponse\"\x03\x90\x02\x01\x12M\n" +
 	"\vListServers\x12\x1b.mcpd.v1.ListServersRequest\x1a\x1c.mcpd.v1.ListServersResponse\"\x03\x90\x02\x01\x12G\n" +
 	"\tListTools\x12\x19.mcpd.v1.ListToolsRequest\x1a\x1a.mcpd.v1.ListToolsResponse\"\x03\x90\x02\x01\x12?\n" +
@@ -6992,262 +7214,269 @@ func file_mcpd_v1_mcpd_proto_rawDescGZIP() []byte {
 	return file_mcpd_v1_mcpd_proto_rawDescData
 }
 
-var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
 var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerState)(0),                      // 0: mcpd.v1.ServerState
-	(Transport)(0),                        // 1: mcpd.v1.Transport
-	(Role)(0),                             // 2: mcpd.v1.Role
-	(LogLevel)(0),                         // 3: mcpd.v1.LogLevel
-	(EventKind)(0),                        // 4: mcpd.v1.EventKind
-	(ServerRequestKind)(0),                // 5: mcpd.v1.ServerRequestKind
-	(ElicitationAction)(0),                // 6: mcpd.v1.ElicitationAction
-	(*ServerConfig)(nil),                  // 7: mcpd.v1.ServerConfig
-	(*OAuthConfig)(nil),                   // 8: mcpd.v1.OAuthConfig
-	(*OAuthIdentityProvider)(nil),         // 9: mcpd.v1.OAuthIdentityProvider
-	(*StdioConfig)(nil),                   // 10: mcpd.v1.StdioConfig
-	(*HttpConfig)(nil),                    // 11: mcpd.v1.HttpConfig
-	(*Implementation)(nil),                // 12: mcpd.v1.Implementation
-	(*Server)(nil),                        // 13: mcpd.v1.Server
-	(*ConnectServerRequest)(nil),          // 14: mcpd.v1.ConnectServerRequest
-	(*ConnectServerResponse)(nil),         // 15: mcpd.v1.ConnectServerResponse
-	(*DisconnectServerRequest)(nil),       // 16: mcpd.v1.DisconnectServerRequest
-	(*DisconnectServerResponse)(nil),      // 17: mcpd.v1.DisconnectServerResponse
-	(*RestartServerRequest)(nil),          // 18: mcpd.v1.RestartServerRequest
-	(*RestartServerResponse)(nil),         // 19: mcpd.v1.RestartServerResponse
-	(*GetServerRequest)(nil),              // 20: mcpd.v1.GetServerRequest
-	(*GetServerResponse)(nil),             // 21: mcpd.v1.GetServerResponse
-	(*ListServersRequest)(nil),            // 22: mcpd.v1.ListServersRequest
-	(*ListServersResponse)(nil),           // 23: mcpd.v1.ListServersResponse
-	(*ListToolsRequest)(nil),              // 24: mcpd.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),             // 25: mcpd.v1.ListToolsResponse
-	(*Tool)(nil),                          // 26: mcpd.v1.Tool
-	(*ToolAnnotations)(nil),               // 27: mcpd.v1.ToolAnnotations
-	(*CallToolRequest)(nil),               // 28: mcpd.v1.CallToolRequest
-	(*CallToolResponse)(nil),              // 29: mcpd.v1.CallToolResponse
-	(*Content)(nil),                       // 30: mcpd.v1.Content
-	(*TextContent)(nil),                   // 31: mcpd.v1.TextContent
-	(*MediaContent)(nil),                  // 32: mcpd.v1.MediaContent
-	(*ResourceLink)(nil),                  // 33: mcpd.v1.ResourceLink
-	(*ResourceContents)(nil),              // 34: mcpd.v1.ResourceContents
-	(*Annotations)(nil),                   // 35: mcpd.v1.Annotations
-	(*CallToolStreamRequest)(nil),         // 36: mcpd.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil),        // 37: mcpd.v1.CallToolStreamResponse
-	(*Progress)(nil),                      // 38: mcpd.v1.Progress
-	(*LogMessage)(nil),                    // 39: mcpd.v1.LogMessage
-	(*ListResourcesRequest)(nil),          // 40: mcpd.v1.ListResourcesRequest
-	(*ListResourcesResponse)(nil),         // 41: mcpd.v1.ListResourcesResponse
-	(*Resource)(nil),                      // 42: mcpd.v1.Resource
-	(*ListResourceTemplatesRequest)(nil),  // 43: mcpd.v1.ListResourceTemplatesRequest
-	(*ListResourceTemplatesResponse)(nil), // 44: mcpd.v1.ListResourceTemplatesResponse
-	(*ResourceTemplate)(nil),              // 45: mcpd.v1.ResourceTemplate
-	(*ReadResourceRequest)(nil),           // 46: mcpd.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),          // 47: mcpd.v1.ReadResourceResponse
-	(*ListPromptsRequest)(nil),            // 48: mcpd.v1.ListPromptsRequest
-	(*ListPromptsResponse)(nil),           // 49: mcpd.v1.ListPromptsResponse
-	(*Prompt)(nil),                        // 50: mcpd.v1.Prompt
-	(*PromptArgument)(nil),                // 51: mcpd.v1.PromptArgument
-	(*GetPromptRequest)(nil),              // 52: mcpd.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),             // 53: mcpd.v1.GetPromptResponse
-	(*PromptMessage)(nil),                 // 54: mcpd.v1.PromptMessage
-	(*CompleteRequest)(nil),               // 55: mcpd.v1.CompleteRequest
-	(*CompleteArgument)(nil),              // 56: mcpd.v1.CompleteArgument
-	(*CompleteResponse)(nil),              // 57: mcpd.v1.CompleteResponse
-	(*SetLogLevelRequest)(nil),            // 58: mcpd.v1.SetLogLevelRequest
-	(*SetLogLevelResponse)(nil),           // 59: mcpd.v1.SetLogLevelResponse
-	(*SetRootsRequest)(nil),               // 60: mcpd.v1.SetRootsRequest
-	(*Root)(nil),                          // 61: mcpd.v1.Root
-	(*SetRootsResponse)(nil),              // 62: mcpd.v1.SetRootsResponse
-	(*ResourceRef)(nil),                   // 63: mcpd.v1.ResourceRef
-	(*SubscribeRequest)(nil),              // 64: mcpd.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),             // 65: mcpd.v1.SubscribeResponse
-	(*Event)(nil),                         // 66: mcpd.v1.Event
-	(*ResourceUpdated)(nil),               // 67: mcpd.v1.ResourceUpdated
-	(*ListChanged)(nil),                   // 68: mcpd.v1.ListChanged
-	(*ServerStateChanged)(nil),            // 69: mcpd.v1.ServerStateChanged
-	(*Gap)(nil),                           // 70: mcpd.v1.Gap
-	(*HandleServerRequestsRequest)(nil),   // 71: mcpd.v1.HandleServerRequestsRequest
-	(*ServerRequestRegistration)(nil),     // 72: mcpd.v1.ServerRequestRegistration
-	(*HandleServerRequestsResponse)(nil),  // 73: mcpd.v1.HandleServerRequestsResponse
-	(*ServerRequest)(nil),                 // 74: mcpd.v1.ServerRequest
-	(*SamplingRequest)(nil),               // 75: mcpd.v1.SamplingRequest
-	(*SamplingMessage)(nil),               // 76: mcpd.v1.SamplingMessage
-	(*ElicitationRequest)(nil),            // 77: mcpd.v1.ElicitationRequest
-	(*RootsRequest)(nil),                  // 78: mcpd.v1.RootsRequest
-	(*ServerRequestReply)(nil),            // 79: mcpd.v1.ServerRequestReply
-	(*SamplingResult)(nil),                // 80: mcpd.v1.SamplingResult
-	(*ElicitationResult)(nil),             // 81: mcpd.v1.ElicitationResult
-	(*RootsResult)(nil),                   // 82: mcpd.v1.RootsResult
-	(*ReplyError)(nil),                    // 83: mcpd.v1.ReplyError
-	(*AuthorizationRequest)(nil),          // 84: mcpd.v1.AuthorizationRequest
-	(*AuthorizationResult)(nil),           // 85: mcpd.v1.AuthorizationResult
-	(*CompleteAuthorizationRequest)(nil),  // 86: mcpd.v1.CompleteAuthorizationRequest
-	(*CompleteAuthorizationResponse)(nil), // 87: mcpd.v1.CompleteAuthorizationResponse
-	(*ForgetAuthorizationRequest)(nil),    // 88: mcpd.v1.ForgetAuthorizationRequest
-	(*ForgetAuthorizationResponse)(nil),   // 89: mcpd.v1.ForgetAuthorizationResponse
-	nil,                                   // 90: mcpd.v1.StdioConfig.EnvEntry
-	nil,                                   // 91: mcpd.v1.HttpConfig.HeadersEntry
-	nil,                                   // 92: mcpd.v1.GetPromptRequest.ArgumentsEntry
-	nil,                                   // 93: mcpd.v1.CompleteRequest.ContextEntry
-	(*durationpb.Duration)(nil),           // 94: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 95: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),         // 96: google.protobuf.Timestamp
-	(*structpb.Value)(nil),                // 97: google.protobuf.Value
+	(ConfigScope)(0),                      // 1: mcpd.v1.ConfigScope
+	(Transport)(0),                        // 2: mcpd.v1.Transport
+	(Role)(0),                             // 3: mcpd.v1.Role
+	(LogLevel)(0),                         // 4: mcpd.v1.LogLevel
+	(EventKind)(0),                        // 5: mcpd.v1.EventKind
+	(ServerRequestKind)(0),                // 6: mcpd.v1.ServerRequestKind
+	(ElicitationAction)(0),                // 7: mcpd.v1.ElicitationAction
+	(*ServerConfig)(nil),                  // 8: mcpd.v1.ServerConfig
+	(*OAuthConfig)(nil),                   // 9: mcpd.v1.OAuthConfig
+	(*OAuthIdentityProvider)(nil),         // 10: mcpd.v1.OAuthIdentityProvider
+	(*StdioConfig)(nil),                   // 11: mcpd.v1.StdioConfig
+	(*HttpConfig)(nil),                    // 12: mcpd.v1.HttpConfig
+	(*Implementation)(nil),                // 13: mcpd.v1.Implementation
+	(*Server)(nil),                        // 14: mcpd.v1.Server
+	(*ConnectServerRequest)(nil),          // 15: mcpd.v1.ConnectServerRequest
+	(*ConnectServerResponse)(nil),         // 16: mcpd.v1.ConnectServerResponse
+	(*DisconnectServerRequest)(nil),       // 17: mcpd.v1.DisconnectServerRequest
+	(*DisconnectServerResponse)(nil),      // 18: mcpd.v1.DisconnectServerResponse
+	(*RestartServerRequest)(nil),          // 19: mcpd.v1.RestartServerRequest
+	(*RestartServerResponse)(nil),         // 20: mcpd.v1.RestartServerResponse
+	(*SetServerEnabledRequest)(nil),       // 21: mcpd.v1.SetServerEnabledRequest
+	(*SetServerEnabledResponse)(nil),      // 22: mcpd.v1.SetServerEnabledResponse
+	(*GetServerRequest)(nil),              // 23: mcpd.v1.GetServerRequest
+	(*GetServerResponse)(nil),             // 24: mcpd.v1.GetServerResponse
+	(*ListServersRequest)(nil),            // 25: mcpd.v1.ListServersRequest
+	(*ListServersResponse)(nil),           // 26: mcpd.v1.ListServersResponse
+	(*ListToolsRequest)(nil),              // 27: mcpd.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),             // 28: mcpd.v1.ListToolsResponse
+	(*Tool)(nil),                          // 29: mcpd.v1.Tool
+	(*ToolAnnotations)(nil),               // 30: mcpd.v1.ToolAnnotations
+	(*CallToolRequest)(nil),               // 31: mcpd.v1.CallToolRequest
+	(*CallToolResponse)(nil),              // 32: mcpd.v1.CallToolResponse
+	(*Content)(nil),                       // 33: mcpd.v1.Content
+	(*TextContent)(nil),                   // 34: mcpd.v1.TextContent
+	(*MediaContent)(nil),                  // 35: mcpd.v1.MediaContent
+	(*ResourceLink)(nil),                  // 36: mcpd.v1.ResourceLink
+	(*ResourceContents)(nil),              // 37: mcpd.v1.ResourceContents
+	(*Annotations)(nil),                   // 38: mcpd.v1.Annotations
+	(*CallToolStreamRequest)(nil),         // 39: mcpd.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),        // 40: mcpd.v1.CallToolStreamResponse
+	(*Progress)(nil),                      // 41: mcpd.v1.Progress
+	(*LogMessage)(nil),                    // 42: mcpd.v1.LogMessage
+	(*ListResourcesRequest)(nil),          // 43: mcpd.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil),         // 44: mcpd.v1.ListResourcesResponse
+	(*Resource)(nil),                      // 45: mcpd.v1.Resource
+	(*ListResourceTemplatesRequest)(nil),  // 46: mcpd.v1.ListResourceTemplatesRequest
+	(*ListResourceTemplatesResponse)(nil), // 47: mcpd.v1.ListResourceTemplatesResponse
+	(*ResourceTemplate)(nil),              // 48: mcpd.v1.ResourceTemplate
+	(*ReadResourceRequest)(nil),           // 49: mcpd.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),          // 50: mcpd.v1.ReadResourceResponse
+	(*ListPromptsRequest)(nil),            // 51: mcpd.v1.ListPromptsRequest
+	(*ListPromptsResponse)(nil),           // 52: mcpd.v1.ListPromptsResponse
+	(*Prompt)(nil),                        // 53: mcpd.v1.Prompt
+	(*PromptArgument)(nil),                // 54: mcpd.v1.PromptArgument
+	(*GetPromptRequest)(nil),              // 55: mcpd.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),             // 56: mcpd.v1.GetPromptResponse
+	(*PromptMessage)(nil),                 // 57: mcpd.v1.PromptMessage
+	(*CompleteRequest)(nil),               // 58: mcpd.v1.CompleteRequest
+	(*CompleteArgument)(nil),              // 59: mcpd.v1.CompleteArgument
+	(*CompleteResponse)(nil),              // 60: mcpd.v1.CompleteResponse
+	(*SetLogLevelRequest)(nil),            // 61: mcpd.v1.SetLogLevelRequest
+	(*SetLogLevelResponse)(nil),           // 62: mcpd.v1.SetLogLevelResponse
+	(*SetRootsRequest)(nil),               // 63: mcpd.v1.SetRootsRequest
+	(*Root)(nil),                          // 64: mcpd.v1.Root
+	(*SetRootsResponse)(nil),              // 65: mcpd.v1.SetRootsResponse
+	(*ResourceRef)(nil),                   // 66: mcpd.v1.ResourceRef
+	(*SubscribeRequest)(nil),              // 67: mcpd.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),             // 68: mcpd.v1.SubscribeResponse
+	(*Event)(nil),                         // 69: mcpd.v1.Event
+	(*ResourceUpdated)(nil),               // 70: mcpd.v1.ResourceUpdated
+	(*ListChanged)(nil),                   // 71: mcpd.v1.ListChanged
+	(*ServerStateChanged)(nil),            // 72: mcpd.v1.ServerStateChanged
+	(*Gap)(nil),                           // 73: mcpd.v1.Gap
+	(*HandleServerRequestsRequest)(nil),   // 74: mcpd.v1.HandleServerRequestsRequest
+	(*ServerRequestRegistration)(nil),     // 75: mcpd.v1.ServerRequestRegistration
+	(*HandleServerRequestsResponse)(nil),  // 76: mcpd.v1.HandleServerRequestsResponse
+	(*ServerRequest)(nil),                 // 77: mcpd.v1.ServerRequest
+	(*SamplingRequest)(nil),               // 78: mcpd.v1.SamplingRequest
+	(*SamplingMessage)(nil),               // 79: mcpd.v1.SamplingMessage
+	(*ElicitationRequest)(nil),            // 80: mcpd.v1.ElicitationRequest
+	(*RootsRequest)(nil),                  // 81: mcpd.v1.RootsRequest
+	(*ServerRequestReply)(nil),            // 82: mcpd.v1.ServerRequestReply
+	(*SamplingResult)(nil),                // 83: mcpd.v1.SamplingResult
+	(*ElicitationResult)(nil),             // 84: mcpd.v1.ElicitationResult
+	(*RootsResult)(nil),                   // 85: mcpd.v1.RootsResult
+	(*ReplyError)(nil),                    // 86: mcpd.v1.ReplyError
+	(*AuthorizationRequest)(nil),          // 87: mcpd.v1.AuthorizationRequest
+	(*AuthorizationResult)(nil),           // 88: mcpd.v1.AuthorizationResult
+	(*CompleteAuthorizationRequest)(nil),  // 89: mcpd.v1.CompleteAuthorizationRequest
+	(*CompleteAuthorizationResponse)(nil), // 90: mcpd.v1.CompleteAuthorizationResponse
+	(*ForgetAuthorizationRequest)(nil),    // 91: mcpd.v1.ForgetAuthorizationRequest
+	(*ForgetAuthorizationResponse)(nil),   // 92: mcpd.v1.ForgetAuthorizationResponse
+	nil,                                   // 93: mcpd.v1.StdioConfig.EnvEntry
+	nil,                                   // 94: mcpd.v1.HttpConfig.HeadersEntry
+	nil,                                   // 95: mcpd.v1.GetPromptRequest.ArgumentsEntry
+	nil,                                   // 96: mcpd.v1.CompleteRequest.ContextEntry
+	(*durationpb.Duration)(nil),           // 97: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 98: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),         // 99: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                // 100: google.protobuf.Value
 }
 var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
-	10,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
-	11,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
-	11,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
-	11,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
-	94,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	94,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
-	8,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
-	9,   // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
-	90,  // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	91,  // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	11,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
+	12,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
+	12,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
+	12,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
+	97,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	97,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	9,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
+	10,  // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
+	93,  // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	94,  // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
 	0,   // 10: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
-	1,   // 11: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
-	12,  // 12: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	95,  // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	96,  // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	96,  // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
-	7,   // 16: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
-	13,  // 17: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
-	13,  // 18: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
-	13,  // 19: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
-	13,  // 20: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
-	26,  // 21: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	95,  // 22: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	95,  // 23: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
-	27,  // 24: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	95,  // 25: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
-	95,  // 26: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	94,  // 27: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	95,  // 28: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
-	30,  // 29: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	97,  // 30: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	95,  // 31: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
-	31,  // 32: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
-	32,  // 33: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
-	32,  // 34: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
-	33,  // 35: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
-	34,  // 36: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
-	35,  // 37: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 38: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
-	95,  // 39: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
-	2,   // 40: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	95,  // 41: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	94,  // 42: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	95,  // 43: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
-	38,  // 44: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
-	39,  // 45: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
-	29,  // 46: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
-	3,   // 47: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	97,  // 48: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
-	42,  // 49: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
-	35,  // 50: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 51: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
-	45,  // 52: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
-	35,  // 53: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 54: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
-	34,  // 55: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	95,  // 56: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
-	50,  // 57: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
-	51,  // 58: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	95,  // 59: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
-	92,  // 60: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
-	54,  // 61: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	95,  // 62: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
-	2,   // 63: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
-	30,  // 64: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
-	56,  // 65: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	93,  // 66: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
-	3,   // 67: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
-	61,  // 68: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
-	63,  // 69: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
-	4,   // 70: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
-	66,  // 71: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	96,  // 72: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
-	67,  // 73: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
-	68,  // 74: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
-	68,  // 75: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
-	68,  // 76: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
-	69,  // 77: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
-	39,  // 78: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
-	70,  // 79: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
-	0,   // 80: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
-	72,  // 81: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
-	79,  // 82: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
-	5,   // 83: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
-	72,  // 84: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
-	74,  // 85: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
-	75,  // 86: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
-	77,  // 87: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
-	78,  // 88: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
-	84,  // 89: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
-	96,  // 90: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
-	76,  // 91: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	95,  // 92: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
-	2,   // 93: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
-	30,  // 94: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	95,  // 95: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	80,  // 96: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	81,  // 97: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	82,  // 98: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	85,  // 99: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
-	83,  // 100: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	2,   // 101: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	30,  // 102: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	6,   // 103: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	95,  // 104: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	61,  // 105: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	96,  // 106: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
-	13,  // 107: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	14,  // 108: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	16,  // 109: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	18,  // 110: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	20,  // 111: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	22,  // 112: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	24,  // 113: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	28,  // 114: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	36,  // 115: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	40,  // 116: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	43,  // 117: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	46,  // 118: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	48,  // 119: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	52,  // 120: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	55,  // 121: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	58,  // 122: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	60,  // 123: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	64,  // 124: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	71,  // 125: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	86,  // 126: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	88,  // 127: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	15,  // 128: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	17,  // 129: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	19,  // 130: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	21,  // 131: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	23,  // 132: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	25,  // 133: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	29,  // 134: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	37,  // 135: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	41,  // 136: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	44,  // 137: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	47,  // 138: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	49,  // 139: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	53,  // 140: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	57,  // 141: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	59,  // 142: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	62,  // 143: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	65,  // 144: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	73,  // 145: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	87,  // 146: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	89,  // 147: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	128, // [128:148] is the sub-list for method output_type
-	108, // [108:128] is the sub-list for method input_type
-	108, // [108:108] is the sub-list for extension type_name
-	108, // [108:108] is the sub-list for extension extendee
-	0,   // [0:108] is the sub-list for field type_name
+	2,   // 11: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
+	13,  // 12: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
+	98,  // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	99,  // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	99,  // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
+	1,   // 16: mcpd.v1.Server.scope:type_name -> mcpd.v1.ConfigScope
+	8,   // 17: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
+	14,  // 18: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
+	14,  // 19: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
+	14,  // 20: mcpd.v1.SetServerEnabledResponse.server:type_name -> mcpd.v1.Server
+	14,  // 21: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
+	14,  // 22: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
+	29,  // 23: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
+	98,  // 24: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	98,  // 25: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	30,  // 26: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
+	98,  // 27: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	98,  // 28: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	97,  // 29: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	98,  // 30: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	33,  // 31: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
+	100, // 32: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	98,  // 33: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	34,  // 34: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
+	35,  // 35: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
+	35,  // 36: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
+	36,  // 37: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
+	37,  // 38: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
+	38,  // 39: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
+	98,  // 40: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	98,  // 41: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	3,   // 42: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
+	98,  // 43: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	97,  // 44: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	98,  // 45: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	41,  // 46: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
+	42,  // 47: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
+	32,  // 48: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
+	4,   // 49: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
+	100, // 50: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	45,  // 51: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
+	38,  // 52: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
+	98,  // 53: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	48,  // 54: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
+	38,  // 55: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
+	98,  // 56: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	37,  // 57: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
+	98,  // 58: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	53,  // 59: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
+	54,  // 60: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
+	98,  // 61: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	95,  // 62: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	57,  // 63: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
+	98,  // 64: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	3,   // 65: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
+	33,  // 66: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
+	59,  // 67: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
+	96,  // 68: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	4,   // 69: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
+	64,  // 70: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
+	66,  // 71: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
+	5,   // 72: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
+	69,  // 73: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
+	99,  // 74: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	70,  // 75: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
+	71,  // 76: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
+	71,  // 77: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
+	71,  // 78: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
+	72,  // 79: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
+	42,  // 80: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
+	73,  // 81: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
+	0,   // 82: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
+	75,  // 83: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
+	82,  // 84: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
+	6,   // 85: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
+	75,  // 86: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
+	77,  // 87: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
+	78,  // 88: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
+	80,  // 89: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
+	81,  // 90: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
+	87,  // 91: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
+	99,  // 92: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	79,  // 93: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
+	98,  // 94: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	3,   // 95: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
+	33,  // 96: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
+	98,  // 97: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	83,  // 98: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	84,  // 99: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	85,  // 100: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	88,  // 101: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
+	86,  // 102: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	3,   // 103: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	33,  // 104: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	7,   // 105: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	98,  // 106: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	64,  // 107: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	99,  // 108: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	14,  // 109: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	15,  // 110: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	17,  // 111: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	19,  // 112: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	21,  // 113: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
+	23,  // 114: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	25,  // 115: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	27,  // 116: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	31,  // 117: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	39,  // 118: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	43,  // 119: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	46,  // 120: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	49,  // 121: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	51,  // 122: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	55,  // 123: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	58,  // 124: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	61,  // 125: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	63,  // 126: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	67,  // 127: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	74,  // 128: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	89,  // 129: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	91,  // 130: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	16,  // 131: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	18,  // 132: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	20,  // 133: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	22,  // 134: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
+	24,  // 135: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	26,  // 136: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	28,  // 137: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	32,  // 138: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	40,  // 139: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	44,  // 140: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	47,  // 141: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	50,  // 142: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	52,  // 143: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	56,  // 144: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	60,  // 145: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	62,  // 146: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	65,  // 147: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	68,  // 148: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	76,  // 149: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	90,  // 150: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	92,  // 151: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	131, // [131:152] is the sub-list for method output_type
+	110, // [110:131] is the sub-list for method input_type
+	110, // [110:110] is the sub-list for extension type_name
+	110, // [110:110] is the sub-list for extension extendee
+	0,   // [0:110] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -7261,34 +7490,34 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerConfig_Sse)(nil),
 		(*ServerConfig_Remote)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[20].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[23].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[22].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[25].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Audio)(nil),
 		(*Content_ResourceLink)(nil),
 		(*Content_Resource)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[26].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[27].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[28].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[29].OneofWrappers = []any{
 		(*ResourceContents_Text)(nil),
 		(*ResourceContents_Blob)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[28].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[30].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[30].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[32].OneofWrappers = []any{
 		(*CallToolStreamResponse_Progress)(nil),
 		(*CallToolStreamResponse_Log)(nil),
 		(*CallToolStreamResponse_Result)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[31].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[35].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[48].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[33].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[37].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[50].OneofWrappers = []any{
 		(*CompleteRequest_Prompt)(nil),
 		(*CompleteRequest_ResourceTemplate)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[50].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[57].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[59].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[52].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[59].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[61].OneofWrappers = []any{
 		(*Event_ResourceUpdated)(nil),
 		(*Event_ToolsChanged)(nil),
 		(*Event_PromptsChanged)(nil),
@@ -7297,21 +7526,21 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*Event_Log)(nil),
 		(*Event_Gap)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[64].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[66].OneofWrappers = []any{
 		(*HandleServerRequestsRequest_Register)(nil),
 		(*HandleServerRequestsRequest_Reply)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[66].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[68].OneofWrappers = []any{
 		(*HandleServerRequestsResponse_Registered)(nil),
 		(*HandleServerRequestsResponse_Request)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[67].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[69].OneofWrappers = []any{
 		(*ServerRequest_Sampling)(nil),
 		(*ServerRequest_Elicitation)(nil),
 		(*ServerRequest_Roots)(nil),
 		(*ServerRequest_Authorization)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[72].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[74].OneofWrappers = []any{
 		(*ServerRequestReply_Sampling)(nil),
 		(*ServerRequestReply_Elicitation)(nil),
 		(*ServerRequestReply_Roots)(nil),
@@ -7323,8 +7552,8 @@ func file_mcpd_v1_mcpd_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpd_v1_mcpd_proto_rawDesc), len(file_mcpd_v1_mcpd_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   87,
+			NumEnums:      8,
+			NumMessages:   89,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

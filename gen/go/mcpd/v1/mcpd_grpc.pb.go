@@ -22,6 +22,7 @@ const (
 	MCPHub_ConnectServer_FullMethodName         = "/mcpd.v1.MCPHub/ConnectServer"
 	MCPHub_DisconnectServer_FullMethodName      = "/mcpd.v1.MCPHub/DisconnectServer"
 	MCPHub_RestartServer_FullMethodName         = "/mcpd.v1.MCPHub/RestartServer"
+	MCPHub_SetServerEnabled_FullMethodName      = "/mcpd.v1.MCPHub/SetServerEnabled"
 	MCPHub_GetServer_FullMethodName             = "/mcpd.v1.MCPHub/GetServer"
 	MCPHub_ListServers_FullMethodName           = "/mcpd.v1.MCPHub/ListServers"
 	MCPHub_ListTools_FullMethodName             = "/mcpd.v1.MCPHub/ListTools"
@@ -58,6 +59,11 @@ type MCPHubClient interface {
 	DisconnectServer(ctx context.Context, in *DisconnectServerRequest, opts ...grpc.CallOption) (*DisconnectServerResponse, error)
 	// Stops a server and connects it again with the same configuration.
 	RestartServer(ctx context.Context, in *RestartServerRequest, opts ...grpc.CallOption) (*RestartServerResponse, error)
+	// Disables a server (stops it and keeps it, with its configuration, in
+	// SERVER_STATE_DISABLED) or enables a disabled one and waits until it is
+	// ready or has failed. The choice outlives a config reload and, with a
+	// state file, a restart of mcpd.
+	SetServerEnabled(ctx context.Context, in *SetServerEnabledRequest, opts ...grpc.CallOption) (*SetServerEnabledResponse, error)
 	// Returns the status of one server.
 	GetServer(ctx context.Context, in *GetServerRequest, opts ...grpc.CallOption) (*GetServerResponse, error)
 	// Returns the status of every server, sorted by name.
@@ -143,6 +149,16 @@ func (c *mCPHubClient) RestartServer(ctx context.Context, in *RestartServerReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RestartServerResponse)
 	err := c.cc.Invoke(ctx, MCPHub_RestartServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mCPHubClient) SetServerEnabled(ctx context.Context, in *SetServerEnabledRequest, opts ...grpc.CallOption) (*SetServerEnabledResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetServerEnabledResponse)
+	err := c.cc.Invoke(ctx, MCPHub_SetServerEnabled_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -357,6 +373,11 @@ type MCPHubServer interface {
 	DisconnectServer(context.Context, *DisconnectServerRequest) (*DisconnectServerResponse, error)
 	// Stops a server and connects it again with the same configuration.
 	RestartServer(context.Context, *RestartServerRequest) (*RestartServerResponse, error)
+	// Disables a server (stops it and keeps it, with its configuration, in
+	// SERVER_STATE_DISABLED) or enables a disabled one and waits until it is
+	// ready or has failed. The choice outlives a config reload and, with a
+	// state file, a restart of mcpd.
+	SetServerEnabled(context.Context, *SetServerEnabledRequest) (*SetServerEnabledResponse, error)
 	// Returns the status of one server.
 	GetServer(context.Context, *GetServerRequest) (*GetServerResponse, error)
 	// Returns the status of every server, sorted by name.
@@ -426,6 +447,9 @@ func (UnimplementedMCPHubServer) DisconnectServer(context.Context, *DisconnectSe
 }
 func (UnimplementedMCPHubServer) RestartServer(context.Context, *RestartServerRequest) (*RestartServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RestartServer not implemented")
+}
+func (UnimplementedMCPHubServer) SetServerEnabled(context.Context, *SetServerEnabledRequest) (*SetServerEnabledResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetServerEnabled not implemented")
 }
 func (UnimplementedMCPHubServer) GetServer(context.Context, *GetServerRequest) (*GetServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServer not implemented")
@@ -549,6 +573,24 @@ func _MCPHub_RestartServer_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MCPHubServer).RestartServer(ctx, req.(*RestartServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MCPHub_SetServerEnabled_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetServerEnabledRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).SetServerEnabled(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_SetServerEnabled_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).SetServerEnabled(ctx, req.(*SetServerEnabledRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -852,6 +894,10 @@ var MCPHub_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RestartServer",
 			Handler:    _MCPHub_RestartServer_Handler,
+		},
+		{
+			MethodName: "SetServerEnabled",
+			Handler:    _MCPHub_SetServerEnabled_Handler,
 		},
 		{
 			MethodName: "GetServer",

@@ -7,6 +7,14 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+CONFIG_SCOPE_API: ConfigScope
+CONFIG_SCOPE_DEFAULT: ConfigScope
+CONFIG_SCOPE_FLAG: ConfigScope
+CONFIG_SCOPE_LOCAL: ConfigScope
+CONFIG_SCOPE_MANAGED: ConfigScope
+CONFIG_SCOPE_PROJECT: ConfigScope
+CONFIG_SCOPE_UNSPECIFIED: ConfigScope
+CONFIG_SCOPE_USER: ConfigScope
 DESCRIPTOR: _descriptor.FileDescriptor
 ELICITATION_ACTION_ACCEPT: ElicitationAction
 ELICITATION_ACTION_CANCEL: ElicitationAction
@@ -38,6 +46,7 @@ SERVER_REQUEST_KIND_SAMPLING: ServerRequestKind
 SERVER_REQUEST_KIND_UNSPECIFIED: ServerRequestKind
 SERVER_STATE_AUTHORIZATION_REQUIRED: ServerState
 SERVER_STATE_CONNECTING: ServerState
+SERVER_STATE_DISABLED: ServerState
 SERVER_STATE_FAILED: ServerState
 SERVER_STATE_READY: ServerState
 SERVER_STATE_RECONNECTING: ServerState
@@ -725,7 +734,7 @@ class SamplingResult(_message.Message):
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[_Iterable[_Union[Content, _Mapping]]] = ..., model: _Optional[str] = ..., stop_reason: _Optional[str] = ...) -> None: ...
 
 class Server(_message.Message):
-    __slots__ = ["args", "authorization_expire_time", "authorization_url", "capabilities", "command", "env_names", "header_names", "instructions", "last_error", "name", "notes", "pid", "protocol_version", "restarts", "server_info", "state", "state_changed_time", "stderr_tail", "tool_count", "transport", "url"]
+    __slots__ = ["args", "authorization_expire_time", "authorization_url", "capabilities", "command", "env_names", "header_names", "instructions", "last_error", "name", "notes", "pid", "protocol_version", "restarts", "scope", "server_info", "source", "state", "state_changed_time", "stderr_tail", "tool_count", "transport", "url"]
     ARGS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_URL_FIELD_NUMBER: _ClassVar[int]
@@ -740,7 +749,9 @@ class Server(_message.Message):
     PID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     SERVER_INFO_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
     STATE_CHANGED_TIME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
@@ -761,14 +772,16 @@ class Server(_message.Message):
     pid: int
     protocol_version: str
     restarts: int
+    scope: ConfigScope
     server_info: Implementation
+    source: str
     state: ServerState
     state_changed_time: _timestamp_pb2.Timestamp
     stderr_tail: _containers.RepeatedScalarFieldContainer[str]
     tool_count: int
     transport: Transport
     url: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., transport: _Optional[_Union[Transport, str]] = ..., protocol_version: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ..., instructions: _Optional[str] = ..., capabilities: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., restarts: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., state_changed_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env_names: _Optional[_Iterable[str]] = ..., header_names: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ..., authorization_url: _Optional[str] = ..., authorization_expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., transport: _Optional[_Union[Transport, str]] = ..., protocol_version: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ..., instructions: _Optional[str] = ..., capabilities: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., restarts: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., state_changed_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env_names: _Optional[_Iterable[str]] = ..., header_names: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ..., authorization_url: _Optional[str] = ..., authorization_expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., scope: _Optional[_Union[ConfigScope, str]] = ..., source: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ServerConfig(_message.Message):
     __slots__ = ["call_timeout", "connect_timeout", "http", "name", "oauth", "protocol_version", "remote", "sse", "stdio", "strict_capabilities", "tools_allow", "tools_deny"]
@@ -872,6 +885,20 @@ class SetRootsResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class SetServerEnabledRequest(_message.Message):
+    __slots__ = ["enabled", "name"]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    name: str
+    def __init__(self, name: _Optional[str] = ..., enabled: bool = ...) -> None: ...
+
+class SetServerEnabledResponse(_message.Message):
+    __slots__ = ["server"]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    server: Server
+    def __init__(self, server: _Optional[_Union[Server, _Mapping]] = ...) -> None: ...
+
 class StdioConfig(_message.Message):
     __slots__ = ["args", "command", "cwd", "env"]
     class EnvEntry(_message.Message):
@@ -952,6 +979,9 @@ class ToolAnnotations(_message.Message):
     def __init__(self, title: _Optional[str] = ..., read_only_hint: bool = ..., destructive_hint: bool = ..., idempotent_hint: bool = ..., open_world_hint: bool = ...) -> None: ...
 
 class ServerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ConfigScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class Transport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -33,6 +33,11 @@ class MCPHubStub(object):
                 request_serializer=mcpd_dot_v1_dot_mcpd__pb2.RestartServerRequest.SerializeToString,
                 response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.RestartServerResponse.FromString,
                 )
+        self.SetServerEnabled = channel.unary_unary(
+                '/mcpd.v1.MCPHub/SetServerEnabled',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledResponse.FromString,
+                )
         self.GetServer = channel.unary_unary(
                 '/mcpd.v1.MCPHub/GetServer',
                 request_serializer=mcpd_dot_v1_dot_mcpd__pb2.GetServerRequest.SerializeToString,
@@ -145,6 +150,16 @@ class MCPHubServicer(object):
 
     def RestartServer(self, request, context):
         """Stops a server and connects it again with the same configuration.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetServerEnabled(self, request, context):
+        """Disables a server (stops it and keeps it, with its configuration, in
+        SERVER_STATE_DISABLED) or enables a disabled one and waits until it is
+        ready or has failed. The choice outlives a config reload and, with a
+        state file, a restart of mcpd.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -304,6 +319,11 @@ def add_MCPHubServicer_to_server(servicer, server):
                     request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.RestartServerRequest.FromString,
                     response_serializer=mcpd_dot_v1_dot_mcpd__pb2.RestartServerResponse.SerializeToString,
             ),
+            'SetServerEnabled': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetServerEnabled,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledResponse.SerializeToString,
+            ),
             'GetServer': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServer,
                     request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.GetServerRequest.FromString,
@@ -451,6 +471,23 @@ class MCPHub(object):
         return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/RestartServer',
             mcpd_dot_v1_dot_mcpd__pb2.RestartServerRequest.SerializeToString,
             mcpd_dot_v1_dot_mcpd__pb2.RestartServerResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetServerEnabled(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/SetServerEnabled',
+            mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
