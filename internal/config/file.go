@@ -38,6 +38,13 @@ type File struct {
 	Invalid []*EntryError
 	// Disabled holds the names of entries with "disabled": true, sorted.
 	Disabled []string
+	// Permissions is the top-level "permissions" block: tool rules on
+	// qualified names, over every server.
+	Permissions ToolRules
+	// Warnings say what the file held outside the server entries that mcpd
+	// does not understand (an unknown top-level key or permissions field).
+	// Each entry's own warnings are in its Server.Warnings.
+	Warnings []string
 }
 
 // EntryError reports why the entry for one server could not be used.
@@ -69,7 +76,10 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 // The file is a JSON object with servers under "mcpServers", "servers" or
 // both (merged; a name under both is an error for that name). Comments and
 // trailing commas, which VS Code allows in its mcp.json, are accepted.
-// Other top-level keys (VS Code's "inputs", ...) are ignored. An entry is
+// A top-level "permissions" object holds tool rules ("allow", "ask",
+// "deny" arrays of qualified-name patterns and a "default" effect). Other
+// top-level keys (VS Code's "inputs", ...) are not understood and are
+// reported in [File.Warnings]. An entry is
 //
 //	{"command": "npx", "args": [...], "env": {...}, "cwd": "..."}       stdio ("type": "stdio" optional)
 //	{"type": "http" | "sse" | "streamable-http", "url": "...", "headers": {...}}
@@ -78,8 +88,10 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 // detected when mcpd connects: Streamable HTTP, then legacy SSE; "serverUrl" (Windsurf) is read as "url". "disabled": true skips the
 // entry. mcpd reads these option fields in an entry: "timeout" and
 // "connectTimeout" (seconds, a number), "protocolVersion", and "toolsAllow"
-// and "toolsDeny" (arrays of tool patterns). Other fields that editors add
-// ("alwaysAllow", "autoApprove", "envFile", ...) are ignored.
+// and "toolsDeny" (arrays of tool patterns), "permissions" (tool rules on
+// the server's own tool names), "alwaysAllow" and "autoApprove" (tools that
+// run without asking), "trace" and "traceRedact". Any other field is
+// reported in the server's [Server.Warnings] and otherwise ignored.
 //
 // ${VAR} and ${VAR:-default} expand in command, args, env values, cwd, url
 // and header values; not in names, keys or options.
@@ -104,8 +116,20 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 	}
 	cands := make(map[string]*candidate)
 	seenKeys := make(map[string]bool)
+	f := &File{}
 	for _, m := range top {
+		if m.key == keyPermissions {
+			if seenKeys[m.key] {
+				return nil, fmt.Errorf("parse config: key %q appears twice", m.key)
+			}
+			seenKeys[m.key] = true
+			if f.Permissions, err = parsePermissions(m.value, &f.Warnings); err != nil {
+				return nil, fmt.Errorf("parse config: %q: %w", m.key, err)
+			}
+			continue
+		}
 		if m.key != keyMCPServers && m.key != keyServers {
+			f.Warnings = append(f.Warnings, fmt.Sprintf("top-level key %q is not understood by mcpd; ignored", m.key))
 			continue
 		}
 		if seenKeys[m.key] {
@@ -131,11 +155,10 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 			}
 		}
 	}
-	if len(seenKeys) == 0 {
+	if !seenKeys[keyMCPServers] && !seenKeys[keyServers] {
 		return nil, fmt.Errorf("parse config: no %q or %q object", keyMCPServers, keyServers)
 	}
 
-	f := &File{}
 	for _, name := range slices.Sorted(maps.Keys(cands)) {
 		c := cands[name]
 		if c.dup != "" {
@@ -172,6 +195,80 @@ type entry struct {
 	ToolsAllow      []string          `json:"toolsAllow"`
 	ToolsDeny       []string          `json:"toolsDeny"`
 	OAuth           *OAuth            `json:"oauth"`
+	Permissions     *ToolRules        `json:"permissions"`
+	AlwaysAllow     []string          `json:"alwaysAllow"`
+	AutoApprove     []string          `json:"autoApprove"`
+	Trace           bool              `json:"trace"`
+	TraceRedact     []string          `json:"traceRedact"`
+}
+
+// keyPermissions is the top-level key of the tool rules.
+const keyPermissions = "permissions"
+
+// entryFields are the JSON names of entry's fields: any other key of an
+// entry is reported as not understood.
+var entryFields = jsonNames(reflect.TypeFor[entry]())
+
+// permissionFields are the keys a "permissions" block may hold.
+var permissionFields = jsonNames(reflect.TypeFor[ToolRules]())
+
+func jsonNames(t reflect.Type) map[string]bool {
+	names := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names[name] = true
+	}
+	return names
+}
+
+// unknownKeys returns a warning for every key of the JSON object raw that
+// is not in known, prefixed with where (for example `field`).
+func unknownKeys(raw json.RawMessage, known map[string]bool, where string) []string {
+	ms, err := objectMembers(raw)
+	if err != nil {
+		return nil // the decoder reports what is wrong with it
+	}
+	var out []string
+	for _, m := range ms {
+		if !known[m.key] {
+			out = append(out, fmt.Sprintf("%s %q is not understood by mcpd; ignored", where, m.key))
+		}
+	}
+	return out
+}
+
+// parsePermissions reads the top-level "permissions" block. Unknown
+// fields become warnings; a wrong type or an unknown default is an error
+// for the whole file, since the rules guard every server.
+func parsePermissions(raw json.RawMessage, warnings *[]string) (ToolRules, error) {
+	var r ToolRules
+	if string(raw) == "null" {
+		return r, nil
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return r, describeDecodeError(err)
+	}
+	*warnings = append(*warnings, unknownKeys(raw, permissionFields, "permissions field")...)
+	switch r.Default {
+	case "", "allow", "ask", "deny":
+	default:
+		return r, fmt.Errorf("%w: default %q: want allow, ask or deny", ErrInvalid, r.Default)
+	}
+	return r, nil
+}
+
+// rawMember returns the value of key in the JSON object raw.
+func rawMember(raw json.RawMessage, key string) (json.RawMessage, bool) {
+	ms, err := objectMembers(raw)
+	if err != nil {
+		return nil, false
+	}
+	for _, m := range ms {
+		if m.key == key {
+			return m.value, true
+		}
+	}
+	return nil, false
 }
 
 // maxTimeoutSeconds bounds timeouts far below time.Duration overflow.
@@ -198,6 +295,19 @@ func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, b
 		ProtocolVersion: e.ProtocolVersion,
 		ToolsAllow:      e.ToolsAllow,
 		ToolsDeny:       e.ToolsDeny,
+		AlwaysAllow:     append(slices.Clone(e.AlwaysAllow), e.AutoApprove...),
+		Trace:           e.Trace,
+		TraceRedact:     e.TraceRedact,
+		Warnings:        unknownKeys(raw, entryFields, "field"),
+	}
+	if e.Permissions != nil {
+		s.Permissions = *e.Permissions
+		if s.Permissions.Default != "" {
+			fail(fmt.Errorf("%w: permissions.default is only read at the top level of the file", ErrInvalid))
+		}
+		if pm, ok := rawMember(raw, keyPermissions); ok {
+			s.Warnings = append(s.Warnings, unknownKeys(pm, permissionFields, "permissions field")...)
+		}
 	}
 	if e.URL == "" {
 		e.URL = e.ServerURL

@@ -38,6 +38,7 @@ func serverConfigFromProto(pc *mcpdv1.ServerConfig) (config.Server, error) {
 		ProtocolVersion: pc.GetProtocolVersion(),
 		ToolsAllow:      pc.GetToolsAllow(),
 		ToolsDeny:       pc.GetToolsDeny(),
+		Trace:           pc.GetTrace(),
 	}
 	switch t := pc.GetTransport().(type) {
 	case *mcpdv1.ServerConfig_Stdio:
@@ -145,6 +146,7 @@ func serverToProto(st mcpclient.Status) *mcpdv1.Server {
 		Url:                     st.Config.DisplayURL(),
 		EnvNames:                sortedKeys(st.Config.Env),
 		HeaderNames:             sortedKeys(st.Config.Headers),
+		ConfigWarnings:          st.Config.Warnings,
 		Pid:                     int32(st.Pid),
 		StateChangedTime:        timestamp(st.StateChanged),
 		AuthorizationUrl:        st.AuthorizationURL,

@@ -373,6 +373,10 @@ const (
 	// authorization URL (a desktop agent opens the browser). Only agents that
 	// name this kind receive it.
 	ServerRequestKind_SERVER_REQUEST_KIND_AUTHORIZATION ServerRequestKind = 4
+	// Means a tool call matched an "ask" rule: the agent approves or denies
+	// it before mcpd sends it to the server. Only agents that name this kind
+	// receive it.
+	ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL ServerRequestKind = 5
 )
 
 // Enum value maps for ServerRequestKind.
@@ -383,6 +387,7 @@ var (
 		2: "SERVER_REQUEST_KIND_ELICITATION",
 		3: "SERVER_REQUEST_KIND_ROOTS",
 		4: "SERVER_REQUEST_KIND_AUTHORIZATION",
+		5: "SERVER_REQUEST_KIND_APPROVAL",
 	}
 	ServerRequestKind_value = map[string]int32{
 		"SERVER_REQUEST_KIND_UNSPECIFIED":   0,
@@ -390,6 +395,7 @@ var (
 		"SERVER_REQUEST_KIND_ELICITATION":   2,
 		"SERVER_REQUEST_KIND_ROOTS":         3,
 		"SERVER_REQUEST_KIND_AUTHORIZATION": 4,
+		"SERVER_REQUEST_KIND_APPROVAL":      5,
 	}
 )
 
@@ -510,7 +516,11 @@ type ServerConfig struct {
 	// Configures OAuth for an HTTP or SSE server. Unset means the defaults: a
 	// server that answers 401 is authorized with the authorization code grant,
 	// a dynamically registered client and a person's consent.
-	Oauth         *OAuthConfig `protobuf:"bytes,11,opt,name=oauth,proto3" json:"oauth,omitempty"`
+	Oauth *OAuthConfig `protobuf:"bytes,11,opt,name=oauth,proto3" json:"oauth,omitempty"`
+	// Logs every JSON-RPC message exchanged with the server at debug level,
+	// both directions, with secret-looking fields redacted and long messages
+	// cut (see docs/servers.md).
+	Trace         bool `protobuf:"varint,21,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -635,6 +645,13 @@ func (x *ServerConfig) GetOauth() *OAuthConfig {
 		return x.Oauth
 	}
 	return nil
+}
+
+func (x *ServerConfig) GetTrace() bool {
+	if x != nil {
+		return x.Trace
+	}
+	return false
 }
 
 type isServerConfig_Transport interface {
@@ -1162,8 +1179,11 @@ type Server struct {
 	AuthorizationUrl string `protobuf:"bytes,19,opt,name=authorization_url,json=authorizationUrl,proto3" json:"authorization_url,omitempty"`
 	// Gives the time at which mcpd stops waiting for that authorization.
 	AuthorizationExpireTime *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=authorization_expire_time,json=authorizationExpireTime,proto3" json:"authorization_expire_time,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Lists what mcpd did not understand in the server's config entry, for
+	// example a field it does not know; each is also logged once.
+	ConfigWarnings []string `protobuf:"bytes,31,rep,name=config_warnings,json=configWarnings,proto3" json:"config_warnings,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Server) Reset() {
@@ -1332,6 +1352,13 @@ func (x *Server) GetAuthorizationUrl() string {
 func (x *Server) GetAuthorizationExpireTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.AuthorizationExpireTime
+	}
+	return nil
+}
+
+func (x *Server) GetConfigWarnings() []string {
+	if x != nil {
+		return x.ConfigWarnings
 	}
 	return nil
 }
@@ -5423,6 +5450,7 @@ type ServerRequest struct {
 	//	*ServerRequest_Elicitation
 	//	*ServerRequest_Roots
 	//	*ServerRequest_Authorization
+	//	*ServerRequest_Approval
 	Kind isServerRequest_Kind `protobuf_oneof:"kind"`
 	// Gives the time by which mcpd needs the reply.
 	Deadline      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
@@ -5517,6 +5545,15 @@ func (x *ServerRequest) GetAuthorization() *AuthorizationRequest {
 	return nil
 }
 
+func (x *ServerRequest) GetApproval() *ApprovalRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerRequest_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
 func (x *ServerRequest) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
@@ -5548,6 +5585,11 @@ type ServerRequest_Authorization struct {
 	Authorization *AuthorizationRequest `protobuf:"bytes,7,opt,name=authorization,proto3,oneof"`
 }
 
+type ServerRequest_Approval struct {
+	// Asks whether a tool call may proceed.
+	Approval *ApprovalRequest `protobuf:"bytes,8,opt,name=approval,proto3,oneof"`
+}
+
 func (*ServerRequest_Sampling) isServerRequest_Kind() {}
 
 func (*ServerRequest_Elicitation) isServerRequest_Kind() {}
@@ -5555,6 +5597,8 @@ func (*ServerRequest_Elicitation) isServerRequest_Kind() {}
 func (*ServerRequest_Roots) isServerRequest_Kind() {}
 
 func (*ServerRequest_Authorization) isServerRequest_Kind() {}
+
+func (*ServerRequest_Approval) isServerRequest_Kind() {}
 
 // SamplingRequest asks the agent's model for a message.
 type SamplingRequest struct {
@@ -5818,6 +5862,7 @@ type ServerRequestReply struct {
 	//	*ServerRequestReply_Elicitation
 	//	*ServerRequestReply_Roots
 	//	*ServerRequestReply_Authorization
+	//	*ServerRequestReply_Approval
 	//	*ServerRequestReply_Error
 	Result        isServerRequestReply_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
@@ -5904,6 +5949,15 @@ func (x *ServerRequestReply) GetAuthorization() *AuthorizationResult {
 	return nil
 }
 
+func (x *ServerRequestReply) GetApproval() *ApprovalResult {
+	if x != nil {
+		if x, ok := x.Result.(*ServerRequestReply_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
 func (x *ServerRequestReply) GetError() *ReplyError {
 	if x != nil {
 		if x, ok := x.Result.(*ServerRequestReply_Error); ok {
@@ -5937,6 +5991,11 @@ type ServerRequestReply_Authorization struct {
 	Authorization *AuthorizationResult `protobuf:"bytes,6,opt,name=authorization,proto3,oneof"`
 }
 
+type ServerRequestReply_Approval struct {
+	// Answers an approval request.
+	Approval *ApprovalResult `protobuf:"bytes,7,opt,name=approval,proto3,oneof"`
+}
+
 type ServerRequestReply_Error struct {
 	// Refuses the request with an error.
 	Error *ReplyError `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
@@ -5949,6 +6008,8 @@ func (*ServerRequestReply_Elicitation) isServerRequestReply_Result() {}
 func (*ServerRequestReply_Roots) isServerRequestReply_Result() {}
 
 func (*ServerRequestReply_Authorization) isServerRequestReply_Result() {}
+
+func (*ServerRequestReply_Approval) isServerRequestReply_Result() {}
 
 func (*ServerRequestReply_Error) isServerRequestReply_Result() {}
 
@@ -6285,6 +6346,145 @@ func (x *AuthorizationResult) GetRedirectUrl() string {
 	return ""
 }
 
+// ApprovalRequest asks the agent whether a tool call that matched an "ask"
+// rule may proceed.
+type ApprovalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the qualified tool name (mcp__<server>__<tool>).
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Holds the call's arguments, as MCP JSON.
+	Arguments *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Holds the tool's annotations (readOnlyHint, destructiveHint, ...), as
+	// MCP JSON, when the server gives any.
+	Annotations *structpb.Struct `protobuf:"bytes,3,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	// Gives the rule that asked, for example "ask mcp__*__delete_*".
+	Rule string `protobuf:"bytes,4,opt,name=rule,proto3" json:"rule,omitempty"`
+	// Names the caller that made the call.
+	Caller        string `protobuf:"bytes,5,opt,name=caller,proto3" json:"caller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalRequest) Reset() {
+	*x = ApprovalRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalRequest) ProtoMessage() {}
+
+func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
+func (*ApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ApprovalRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *ApprovalRequest) GetAnnotations() *structpb.Struct {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *ApprovalRequest) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+// ApprovalResult answers an ApprovalRequest.
+type ApprovalResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lets the call proceed when true; false denies it.
+	Approved bool `protobuf:"varint,1,opt,name=approved,proto3" json:"approved,omitempty"`
+	// Explains a denial; the caller's PERMISSION_DENIED quotes it.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalResult) Reset() {
+	*x = ApprovalResult{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalResult) ProtoMessage() {}
+
+func (x *ApprovalResult) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalResult.ProtoReflect.Descriptor instead.
+func (*ApprovalResult) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *ApprovalResult) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *ApprovalResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // CompleteAuthorizationRequest completes a server's pending authorization.
 type CompleteAuthorizationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6299,7 +6499,7 @@ type CompleteAuthorizationRequest struct {
 
 func (x *CompleteAuthorizationRequest) Reset() {
 	*x = CompleteAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6311,7 +6511,7 @@ func (x *CompleteAuthorizationRequest) String() string {
 func (*CompleteAuthorizationRequest) ProtoMessage() {}
 
 func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6324,7 +6524,7 @@ func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *CompleteAuthorizationRequest) GetServer() string {
@@ -6352,7 +6552,7 @@ type CompleteAuthorizationResponse struct {
 
 func (x *CompleteAuthorizationResponse) Reset() {
 	*x = CompleteAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6364,7 +6564,7 @@ func (x *CompleteAuthorizationResponse) String() string {
 func (*CompleteAuthorizationResponse) ProtoMessage() {}
 
 func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6377,7 +6577,7 @@ func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *CompleteAuthorizationResponse) GetServer() *Server {
@@ -6398,7 +6598,7 @@ type ForgetAuthorizationRequest struct {
 
 func (x *ForgetAuthorizationRequest) Reset() {
 	*x = ForgetAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6410,7 +6610,7 @@ func (x *ForgetAuthorizationRequest) String() string {
 func (*ForgetAuthorizationRequest) ProtoMessage() {}
 
 func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6423,7 +6623,7 @@ func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ForgetAuthorizationRequest) GetServer() string {
@@ -6442,7 +6642,7 @@ type ForgetAuthorizationResponse struct {
 
 func (x *ForgetAuthorizationResponse) Reset() {
 	*x = ForgetAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6454,7 +6654,7 @@ func (x *ForgetAuthorizationResponse) String() string {
 func (*ForgetAuthorizationResponse) ProtoMessage() {}
 
 func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6467,14 +6667,14 @@ func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
 }
 
 var File_mcpd_v1_mcpd_proto protoreflect.FileDescriptor
 
 const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\n" +
-	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x03\n" +
+	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x04\n" +
 	"\fServerConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x14.mcpd.v1.StdioConfigH\x00R\x05stdio\x12)\n" +
@@ -6489,7 +6689,8 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"toolsAllow\x12\x1d\n" +
 	"\n" +
 	"tools_deny\x18\t \x03(\tR\ttoolsDeny\x12*\n" +
-	"\x05oauth\x18\v \x01(\v2\x14.mcpd.v1.OAuthConfigR\x05oauthB\v\n" +
+	"\x05oauth\x18\v \x01(\v2\x14.mcpd.v1.OAuthConfigR\x05oauth\x12\x14\n" +
+	"\x05trace\x18\x15 \x01(\bR\x05traceB\v\n" +
 	"\ttransport\"\xcc\x03\n" +
 	"\vOAuthConfig\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12#\n" +
@@ -6530,7 +6731,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x0eImplementation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05title\x18\x03 \x01(\tR\x05title\"\x9c\x06\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\"\xc5\x06\n" +
 	"\x06Server\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x14.mcpd.v1.ServerStateR\x05state\x120\n" +
@@ -6556,7 +6757,8 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\fheader_names\x18\x11 \x03(\tR\vheaderNames\x12\x10\n" +
 	"\x03pid\x18\x12 \x01(\x05R\x03pid\x12+\n" +
 	"\x11authorization_url\x18\x13 \x01(\tR\x10authorizationUrl\x12V\n" +
-	"\x19authorization_expire_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x17authorizationExpireTime\"_\n" +
+	"\x19authorization_expire_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x17authorizationExpireTime\x12'\n" +
+	"\x0fconfig_warnings\x18\x1f \x03(\tR\x0econfigWarnings\"_\n" +
 	"\x14ConnectServerRequest\x12-\n" +
 	"\x06server\x18\x01 \x01(\v2\x15.mcpd.v1.ServerConfigR\x06server\x12\x18\n" +
 	"\areplace\x18\x02 \x01(\bR\areplace\"@\n" +
@@ -6818,7 +7020,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"registered\x18\x01 \x01(\v2\".mcpd.v1.ServerRequestRegistrationH\x00R\n" +
 	"registered\x122\n" +
 	"\arequest\x18\x02 \x01(\v2\x16.mcpd.v1.ServerRequestH\x00R\arequestB\t\n" +
-	"\amessage\"\xe6\x02\n" +
+	"\amessage\"\x9e\x03\n" +
 	"\rServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x126\n" +
@@ -6826,6 +7028,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\velicitation\x18\x04 \x01(\v2\x1b.mcpd.v1.ElicitationRequestH\x00R\velicitation\x12-\n" +
 	"\x05roots\x18\x05 \x01(\v2\x15.mcpd.v1.RootsRequestH\x00R\x05roots\x12E\n" +
 	"\rauthorization\x18\a \x01(\v2\x1d.mcpd.v1.AuthorizationRequestH\x00R\rauthorization\x126\n" +
+	"\bapproval\x18\b \x01(\v2\x18.mcpd.v1.ApprovalRequestH\x00R\bapproval\x126\n" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadlineB\x06\n" +
 	"\x04kind\"\xbc\x01\n" +
 	"\x0fSamplingRequest\x124\n" +
@@ -6843,13 +7046,14 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x10\n" +
 	"\x03url\x18\x04 \x01(\tR\x03url\x12%\n" +
 	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\x0e\n" +
-	"\fRootsRequest\"\xc6\x02\n" +
+	"\fRootsRequest\"\xfd\x02\n" +
 	"\x12ServerRequestReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
 	"\bsampling\x18\x02 \x01(\v2\x17.mcpd.v1.SamplingResultH\x00R\bsampling\x12>\n" +
 	"\velicitation\x18\x03 \x01(\v2\x1a.mcpd.v1.ElicitationResultH\x00R\velicitation\x12,\n" +
 	"\x05roots\x18\x04 \x01(\v2\x14.mcpd.v1.RootsResultH\x00R\x05roots\x12D\n" +
-	"\rauthorization\x18\x06 \x01(\v2\x1c.mcpd.v1.AuthorizationResultH\x00R\rauthorization\x12+\n" +
+	"\rauthorization\x18\x06 \x01(\v2\x1c.mcpd.v1.AuthorizationResultH\x00R\rauthorization\x125\n" +
+	"\bapproval\x18\a \x01(\v2\x17.mcpd.v1.ApprovalResultH\x00R\bapproval\x12+\n" +
 	"\x05error\x18\x05 \x01(\v2\x13.mcpd.v1.ReplyErrorH\x00R\x05errorB\b\n" +
 	"\x06result\"\x96\x01\n" +
 	"\x0eSamplingResult\x12!\n" +
@@ -6872,7 +7076,16 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\"8\n" +
 	"\x13AuthorizationResult\x12!\n" +
-	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\"Y\n" +
+	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\"\xc3\x01\n" +
+	"\x0fApprovalRequest\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x125\n" +
+	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\x129\n" +
+	"\vannotations\x18\x03 \x01(\v2\x17.google.protobuf.StructR\vannotations\x12\x12\n" +
+	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06caller\x18\x05 \x01(\tR\x06caller\"D\n" +
+	"\x0eApprovalResult\x12\x1a\n" +
+	"\bapproved\x18\x01 \x01(\bR\bapproved\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"Y\n" +
 	"\x1cCompleteAuthorizationRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12!\n" +
 	"\fredirect_url\x18\x02 \x01(\tR\vredirectUrl\"H\n" +
@@ -6916,13 +7129,14 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x1aEVENT_KIND_PROMPTS_CHANGED\x10\x03\x12 \n" +
 	"\x1cEVENT_KIND_RESOURCES_CHANGED\x10\x04\x12\x1b\n" +
 	"\x17EVENT_KIND_SERVER_STATE\x10\x05\x12\x12\n" +
-	"\x0eEVENT_KIND_LOG\x10\x06*\xc5\x01\n" +
+	"\x0eEVENT_KIND_LOG\x10\x06*\xe7\x01\n" +
 	"\x11ServerRequestKind\x12#\n" +
 	"\x1fSERVER_REQUEST_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSERVER_REQUEST_KIND_SAMPLING\x10\x01\x12#\n" +
 	"\x1fSERVER_REQUEST_KIND_ELICITATION\x10\x02\x12\x1d\n" +
 	"\x19SERVER_REQUEST_KIND_ROOTS\x10\x03\x12%\n" +
-	"!SERVER_REQUEST_KIND_AUTHORIZATION\x10\x04*\x95\x01\n" +
+	"!SERVER_REQUEST_KIND_AUTHORIZATION\x10\x04\x12 \n" +
+	"\x1cSERVER_REQUEST_KIND_APPROVAL\x10\x05*\x95\x01\n" +
 	"\x11ElicitationAction\x12\"\n" +
 	"\x1eELICITATION_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ELICITATION_ACTION_ACCEPT\x10\x01\x12\x1e\n" +
@@ -6964,7 +7178,7 @@ func file_mcpd_v1_mcpd_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
 var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerState)(0),                      // 0: mcpd.v1.ServerState
 	(Transport)(0),                        // 1: mcpd.v1.Transport
@@ -7052,93 +7266,95 @@ var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(*ReplyError)(nil),                    // 83: mcpd.v1.ReplyError
 	(*AuthorizationRequest)(nil),          // 84: mcpd.v1.AuthorizationRequest
 	(*AuthorizationResult)(nil),           // 85: mcpd.v1.AuthorizationResult
-	(*CompleteAuthorizationRequest)(nil),  // 86: mcpd.v1.CompleteAuthorizationRequest
-	(*CompleteAuthorizationResponse)(nil), // 87: mcpd.v1.CompleteAuthorizationResponse
-	(*ForgetAuthorizationRequest)(nil),    // 88: mcpd.v1.ForgetAuthorizationRequest
-	(*ForgetAuthorizationResponse)(nil),   // 89: mcpd.v1.ForgetAuthorizationResponse
-	nil,                                   // 90: mcpd.v1.StdioConfig.EnvEntry
-	nil,                                   // 91: mcpd.v1.HttpConfig.HeadersEntry
-	nil,                                   // 92: mcpd.v1.GetPromptRequest.ArgumentsEntry
-	nil,                                   // 93: mcpd.v1.CompleteRequest.ContextEntry
-	(*durationpb.Duration)(nil),           // 94: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 95: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),         // 96: google.protobuf.Timestamp
-	(*structpb.Value)(nil),                // 97: google.protobuf.Value
+	(*ApprovalRequest)(nil),               // 86: mcpd.v1.ApprovalRequest
+	(*ApprovalResult)(nil),                // 87: mcpd.v1.ApprovalResult
+	(*CompleteAuthorizationRequest)(nil),  // 88: mcpd.v1.CompleteAuthorizationRequest
+	(*CompleteAuthorizationResponse)(nil), // 89: mcpd.v1.CompleteAuthorizationResponse
+	(*ForgetAuthorizationRequest)(nil),    // 90: mcpd.v1.ForgetAuthorizationRequest
+	(*ForgetAuthorizationResponse)(nil),   // 91: mcpd.v1.ForgetAuthorizationResponse
+	nil,                                   // 92: mcpd.v1.StdioConfig.EnvEntry
+	nil,                                   // 93: mcpd.v1.HttpConfig.HeadersEntry
+	nil,                                   // 94: mcpd.v1.GetPromptRequest.ArgumentsEntry
+	nil,                                   // 95: mcpd.v1.CompleteRequest.ContextEntry
+	(*durationpb.Duration)(nil),           // 96: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 97: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),         // 98: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                // 99: google.protobuf.Value
 }
 var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	10,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
 	11,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
 	11,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
 	11,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
-	94,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	94,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	96,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	96,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
 	8,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
 	9,   // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
-	90,  // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	91,  // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	92,  // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	93,  // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
 	0,   // 10: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
 	1,   // 11: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
 	12,  // 12: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	95,  // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	96,  // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	96,  // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
+	97,  // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	98,  // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	98,  // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
 	7,   // 16: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
 	13,  // 17: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
 	13,  // 18: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
 	13,  // 19: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
 	13,  // 20: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
 	26,  // 21: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	95,  // 22: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	95,  // 23: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	97,  // 22: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	97,  // 23: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
 	27,  // 24: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	95,  // 25: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
-	95,  // 26: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	94,  // 27: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	95,  // 28: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	97,  // 25: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	97,  // 26: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	96,  // 27: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	97,  // 28: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
 	30,  // 29: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	97,  // 30: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	95,  // 31: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	99,  // 30: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	97,  // 31: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
 	31,  // 32: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
 	32,  // 33: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
 	32,  // 34: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
 	33,  // 35: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
 	34,  // 36: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
 	35,  // 37: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 38: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
-	95,  // 39: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	97,  // 38: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	97,  // 39: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
 	2,   // 40: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	95,  // 41: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	94,  // 42: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	95,  // 43: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	97,  // 41: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	96,  // 42: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	97,  // 43: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
 	38,  // 44: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
 	39,  // 45: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
 	29,  // 46: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
 	3,   // 47: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	97,  // 48: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	99,  // 48: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
 	42,  // 49: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
 	35,  // 50: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 51: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	97,  // 51: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
 	45,  // 52: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
 	35,  // 53: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 54: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	97,  // 54: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
 	34,  // 55: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	95,  // 56: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	97,  // 56: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
 	50,  // 57: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
 	51,  // 58: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	95,  // 59: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
-	92,  // 60: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	97,  // 59: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	94,  // 60: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
 	54,  // 61: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	95,  // 62: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	97,  // 62: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
 	2,   // 63: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
 	30,  // 64: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
 	56,  // 65: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	93,  // 66: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	95,  // 66: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
 	3,   // 67: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
 	61,  // 68: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
 	63,  // 69: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
 	4,   // 70: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
 	66,  // 71: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	96,  // 72: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	98,  // 72: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
 	67,  // 73: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
 	68,  // 74: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
 	68,  // 75: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
@@ -7156,69 +7372,73 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	77,  // 87: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
 	78,  // 88: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
 	84,  // 89: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
-	96,  // 90: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
-	76,  // 91: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	95,  // 92: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
-	2,   // 93: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
-	30,  // 94: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	95,  // 95: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	80,  // 96: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	81,  // 97: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	82,  // 98: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	85,  // 99: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
-	83,  // 100: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	2,   // 101: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	30,  // 102: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	6,   // 103: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	95,  // 104: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	61,  // 105: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	96,  // 106: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
-	13,  // 107: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	14,  // 108: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	16,  // 109: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	18,  // 110: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	20,  // 111: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	22,  // 112: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	24,  // 113: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	28,  // 114: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	36,  // 115: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	40,  // 116: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	43,  // 117: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	46,  // 118: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	48,  // 119: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	52,  // 120: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	55,  // 121: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	58,  // 122: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	60,  // 123: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	64,  // 124: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	71,  // 125: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	86,  // 126: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	88,  // 127: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	15,  // 128: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	17,  // 129: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	19,  // 130: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	21,  // 131: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	23,  // 132: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	25,  // 133: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	29,  // 134: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	37,  // 135: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	41,  // 136: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	44,  // 137: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	47,  // 138: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	49,  // 139: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	53,  // 140: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	57,  // 141: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	59,  // 142: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	62,  // 143: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	65,  // 144: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	73,  // 145: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	87,  // 146: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	89,  // 147: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	128, // [128:148] is the sub-list for method output_type
-	108, // [108:128] is the sub-list for method input_type
-	108, // [108:108] is the sub-list for extension type_name
-	108, // [108:108] is the sub-list for extension extendee
-	0,   // [0:108] is the sub-list for field type_name
+	86,  // 90: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
+	98,  // 91: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	76,  // 92: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
+	97,  // 93: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	2,   // 94: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
+	30,  // 95: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
+	97,  // 96: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	80,  // 97: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	81,  // 98: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	82,  // 99: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	85,  // 100: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
+	87,  // 101: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
+	83,  // 102: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	2,   // 103: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	30,  // 104: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	6,   // 105: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	97,  // 106: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	61,  // 107: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	98,  // 108: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	97,  // 109: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
+	97,  // 110: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
+	13,  // 111: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	14,  // 112: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	16,  // 113: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	18,  // 114: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	20,  // 115: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	22,  // 116: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	24,  // 117: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	28,  // 118: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	36,  // 119: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	40,  // 120: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	43,  // 121: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	46,  // 122: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	48,  // 123: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	52,  // 124: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	55,  // 125: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	58,  // 126: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	60,  // 127: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	64,  // 128: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	71,  // 129: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	88,  // 130: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	90,  // 131: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	15,  // 132: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	17,  // 133: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	19,  // 134: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	21,  // 135: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	23,  // 136: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	25,  // 137: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	29,  // 138: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	37,  // 139: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	41,  // 140: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	44,  // 141: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	47,  // 142: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	49,  // 143: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	53,  // 144: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	57,  // 145: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	59,  // 146: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	62,  // 147: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	65,  // 148: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	73,  // 149: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	89,  // 150: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	91,  // 151: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	132, // [132:152] is the sub-list for method output_type
+	112, // [112:132] is the sub-list for method input_type
+	112, // [112:112] is the sub-list for extension type_name
+	112, // [112:112] is the sub-list for extension extendee
+	0,   // [0:112] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -7281,12 +7501,14 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerRequest_Elicitation)(nil),
 		(*ServerRequest_Roots)(nil),
 		(*ServerRequest_Authorization)(nil),
+		(*ServerRequest_Approval)(nil),
 	}
 	file_mcpd_v1_mcpd_proto_msgTypes[72].OneofWrappers = []any{
 		(*ServerRequestReply_Sampling)(nil),
 		(*ServerRequestReply_Elicitation)(nil),
 		(*ServerRequestReply_Roots)(nil),
 		(*ServerRequestReply_Authorization)(nil),
+		(*ServerRequestReply_Approval)(nil),
 		(*ServerRequestReply_Error)(nil),
 	}
 	type x struct{}
@@ -7295,7 +7517,7 @@ func file_mcpd_v1_mcpd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpd_v1_mcpd_proto_rawDesc), len(file_mcpd_v1_mcpd_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   87,
+			NumMessages:   89,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
