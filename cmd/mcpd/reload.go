@@ -75,6 +75,9 @@ func (f *fileServers) apply(ctx context.Context, file *mcpconfig.File) {
 		if _, err := f.mgr.Get(name); err == nil && had && old != nil && old.Equal(cfg) {
 			continue // unchanged and still there
 		}
+		for _, w := range cfg.Warnings {
+			f.log.Warn().Str("server", name).Msg("config entry: " + w)
+		}
 		replace := had // the file owned this name (valid or not); replace its server
 		if err := f.mgr.Start(*cfg, replace); err != nil {
 			f.log.Warn().Str("server", name).Err(err).Msg("connect")

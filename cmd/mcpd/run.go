@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +58,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
+	applyRules(authz, c, file, log)
 	var tlsConfig *tls.Config
 	if c.tlsCert != "" {
 		tlsConfig, err = access.NewServerTLS(access.TLSFiles{Cert: c.tlsCert, Key: c.tlsKey, ClientCA: c.tlsClientCA}, &access.TLSOptions{Logger: log})
@@ -145,8 +147,9 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		Requests:          broker,
 		Telemetry:         tel,
 		OAuth:             upstreamAuth,
+		Trace:             tracedServers(c.traceServers),
 		// Servers reached by URL: Streamable HTTP and legacy SSE.
-		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
+		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{Logger: log, MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
 	})
 	tel.ObserveServers(mgr.ServerSamples)
 	srv := server.New(mgr, health, &server.Options{
@@ -203,6 +206,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 				continue
 			}
 			log.Info().Msg("reloading config")
+			applyRules(authz, c, file, log)
 			files.apply(ctx, file)
 		}
 	}
@@ -218,6 +222,26 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	}
 	log.Info().Msg("mcpd stopped")
 	return nil
+}
+
+// applyRules puts the tool rules of the flags and file in force, and logs
+// what the file held outside its entries that mcpd does not understand.
+func applyRules(authz *access.Authorizer, c *config, file *mcpconfig.File, log zerolog.Logger) {
+	for _, w := range file.Warnings {
+		log.Warn().Str("config", c.configFile).Msg(w)
+	}
+	rules := toolRules(c, file)
+	authz.SetRules(rules)
+	log.Debug().Int("rules", rules.Len()).Msg("tool rules in force")
+}
+
+// tracedServers says which servers --trace-server names ("*": all); nil
+// when it names none.
+func tracedServers(names []string) func(string) bool {
+	if len(names) == 0 {
+		return nil
+	}
+	return func(server string) bool { return slices.Contains(names, server) || slices.Contains(names, "*") }
 }
 
 // loadConfig reads the config file, or the built-in default (the demo

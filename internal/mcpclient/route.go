@@ -37,6 +37,9 @@ func (t *routedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.u.tracer != nil {
+		c = &tracedConn{Connection: c, t: t.u.tracer}
+	}
 	t.conn = &routedConn{Connection: c, u: t.u}
 	return t.conn, nil
 }
