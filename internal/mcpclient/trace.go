@@ -91,7 +91,7 @@ func (t *tracer) trace(dir string, data []byte) {
 		text = strings.ToValidUTF8(text[:traceMessageLimit], "")
 		ev = ev.Bool("truncated", true)
 	}
-	ev.Str("message", text).Msg("jsonrpc message")
+	ev.Str("jsonrpc", text).Msg("jsonrpc message")
 }
 
 // redact replaces the values of secret-looking and configured fields, at
