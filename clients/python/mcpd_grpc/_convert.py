@@ -524,7 +524,7 @@ def event(e: pb.Event) -> t.Event:
 # Server requests and replies.
 
 
-def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.ElicitationRequest, t.RootsRequest, None]:
+def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.ElicitationRequest, t.RootsRequest, t.ApprovalRequest, None]:
     deadline = timestamp(r, "deadline")
     kind = r.WhichOneof("kind")
     if kind == "sampling":
@@ -552,6 +552,18 @@ def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.Elicitatio
         )
     if kind == "roots":
         return t.RootsRequest(id=r.id, server=r.server, deadline=deadline)
+    if kind == "approval":
+        a = r.approval
+        return t.ApprovalRequest(
+            id=r.id,
+            server=r.server,
+            tool=a.tool,
+            arguments=opt_struct(a, "arguments"),
+            annotations=opt_struct(a, "annotations"),
+            rule=a.rule,
+            caller=a.caller,
+            deadline=deadline,
+        )
     return None
 
 
@@ -578,6 +590,14 @@ def elicitation_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
     if result.content is not None:
         fill_struct(out.content, result.content)
     return pb.ServerRequestReply(id=req_id, elicitation=out)
+
+
+def approval_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
+    if isinstance(result, bool):
+        result = t.ApprovalResult(approved=result)
+    if not isinstance(result, t.ApprovalResult):
+        raise TypeError(f"an approval handler must return ApprovalResult or bool, not {type(result).__name__}")
+    return pb.ServerRequestReply(id=req_id, approval=pb.ApprovalResult(approved=result.approved, reason=result.reason))
 
 
 def roots_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
@@ -634,6 +654,8 @@ def reply_for(req: Any, result: Any) -> pb.ServerRequestReply:
         return sampling_reply(req.id, result)
     if isinstance(req, t.ElicitationRequest):
         return elicitation_reply(req.id, result)
+    if isinstance(req, t.ApprovalRequest):
+        return approval_reply(req.id, result)
     return roots_reply(req.id, result)
 
 
@@ -642,6 +664,8 @@ def kind_of(req: Any) -> str:
         return "sampling"
     if isinstance(req, t.ElicitationRequest):
         return "elicitation"
+    if isinstance(req, t.ApprovalRequest):
+        return "approval"
     return "roots"
 
 
@@ -649,6 +673,7 @@ REQUEST_KINDS = {
     "sampling": pb.SERVER_REQUEST_KIND_SAMPLING,
     "elicitation": pb.SERVER_REQUEST_KIND_ELICITATION,
     "roots": pb.SERVER_REQUEST_KIND_ROOTS,
+    "approval": pb.SERVER_REQUEST_KIND_APPROVAL,
 }
 
 

@@ -642,3 +642,28 @@ class RootsRequest:
     id: str
     server: str
     deadline: Optional[datetime.datetime] = None
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """mcpd asks whether a tool call that an ``ask`` tool rule holds may
+    run: ``tool`` is the qualified name, ``server`` its server, ``rule`` the
+    rule that asked, ``caller`` who made the call."""
+
+    id: str
+    server: str
+    tool: str = ""
+    arguments: Dict[str, Any] = field(default_factory=dict)
+    annotations: Dict[str, Any] = field(default_factory=dict)
+    rule: str = ""
+    caller: str = ""
+    deadline: Optional[datetime.datetime] = None
+
+
+@dataclass(frozen=True)
+class ApprovalResult:
+    """The answer to an approval request. A handler may also return a
+    ``bool``."""
+
+    approved: bool = False
+    reason: str = ""
