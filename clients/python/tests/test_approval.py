@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
+
 from conftest import RPC_TIMEOUT, Daemon, poll
 from mcpd_grpc import ApprovalRequest, ApprovalResult, PermissionDenied
 
