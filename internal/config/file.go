@@ -212,6 +212,29 @@ var entryFields = jsonNames(reflect.TypeFor[entry]())
 // permissionFields are the keys a "permissions" block may hold.
 var permissionFields = jsonNames(reflect.TypeFor[ToolRules]())
 
+// oauthFields and idpFields are the keys of an "oauth" block and of its
+// "idp" object.
+var (
+	oauthFields = jsonNames(reflect.TypeFor[OAuth]())
+	idpFields   = jsonNames(reflect.TypeFor[IdP]())
+)
+
+// entryWarnings names every key of an entry, and of its nested blocks,
+// that mcpd does not understand.
+func entryWarnings(raw json.RawMessage) []string {
+	ws := unknownKeys(raw, entryFields, "field")
+	if pm, ok := rawMember(raw, keyPermissions); ok {
+		ws = append(ws, unknownKeys(pm, permissionFields, "permissions field")...)
+	}
+	if om, ok := rawMember(raw, "oauth"); ok {
+		ws = append(ws, unknownKeys(om, oauthFields, "oauth field")...)
+		if im, ok := rawMember(om, "idp"); ok {
+			ws = append(ws, unknownKeys(im, idpFields, "oauth.idp field")...)
+		}
+	}
+	return ws
+}
+
 func jsonNames(t reflect.Type) map[string]bool {
 	names := make(map[string]bool, t.NumField())
 	for i := range t.NumField() {
@@ -298,15 +321,12 @@ func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, b
 		AlwaysAllow:     append(slices.Clone(e.AlwaysAllow), e.AutoApprove...),
 		Trace:           e.Trace,
 		TraceRedact:     e.TraceRedact,
-		Warnings:        unknownKeys(raw, entryFields, "field"),
+		Warnings:        entryWarnings(raw),
 	}
 	if e.Permissions != nil {
 		s.Permissions = *e.Permissions
 		if s.Permissions.Default != "" {
 			fail(fmt.Errorf("%w: permissions.default is only read at the top level of the file", ErrInvalid))
-		}
-		if pm, ok := rawMember(raw, keyPermissions); ok {
-			s.Warnings = append(s.Warnings, unknownKeys(pm, permissionFields, "permissions field")...)
 		}
 	}
 	if e.URL == "" {
@@ -368,12 +388,18 @@ func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, b
 	if err != nil {
 		fail(err)
 	}
-	if len(ps) > 0 {
-		// Validate would only repeat these as missing fields.
-		return Server{}, false, ps.err()
+	if len(ps) == 0 { // else Validate would only repeat them as missing fields
+		if err := s.Validate(); err != nil {
+			ps = append(ps, err)
+		}
 	}
-	if err := s.Validate(); err != nil {
-		return Server{}, false, err
+	if len(ps) > 0 {
+		// A misspelt field often explains the problem: say so in the
+		// entry's error, the only place an unusable entry reports.
+		for _, w := range s.Warnings {
+			ps = append(ps, errors.New(w))
+		}
+		return Server{}, false, ps.err()
 	}
 	return s, false, nil
 }

@@ -477,3 +477,25 @@ func TestParsePermissions(t *testing.T) {
 		}
 	}
 }
+
+func TestParseWarningsExplainUnusableEntries(t *testing.T) {
+	data := `{"mcpServers": {
+  "typo": {"comand": "cat"},
+  "remote": {"url": "https://example.com/mcp", "oauth": {"clientId": "x", "scope": "a", "idp": {"issuer": "https://idp.example.com", "tenant": "t"}}}
+}}`
+	f, err := Parse([]byte(data), mapLookup(testEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := entryErrors(f)
+	if e := errs["typo"]; !strings.Contains(e, "needs a command") || !strings.Contains(e, `field "comand" is not understood`) {
+		t.Errorf("typo: got %q, want the missing command and the unknown field", e)
+	}
+	if len(f.Servers) != 1 {
+		t.Fatalf("Servers: got %d, want remote", len(f.Servers))
+	}
+	want := []string{`oauth field "scope" is not understood by mcpd; ignored`, `oauth.idp field "tenant" is not understood by mcpd; ignored`}
+	if got := f.Servers[0].Warnings; !slices.Equal(got, want) {
+		t.Errorf("remote warnings: got %q, want %q", got, want)
+	}
+}
