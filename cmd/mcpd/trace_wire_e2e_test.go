@@ -55,8 +55,9 @@ func traceLines(t *testing.T, log, server string) []map[string]any {
 	return out
 }
 
-// TestWireTrace traces a stdio server (by its config's "trace") and a
-// Streamable HTTP server (by --trace-server) at debug level, and checks
+// TestWireTrace traces a stdio server (by its config's "trace"), a
+// Streamable HTTP server (by --trace-server) and a server added with
+// ConnectServer (by its ServerConfig's trace) at debug level, and checks
 // that the messages appear in both directions while an env value, a
 // header value, a secret-looking argument and a configured field do not;
 // an untraced server leaves no trace lines.
@@ -86,26 +87,40 @@ func TestWireTrace(t *testing.T) {
 		t.Fatalf("leak: got %q, want the header value (the server must really see it)", got)
 	}
 	d.mustCall(ctx, t, "mcp__untraced__echo", map[string]any{"message": "quiet"})
+	// A server added with ConnectServer and trace set.
+	added := stdioConfig("added", mcpdBinary(t), []string{"demo-server"}, map[string]string{"DEMO_TOKEN_VALUE": traceEnvSecret})
+	added.Trace = true
+	if _, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: added}); err != nil {
+		t.Fatal(err)
+	}
+	d.mustCall(ctx, t, "mcp__added__echo", map[string]any{"message": "again " + traceEnvSecret})
 
-	poll(ctx, t, "trace lines of both calls", func() (bool, error) {
+	// Each traced server's call shows up in both directions (the log
+	// reaches the test a little after the call returns).
+	traced := func(log, server string) bool {
+		dirs := map[any]bool{}
+		for _, l := range traceLines(t, log, server) {
+			msg, _ := l["jsonrpc"].(string)
+			switch {
+			case l["dir"] == "send" && strings.Contains(msg, `"tools/call"`):
+				dirs["send"] = true
+			case l["dir"] == "recv" && strings.Contains(msg, `"content"`):
+				dirs["recv"] = true
+			}
+		}
+		return dirs["send"] && dirs["recv"]
+	}
+	poll(ctx, t, "the calls of every traced server in the trace", func() (bool, error) {
 		log := d.log.String()
-		return strings.Contains(log, "tools/call") && strings.Contains(log, `got [REDACTED]`), nil
+		return traced(log, "local") && traced(log, "remote") && traced(log, "added"), nil
 	})
 	log := d.log.String()
+	if !strings.Contains(log, `got [REDACTED]`) {
+		t.Errorf("the leaked header value is not shown redacted in the trace:\n%s", log)
+	}
 	for _, secret := range []string{traceEnvSecret, traceHeaderSecret, traceArgSecret, traceFieldSecret} {
 		if strings.Contains(log, secret) {
 			t.Errorf("the log holds the secret %q:\n%s", secret, log)
-		}
-	}
-	for _, server := range []string{"local", "remote"} {
-		dirs := map[any]bool{}
-		call := false
-		for _, l := range traceLines(t, log, server) {
-			dirs[l["dir"]] = true
-			call = call || strings.Contains(l["jsonrpc"].(string), `"tools/call"`)
-		}
-		if !dirs["send"] || !dirs["recv"] || !call {
-			t.Errorf("server %s: trace directions %v, tools/call traced %v; want send, recv and the call", server, dirs, call)
 		}
 	}
 	if n := len(traceLines(t, log, "untraced")); n != 0 {
