@@ -185,7 +185,7 @@ func TestToolRulesAsk(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	d := startDaemon(ctx, t, daemonOptions{config: twoDemoServers(t), args: []string{
-		"--ask-tool", "mcp__demo__*", "--server-request-timeout", "1s",
+		"--ask-tool", "mcp__demo__*", "--server-request-timeout", "5s", // long enough for a loaded machine to answer in time
 	}})
 	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
 	agentCtx, stopAgent := context.WithCancel(ctx)
