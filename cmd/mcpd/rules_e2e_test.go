@@ -118,6 +118,10 @@ func TestToolRules(t *testing.T) {
 	})
 	_, err = d.call(ctx, t, "mcp__other__image", nil, 0)
 	wantCode(t, err, codes.PermissionDenied)
+	// The unchanged entry was not restarted, nor its warning logged again.
+	if n := strings.Count(d.log.String(), `bogusField`); n != 1 {
+		t.Errorf("after the reload the log names bogusField %d times, want once", n)
+	}
 }
 
 func readFile(t *testing.T, path string) string {
