@@ -434,6 +434,41 @@ func TestAllowCommandFlagOverridesEnv(t *testing.T) {
 	}
 }
 
+func TestToolRuleFlags(t *testing.T) {
+	env := func(name string) (string, bool) {
+		switch name {
+		case "MCPD_DENY_TOOL":
+			return "mcp__*__delete_*,mcp__a__b", true
+		case "MCPD_ASK_TOOL":
+			return "mcp__x__*", true
+		}
+		return "", false
+	}
+	c, err := parseFlags([]string{"--ask-tool", "mcp__y__*", "--ask-tool", "mcp__z__*", "--allow-tool", "mcp__a__*", "--tool-default", "ask", "--trace-server", "a,b"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flag      string
+		got, want []string
+	}{
+		{"deny-tool (environment)", c.denyTools, []string{"mcp__*__delete_*", "mcp__a__b"}},
+		{"ask-tool (flags over environment)", c.askTools, []string{"mcp__y__*", "mcp__z__*"}},
+		{"allow-tool", c.allowTools, []string{"mcp__a__*"}},
+		{"trace-server", c.traceServers, []string{"a", "b"}},
+	} {
+		if !slices.Equal(tc.got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.flag, tc.got, tc.want)
+		}
+	}
+	if c.toolDefault != "ask" {
+		t.Errorf("tool-default: got %q, want ask", c.toolDefault)
+	}
+	if _, err := parseFlags([]string{"--tool-default", "maybe"}, env, io.Discard); err == nil || !strings.Contains(err.Error(), "--tool-default") {
+		t.Errorf("--tool-default maybe: got %v, want an error naming the flag", err)
+	}
+}
+
 // TestGuards checks which settings let the gRPC and the metrics listener
 // serve beyond loopback (the e2e tests bind loopback only).
 func TestGuards(t *testing.T) {

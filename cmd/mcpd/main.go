@@ -220,7 +220,22 @@ type config struct {
 	// stop mcpd (see startOAuth).
 	oauthStateDirDefault bool
 	oauthRedirect        string
-	strict               bool // exit 1 when a configured server fails its first start
+	strict               bool       // exit 1 when a configured server fails its first start
+	allowTools           stringList // tool rules from the command line
+	askTools             stringList
+	denyTools            stringList
+	toolDefault          string
+	traceServers         stringList
+}
+
+// listFlags are the repeatable flags: an MCPD_* variable sets one only when
+// the command line does not.
+var listFlags = map[string]func(*config) *stringList{
+	"allow-command": func(c *config) *stringList { return &c.allowCommands },
+	"allow-tool":    func(c *config) *stringList { return &c.allowTools },
+	"ask-tool":      func(c *config) *stringList { return &c.askTools },
+	"deny-tool":     func(c *config) *stringList { return &c.denyTools },
+	"trace-server":  func(c *config) *stringList { return &c.traceServers },
 }
 
 // byteSize is a size in bytes, written as GOMEMLIMIT is: an integer with
@@ -345,13 +360,18 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
 	fs.BoolVar(&c.strict, "strict", false, "exit with status 1, naming them, when configured servers do not come up on their first start (for CI and simulations)")
 	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
+	fs.Var(&c.allowTools, "allow-tool", "tool rule: allow calls of the qualified tool names this pattern matches, e.g. 'mcp__github__get_*' (repeatable or comma-separated; the most specific rule wins)")
+	fs.Var(&c.askTools, "ask-tool", "tool rule: calls of matching tools wait for an agent's approval (an APPROVAL server request), e.g. 'mcp__*__write_*' (repeatable or comma-separated)")
+	fs.Var(&c.denyTools, "deny-tool", "tool rule: refuse and hide matching tools, e.g. 'mcp__*__delete_*' (repeatable or comma-separated)")
+	fs.StringVar(&c.toolDefault, "tool-default", "", "effect on tool calls no rule matches: allow, ask or deny; empty means the config's permissions.default, else allow")
+	fs.Var(&c.traceServers, "trace-server", "log every JSON-RPC message of this server at debug level, secrets redacted (repeatable or comma-separated; '*' traces all)")
 
 	// Environment first, so that the command line overrides it.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "MCPD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		switch f.Name {
-		case "allow-command", "config":
+		case "allow-command", "config", "allow-tool", "ask-tool", "deny-tool", "trace-server":
 			return // a list: set below, unless the command line sets it
 		case "version":
 			return // a request, not a setting
@@ -370,8 +390,15 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	}
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	if v, ok := lookup("MCPD_ALLOW_COMMAND"); ok && !onCommandLine["allow-command"] {
-		_ = c.allowCommands.Set(v)
+	for name, list := range listFlags {
+		if v, ok := lookup("MCPD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok && !onCommandLine[name] {
+			_ = list(c).Set(v)
+		}
+	}
+	switch c.toolDefault {
+	case "", "allow", "ask", "deny":
+	default:
+		return nil, fmt.Errorf("--tool-default %q: want allow, ask or deny", c.toolDefault)
 	}
 	if v, ok := lookup("MCPD_CONFIG"); ok && v != "" && !onCommandLine["config"] {
 		_ = c.configs.Set(v)

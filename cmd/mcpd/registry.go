@@ -223,6 +223,9 @@ func (r *registry) reconcile(ctx context.Context) {
 			r.log.Warn().Str("server", name).Err(w.err).Msg("config entry unusable")
 			err = r.mgr.AddStopped(w.cfg, mcpclient.StateFailed, w.err, true)
 		default:
+			for _, warning := range w.cfg.Warnings {
+				r.log.Warn().Str("server", name).Msg("config entry: " + warning)
+			}
 			err = r.mgr.Start(w.cfg, true)
 		}
 		if err != nil {

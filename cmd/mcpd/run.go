@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -65,6 +66,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
+	applyRules(authz, c, merged, log)
 	var tlsConfig *tls.Config
 	if c.tlsCert != "" {
 		tlsConfig, err = access.NewServerTLS(access.TLSFiles{Cert: c.tlsCert, Key: c.tlsKey, ClientCA: c.tlsClientCA}, &access.TLSOptions{Logger: log})
@@ -163,8 +165,9 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		Requests:          broker,
 		Telemetry:         tel,
 		OAuth:             upstreamAuth,
+		Trace:             tracedServers(c.traceServers),
 		// Servers reached by URL: Streamable HTTP and legacy SSE.
-		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
+		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{Logger: log, MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
 	})
 	tel.ObserveServers(mgr.ServerSamples)
 	servers, err := newRegistry(mgr, log, c.stateFile)
@@ -248,6 +251,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			}
 			log.Info().Msg("reloading config")
 			logSources(log, merged)
+			applyRules(authz, c, merged, log)
 			servers.apply(ctx, merged)
 		}
 	}
@@ -270,6 +274,26 @@ func logSources(log zerolog.Logger, merged *mcpconfig.Merged) {
 	for _, src := range merged.Read {
 		log.Info().Str("scope", src.Scope.String()).Str("file", src.Name).Msg("config read")
 	}
+}
+
+// applyRules puts the tool rules of the flags and files in force, and logs
+// what the files held outside their entries that mcpd does not understand.
+func applyRules(authz *access.Authorizer, c *config, merged *mcpconfig.Merged, log zerolog.Logger) {
+	for _, w := range merged.Warnings {
+		log.Warn().Msg(w)
+	}
+	rules := toolRules(c, merged)
+	authz.SetRules(rules)
+	log.Debug().Int("rules", rules.Len()).Msg("tool rules in force")
+}
+
+// tracedServers says which servers --trace-server names ("*": all); nil
+// when it names none.
+func tracedServers(names []string) func(string) bool {
+	if len(names) == 0 {
+		return nil
+	}
+	return func(server string) bool { return slices.Contains(names, server) || slices.Contains(names, "*") }
 }
 
 func apiToken(c *config) (string, error) {

@@ -104,6 +104,13 @@ type Merged struct {
 	// Read lists the layers that were read (a skipped optional file is
 	// not), in order.
 	Read []Source
+	// Permissions gathers the top-level "permissions" blocks of every
+	// layer: their rules together (the most specific rule wins wherever
+	// it was written), and the default of the last layer that sets one.
+	Permissions ToolRules
+	// Warnings say what the layers held outside their server entries that
+	// mcpd does not understand, each prefixed with its file.
+	Warnings []string
 }
 
 // Entries returns every entry of the file (usable, unusable and disabled)
@@ -163,6 +170,15 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 		}
 		src := Source{Scope: l.Scope, Name: l.Path}
 		m.Read = append(m.Read, src)
+		m.Permissions.Allow = append(m.Permissions.Allow, f.Permissions.Allow...)
+		m.Permissions.Ask = append(m.Permissions.Ask, f.Permissions.Ask...)
+		m.Permissions.Deny = append(m.Permissions.Deny, f.Permissions.Deny...)
+		if f.Permissions.Default != "" {
+			m.Permissions.Default = f.Permissions.Default
+		}
+		for _, w := range f.Warnings {
+			m.Warnings = append(m.Warnings, l.Path+": "+w)
+		}
 		for _, e := range f.Entries(src) {
 			byName[e.Name] = e
 		}

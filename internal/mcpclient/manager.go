@@ -79,6 +79,9 @@ type Options struct {
 	// Telemetry, if set, records the servers' requests, tool calls,
 	// events and stderr lines, and traces requests.
 	Telemetry *telemetry.Telemetry
+	// Trace, if set, says which servers have their JSON-RPC messages
+	// logged at debug level, beside those whose config says so.
+	Trace func(server string) bool
 }
 
 func (o *Options) withDefaults() *Options {

@@ -110,6 +110,7 @@ type upstream struct {
 	wants  interests // what agents set up, replayed on every new session
 	log    zerolog.Logger
 	client *mcp.Client
+	tracer *tracer // nil unless the server is traced
 
 	calls   *inflight
 	refresh chan struct{} // a tools/list_changed arrived (capacity 1)
@@ -185,6 +186,12 @@ func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp
 		changed:  make(chan struct{}),
 		sinks:    make(map[string]*callSink),
 		source:   cfg.Source,
+	}
+	if opts.Trace != nil && opts.Trace(cfg.Name) {
+		u.cfg.Trace = true
+	}
+	if u.cfg.Trace {
+		u.tracer = newTracer(u.cfg, u.log)
 	}
 	u.client = mcp.NewClient(opts.ClientInfo, u.clientOptions())
 	u.client.AddReceivingMiddleware(u.rootsMiddleware)

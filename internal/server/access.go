@@ -57,6 +57,9 @@ type guard struct {
 	audit *access.Auditor
 	// qualify resolves a bare tool name (Manager.QualifyToolName).
 	qualify func(name string, visible func(server string) bool) (string, error)
+	// approve asks an agent about a tool call an "ask" rule holds; nil
+	// denies such calls.
+	approve approver
 }
 
 // qualifyTool rewrites the bare tool name of a CallTool or CallToolStream
@@ -87,11 +90,17 @@ func (g *guard) qualifyTool(caller access.Caller, msg any) error {
 	return nil
 }
 
+// approver asks for the approval a tool call needs and returns nil when it
+// is given, else why not.
+type approver func(ctx context.Context, caller access.Caller, need *access.ApprovalRequiredError, server string, args map[string]any) error
+
 // request is what guard knows of one request.
 type request struct {
 	actions []access.Action
 	audited bool // the request acts on something: it gets an audit line
 	record  access.Record
+	// arguments are a tool call's arguments, for an approval request.
+	arguments func() map[string]any
 }
 
 // describe is the one table from a request message to its actions and
@@ -222,9 +231,10 @@ func callTool(method, name string, args func() map[string]any, withArgs bool) re
 		act.Server = server
 	}
 	r := request{
-		actions: []access.Action{act},
-		audited: true,
-		record:  access.Record{Method: method, Server: act.Server, Tool: name},
+		actions:   []access.Action{act},
+		audited:   true,
+		record:    access.Record{Method: method, Server: act.Server, Tool: name},
+		arguments: args,
 	}
 	if withArgs {
 		r.record.Arguments = args()
@@ -232,10 +242,23 @@ func callTool(method, name string, args func() map[string]any, withArgs bool) re
 	return r
 }
 
-// check authorizes every action of r; a refusal is audited.
-func (g *guard) check(caller access.Caller, r *request, start time.Time) error {
+// check authorizes every action of r, asking for approval where a tool
+// rule says "ask"; a refusal is audited.
+func (g *guard) check(ctx context.Context, caller access.Caller, r *request, start time.Time) error {
 	for _, act := range r.actions {
-		if err := g.authz.Authorize(caller, act); err != nil {
+		err := g.authz.Authorize(caller, act)
+		var need *access.ApprovalRequiredError
+		if errors.As(err, &need) {
+			err = need.Denied("no agent can approve it")
+			if g.approve != nil {
+				var args map[string]any
+				if r.arguments != nil {
+					args = r.arguments()
+				}
+				err = g.approve(ctx, caller, need, act.Server, args)
+			}
+		}
+		if err != nil {
 			rec := r.record
 			rec.Server, rec.Tool, rec.URI, rec.Prompt = act.Server, act.Tool, act.URI, act.Prompt
 			g.refused(caller, rec, err, start)
@@ -251,8 +274,12 @@ func (g *guard) refused(caller access.Caller, rec access.Record, err error, star
 	rec.Caller = caller.Name
 	rec.Code = status.Code(toStatus(err)).String()
 	var denied *access.DeniedError
-	if errors.As(err, &denied) {
+	var ruled *access.RuleDeniedError
+	switch {
+	case errors.As(err, &denied):
 		rec.Denied = denied.Permission
+	case errors.As(err, &ruled):
+		rec.Denied = "rule: " + ruled.Rule
 	}
 	rec.Duration = time.Since(start)
 	g.audit.Log(rec)
@@ -268,7 +295,7 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	}
 	r := describe(method, req, g.audit.Arguments())
 	r.record.Method = method
-	if err := g.check(caller, &r, start); err != nil {
+	if err := g.check(ctx, caller, &r, start); err != nil {
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
@@ -332,7 +359,7 @@ func (w *guardedStream) RecvMsg(m any) error {
 	}
 	w.req = describe(w.method, m, w.g.audit.Arguments())
 	w.req.record.Method = w.method
-	if err := w.g.check(w.caller, &w.req, w.start); err != nil {
+	if err := w.g.check(w.ServerStream.Context(), w.caller, &w.req, w.start); err != nil {
 		w.denied = true
 		return err
 	}

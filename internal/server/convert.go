@@ -39,6 +39,7 @@ func serverConfigFromProto(pc *mcpdv1.ServerConfig) (config.Server, error) {
 		ProtocolVersion: pc.GetProtocolVersion(),
 		ToolsAllow:      pc.GetToolsAllow(),
 		ToolsDeny:       pc.GetToolsDeny(),
+		Trace:           pc.GetTrace(),
 
 		StrictCapabilities: pc.GetStrictCapabilities(),
 	}
@@ -158,6 +159,7 @@ func serverToProto(st mcpclient.Status) *mcpdv1.Server {
 		Url:                     st.Config.DisplayURL(),
 		EnvNames:                sortedKeys(st.Config.Env),
 		HeaderNames:             sortedKeys(st.Config.Headers),
+		ConfigWarnings:          st.Config.Warnings,
 		Pid:                     int32(st.Pid),
 		StateChangedTime:        timestamp(st.StateChanged),
 		AuthorizationUrl:        st.AuthorizationURL,

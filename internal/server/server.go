@@ -284,6 +284,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	if hb.broker == nil {
 		hb.broker = mcpclient.NewBroker(nil)
 	}
+	g.approve = hb.approve
 	mcpdv1.RegisterMCPHubServer(gs, hb)
 	healthpb.RegisterHealthServer(gs, healthService{HealthServer: h.srv, stopping: hb.stopping})
 	reflection.Register(gs)

@@ -168,6 +168,7 @@ var requestKindFromProto = map[mcpdv1.ServerRequestKind]mcpclient.RequestKind{
 	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION:   mcpclient.KindElicitation,
 	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS:         mcpclient.KindRoots,
 	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_AUTHORIZATION: mcpclient.KindAuthorization,
+	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL:      mcpclient.KindApproval,
 }
 
 func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.HandleServerRequestsRequest, mcpdv1.HandleServerRequestsResponse]) error {

@@ -43,6 +43,8 @@ from .errors import (
 from .names import is_provider_safe, provider_names
 from .types import (
     Annotations,
+    ApprovalRequest,
+    ApprovalResult,
     AudioContent,
     AuthorizationRequest,
     AuthorizationResult,
@@ -93,6 +95,8 @@ __all__ = [
     "Aborted",
     "AlreadyExists",
     "Annotations",
+    "ApprovalRequest",
+    "ApprovalResult",
     "AsyncClient",
     "AsyncSubscription",
     "AsyncToolCallStream",

@@ -565,7 +565,7 @@ def event(e: pb.Event) -> t.Event:
 # Server requests and replies.
 
 
-def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.ElicitationRequest, t.RootsRequest, t.AuthorizationRequest, None]:
+def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.ElicitationRequest, t.RootsRequest, t.AuthorizationRequest, t.ApprovalRequest, None]:
     deadline = timestamp(r, "deadline")
     kind = r.WhichOneof("kind")
     if kind == "sampling":
@@ -602,6 +602,18 @@ def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.Elicitatio
             expire_time=timestamp(a, "expire_time"),
             deadline=deadline,
         )
+    if kind == "approval":
+        ap = r.approval
+        return t.ApprovalRequest(
+            id=r.id,
+            server=r.server,
+            tool=ap.tool,
+            arguments=opt_struct(ap, "arguments"),
+            annotations=opt_struct(ap, "annotations"),
+            rule=ap.rule,
+            caller=ap.caller,
+            deadline=deadline,
+        )
     return None
 
 
@@ -628,6 +640,14 @@ def elicitation_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
     if result.content is not None:
         fill_struct(out.content, result.content)
     return pb.ServerRequestReply(id=req_id, elicitation=out)
+
+
+def approval_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
+    if isinstance(result, bool):
+        result = t.ApprovalResult(approved=result)
+    if not isinstance(result, t.ApprovalResult):
+        raise TypeError(f"an approval handler must return ApprovalResult or bool, not {type(result).__name__}")
+    return pb.ServerRequestReply(id=req_id, approval=pb.ApprovalResult(approved=result.approved, reason=result.reason))
 
 
 def roots_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
@@ -696,6 +716,8 @@ def reply_for(req: Any, result: Any) -> pb.ServerRequestReply:
         return elicitation_reply(req.id, result)
     if isinstance(req, t.AuthorizationRequest):
         return authorization_reply(req.id, result)
+    if isinstance(req, t.ApprovalRequest):
+        return approval_reply(req.id, result)
     return roots_reply(req.id, result)
 
 
@@ -706,6 +728,8 @@ def kind_of(req: Any) -> str:
         return "elicitation"
     if isinstance(req, t.AuthorizationRequest):
         return "authorization"
+    if isinstance(req, t.ApprovalRequest):
+        return "approval"
     return "roots"
 
 
@@ -714,6 +738,7 @@ REQUEST_KINDS = {
     "elicitation": pb.SERVER_REQUEST_KIND_ELICITATION,
     "roots": pb.SERVER_REQUEST_KIND_ROOTS,
     "authorization": pb.SERVER_REQUEST_KIND_AUTHORIZATION,
+    "approval": pb.SERVER_REQUEST_KIND_APPROVAL,
 }
 
 

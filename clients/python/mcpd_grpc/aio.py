@@ -341,6 +341,10 @@ class AsyncClient:
         :meth:`mcpd_grpc.Client.on_authorization`."""
         return self._on("authorization", handler)
 
+    def on_approval(self, handler: Optional[Callable[..., Any]] = None) -> Any:
+        """Decides tool calls held by ``ask`` rules; see :meth:`mcpd_grpc.Client.on_approval`."""
+        return self._on("approval", handler)
+
     def _on(self, kind: str, handler: Optional[Callable[..., Any]]) -> Any:
         if handler is None:
             return lambda h: self._on(kind, h)

@@ -403,6 +403,13 @@ class Client:
         that register this handler are asked."""
         return self._on("authorization", handler)
 
+    def on_approval(self, handler: Optional[H] = None) -> Any:
+        """Decides tool calls that an ``ask`` tool rule holds with
+        ``handler(ApprovalRequest)`` returning an
+        :class:`~mcpd_grpc.ApprovalResult` or a ``bool``. Without an approval
+        handler attached anywhere, such calls are denied."""
+        return self._on("approval", handler)
+
     def _on(self, kind: str, handler: Optional[H]) -> Any:
         if handler is None:
             return lambda h: self._on(kind, h)

@@ -817,6 +817,22 @@ class AuthorizationRequest:
 
 
 @dataclass(frozen=True)
+class ApprovalRequest:
+    """mcpd asks whether a tool call that an ``ask`` tool rule holds may
+    run: ``tool`` is the qualified name, ``server`` its server, ``rule`` the
+    rule that asked, ``caller`` who made the call."""
+
+    id: str
+    server: str
+    tool: str = ""
+    arguments: Dict[str, Any] = field(default_factory=dict)
+    annotations: Dict[str, Any] = field(default_factory=dict)
+    rule: str = ""
+    caller: str = ""
+    deadline: Optional[datetime.datetime] = None
+
+
+@dataclass(frozen=True)
 class AuthorizationResult:
     """The answer to an :class:`AuthorizationRequest`: ``redirect_url`` is
     the URL the browser was redirected to, when the agent caught it (mcpd
@@ -825,3 +841,12 @@ class AuthorizationResult:
     browser's redirect reaches mcpd's own redirect listener."""
 
     redirect_url: str = ""
+
+
+@dataclass(frozen=True)
+class ApprovalResult:
+    """The answer to an approval request. A handler may also return a
+    ``bool``."""
+
+    approved: bool = False
+    reason: str = ""

@@ -455,6 +455,10 @@ const (
 	// authorization URL (a desktop agent opens the browser). Only agents that
 	// name this kind receive it.
 	ServerRequestKind_SERVER_REQUEST_KIND_AUTHORIZATION ServerRequestKind = 4
+	// Means a tool call matched an "ask" rule: the agent approves or denies
+	// it before mcpd sends it to the server. Only agents that name this kind
+	// receive it.
+	ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL ServerRequestKind = 5
 )
 
 // Enum value maps for ServerRequestKind.
@@ -465,6 +469,7 @@ var (
 		2: "SERVER_REQUEST_KIND_ELICITATION",
 		3: "SERVER_REQUEST_KIND_ROOTS",
 		4: "SERVER_REQUEST_KIND_AUTHORIZATION",
+		5: "SERVER_REQUEST_KIND_APPROVAL",
 	}
 	ServerRequestKind_value = map[string]int32{
 		"SERVER_REQUEST_KIND_UNSPECIFIED":   0,
@@ -472,6 +477,7 @@ var (
 		"SERVER_REQUEST_KIND_ELICITATION":   2,
 		"SERVER_REQUEST_KIND_ROOTS":         3,
 		"SERVER_REQUEST_KIND_AUTHORIZATION": 4,
+		"SERVER_REQUEST_KIND_APPROVAL":      5,
 	}
 )
 
@@ -597,8 +603,12 @@ type ServerConfig struct {
 	// (false) means mcpd also asks a server that omits it for tools/list, as
 	// hand-written servers often need, and notes it in Server.notes.
 	StrictCapabilities bool `protobuf:"varint,12,opt,name=strict_capabilities,json=strictCapabilities,proto3" json:"strict_capabilities,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Logs every JSON-RPC message exchanged with the server at debug level,
+	// both directions, with secret-looking fields redacted and long messages
+	// cut (see docs/servers.md).
+	Trace         bool `protobuf:"varint,13,opt,name=trace,proto3" json:"trace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerConfig) Reset() {
@@ -726,6 +736,13 @@ func (x *ServerConfig) GetOauth() *OAuthConfig {
 func (x *ServerConfig) GetStrictCapabilities() bool {
 	if x != nil {
 		return x.StrictCapabilities
+	}
+	return false
+}
+
+func (x *ServerConfig) GetTrace() bool {
+	if x != nil {
+		return x.Trace
 	}
 	return false
 }
@@ -1263,9 +1280,12 @@ type Server struct {
 	Source string `protobuf:"bytes,22,opt,name=source,proto3" json:"source,omitempty"`
 	// Notes where mcpd treats the server otherwise than its declarations say,
 	// for example tools listed although it declared no tools capability.
-	Notes         []string `protobuf:"bytes,23,rep,name=notes,proto3" json:"notes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Notes []string `protobuf:"bytes,23,rep,name=notes,proto3" json:"notes,omitempty"`
+	// Lists what mcpd did not understand in the server's config entry, for
+	// example a field it does not know; each is also logged once.
+	ConfigWarnings []string `protobuf:"bytes,24,rep,name=config_warnings,json=configWarnings,proto3" json:"config_warnings,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Server) Reset() {
@@ -1455,6 +1475,13 @@ func (x *Server) GetSource() string {
 func (x *Server) GetNotes() []string {
 	if x != nil {
 		return x.Notes
+	}
+	return nil
+}
+
+func (x *Server) GetConfigWarnings() []string {
+	if x != nil {
+		return x.ConfigWarnings
 	}
 	return nil
 }
@@ -5654,6 +5681,7 @@ type ServerRequest struct {
 	//	*ServerRequest_Elicitation
 	//	*ServerRequest_Roots
 	//	*ServerRequest_Authorization
+	//	*ServerRequest_Approval
 	Kind isServerRequest_Kind `protobuf_oneof:"kind"`
 	// Gives the time by which mcpd needs the reply.
 	Deadline      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
@@ -5748,6 +5776,15 @@ func (x *ServerRequest) GetAuthorization() *AuthorizationRequest {
 	return nil
 }
 
+func (x *ServerRequest) GetApproval() *ApprovalRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerRequest_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
 func (x *ServerRequest) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
@@ -5779,6 +5816,11 @@ type ServerRequest_Authorization struct {
 	Authorization *AuthorizationRequest `protobuf:"bytes,7,opt,name=authorization,proto3,oneof"`
 }
 
+type ServerRequest_Approval struct {
+	// Asks whether a tool call may proceed.
+	Approval *ApprovalRequest `protobuf:"bytes,8,opt,name=approval,proto3,oneof"`
+}
+
 func (*ServerRequest_Sampling) isServerRequest_Kind() {}
 
 func (*ServerRequest_Elicitation) isServerRequest_Kind() {}
@@ -5786,6 +5828,8 @@ func (*ServerRequest_Elicitation) isServerRequest_Kind() {}
 func (*ServerRequest_Roots) isServerRequest_Kind() {}
 
 func (*ServerRequest_Authorization) isServerRequest_Kind() {}
+
+func (*ServerRequest_Approval) isServerRequest_Kind() {}
 
 // SamplingRequest asks the agent's model for a message.
 type SamplingRequest struct {
@@ -6049,6 +6093,7 @@ type ServerRequestReply struct {
 	//	*ServerRequestReply_Elicitation
 	//	*ServerRequestReply_Roots
 	//	*ServerRequestReply_Authorization
+	//	*ServerRequestReply_Approval
 	//	*ServerRequestReply_Error
 	Result        isServerRequestReply_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
@@ -6135,6 +6180,15 @@ func (x *ServerRequestReply) GetAuthorization() *AuthorizationResult {
 	return nil
 }
 
+func (x *ServerRequestReply) GetApproval() *ApprovalResult {
+	if x != nil {
+		if x, ok := x.Result.(*ServerRequestReply_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
 func (x *ServerRequestReply) GetError() *ReplyError {
 	if x != nil {
 		if x, ok := x.Result.(*ServerRequestReply_Error); ok {
@@ -6168,6 +6222,11 @@ type ServerRequestReply_Authorization struct {
 	Authorization *AuthorizationResult `protobuf:"bytes,6,opt,name=authorization,proto3,oneof"`
 }
 
+type ServerRequestReply_Approval struct {
+	// Answers an approval request.
+	Approval *ApprovalResult `protobuf:"bytes,7,opt,name=approval,proto3,oneof"`
+}
+
 type ServerRequestReply_Error struct {
 	// Refuses the request with an error.
 	Error *ReplyError `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
@@ -6180,6 +6239,8 @@ func (*ServerRequestReply_Elicitation) isServerRequestReply_Result() {}
 func (*ServerRequestReply_Roots) isServerRequestReply_Result() {}
 
 func (*ServerRequestReply_Authorization) isServerRequestReply_Result() {}
+
+func (*ServerRequestReply_Approval) isServerRequestReply_Result() {}
 
 func (*ServerRequestReply_Error) isServerRequestReply_Result() {}
 
@@ -6516,6 +6577,145 @@ func (x *AuthorizationResult) GetRedirectUrl() string {
 	return ""
 }
 
+// ApprovalRequest asks the agent whether a tool call that matched an "ask"
+// rule may proceed.
+type ApprovalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the qualified tool name (mcp__<server>__<tool>).
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Holds the call's arguments, as MCP JSON.
+	Arguments *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Holds the tool's annotations (readOnlyHint, destructiveHint, ...), as
+	// MCP JSON, when the server gives any.
+	Annotations *structpb.Struct `protobuf:"bytes,3,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	// Gives the rule that asked, for example "ask mcp__*__delete_*".
+	Rule string `protobuf:"bytes,4,opt,name=rule,proto3" json:"rule,omitempty"`
+	// Names the caller that made the call.
+	Caller        string `protobuf:"bytes,5,opt,name=caller,proto3" json:"caller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalRequest) Reset() {
+	*x = ApprovalRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalRequest) ProtoMessage() {}
+
+func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
+func (*ApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ApprovalRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *ApprovalRequest) GetAnnotations() *structpb.Struct {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *ApprovalRequest) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+// ApprovalResult answers an ApprovalRequest.
+type ApprovalResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lets the call proceed when true; false denies it.
+	Approved bool `protobuf:"varint,1,opt,name=approved,proto3" json:"approved,omitempty"`
+	// Explains a denial; the caller's PERMISSION_DENIED quotes it.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalResult) Reset() {
+	*x = ApprovalResult{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalResult) ProtoMessage() {}
+
+func (x *ApprovalResult) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalResult.ProtoReflect.Descriptor instead.
+func (*ApprovalResult) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ApprovalResult) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *ApprovalResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // CompleteAuthorizationRequest completes a server's pending authorization.
 type CompleteAuthorizationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6530,7 +6730,7 @@ type CompleteAuthorizationRequest struct {
 
 func (x *CompleteAuthorizationRequest) Reset() {
 	*x = CompleteAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6542,7 +6742,7 @@ func (x *CompleteAuthorizationRequest) String() string {
 func (*CompleteAuthorizationRequest) ProtoMessage() {}
 
 func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6555,7 +6755,7 @@ func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *CompleteAuthorizationRequest) GetServer() string {
@@ -6583,7 +6783,7 @@ type CompleteAuthorizationResponse struct {
 
 func (x *CompleteAuthorizationResponse) Reset() {
 	*x = CompleteAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6595,7 +6795,7 @@ func (x *CompleteAuthorizationResponse) String() string {
 func (*CompleteAuthorizationResponse) ProtoMessage() {}
 
 func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6608,7 +6808,7 @@ func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CompleteAuthorizationResponse) GetServer() *Server {
@@ -6629,7 +6829,7 @@ type ForgetAuthorizationRequest struct {
 
 func (x *ForgetAuthorizationRequest) Reset() {
 	*x = ForgetAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6641,7 +6841,7 @@ func (x *ForgetAuthorizationRequest) String() string {
 func (*ForgetAuthorizationRequest) ProtoMessage() {}
 
 func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6654,7 +6854,7 @@ func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ForgetAuthorizationRequest) GetServer() string {
@@ -6673,7 +6873,7 @@ type ForgetAuthorizationResponse struct {
 
 func (x *ForgetAuthorizationResponse) Reset() {
 	*x = ForgetAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6685,7 +6885,7 @@ func (x *ForgetAuthorizationResponse) String() string {
 func (*ForgetAuthorizationResponse) ProtoMessage() {}
 
 func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6698,14 +6898,14 @@ func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{86}
 }
 
 var File_mcpd_v1_mcpd_proto protoreflect.FileDescriptor
 
 const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\n" +
-	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaa\x04\n" +
+	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\x04\n" +
 	"\fServerConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x14.mcpd.v1.StdioConfigH\x00R\x05stdio\x12)\n" +
@@ -6721,7 +6921,8 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\n" +
 	"tools_deny\x18\t \x03(\tR\ttoolsDeny\x12*\n" +
 	"\x05oauth\x18\v \x01(\v2\x14.mcpd.v1.OAuthConfigR\x05oauth\x12/\n" +
-	"\x13strict_capabilities\x18\f \x01(\bR\x12strictCapabilitiesB\v\n" +
+	"\x13strict_capabilities\x18\f \x01(\bR\x12strictCapabilities\x12\x14\n" +
+	"\x05trace\x18\r \x01(\bR\x05traceB\v\n" +
 	"\ttransport\"\xcc\x03\n" +
 	"\vOAuthConfig\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12#\n" +
@@ -6762,7 +6963,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x0eImplementation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05title\x18\x03 \x01(\tR\x05title\"\xf6\x06\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\"\x9f\a\n" +
 	"\x06Server\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x14.mcpd.v1.ServerStateR\x05state\x120\n" +
@@ -6791,7 +6992,8 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x19authorization_expire_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x17authorizationExpireTime\x12*\n" +
 	"\x05scope\x18\x15 \x01(\x0e2\x14.mcpd.v1.ConfigScopeR\x05scope\x12\x16\n" +
 	"\x06source\x18\x16 \x01(\tR\x06source\x12\x14\n" +
-	"\x05notes\x18\x17 \x03(\tR\x05notes\"_\n" +
+	"\x05notes\x18\x17 \x03(\tR\x05notes\x12'\n" +
+	"\x0fconfig_warnings\x18\x18 \x03(\tR\x0econfigWarnings\"_\n" +
 	"\x14ConnectServerRequest\x12-\n" +
 	"\x06server\x18\x01 \x01(\v2\x15.mcpd.v1.ServerConfigR\x06server\x12\x18\n" +
 	"\areplace\x18\x02 \x01(\bR\areplace\"@\n" +
@@ -7058,7 +7260,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"registered\x18\x01 \x01(\v2\".mcpd.v1.ServerRequestRegistrationH\x00R\n" +
 	"registered\x122\n" +
 	"\arequest\x18\x02 \x01(\v2\x16.mcpd.v1.ServerRequestH\x00R\arequestB\t\n" +
-	"\amessage\"\xe6\x02\n" +
+	"\amessage\"\x9e\x03\n" +
 	"\rServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x126\n" +
@@ -7066,6 +7268,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\velicitation\x18\x04 \x01(\v2\x1b.mcpd.v1.ElicitationRequestH\x00R\velicitation\x12-\n" +
 	"\x05roots\x18\x05 \x01(\v2\x15.mcpd.v1.RootsRequestH\x00R\x05roots\x12E\n" +
 	"\rauthorization\x18\a \x01(\v2\x1d.mcpd.v1.AuthorizationRequestH\x00R\rauthorization\x126\n" +
+	"\bapproval\x18\b \x01(\v2\x18.mcpd.v1.ApprovalRequestH\x00R\bapproval\x126\n" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadlineB\x06\n" +
 	"\x04kind\"\xbc\x01\n" +
 	"\x0fSamplingRequest\x124\n" +
@@ -7083,13 +7286,14 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x10\n" +
 	"\x03url\x18\x04 \x01(\tR\x03url\x12%\n" +
 	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\x0e\n" +
-	"\fRootsRequest\"\xc6\x02\n" +
+	"\fRootsRequest\"\xfd\x02\n" +
 	"\x12ServerRequestReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
 	"\bsampling\x18\x02 \x01(\v2\x17.mcpd.v1.SamplingResultH\x00R\bsampling\x12>\n" +
 	"\velicitation\x18\x03 \x01(\v2\x1a.mcpd.v1.ElicitationResultH\x00R\velicitation\x12,\n" +
 	"\x05roots\x18\x04 \x01(\v2\x14.mcpd.v1.RootsResultH\x00R\x05roots\x12D\n" +
-	"\rauthorization\x18\x06 \x01(\v2\x1c.mcpd.v1.AuthorizationResultH\x00R\rauthorization\x12+\n" +
+	"\rauthorization\x18\x06 \x01(\v2\x1c.mcpd.v1.AuthorizationResultH\x00R\rauthorization\x125\n" +
+	"\bapproval\x18\a \x01(\v2\x17.mcpd.v1.ApprovalResultH\x00R\bapproval\x12+\n" +
 	"\x05error\x18\x05 \x01(\v2\x13.mcpd.v1.ReplyErrorH\x00R\x05errorB\b\n" +
 	"\x06result\"\x96\x01\n" +
 	"\x0eSamplingResult\x12!\n" +
@@ -7112,7 +7316,16 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\"8\n" +
 	"\x13AuthorizationResult\x12!\n" +
-	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\"Y\n" +
+	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\"\xc3\x01\n" +
+	"\x0fApprovalRequest\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x125\n" +
+	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\x129\n" +
+	"\vannotations\x18\x03 \x01(\v2\x17.google.protobuf.StructR\vannotations\x12\x12\n" +
+	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06caller\x18\x05 \x01(\tR\x06caller\"D\n" +
+	"\x0eApprovalResult\x12\x1a\n" +
+	"\bapproved\x18\x01 \x01(\bR\bapproved\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"Y\n" +
 	"\x1cCompleteAuthorizationRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12!\n" +
 	"\fredirect_url\x18\x02 \x01(\tR\vredirectUrl\"H\n" +
@@ -7166,13 +7379,14 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x1aEVENT_KIND_PROMPTS_CHANGED\x10\x03\x12 \n" +
 	"\x1cEVENT_KIND_RESOURCES_CHANGED\x10\x04\x12\x1b\n" +
 	"\x17EVENT_KIND_SERVER_STATE\x10\x05\x12\x12\n" +
-	"\x0eEVENT_KIND_LOG\x10\x06*\xc5\x01\n" +
+	"\x0eEVENT_KIND_LOG\x10\x06*\xe7\x01\n" +
 	"\x11ServerRequestKind\x12#\n" +
 	"\x1fSERVER_REQUEST_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSERVER_REQUEST_KIND_SAMPLING\x10\x01\x12#\n" +
 	"\x1fSERVER_REQUEST_KIND_ELICITATION\x10\x02\x12\x1d\n" +
 	"\x19SERVER_REQUEST_KIND_ROOTS\x10\x03\x12%\n" +
-	"!SERVER_REQUEST_KIND_AUTHORIZATION\x10\x04*\x95\x01\n" +
+	"!SERVER_REQUEST_KIND_AUTHORIZATION\x10\x04\x12 \n" +
+	"\x1cSERVER_REQUEST_KIND_APPROVAL\x10\x05*\x95\x01\n" +
 	"\x11ElicitationAction\x12\"\n" +
 	"\x1eELICITATION_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ELICITATION_ACTION_ACCEPT\x10\x01\x12\x1e\n" +
@@ -7215,7 +7429,7 @@ func file_mcpd_v1_mcpd_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
+var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerState)(0),                      // 0: mcpd.v1.ServerState
 	(ConfigScope)(0),                      // 1: mcpd.v1.ConfigScope
@@ -7306,36 +7520,38 @@ var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(*ReplyError)(nil),                    // 86: mcpd.v1.ReplyError
 	(*AuthorizationRequest)(nil),          // 87: mcpd.v1.AuthorizationRequest
 	(*AuthorizationResult)(nil),           // 88: mcpd.v1.AuthorizationResult
-	(*CompleteAuthorizationRequest)(nil),  // 89: mcpd.v1.CompleteAuthorizationRequest
-	(*CompleteAuthorizationResponse)(nil), // 90: mcpd.v1.CompleteAuthorizationResponse
-	(*ForgetAuthorizationRequest)(nil),    // 91: mcpd.v1.ForgetAuthorizationRequest
-	(*ForgetAuthorizationResponse)(nil),   // 92: mcpd.v1.ForgetAuthorizationResponse
-	nil,                                   // 93: mcpd.v1.StdioConfig.EnvEntry
-	nil,                                   // 94: mcpd.v1.HttpConfig.HeadersEntry
-	nil,                                   // 95: mcpd.v1.GetPromptRequest.ArgumentsEntry
-	nil,                                   // 96: mcpd.v1.CompleteRequest.ContextEntry
-	(*durationpb.Duration)(nil),           // 97: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 98: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),         // 99: google.protobuf.Timestamp
-	(*structpb.Value)(nil),                // 100: google.protobuf.Value
+	(*ApprovalRequest)(nil),               // 89: mcpd.v1.ApprovalRequest
+	(*ApprovalResult)(nil),                // 90: mcpd.v1.ApprovalResult
+	(*CompleteAuthorizationRequest)(nil),  // 91: mcpd.v1.CompleteAuthorizationRequest
+	(*CompleteAuthorizationResponse)(nil), // 92: mcpd.v1.CompleteAuthorizationResponse
+	(*ForgetAuthorizationRequest)(nil),    // 93: mcpd.v1.ForgetAuthorizationRequest
+	(*ForgetAuthorizationResponse)(nil),   // 94: mcpd.v1.ForgetAuthorizationResponse
+	nil,                                   // 95: mcpd.v1.StdioConfig.EnvEntry
+	nil,                                   // 96: mcpd.v1.HttpConfig.HeadersEntry
+	nil,                                   // 97: mcpd.v1.GetPromptRequest.ArgumentsEntry
+	nil,                                   // 98: mcpd.v1.CompleteRequest.ContextEntry
+	(*durationpb.Duration)(nil),           // 99: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 100: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),         // 101: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                // 102: google.protobuf.Value
 }
 var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	11,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
 	12,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
 	12,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
 	12,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
-	97,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	97,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	99,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	99,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
 	9,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
 	10,  // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
-	93,  // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	94,  // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	95,  // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	96,  // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
 	0,   // 10: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
 	2,   // 11: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
 	13,  // 12: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	98,  // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	99,  // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	99,  // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
+	100, // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	101, // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	101, // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
 	1,   // 16: mcpd.v1.Server.scope:type_name -> mcpd.v1.ConfigScope
 	8,   // 17: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
 	14,  // 18: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
@@ -7344,57 +7560,57 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	14,  // 21: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
 	14,  // 22: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
 	29,  // 23: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	98,  // 24: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	98,  // 25: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	100, // 24: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	100, // 25: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
 	30,  // 26: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	98,  // 27: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
-	98,  // 28: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	97,  // 29: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	98,  // 30: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	100, // 27: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	100, // 28: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	99,  // 29: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	100, // 30: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
 	33,  // 31: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	100, // 32: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	98,  // 33: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	102, // 32: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	100, // 33: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
 	34,  // 34: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
 	35,  // 35: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
 	35,  // 36: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
 	36,  // 37: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
 	37,  // 38: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
 	38,  // 39: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	98,  // 40: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
-	98,  // 41: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	100, // 40: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	100, // 41: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
 	3,   // 42: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	98,  // 43: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	97,  // 44: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	98,  // 45: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	100, // 43: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	99,  // 44: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	100, // 45: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
 	41,  // 46: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
 	42,  // 47: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
 	32,  // 48: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
 	4,   // 49: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	100, // 50: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	102, // 50: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
 	45,  // 51: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
 	38,  // 52: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	98,  // 53: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	100, // 53: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
 	48,  // 54: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
 	38,  // 55: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	98,  // 56: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	100, // 56: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
 	37,  // 57: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	98,  // 58: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	100, // 58: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
 	53,  // 59: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
 	54,  // 60: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	98,  // 61: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
-	95,  // 62: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	100, // 61: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	97,  // 62: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
 	57,  // 63: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	98,  // 64: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	100, // 64: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
 	3,   // 65: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
 	33,  // 66: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
 	59,  // 67: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	96,  // 68: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	98,  // 68: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
 	4,   // 69: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
 	64,  // 70: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
 	66,  // 71: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
 	5,   // 72: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
 	69,  // 73: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	99,  // 74: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	101, // 74: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
 	70,  // 75: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
 	71,  // 76: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
 	71,  // 77: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
@@ -7412,71 +7628,75 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	80,  // 89: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
 	81,  // 90: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
 	87,  // 91: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
-	99,  // 92: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
-	79,  // 93: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	98,  // 94: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
-	3,   // 95: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
-	33,  // 96: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	98,  // 97: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	83,  // 98: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	84,  // 99: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	85,  // 100: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	88,  // 101: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
-	86,  // 102: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	3,   // 103: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	33,  // 104: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	7,   // 105: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	98,  // 106: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	64,  // 107: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	99,  // 108: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
-	14,  // 109: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	15,  // 110: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	17,  // 111: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	19,  // 112: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	21,  // 113: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
-	23,  // 114: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	25,  // 115: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	27,  // 116: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	31,  // 117: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	39,  // 118: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	43,  // 119: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	46,  // 120: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	49,  // 121: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	51,  // 122: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	55,  // 123: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	58,  // 124: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	61,  // 125: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	63,  // 126: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	67,  // 127: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	74,  // 128: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	89,  // 129: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	91,  // 130: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	16,  // 131: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	18,  // 132: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	20,  // 133: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	22,  // 134: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
-	24,  // 135: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	26,  // 136: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	28,  // 137: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	32,  // 138: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	40,  // 139: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	44,  // 140: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	47,  // 141: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	50,  // 142: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	52,  // 143: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	56,  // 144: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	60,  // 145: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	62,  // 146: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	65,  // 147: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	68,  // 148: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	76,  // 149: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	90,  // 150: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	92,  // 151: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	131, // [131:152] is the sub-list for method output_type
-	110, // [110:131] is the sub-list for method input_type
-	110, // [110:110] is the sub-list for extension type_name
-	110, // [110:110] is the sub-list for extension extendee
-	0,   // [0:110] is the sub-list for field type_name
+	89,  // 92: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
+	101, // 93: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	79,  // 94: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
+	100, // 95: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	3,   // 96: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
+	33,  // 97: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
+	100, // 98: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	83,  // 99: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	84,  // 100: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	85,  // 101: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	88,  // 102: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
+	90,  // 103: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
+	86,  // 104: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	3,   // 105: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	33,  // 106: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	7,   // 107: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	100, // 108: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	64,  // 109: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	101, // 110: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	100, // 111: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
+	100, // 112: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
+	14,  // 113: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	15,  // 114: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	17,  // 115: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	19,  // 116: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	21,  // 117: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
+	23,  // 118: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	25,  // 119: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	27,  // 120: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	31,  // 121: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	39,  // 122: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	43,  // 123: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	46,  // 124: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	49,  // 125: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	51,  // 126: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	55,  // 127: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	58,  // 128: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	61,  // 129: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	63,  // 130: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	67,  // 131: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	74,  // 132: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	91,  // 133: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	93,  // 134: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	16,  // 135: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	18,  // 136: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	20,  // 137: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	22,  // 138: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
+	24,  // 139: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	26,  // 140: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	28,  // 141: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	32,  // 142: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	40,  // 143: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	44,  // 144: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	47,  // 145: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	50,  // 146: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	52,  // 147: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	56,  // 148: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	60,  // 149: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	62,  // 150: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	65,  // 151: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	68,  // 152: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	76,  // 153: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	92,  // 154: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	94,  // 155: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	135, // [135:156] is the sub-list for method output_type
+	114, // [114:135] is the sub-list for method input_type
+	114, // [114:114] is the sub-list for extension type_name
+	114, // [114:114] is the sub-list for extension extendee
+	0,   // [0:114] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -7539,12 +7759,14 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerRequest_Elicitation)(nil),
 		(*ServerRequest_Roots)(nil),
 		(*ServerRequest_Authorization)(nil),
+		(*ServerRequest_Approval)(nil),
 	}
 	file_mcpd_v1_mcpd_proto_msgTypes[74].OneofWrappers = []any{
 		(*ServerRequestReply_Sampling)(nil),
 		(*ServerRequestReply_Elicitation)(nil),
 		(*ServerRequestReply_Roots)(nil),
 		(*ServerRequestReply_Authorization)(nil),
+		(*ServerRequestReply_Approval)(nil),
 		(*ServerRequestReply_Error)(nil),
 	}
 	type x struct{}
@@ -7553,7 +7775,7 @@ func file_mcpd_v1_mcpd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpd_v1_mcpd_proto_rawDesc), len(file_mcpd_v1_mcpd_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   89,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

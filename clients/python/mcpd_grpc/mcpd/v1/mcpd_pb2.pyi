@@ -39,6 +39,7 @@ LOG_LEVEL_WARNING: LogLevel
 ROLE_ASSISTANT: Role
 ROLE_UNSPECIFIED: Role
 ROLE_USER: Role
+SERVER_REQUEST_KIND_APPROVAL: ServerRequestKind
 SERVER_REQUEST_KIND_AUTHORIZATION: ServerRequestKind
 SERVER_REQUEST_KIND_ELICITATION: ServerRequestKind
 SERVER_REQUEST_KIND_ROOTS: ServerRequestKind
@@ -67,6 +68,28 @@ class Annotations(_message.Message):
     last_modified: str
     priority: float
     def __init__(self, audience: _Optional[_Iterable[_Union[Role, str]]] = ..., priority: _Optional[float] = ..., last_modified: _Optional[str] = ...) -> None: ...
+
+class ApprovalRequest(_message.Message):
+    __slots__ = ["annotations", "arguments", "caller", "rule", "tool"]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    annotations: _struct_pb2.Struct
+    arguments: _struct_pb2.Struct
+    caller: str
+    rule: str
+    tool: str
+    def __init__(self, tool: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., annotations: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., rule: _Optional[str] = ..., caller: _Optional[str] = ...) -> None: ...
+
+class ApprovalResult(_message.Message):
+    __slots__ = ["approved", "reason"]
+    APPROVED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    approved: bool
+    reason: str
+    def __init__(self, approved: bool = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AuthorizationRequest(_message.Message):
     __slots__ = ["authorization_url", "expire_time"]
@@ -734,12 +757,13 @@ class SamplingResult(_message.Message):
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[_Iterable[_Union[Content, _Mapping]]] = ..., model: _Optional[str] = ..., stop_reason: _Optional[str] = ...) -> None: ...
 
 class Server(_message.Message):
-    __slots__ = ["args", "authorization_expire_time", "authorization_url", "capabilities", "command", "env_names", "header_names", "instructions", "last_error", "name", "notes", "pid", "protocol_version", "restarts", "scope", "server_info", "source", "state", "state_changed_time", "stderr_tail", "tool_count", "transport", "url"]
+    __slots__ = ["args", "authorization_expire_time", "authorization_url", "capabilities", "command", "config_warnings", "env_names", "header_names", "instructions", "last_error", "name", "notes", "pid", "protocol_version", "restarts", "scope", "server_info", "source", "state", "state_changed_time", "stderr_tail", "tool_count", "transport", "url"]
     ARGS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_URL_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_WARNINGS_FIELD_NUMBER: _ClassVar[int]
     ENV_NAMES_FIELD_NUMBER: _ClassVar[int]
     HEADER_NAMES_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -763,6 +787,7 @@ class Server(_message.Message):
     authorization_url: str
     capabilities: _struct_pb2.Struct
     command: str
+    config_warnings: _containers.RepeatedScalarFieldContainer[str]
     env_names: _containers.RepeatedScalarFieldContainer[str]
     header_names: _containers.RepeatedScalarFieldContainer[str]
     instructions: str
@@ -781,10 +806,10 @@ class Server(_message.Message):
     tool_count: int
     transport: Transport
     url: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., transport: _Optional[_Union[Transport, str]] = ..., protocol_version: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ..., instructions: _Optional[str] = ..., capabilities: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., restarts: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., state_changed_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env_names: _Optional[_Iterable[str]] = ..., header_names: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ..., authorization_url: _Optional[str] = ..., authorization_expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., scope: _Optional[_Union[ConfigScope, str]] = ..., source: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., transport: _Optional[_Union[Transport, str]] = ..., protocol_version: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ..., instructions: _Optional[str] = ..., capabilities: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., restarts: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., state_changed_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env_names: _Optional[_Iterable[str]] = ..., header_names: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ..., authorization_url: _Optional[str] = ..., authorization_expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., scope: _Optional[_Union[ConfigScope, str]] = ..., source: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., config_warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ServerConfig(_message.Message):
-    __slots__ = ["call_timeout", "connect_timeout", "http", "name", "oauth", "protocol_version", "remote", "sse", "stdio", "strict_capabilities", "tools_allow", "tools_deny"]
+    __slots__ = ["call_timeout", "connect_timeout", "http", "name", "oauth", "protocol_version", "remote", "sse", "stdio", "strict_capabilities", "tools_allow", "tools_deny", "trace"]
     CALL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     CONNECT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     HTTP_FIELD_NUMBER: _ClassVar[int]
@@ -797,6 +822,7 @@ class ServerConfig(_message.Message):
     STRICT_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     TOOLS_ALLOW_FIELD_NUMBER: _ClassVar[int]
     TOOLS_DENY_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FIELD_NUMBER: _ClassVar[int]
     call_timeout: _duration_pb2.Duration
     connect_timeout: _duration_pb2.Duration
     http: HttpConfig
@@ -809,10 +835,12 @@ class ServerConfig(_message.Message):
     strict_capabilities: bool
     tools_allow: _containers.RepeatedScalarFieldContainer[str]
     tools_deny: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioConfig, _Mapping]] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., sse: _Optional[_Union[HttpConfig, _Mapping]] = ..., remote: _Optional[_Union[HttpConfig, _Mapping]] = ..., call_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., connect_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., protocol_version: _Optional[str] = ..., tools_allow: _Optional[_Iterable[str]] = ..., tools_deny: _Optional[_Iterable[str]] = ..., oauth: _Optional[_Union[OAuthConfig, _Mapping]] = ..., strict_capabilities: bool = ...) -> None: ...
+    trace: bool
+    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioConfig, _Mapping]] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., sse: _Optional[_Union[HttpConfig, _Mapping]] = ..., remote: _Optional[_Union[HttpConfig, _Mapping]] = ..., call_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., connect_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., protocol_version: _Optional[str] = ..., tools_allow: _Optional[_Iterable[str]] = ..., tools_deny: _Optional[_Iterable[str]] = ..., oauth: _Optional[_Union[OAuthConfig, _Mapping]] = ..., strict_capabilities: bool = ..., trace: bool = ...) -> None: ...
 
 class ServerRequest(_message.Message):
-    __slots__ = ["authorization", "deadline", "elicitation", "id", "roots", "sampling", "server"]
+    __slots__ = ["approval", "authorization", "deadline", "elicitation", "id", "roots", "sampling", "server"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
@@ -820,6 +848,7 @@ class ServerRequest(_message.Message):
     ROOTS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
+    approval: ApprovalRequest
     authorization: AuthorizationRequest
     deadline: _timestamp_pb2.Timestamp
     elicitation: ElicitationRequest
@@ -827,7 +856,7 @@ class ServerRequest(_message.Message):
     roots: RootsRequest
     sampling: SamplingRequest
     server: str
-    def __init__(self, id: _Optional[str] = ..., server: _Optional[str] = ..., sampling: _Optional[_Union[SamplingRequest, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationRequest, _Mapping]] = ..., roots: _Optional[_Union[RootsRequest, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., server: _Optional[str] = ..., sampling: _Optional[_Union[SamplingRequest, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationRequest, _Mapping]] = ..., roots: _Optional[_Union[RootsRequest, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., approval: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ServerRequestRegistration(_message.Message):
     __slots__ = ["kinds", "servers"]
@@ -838,20 +867,22 @@ class ServerRequestRegistration(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[str]] = ..., kinds: _Optional[_Iterable[_Union[ServerRequestKind, str]]] = ...) -> None: ...
 
 class ServerRequestReply(_message.Message):
-    __slots__ = ["authorization", "elicitation", "error", "id", "roots", "sampling"]
+    __slots__ = ["approval", "authorization", "elicitation", "error", "id", "roots", "sampling"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     ROOTS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    approval: ApprovalResult
     authorization: AuthorizationResult
     elicitation: ElicitationResult
     error: ReplyError
     id: str
     roots: RootsResult
     sampling: SamplingResult
-    def __init__(self, id: _Optional[str] = ..., sampling: _Optional[_Union[SamplingResult, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., roots: _Optional[_Union[RootsResult, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationResult, _Mapping]] = ..., error: _Optional[_Union[ReplyError, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., sampling: _Optional[_Union[SamplingResult, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., roots: _Optional[_Union[RootsResult, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationResult, _Mapping]] = ..., approval: _Optional[_Union[ApprovalResult, _Mapping]] = ..., error: _Optional[_Union[ReplyError, _Mapping]] = ...) -> None: ...
 
 class ServerStateChanged(_message.Message):
     __slots__ = ["error", "state"]
