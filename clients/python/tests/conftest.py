@@ -127,6 +127,10 @@ class Daemon:
     def start(self) -> Daemon:
         env = dict(os.environ if self.env is None else self.env)
         env.pop("MCPD_API_TOKEN", None)  # only the flags of this Daemon count
+        # The machine's config scopes (~/.mcp.json, ~/.claude.json, the
+        # managed file) must not reach the tests.
+        env["HOME"] = str(self.workdir)
+        env["MCPD_MANAGED_CONFIG"] = str(self.workdir / "managed-mcp.json")
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [self.binary, "--listen", self.target, "--log-level", "debug", *self.args],
