@@ -29,6 +29,10 @@ var (
 	// succeeding (its OAuth state directory cannot be written); retrying
 	// helps only once an operator has fixed it.
 	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrAborted means mcpd ended a long-lived request because another
+	// took its place (a ServeTools stream replaced by another) or its
+	// server was removed.
+	ErrAborted = errors.New("aborted")
 	// ErrUnimplemented means a feature mcpd does not support yet.
 	ErrUnimplemented = errors.New("not implemented")
 )
