@@ -229,10 +229,10 @@ func (l *AgentLink) handler(runCtx context.Context, tool string) mcp.ToolHandler
 			return nil, ctx.Err()
 		case <-l.done:
 			forget()
-			return nil, errAgentGone
+			return nil, abandoned(ctx)
 		case <-runCtx.Done():
 			forget()
-			return nil, errAgentGone
+			return nil, abandoned(ctx)
 		}
 		select {
 		case r := <-p.reply:
@@ -259,18 +259,22 @@ func (l *AgentLink) handler(runCtx context.Context, tool string) mcp.ToolHandler
 			return nil, ctx.Err()
 		case <-l.done:
 			forget()
-			return nil, errAgentGone
+			return nil, abandoned(ctx)
 		case <-runCtx.Done():
 			forget()
-			return nil, errAgentGone
+			return nil, abandoned(ctx)
 		}
 	}
 }
 
-// errAgentGone fails a handler whose link or run ended. Its caller sees
-// the session end first (the run stops it), so this error rarely reaches
-// anyone.
-var errAgentGone = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: noteAgentStreamEnded}
+// abandoned is what a handler whose link or run ended returns: nothing
+// until the session closes. An answer now would race with the run's end,
+// which fails the call with ErrUnavailable (see bindRun); the run closes
+// the session right after, which ends ctx.
+func abandoned(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
 
 // ServeTools makes link's agent the one serving its declared server, and
 // returns the link. A server of that name that waits for an agent (a
