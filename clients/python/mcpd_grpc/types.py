@@ -84,6 +84,9 @@ class Transport(str, enum.Enum):
     HTTP = "http"
     SSE = "sse"
     AUTO = "auto"
+    #: Tools an agent serves itself (ServeTools, or a config entry of
+    #: ``"type": "sdk"``).
+    AGENT = "agent"
 
 
 class Role(str, enum.Enum):
