@@ -410,6 +410,15 @@ func TestServeTools(t *testing.T) {
 		if o := waitOutcome(ctx, t, outcome); o.err != nil || text(o.resp) != "again" {
 			t.Fatalf("CallTool: got %v, %v; want the new agent's answer", o.resp, o.err)
 		}
+		// RestartServer keeps the agent: the same stream serves again.
+		if _, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "app"}); err != nil {
+			t.Fatalf("RestartServer: %v", err)
+		}
+		outcome = callAsync(ctx, d, &mcpdv1.CallToolRequest{Name: "mcp__app__work"})
+		again.answer(t, again.nextCall(ctx, t).GetId(), agentText("after restart"))
+		if o := waitOutcome(ctx, t, outcome); o.err != nil || text(o.resp) != "after restart" {
+			t.Fatalf("CallTool after RestartServer: got %v, %v; want the same agent's answer", o.resp, o.err)
+		}
 		// DisconnectServer ends the agent's stream.
 		if _, err := d.hub.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{Name: "app"}); err != nil {
 			t.Fatal(err)

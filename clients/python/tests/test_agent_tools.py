@@ -196,7 +196,7 @@ def test_sync_agent_tools_called_by_another_client(daemon: Daemon) -> None:
             assert serving.running
 
         # The stream's end stops the server; its tools are unavailable.
-        assert caller.get_server("pyagent").state == ServerState.STOPPED
+        poll("pyagent to stop", lambda: caller.get_server("pyagent").state == ServerState.STOPPED)
         with pytest.raises(Unavailable):
             caller.call_tool("mcp__pyagent__add", {"a": 1})
         caller.disconnect_server("pyagent")
