@@ -1,8 +1,10 @@
 // Package mcpclient owns mcpd's upstream side: one supervised MCP client
 // session per configured server. It starts the server (through
 // internal/transport), probes its protocol era, keeps its tool list current,
-// calls its tools, and reports its state. The gRPC edge (internal/server)
-// uses it through Manager and maps its errors to status codes.
+// calls its tools, and reports its state. Tools an agent serves itself
+// (ServeTools) are one more kind of server here, reached through an
+// in-process session (see agent.go). The gRPC edge (internal/server) uses
+// it through Manager and maps its errors to status codes.
 package mcpclient
 
 import (
