@@ -482,3 +482,33 @@ func TestServeToolsConfigEntry(t *testing.T) {
 	agent.stop()
 	d.waitServer(ctx, t, "app", mcpdv1.ServerState_SERVER_STATE_STOPPED)
 }
+
+// TestServeToolsPermission checks that serving tools needs the manage
+// permission for the server, while calling them needs only tools.
+func TestServeToolsPermission(t *testing.T) {
+	ctx := testContext(t)
+	const agentToken, callerToken = "agent-token-31f5", "caller-token-9a2c"
+	callers := writeCallers(t, mustJSON(t, map[string]any{"callers": []any{
+		map[string]any{"name": "agent", "token_sha256": sha256Hex(agentToken), "permissions": map[string]any{
+			"servers": []string{"app"}, "manage": true,
+		}},
+		map[string]any{"name": "caller", "token_sha256": sha256Hex(callerToken), "permissions": map[string]any{
+			"servers": []string{"app"}, "tools": []string{"mcp__app__*"},
+		}},
+	}}))
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--callers", callers}})
+
+	_, _, err := serveTools(bearer(ctx, callerToken), t, d, &mcpdv1.ToolServerDeclaration{Server: "app", Tools: agentTools()})
+	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), `"manage"`) {
+		t.Fatalf("denial %q: want it to name the manage permission", st.Message())
+	}
+	agent, _, err := serveTools(bearer(ctx, agentToken), t, d, &mcpdv1.ToolServerDeclaration{Server: "app", Tools: agentTools()})
+	if err != nil {
+		t.Fatalf("ServeTools with manage: %v", err)
+	}
+	outcome := callAsync(bearer(ctx, callerToken), d, &mcpdv1.CallToolRequest{Name: "mcp__app__work"})
+	agent.answer(t, agent.nextCall(ctx, t).GetId(), agentText("allowed"))
+	if o := waitOutcome(ctx, t, outcome); o.err != nil || text(o.resp) != "allowed" {
+		t.Fatalf("CallTool by a caller with tools: got %v, %v", o.resp, o.err)
+	}
+}

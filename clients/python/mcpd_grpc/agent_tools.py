@@ -755,6 +755,10 @@ class AsyncToolServing:
         except grpc.RpcError as e:
             if not (self._stopping and e.code() == grpc.StatusCode.CANCELLED):
                 self._error = from_rpc_error(e)
+        except asyncio.CancelledError:
+            # grpc.aio ends a read of a call that stop() cancelled this way.
+            if not self._stopping:
+                raise
         finally:
             for task, ctx in list(self._tasks.values()):
                 ctx._cancel()

@@ -256,6 +256,11 @@ def test_async_agent_tools(daemon: Daemon) -> None:
                     with pytest.raises(Exception) as ei:
                         await asyncio.wait_for(serving.wait(), RPC_TIMEOUT)
                     assert type(ei.value).__name__ == "Aborted"
+                assert not serving.running
+            # A stream its agent stopped ends without an error.
+            again = await agent.serve_tools(tools, replace=True)
+            await again.stop()
+            await asyncio.wait_for(again.wait(), RPC_TIMEOUT)
             await caller.disconnect_server("pyasync")
 
     run_async(main())
