@@ -41,10 +41,14 @@ const (
 	// describes: Streamable HTTP first (2026-07-28, then initialize), then
 	// the legacy HTTP+SSE transport.
 	TransportAuto
+	// TransportAgent is a server whose tools an agent serves itself over
+	// the ServeTools stream ("type": "sdk" in .mcp.json). It has no
+	// command and no URL: it waits for an agent to serve it.
+	TransportAgent
 )
 
-// String returns "stdio", "http", "sse" or "auto" (the names used in
-// .mcp.json).
+// String returns "stdio", "http", "sse", "auto" (the names used in
+// .mcp.json) or "agent" (written "sdk" in .mcp.json).
 func (k TransportKind) String() string {
 	switch k {
 	case TransportUnspecified:
@@ -57,6 +61,8 @@ func (k TransportKind) String() string {
 		return "sse"
 	case TransportAuto:
 		return "auto"
+	case TransportAgent:
+		return "agent"
 	}
 	return "TransportKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -75,8 +81,12 @@ func ParseTransportKind(s string) (TransportKind, error) {
 		return TransportSSE, nil
 	case "auto":
 		return TransportAuto, nil
+	case "sdk", "agent":
+		// An agent SDK's in-process server: an agent serves its tools
+		// over ServeTools.
+		return TransportAgent, nil
 	}
-	return TransportUnspecified, fmt.Errorf("%w: unknown type %q (want stdio, http, sse or streamable-http)", ErrInvalid, s)
+	return TransportUnspecified, fmt.Errorf("%w: unknown type %q (want stdio, http, sse, streamable-http or sdk)", ErrInvalid, s)
 }
 
 // KnownProtocolVersions returns the MCP protocol revisions a forced
@@ -255,6 +265,10 @@ func (s *Server) Validate() error {
 		}
 		if s.OAuth != nil {
 			ps = append(ps, s.OAuth.problems()...)
+		}
+	case TransportAgent:
+		if s.Command != "" || len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" || s.URL != "" || len(s.Headers) > 0 || s.OAuth != nil {
+			add("sdk server takes no command, args, env, cwd, url, headers or oauth: an agent serves its tools")
 		}
 	default:
 		add("transport is %s (want stdio, http or sse)", s.Kind)
@@ -474,6 +488,8 @@ func (s Server) String() string {
 			b.WriteString(shellQuote(s.Cwd))
 		}
 		writeKeys(&b, "env", s.Env)
+	case TransportAgent:
+		b.WriteString(" served by an agent")
 	default:
 		b.WriteByte(' ')
 		b.WriteString(s.DisplayURL())

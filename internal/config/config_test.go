@@ -19,6 +19,7 @@ func TestTransportKindString(t *testing.T) {
 		{TransportStdio, "stdio"},
 		{TransportHTTP, "http"},
 		{TransportSSE, "sse"},
+		{TransportAgent, "agent"},
 		{TransportKind(9), "TransportKind(9)"},
 	}
 	for _, tt := range tests {
@@ -43,6 +44,7 @@ func TestParseTransportKind(t *testing.T) {
 		{"streamableHttp", TransportHTTP, false},
 		{"streamable_http", TransportHTTP, false},
 		{"sse", TransportSSE, false},
+		{"sdk", TransportAgent, false},
 		{"", TransportUnspecified, true},
 		{"websocket", TransportUnspecified, true},
 	}

@@ -213,6 +213,9 @@ type entry struct {
 	AutoApprove        []string   `json:"autoApprove"`
 	Trace              bool       `json:"trace"`
 	TraceRedact        []string   `json:"traceRedact"`
+	// SDKName is the name an agent SDK writes into its "type": "sdk"
+	// entries; the entry's key names the server, so it is read and left.
+	SDKName string `json:"name"`
 }
 
 // keyPermissions is the top-level key of the tool rules.

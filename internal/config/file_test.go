@@ -172,6 +172,8 @@ func TestParseEntries(t *testing.T) {
 		{name: "stdio with url", entry: `{"type": "stdio", "command": "x", "url": "https://h/"}`, err: "stdio server takes no url"},
 		{name: "http with command", entry: `{"type": "http", "command": "x", "url": "https://h/"}`, err: "http server takes no command"},
 		{name: "command and url without type", entry: `{"command": "x", "url": "https://h/"}`, err: "both command and url"},
+		{name: "sdk", entry: `{"type": "sdk", "name": "s"}`, want: &Server{Kind: TransportAgent}},
+		{name: "sdk with a command", entry: `{"type": "sdk", "command": "x"}`, err: "sdk server takes no command"},
 		{name: "unknown type", entry: `{"type": "ws", "url": "wss://h/"}`, err: `unknown type "ws"`},
 		{name: "relative url", entry: `{"type": "sse", "url": "localhost:8080/sse"}`, err: `url scheme is "localhost"`},
 		{name: "bad protocol version", entry: `{"command": "x", "protocolVersion": "latest"}`, err: `protocol version "latest"`},

@@ -32,6 +32,10 @@ var (
 	// ErrDisabled means the server is disabled: calls fail until it is
 	// enabled again, so retrying alone does not help.
 	ErrDisabled = errors.New("server disabled")
+	// ErrAborted means mcpd ended a long-lived request because another
+	// took its place (a ServeTools stream replaced by another) or its
+	// server was removed.
+	ErrAborted = errors.New("aborted")
 	// ErrUnimplemented means a feature mcpd does not support yet.
 	ErrUnimplemented = errors.New("not implemented")
 )

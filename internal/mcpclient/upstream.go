@@ -1,8 +1,10 @@
 // Package mcpclient owns mcpd's upstream side: one supervised MCP client
 // session per configured server. It starts the server (through
 // internal/transport), probes its protocol era, keeps its tool list current,
-// calls its tools, and reports its state. The gRPC edge (internal/server)
-// uses it through Manager and maps its errors to status codes.
+// calls its tools, and reports its state. Tools an agent serves itself
+// (ServeTools) are one more kind of server here, reached through an
+// in-process session (see agent.go). The gRPC edge (internal/server) uses
+// it through Manager and maps its errors to status codes.
 package mcpclient
 
 import (
@@ -147,9 +149,12 @@ type upstream struct {
 	// toolsUndeclared: the tools came from a server that did not declare
 	// the tools capability (see refreshTools).
 	toolsUndeclared bool
-	sinks           map[string]*callSink // streamed calls in flight, by progress token
-	liveConn        *routedConn          // the session's connection, if routed: it feeds sinks itself
-	nextToken       uint64
+	// agent is the link of the agent serving an agent server's tools
+	// (config.TransportAgent), nil until one does; see agent.go.
+	agent     *AgentLink
+	sinks     map[string]*callSink // streamed calls in flight, by progress token
+	liveConn  *routedConn          // the session's connection, if routed: it feeds sinks itself
+	nextToken uint64
 }
 
 // run is one supervised attempt: connect, serve until stopped or the
@@ -224,6 +229,9 @@ func (u *upstream) startLocked() {
 func (u *upstream) stop() {
 	u.lifeMu.Lock()
 	defer u.lifeMu.Unlock()
+	if link := u.agentLink(); link != nil {
+		link.end(errorf(ErrAborted, "server %q was removed or replaced", u.cfg.Name))
+	}
 	u.stopLocked()
 	u.setState(StateStopped, "")
 }
@@ -295,6 +303,10 @@ func (u *upstream) serve(r *run) {
 	defer close(r.done)
 	settle := sync.OnceFunc(func() { close(r.settled) })
 	defer settle()
+	if u.cfg.Kind == config.TransportAgent {
+		u.serveAgent(r, settle)
+		return
+	}
 	var (
 		backoff  = newBackoff(u.opts.RestartBackoff, u.opts.RestartBackoffMax)
 		failures []time.Time // session ends and failed reconnects, for crash-loop detection
@@ -823,7 +835,7 @@ func (u *upstream) readyLocked() (*mcp.ClientSession, error) {
 		return nil, errorf(ErrAuthorizationRequired, "server %q needs authorization: open its authorization_url (GetServer) in a browser, or pass the URL the browser ends on to CompleteAuthorization", u.cfg.Name)
 	}
 	if u.state != StateReady || u.session == nil {
-		if u.lastErr != "" && u.state != StateConnecting {
+		if u.lastErr != "" && (u.state != StateConnecting || u.waitingForAgentLocked()) {
 			return nil, errorf(ErrUnavailable, "server %q is %s: %s", u.cfg.Name, u.state, u.lastErr)
 		}
 		return nil, errorf(ErrUnavailable, "server %q is %s", u.cfg.Name, u.state)
@@ -851,6 +863,9 @@ func (u *upstream) awaitSession(ctx context.Context, ended *mcp.ClientSession) (
 		case err == nil && cs != ended:
 			return cs, nil
 		case err != nil && state != StateConnecting && state != StateReconnecting:
+			return nil, err
+		case err != nil && u.waitingForAgent():
+			// No agent serves it: waiting would only use up the deadline.
 			return nil, err
 		case err == nil:
 			err = errorf(ErrUnavailable, "server %q lost its session", u.cfg.Name)

@@ -207,6 +207,13 @@ func describe(method string, msg any, withArgs bool) request {
 		return request{actions: acts}
 	case *mcpdv1.ConnectServerRequest:
 		return manage(m.GetServer().GetName())
+	case *mcpdv1.ServeToolsRequest:
+		// Serving tools adds (or takes over) a server, like ConnectServer.
+		decl := m.GetDeclare()
+		if decl == nil {
+			return request{} // a result or progress: the handler refuses it if misplaced
+		}
+		return manage(decl.GetServer())
 	case *mcpdv1.DisconnectServerRequest:
 		return manage(m.GetName())
 	case *mcpdv1.RestartServerRequest:

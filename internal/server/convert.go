@@ -138,6 +138,7 @@ var (
 		config.TransportHTTP:  mcpdv1.Transport_TRANSPORT_HTTP,
 		config.TransportSSE:   mcpdv1.Transport_TRANSPORT_SSE,
 		config.TransportAuto:  mcpdv1.Transport_TRANSPORT_AUTO,
+		config.TransportAgent: mcpdv1.Transport_TRANSPORT_AGENT,
 	}
 )
 

@@ -75,6 +75,8 @@ func toStatus(err error) error {
 		return preconditionStatus(err, reasonServerDisabled)
 	case errors.Is(err, mcpclient.ErrFailedPrecondition):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, mcpclient.ErrAborted):
+		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, mcpclient.ErrUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
 	}

@@ -18,6 +18,7 @@ same methods as coroutines (grpc.aio). Results are the dataclasses in
 The generated stubs are in :mod:`mcpd_grpc.mcpd.v1`.
 """
 
+from .agent_tools import AgentTool, AgentTools, AsyncToolServing, ToolArgumentError, ToolContext, ToolServing
 from .aio import AsyncClient, AsyncSubscription, AsyncToolCallStream
 from .client import Client, Subscription, ToolCallStream
 from .errors import (
@@ -93,6 +94,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Aborted",
+    "AgentTool",
+    "AgentTools",
+    "AsyncToolServing",
     "AlreadyExists",
     "Annotations",
     "ApprovalRequest",
@@ -154,8 +158,11 @@ __all__ = [
     "TextContent",
     "Tool",
     "ToolAnnotations",
+    "ToolArgumentError",
     "ToolCallStream",
+    "ToolContext",
     "ToolResult",
+    "ToolServing",
     "Transport",
     "Unauthenticated",
     "Unavailable",

@@ -16,6 +16,7 @@ from . import _common
 from . import _convert as cv
 from . import names as _names
 from . import types as t
+from .agent_tools import AgentTools, AsyncToolServing
 from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem
 from .errors import Cancelled, InvalidArgument, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
@@ -228,6 +229,13 @@ class AsyncClient:
         req = cv.call_request(pb.CallToolStreamRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
         return AsyncToolCallStream(self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline))
+
+    async def serve_tools(self, tools: AgentTools, *, replace: bool = False) -> AsyncToolServing:
+        """Serves the agent's own tools (see :meth:`Client.serve_tools`).
+        Async tools run on this loop, sync ones in its executor."""
+        serving = await AsyncToolServing.open(self._stub, self._metadata, tools, replace=replace)
+        self._streams.add(serving)
+        return serving
 
     async def tools_for_openai(self, server: Optional[str] = None, *, api: str = "chat") -> List[Dict[str, Any]]:
         """The tools in OpenAI's format, with provider-safe names."""

@@ -15,6 +15,7 @@ from . import _common
 from . import _convert as cv
 from . import names as _names
 from . import types as t
+from .agent_tools import AgentTools, ToolServing
 from .errors import InvalidArgument, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
 
@@ -234,6 +235,18 @@ class Client:
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
         call = self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline)
         return ToolCallStream(call)
+
+    def serve_tools(self, tools: AgentTools, *, replace: bool = False, max_workers: int = 8) -> ToolServing:
+        """Serves the agent's own tools (see :class:`~mcpd_grpc.AgentTools`)
+        as the server ``tools.server``, to every caller of mcpd, until the
+        returned :class:`~mcpd_grpc.ToolServing` stops. Returns once mcpd
+        serves them. Raises AlreadyExists when another agent serves that
+        name (or a server of another kind has it) and ``replace`` is not
+        set; PermissionDenied without the ``manage`` permission."""
+        serving = ToolServing(self._stub, self._metadata, tools, replace=replace, max_workers=max_workers)
+        with self._lock:
+            self._streams.add(serving)
+        return serving
 
     def tools_for_openai(self, server: Optional[str] = None, *, api: str = "chat") -> List[Dict[str, Any]]:
         """The tools in OpenAI's format (``api="chat"`` for Chat Completions,

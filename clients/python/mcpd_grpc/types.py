@@ -99,6 +99,9 @@ class Transport(str, enum.Enum):
     HTTP = "http"
     SSE = "sse"
     AUTO = "auto"
+    #: Tools an agent serves itself (ServeTools, or a config entry of
+    #: ``"type": "sdk"``).
+    AGENT = "agent"
 
 
 class Role(str, enum.Enum):
@@ -493,6 +496,8 @@ class ServerConfig:
             return cls.http(name, entry["url"], headers=entry.get("headers"), oauth=oauth, **options)
         if kind == "sse":
             return cls.sse(name, entry["url"], headers=entry.get("headers"), oauth=oauth, **options)
+        if kind == "sdk":
+            raise ValueError(f"server {name!r}: an sdk server is not connected but served by an agent: Client.serve_tools")
         raise ValueError(f"server {name!r}: unknown type {kind!r}")
 
 

@@ -191,6 +191,10 @@ const (
 	Transport_TRANSPORT_SSE Transport = 3
 	// Means a URL whose transport is not detected yet.
 	Transport_TRANSPORT_AUTO Transport = 4
+	// Means tools an agent serves itself over ServeTools. A config entry of
+	// "type": "sdk" is such a server; until an agent serves it, it is
+	// SERVER_STATE_CONNECTING and last_error says that it waits for one.
+	Transport_TRANSPORT_AGENT Transport = 5
 )
 
 // Enum value maps for Transport.
@@ -201,6 +205,7 @@ var (
 		2: "TRANSPORT_HTTP",
 		3: "TRANSPORT_SSE",
 		4: "TRANSPORT_AUTO",
+		5: "TRANSPORT_AGENT",
 	}
 	Transport_value = map[string]int32{
 		"TRANSPORT_UNSPECIFIED": 0,
@@ -208,6 +213,7 @@ var (
 		"TRANSPORT_HTTP":        2,
 		"TRANSPORT_SSE":         3,
 		"TRANSPORT_AUTO":        4,
+		"TRANSPORT_AGENT":       5,
 	}
 )
 
@@ -6901,6 +6907,698 @@ func (*ForgetAuthorizationResponse) Descriptor() ([]byte, []int) {
 	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{86}
 }
 
+// ServeToolsRequest is a message from the agent on a ServeTools stream.
+type ServeToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Holds the message's payload.
+	//
+	// Types that are valid to be assigned to Message:
+	//
+	//	*ServeToolsRequest_Declare
+	//	*ServeToolsRequest_Result
+	//	*ServeToolsRequest_Progress
+	Message       isServeToolsRequest_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServeToolsRequest) Reset() {
+	*x = ServeToolsRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServeToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServeToolsRequest) ProtoMessage() {}
+
+func (x *ServeToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServeToolsRequest.ProtoReflect.Descriptor instead.
+func (*ServeToolsRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *ServeToolsRequest) GetMessage() isServeToolsRequest_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *ServeToolsRequest) GetDeclare() *ToolServerDeclaration {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsRequest_Declare); ok {
+			return x.Declare
+		}
+	}
+	return nil
+}
+
+func (x *ServeToolsRequest) GetResult() *ToolCallResult {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsRequest_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *ServeToolsRequest) GetProgress() *ToolCallProgress {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsRequest_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+type isServeToolsRequest_Message interface {
+	isServeToolsRequest_Message()
+}
+
+type ServeToolsRequest_Declare struct {
+	// Declares the server and its tools; it must be the first message, and
+	// comes once.
+	Declare *ToolServerDeclaration `protobuf:"bytes,1,opt,name=declare,proto3,oneof"`
+}
+
+type ServeToolsRequest_Result struct {
+	// Answers one call.
+	Result *ToolCallResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+type ServeToolsRequest_Progress struct {
+	// Reports the progress of one call; callers of CallToolStream receive
+	// it as progress.
+	Progress *ToolCallProgress `protobuf:"bytes,3,opt,name=progress,proto3,oneof"`
+}
+
+func (*ServeToolsRequest_Declare) isServeToolsRequest_Message() {}
+
+func (*ServeToolsRequest_Result) isServeToolsRequest_Message() {}
+
+func (*ServeToolsRequest_Progress) isServeToolsRequest_Message() {}
+
+// ToolServerDeclaration names the server an agent serves and its tools.
+type ToolServerDeclaration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the server; its tools are listed as mcp__<server>__<tool>. The
+	// name follows the rules of ServerConfig.name.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Lists the tools.
+	Tools []*ToolDefinition `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Takes over a server of the same name whose stream is still open (that
+	// stream ends with ABORTED), or that is not an agent's server. Without
+	// it such a server makes the request fail with ALREADY_EXISTS. A server
+	// of that name waiting for an agent (a config entry of "type": "sdk", or
+	// one whose stream ended) is served without it.
+	Replace bool `protobuf:"varint,3,opt,name=replace,proto3" json:"replace,omitempty"`
+	// Gives the server's instructions for a model, shown in Server.
+	Instructions string `protobuf:"bytes,4,opt,name=instructions,proto3" json:"instructions,omitempty"`
+	// Identifies the agent's software, shown as Server.server_info.
+	ServerInfo    *Implementation `protobuf:"bytes,5,opt,name=server_info,json=serverInfo,proto3" json:"server_info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolServerDeclaration) Reset() {
+	*x = ToolServerDeclaration{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolServerDeclaration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolServerDeclaration) ProtoMessage() {}
+
+func (x *ToolServerDeclaration) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolServerDeclaration.ProtoReflect.Descriptor instead.
+func (*ToolServerDeclaration) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *ToolServerDeclaration) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ToolServerDeclaration) GetTools() []*ToolDefinition {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ToolServerDeclaration) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+func (x *ToolServerDeclaration) GetInstructions() string {
+	if x != nil {
+		return x.Instructions
+	}
+	return ""
+}
+
+func (x *ToolServerDeclaration) GetServerInfo() *Implementation {
+	if x != nil {
+		return x.ServerInfo
+	}
+	return nil
+}
+
+// ToolDefinition declares one tool an agent serves.
+type ToolDefinition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the tool's own name, unique within the server.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Gives a human-readable title.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// Describes the tool for a model.
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// Holds the JSON Schema of the arguments; its type must be "object".
+	// Unset means an object with any properties.
+	InputSchema *structpb.Struct `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	// Holds the JSON Schema of the structured result, if the tool returns
+	// one.
+	OutputSchema *structpb.Struct `protobuf:"bytes,5,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	// Gives hints about the tool's behaviour.
+	Annotations *ToolAnnotations `protobuf:"bytes,6,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	// Holds the tool's _meta, as MCP JSON.
+	Meta          *structpb.Struct `protobuf:"bytes,7,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolDefinition) Reset() {
+	*x = ToolDefinition{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDefinition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDefinition) ProtoMessage() {}
+
+func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
+func (*ToolDefinition) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *ToolDefinition) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetInputSchema() *structpb.Struct {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetOutputSchema() *structpb.Struct {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetAnnotations() *ToolAnnotations {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetMeta() *structpb.Struct {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+// ToolCallResult answers one call that mcpd forwarded.
+type ToolCallResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the id of the ToolCall.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Holds the answer.
+	//
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*ToolCallResult_Result
+	//	*ToolCallResult_Error
+	Outcome       isToolCallResult_Outcome `protobuf_oneof:"outcome"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallResult) Reset() {
+	*x = ToolCallResult{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallResult) ProtoMessage() {}
+
+func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallResult.ProtoReflect.Descriptor instead.
+func (*ToolCallResult) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *ToolCallResult) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallResult) GetOutcome() isToolCallResult_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *ToolCallResult) GetResult() *CallToolResponse {
+	if x != nil {
+		if x, ok := x.Outcome.(*ToolCallResult_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *ToolCallResult) GetError() *ReplyError {
+	if x != nil {
+		if x, ok := x.Outcome.(*ToolCallResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isToolCallResult_Outcome interface {
+	isToolCallResult_Outcome()
+}
+
+type ToolCallResult_Result struct {
+	// Holds the tool's result; a tool that failed sets is_error and says
+	// why in content.
+	Result *CallToolResponse `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+type ToolCallResult_Error struct {
+	// Refuses the call as a protocol error (bad arguments, say); the
+	// caller gets a gRPC error with the closest code.
+	Error *ReplyError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*ToolCallResult_Result) isToolCallResult_Outcome() {}
+
+func (*ToolCallResult_Error) isToolCallResult_Outcome() {}
+
+// ToolCallProgress reports how far one call has come.
+type ToolCallProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the id of the ToolCall.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Gives the progress.
+	Progress      *Progress `protobuf:"bytes,2,opt,name=progress,proto3" json:"progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallProgress) Reset() {
+	*x = ToolCallProgress{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallProgress) ProtoMessage() {}
+
+func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallProgress.ProtoReflect.Descriptor instead.
+func (*ToolCallProgress) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *ToolCallProgress) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallProgress) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// ServeToolsResponse is a message from mcpd on a ServeTools stream.
+type ServeToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Holds the message's payload.
+	//
+	// Types that are valid to be assigned to Message:
+	//
+	//	*ServeToolsResponse_Serving
+	//	*ServeToolsResponse_Call
+	//	*ServeToolsResponse_Cancel
+	Message       isServeToolsResponse_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServeToolsResponse) Reset() {
+	*x = ServeToolsResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServeToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServeToolsResponse) ProtoMessage() {}
+
+func (x *ServeToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServeToolsResponse.ProtoReflect.Descriptor instead.
+func (*ServeToolsResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *ServeToolsResponse) GetMessage() isServeToolsResponse_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *ServeToolsResponse) GetServing() *Server {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsResponse_Serving); ok {
+			return x.Serving
+		}
+	}
+	return nil
+}
+
+func (x *ServeToolsResponse) GetCall() *ToolCall {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsResponse_Call); ok {
+			return x.Call
+		}
+	}
+	return nil
+}
+
+func (x *ServeToolsResponse) GetCancel() *ToolCallCancel {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsResponse_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+type isServeToolsResponse_Message interface {
+	isServeToolsResponse_Message()
+}
+
+type ServeToolsResponse_Serving struct {
+	// Confirms the declaration with the server's status; it is the first
+	// message.
+	Serving *Server `protobuf:"bytes,1,opt,name=serving,proto3,oneof"`
+}
+
+type ServeToolsResponse_Call struct {
+	// Carries a call to run and answer.
+	Call *ToolCall `protobuf:"bytes,2,opt,name=call,proto3,oneof"`
+}
+
+type ServeToolsResponse_Cancel struct {
+	// Says a caller gave up on a call (cancelled, or its deadline passed):
+	// the agent should stop it. A result sent after it is dropped.
+	Cancel *ToolCallCancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
+}
+
+func (*ServeToolsResponse_Serving) isServeToolsResponse_Message() {}
+
+func (*ServeToolsResponse_Call) isServeToolsResponse_Message() {}
+
+func (*ServeToolsResponse_Cancel) isServeToolsResponse_Message() {}
+
+// ToolCall is a call of one of the agent's tools.
+type ToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies the call; the result and progress name it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Gives the tool's own name (as declared, not qualified).
+	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Holds the arguments.
+	Arguments *structpb.Struct `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Holds the _meta the caller sent.
+	Meta *structpb.Struct `protobuf:"bytes,4,opt,name=meta,proto3" json:"meta,omitempty"`
+	// Gives the time after which the caller no longer waits, when it has
+	// one. Progress may extend a call that has no explicit timeout.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *ToolCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCall) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ToolCall) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *ToolCall) GetMeta() *structpb.Struct {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *ToolCall) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// ToolCallCancel asks the agent to stop one call.
+type ToolCallCancel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the id of the ToolCall.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Says why, when known.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallCancel) Reset() {
+	*x = ToolCallCancel{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallCancel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallCancel) ProtoMessage() {}
+
+func (x *ToolCallCancel) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallCancel.ProtoReflect.Descriptor instead.
+func (*ToolCallCancel) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *ToolCallCancel) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallCancel) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_mcpd_v1_mcpd_proto protoreflect.FileDescriptor
 
 const file_mcpd_v1_mcpd_proto_rawDesc = "" +
@@ -7333,7 +8031,49 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x06server\x18\x01 \x01(\v2\x0f.mcpd.v1.ServerR\x06server\"4\n" +
 	"\x1aForgetAuthorizationRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\"\x1d\n" +
-	"\x1bForgetAuthorizationResponse*\xf6\x01\n" +
+	"\x1bForgetAuthorizationResponse\"\xc6\x01\n" +
+	"\x11ServeToolsRequest\x12:\n" +
+	"\adeclare\x18\x01 \x01(\v2\x1e.mcpd.v1.ToolServerDeclarationH\x00R\adeclare\x121\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.mcpd.v1.ToolCallResultH\x00R\x06result\x127\n" +
+	"\bprogress\x18\x03 \x01(\v2\x19.mcpd.v1.ToolCallProgressH\x00R\bprogressB\t\n" +
+	"\amessage\"\xd6\x01\n" +
+	"\x15ToolServerDeclaration\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12-\n" +
+	"\x05tools\x18\x02 \x03(\v2\x17.mcpd.v1.ToolDefinitionR\x05tools\x12\x18\n" +
+	"\areplace\x18\x03 \x01(\bR\areplace\x12\"\n" +
+	"\finstructions\x18\x04 \x01(\tR\finstructions\x128\n" +
+	"\vserver_info\x18\x05 \x01(\v2\x17.mcpd.v1.ImplementationR\n" +
+	"serverInfo\"\xbf\x02\n" +
+	"\x0eToolDefinition\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12:\n" +
+	"\finput_schema\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12<\n" +
+	"\routput_schema\x18\x05 \x01(\v2\x17.google.protobuf.StructR\foutputSchema\x12:\n" +
+	"\vannotations\x18\x06 \x01(\v2\x18.mcpd.v1.ToolAnnotationsR\vannotations\x12+\n" +
+	"\x04meta\x18\a \x01(\v2\x17.google.protobuf.StructR\x04meta\"\x8d\x01\n" +
+	"\x0eToolCallResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
+	"\x06result\x18\x02 \x01(\v2\x19.mcpd.v1.CallToolResponseH\x00R\x06result\x12+\n" +
+	"\x05error\x18\x03 \x01(\v2\x13.mcpd.v1.ReplyErrorH\x00R\x05errorB\t\n" +
+	"\aoutcome\"Q\n" +
+	"\x10ToolCallProgress\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
+	"\bprogress\x18\x02 \x01(\v2\x11.mcpd.v1.ProgressR\bprogress\"\xa8\x01\n" +
+	"\x12ServeToolsResponse\x12+\n" +
+	"\aserving\x18\x01 \x01(\v2\x0f.mcpd.v1.ServerH\x00R\aserving\x12'\n" +
+	"\x04call\x18\x02 \x01(\v2\x11.mcpd.v1.ToolCallH\x00R\x04call\x121\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x17.mcpd.v1.ToolCallCancelH\x00R\x06cancelB\t\n" +
+	"\amessage\"\xca\x01\n" +
+	"\bToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x125\n" +
+	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12+\n" +
+	"\x04meta\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x04meta\x126\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"8\n" +
+	"\x0eToolCallCancel\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason*\xf6\x01\n" +
 	"\vServerState\x12\x1c\n" +
 	"\x18SERVER_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SERVER_STATE_CONNECTING\x10\x01\x12\x16\n" +
@@ -7351,13 +8091,14 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x14CONFIG_SCOPE_PROJECT\x10\x04\x12\x16\n" +
 	"\x12CONFIG_SCOPE_LOCAL\x10\x05\x12\x15\n" +
 	"\x11CONFIG_SCOPE_FLAG\x10\x06\x12\x14\n" +
-	"\x10CONFIG_SCOPE_API\x10\a*v\n" +
+	"\x10CONFIG_SCOPE_API\x10\a*\x8b\x01\n" +
 	"\tTransport\x12\x19\n" +
 	"\x15TRANSPORT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTRANSPORT_STDIO\x10\x01\x12\x12\n" +
 	"\x0eTRANSPORT_HTTP\x10\x02\x12\x11\n" +
 	"\rTRANSPORT_SSE\x10\x03\x12\x12\n" +
-	"\x0eTRANSPORT_AUTO\x10\x04*?\n" +
+	"\x0eTRANSPORT_AUTO\x10\x04\x12\x13\n" +
+	"\x0fTRANSPORT_AGENT\x10\x05*?\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_USER\x10\x01\x12\x12\n" +
@@ -7391,7 +8132,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x1eELICITATION_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ELICITATION_ACTION_ACCEPT\x10\x01\x12\x1e\n" +
 	"\x1aELICITATION_ACTION_DECLINE\x10\x02\x12\x1d\n" +
-	"\x19ELICITATION_ACTION_CANCEL\x10\x032\xc7\r\n" +
+	"\x19ELICITATION_ACTION_CANCEL\x10\x032\x92\x0e\n" +
 	"\x06MCPHub\x12N\n" +
 	"\rConnectServer\x12\x1d.mcpd.v1.ConnectServerRequest\x1a\x1e.mcpd.v1.ConnectServerResponse\x12W\n" +
 	"\x10DisconnectServer\x12 .mcpd.v1.DisconnectServerRequest\x1a!.mcpd.v1.DisconnectServerResponse\x12N\n" +
@@ -7413,7 +8154,9 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\tSubscribe\x12\x19.mcpd.v1.SubscribeRequest\x1a\x1a.mcpd.v1.SubscribeResponse0\x01\x12g\n" +
 	"\x14HandleServerRequests\x12$.mcpd.v1.HandleServerRequestsRequest\x1a%.mcpd.v1.HandleServerRequestsResponse(\x010\x01\x12f\n" +
 	"\x15CompleteAuthorization\x12%.mcpd.v1.CompleteAuthorizationRequest\x1a&.mcpd.v1.CompleteAuthorizationResponse\x12`\n" +
-	"\x13ForgetAuthorization\x12#.mcpd.v1.ForgetAuthorizationRequest\x1a$.mcpd.v1.ForgetAuthorizationResponseB\x89\x01\n" +
+	"\x13ForgetAuthorization\x12#.mcpd.v1.ForgetAuthorizationRequest\x1a$.mcpd.v1.ForgetAuthorizationResponse\x12I\n" +
+	"\n" +
+	"ServeTools\x12\x1a.mcpd.v1.ServeToolsRequest\x1a\x1b.mcpd.v1.ServeToolsResponse(\x010\x01B\x89\x01\n" +
 	"\vcom.mcpd.v1B\tMcpdProtoP\x01Z2github.com/mcpd-project/mcpd/gen/go/mcpd/v1;mcpdv1\xa2\x02\x03MXX\xaa\x02\aMcpd.V1\xca\x02\aMcpd\\V1\xe2\x02\x13Mcpd\\V1\\GPBMetadata\xea\x02\bMcpd::V1b\x06proto3"
 
 var (
@@ -7429,7 +8172,7 @@ func file_mcpd_v1_mcpd_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
+var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerState)(0),                      // 0: mcpd.v1.ServerState
 	(ConfigScope)(0),                      // 1: mcpd.v1.ConfigScope
@@ -7526,32 +8269,40 @@ var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(*CompleteAuthorizationResponse)(nil), // 92: mcpd.v1.CompleteAuthorizationResponse
 	(*ForgetAuthorizationRequest)(nil),    // 93: mcpd.v1.ForgetAuthorizationRequest
 	(*ForgetAuthorizationResponse)(nil),   // 94: mcpd.v1.ForgetAuthorizationResponse
-	nil,                                   // 95: mcpd.v1.StdioConfig.EnvEntry
-	nil,                                   // 96: mcpd.v1.HttpConfig.HeadersEntry
-	nil,                                   // 97: mcpd.v1.GetPromptRequest.ArgumentsEntry
-	nil,                                   // 98: mcpd.v1.CompleteRequest.ContextEntry
-	(*durationpb.Duration)(nil),           // 99: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 100: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),         // 101: google.protobuf.Timestamp
-	(*structpb.Value)(nil),                // 102: google.protobuf.Value
+	(*ServeToolsRequest)(nil),             // 95: mcpd.v1.ServeToolsRequest
+	(*ToolServerDeclaration)(nil),         // 96: mcpd.v1.ToolServerDeclaration
+	(*ToolDefinition)(nil),                // 97: mcpd.v1.ToolDefinition
+	(*ToolCallResult)(nil),                // 98: mcpd.v1.ToolCallResult
+	(*ToolCallProgress)(nil),              // 99: mcpd.v1.ToolCallProgress
+	(*ServeToolsResponse)(nil),            // 100: mcpd.v1.ServeToolsResponse
+	(*ToolCall)(nil),                      // 101: mcpd.v1.ToolCall
+	(*ToolCallCancel)(nil),                // 102: mcpd.v1.ToolCallCancel
+	nil,                                   // 103: mcpd.v1.StdioConfig.EnvEntry
+	nil,                                   // 104: mcpd.v1.HttpConfig.HeadersEntry
+	nil,                                   // 105: mcpd.v1.GetPromptRequest.ArgumentsEntry
+	nil,                                   // 106: mcpd.v1.CompleteRequest.ContextEntry
+	(*durationpb.Duration)(nil),           // 107: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 108: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),         // 109: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                // 110: google.protobuf.Value
 }
 var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	11,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
 	12,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
 	12,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
 	12,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
-	99,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	99,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	107, // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	107, // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
 	9,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
 	10,  // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
-	95,  // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	96,  // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	103, // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	104, // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
 	0,   // 10: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
 	2,   // 11: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
 	13,  // 12: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	100, // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	101, // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	101, // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
+	108, // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	109, // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	109, // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
 	1,   // 16: mcpd.v1.Server.scope:type_name -> mcpd.v1.ConfigScope
 	8,   // 17: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
 	14,  // 18: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
@@ -7560,57 +8311,57 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	14,  // 21: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
 	14,  // 22: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
 	29,  // 23: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	100, // 24: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	100, // 25: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	108, // 24: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	108, // 25: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
 	30,  // 26: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	100, // 27: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
-	100, // 28: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	99,  // 29: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	100, // 30: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	108, // 27: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	108, // 28: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	107, // 29: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	108, // 30: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
 	33,  // 31: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	102, // 32: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	100, // 33: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	110, // 32: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	108, // 33: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
 	34,  // 34: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
 	35,  // 35: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
 	35,  // 36: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
 	36,  // 37: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
 	37,  // 38: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
 	38,  // 39: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	100, // 40: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
-	100, // 41: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	108, // 40: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	108, // 41: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
 	3,   // 42: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	100, // 43: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	99,  // 44: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	100, // 45: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	108, // 43: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	107, // 44: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	108, // 45: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
 	41,  // 46: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
 	42,  // 47: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
 	32,  // 48: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
 	4,   // 49: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	102, // 50: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	110, // 50: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
 	45,  // 51: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
 	38,  // 52: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	100, // 53: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	108, // 53: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
 	48,  // 54: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
 	38,  // 55: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	100, // 56: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	108, // 56: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
 	37,  // 57: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	100, // 58: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	108, // 58: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
 	53,  // 59: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
 	54,  // 60: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	100, // 61: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
-	97,  // 62: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	108, // 61: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	105, // 62: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
 	57,  // 63: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	100, // 64: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	108, // 64: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
 	3,   // 65: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
 	33,  // 66: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
 	59,  // 67: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	98,  // 68: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	106, // 68: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
 	4,   // 69: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
 	64,  // 70: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
 	66,  // 71: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
 	5,   // 72: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
 	69,  // 73: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	101, // 74: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	109, // 74: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
 	70,  // 75: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
 	71,  // 76: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
 	71,  // 77: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
@@ -7629,12 +8380,12 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	81,  // 90: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
 	87,  // 91: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
 	89,  // 92: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
-	101, // 93: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	109, // 93: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
 	79,  // 94: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	100, // 95: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	108, // 95: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
 	3,   // 96: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
 	33,  // 97: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	100, // 98: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	108, // 98: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
 	83,  // 99: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
 	84,  // 100: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
 	85,  // 101: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
@@ -7644,59 +8395,79 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	3,   // 105: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
 	33,  // 106: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
 	7,   // 107: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	100, // 108: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	108, // 108: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
 	64,  // 109: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	101, // 110: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
-	100, // 111: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
-	100, // 112: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
+	109, // 110: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	108, // 111: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
+	108, // 112: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
 	14,  // 113: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	15,  // 114: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	17,  // 115: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	19,  // 116: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	21,  // 117: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
-	23,  // 118: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	25,  // 119: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	27,  // 120: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	31,  // 121: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	39,  // 122: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	43,  // 123: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	46,  // 124: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	49,  // 125: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	51,  // 126: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	55,  // 127: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	58,  // 128: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	61,  // 129: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	63,  // 130: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	67,  // 131: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	74,  // 132: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	91,  // 133: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	93,  // 134: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	16,  // 135: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	18,  // 136: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	20,  // 137: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	22,  // 138: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
-	24,  // 139: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	26,  // 140: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	28,  // 141: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	32,  // 142: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	40,  // 143: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	44,  // 144: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	47,  // 145: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	50,  // 146: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	52,  // 147: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	56,  // 148: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	60,  // 149: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	62,  // 150: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	65,  // 151: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	68,  // 152: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	76,  // 153: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	92,  // 154: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	94,  // 155: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	135, // [135:156] is the sub-list for method output_type
-	114, // [114:135] is the sub-list for method input_type
-	114, // [114:114] is the sub-list for extension type_name
-	114, // [114:114] is the sub-list for extension extendee
-	0,   // [0:114] is the sub-list for field type_name
+	96,  // 114: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
+	98,  // 115: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
+	99,  // 116: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
+	97,  // 117: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
+	13,  // 118: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
+	108, // 119: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	108, // 120: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	30,  // 121: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
+	108, // 122: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
+	32,  // 123: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
+	86,  // 124: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
+	41,  // 125: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
+	14,  // 126: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
+	101, // 127: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
+	102, // 128: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
+	108, // 129: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	108, // 130: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
+	109, // 131: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
+	15,  // 132: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	17,  // 133: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	19,  // 134: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	21,  // 135: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
+	23,  // 136: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	25,  // 137: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	27,  // 138: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	31,  // 139: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	39,  // 140: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	43,  // 141: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	46,  // 142: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	49,  // 143: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	51,  // 144: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	55,  // 145: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	58,  // 146: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	61,  // 147: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	63,  // 148: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	67,  // 149: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	74,  // 150: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	91,  // 151: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	93,  // 152: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	95,  // 153: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
+	16,  // 154: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	18,  // 155: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	20,  // 156: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	22,  // 157: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
+	24,  // 158: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	26,  // 159: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	28,  // 160: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	32,  // 161: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	40,  // 162: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	44,  // 163: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	47,  // 164: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	50,  // 165: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	52,  // 166: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	56,  // 167: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	60,  // 168: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	62,  // 169: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	65,  // 170: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	68,  // 171: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	76,  // 172: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	92,  // 173: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	94,  // 174: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	100, // 175: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
+	154, // [154:176] is the sub-list for method output_type
+	132, // [132:154] is the sub-list for method input_type
+	132, // [132:132] is the sub-list for extension type_name
+	132, // [132:132] is the sub-list for extension extendee
+	0,   // [0:132] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -7769,13 +8540,27 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerRequestReply_Approval)(nil),
 		(*ServerRequestReply_Error)(nil),
 	}
+	file_mcpd_v1_mcpd_proto_msgTypes[87].OneofWrappers = []any{
+		(*ServeToolsRequest_Declare)(nil),
+		(*ServeToolsRequest_Result)(nil),
+		(*ServeToolsRequest_Progress)(nil),
+	}
+	file_mcpd_v1_mcpd_proto_msgTypes[90].OneofWrappers = []any{
+		(*ToolCallResult_Result)(nil),
+		(*ToolCallResult_Error)(nil),
+	}
+	file_mcpd_v1_mcpd_proto_msgTypes[92].OneofWrappers = []any{
+		(*ServeToolsResponse_Serving)(nil),
+		(*ServeToolsResponse_Call)(nil),
+		(*ServeToolsResponse_Cancel)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpd_v1_mcpd_proto_rawDesc), len(file_mcpd_v1_mcpd_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   91,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

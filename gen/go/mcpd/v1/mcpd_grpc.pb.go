@@ -40,6 +40,7 @@ const (
 	MCPHub_HandleServerRequests_FullMethodName  = "/mcpd.v1.MCPHub/HandleServerRequests"
 	MCPHub_CompleteAuthorization_FullMethodName = "/mcpd.v1.MCPHub/CompleteAuthorization"
 	MCPHub_ForgetAuthorization_FullMethodName   = "/mcpd.v1.MCPHub/ForgetAuthorization"
+	MCPHub_ServeTools_FullMethodName            = "/mcpd.v1.MCPHub/ServeTools"
 )
 
 // MCPHubClient is the client API for MCPHub service.
@@ -115,6 +116,12 @@ type MCPHubClient interface {
 	// Deletes a server's OAuth tokens and client registration, on disk and in
 	// memory; its next refused request asks for authorization again.
 	ForgetAuthorization(ctx context.Context, in *ForgetAuthorizationRequest, opts ...grpc.CallOption) (*ForgetAuthorizationResponse, error)
+	// Serves tools that the agent itself defines, as a server of transport
+	// TRANSPORT_AGENT. The first message declares the server and its tools;
+	// the server is READY while the stream lives and STOPPED after it ends.
+	// mcpd forwards every call of those tools on the stream and awaits the
+	// result by id. Needs the manage permission for the server.
+	ServeTools(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ServeToolsRequest, ServeToolsResponse], error)
 }
 
 type mCPHubClient struct {
@@ -356,6 +363,19 @@ func (c *mCPHubClient) ForgetAuthorization(ctx context.Context, in *ForgetAuthor
 	return out, nil
 }
 
+func (c *mCPHubClient) ServeTools(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ServeToolsRequest, ServeToolsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MCPHub_ServiceDesc.Streams[3], MCPHub_ServeTools_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ServeToolsRequest, ServeToolsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MCPHub_ServeToolsClient = grpc.BidiStreamingClient[ServeToolsRequest, ServeToolsResponse]
+
 // MCPHubServer is the server API for MCPHub service.
 // All implementations must embed UnimplementedMCPHubServer
 // for forward compatibility.
@@ -429,6 +449,12 @@ type MCPHubServer interface {
 	// Deletes a server's OAuth tokens and client registration, on disk and in
 	// memory; its next refused request asks for authorization again.
 	ForgetAuthorization(context.Context, *ForgetAuthorizationRequest) (*ForgetAuthorizationResponse, error)
+	// Serves tools that the agent itself defines, as a server of transport
+	// TRANSPORT_AGENT. The first message declares the server and its tools;
+	// the server is READY while the stream lives and STOPPED after it ends.
+	// mcpd forwards every call of those tools on the stream and awaits the
+	// result by id. Needs the manage permission for the server.
+	ServeTools(grpc.BidiStreamingServer[ServeToolsRequest, ServeToolsResponse]) error
 	mustEmbedUnimplementedMCPHubServer()
 }
 
@@ -501,6 +527,9 @@ func (UnimplementedMCPHubServer) CompleteAuthorization(context.Context, *Complet
 }
 func (UnimplementedMCPHubServer) ForgetAuthorization(context.Context, *ForgetAuthorizationRequest) (*ForgetAuthorizationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ForgetAuthorization not implemented")
+}
+func (UnimplementedMCPHubServer) ServeTools(grpc.BidiStreamingServer[ServeToolsRequest, ServeToolsResponse]) error {
+	return status.Error(codes.Unimplemented, "method ServeTools not implemented")
 }
 func (UnimplementedMCPHubServer) mustEmbedUnimplementedMCPHubServer() {}
 func (UnimplementedMCPHubServer) testEmbeddedByValue()                {}
@@ -876,6 +905,13 @@ func _MCPHub_ForgetAuthorization_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MCPHub_ServeTools_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(MCPHubServer).ServeTools(&grpc.GenericServerStream[ServeToolsRequest, ServeToolsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MCPHub_ServeToolsServer = grpc.BidiStreamingServer[ServeToolsRequest, ServeToolsResponse]
+
 // MCPHub_ServiceDesc is the grpc.ServiceDesc for MCPHub service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -970,6 +1006,12 @@ var MCPHub_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "HandleServerRequests",
 			Handler:       _MCPHub_HandleServerRequests_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "ServeTools",
+			Handler:       _MCPHub_ServeTools_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

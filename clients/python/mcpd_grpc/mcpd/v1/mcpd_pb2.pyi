@@ -53,6 +53,7 @@ SERVER_STATE_READY: ServerState
 SERVER_STATE_RECONNECTING: ServerState
 SERVER_STATE_STOPPED: ServerState
 SERVER_STATE_UNSPECIFIED: ServerState
+TRANSPORT_AGENT: Transport
 TRANSPORT_AUTO: Transport
 TRANSPORT_HTTP: Transport
 TRANSPORT_SSE: Transport
@@ -756,6 +757,26 @@ class SamplingResult(_message.Message):
     stop_reason: str
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[_Iterable[_Union[Content, _Mapping]]] = ..., model: _Optional[str] = ..., stop_reason: _Optional[str] = ...) -> None: ...
 
+class ServeToolsRequest(_message.Message):
+    __slots__ = ["declare", "progress", "result"]
+    DECLARE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    declare: ToolServerDeclaration
+    progress: ToolCallProgress
+    result: ToolCallResult
+    def __init__(self, declare: _Optional[_Union[ToolServerDeclaration, _Mapping]] = ..., result: _Optional[_Union[ToolCallResult, _Mapping]] = ..., progress: _Optional[_Union[ToolCallProgress, _Mapping]] = ...) -> None: ...
+
+class ServeToolsResponse(_message.Message):
+    __slots__ = ["call", "cancel", "serving"]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
+    call: ToolCall
+    cancel: ToolCallCancel
+    serving: Server
+    def __init__(self, serving: _Optional[_Union[Server, _Mapping]] = ..., call: _Optional[_Union[ToolCall, _Mapping]] = ..., cancel: _Optional[_Union[ToolCallCancel, _Mapping]] = ...) -> None: ...
+
 class Server(_message.Message):
     __slots__ = ["args", "authorization_expire_time", "authorization_url", "capabilities", "command", "config_warnings", "env_names", "header_names", "instructions", "last_error", "name", "notes", "pid", "protocol_version", "restarts", "scope", "server_info", "source", "state", "state_changed_time", "stderr_tail", "tool_count", "transport", "url"]
     ARGS_FIELD_NUMBER: _ClassVar[int]
@@ -1008,6 +1029,78 @@ class ToolAnnotations(_message.Message):
     read_only_hint: bool
     title: str
     def __init__(self, title: _Optional[str] = ..., read_only_hint: bool = ..., destructive_hint: bool = ..., idempotent_hint: bool = ..., open_world_hint: bool = ...) -> None: ...
+
+class ToolCall(_message.Message):
+    __slots__ = ["arguments", "deadline", "id", "meta", "tool"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    arguments: _struct_pb2.Struct
+    deadline: _timestamp_pb2.Timestamp
+    id: str
+    meta: _struct_pb2.Struct
+    tool: str
+    def __init__(self, id: _Optional[str] = ..., tool: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ToolCallCancel(_message.Message):
+    __slots__ = ["id", "reason"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ToolCallProgress(_message.Message):
+    __slots__ = ["id", "progress"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    progress: Progress
+    def __init__(self, id: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
+
+class ToolCallResult(_message.Message):
+    __slots__ = ["error", "id", "result"]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    error: ReplyError
+    id: str
+    result: CallToolResponse
+    def __init__(self, id: _Optional[str] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ..., error: _Optional[_Union[ReplyError, _Mapping]] = ...) -> None: ...
+
+class ToolDefinition(_message.Message):
+    __slots__ = ["annotations", "description", "input_schema", "meta", "name", "output_schema", "title"]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    annotations: ToolAnnotations
+    description: str
+    input_schema: _struct_pb2.Struct
+    meta: _struct_pb2.Struct
+    name: str
+    output_schema: _struct_pb2.Struct
+    title: str
+    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., annotations: _Optional[_Union[ToolAnnotations, _Mapping]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ToolServerDeclaration(_message.Message):
+    __slots__ = ["instructions", "replace", "server", "server_info", "tools"]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    SERVER_INFO_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    instructions: str
+    replace: bool
+    server: str
+    server_info: Implementation
+    tools: _containers.RepeatedCompositeFieldContainer[ToolDefinition]
+    def __init__(self, server: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., replace: bool = ..., instructions: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ...) -> None: ...
 
 class ServerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -123,6 +123,11 @@ class MCPHubStub(object):
                 request_serializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationRequest.SerializeToString,
                 response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationResponse.FromString,
                 )
+        self.ServeTools = channel.stream_stream(
+                '/mcpd.v1.MCPHub/ServeTools',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsResponse.FromString,
+                )
 
 
 class MCPHubServicer(object):
@@ -301,6 +306,17 @@ class MCPHubServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ServeTools(self, request_iterator, context):
+        """Serves tools that the agent itself defines, as a server of transport
+        TRANSPORT_AGENT. The first message declares the server and its tools;
+        the server is READY while the stream lives and STOPPED after it ends.
+        mcpd forwards every call of those tools on the stream and awaits the
+        result by id. Needs the manage permission for the server.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MCPHubServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -408,6 +424,11 @@ def add_MCPHubServicer_to_server(servicer, server):
                     servicer.ForgetAuthorization,
                     request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationRequest.FromString,
                     response_serializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationResponse.SerializeToString,
+            ),
+            'ServeTools': grpc.stream_stream_rpc_method_handler(
+                    servicer.ServeTools,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -777,5 +798,22 @@ class MCPHub(object):
         return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/ForgetAuthorization',
             mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationRequest.SerializeToString,
             mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ServeTools(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/mcpd.v1.MCPHub/ServeTools',
+            mcpd_dot_v1_dot_mcpd__pb2.ServeToolsRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.ServeToolsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
