@@ -305,6 +305,8 @@ const (
 	// Means a server sent a log message (those a CallToolStream also
 	// streams included).
 	EventKind_EVENT_KIND_LOG EventKind = 6
+	// Means a poll's result changed, or is its baseline.
+	EventKind_EVENT_KIND_POLL_RESULT EventKind = 7
 )
 
 // Enum value maps for EventKind.
@@ -317,6 +319,7 @@ var (
 		4: "EVENT_KIND_RESOURCES_CHANGED",
 		5: "EVENT_KIND_SERVER_STATE",
 		6: "EVENT_KIND_LOG",
+		7: "EVENT_KIND_POLL_RESULT",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":       0,
@@ -326,6 +329,7 @@ var (
 		"EVENT_KIND_RESOURCES_CHANGED": 4,
 		"EVENT_KIND_SERVER_STATE":      5,
 		"EVENT_KIND_LOG":               6,
+		"EVENT_KIND_POLL_RESULT":       7,
 	}
 )
 
@@ -4702,8 +4706,17 @@ type SubscribeRequest struct {
 	// Resumes after this sequence: every buffered event after it is sent
 	// first. Unset means events from now on.
 	AfterSequence *uint64 `protobuf:"varint,4,opt,name=after_sequence,json=afterSequence,proto3,oneof" json:"after_sequence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Restricts poll_result events to these polls; empty means all. Like
+	// resources, the polls listed are explicit: their events pass even when
+	// servers or kinds would not let them through.
+	PollIds []string `protobuf:"bytes,5,rep,name=poll_ids,json=pollIds,proto3" json:"poll_ids,omitempty"`
+	// Polls the listed resources of servers that cannot notify (no
+	// resources.subscribe capability) at this interval, at least 1s, instead
+	// of failing: a change of the read contents is a resource_updated event.
+	// Unset means such a subscription fails with FAILED_PRECONDITION.
+	FallbackPollInterval *durationpb.Duration `protobuf:"bytes,6,opt,name=fallback_poll_interval,json=fallbackPollInterval,proto3" json:"fallback_poll_interval,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SubscribeRequest) Reset() {
@@ -4762,6 +4775,20 @@ func (x *SubscribeRequest) GetAfterSequence() uint64 {
 		return *x.AfterSequence
 	}
 	return 0
+}
+
+func (x *SubscribeRequest) GetPollIds() []string {
+	if x != nil {
+		return x.PollIds
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetFallbackPollInterval() *durationpb.Duration {
+	if x != nil {
+		return x.FallbackPollInterval
+	}
+	return nil
 }
 
 // SubscribeResponse carries one event.
@@ -4830,6 +4857,7 @@ type Event struct {
 	//	*Event_ServerState
 	//	*Event_Log
 	//	*Event_Gap
+	//	*Event_PollResult
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4956,6 +4984,15 @@ func (x *Event) GetGap() *Gap {
 	return nil
 }
 
+func (x *Event) GetPollResult() *PollResult {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_PollResult); ok {
+			return x.PollResult
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -4997,6 +5034,11 @@ type Event_Gap struct {
 	Gap *Gap `protobuf:"bytes,10,opt,name=gap,proto3,oneof"`
 }
 
+type Event_PollResult struct {
+	// Carries a poll's new result, or its baseline.
+	PollResult *PollResult `protobuf:"bytes,11,opt,name=poll_result,json=pollResult,proto3,oneof"`
+}
+
 func (*Event_ResourceUpdated) isEvent_Kind() {}
 
 func (*Event_ToolsChanged) isEvent_Kind() {}
@@ -5010,6 +5052,8 @@ func (*Event_ServerState) isEvent_Kind() {}
 func (*Event_Log) isEvent_Kind() {}
 
 func (*Event_Gap) isEvent_Kind() {}
+
+func (*Event_PollResult) isEvent_Kind() {}
 
 // ResourceUpdated says a resource changed.
 type ResourceUpdated struct {
@@ -6497,6 +6541,806 @@ func (*ForgetAuthorizationResponse) Descriptor() ([]byte, []int) {
 	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
 }
 
+// StartPollRequest starts a poll.
+type StartPollRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the server.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Says what to poll.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*StartPollRequest_ResourceUri
+	//	*StartPollRequest_Tool
+	Target isStartPollRequest_Target `protobuf_oneof:"target"`
+	// Gives the time between two polls, at least 1s; unset means 5s.
+	Interval      *durationpb.Duration `protobuf:"bytes,4,opt,name=interval,proto3" json:"interval,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartPollRequest) Reset() {
+	*x = StartPollRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartPollRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartPollRequest) ProtoMessage() {}
+
+func (x *StartPollRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartPollRequest.ProtoReflect.Descriptor instead.
+func (*StartPollRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *StartPollRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *StartPollRequest) GetTarget() isStartPollRequest_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *StartPollRequest) GetResourceUri() string {
+	if x != nil {
+		if x, ok := x.Target.(*StartPollRequest_ResourceUri); ok {
+			return x.ResourceUri
+		}
+	}
+	return ""
+}
+
+func (x *StartPollRequest) GetTool() *PollToolCall {
+	if x != nil {
+		if x, ok := x.Target.(*StartPollRequest_Tool); ok {
+			return x.Tool
+		}
+	}
+	return nil
+}
+
+func (x *StartPollRequest) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+type isStartPollRequest_Target interface {
+	isStartPollRequest_Target()
+}
+
+type StartPollRequest_ResourceUri struct {
+	// Reads this resource URI.
+	ResourceUri string `protobuf:"bytes,2,opt,name=resource_uri,json=resourceUri,proto3,oneof"`
+}
+
+type StartPollRequest_Tool struct {
+	// Calls this tool.
+	Tool *PollToolCall `protobuf:"bytes,3,opt,name=tool,proto3,oneof"`
+}
+
+func (*StartPollRequest_ResourceUri) isStartPollRequest_Target() {}
+
+func (*StartPollRequest_Tool) isStartPollRequest_Target() {}
+
+// PollToolCall is the tool call a poll makes.
+type PollToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the server's own tool name (or the qualified name
+	// mcp__<server>__<tool> of a tool of the same server).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Holds the arguments.
+	Arguments     *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PollToolCall) Reset() {
+	*x = PollToolCall{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PollToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PollToolCall) ProtoMessage() {}
+
+func (x *PollToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PollToolCall.ProtoReflect.Descriptor instead.
+func (*PollToolCall) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *PollToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PollToolCall) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+// StartPollResponse gives the new poll.
+type StartPollResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the poll; its id names it in StopPoll and in events.
+	Poll          *Poll `protobuf:"bytes,1,opt,name=poll,proto3" json:"poll,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartPollResponse) Reset() {
+	*x = StartPollResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartPollResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartPollResponse) ProtoMessage() {}
+
+func (x *StartPollResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartPollResponse.ProtoReflect.Descriptor instead.
+func (*StartPollResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *StartPollResponse) GetPoll() *Poll {
+	if x != nil {
+		return x.Poll
+	}
+	return nil
+}
+
+// StopPollRequest names the poll to stop.
+type StopPollRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the poll id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopPollRequest) Reset() {
+	*x = StopPollRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopPollRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopPollRequest) ProtoMessage() {}
+
+func (x *StopPollRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopPollRequest.ProtoReflect.Descriptor instead.
+func (*StopPollRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *StopPollRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// StopPollResponse confirms StopPoll.
+type StopPollResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopPollResponse) Reset() {
+	*x = StopPollResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopPollResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopPollResponse) ProtoMessage() {}
+
+func (x *StopPollResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopPollResponse.ProtoReflect.Descriptor instead.
+func (*StopPollResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{87}
+}
+
+// ListPollsRequest lists polls.
+type ListPollsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPollsRequest) Reset() {
+	*x = ListPollsRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPollsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPollsRequest) ProtoMessage() {}
+
+func (x *ListPollsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPollsRequest.ProtoReflect.Descriptor instead.
+func (*ListPollsRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{88}
+}
+
+// ListPollsResponse gives the polls.
+type ListPollsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the polls, sorted by id.
+	Polls         []*Poll `protobuf:"bytes,1,rep,name=polls,proto3" json:"polls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPollsResponse) Reset() {
+	*x = ListPollsResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPollsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPollsResponse) ProtoMessage() {}
+
+func (x *ListPollsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPollsResponse.ProtoReflect.Descriptor instead.
+func (*ListPollsResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *ListPollsResponse) GetPolls() []*Poll {
+	if x != nil {
+		return x.Polls
+	}
+	return nil
+}
+
+// Poll describes one poll.
+type Poll struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the poll, unique per daemon.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Names the server.
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// Says what is polled.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*Poll_ResourceUri
+	//	*Poll_Tool
+	Target isPoll_Target `protobuf_oneof:"target"`
+	// Gives the time between two polls.
+	Interval *durationpb.Duration `protobuf:"bytes,5,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Says the poll waits for its server to be READY again.
+	Paused bool `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Counts the polls made.
+	Polls uint64 `protobuf:"varint,7,opt,name=polls,proto3" json:"polls,omitempty"`
+	// Counts the poll_result events published, the baseline included.
+	Changes uint64 `protobuf:"varint,8,opt,name=changes,proto3" json:"changes,omitempty"`
+	// Gives when the last poll ended; unset before the first.
+	LastPollTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_poll_time,json=lastPollTime,proto3" json:"last_poll_time,omitempty"`
+	// Explains why the last poll failed; empty when it succeeded.
+	LastError     string `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Poll) Reset() {
+	*x = Poll{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Poll) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Poll) ProtoMessage() {}
+
+func (x *Poll) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Poll.ProtoReflect.Descriptor instead.
+func (*Poll) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *Poll) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Poll) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *Poll) GetTarget() isPoll_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *Poll) GetResourceUri() string {
+	if x != nil {
+		if x, ok := x.Target.(*Poll_ResourceUri); ok {
+			return x.ResourceUri
+		}
+	}
+	return ""
+}
+
+func (x *Poll) GetTool() *PollToolCall {
+	if x != nil {
+		if x, ok := x.Target.(*Poll_Tool); ok {
+			return x.Tool
+		}
+	}
+	return nil
+}
+
+func (x *Poll) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *Poll) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *Poll) GetPolls() uint64 {
+	if x != nil {
+		return x.Polls
+	}
+	return 0
+}
+
+func (x *Poll) GetChanges() uint64 {
+	if x != nil {
+		return x.Changes
+	}
+	return 0
+}
+
+func (x *Poll) GetLastPollTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastPollTime
+	}
+	return nil
+}
+
+func (x *Poll) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+type isPoll_Target interface {
+	isPoll_Target()
+}
+
+type Poll_ResourceUri struct {
+	// Gives the resource URI read.
+	ResourceUri string `protobuf:"bytes,3,opt,name=resource_uri,json=resourceUri,proto3,oneof"`
+}
+
+type Poll_Tool struct {
+	// Gives the tool call made.
+	Tool *PollToolCall `protobuf:"bytes,4,opt,name=tool,proto3,oneof"`
+}
+
+func (*Poll_ResourceUri) isPoll_Target() {}
+
+func (*Poll_Tool) isPoll_Target() {}
+
+// PollResult is a poll's new result.
+type PollResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the poll.
+	PollId string `protobuf:"bytes,1,opt,name=poll_id,json=pollId,proto3" json:"poll_id,omitempty"`
+	// Says this is the poll's first result, which later ones are compared
+	// with.
+	Baseline bool `protobuf:"varint,2,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	// Gives the polled resource URI, for a resource poll.
+	ResourceUri string `protobuf:"bytes,3,opt,name=resource_uri,json=resourceUri,proto3" json:"resource_uri,omitempty"`
+	// Gives the qualified name of the polled tool, for a tool poll.
+	Tool string `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Holds the resource's contents, for a resource poll that succeeded.
+	Contents []*ResourceContents `protobuf:"bytes,5,rep,name=contents,proto3" json:"contents,omitempty"`
+	// Holds the tool's result, for a tool poll that succeeded (a tool that
+	// reports failure included: is_error is set).
+	ToolResult *CallToolResponse `protobuf:"bytes,6,opt,name=tool_result,json=toolResult,proto3" json:"tool_result,omitempty"`
+	// Explains why the poll failed; the poll goes on.
+	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PollResult) Reset() {
+	*x = PollResult{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PollResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PollResult) ProtoMessage() {}
+
+func (x *PollResult) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PollResult.ProtoReflect.Descriptor instead.
+func (*PollResult) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *PollResult) GetPollId() string {
+	if x != nil {
+		return x.PollId
+	}
+	return ""
+}
+
+func (x *PollResult) GetBaseline() bool {
+	if x != nil {
+		return x.Baseline
+	}
+	return false
+}
+
+func (x *PollResult) GetResourceUri() string {
+	if x != nil {
+		return x.ResourceUri
+	}
+	return ""
+}
+
+func (x *PollResult) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *PollResult) GetContents() []*ResourceContents {
+	if x != nil {
+		return x.Contents
+	}
+	return nil
+}
+
+func (x *PollResult) GetToolResult() *CallToolResponse {
+	if x != nil {
+		return x.ToolResult
+	}
+	return nil
+}
+
+func (x *PollResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// SearchToolsRequest searches the tools.
+type SearchToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the query, in natural language or keywords.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// Bounds the number of matches; 0 means 10, at most 100.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Restricts the search to these servers; empty means every READY server.
+	Servers       []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchToolsRequest) Reset() {
+	*x = SearchToolsRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchToolsRequest) ProtoMessage() {}
+
+func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
+func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *SearchToolsRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SearchToolsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SearchToolsRequest) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+// SearchToolsResponse gives the best matches first.
+type SearchToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the matching tools, by decreasing score, ties by qualified name.
+	// Tools that share no term with the query are left out.
+	Matches       []*ToolMatch `protobuf:"bytes,1,rep,name=matches,proto3" json:"matches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchToolsResponse) Reset() {
+	*x = SearchToolsResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchToolsResponse) ProtoMessage() {}
+
+func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
+func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *SearchToolsResponse) GetMatches() []*ToolMatch {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+// ToolMatch is one tool that matches a query.
+type ToolMatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the tool.
+	Tool *Tool `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Gives the tool's BM25 score for the query; higher is better.
+	Score         float64 `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolMatch) Reset() {
+	*x = ToolMatch{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolMatch) ProtoMessage() {}
+
+func (x *ToolMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolMatch.ProtoReflect.Descriptor instead.
+func (*ToolMatch) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *ToolMatch) GetTool() *Tool {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *ToolMatch) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
 var File_mcpd_v1_mcpd_proto protoreflect.FileDescriptor
 
 const file_mcpd_v1_mcpd_proto_rawDesc = "" +
@@ -6804,15 +7648,17 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x10SetRootsResponse\"7\n" +
 	"\vResourceRef\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x10\n" +
-	"\x03uri\x18\x02 \x01(\tR\x03uri\"\xc9\x01\n" +
+	"\x03uri\x18\x02 \x01(\tR\x03uri\"\xb5\x02\n" +
 	"\x10SubscribeRequest\x12\x18\n" +
 	"\aservers\x18\x01 \x03(\tR\aservers\x122\n" +
 	"\tresources\x18\x02 \x03(\v2\x14.mcpd.v1.ResourceRefR\tresources\x12(\n" +
 	"\x05kinds\x18\x03 \x03(\x0e2\x12.mcpd.v1.EventKindR\x05kinds\x12*\n" +
-	"\x0eafter_sequence\x18\x04 \x01(\x04H\x00R\rafterSequence\x88\x01\x01B\x11\n" +
+	"\x0eafter_sequence\x18\x04 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12\x19\n" +
+	"\bpoll_ids\x18\x05 \x03(\tR\apollIds\x12O\n" +
+	"\x16fallback_poll_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x14fallbackPollIntervalB\x11\n" +
 	"\x0f_after_sequence\"9\n" +
 	"\x11SubscribeResponse\x12$\n" +
-	"\x05event\x18\x01 \x01(\v2\x0e.mcpd.v1.EventR\x05event\"\x8a\x04\n" +
+	"\x05event\x18\x01 \x01(\v2\x0e.mcpd.v1.EventR\x05event\"\xc2\x04\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
@@ -6824,7 +7670,9 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\fserver_state\x18\b \x01(\v2\x1b.mcpd.v1.ServerStateChangedH\x00R\vserverState\x12'\n" +
 	"\x03log\x18\t \x01(\v2\x13.mcpd.v1.LogMessageH\x00R\x03log\x12 \n" +
 	"\x03gap\x18\n" +
-	" \x01(\v2\f.mcpd.v1.GapH\x00R\x03gapB\x06\n" +
+	" \x01(\v2\f.mcpd.v1.GapH\x00R\x03gap\x126\n" +
+	"\vpoll_result\x18\v \x01(\v2\x13.mcpd.v1.PollResultH\x00R\n" +
+	"pollResultB\x06\n" +
 	"\x04kind\"#\n" +
 	"\x0fResourceUpdated\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\"\r\n" +
@@ -6909,7 +7757,57 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x06server\x18\x01 \x01(\v2\x0f.mcpd.v1.ServerR\x06server\"4\n" +
 	"\x1aForgetAuthorizationRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\"\x1d\n" +
-	"\x1bForgetAuthorizationResponse*\xdb\x01\n" +
+	"\x1bForgetAuthorizationResponse\"\xbd\x01\n" +
+	"\x10StartPollRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12#\n" +
+	"\fresource_uri\x18\x02 \x01(\tH\x00R\vresourceUri\x12+\n" +
+	"\x04tool\x18\x03 \x01(\v2\x15.mcpd.v1.PollToolCallH\x00R\x04tool\x125\n" +
+	"\binterval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bintervalB\b\n" +
+	"\x06target\"Y\n" +
+	"\fPollToolCall\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
+	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\"6\n" +
+	"\x11StartPollResponse\x12!\n" +
+	"\x04poll\x18\x01 \x01(\v2\r.mcpd.v1.PollR\x04poll\"!\n" +
+	"\x0fStopPollRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x12\n" +
+	"\x10StopPollResponse\"\x12\n" +
+	"\x10ListPollsRequest\"8\n" +
+	"\x11ListPollsResponse\x12#\n" +
+	"\x05polls\x18\x01 \x03(\v2\r.mcpd.v1.PollR\x05polls\"\xea\x02\n" +
+	"\x04Poll\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12#\n" +
+	"\fresource_uri\x18\x03 \x01(\tH\x00R\vresourceUri\x12+\n" +
+	"\x04tool\x18\x04 \x01(\v2\x15.mcpd.v1.PollToolCallH\x00R\x04tool\x125\n" +
+	"\binterval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x16\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06paused\x12\x14\n" +
+	"\x05polls\x18\a \x01(\x04R\x05polls\x12\x18\n" +
+	"\achanges\x18\b \x01(\x04R\achanges\x12@\n" +
+	"\x0elast_poll_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\flastPollTime\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\n" +
+	" \x01(\tR\tlastErrorB\b\n" +
+	"\x06target\"\x81\x02\n" +
+	"\n" +
+	"PollResult\x12\x17\n" +
+	"\apoll_id\x18\x01 \x01(\tR\x06pollId\x12\x1a\n" +
+	"\bbaseline\x18\x02 \x01(\bR\bbaseline\x12!\n" +
+	"\fresource_uri\x18\x03 \x01(\tR\vresourceUri\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\x125\n" +
+	"\bcontents\x18\x05 \x03(\v2\x19.mcpd.v1.ResourceContentsR\bcontents\x12:\n" +
+	"\vtool_result\x18\x06 \x01(\v2\x19.mcpd.v1.CallToolResponseR\n" +
+	"toolResult\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\"Z\n" +
+	"\x12SearchToolsRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x18\n" +
+	"\aservers\x18\x03 \x03(\tR\aservers\"C\n" +
+	"\x13SearchToolsResponse\x12,\n" +
+	"\amatches\x18\x01 \x03(\v2\x12.mcpd.v1.ToolMatchR\amatches\"D\n" +
+	"\tToolMatch\x12!\n" +
+	"\x04tool\x18\x01 \x01(\v2\r.mcpd.v1.ToolR\x04tool\x12\x14\n" +
+	"\x05score\x18\x02 \x01(\x01R\x05score*\xdb\x01\n" +
 	"\vServerState\x12\x1c\n" +
 	"\x18SERVER_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SERVER_STATE_CONNECTING\x10\x01\x12\x16\n" +
@@ -6937,7 +7835,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x0fLOG_LEVEL_ERROR\x10\x05\x12\x16\n" +
 	"\x12LOG_LEVEL_CRITICAL\x10\x06\x12\x13\n" +
 	"\x0fLOG_LEVEL_ALERT\x10\a\x12\x17\n" +
-	"\x13LOG_LEVEL_EMERGENCY\x10\b*\xd9\x01\n" +
+	"\x13LOG_LEVEL_EMERGENCY\x10\b*\xf5\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEVENT_KIND_RESOURCE_UPDATED\x10\x01\x12\x1c\n" +
@@ -6945,7 +7843,8 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x1aEVENT_KIND_PROMPTS_CHANGED\x10\x03\x12 \n" +
 	"\x1cEVENT_KIND_RESOURCES_CHANGED\x10\x04\x12\x1b\n" +
 	"\x17EVENT_KIND_SERVER_STATE\x10\x05\x12\x12\n" +
-	"\x0eEVENT_KIND_LOG\x10\x06*\xc5\x01\n" +
+	"\x0eEVENT_KIND_LOG\x10\x06\x12\x1a\n" +
+	"\x16EVENT_KIND_POLL_RESULT\x10\a*\xc5\x01\n" +
 	"\x11ServerRequestKind\x12#\n" +
 	"\x1fSERVER_REQUEST_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSERVER_REQUEST_KIND_SAMPLING\x10\x01\x12#\n" +
@@ -6956,7 +7855,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x1eELICITATION_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ELICITATION_ACTION_ACCEPT\x10\x01\x12\x1e\n" +
 	"\x1aELICITATION_ACTION_DECLINE\x10\x02\x12\x1d\n" +
-	"\x19ELICITATION_ACTION_CANCEL\x10\x032\xee\f\n" +
+	"\x19ELICITATION_ACTION_CANCEL\x10\x032\x8b\x0f\n" +
 	"\x06MCPHub\x12N\n" +
 	"\rConnectServer\x12\x1d.mcpd.v1.ConnectServerRequest\x1a\x1e.mcpd.v1.ConnectServerResponse\x12W\n" +
 	"\x10DisconnectServer\x12 .mcpd.v1.DisconnectServerRequest\x1a!.mcpd.v1.DisconnectServerResponse\x12N\n" +
@@ -6977,7 +7876,11 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\tSubscribe\x12\x19.mcpd.v1.SubscribeRequest\x1a\x1a.mcpd.v1.SubscribeResponse0\x01\x12g\n" +
 	"\x14HandleServerRequests\x12$.mcpd.v1.HandleServerRequestsRequest\x1a%.mcpd.v1.HandleServerRequestsResponse(\x010\x01\x12f\n" +
 	"\x15CompleteAuthorization\x12%.mcpd.v1.CompleteAuthorizationRequest\x1a&.mcpd.v1.CompleteAuthorizationResponse\x12`\n" +
-	"\x13ForgetAuthorization\x12#.mcpd.v1.ForgetAuthorizationRequest\x1a$.mcpd.v1.ForgetAuthorizationResponseB\x89\x01\n" +
+	"\x13ForgetAuthorization\x12#.mcpd.v1.ForgetAuthorizationRequest\x1a$.mcpd.v1.ForgetAuthorizationResponse\x12B\n" +
+	"\tStartPoll\x12\x19.mcpd.v1.StartPollRequest\x1a\x1a.mcpd.v1.StartPollResponse\x12?\n" +
+	"\bStopPoll\x12\x18.mcpd.v1.StopPollRequest\x1a\x19.mcpd.v1.StopPollResponse\x12G\n" +
+	"\tListPolls\x12\x19.mcpd.v1.ListPollsRequest\x1a\x1a.mcpd.v1.ListPollsResponse\"\x03\x90\x02\x01\x12M\n" +
+	"\vSearchTools\x12\x1b.mcpd.v1.SearchToolsRequest\x1a\x1c.mcpd.v1.SearchToolsResponse\"\x03\x90\x02\x01B\x89\x01\n" +
 	"\vcom.mcpd.v1B\tMcpdProtoP\x01Z2github.com/mcpd-project/mcpd/gen/go/mcpd/v1;mcpdv1\xa2\x02\x03MXX\xaa\x02\aMcpd.V1\xca\x02\aMcpd\\V1\xe2\x02\x13Mcpd\\V1\\GPBMetadata\xea\x02\bMcpd::V1b\x06proto3"
 
 var (
@@ -6993,7 +7896,7 @@ func file_mcpd_v1_mcpd_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerState)(0),                      // 0: mcpd.v1.ServerState
 	(Transport)(0),                        // 1: mcpd.v1.Transport
@@ -7085,169 +7988,203 @@ var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(*CompleteAuthorizationResponse)(nil), // 87: mcpd.v1.CompleteAuthorizationResponse
 	(*ForgetAuthorizationRequest)(nil),    // 88: mcpd.v1.ForgetAuthorizationRequest
 	(*ForgetAuthorizationResponse)(nil),   // 89: mcpd.v1.ForgetAuthorizationResponse
-	nil,                                   // 90: mcpd.v1.StdioConfig.EnvEntry
-	nil,                                   // 91: mcpd.v1.HttpConfig.HeadersEntry
-	nil,                                   // 92: mcpd.v1.GetPromptRequest.ArgumentsEntry
-	nil,                                   // 93: mcpd.v1.CompleteRequest.ContextEntry
-	(*durationpb.Duration)(nil),           // 94: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 95: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),         // 96: google.protobuf.Timestamp
-	(*structpb.Value)(nil),                // 97: google.protobuf.Value
+	(*StartPollRequest)(nil),              // 90: mcpd.v1.StartPollRequest
+	(*PollToolCall)(nil),                  // 91: mcpd.v1.PollToolCall
+	(*StartPollResponse)(nil),             // 92: mcpd.v1.StartPollResponse
+	(*StopPollRequest)(nil),               // 93: mcpd.v1.StopPollRequest
+	(*StopPollResponse)(nil),              // 94: mcpd.v1.StopPollResponse
+	(*ListPollsRequest)(nil),              // 95: mcpd.v1.ListPollsRequest
+	(*ListPollsResponse)(nil),             // 96: mcpd.v1.ListPollsResponse
+	(*Poll)(nil),                          // 97: mcpd.v1.Poll
+	(*PollResult)(nil),                    // 98: mcpd.v1.PollResult
+	(*SearchToolsRequest)(nil),            // 99: mcpd.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),           // 100: mcpd.v1.SearchToolsResponse
+	(*ToolMatch)(nil),                     // 101: mcpd.v1.ToolMatch
+	nil,                                   // 102: mcpd.v1.StdioConfig.EnvEntry
+	nil,                                   // 103: mcpd.v1.HttpConfig.HeadersEntry
+	nil,                                   // 104: mcpd.v1.GetPromptRequest.ArgumentsEntry
+	nil,                                   // 105: mcpd.v1.CompleteRequest.ContextEntry
+	(*durationpb.Duration)(nil),           // 106: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 107: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),         // 108: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                // 109: google.protobuf.Value
 }
 var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	10,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
 	11,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
 	11,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
 	11,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
-	94,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	94,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	106, // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	106, // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
 	8,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
 	9,   // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
-	90,  // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	91,  // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	102, // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	103, // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
 	0,   // 10: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
 	1,   // 11: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
 	12,  // 12: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	95,  // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	96,  // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	96,  // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
+	107, // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	108, // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	108, // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
 	7,   // 16: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
 	13,  // 17: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
 	13,  // 18: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
 	13,  // 19: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
 	13,  // 20: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
 	26,  // 21: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	95,  // 22: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	95,  // 23: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	107, // 22: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	107, // 23: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
 	27,  // 24: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	95,  // 25: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
-	95,  // 26: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	94,  // 27: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	95,  // 28: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	107, // 25: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	107, // 26: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	106, // 27: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	107, // 28: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
 	30,  // 29: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	97,  // 30: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	95,  // 31: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	109, // 30: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	107, // 31: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
 	31,  // 32: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
 	32,  // 33: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
 	32,  // 34: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
 	33,  // 35: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
 	34,  // 36: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
 	35,  // 37: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 38: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
-	95,  // 39: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	107, // 38: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	107, // 39: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
 	2,   // 40: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	95,  // 41: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	94,  // 42: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	95,  // 43: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	107, // 41: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	106, // 42: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	107, // 43: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
 	38,  // 44: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
 	39,  // 45: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
 	29,  // 46: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
 	3,   // 47: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	97,  // 48: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	109, // 48: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
 	42,  // 49: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
 	35,  // 50: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 51: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	107, // 51: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
 	45,  // 52: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
 	35,  // 53: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 54: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	107, // 54: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
 	34,  // 55: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	95,  // 56: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	107, // 56: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
 	50,  // 57: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
 	51,  // 58: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	95,  // 59: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
-	92,  // 60: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	107, // 59: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	104, // 60: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
 	54,  // 61: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	95,  // 62: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	107, // 62: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
 	2,   // 63: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
 	30,  // 64: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
 	56,  // 65: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	93,  // 66: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	105, // 66: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
 	3,   // 67: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
 	61,  // 68: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
 	63,  // 69: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
 	4,   // 70: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
-	66,  // 71: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	96,  // 72: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
-	67,  // 73: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
-	68,  // 74: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
-	68,  // 75: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
-	68,  // 76: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
-	69,  // 77: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
-	39,  // 78: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
-	70,  // 79: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
-	0,   // 80: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
-	72,  // 81: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
-	79,  // 82: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
-	5,   // 83: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
-	72,  // 84: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
-	74,  // 85: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
-	75,  // 86: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
-	77,  // 87: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
-	78,  // 88: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
-	84,  // 89: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
-	96,  // 90: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
-	76,  // 91: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	95,  // 92: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
-	2,   // 93: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
-	30,  // 94: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	95,  // 95: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	80,  // 96: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	81,  // 97: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	82,  // 98: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	85,  // 99: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
-	83,  // 100: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	2,   // 101: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	30,  // 102: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	6,   // 103: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	95,  // 104: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	61,  // 105: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	96,  // 106: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
-	13,  // 107: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	14,  // 108: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	16,  // 109: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	18,  // 110: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	20,  // 111: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	22,  // 112: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	24,  // 113: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	28,  // 114: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	36,  // 115: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	40,  // 116: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	43,  // 117: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	46,  // 118: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	48,  // 119: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	52,  // 120: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	55,  // 121: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	58,  // 122: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	60,  // 123: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	64,  // 124: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	71,  // 125: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	86,  // 126: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	88,  // 127: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	15,  // 128: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	17,  // 129: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	19,  // 130: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	21,  // 131: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	23,  // 132: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	25,  // 133: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	29,  // 134: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	37,  // 135: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	41,  // 136: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	44,  // 137: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	47,  // 138: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	49,  // 139: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	53,  // 140: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	57,  // 141: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	59,  // 142: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	62,  // 143: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	65,  // 144: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	73,  // 145: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	87,  // 146: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	89,  // 147: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	128, // [128:148] is the sub-list for method output_type
-	108, // [108:128] is the sub-list for method input_type
-	108, // [108:108] is the sub-list for extension type_name
-	108, // [108:108] is the sub-list for extension extendee
-	0,   // [0:108] is the sub-list for field type_name
+	106, // 71: mcpd.v1.SubscribeRequest.fallback_poll_interval:type_name -> google.protobuf.Duration
+	66,  // 72: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
+	108, // 73: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	67,  // 74: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
+	68,  // 75: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
+	68,  // 76: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
+	68,  // 77: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
+	69,  // 78: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
+	39,  // 79: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
+	70,  // 80: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
+	98,  // 81: mcpd.v1.Event.poll_result:type_name -> mcpd.v1.PollResult
+	0,   // 82: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
+	72,  // 83: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
+	79,  // 84: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
+	5,   // 85: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
+	72,  // 86: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
+	74,  // 87: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
+	75,  // 88: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
+	77,  // 89: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
+	78,  // 90: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
+	84,  // 91: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
+	108, // 92: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	76,  // 93: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
+	107, // 94: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	2,   // 95: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
+	30,  // 96: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
+	107, // 97: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	80,  // 98: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	81,  // 99: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	82,  // 100: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	85,  // 101: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
+	83,  // 102: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	2,   // 103: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	30,  // 104: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	6,   // 105: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	107, // 106: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	61,  // 107: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	108, // 108: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	13,  // 109: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	91,  // 110: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
+	106, // 111: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
+	107, // 112: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
+	97,  // 113: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
+	97,  // 114: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
+	91,  // 115: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
+	106, // 116: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
+	108, // 117: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
+	34,  // 118: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
+	29,  // 119: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
+	101, // 120: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
+	26,  // 121: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
+	14,  // 122: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	16,  // 123: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	18,  // 124: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	20,  // 125: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	22,  // 126: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	24,  // 127: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	28,  // 128: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	36,  // 129: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	40,  // 130: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	43,  // 131: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	46,  // 132: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	48,  // 133: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	52,  // 134: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	55,  // 135: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	58,  // 136: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	60,  // 137: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	64,  // 138: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	71,  // 139: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	86,  // 140: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	88,  // 141: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	90,  // 142: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
+	93,  // 143: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
+	95,  // 144: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
+	99,  // 145: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
+	15,  // 146: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	17,  // 147: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	19,  // 148: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	21,  // 149: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	23,  // 150: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	25,  // 151: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	29,  // 152: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	37,  // 153: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	41,  // 154: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	44,  // 155: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	47,  // 156: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	49,  // 157: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	53,  // 158: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	57,  // 159: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	59,  // 160: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	62,  // 161: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	65,  // 162: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	73,  // 163: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	87,  // 164: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	89,  // 165: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	92,  // 166: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
+	94,  // 167: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
+	96,  // 168: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
+	100, // 169: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
+	146, // [146:170] is the sub-list for method output_type
+	122, // [122:146] is the sub-list for method input_type
+	122, // [122:122] is the sub-list for extension type_name
+	122, // [122:122] is the sub-list for extension extendee
+	0,   // [0:122] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -7296,6 +8233,7 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*Event_ServerState)(nil),
 		(*Event_Log)(nil),
 		(*Event_Gap)(nil),
+		(*Event_PollResult)(nil),
 	}
 	file_mcpd_v1_mcpd_proto_msgTypes[64].OneofWrappers = []any{
 		(*HandleServerRequestsRequest_Register)(nil),
@@ -7318,13 +8256,21 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerRequestReply_Authorization)(nil),
 		(*ServerRequestReply_Error)(nil),
 	}
+	file_mcpd_v1_mcpd_proto_msgTypes[83].OneofWrappers = []any{
+		(*StartPollRequest_ResourceUri)(nil),
+		(*StartPollRequest_Tool)(nil),
+	}
+	file_mcpd_v1_mcpd_proto_msgTypes[90].OneofWrappers = []any{
+		(*Poll_ResourceUri)(nil),
+		(*Poll_Tool)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpd_v1_mcpd_proto_rawDesc), len(file_mcpd_v1_mcpd_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   87,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
