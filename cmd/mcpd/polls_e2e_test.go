@@ -172,7 +172,7 @@ func TestPollFallback(t *testing.T) {
 	t.Cleanup(cancel)
 	sub, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{
 		Resources:            []*mcpdv1.ResourceRef{{Server: "quiet", Uri: fakeClockURI}},
-		FallbackPollInterval:  durationpb.New(time.Second),
+		FallbackPollInterval: durationpb.New(time.Second),
 	})
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
