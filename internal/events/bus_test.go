@@ -782,3 +782,26 @@ func BenchmarkPublish(b *testing.B) {
 		})
 	}
 }
+
+// TestFilterPolls: poll ids narrow poll results, explicitly like
+// resources, and leave other events to the other filters.
+func TestFilterPolls(t *testing.T) {
+	m := newMatcher(Filter{Kinds: []Kind{KindServerState}, Polls: []string{"poll-1"}})
+	for _, tt := range []struct {
+		ev   Event
+		want bool
+	}{
+		{Event{Kind: KindPollResult, Server: "a", PollID: "poll-1"}, true},
+		{Event{Kind: KindPollResult, Server: "a", PollID: "poll-2"}, false},
+		{Event{Kind: KindServerState, Server: "a"}, true},
+		{Event{Kind: KindLog, Server: "a"}, false},
+	} {
+		if got := m.match(&tt.ev); got != tt.want {
+			t.Errorf("match %+v: got %v, want %v", tt.ev, got, tt.want)
+		}
+	}
+	all := newMatcher(Filter{})
+	if !all.match(&Event{Kind: KindPollResult, PollID: "poll-9"}) {
+		t.Error("the zero filter must pass poll results")
+	}
+}
