@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -803,5 +804,14 @@ func TestFilterPolls(t *testing.T) {
 	all := newMatcher(Filter{})
 	if !all.match(&Event{Kind: KindPollResult, PollID: "poll-9"}) {
 		t.Error("the zero filter must pass poll results")
+	}
+}
+
+// TestSizeCountsRawJSON: a poll's result travels as json.RawMessage, and
+// the byte budget must see its size.
+func TestSizeCountsRawJSON(t *testing.T) {
+	ev := Event{Kind: KindPollResult, Data: json.RawMessage(make([]byte, 10000))}
+	if got := ev.Size(); got < 10000 {
+		t.Errorf("Size of an event with 10000 bytes of JSON: got %d", got)
 	}
 }

@@ -19,6 +19,7 @@
 package events
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -142,7 +143,9 @@ func dataSize(v any) int64 {
 			n += dataSize(e)
 		}
 		return n
-	case []byte: // json.RawMessage, or anything of that shape
+	case []byte:
+		return 24 + int64(len(v))
+	case json.RawMessage: // a named type: the []byte case does not match it
 		return 24 + int64(len(v))
 	default: // numbers, booleans, null
 		return 16
