@@ -4713,7 +4713,9 @@ type SubscribeRequest struct {
 	// Polls the listed resources of servers that cannot notify (no
 	// resources.subscribe capability) at this interval, at least 1s, instead
 	// of failing: a change of the read contents is a resource_updated event.
-	// Unset means such a subscription fails with FAILED_PRECONDITION.
+	// Unset means mcpd subscribes upstream as with any server: a refusal
+	// ends the stream with the server's error, and a server that accepts
+	// but cannot notify sends no updates.
 	FallbackPollInterval *durationpb.Duration `protobuf:"bytes,6,opt,name=fallback_poll_interval,json=fallbackPollInterval,proto3" json:"fallback_poll_interval,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
