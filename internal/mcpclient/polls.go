@@ -321,7 +321,7 @@ func (p *poll) turn(ctx context.Context, m *Manager) {
 		p.setPaused(true)
 		return
 	}
-	raw, err := p.request(ctx, u)
+	raw, err := p.request(ctx, m, u)
 	if ctx.Err() != nil {
 		return // stopped mid-request
 	}
@@ -365,7 +365,7 @@ func (p *poll) setPaused(paused bool) {
 
 // request reads the resource or calls the tool and returns the result as
 // MCP JSON.
-func (p *poll) request(ctx context.Context, u *upstream) (json.RawMessage, error) {
+func (p *poll) request(ctx context.Context, m *Manager, u *upstream) (json.RawMessage, error) {
 	var res any
 	var err error
 	if p.spec.URI != "" {
@@ -373,7 +373,9 @@ func (p *poll) request(ctx context.Context, u *upstream) (json.RawMessage, error
 			return cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: p.spec.URI})
 		})
 	} else {
-		res, err = u.callTool(ctx, p.spec.Tool, p.spec.Arguments, CallOptions{})
+		// Through the Manager, so that the call counts in the metrics like
+		// any other.
+		res, err = m.CallTool(ctx, p.spec.QualifiedTool(), p.spec.Arguments, CallOptions{})
 	}
 	if err != nil {
 		return nil, err
