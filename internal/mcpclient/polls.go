@@ -326,11 +326,14 @@ func (p *poll) turn(ctx context.Context, m *Manager) {
 		return // stopped mid-request
 	}
 	if errors.Is(err, ErrUnavailable) {
-		// The session ended under the request: a pause, not a result.
-		if _, rerr := u.ready(); rerr != nil {
-			p.setPaused(true)
-			return
-		}
+		// The session ended under the request (a restart, a lost
+		// connection): a pause, not a result, even when a new session is
+		// up by now, or a restart would publish an error and then the
+		// old result again. The status says why.
+		p.mu.Lock()
+		p.status.Paused, p.status.LastError = true, err.Error()
+		p.mu.Unlock()
+		return
 	}
 	key := string(raw)
 	if err != nil {
