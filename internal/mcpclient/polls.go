@@ -69,7 +69,8 @@ type PollStatus struct {
 	Polls, Changes uint64
 	// LastPoll is when the last request ended; zero before the first.
 	LastPoll time.Time
-	// LastError is why the last request failed; "" when it succeeded.
+	// LastError is why the last request failed, or was cut short by the
+	// end of the server's session; "" when it succeeded.
 	LastError string
 }
 
