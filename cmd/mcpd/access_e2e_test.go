@@ -378,6 +378,92 @@ func TestCallerPermissions(t *testing.T) {
 		}
 	})
 
+	t.Run("polls", func(t *testing.T) {
+		start := func(ctx context.Context, target any) (*mcpdv1.Poll, error) {
+			req := &mcpdv1.StartPollRequest{Server: "demo"}
+			switch v := target.(type) {
+			case string:
+				req.Target = &mcpdv1.StartPollRequest_ResourceUri{ResourceUri: v}
+			case *mcpdv1.PollToolCall:
+				req.Target = &mcpdv1.StartPollRequest_Tool{Tool: v}
+			}
+			resp, err := d.hub.StartPoll(ctx, req)
+			return resp.GetPoll(), err
+		}
+		// The admin's poll of a resource the reader may not read; its
+		// baseline is out before the reader's polls start.
+		readme, err := start(admin, "demo://readme")
+		if err != nil {
+			t.Fatalf("admin StartPoll: %v", err)
+		}
+		defer d.hub.StopPoll(admin, &mcpdv1.StopPollRequest{Id: readme.GetId()}) //nolint:errcheck // best effort
+		poll(ctx, t, "the readme poll's baseline", func() (bool, error) {
+			resp, err := d.hub.ListPolls(admin, &mcpdv1.ListPollsRequest{})
+			return len(resp.GetPolls()) == 1 && resp.GetPolls()[0].GetChanges() == 1, err
+		})
+
+		_, err = start(reader, "demo://readme")
+		denied(t, err, "resources")
+		_, err = start(reader, &mcpdv1.PollToolCall{Name: "add"})
+		denied(t, err, "tools")
+		_, err = d.hub.StopPoll(reader, &mcpdv1.StopPollRequest{Id: readme.GetId()})
+		denied(t, err, "resources")
+		clock, err := start(reader, "demo://clock")
+		if err != nil {
+			t.Fatalf("reader StartPoll demo://clock: %v", err)
+		}
+		echo, err := start(reader, &mcpdv1.PollToolCall{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "x"})})
+		if err != nil {
+			t.Fatalf("reader StartPoll echo: %v", err)
+		}
+		resp, err := d.hub.ListPolls(reader, &mcpdv1.ListPollsRequest{})
+		if err != nil {
+			t.Fatalf("ListPolls: %v", err)
+		}
+		var ids []string
+		for _, p := range resp.GetPolls() {
+			ids = append(ids, p.GetId())
+		}
+		if want := []string{clock.GetId(), echo.GetId()}; !slices.Equal(ids, want) {
+			t.Errorf("reader's ListPolls: got %v, want %v", ids, want)
+		}
+
+		// From the start of the buffer: the readme's baseline came first,
+		// so a leak would show before the reader's own baselines.
+		sctx, cancel := context.WithCancel(reader)
+		defer cancel()
+		sub := d.subscribePolls(sctx, t, &mcpdv1.SubscribeRequest{AfterSequence: new(uint64)})
+		for seen := map[string]bool{}; !seen[clock.GetId()] || !seen[echo.GetId()]; {
+			ev := recvPoll(ctx, t, sub)
+			id := ev.GetPollResult().GetPollId()
+			if id == readme.GetId() {
+				t.Fatalf("reader got an event of the admin's readme poll: %v", ev)
+			}
+			seen[id] = true
+		}
+		for _, id := range []string{clock.GetId(), echo.GetId()} {
+			if _, err := d.hub.StopPoll(reader, &mcpdv1.StopPollRequest{Id: id}); err != nil {
+				t.Errorf("reader StopPoll %s: %v", id, err)
+			}
+		}
+	})
+
+	t.Run("search", func(t *testing.T) {
+		resp, err := d.hub.SearchTools(reader, &mcpdv1.SearchToolsRequest{Query: "add two numbers weather"})
+		if err != nil {
+			t.Fatalf("SearchTools: %v", err)
+		}
+		var names []string
+		for _, m := range resp.GetMatches() {
+			names = append(names, m.GetTool().GetName())
+		}
+		if !slices.Equal(names, []string{"mcp__demo__weather"}) {
+			t.Errorf("reader's SearchTools: got %v, want only mcp__demo__weather (the reader may not call add)", names)
+		}
+		_, err = d.hub.SearchTools(reader, &mcpdv1.SearchToolsRequest{Query: "echo", Servers: []string{"other"}})
+		denied(t, err, "servers")
+	})
+
 	t.Run("unknown token", func(t *testing.T) {
 		_, err := d.hub.ListServers(bearer(ctx, "not-a-caller"), &mcpdv1.ListServersRequest{})
 		wantCode(t, err, codes.Unauthenticated)

@@ -201,6 +201,7 @@ type config struct {
 	keepAlive       time.Duration
 	keepAliveFails  int
 	maxInFlight     int
+	maxPolls        int
 	queueTimeout    time.Duration
 	maxCallTimeout  time.Duration
 	maxProcs        int
@@ -342,6 +343,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.DurationVar(&c.keepAlive, "keepalive-interval", 30*time.Second, "ping interval for legacy (initialize-based) sessions; 0 disables pings")
 	fs.IntVar(&c.keepAliveFails, "keepalive-failures", 3, "consecutive failed pings after which a session is rebuilt")
 	fs.IntVar(&c.maxInFlight, "max-inflight-calls", 128, "tool calls in flight to one server at most; 0 means no cap")
+	fs.IntVar(&c.maxPolls, "max-polls", 64, "polls (StartPoll, and fallback polls of Subscribe) running at once at most")
 	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 0, "if longer than a call's default timeout, the call's progress notifications restart that timeout, up to this in all (mcpd then asks every call for progress); 0 turns it off; a call's own timeout is never extended")
 	fs.IntVar(&c.maxProcs, "max-procs", 1, "how many threads run mcpd's Go code at once; 0 means one per available CPU; without this flag a GOMAXPROCS variable is honoured; servers mcpd starts keep their own default")

@@ -159,6 +159,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		KeepAlive:         c.keepAlive,
 		KeepAliveFailures: c.keepAliveFails,
 		MaxInFlight:       c.maxInFlight,
+		MaxPolls:          c.maxPolls,
 		QueueTimeout:      c.queueTimeout,
 		OnStateChange:     health.ServerStateChanged,
 		Events:            bus,

@@ -76,6 +76,9 @@ type Options struct {
 	// OnStateChange, if set, is called after every state change of a
 	// server. It must not block or call back into the Manager.
 	OnStateChange func(server string, state State)
+	// MaxPolls caps the polls running at once (StartPoll, and fallback
+	// polls of resource subscriptions); default DefaultMaxPolls.
+	MaxPolls int
 	// Telemetry, if set, records the servers' requests, tool calls,
 	// events and stderr lines, and traces requests.
 	Telemetry *telemetry.Telemetry
@@ -136,11 +139,14 @@ type Manager struct {
 	servers  map[string]*upstream
 	closed   bool
 	settings *settings
+	polls    *poller
 }
 
 // NewManager returns an empty Manager.
 func NewManager(opts *Options) *Manager {
-	return &Manager{opts: opts.withDefaults(), servers: make(map[string]*upstream), settings: newSettings()}
+	m := &Manager{opts: opts.withDefaults(), servers: make(map[string]*upstream), settings: newSettings()}
+	m.polls = newPoller(m, m.opts.MaxPolls)
+	return m
 }
 
 // Events returns the bus the servers' events are published to, nil if
@@ -308,6 +314,7 @@ func (m *Manager) Disconnect(ctx context.Context, name string) error {
 	if u == nil {
 		return errorf(ErrNotFound, "server %q not found", name)
 	}
+	m.polls.stopServer(name)
 	u.stop()
 	if m.opts.OAuth != nil {
 		m.opts.OAuth.Release(name) // its tokens stay for the next connect
@@ -417,12 +424,13 @@ func (m *Manager) WaitStarted(ctx context.Context) error {
 	return nil
 }
 
-// Close stops every server and refuses new ones. It waits for the servers'
+// Close stops every poll and server and refuses new ones. It waits for the servers'
 // processes to exit; ctx bounds the wait.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
+	m.polls.close()
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	var wg sync.WaitGroup

@@ -60,6 +60,9 @@ type guard struct {
 	// approve asks an agent about a tool call an "ask" rule holds; nil
 	// denies such calls.
 	approve approver
+	// poll looks up a poll (Manager.Poll), whose permission StopPoll
+	// needs.
+	poll func(id string) (mcpclient.PollStatus, error)
 }
 
 // qualifyTool rewrites the bare tool name of a CallTool or CallToolStream
@@ -205,6 +208,25 @@ func describe(method string, msg any, withArgs bool) request {
 			}
 		}
 		return request{actions: acts}
+	case *mcpdv1.StartPollRequest:
+		act := startPollAction(m)
+		return request{
+			actions: []access.Action{act},
+			audited: true,
+			record:  access.Record{Method: method, Server: act.Server, URI: act.URI, Tool: act.Tool},
+		}
+	case *mcpdv1.StopPollRequest:
+		// The poll's own permission is added by guard.describePoll, which
+		// can look the poll up.
+		return request{audited: true, record: access.Record{Method: method}}
+	case *mcpdv1.ListPollsRequest:
+		return request{} // filtered by the handler
+	case *mcpdv1.SearchToolsRequest:
+		var acts []access.Action
+		for _, s := range m.GetServers() {
+			acts = append(acts, view(s)...)
+		}
+		return request{actions: acts} // matches filtered by the handler
 	case *mcpdv1.ConnectServerRequest:
 		return manage(m.GetServer().GetName())
 	case *mcpdv1.ServeToolsRequest:
@@ -230,6 +252,23 @@ func describe(method string, msg any, withArgs bool) request {
 		return manage(server)
 	}
 	return manage("")
+}
+
+// describePoll adds to a StopPoll request the permission of the poll it
+// stops: that of reading its resource or calling its tool. An unknown
+// poll needs none: the handler answers NOT_FOUND.
+func (g *guard) describePoll(msg any, r *request) {
+	m, ok := msg.(*mcpdv1.StopPollRequest)
+	if !ok || g.poll == nil {
+		return
+	}
+	st, err := g.poll(m.GetId())
+	if err != nil {
+		return
+	}
+	act := pollAction(st.Spec)
+	r.actions = append(r.actions, act)
+	r.record.Server, r.record.URI, r.record.Tool = act.Server, act.URI, act.Tool
 }
 
 func callTool(method, name string, args func() map[string]any, withArgs bool) request {
@@ -302,6 +341,7 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	}
 	r := describe(method, req, g.audit.Arguments())
 	r.record.Method = method
+	g.describePoll(req, &r)
 	if err := g.check(ctx, caller, &r, start); err != nil {
 		return nil, err
 	}
@@ -389,13 +429,18 @@ func (h *hub) allowed(ctx context.Context, act access.Action) bool {
 }
 
 // eventAllowed reports whether the caller may see ev: a resource update
-// needs the resource, every other event of a server the server.
+// needs the resource, a poll's result what the poll reads (the resource,
+// or calling the tool), every other event of a server the server.
 func (h *hub) eventAllowed(ctx context.Context, ev events.Event) bool {
 	switch {
 	case ev.Server == "":
 		return true // a gap marker
 	case ev.Kind == events.KindResourceUpdated:
 		return h.allowed(ctx, access.Action{Verb: access.ReadResource, Server: ev.Server, URI: ev.URI})
+	case ev.Kind == events.KindPollResult && ev.URI != "":
+		return h.allowed(ctx, access.Action{Verb: access.ReadResource, Server: ev.Server, URI: ev.URI})
+	case ev.Kind == events.KindPollResult:
+		return h.allowed(ctx, access.Action{Verb: access.CallTool, Server: ev.Server, Tool: ev.Tool})
 	}
 	return h.allowed(ctx, access.Action{Verb: access.ViewServer, Server: ev.Server})
 }

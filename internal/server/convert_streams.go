@@ -38,6 +38,8 @@ func eventToProto(e events.Event) *mcpdv1.Event {
 		out.Kind = &mcpdv1.Event_ServerState{ServerState: &mcpdv1.ServerStateChanged{State: stateFromName(e.State), Error: e.Error}}
 	case events.KindLog:
 		out.Kind = &mcpdv1.Event_Log{Log: logMessageToProto(e.Level, e.Logger, e.Data)}
+	case events.KindPollResult:
+		out.Kind = &mcpdv1.Event_PollResult{PollResult: pollResultToProto(e)}
 	case events.KindGap:
 		out.Kind = &mcpdv1.Event_Gap{Gap: &mcpdv1.Gap{FirstSequence: e.GapFrom, LastSequence: e.GapTo}}
 	}

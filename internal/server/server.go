@@ -202,7 +202,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		// With no callers file the Authorizer cannot fail.
 		authz, _ = access.New(&access.Options{APIToken: opts.APIToken})
 	}
-	g := &guard{authz: authz, audit: opts.Audit, qualify: mgr.QualifyToolName}
+	g := &guard{authz: authz, audit: opts.Audit, qualify: mgr.QualifyToolName, poll: mgr.Poll}
 	log := interceptorLogger(opts.Logger)
 	logOpts := []logging.Option{
 		// Payloads are never logged: they may carry secrets.

@@ -529,8 +529,14 @@ def subscribe_request(
     servers: Optional[Sequence[str]],
     resources: Optional[Iterable[Union[Tuple[str, str], Mapping[str, str]]]],
     kinds: Optional[Iterable[Union[str, t.EventKind]]],
+    poll_ids: Optional[Sequence[str]] = None,
+    fallback_poll_interval: Optional[float] = None,
 ) -> pb.SubscribeRequest:
-    req = pb.SubscribeRequest(servers=list(servers or ()))
+    req = pb.SubscribeRequest(
+        servers=list(servers or ()),
+        poll_ids=list(poll_ids or ()),
+        fallback_poll_interval=duration(fallback_poll_interval),
+    )
     for r in resources or ():
         if isinstance(r, Mapping):
             req.resources.add(server=r["server"], uri=r["uri"])
@@ -556,9 +562,59 @@ def event(e: pb.Event) -> t.Event:
         return t.Event(kind=t.EventKind.SERVER_STATE, state=server_state(e.server_state.state), error=e.server_state.error, **common)
     if kind == "log":
         return t.Event(kind=t.EventKind.LOG, log=log_message(e.log), **common)
+    if kind == "poll_result":
+        return t.Event(kind=t.EventKind.POLL_RESULT, poll=poll_result(e.poll_result), **common)
     if kind == "gap":
         return t.Event(kind=t.EventKind.GAP, gap_first=e.gap.first_sequence, gap_last=e.gap.last_sequence, **common)
     return t.Event(kind=t.EventKind.UNSPECIFIED, **common)
+
+
+def poll_result(r: pb.PollResult) -> t.PollResult:
+    return t.PollResult(
+        poll_id=r.poll_id,
+        baseline=r.baseline,
+        resource_uri=r.resource_uri,
+        tool=r.tool,
+        contents=tuple(resource_contents(c) for c in r.contents),
+        tool_result=tool_result(r.tool_result) if r.HasField("tool_result") else None,
+        error=r.error,
+    )
+
+
+def poll(p: pb.Poll) -> t.Poll:
+    target = p.WhichOneof("target")
+    return t.Poll(
+        id=p.id,
+        server=p.server,
+        resource_uri=p.resource_uri if target == "resource_uri" else "",
+        tool=p.tool.name if target == "tool" else "",
+        arguments=opt_struct(p.tool, "arguments") if target == "tool" else {},
+        interval=p.interval.ToTimedelta().total_seconds(),
+        paused=p.paused,
+        polls=p.polls,
+        changes=p.changes,
+        last_poll_time=timestamp(p, "last_poll_time"),
+        last_error=p.last_error,
+    )
+
+
+def start_poll_request(
+    server: str,
+    resource_uri: Optional[str],
+    tool: Optional[str],
+    arguments: Union[None, str, bytes, Mapping[str, Any]],
+    interval: Optional[float],
+) -> pb.StartPollRequest:
+    if (resource_uri is None) == (tool is None):
+        raise ValueError("a poll needs exactly one of resource_uri and tool")
+    if resource_uri is not None:
+        return pb.StartPollRequest(server=server, resource_uri=resource_uri, interval=duration(interval))
+    call = pb.PollToolCall(name=tool or "", arguments=arguments_struct(arguments))
+    return pb.StartPollRequest(server=server, tool=call, interval=duration(interval))
+
+
+def tool_match(m: pb.ToolMatch) -> t.ToolMatch:
+    return t.ToolMatch(tool(m.tool), m.score)
 
 
 # ---------------------------------------------------------------------------

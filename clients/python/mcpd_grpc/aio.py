@@ -307,6 +307,34 @@ class AsyncClient:
 
     # -- events ------------------------------------------------------------
 
+    # -- polls and tool search ----------------------------------------------
+
+    async def start_poll(
+        self,
+        server: str,
+        *,
+        resource_uri: Optional[str] = None,
+        tool: Optional[str] = None,
+        arguments: Union[None, str, Mapping[str, Any]] = None,
+        interval: Optional[float] = None,
+    ) -> t.Poll:
+        """Starts a poll; see :meth:`mcpd_grpc.Client.start_poll`."""
+        req = cv.start_poll_request(server, resource_uri, tool, arguments, interval)
+        return cv.poll((await self._rpc(self._stub.StartPoll, req)).poll)
+
+    async def stop_poll(self, poll_id: str) -> None:
+        """Stops a poll."""
+        await self._rpc(self._stub.StopPoll, pb.StopPollRequest(id=poll_id))
+
+    async def list_polls(self) -> List[t.Poll]:
+        """Lists the polls, sorted by id."""
+        return [cv.poll(p) for p in (await self._rpc(self._stub.ListPolls, pb.ListPollsRequest())).polls]
+
+    async def search_tools(self, query: str, *, limit: int = 0, servers: Optional[Sequence[str]] = None) -> List[t.ToolMatch]:
+        """Ranks tools by relevance; see :meth:`mcpd_grpc.Client.search_tools`."""
+        req = pb.SearchToolsRequest(query=query, limit=limit, servers=list(servers or ()))
+        return [cv.tool_match(m) for m in (await self._rpc(self._stub.SearchTools, req)).matches]
+
     def subscribe(
         self,
         *,
@@ -316,12 +344,15 @@ class AsyncClient:
         after_sequence: Optional[int] = None,
         reconnect: bool = True,
         reconnect_timeout: Optional[float] = 30.0,
+        poll_ids: Optional[Sequence[str]] = None,
+        fallback_poll_interval: Optional[float] = None,
     ) -> AsyncSubscription:
         """Follows events with ``async for``; it reconnects and resumes like
         :meth:`mcpd_grpc.Client.subscribe`."""
         if self._closed:
             raise ValueError("the client is closed")
-        sub = AsyncSubscription(self, cv.subscribe_request(servers, resources, kinds), after_sequence, reconnect, reconnect_timeout)
+        req = cv.subscribe_request(servers, resources, kinds, poll_ids, fallback_poll_interval)
+        sub = AsyncSubscription(self, req, after_sequence, reconnect, reconnect_timeout)
         self._streams.add(sub)
         try:
             asyncio.get_running_loop()

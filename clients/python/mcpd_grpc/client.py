@@ -329,6 +329,38 @@ class Client:
         :class:`~mcpd_grpc.Root`, URI strings, ``(uri, name)`` or dicts."""
         self._rpc(self._stub.SetRoots, pb.SetRootsRequest(server=server or "", roots=cv.roots_to_proto(roots)))
 
+    # -- polls and tool search ----------------------------------------------
+
+    def start_poll(
+        self,
+        server: str,
+        *,
+        resource_uri: Optional[str] = None,
+        tool: Optional[str] = None,
+        arguments: Union[None, str, Mapping[str, Any]] = None,
+        interval: Optional[float] = None,
+    ) -> t.Poll:
+        """Polls a resource, or a tool of ``server`` (its own name) with
+        ``arguments``, every ``interval`` seconds (at least 1; default 5).
+        Changed results arrive as POLL_RESULT events on :meth:`subscribe`,
+        the first one marked ``baseline``."""
+        req = cv.start_poll_request(server, resource_uri, tool, arguments, interval)
+        return cv.poll(self._rpc(self._stub.StartPoll, req).poll)
+
+    def stop_poll(self, poll_id: str) -> None:
+        """Stops a poll."""
+        self._rpc(self._stub.StopPoll, pb.StopPollRequest(id=poll_id))
+
+    def list_polls(self) -> List[t.Poll]:
+        """Lists the polls, sorted by id."""
+        return [cv.poll(p) for p in self._rpc(self._stub.ListPolls, pb.ListPollsRequest()).polls]
+
+    def search_tools(self, query: str, *, limit: int = 0, servers: Optional[Sequence[str]] = None) -> List[t.ToolMatch]:
+        """Ranks the tools of the ready servers by relevance to ``query``
+        (BM25; see docs/tools.md), best first; ``limit`` 0 means 10."""
+        req = pb.SearchToolsRequest(query=query, limit=limit, servers=list(servers or ()))
+        return [cv.tool_match(m) for m in self._rpc(self._stub.SearchTools, req).matches]
+
     # -- events ------------------------------------------------------------
 
     def subscribe(
@@ -340,6 +372,8 @@ class Client:
         after_sequence: Optional[int] = None,
         reconnect: bool = True,
         reconnect_timeout: Optional[float] = 30.0,
+        poll_ids: Optional[Sequence[str]] = None,
+        fallback_poll_interval: Optional[float] = None,
     ) -> Subscription:
         """Follows events; iterate over the returned :class:`Subscription`.
 
@@ -356,6 +390,10 @@ class Client:
                 once; events that fell out arrive as one GAP event.
             reconnect_timeout: give up (raise Unavailable) after this many
                 seconds without a connection; None: never.
+            poll_ids: only these polls' POLL_RESULT events.
+            fallback_poll_interval: poll the ``resources`` of servers that
+                cannot notify every so many seconds (at least 1) instead of
+                failing; a change is a RESOURCE_UPDATED event.
 
         A restarted daemon numbers its events from 1 again, and treats an
         ``after_sequence`` beyond its last event as "from now": events between
@@ -370,7 +408,7 @@ class Client:
         resume from a sequence you know (``after_sequence``), or wait for a
         first event (e.g. of a subscribed resource) before acting.
         """
-        req = cv.subscribe_request(servers, resources, kinds)
+        req = cv.subscribe_request(servers, resources, kinds, poll_ids, fallback_poll_interval)
         sub = Subscription(self, req, after_sequence, reconnect, reconnect_timeout)
         with self._lock:
             if self._closed:

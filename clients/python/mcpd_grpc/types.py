@@ -136,6 +136,7 @@ class EventKind(str, enum.Enum):
     RESOURCES_CHANGED = "resources_changed"
     SERVER_STATE = "server_state"
     LOG = "log"
+    POLL_RESULT = "poll_result"
     GAP = "gap"
 
 
@@ -707,8 +708,9 @@ class Event:
 
     ``sequence`` numbers are per daemon, increasing and gap-free. Which other
     fields are set depends on ``kind``: ``uri`` for RESOURCE_UPDATED,
-    ``state``/``error`` for SERVER_STATE, ``log`` for LOG, and
-    ``gap_first``..``gap_last`` (the sequences this stream missed) for GAP.
+    ``state``/``error`` for SERVER_STATE, ``log`` for LOG, ``poll`` for
+    POLL_RESULT, and ``gap_first``..``gap_last`` (the sequences this stream
+    missed) for GAP.
     """
 
     sequence: int
@@ -721,6 +723,49 @@ class Event:
     log: Optional[LogMessage] = None
     gap_first: Optional[int] = None
     gap_last: Optional[int] = None
+    poll: Optional[PollResult] = None
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """A poll's new result (or its first, ``baseline``): the resource's
+    ``contents`` or the tool's ``tool_result``, or the ``error`` of a failed
+    poll (which goes on)."""
+
+    poll_id: str
+    baseline: bool = False
+    resource_uri: str = ""
+    tool: str = ""
+    contents: Tuple[ResourceContents, ...] = ()
+    tool_result: Optional[ToolResult] = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Poll:
+    """A poll started with :meth:`Client.start_poll`: a resource read, or a
+    tool call (``tool`` with ``arguments``), every ``interval`` seconds."""
+
+    id: str
+    server: str
+    resource_uri: str = ""
+    tool: str = ""
+    arguments: Dict[str, Any] = field(default_factory=dict)
+    interval: float = 0.0
+    paused: bool = False
+    polls: int = 0
+    changes: int = 0
+    last_poll_time: Optional[datetime.datetime] = None
+    last_error: str = ""
+
+
+@dataclass(frozen=True)
+class ToolMatch:
+    """A tool that matches a :meth:`Client.search_tools` query, with its
+    BM25 ``score`` (higher is better)."""
+
+    tool: Tool
+    score: float
 
 
 # ---------------------------------------------------------------------------

@@ -393,6 +393,8 @@ const (
 	// Means a server sent a log message (those a CallToolStream also
 	// streams included).
 	EventKind_EVENT_KIND_LOG EventKind = 6
+	// Means a poll's result changed, or is its baseline.
+	EventKind_EVENT_KIND_POLL_RESULT EventKind = 7
 )
 
 // Enum value maps for EventKind.
@@ -405,6 +407,7 @@ var (
 		4: "EVENT_KIND_RESOURCES_CHANGED",
 		5: "EVENT_KIND_SERVER_STATE",
 		6: "EVENT_KIND_LOG",
+		7: "EVENT_KIND_POLL_RESULT",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":       0,
@@ -414,6 +417,7 @@ var (
 		"EVENT_KIND_RESOURCES_CHANGED": 4,
 		"EVENT_KIND_SERVER_STATE":      5,
 		"EVENT_KIND_LOG":               6,
+		"EVENT_KIND_POLL_RESULT":       7,
 	}
 )
 
@@ -4939,8 +4943,19 @@ type SubscribeRequest struct {
 	// Resumes after this sequence: every buffered event after it is sent
 	// first. Unset means events from now on.
 	AfterSequence *uint64 `protobuf:"varint,4,opt,name=after_sequence,json=afterSequence,proto3,oneof" json:"after_sequence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Restricts poll_result events to these polls; empty means all. Like
+	// resources, the polls listed are explicit: their events pass even when
+	// servers or kinds would not let them through.
+	PollIds []string `protobuf:"bytes,5,rep,name=poll_ids,json=pollIds,proto3" json:"poll_ids,omitempty"`
+	// Polls the listed resources of servers that cannot notify (no
+	// resources.subscribe capability) at this interval, at least 1s, instead
+	// of failing: a change of the read contents is a resource_updated event.
+	// Unset means mcpd subscribes upstream as with any server: a refusal
+	// ends the stream with the server's error, and a server that accepts
+	// but cannot notify sends no updates.
+	FallbackPollInterval *durationpb.Duration `protobuf:"bytes,6,opt,name=fallback_poll_interval,json=fallbackPollInterval,proto3" json:"fallback_poll_interval,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SubscribeRequest) Reset() {
@@ -4999,6 +5014,20 @@ func (x *SubscribeRequest) GetAfterSequence() uint64 {
 		return *x.AfterSequence
 	}
 	return 0
+}
+
+func (x *SubscribeRequest) GetPollIds() []string {
+	if x != nil {
+		return x.PollIds
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetFallbackPollInterval() *durationpb.Duration {
+	if x != nil {
+		return x.FallbackPollInterval
+	}
+	return nil
 }
 
 // SubscribeResponse carries one event.
@@ -5067,6 +5096,7 @@ type Event struct {
 	//	*Event_ServerState
 	//	*Event_Log
 	//	*Event_Gap
+	//	*Event_PollResult
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5193,6 +5223,15 @@ func (x *Event) GetGap() *Gap {
 	return nil
 }
 
+func (x *Event) GetPollResult() *PollResult {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_PollResult); ok {
+			return x.PollResult
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -5234,6 +5273,11 @@ type Event_Gap struct {
 	Gap *Gap `protobuf:"bytes,10,opt,name=gap,proto3,oneof"`
 }
 
+type Event_PollResult struct {
+	// Carries a poll's new result, or its baseline.
+	PollResult *PollResult `protobuf:"bytes,11,opt,name=poll_result,json=pollResult,proto3,oneof"`
+}
+
 func (*Event_ResourceUpdated) isEvent_Kind() {}
 
 func (*Event_ToolsChanged) isEvent_Kind() {}
@@ -5247,6 +5291,8 @@ func (*Event_ServerState) isEvent_Kind() {}
 func (*Event_Log) isEvent_Kind() {}
 
 func (*Event_Gap) isEvent_Kind() {}
+
+func (*Event_PollResult) isEvent_Kind() {}
 
 // ResourceUpdated says a resource changed.
 type ResourceUpdated struct {
@@ -7599,6 +7645,806 @@ func (x *ToolCallCancel) GetReason() string {
 	return ""
 }
 
+// StartPollRequest starts a poll.
+type StartPollRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the server.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Says what to poll.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*StartPollRequest_ResourceUri
+	//	*StartPollRequest_Tool
+	Target isStartPollRequest_Target `protobuf_oneof:"target"`
+	// Gives the time between two polls, at least 1s; unset means 5s.
+	Interval      *durationpb.Duration `protobuf:"bytes,4,opt,name=interval,proto3" json:"interval,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartPollRequest) Reset() {
+	*x = StartPollRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartPollRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartPollRequest) ProtoMessage() {}
+
+func (x *StartPollRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartPollRequest.ProtoReflect.Descriptor instead.
+func (*StartPollRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *StartPollRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *StartPollRequest) GetTarget() isStartPollRequest_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *StartPollRequest) GetResourceUri() string {
+	if x != nil {
+		if x, ok := x.Target.(*StartPollRequest_ResourceUri); ok {
+			return x.ResourceUri
+		}
+	}
+	return ""
+}
+
+func (x *StartPollRequest) GetTool() *PollToolCall {
+	if x != nil {
+		if x, ok := x.Target.(*StartPollRequest_Tool); ok {
+			return x.Tool
+		}
+	}
+	return nil
+}
+
+func (x *StartPollRequest) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+type isStartPollRequest_Target interface {
+	isStartPollRequest_Target()
+}
+
+type StartPollRequest_ResourceUri struct {
+	// Reads this resource URI.
+	ResourceUri string `protobuf:"bytes,2,opt,name=resource_uri,json=resourceUri,proto3,oneof"`
+}
+
+type StartPollRequest_Tool struct {
+	// Calls this tool.
+	Tool *PollToolCall `protobuf:"bytes,3,opt,name=tool,proto3,oneof"`
+}
+
+func (*StartPollRequest_ResourceUri) isStartPollRequest_Target() {}
+
+func (*StartPollRequest_Tool) isStartPollRequest_Target() {}
+
+// PollToolCall is the tool call a poll makes.
+type PollToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the server's own tool name (or the qualified name
+	// mcp__<server>__<tool> of a tool of the same server).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Holds the arguments.
+	Arguments     *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PollToolCall) Reset() {
+	*x = PollToolCall{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PollToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PollToolCall) ProtoMessage() {}
+
+func (x *PollToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PollToolCall.ProtoReflect.Descriptor instead.
+func (*PollToolCall) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *PollToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PollToolCall) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+// StartPollResponse gives the new poll.
+type StartPollResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the poll; its id names it in StopPoll and in events.
+	Poll          *Poll `protobuf:"bytes,1,opt,name=poll,proto3" json:"poll,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartPollResponse) Reset() {
+	*x = StartPollResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartPollResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartPollResponse) ProtoMessage() {}
+
+func (x *StartPollResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartPollResponse.ProtoReflect.Descriptor instead.
+func (*StartPollResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *StartPollResponse) GetPoll() *Poll {
+	if x != nil {
+		return x.Poll
+	}
+	return nil
+}
+
+// StopPollRequest names the poll to stop.
+type StopPollRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the poll id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopPollRequest) Reset() {
+	*x = StopPollRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopPollRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopPollRequest) ProtoMessage() {}
+
+func (x *StopPollRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopPollRequest.ProtoReflect.Descriptor instead.
+func (*StopPollRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *StopPollRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// StopPollResponse confirms StopPoll.
+type StopPollResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopPollResponse) Reset() {
+	*x = StopPollResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopPollResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopPollResponse) ProtoMessage() {}
+
+func (x *StopPollResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopPollResponse.ProtoReflect.Descriptor instead.
+func (*StopPollResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{99}
+}
+
+// ListPollsRequest lists polls.
+type ListPollsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPollsRequest) Reset() {
+	*x = ListPollsRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPollsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPollsRequest) ProtoMessage() {}
+
+func (x *ListPollsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPollsRequest.ProtoReflect.Descriptor instead.
+func (*ListPollsRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{100}
+}
+
+// ListPollsResponse gives the polls.
+type ListPollsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the polls, sorted by id.
+	Polls         []*Poll `protobuf:"bytes,1,rep,name=polls,proto3" json:"polls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPollsResponse) Reset() {
+	*x = ListPollsResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPollsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPollsResponse) ProtoMessage() {}
+
+func (x *ListPollsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPollsResponse.ProtoReflect.Descriptor instead.
+func (*ListPollsResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *ListPollsResponse) GetPolls() []*Poll {
+	if x != nil {
+		return x.Polls
+	}
+	return nil
+}
+
+// Poll describes one poll.
+type Poll struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the poll, unique per daemon.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Names the server.
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// Says what is polled.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*Poll_ResourceUri
+	//	*Poll_Tool
+	Target isPoll_Target `protobuf_oneof:"target"`
+	// Gives the time between two polls.
+	Interval *durationpb.Duration `protobuf:"bytes,5,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Says the poll waits for its server to be READY again.
+	Paused bool `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Counts the polls made.
+	Polls uint64 `protobuf:"varint,7,opt,name=polls,proto3" json:"polls,omitempty"`
+	// Counts the poll_result events published, the baseline included.
+	Changes uint64 `protobuf:"varint,8,opt,name=changes,proto3" json:"changes,omitempty"`
+	// Gives when the last poll ended; unset before the first.
+	LastPollTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_poll_time,json=lastPollTime,proto3" json:"last_poll_time,omitempty"`
+	// Explains why the last poll failed; empty when it succeeded.
+	LastError     string `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Poll) Reset() {
+	*x = Poll{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Poll) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Poll) ProtoMessage() {}
+
+func (x *Poll) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Poll.ProtoReflect.Descriptor instead.
+func (*Poll) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *Poll) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Poll) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *Poll) GetTarget() isPoll_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *Poll) GetResourceUri() string {
+	if x != nil {
+		if x, ok := x.Target.(*Poll_ResourceUri); ok {
+			return x.ResourceUri
+		}
+	}
+	return ""
+}
+
+func (x *Poll) GetTool() *PollToolCall {
+	if x != nil {
+		if x, ok := x.Target.(*Poll_Tool); ok {
+			return x.Tool
+		}
+	}
+	return nil
+}
+
+func (x *Poll) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *Poll) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *Poll) GetPolls() uint64 {
+	if x != nil {
+		return x.Polls
+	}
+	return 0
+}
+
+func (x *Poll) GetChanges() uint64 {
+	if x != nil {
+		return x.Changes
+	}
+	return 0
+}
+
+func (x *Poll) GetLastPollTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastPollTime
+	}
+	return nil
+}
+
+func (x *Poll) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+type isPoll_Target interface {
+	isPoll_Target()
+}
+
+type Poll_ResourceUri struct {
+	// Gives the resource URI read.
+	ResourceUri string `protobuf:"bytes,3,opt,name=resource_uri,json=resourceUri,proto3,oneof"`
+}
+
+type Poll_Tool struct {
+	// Gives the tool call made.
+	Tool *PollToolCall `protobuf:"bytes,4,opt,name=tool,proto3,oneof"`
+}
+
+func (*Poll_ResourceUri) isPoll_Target() {}
+
+func (*Poll_Tool) isPoll_Target() {}
+
+// PollResult is a poll's new result.
+type PollResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the poll.
+	PollId string `protobuf:"bytes,1,opt,name=poll_id,json=pollId,proto3" json:"poll_id,omitempty"`
+	// Says this is the poll's first result, which later ones are compared
+	// with.
+	Baseline bool `protobuf:"varint,2,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	// Gives the polled resource URI, for a resource poll.
+	ResourceUri string `protobuf:"bytes,3,opt,name=resource_uri,json=resourceUri,proto3" json:"resource_uri,omitempty"`
+	// Gives the qualified name of the polled tool, for a tool poll.
+	Tool string `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Holds the resource's contents, for a resource poll that succeeded.
+	Contents []*ResourceContents `protobuf:"bytes,5,rep,name=contents,proto3" json:"contents,omitempty"`
+	// Holds the tool's result, for a tool poll that succeeded (a tool that
+	// reports failure included: is_error is set).
+	ToolResult *CallToolResponse `protobuf:"bytes,6,opt,name=tool_result,json=toolResult,proto3" json:"tool_result,omitempty"`
+	// Explains why the poll failed; the poll goes on.
+	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PollResult) Reset() {
+	*x = PollResult{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PollResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PollResult) ProtoMessage() {}
+
+func (x *PollResult) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PollResult.ProtoReflect.Descriptor instead.
+func (*PollResult) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *PollResult) GetPollId() string {
+	if x != nil {
+		return x.PollId
+	}
+	return ""
+}
+
+func (x *PollResult) GetBaseline() bool {
+	if x != nil {
+		return x.Baseline
+	}
+	return false
+}
+
+func (x *PollResult) GetResourceUri() string {
+	if x != nil {
+		return x.ResourceUri
+	}
+	return ""
+}
+
+func (x *PollResult) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *PollResult) GetContents() []*ResourceContents {
+	if x != nil {
+		return x.Contents
+	}
+	return nil
+}
+
+func (x *PollResult) GetToolResult() *CallToolResponse {
+	if x != nil {
+		return x.ToolResult
+	}
+	return nil
+}
+
+func (x *PollResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// SearchToolsRequest searches the tools.
+type SearchToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the query, in natural language or keywords.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// Bounds the number of matches; 0 means 10, at most 100.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Restricts the search to these servers; empty means every READY server.
+	Servers       []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchToolsRequest) Reset() {
+	*x = SearchToolsRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchToolsRequest) ProtoMessage() {}
+
+func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
+func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *SearchToolsRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SearchToolsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SearchToolsRequest) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+// SearchToolsResponse gives the best matches first.
+type SearchToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the matching tools, by decreasing score, ties by qualified name.
+	// Tools that share no term with the query are left out.
+	Matches       []*ToolMatch `protobuf:"bytes,1,rep,name=matches,proto3" json:"matches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchToolsResponse) Reset() {
+	*x = SearchToolsResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchToolsResponse) ProtoMessage() {}
+
+func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
+func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{105}
+}
+
+func (x *SearchToolsResponse) GetMatches() []*ToolMatch {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+// ToolMatch is one tool that matches a query.
+type ToolMatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the tool.
+	Tool *Tool `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Gives the tool's BM25 score for the query; higher is better.
+	Score         float64 `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolMatch) Reset() {
+	*x = ToolMatch{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolMatch) ProtoMessage() {}
+
+func (x *ToolMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolMatch.ProtoReflect.Descriptor instead.
+func (*ToolMatch) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{106}
+}
+
+func (x *ToolMatch) GetTool() *Tool {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *ToolMatch) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
 var File_mcpd_v1_mcpd_proto protoreflect.FileDescriptor
 
 const file_mcpd_v1_mcpd_proto_rawDesc = "" +
@@ -7915,15 +8761,17 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x10SetRootsResponse\"7\n" +
 	"\vResourceRef\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x10\n" +
-	"\x03uri\x18\x02 \x01(\tR\x03uri\"\xc9\x01\n" +
+	"\x03uri\x18\x02 \x01(\tR\x03uri\"\xb5\x02\n" +
 	"\x10SubscribeRequest\x12\x18\n" +
 	"\aservers\x18\x01 \x03(\tR\aservers\x122\n" +
 	"\tresources\x18\x02 \x03(\v2\x14.mcpd.v1.ResourceRefR\tresources\x12(\n" +
 	"\x05kinds\x18\x03 \x03(\x0e2\x12.mcpd.v1.EventKindR\x05kinds\x12*\n" +
-	"\x0eafter_sequence\x18\x04 \x01(\x04H\x00R\rafterSequence\x88\x01\x01B\x11\n" +
+	"\x0eafter_sequence\x18\x04 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12\x19\n" +
+	"\bpoll_ids\x18\x05 \x03(\tR\apollIds\x12O\n" +
+	"\x16fallback_poll_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x14fallbackPollIntervalB\x11\n" +
 	"\x0f_after_sequence\"9\n" +
 	"\x11SubscribeResponse\x12$\n" +
-	"\x05event\x18\x01 \x01(\v2\x0e.mcpd.v1.EventR\x05event\"\x8a\x04\n" +
+	"\x05event\x18\x01 \x01(\v2\x0e.mcpd.v1.EventR\x05event\"\xc2\x04\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
@@ -7935,7 +8783,9 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\fserver_state\x18\b \x01(\v2\x1b.mcpd.v1.ServerStateChangedH\x00R\vserverState\x12'\n" +
 	"\x03log\x18\t \x01(\v2\x13.mcpd.v1.LogMessageH\x00R\x03log\x12 \n" +
 	"\x03gap\x18\n" +
-	" \x01(\v2\f.mcpd.v1.GapH\x00R\x03gapB\x06\n" +
+	" \x01(\v2\f.mcpd.v1.GapH\x00R\x03gap\x126\n" +
+	"\vpoll_result\x18\v \x01(\v2\x13.mcpd.v1.PollResultH\x00R\n" +
+	"pollResultB\x06\n" +
 	"\x04kind\"#\n" +
 	"\x0fResourceUpdated\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\"\r\n" +
@@ -8073,7 +8923,57 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"8\n" +
 	"\x0eToolCallCancel\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*\xf6\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xbd\x01\n" +
+	"\x10StartPollRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12#\n" +
+	"\fresource_uri\x18\x02 \x01(\tH\x00R\vresourceUri\x12+\n" +
+	"\x04tool\x18\x03 \x01(\v2\x15.mcpd.v1.PollToolCallH\x00R\x04tool\x125\n" +
+	"\binterval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bintervalB\b\n" +
+	"\x06target\"Y\n" +
+	"\fPollToolCall\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
+	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\"6\n" +
+	"\x11StartPollResponse\x12!\n" +
+	"\x04poll\x18\x01 \x01(\v2\r.mcpd.v1.PollR\x04poll\"!\n" +
+	"\x0fStopPollRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x12\n" +
+	"\x10StopPollResponse\"\x12\n" +
+	"\x10ListPollsRequest\"8\n" +
+	"\x11ListPollsResponse\x12#\n" +
+	"\x05polls\x18\x01 \x03(\v2\r.mcpd.v1.PollR\x05polls\"\xea\x02\n" +
+	"\x04Poll\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12#\n" +
+	"\fresource_uri\x18\x03 \x01(\tH\x00R\vresourceUri\x12+\n" +
+	"\x04tool\x18\x04 \x01(\v2\x15.mcpd.v1.PollToolCallH\x00R\x04tool\x125\n" +
+	"\binterval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x16\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06paused\x12\x14\n" +
+	"\x05polls\x18\a \x01(\x04R\x05polls\x12\x18\n" +
+	"\achanges\x18\b \x01(\x04R\achanges\x12@\n" +
+	"\x0elast_poll_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\flastPollTime\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\n" +
+	" \x01(\tR\tlastErrorB\b\n" +
+	"\x06target\"\x81\x02\n" +
+	"\n" +
+	"PollResult\x12\x17\n" +
+	"\apoll_id\x18\x01 \x01(\tR\x06pollId\x12\x1a\n" +
+	"\bbaseline\x18\x02 \x01(\bR\bbaseline\x12!\n" +
+	"\fresource_uri\x18\x03 \x01(\tR\vresourceUri\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\x125\n" +
+	"\bcontents\x18\x05 \x03(\v2\x19.mcpd.v1.ResourceContentsR\bcontents\x12:\n" +
+	"\vtool_result\x18\x06 \x01(\v2\x19.mcpd.v1.CallToolResponseR\n" +
+	"toolResult\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\"Z\n" +
+	"\x12SearchToolsRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x18\n" +
+	"\aservers\x18\x03 \x03(\tR\aservers\"C\n" +
+	"\x13SearchToolsResponse\x12,\n" +
+	"\amatches\x18\x01 \x03(\v2\x12.mcpd.v1.ToolMatchR\amatches\"D\n" +
+	"\tToolMatch\x12!\n" +
+	"\x04tool\x18\x01 \x01(\v2\r.mcpd.v1.ToolR\x04tool\x12\x14\n" +
+	"\x05score\x18\x02 \x01(\x01R\x05score*\xf6\x01\n" +
 	"\vServerState\x12\x1c\n" +
 	"\x18SERVER_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SERVER_STATE_CONNECTING\x10\x01\x12\x16\n" +
@@ -8112,7 +9012,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x0fLOG_LEVEL_ERROR\x10\x05\x12\x16\n" +
 	"\x12LOG_LEVEL_CRITICAL\x10\x06\x12\x13\n" +
 	"\x0fLOG_LEVEL_ALERT\x10\a\x12\x17\n" +
-	"\x13LOG_LEVEL_EMERGENCY\x10\b*\xd9\x01\n" +
+	"\x13LOG_LEVEL_EMERGENCY\x10\b*\xf5\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEVENT_KIND_RESOURCE_UPDATED\x10\x01\x12\x1c\n" +
@@ -8120,7 +9020,8 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x1aEVENT_KIND_PROMPTS_CHANGED\x10\x03\x12 \n" +
 	"\x1cEVENT_KIND_RESOURCES_CHANGED\x10\x04\x12\x1b\n" +
 	"\x17EVENT_KIND_SERVER_STATE\x10\x05\x12\x12\n" +
-	"\x0eEVENT_KIND_LOG\x10\x06*\xe7\x01\n" +
+	"\x0eEVENT_KIND_LOG\x10\x06\x12\x1a\n" +
+	"\x16EVENT_KIND_POLL_RESULT\x10\a*\xe7\x01\n" +
 	"\x11ServerRequestKind\x12#\n" +
 	"\x1fSERVER_REQUEST_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSERVER_REQUEST_KIND_SAMPLING\x10\x01\x12#\n" +
@@ -8132,7 +9033,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x1eELICITATION_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ELICITATION_ACTION_ACCEPT\x10\x01\x12\x1e\n" +
 	"\x1aELICITATION_ACTION_DECLINE\x10\x02\x12\x1d\n" +
-	"\x19ELICITATION_ACTION_CANCEL\x10\x032\x92\x0e\n" +
+	"\x19ELICITATION_ACTION_CANCEL\x10\x032\xaf\x10\n" +
 	"\x06MCPHub\x12N\n" +
 	"\rConnectServer\x12\x1d.mcpd.v1.ConnectServerRequest\x1a\x1e.mcpd.v1.ConnectServerResponse\x12W\n" +
 	"\x10DisconnectServer\x12 .mcpd.v1.DisconnectServerRequest\x1a!.mcpd.v1.DisconnectServerResponse\x12N\n" +
@@ -8156,7 +9057,11 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x15CompleteAuthorization\x12%.mcpd.v1.CompleteAuthorizationRequest\x1a&.mcpd.v1.CompleteAuthorizationResponse\x12`\n" +
 	"\x13ForgetAuthorization\x12#.mcpd.v1.ForgetAuthorizationRequest\x1a$.mcpd.v1.ForgetAuthorizationResponse\x12I\n" +
 	"\n" +
-	"ServeTools\x12\x1a.mcpd.v1.ServeToolsRequest\x1a\x1b.mcpd.v1.ServeToolsResponse(\x010\x01B\x89\x01\n" +
+	"ServeTools\x12\x1a.mcpd.v1.ServeToolsRequest\x1a\x1b.mcpd.v1.ServeToolsResponse(\x010\x01\x12B\n" +
+	"\tStartPoll\x12\x19.mcpd.v1.StartPollRequest\x1a\x1a.mcpd.v1.StartPollResponse\x12?\n" +
+	"\bStopPoll\x12\x18.mcpd.v1.StopPollRequest\x1a\x19.mcpd.v1.StopPollResponse\x12G\n" +
+	"\tListPolls\x12\x19.mcpd.v1.ListPollsRequest\x1a\x1a.mcpd.v1.ListPollsResponse\"\x03\x90\x02\x01\x12M\n" +
+	"\vSearchTools\x12\x1b.mcpd.v1.SearchToolsRequest\x1a\x1c.mcpd.v1.SearchToolsResponse\"\x03\x90\x02\x01B\x89\x01\n" +
 	"\vcom.mcpd.v1B\tMcpdProtoP\x01Z2github.com/mcpd-project/mcpd/gen/go/mcpd/v1;mcpdv1\xa2\x02\x03MXX\xaa\x02\aMcpd.V1\xca\x02\aMcpd\\V1\xe2\x02\x13Mcpd\\V1\\GPBMetadata\xea\x02\bMcpd::V1b\x06proto3"
 
 var (
@@ -8172,7 +9077,7 @@ func file_mcpd_v1_mcpd_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
+var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
 var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerState)(0),                      // 0: mcpd.v1.ServerState
 	(ConfigScope)(0),                      // 1: mcpd.v1.ConfigScope
@@ -8277,32 +9182,44 @@ var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(*ServeToolsResponse)(nil),            // 100: mcpd.v1.ServeToolsResponse
 	(*ToolCall)(nil),                      // 101: mcpd.v1.ToolCall
 	(*ToolCallCancel)(nil),                // 102: mcpd.v1.ToolCallCancel
-	nil,                                   // 103: mcpd.v1.StdioConfig.EnvEntry
-	nil,                                   // 104: mcpd.v1.HttpConfig.HeadersEntry
-	nil,                                   // 105: mcpd.v1.GetPromptRequest.ArgumentsEntry
-	nil,                                   // 106: mcpd.v1.CompleteRequest.ContextEntry
-	(*durationpb.Duration)(nil),           // 107: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 108: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),         // 109: google.protobuf.Timestamp
-	(*structpb.Value)(nil),                // 110: google.protobuf.Value
+	(*StartPollRequest)(nil),              // 103: mcpd.v1.StartPollRequest
+	(*PollToolCall)(nil),                  // 104: mcpd.v1.PollToolCall
+	(*StartPollResponse)(nil),             // 105: mcpd.v1.StartPollResponse
+	(*StopPollRequest)(nil),               // 106: mcpd.v1.StopPollRequest
+	(*StopPollResponse)(nil),              // 107: mcpd.v1.StopPollResponse
+	(*ListPollsRequest)(nil),              // 108: mcpd.v1.ListPollsRequest
+	(*ListPollsResponse)(nil),             // 109: mcpd.v1.ListPollsResponse
+	(*Poll)(nil),                          // 110: mcpd.v1.Poll
+	(*PollResult)(nil),                    // 111: mcpd.v1.PollResult
+	(*SearchToolsRequest)(nil),            // 112: mcpd.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),           // 113: mcpd.v1.SearchToolsResponse
+	(*ToolMatch)(nil),                     // 114: mcpd.v1.ToolMatch
+	nil,                                   // 115: mcpd.v1.StdioConfig.EnvEntry
+	nil,                                   // 116: mcpd.v1.HttpConfig.HeadersEntry
+	nil,                                   // 117: mcpd.v1.GetPromptRequest.ArgumentsEntry
+	nil,                                   // 118: mcpd.v1.CompleteRequest.ContextEntry
+	(*durationpb.Duration)(nil),           // 119: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 120: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),         // 121: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                // 122: google.protobuf.Value
 }
 var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	11,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
 	12,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
 	12,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
 	12,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
-	107, // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	107, // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	119, // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	119, // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
 	9,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
 	10,  // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
-	103, // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	104, // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	115, // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	116, // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
 	0,   // 10: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
 	2,   // 11: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
 	13,  // 12: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	108, // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	109, // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	109, // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
+	120, // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	121, // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	121, // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
 	1,   // 16: mcpd.v1.Server.scope:type_name -> mcpd.v1.ConfigScope
 	8,   // 17: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
 	14,  // 18: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
@@ -8311,163 +9228,185 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	14,  // 21: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
 	14,  // 22: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
 	29,  // 23: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	108, // 24: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	108, // 25: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	120, // 24: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	120, // 25: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
 	30,  // 26: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	108, // 27: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
-	108, // 28: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	107, // 29: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	108, // 30: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	120, // 27: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	120, // 28: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	119, // 29: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	120, // 30: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
 	33,  // 31: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	110, // 32: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	108, // 33: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	122, // 32: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	120, // 33: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
 	34,  // 34: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
 	35,  // 35: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
 	35,  // 36: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
 	36,  // 37: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
 	37,  // 38: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
 	38,  // 39: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	108, // 40: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
-	108, // 41: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	120, // 40: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	120, // 41: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
 	3,   // 42: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	108, // 43: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	107, // 44: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	108, // 45: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	120, // 43: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	119, // 44: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	120, // 45: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
 	41,  // 46: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
 	42,  // 47: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
 	32,  // 48: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
 	4,   // 49: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	110, // 50: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	122, // 50: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
 	45,  // 51: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
 	38,  // 52: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	108, // 53: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	120, // 53: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
 	48,  // 54: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
 	38,  // 55: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	108, // 56: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	120, // 56: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
 	37,  // 57: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	108, // 58: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	120, // 58: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
 	53,  // 59: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
 	54,  // 60: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	108, // 61: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
-	105, // 62: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	120, // 61: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	117, // 62: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
 	57,  // 63: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	108, // 64: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	120, // 64: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
 	3,   // 65: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
 	33,  // 66: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
 	59,  // 67: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	106, // 68: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	118, // 68: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
 	4,   // 69: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
 	64,  // 70: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
 	66,  // 71: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
 	5,   // 72: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
-	69,  // 73: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	109, // 74: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
-	70,  // 75: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
-	71,  // 76: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
-	71,  // 77: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
-	71,  // 78: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
-	72,  // 79: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
-	42,  // 80: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
-	73,  // 81: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
-	0,   // 82: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
-	75,  // 83: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
-	82,  // 84: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
-	6,   // 85: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
-	75,  // 86: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
-	77,  // 87: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
-	78,  // 88: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
-	80,  // 89: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
-	81,  // 90: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
-	87,  // 91: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
-	89,  // 92: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
-	109, // 93: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
-	79,  // 94: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	108, // 95: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
-	3,   // 96: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
-	33,  // 97: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	108, // 98: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	83,  // 99: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	84,  // 100: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	85,  // 101: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	88,  // 102: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
-	90,  // 103: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
-	86,  // 104: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	3,   // 105: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	33,  // 106: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	7,   // 107: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	108, // 108: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	64,  // 109: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	109, // 110: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
-	108, // 111: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
-	108, // 112: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
-	14,  // 113: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	96,  // 114: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
-	98,  // 115: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
-	99,  // 116: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
-	97,  // 117: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
-	13,  // 118: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
-	108, // 119: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	108, // 120: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
-	30,  // 121: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
-	108, // 122: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
-	32,  // 123: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
-	86,  // 124: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
-	41,  // 125: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
-	14,  // 126: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
-	101, // 127: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
-	102, // 128: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
-	108, // 129: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
-	108, // 130: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
-	109, // 131: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
-	15,  // 132: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	17,  // 133: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	19,  // 134: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	21,  // 135: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
-	23,  // 136: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	25,  // 137: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	27,  // 138: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	31,  // 139: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	39,  // 140: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	43,  // 141: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	46,  // 142: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	49,  // 143: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	51,  // 144: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	55,  // 145: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	58,  // 146: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	61,  // 147: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	63,  // 148: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	67,  // 149: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	74,  // 150: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	91,  // 151: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	93,  // 152: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	95,  // 153: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
-	16,  // 154: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	18,  // 155: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	20,  // 156: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	22,  // 157: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
-	24,  // 158: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	26,  // 159: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	28,  // 160: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	32,  // 161: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	40,  // 162: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	44,  // 163: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	47,  // 164: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	50,  // 165: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	52,  // 166: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	56,  // 167: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	60,  // 168: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	62,  // 169: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	65,  // 170: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	68,  // 171: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	76,  // 172: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	92,  // 173: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	94,  // 174: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	100, // 175: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
-	154, // [154:176] is the sub-list for method output_type
-	132, // [132:154] is the sub-list for method input_type
-	132, // [132:132] is the sub-list for extension type_name
-	132, // [132:132] is the sub-list for extension extendee
-	0,   // [0:132] is the sub-list for field type_name
+	119, // 73: mcpd.v1.SubscribeRequest.fallback_poll_interval:type_name -> google.protobuf.Duration
+	69,  // 74: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
+	121, // 75: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	70,  // 76: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
+	71,  // 77: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
+	71,  // 78: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
+	71,  // 79: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
+	72,  // 80: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
+	42,  // 81: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
+	73,  // 82: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
+	111, // 83: mcpd.v1.Event.poll_result:type_name -> mcpd.v1.PollResult
+	0,   // 84: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
+	75,  // 85: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
+	82,  // 86: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
+	6,   // 87: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
+	75,  // 88: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
+	77,  // 89: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
+	78,  // 90: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
+	80,  // 91: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
+	81,  // 92: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
+	87,  // 93: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
+	89,  // 94: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
+	121, // 95: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	79,  // 96: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
+	120, // 97: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	3,   // 98: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
+	33,  // 99: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
+	120, // 100: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	83,  // 101: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	84,  // 102: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	85,  // 103: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	88,  // 104: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
+	90,  // 105: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
+	86,  // 106: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	3,   // 107: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	33,  // 108: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	7,   // 109: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	120, // 110: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	64,  // 111: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	121, // 112: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	120, // 113: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
+	120, // 114: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
+	14,  // 115: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	96,  // 116: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
+	98,  // 117: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
+	99,  // 118: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
+	97,  // 119: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
+	13,  // 120: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
+	120, // 121: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	120, // 122: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	30,  // 123: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
+	120, // 124: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
+	32,  // 125: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
+	86,  // 126: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
+	41,  // 127: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
+	14,  // 128: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
+	101, // 129: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
+	102, // 130: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
+	120, // 131: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	120, // 132: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
+	121, // 133: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
+	104, // 134: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
+	119, // 135: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
+	120, // 136: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
+	110, // 137: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
+	110, // 138: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
+	104, // 139: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
+	119, // 140: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
+	121, // 141: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
+	37,  // 142: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
+	32,  // 143: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
+	114, // 144: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
+	29,  // 145: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
+	15,  // 146: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	17,  // 147: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	19,  // 148: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	21,  // 149: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
+	23,  // 150: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	25,  // 151: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	27,  // 152: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	31,  // 153: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	39,  // 154: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	43,  // 155: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	46,  // 156: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	49,  // 157: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	51,  // 158: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	55,  // 159: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	58,  // 160: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	61,  // 161: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	63,  // 162: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	67,  // 163: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	74,  // 164: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	91,  // 165: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	93,  // 166: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	95,  // 167: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
+	103, // 168: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
+	106, // 169: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
+	108, // 170: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
+	112, // 171: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
+	16,  // 172: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	18,  // 173: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	20,  // 174: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	22,  // 175: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
+	24,  // 176: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	26,  // 177: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	28,  // 178: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	32,  // 179: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	40,  // 180: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	44,  // 181: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	47,  // 182: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	50,  // 183: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	52,  // 184: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	56,  // 185: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	60,  // 186: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	62,  // 187: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	65,  // 188: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	68,  // 189: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	76,  // 190: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	92,  // 191: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	94,  // 192: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	100, // 193: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
+	105, // 194: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
+	107, // 195: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
+	109, // 196: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
+	113, // 197: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
+	172, // [172:198] is the sub-list for method output_type
+	146, // [146:172] is the sub-list for method input_type
+	146, // [146:146] is the sub-list for extension type_name
+	146, // [146:146] is the sub-list for extension extendee
+	0,   // [0:146] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -8516,6 +9455,7 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*Event_ServerState)(nil),
 		(*Event_Log)(nil),
 		(*Event_Gap)(nil),
+		(*Event_PollResult)(nil),
 	}
 	file_mcpd_v1_mcpd_proto_msgTypes[66].OneofWrappers = []any{
 		(*HandleServerRequestsRequest_Register)(nil),
@@ -8554,13 +9494,21 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServeToolsResponse_Call)(nil),
 		(*ServeToolsResponse_Cancel)(nil),
 	}
+	file_mcpd_v1_mcpd_proto_msgTypes[95].OneofWrappers = []any{
+		(*StartPollRequest_ResourceUri)(nil),
+		(*StartPollRequest_Tool)(nil),
+	}
+	file_mcpd_v1_mcpd_proto_msgTypes[102].OneofWrappers = []any{
+		(*Poll_ResourceUri)(nil),
+		(*Poll_Tool)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpd_v1_mcpd_proto_rawDesc), len(file_mcpd_v1_mcpd_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   99,
+			NumMessages:   111,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,10 @@ const (
 	MCPHub_CompleteAuthorization_FullMethodName = "/mcpd.v1.MCPHub/CompleteAuthorization"
 	MCPHub_ForgetAuthorization_FullMethodName   = "/mcpd.v1.MCPHub/ForgetAuthorization"
 	MCPHub_ServeTools_FullMethodName            = "/mcpd.v1.MCPHub/ServeTools"
+	MCPHub_StartPoll_FullMethodName             = "/mcpd.v1.MCPHub/StartPoll"
+	MCPHub_StopPoll_FullMethodName              = "/mcpd.v1.MCPHub/StopPoll"
+	MCPHub_ListPolls_FullMethodName             = "/mcpd.v1.MCPHub/ListPolls"
+	MCPHub_SearchTools_FullMethodName           = "/mcpd.v1.MCPHub/SearchTools"
 )
 
 // MCPHubClient is the client API for MCPHub service.
@@ -122,6 +126,21 @@ type MCPHubClient interface {
 	// mcpd forwards every call of those tools on the stream and awaits the
 	// result by id. Needs the manage permission for the server.
 	ServeTools(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ServeToolsRequest, ServeToolsResponse], error)
+	// Starts polling a resource or a tool of a server on an interval, for
+	// servers that cannot notify. The poll belongs to mcpd: it survives
+	// upstream restarts and Subscribe reconnects, pauses while its server is
+	// not READY, and ends with StopPoll or when its server is removed. Each
+	// result that differs from the previous one is a poll_result event on
+	// Subscribe; the first result is the baseline.
+	StartPoll(ctx context.Context, in *StartPollRequest, opts ...grpc.CallOption) (*StartPollResponse, error)
+	// Stops a poll.
+	StopPoll(ctx context.Context, in *StopPollRequest, opts ...grpc.CallOption) (*StopPollResponse, error)
+	// Lists the polls the caller may see.
+	ListPolls(ctx context.Context, in *ListPollsRequest, opts ...grpc.CallOption) (*ListPollsResponse, error)
+	// Ranks the tools of every READY server by relevance to a query (BM25
+	// over the tool's name, title, description and parameter names), so that
+	// an agent can hand its model only the few tools that fit.
+	SearchTools(ctx context.Context, in *SearchToolsRequest, opts ...grpc.CallOption) (*SearchToolsResponse, error)
 }
 
 type mCPHubClient struct {
@@ -376,6 +395,46 @@ func (c *mCPHubClient) ServeTools(ctx context.Context, opts ...grpc.CallOption) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MCPHub_ServeToolsClient = grpc.BidiStreamingClient[ServeToolsRequest, ServeToolsResponse]
 
+func (c *mCPHubClient) StartPoll(ctx context.Context, in *StartPollRequest, opts ...grpc.CallOption) (*StartPollResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartPollResponse)
+	err := c.cc.Invoke(ctx, MCPHub_StartPoll_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mCPHubClient) StopPoll(ctx context.Context, in *StopPollRequest, opts ...grpc.CallOption) (*StopPollResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StopPollResponse)
+	err := c.cc.Invoke(ctx, MCPHub_StopPoll_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mCPHubClient) ListPolls(ctx context.Context, in *ListPollsRequest, opts ...grpc.CallOption) (*ListPollsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPollsResponse)
+	err := c.cc.Invoke(ctx, MCPHub_ListPolls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mCPHubClient) SearchTools(ctx context.Context, in *SearchToolsRequest, opts ...grpc.CallOption) (*SearchToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchToolsResponse)
+	err := c.cc.Invoke(ctx, MCPHub_SearchTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MCPHubServer is the server API for MCPHub service.
 // All implementations must embed UnimplementedMCPHubServer
 // for forward compatibility.
@@ -455,6 +514,21 @@ type MCPHubServer interface {
 	// mcpd forwards every call of those tools on the stream and awaits the
 	// result by id. Needs the manage permission for the server.
 	ServeTools(grpc.BidiStreamingServer[ServeToolsRequest, ServeToolsResponse]) error
+	// Starts polling a resource or a tool of a server on an interval, for
+	// servers that cannot notify. The poll belongs to mcpd: it survives
+	// upstream restarts and Subscribe reconnects, pauses while its server is
+	// not READY, and ends with StopPoll or when its server is removed. Each
+	// result that differs from the previous one is a poll_result event on
+	// Subscribe; the first result is the baseline.
+	StartPoll(context.Context, *StartPollRequest) (*StartPollResponse, error)
+	// Stops a poll.
+	StopPoll(context.Context, *StopPollRequest) (*StopPollResponse, error)
+	// Lists the polls the caller may see.
+	ListPolls(context.Context, *ListPollsRequest) (*ListPollsResponse, error)
+	// Ranks the tools of every READY server by relevance to a query (BM25
+	// over the tool's name, title, description and parameter names), so that
+	// an agent can hand its model only the few tools that fit.
+	SearchTools(context.Context, *SearchToolsRequest) (*SearchToolsResponse, error)
 	mustEmbedUnimplementedMCPHubServer()
 }
 
@@ -530,6 +604,18 @@ func (UnimplementedMCPHubServer) ForgetAuthorization(context.Context, *ForgetAut
 }
 func (UnimplementedMCPHubServer) ServeTools(grpc.BidiStreamingServer[ServeToolsRequest, ServeToolsResponse]) error {
 	return status.Error(codes.Unimplemented, "method ServeTools not implemented")
+}
+func (UnimplementedMCPHubServer) StartPoll(context.Context, *StartPollRequest) (*StartPollResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartPoll not implemented")
+}
+func (UnimplementedMCPHubServer) StopPoll(context.Context, *StopPollRequest) (*StopPollResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopPoll not implemented")
+}
+func (UnimplementedMCPHubServer) ListPolls(context.Context, *ListPollsRequest) (*ListPollsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPolls not implemented")
+}
+func (UnimplementedMCPHubServer) SearchTools(context.Context, *SearchToolsRequest) (*SearchToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchTools not implemented")
 }
 func (UnimplementedMCPHubServer) mustEmbedUnimplementedMCPHubServer() {}
 func (UnimplementedMCPHubServer) testEmbeddedByValue()                {}
@@ -912,6 +998,78 @@ func _MCPHub_ServeTools_Handler(srv interface{}, stream grpc.ServerStream) error
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MCPHub_ServeToolsServer = grpc.BidiStreamingServer[ServeToolsRequest, ServeToolsResponse]
 
+func _MCPHub_StartPoll_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartPollRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).StartPoll(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_StartPoll_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).StartPoll(ctx, req.(*StartPollRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MCPHub_StopPoll_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopPollRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).StopPoll(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_StopPoll_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).StopPoll(ctx, req.(*StopPollRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MCPHub_ListPolls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPollsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).ListPolls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_ListPolls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).ListPolls(ctx, req.(*ListPollsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MCPHub_SearchTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).SearchTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_SearchTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).SearchTools(ctx, req.(*SearchToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MCPHub_ServiceDesc is the grpc.ServiceDesc for MCPHub service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -990,6 +1148,22 @@ var MCPHub_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ForgetAuthorization",
 			Handler:    _MCPHub_ForgetAuthorization_Handler,
+		},
+		{
+			MethodName: "StartPoll",
+			Handler:    _MCPHub_StartPoll_Handler,
+		},
+		{
+			MethodName: "StopPoll",
+			Handler:    _MCPHub_StopPoll_Handler,
+		},
+		{
+			MethodName: "ListPolls",
+			Handler:    _MCPHub_ListPolls_Handler,
+		},
+		{
+			MethodName: "SearchTools",
+			Handler:    _MCPHub_SearchTools_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -21,6 +21,7 @@ ELICITATION_ACTION_CANCEL: ElicitationAction
 ELICITATION_ACTION_DECLINE: ElicitationAction
 ELICITATION_ACTION_UNSPECIFIED: ElicitationAction
 EVENT_KIND_LOG: EventKind
+EVENT_KIND_POLL_RESULT: EventKind
 EVENT_KIND_PROMPTS_CHANGED: EventKind
 EVENT_KIND_RESOURCES_CHANGED: EventKind
 EVENT_KIND_RESOURCE_UPDATED: EventKind
@@ -270,9 +271,10 @@ class ElicitationResult(_message.Message):
     def __init__(self, action: _Optional[_Union[ElicitationAction, str]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ["gap", "log", "prompts_changed", "resource_updated", "resources_changed", "sequence", "server", "server_state", "time", "tools_changed"]
+    __slots__ = ["gap", "log", "poll_result", "prompts_changed", "resource_updated", "resources_changed", "sequence", "server", "server_state", "time", "tools_changed"]
     GAP_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
+    POLL_RESULT_FIELD_NUMBER: _ClassVar[int]
     PROMPTS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_CHANGED_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_UPDATED_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +285,7 @@ class Event(_message.Message):
     TOOLS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     gap: Gap
     log: LogMessage
+    poll_result: PollResult
     prompts_changed: ListChanged
     resource_updated: ResourceUpdated
     resources_changed: ListChanged
@@ -291,7 +294,7 @@ class Event(_message.Message):
     server_state: ServerStateChanged
     time: _timestamp_pb2.Timestamp
     tools_changed: ListChanged
-    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., server: _Optional[str] = ..., resource_updated: _Optional[_Union[ResourceUpdated, _Mapping]] = ..., tools_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., prompts_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., resources_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., server_state: _Optional[_Union[ServerStateChanged, _Mapping]] = ..., log: _Optional[_Union[LogMessage, _Mapping]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ...) -> None: ...
+    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., server: _Optional[str] = ..., resource_updated: _Optional[_Union[ResourceUpdated, _Mapping]] = ..., tools_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., prompts_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., resources_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., server_state: _Optional[_Union[ServerStateChanged, _Mapping]] = ..., log: _Optional[_Union[LogMessage, _Mapping]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ..., poll_result: _Optional[_Union[PollResult, _Mapping]] = ...) -> None: ...
 
 class ForgetAuthorizationRequest(_message.Message):
     __slots__ = ["server"]
@@ -394,6 +397,16 @@ class Implementation(_message.Message):
 class ListChanged(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class ListPollsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListPollsResponse(_message.Message):
+    __slots__ = ["polls"]
+    POLLS_FIELD_NUMBER: _ClassVar[int]
+    polls: _containers.RepeatedCompositeFieldContainer[Poll]
+    def __init__(self, polls: _Optional[_Iterable[_Union[Poll, _Mapping]]] = ...) -> None: ...
 
 class ListPromptsRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "server"]
@@ -538,6 +551,56 @@ class OAuthIdentityProvider(_message.Message):
     issuer: str
     token_endpoint: str
     def __init__(self, issuer: _Optional[str] = ..., token_endpoint: _Optional[str] = ..., client_id: _Optional[str] = ..., client_secret: _Optional[str] = ..., id_token: _Optional[str] = ..., id_token_file: _Optional[str] = ...) -> None: ...
+
+class Poll(_message.Message):
+    __slots__ = ["changes", "id", "interval", "last_error", "last_poll_time", "paused", "polls", "resource_uri", "server", "tool"]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_POLL_TIME_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    POLLS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    changes: int
+    id: str
+    interval: _duration_pb2.Duration
+    last_error: str
+    last_poll_time: _timestamp_pb2.Timestamp
+    paused: bool
+    polls: int
+    resource_uri: str
+    server: str
+    tool: PollToolCall
+    def __init__(self, id: _Optional[str] = ..., server: _Optional[str] = ..., resource_uri: _Optional[str] = ..., tool: _Optional[_Union[PollToolCall, _Mapping]] = ..., interval: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., paused: bool = ..., polls: _Optional[int] = ..., changes: _Optional[int] = ..., last_poll_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ...) -> None: ...
+
+class PollResult(_message.Message):
+    __slots__ = ["baseline", "contents", "error", "poll_id", "resource_uri", "tool", "tool_result"]
+    BASELINE_FIELD_NUMBER: _ClassVar[int]
+    CONTENTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    POLL_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
+    baseline: bool
+    contents: _containers.RepeatedCompositeFieldContainer[ResourceContents]
+    error: str
+    poll_id: str
+    resource_uri: str
+    tool: str
+    tool_result: CallToolResponse
+    def __init__(self, poll_id: _Optional[str] = ..., baseline: bool = ..., resource_uri: _Optional[str] = ..., tool: _Optional[str] = ..., contents: _Optional[_Iterable[_Union[ResourceContents, _Mapping]]] = ..., tool_result: _Optional[_Union[CallToolResponse, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class PollToolCall(_message.Message):
+    __slots__ = ["arguments", "name"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    arguments: _struct_pb2.Struct
+    name: str
+    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ["message", "progress", "total"]
@@ -757,6 +820,22 @@ class SamplingResult(_message.Message):
     stop_reason: str
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[_Iterable[_Union[Content, _Mapping]]] = ..., model: _Optional[str] = ..., stop_reason: _Optional[str] = ...) -> None: ...
 
+class SearchToolsRequest(_message.Message):
+    __slots__ = ["limit", "query", "servers"]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    query: str
+    servers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, query: _Optional[str] = ..., limit: _Optional[int] = ..., servers: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SearchToolsResponse(_message.Message):
+    __slots__ = ["matches"]
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    matches: _containers.RepeatedCompositeFieldContainer[ToolMatch]
+    def __init__(self, matches: _Optional[_Iterable[_Union[ToolMatch, _Mapping]]] = ...) -> None: ...
+
 class ServeToolsRequest(_message.Message):
     __slots__ = ["declare", "progress", "result"]
     DECLARE_FIELD_NUMBER: _ClassVar[int]
@@ -951,6 +1030,24 @@ class SetServerEnabledResponse(_message.Message):
     server: Server
     def __init__(self, server: _Optional[_Union[Server, _Mapping]] = ...) -> None: ...
 
+class StartPollRequest(_message.Message):
+    __slots__ = ["interval", "resource_uri", "server", "tool"]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    interval: _duration_pb2.Duration
+    resource_uri: str
+    server: str
+    tool: PollToolCall
+    def __init__(self, server: _Optional[str] = ..., resource_uri: _Optional[str] = ..., tool: _Optional[_Union[PollToolCall, _Mapping]] = ..., interval: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class StartPollResponse(_message.Message):
+    __slots__ = ["poll"]
+    POLL_FIELD_NUMBER: _ClassVar[int]
+    poll: Poll
+    def __init__(self, poll: _Optional[_Union[Poll, _Mapping]] = ...) -> None: ...
+
 class StdioConfig(_message.Message):
     __slots__ = ["args", "command", "cwd", "env"]
     class EnvEntry(_message.Message):
@@ -970,17 +1067,31 @@ class StdioConfig(_message.Message):
     env: _containers.ScalarMap[str, str]
     def __init__(self, command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., cwd: _Optional[str] = ...) -> None: ...
 
+class StopPollRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class StopPollResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class SubscribeRequest(_message.Message):
-    __slots__ = ["after_sequence", "kinds", "resources", "servers"]
+    __slots__ = ["after_sequence", "fallback_poll_interval", "kinds", "poll_ids", "resources", "servers"]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_POLL_INTERVAL_FIELD_NUMBER: _ClassVar[int]
     KINDS_FIELD_NUMBER: _ClassVar[int]
+    POLL_IDS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     SERVERS_FIELD_NUMBER: _ClassVar[int]
     after_sequence: int
+    fallback_poll_interval: _duration_pb2.Duration
     kinds: _containers.RepeatedScalarFieldContainer[EventKind]
+    poll_ids: _containers.RepeatedScalarFieldContainer[str]
     resources: _containers.RepeatedCompositeFieldContainer[ResourceRef]
     servers: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, servers: _Optional[_Iterable[str]] = ..., resources: _Optional[_Iterable[_Union[ResourceRef, _Mapping]]] = ..., kinds: _Optional[_Iterable[_Union[EventKind, str]]] = ..., after_sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, servers: _Optional[_Iterable[str]] = ..., resources: _Optional[_Iterable[_Union[ResourceRef, _Mapping]]] = ..., kinds: _Optional[_Iterable[_Union[EventKind, str]]] = ..., after_sequence: _Optional[int] = ..., poll_ids: _Optional[_Iterable[str]] = ..., fallback_poll_interval: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
     __slots__ = ["event"]
@@ -1087,6 +1198,14 @@ class ToolDefinition(_message.Message):
     output_schema: _struct_pb2.Struct
     title: str
     def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., annotations: _Optional[_Union[ToolAnnotations, _Mapping]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ToolMatch(_message.Message):
+    __slots__ = ["score", "tool"]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    score: float
+    tool: Tool
+    def __init__(self, tool: _Optional[_Union[Tool, _Mapping]] = ..., score: _Optional[float] = ...) -> None: ...
 
 class ToolServerDeclaration(_message.Message):
     __slots__ = ["instructions", "replace", "server", "server_info", "tools"]

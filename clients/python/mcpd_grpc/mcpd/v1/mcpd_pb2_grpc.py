@@ -128,6 +128,26 @@ class MCPHubStub(object):
                 request_serializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsRequest.SerializeToString,
                 response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsResponse.FromString,
                 )
+        self.StartPoll = channel.unary_unary(
+                '/mcpd.v1.MCPHub/StartPoll',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.StartPollRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.StartPollResponse.FromString,
+                )
+        self.StopPoll = channel.unary_unary(
+                '/mcpd.v1.MCPHub/StopPoll',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.StopPollRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.StopPollResponse.FromString,
+                )
+        self.ListPolls = channel.unary_unary(
+                '/mcpd.v1.MCPHub/ListPolls',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.ListPollsRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ListPollsResponse.FromString,
+                )
+        self.SearchTools = channel.unary_unary(
+                '/mcpd.v1.MCPHub/SearchTools',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.SearchToolsRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.SearchToolsResponse.FromString,
+                )
 
 
 class MCPHubServicer(object):
@@ -317,6 +337,41 @@ class MCPHubServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartPoll(self, request, context):
+        """Starts polling a resource or a tool of a server on an interval, for
+        servers that cannot notify. The poll belongs to mcpd: it survives
+        upstream restarts and Subscribe reconnects, pauses while its server is
+        not READY, and ends with StopPoll or when its server is removed. Each
+        result that differs from the previous one is a poll_result event on
+        Subscribe; the first result is the baseline.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StopPoll(self, request, context):
+        """Stops a poll.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPolls(self, request, context):
+        """Lists the polls the caller may see.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchTools(self, request, context):
+        """Ranks the tools of every READY server by relevance to a query (BM25
+        over the tool's name, title, description and parameter names), so that
+        an agent can hand its model only the few tools that fit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MCPHubServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -429,6 +484,26 @@ def add_MCPHubServicer_to_server(servicer, server):
                     servicer.ServeTools,
                     request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsRequest.FromString,
                     response_serializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsResponse.SerializeToString,
+            ),
+            'StartPoll': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartPoll,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.StartPollRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.StartPollResponse.SerializeToString,
+            ),
+            'StopPoll': grpc.unary_unary_rpc_method_handler(
+                    servicer.StopPoll,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.StopPollRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.StopPollResponse.SerializeToString,
+            ),
+            'ListPolls': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPolls,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ListPollsRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.ListPollsResponse.SerializeToString,
+            ),
+            'SearchTools': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchTools,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.SearchToolsRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.SearchToolsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -815,5 +890,73 @@ class MCPHub(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/mcpd.v1.MCPHub/ServeTools',
             mcpd_dot_v1_dot_mcpd__pb2.ServeToolsRequest.SerializeToString,
             mcpd_dot_v1_dot_mcpd__pb2.ServeToolsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def StartPoll(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/StartPoll',
+            mcpd_dot_v1_dot_mcpd__pb2.StartPollRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.StartPollResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def StopPoll(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/StopPoll',
+            mcpd_dot_v1_dot_mcpd__pb2.StopPollRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.StopPollResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListPolls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/ListPolls',
+            mcpd_dot_v1_dot_mcpd__pb2.ListPollsRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.ListPollsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SearchTools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/SearchTools',
+            mcpd_dot_v1_dot_mcpd__pb2.SearchToolsRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.SearchToolsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
