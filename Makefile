@@ -336,8 +336,9 @@ PY_VENVS          := $(BIN_DIR)/python
 PY_DIST           := $(BIN_DIR)/python-dist
 PYTEST_FLAGS      ?=
 # Python MCP servers for the uvx end-to-end test (cmd/mcpd/uvx_e2e_test.go
-# names the same versions): `make tools` runs each once with uvx to fill
-# uv's cache, and the test runs them with UV_OFFLINE=1 from that cache.
+# names the same versions, and so does README.md; TestDocsUvxVersions checks
+# all three): `make tools` runs each once with uvx to fill uv's cache, and
+# the test runs them with UV_OFFLINE=1 from that cache.
 UVX_SERVERS := mcp-server-time==2026.10.19 mcp-server-fetch==2026.10.24
 STAMP_UVX   := $(STAMPS)/uvx@$(subst ==,-,$(subst $(space),+,$(UVX_SERVERS)))
 # A lockfile's stamp is named by its hash: editing the lockfile re-installs.
