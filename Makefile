@@ -356,10 +356,17 @@ PY_FIND = py_find() { local c; for c in "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions
 	if [[ -x "$$c" ]]; then echo "$$c"; return 0; fi; done; \
 	echo "python: no Python $$1 on this machine (pyenv or /usr/bin)" >&2; return 1; }
 # py_venv NAME SET VERSION: a fresh venv bin/python/NAME with lockfile SET,
-# from uv's cache only.
+# from uv's cache only. py_install NAME [FLAGS] ARTIFACT: installs the wheel
+# or sdist into it without dependencies (the lockfile brought them), then
+# `uv pip check` holds the venv to the package's declared grpcio and
+# protobuf ranges, so a lockfile that drifts out of them fails the run.
 PY_VENV = py_venv() { local py; py="$$(py_find "$$3")"; rm -rf '$(PY_VENVS)'/"$$1"; \
 	$(UV_ENV) UV_OFFLINE=1 '$(UV)' venv -q --python "$$py" '$(PY_VENVS)'/"$$1"; \
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip sync -q --require-hashes --python '$(PY_VENVS)'/"$$1"/bin/python '$(PY_LOCK_DIR)'/"$$2".txt; }
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip sync -q --require-hashes --python '$(PY_VENVS)'/"$$1"/bin/python '$(PY_LOCK_DIR)'/"$$2".txt; }; \
+	py_install() { local venv="$$1"; shift; \
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)'/"$$venv"/bin/python "$$@" || return 1; \
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip check -q --python '$(PY_VENVS)'/"$$venv"/bin/python || { \
+	echo "python: bin/python/$$venv does not meet the requirements clients/python/pyproject.toml declares; a lockfile of tools/python/ and the declared ranges disagree" >&2; return 1; }; }
 APT_PACKAGES += protobuf-compiler protobuf-compiler-grpc libprotobuf-dev python3-venv
 
 ##@ Python client
@@ -409,15 +416,16 @@ lint-python: python-dist ## mypy --strict and ruff (newest set) on clients/pytho
 test-python: python-dist $(STAMP_PY_OLDEST) $(STAMP_NPM) build lint-python ## Run the Python client's tests on the newest and oldest dependency sets (throwaway venvs) against bin/mcpd
 	@$(PY_FIND); $(PY_VENV); set -x; \
 	py_venv newest-$(PY_NEWEST_PYTHON) newest $(PY_NEWEST_PYTHON); \
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)/newest-$(PY_NEWEST_PYTHON)/bin/python' '$(PY_DIST)'/*.whl; \
-	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)/newest-$(PY_NEWEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
+	py_install newest-$(PY_NEWEST_PYTHON) '$(PY_DIST)'/*.whl; \
+	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 MCPD_PYTHON_DEPS=newest '$(PY_VENVS)/newest-$(PY_NEWEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
 	py_venv oldest-$(PY_OLDEST_PYTHON) oldest $(PY_OLDEST_PYTHON); \
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --no-build-isolation --python '$(PY_VENVS)/oldest-$(PY_OLDEST_PYTHON)/bin/python' '$(PY_DIST)'/*.tar.gz; \
-	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)/oldest-$(PY_OLDEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
+	py_install oldest-$(PY_OLDEST_PYTHON) --no-build-isolation '$(PY_DIST)'/*.tar.gz; \
+	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 MCPD_PYTHON_DEPS=oldest '$(PY_VENVS)/oldest-$(PY_OLDEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
 	for v in $(PY_EXTRA_PYTHONS); do \
 		py_venv newest-$$v newest $$v; \
-		$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)'/newest-$$v/bin/python '$(PY_DIST)'/*.whl; \
-		(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)'/newest-$$v/bin/pytest $(PYTEST_FLAGS) tests/test_unit.py); \
+		py_install newest-$$v '$(PY_DIST)'/*.whl; \
+		(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 MCPD_PYTHON_DEPS=newest '$(PY_VENVS)'/newest-$$v/bin/pytest $(PYTEST_FLAGS) \
+			tests/test_unit.py tests/test_dependencies.py); \
 	done
 
 # The Python benchmark (bench/python/bench.py; a report, not a test): the
@@ -426,8 +434,7 @@ test-python: python-dist $(STAMP_PY_OLDEST) $(STAMP_NPM) build lint-python ## Ru
 PY_BENCH_FLAGS ?=
 .PHONY: bench-python
 bench-python: python-dist $(STAMP_PY_BENCH) $(STAMP_NPM) build ## Python benchmark: the mcp SDK directly vs mcpd_grpc through mcpd (PY_BENCH_FLAGS=--duration=5 ...)
-	@$(PY_FIND); $(PY_VENV); py_venv bench bench $(PY_NEWEST_PYTHON)
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)/bench/bin/python' '$(PY_DIST)'/*.whl
+	@$(PY_FIND); $(PY_VENV); py_venv bench bench $(PY_NEWEST_PYTHON); py_install bench --compile-bytecode '$(PY_DIST)'/*.whl
 	'$(PY_VENVS)/bench/bin/python' bench/python/bench.py --mcpd '$(MCPD)' --everything '$(EVERYTHING)' $(PY_BENCH_FLAGS)
 
 bench: bench-python
