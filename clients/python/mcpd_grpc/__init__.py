@@ -18,7 +18,9 @@ same methods as coroutines (grpc.aio). Results are the dataclasses in
 The generated stubs are in :mod:`mcpd_grpc.mcpd.v1`.
 """
 
-from .aio import AsyncClient, AsyncSubscription, AsyncToolCallStream
+import importlib
+from typing import TYPE_CHECKING, Any, List
+
 from .client import Client, Subscription, ToolCallStream
 from .errors import (
     Aborted,
@@ -81,6 +83,9 @@ from .types import (
     ToolResult,
     Transport,
 )
+
+if TYPE_CHECKING:
+    from .aio import AsyncClient, AsyncSubscription, AsyncToolCallStream
 
 __version__ = "0.1.0"
 
@@ -150,3 +155,22 @@ __all__ = [
     "is_provider_safe",
     "provider_names",
 ]
+
+# The asyncio client is imported on first use: a program that uses only the
+# sync Client does not load mcpd_grpc.aio.
+_LAZY_AIO = ("AsyncClient", "AsyncSubscription", "AsyncToolCallStream")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_AIO or name == "aio":
+        aio = importlib.import_module(".aio", __name__)  # binds mcpd_grpc.aio
+        if name == "aio":
+            return aio
+        value = getattr(aio, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_LAZY_AIO) | {"aio"})

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime
 import enum
-import json
 import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
 
@@ -91,6 +90,8 @@ def arguments_struct(arguments: Union[None, str, bytes, Mapping[str, Any]]) -> O
     if arguments is None:
         return None
     if isinstance(arguments, (str, bytes)):
+        import json  # only for arguments as JSON text: not on every client's import path
+
         text = arguments.decode("utf-8") if isinstance(arguments, bytes) else arguments
         arguments = json.loads(text) if text.strip() else {}
         if not isinstance(arguments, dict):
