@@ -355,14 +355,15 @@ PY_FIND = py_find() { local c; for c in "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions
 	/usr/local/bin/python"$$1" /usr/bin/python"$$1"; do \
 	if [[ -x "$$c" ]]; then echo "$$c"; return 0; fi; done; \
 	echo "python: no Python $$1 on this machine (pyenv or /usr/bin)" >&2; return 1; }
-# py_venv NAME SET VERSION: a fresh venv bin/python/NAME with lockfile SET,
-# from uv's cache only. py_install NAME [FLAGS] ARTIFACT: installs the wheel
-# or sdist into it without dependencies (the lockfile brought them), then
-# `uv pip check` holds the venv to the package's declared grpcio and
-# protobuf ranges, so a lockfile that drifts out of them fails the run.
+# py_venv NAME SET VERSION [FLAGS]: a fresh venv bin/python/NAME with
+# lockfile SET, from uv's cache only (FLAGS go to `uv pip sync`).
+# py_install NAME [FLAGS] ARTIFACT: installs the wheel or sdist into it
+# without dependencies (the lockfile brought them), then `uv pip check`
+# holds the venv to the package's declared grpcio and protobuf ranges, so a
+# lockfile that drifts out of them fails the run.
 PY_VENV = py_venv() { local py; py="$$(py_find "$$3")"; rm -rf '$(PY_VENVS)'/"$$1"; \
 	$(UV_ENV) UV_OFFLINE=1 '$(UV)' venv -q --python "$$py" '$(PY_VENVS)'/"$$1"; \
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip sync -q --require-hashes --python '$(PY_VENVS)'/"$$1"/bin/python '$(PY_LOCK_DIR)'/"$$2".txt; }; \
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip sync -q --require-hashes --python '$(PY_VENVS)'/"$$1"/bin/python "$${@:4}" '$(PY_LOCK_DIR)'/"$$2".txt; }; \
 	py_install() { local venv="$$1"; shift; \
 	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)'/"$$venv"/bin/python "$$@" || return 1; \
 	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip check -q --python '$(PY_VENVS)'/"$$venv"/bin/python || { \
@@ -431,10 +432,14 @@ test-python: python-dist $(STAMP_PY_OLDEST) $(STAMP_NPM) build lint-python ## Ru
 # The Python benchmark (bench/python/bench.py; a report, not a test): the
 # official SDK `mcp` (tools/python/bench.txt) calling the demo server and
 # server-everything directly, against Client and AsyncClient through mcpd.
+# Its venv is installed with compiled bytecode, as pip installs by default:
+# otherwise, where .pyc files are not written (PYTHONDONTWRITEBYTECODE=1),
+# every cold start would compile both clients' modules from source.
 PY_BENCH_FLAGS ?=
 .PHONY: bench-python
 bench-python: python-dist $(STAMP_PY_BENCH) $(STAMP_NPM) build ## Python benchmark: the mcp SDK directly vs mcpd_grpc through mcpd (PY_BENCH_FLAGS=--duration=5 ...)
-	@$(PY_FIND); $(PY_VENV); py_venv bench bench $(PY_NEWEST_PYTHON); py_install bench --compile-bytecode '$(PY_DIST)'/*.whl
+	@$(PY_FIND); $(PY_VENV); py_venv bench bench $(PY_NEWEST_PYTHON) --compile-bytecode; \
+	py_install bench --compile-bytecode '$(PY_DIST)'/*.whl
 	'$(PY_VENVS)/bench/bin/python' bench/python/bench.py --mcpd '$(MCPD)' --everything '$(EVERYTHING)' $(PY_BENCH_FLAGS)
 
 bench: bench-python
