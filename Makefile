@@ -336,8 +336,9 @@ PY_VENVS          := $(BIN_DIR)/python
 PY_DIST           := $(BIN_DIR)/python-dist
 PYTEST_FLAGS      ?=
 # Python MCP servers for the uvx end-to-end test (cmd/mcpd/uvx_e2e_test.go
-# names the same versions): `make tools` runs each once with uvx to fill
-# uv's cache, and the test runs them with UV_OFFLINE=1 from that cache.
+# names the same versions, and so does README.md; TestDocsUvxVersions checks
+# all three): `make tools` runs each once with uvx to fill uv's cache, and
+# the test runs them with UV_OFFLINE=1 from that cache.
 UVX_SERVERS := mcp-server-time==2026.10.19 mcp-server-fetch==2026.10.24
 STAMP_UVX   := $(STAMPS)/uvx@$(subst ==,-,$(subst $(space),+,$(UVX_SERVERS)))
 # A lockfile's stamp is named by its hash: editing the lockfile re-installs.
@@ -354,11 +355,19 @@ PY_FIND = py_find() { local c; for c in "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions
 	/usr/local/bin/python"$$1" /usr/bin/python"$$1"; do \
 	if [[ -x "$$c" ]]; then echo "$$c"; return 0; fi; done; \
 	echo "python: no Python $$1 on this machine (pyenv or /usr/bin)" >&2; return 1; }
-# py_venv NAME SET VERSION: a fresh venv bin/python/NAME with lockfile SET,
-# from uv's cache only.
+# py_venv NAME SET VERSION [FLAGS]: a fresh venv bin/python/NAME with
+# lockfile SET, from uv's cache only (FLAGS go to `uv pip sync`).
+# py_install NAME [FLAGS] ARTIFACT: installs the wheel or sdist into it
+# without dependencies (the lockfile brought them), then `uv pip check`
+# holds the venv to the package's declared grpcio and protobuf ranges, so a
+# lockfile that drifts out of them fails the run.
 PY_VENV = py_venv() { local py; py="$$(py_find "$$3")"; rm -rf '$(PY_VENVS)'/"$$1"; \
 	$(UV_ENV) UV_OFFLINE=1 '$(UV)' venv -q --python "$$py" '$(PY_VENVS)'/"$$1"; \
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip sync -q --require-hashes --python '$(PY_VENVS)'/"$$1"/bin/python '$(PY_LOCK_DIR)'/"$$2".txt; }
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip sync -q --require-hashes --python '$(PY_VENVS)'/"$$1"/bin/python "$${@:4}" '$(PY_LOCK_DIR)'/"$$2".txt; }; \
+	py_install() { local venv="$$1"; shift; \
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)'/"$$venv"/bin/python "$$@" || return 1; \
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip check -q --python '$(PY_VENVS)'/"$$venv"/bin/python || { \
+	echo "python: bin/python/$$venv does not meet the requirements clients/python/pyproject.toml declares; a lockfile of tools/python/ and the declared ranges disagree" >&2; return 1; }; }
 APT_PACKAGES += protobuf-compiler protobuf-compiler-grpc libprotobuf-dev python3-venv
 
 ##@ Python client
@@ -408,25 +417,29 @@ lint-python: python-dist ## mypy --strict and ruff (newest set) on clients/pytho
 test-python: python-dist $(STAMP_PY_OLDEST) $(STAMP_NPM) build lint-python ## Run the Python client's tests on the newest and oldest dependency sets (throwaway venvs) against bin/mcpd
 	@$(PY_FIND); $(PY_VENV); set -x; \
 	py_venv newest-$(PY_NEWEST_PYTHON) newest $(PY_NEWEST_PYTHON); \
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)/newest-$(PY_NEWEST_PYTHON)/bin/python' '$(PY_DIST)'/*.whl; \
-	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)/newest-$(PY_NEWEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
+	py_install newest-$(PY_NEWEST_PYTHON) '$(PY_DIST)'/*.whl; \
+	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 MCPD_PYTHON_DEPS=newest '$(PY_VENVS)/newest-$(PY_NEWEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
 	py_venv oldest-$(PY_OLDEST_PYTHON) oldest $(PY_OLDEST_PYTHON); \
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --no-build-isolation --python '$(PY_VENVS)/oldest-$(PY_OLDEST_PYTHON)/bin/python' '$(PY_DIST)'/*.tar.gz; \
-	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)/oldest-$(PY_OLDEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
+	py_install oldest-$(PY_OLDEST_PYTHON) --no-build-isolation '$(PY_DIST)'/*.tar.gz; \
+	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 MCPD_PYTHON_DEPS=oldest '$(PY_VENVS)/oldest-$(PY_OLDEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
 	for v in $(PY_EXTRA_PYTHONS); do \
 		py_venv newest-$$v newest $$v; \
-		$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)'/newest-$$v/bin/python '$(PY_DIST)'/*.whl; \
-		(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)'/newest-$$v/bin/pytest $(PYTEST_FLAGS) tests/test_unit.py); \
+		py_install newest-$$v '$(PY_DIST)'/*.whl; \
+		(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 MCPD_PYTHON_DEPS=newest '$(PY_VENVS)'/newest-$$v/bin/pytest $(PYTEST_FLAGS) \
+			tests/test_unit.py tests/test_dependencies.py); \
 	done
 
 # The Python benchmark (bench/python/bench.py; a report, not a test): the
 # official SDK `mcp` (tools/python/bench.txt) calling the demo server and
 # server-everything directly, against Client and AsyncClient through mcpd.
+# Its venv is installed with compiled bytecode, as pip installs by default:
+# otherwise, where .pyc files are not written (PYTHONDONTWRITEBYTECODE=1),
+# every cold start would compile both clients' modules from source.
 PY_BENCH_FLAGS ?=
 .PHONY: bench-python
 bench-python: python-dist $(STAMP_PY_BENCH) $(STAMP_NPM) build ## Python benchmark: the mcp SDK directly vs mcpd_grpc through mcpd (PY_BENCH_FLAGS=--duration=5 ...)
-	@$(PY_FIND); $(PY_VENV); py_venv bench bench $(PY_NEWEST_PYTHON)
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)/bench/bin/python' '$(PY_DIST)'/*.whl
+	@$(PY_FIND); $(PY_VENV); py_venv bench bench $(PY_NEWEST_PYTHON) --compile-bytecode; \
+	py_install bench --compile-bytecode '$(PY_DIST)'/*.whl
 	'$(PY_VENVS)/bench/bin/python' bench/python/bench.py --mcpd '$(MCPD)' --everything '$(EVERYTHING)' $(PY_BENCH_FLAGS)
 
 bench: bench-python

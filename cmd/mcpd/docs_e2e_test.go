@@ -499,3 +499,45 @@ func TestDocsGoAgent(t *testing.T) {
 		})
 	}
 }
+
+// TestDocsUvxVersions checks that the Python servers the documentation pins
+// for uvx (`mcp-server-time==VERSION` in README.md's config example) are
+// the versions the uvx end-to-end test runs, and that the Makefile's
+// UVX_SERVERS, which fills uv's cache for that test, names the same ones.
+func TestDocsUvxVersions(t *testing.T) {
+	t.Parallel()
+	tested := []string{uvxTimeServer, uvxFetchServer}
+	slices.Sort(tested)
+
+	makefile, err := os.ReadFile(filepath.Join(repoRoot(), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^UVX_SERVERS\s*:?=\s*(.*)$`).FindSubmatch(makefile)
+	if m == nil {
+		t.Fatal("Makefile: no UVX_SERVERS line")
+	}
+	cached := strings.Fields(string(m[1]))
+	slices.Sort(cached)
+	if !slices.Equal(cached, tested) {
+		t.Errorf("Makefile's UVX_SERVERS is %q, uvx_e2e_test.go runs %q", cached, tested)
+	}
+
+	pin := regexp.MustCompile(`mcp-server-[a-z-]+==[0-9][0-9A-Za-z.]*`)
+	pinned := 0
+	for _, page := range docPages(t) {
+		data, err := os.ReadFile(filepath.Join(repoRoot(), page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pin.FindAllString(string(data), -1) {
+			pinned++
+			if !slices.Contains(tested, p) {
+				t.Errorf("%s pins %s; the uvx end-to-end test runs %q", page, p, tested)
+			}
+		}
+	}
+	if pinned == 0 {
+		t.Errorf("no page pins a uvx server (README.md's config example runs %s)", uvxTimeServer)
+	}
+}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime
 import enum
-import json
 import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
 
@@ -86,16 +85,23 @@ def to_struct(m: Optional[Mapping[str, Any]]) -> Optional[struct_pb2.Struct]:
     return s
 
 
+def arguments_mapping(arguments: Union[None, str, bytes, Mapping[str, Any]]) -> Optional[Mapping[str, Any]]:
+    """Tool arguments as given (a dict), or parsed from the JSON string a
+    model returned."""
+    if not isinstance(arguments, (str, bytes)):
+        return arguments
+    import json  # only for arguments as JSON text: not on every client's import path
+
+    text = arguments.decode("utf-8") if isinstance(arguments, bytes) else arguments
+    parsed = json.loads(text) if text.strip() else {}
+    if not isinstance(parsed, dict):
+        raise TypeError("tool arguments must be a JSON object")
+    return parsed
+
+
 def arguments_struct(arguments: Union[None, str, bytes, Mapping[str, Any]]) -> Optional[struct_pb2.Struct]:
     """Tool arguments as a dict, or as the JSON string a model returned."""
-    if arguments is None:
-        return None
-    if isinstance(arguments, (str, bytes)):
-        text = arguments.decode("utf-8") if isinstance(arguments, bytes) else arguments
-        arguments = json.loads(text) if text.strip() else {}
-        if not isinstance(arguments, dict):
-            raise TypeError("tool arguments must be a JSON object")
-    return to_struct(arguments)
+    return to_struct(arguments_mapping(arguments))
 
 
 def duration(seconds: Optional[float]) -> Optional[duration_pb2.Duration]:
@@ -726,13 +732,14 @@ def call_request(cls: Any, name: str, arguments: Any, timeout: Optional[float], 
     """A CallToolRequest or CallToolStreamRequest (cls) for a qualified
     tool name."""
     req = cls(name=name)
-    args = arguments_struct(arguments)
+    args = arguments_mapping(arguments)
+    # Filled in place: no Struct built apart and copied in.
     if args is not None:
-        req.arguments.CopyFrom(args)
+        fill_struct(req.arguments, args)
     if timeout is not None:
         req.timeout.CopyFrom(duration(timeout))
     if meta is not None:
-        req.meta.CopyFrom(to_struct(meta))
+        fill_struct(req.meta, meta)
     return req
 
 

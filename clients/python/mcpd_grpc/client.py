@@ -7,7 +7,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
 
@@ -15,9 +15,11 @@ from . import _common
 from . import _convert as cv
 from . import names as _names
 from . import types as t
-from .agent_tools import AgentTools, ToolServing
 from .errors import InvalidArgument, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
+
+if TYPE_CHECKING:
+    from .agent_tools import AgentTools, ToolServing
 
 __all__ = ["Client", "Subscription", "ToolCallStream"]
 
@@ -243,6 +245,8 @@ class Client:
         serves them. Raises AlreadyExists when another agent serves that
         name (or a server of another kind has it) and ``replace`` is not
         set; PermissionDenied without the ``manage`` permission."""
+        from .agent_tools import ToolServing  # on first use: it loads json
+
         serving = ToolServing(self._stub, self._metadata, tools, replace=replace, max_workers=max_workers)
         with self._lock:
             self._streams.add(serving)
