@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The MCP endpoint (--mcp-listen) through bin/mcpd, with go-sdk clients in
+// both protocol eras. The TypeScript SDK's side is in
+// gateway_ts_e2e_test.go.
+
+// mcpEras are the protocol versions the endpoint's clients force: the
+// newest initialize-based revision and the stateless one.
+var mcpEras = []string{"2025-11-25", "2026-07-28"}
+
+// gatewayConfig is a config with two upstream servers: the demo server and
+// server-everything.
+func gatewayConfig(t *testing.T, everything string) string {
+	t.Helper()
+	return writeConfig(t, fmt.Sprintf(`{"mcpServers": {
+		"demo": {"command": %q, "args": ["demo-server"]},
+		"ev": {"command": %q, "args": ["stdio"]}
+	}}`, mcpdBinary(t), everything))
+}
+
+// startGateway starts mcpd with the MCP endpoint on a free loopback port
+// and returns the daemon and the endpoint's URL.
+func startGateway(ctx context.Context, t *testing.T, config string, env ...string) (*daemon, string) {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--mcp-listen", addr}, env: env})
+	return d, "http://" + addr + "/mcp"
+}
+
+// bearerTransport adds a bearer token to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connectMCP opens a go-sdk client session to the endpoint at version.
+func connectMCP(ctx context.Context, t *testing.T, url, version, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	tr := &mcp.StreamableClientTransport{Endpoint: url}
+	if token != "" {
+		tr.HTTPClient = &http.Client{Transport: bearerTransport{token}}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "gateway-e2e", Version: "0"}, opts)
+	cs, err := c.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect %s at %s: %v", url, version, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// waitTools polls tools/list until it has every name in want: the
+// endpoint lists a server's tools once the server is ready.
+func waitTools(ctx context.Context, t *testing.T, cs *mcp.ClientSession, want ...string) []string {
+	t.Helper()
+	var names []string
+	poll(ctx, t, "tools/list to have "+strings.Join(want, ", "), func() (bool, error) {
+		names = names[:0]
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				return false, err
+			}
+			names = append(names, tool.Name)
+		}
+		for _, w := range want {
+			if !slices.Contains(names, w) {
+				return false, fmt.Errorf("got %v", names)
+			}
+		}
+		return true, nil
+	})
+	return names
+}
+
+func toolText(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// TestMCPEndpointGoClient lists and calls the tools of two upstream
+// servers through the MCP endpoint, reads a resource and renders a prompt
+// under their gateway names, in both eras; a legacy host answers
+// server-everything's sampling request.
+func TestMCPEndpointGoClient(t *testing.T) {
+	t.Parallel()
+	everything := everythingBinary(t)
+	ctx := testContext(t)
+	_, url := startGateway(ctx, t, gatewayConfig(t, everything))
+
+	for _, version := range mcpEras {
+		t.Run(version, func(t *testing.T) {
+			sampled := make(chan string, 1)
+			cs := connectMCP(ctx, t, url, version, "", &mcp.ClientOptions{
+				CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+					text := ""
+					if len(req.Params.Messages) > 0 {
+						if tc, ok := req.Params.Messages[0].Content.(*mcp.TextContent); ok {
+							text = tc.Text
+						}
+					}
+					select {
+					case sampled <- text:
+					default:
+					}
+					return &mcp.CreateMessageResult{Model: "host-model", Role: "assistant", Content: &mcp.TextContent{Text: "a reply from the MCP host"}}, nil
+				},
+			})
+			if got := cs.InitializeResult().ProtocolVersion; got != version {
+				t.Errorf("negotiated protocol version: got %s, want %s", got, version)
+			}
+			waitTools(ctx, t, cs, "mcp__demo__echo", "mcp__demo__add", "mcp__ev__echo", "mcp__ev__get-sum")
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": "via the endpoint"}})
+			if err != nil {
+				t.Fatalf("call demo echo: %v", err)
+			}
+			if got := toolText(t, res); !strings.Contains(got, "via the endpoint") || res.IsError {
+				t.Errorf("demo echo: got %q (isError %v), want the message back", got, res.IsError)
+			}
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__ev__get-sum", Arguments: map[string]any{"a": 2, "b": 40}})
+			if err != nil {
+				t.Fatalf("call everything get-sum: %v", err)
+			}
+			if got := toolText(t, res); !strings.Contains(got, "42") {
+				t.Errorf("everything get-sum: got %q, want 42 in it", got)
+			}
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__no-such-tool"}); err == nil {
+				t.Errorf("call of an unknown tool: got no error, want one")
+			}
+
+			// Resources and prompts, under the gateway's names.
+			var uris []string
+			for r, err := range cs.Resources(ctx, nil) {
+				if err != nil {
+					t.Fatalf("resources/list: %v", err)
+				}
+				uris = append(uris, r.URI)
+			}
+			readme := "mcpd://demo/demo://readme"
+			if !slices.Contains(uris, readme) {
+				t.Fatalf("resources/list: got %v, want %s among them", uris, readme)
+			}
+			rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: readme})
+			if err != nil {
+				t.Fatalf("read %s: %v", readme, err)
+			}
+			if len(rr.Contents) == 0 || rr.Contents[0].URI != readme || rr.Contents[0].Text == "" {
+				t.Errorf("read %s: got %+v, want its text under the gateway URI", readme, rr.Contents)
+			}
+			pr, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "mcp__demo__greet", Arguments: map[string]string{"name": "Ada"}})
+			if err != nil {
+				t.Fatalf("prompts/get: %v", err)
+			}
+			if len(pr.Messages) == 0 {
+				t.Errorf("prompts/get: got no messages")
+			}
+			comp, err := cs.Complete(ctx, &mcp.CompleteParams{
+				Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: "mcp__demo__greet"},
+				Argument: mcp.CompleteParamsArgument{Name: "style", Value: "p"},
+			})
+			if err != nil {
+				t.Fatalf("completion/complete: %v", err)
+			}
+			if !slices.Contains(comp.Completion.Values, "pirate") {
+				t.Errorf("completion: got %v, want pirate", comp.Completion.Values)
+			}
+
+			// Sampling: the upstream's request reaches this host (the
+			// initialize era sends it on the call's stream).
+			if version >= "2026-07-28" {
+				return
+			}
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__ev__trigger-sampling-request", Arguments: map[string]any{"prompt": "a haiku", "maxTokens": 20}})
+			if err != nil {
+				t.Fatalf("call trigger-sampling-request: %v", err)
+			}
+			if got := toolText(t, res); !strings.Contains(got, "a reply from the MCP host") {
+				t.Errorf("trigger-sampling-request: got %q, want the host's reply in it", got)
+			}
+			select {
+			case got := <-sampled:
+				if !strings.Contains(got, "a haiku") {
+					t.Errorf("sampling request: got %q, want the prompt in it", got)
+				}
+			default:
+				t.Errorf("the host's CreateMessageHandler was not called")
+			}
+		})
+	}
+}
+
+// TestMCPEndpointToken checks the bearer token on every request: none or
+// a wrong one is refused with 401, the right one is served.
+func TestMCPEndpointToken(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	const token = "gateway-e2e-token"
+	_, url := startGateway(ctx, t, "", "MCPD_API_TOKEN="+token)
+	for _, tok := range []string{"", "wrong"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("token %q: got HTTP %d, want 401", tok, resp.StatusCode)
+		}
+	}
+	for _, version := range mcpEras {
+		cs := connectMCP(ctx, t, url, version, token, nil)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__add", Arguments: map[string]any{"a": 1, "b": 2}})
+		if err != nil {
+			t.Fatalf("%s: call with the token: %v", version, err)
+		}
+		if got := toolText(t, res); !strings.Contains(got, "3") {
+			t.Errorf("%s: add: got %q, want 3", version, got)
+		}
+	}
+}

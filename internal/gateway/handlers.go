@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// callNotes bounds the progress and log messages waiting to be sent to the
+// host during one tool call; beyond it they are dropped, so that a slow
+// host never blocks the upstream session.
+const callNotes = 256
+
+// callTool calls a server's tool for a host: through Manager.CallTool,
+// with the host's progress token honoured, the server's log messages
+// relayed, and the server's requests sent to this host while the call
+// runs. Cancelling the host's request cancels the upstream call.
+func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args map[string]any
+	if len(req.Params.Arguments) > 0 && string(req.Params.Arguments) != "null" {
+		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+			return nil, invalidParams("arguments must be a JSON object")
+		}
+	}
+	server, _, _ := SplitQualifiedName(req.Params.Name)
+	caller := g.callerOf(req)
+	stop := g.answerServerRequests(ctx, req.Session, caller, server)
+	defer stop()
+
+	notes := make(chan func(), callNotes)
+	push := func(send func()) {
+		select {
+		case notes <- send:
+		default:
+		}
+	}
+	opts := mcpclient.CallOptions{Meta: forwardedMeta(req.Params.Meta)}
+	if token := req.Params.GetProgressToken(); token != nil {
+		opts.OnProgress = func(p *mcp.ProgressNotificationParams) {
+			np := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: p.Progress, Total: p.Total, Message: p.Message}
+			push(func() { _ = req.Session.NotifyProgress(ctx, np) })
+		}
+	}
+	opts.OnLog = func(l *mcp.LoggingMessageParams) {
+		lp := *l
+		push(func() { _ = req.Session.Log(ctx, &lp) })
+	}
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := g.mgr.CallTool(ctx, req.Params.Name, args, opts)
+		done <- outcome{res, err}
+	}()
+	for {
+		select {
+		case send := <-notes:
+			send()
+		case o := <-done:
+			// What arrived before the result goes out before it.
+			for len(notes) > 0 {
+				(<-notes)()
+			}
+			if o.err != nil {
+				return toolError(o.err)
+			}
+			return resultForHost(server, o.res), nil
+		}
+	}
+}
+
+// forwardedMeta is the host's _meta without its progress token: mcpd sets
+// its own upstream.
+func forwardedMeta(m mcp.Meta) map[string]any {
+	if len(m) == 0 {
+		return nil
+	}
+	out := maps.Clone(map[string]any(m))
+	delete(out, "progressToken")
+	return out
+}
+
+// resultForHost rewrites the resource URIs in a server's tool result to
+// the ones the host can read through the gateway.
+func resultForHost(server string, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil {
+		return &mcp.CallToolResult{Content: []mcp.Content{}}
+	}
+	cp := *res
+	cp.Content = contentForHost(server, res.Content)
+	return &cp
+}
+
+func contentForHost(server string, content []mcp.Content) []mcp.Content {
+	out := make([]mcp.Content, 0, len(content))
+	for _, c := range content {
+		out = append(out, oneContentForHost(server, c))
+	}
+	return out
+}
+
+func oneContentForHost(server string, c mcp.Content) mcp.Content {
+	switch c := c.(type) {
+	case *mcp.ResourceLink:
+		cp := *c
+		cp.URI = ResourceURI(server, c.URI)
+		return &cp
+	case *mcp.EmbeddedResource:
+		cp := *c
+		if c.Resource != nil {
+			rc := *c.Resource
+			rc.URI = ResourceURI(server, rc.URI)
+			cp.Resource = &rc
+		}
+		return &cp
+	}
+	return c
+}
+
+// readResource reads a resource by the URI the host sees.
+func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	server, uri, ok := SplitResourceURI(req.Params.URI)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	res, err := g.mgr.ReadResource(ctx, server, uri)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	cp := *res
+	cp.Contents = make([]*mcp.ResourceContents, 0, len(res.Contents))
+	for _, c := range res.Contents {
+		rc := *c
+		rc.URI = ResourceURI(server, c.URI)
+		cp.Contents = append(cp.Contents, &rc)
+	}
+	return &cp, nil
+}
+
+// getPrompt renders a prompt by its qualified name.
+func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	server, name, ok := SplitQualifiedName(req.Params.Name)
+	if !ok {
+		return nil, invalidParams("unknown prompt " + req.Params.Name)
+	}
+	res, err := g.mgr.GetPrompt(ctx, server, name, req.Params.Arguments)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	cp := *res
+	cp.Messages = make([]*mcp.PromptMessage, 0, len(res.Messages))
+	for _, m := range res.Messages {
+		mm := *m
+		mm.Content = oneContentForHost(server, m.Content)
+		cp.Messages = append(cp.Messages, &mm)
+	}
+	return &cp, nil
+}
+
+// complete completes an argument of a prompt (by qualified name) or of a
+// resource template (by the URI template the host sees).
+func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	ref := *req.Params.Ref
+	var server string
+	var ok bool
+	switch ref.Type {
+	case "ref/prompt":
+		server, ref.Name, ok = SplitQualifiedName(ref.Name)
+	case "ref/resource":
+		server, ref.URI, ok = SplitResourceURI(ref.URI)
+	}
+	if !ok {
+		return nil, invalidParams("the reference names no prompt or resource template of mcpd")
+	}
+	params := *req.Params
+	params.Ref = &ref
+	res, err := g.mgr.Complete(ctx, server, &params)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return res, nil
+}
+
+// subscribe subscribes upstream to a resource a host wants updates of. The
+// interest is the host session's, until it unsubscribes or ends.
+func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	server, uri, ok := SplitResourceURI(req.Params.URI)
+	if !ok {
+		return mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	release, err := g.mgr.SubscribeResource(ctx, server, uri)
+	if err != nil {
+		return wireError(err)
+	}
+	key := subscription{session: req.Session, uri: req.Params.URI}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		release()
+		return wireError(mcpclient.ErrUnavailable)
+	}
+	old := g.subs[key]
+	g.subs[key] = release
+	g.mu.Unlock()
+	if old != nil {
+		old()
+	}
+	return nil
+}
+
+func (g *Gateway) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	key := subscription{session: req.Session, uri: req.Params.URI}
+	g.mu.Lock()
+	release := g.subs[key]
+	delete(g.subs, key)
+	g.mu.Unlock()
+	if release != nil {
+		release()
+	}
+	return nil
+}
+
+// pruneSubscriptions releases the subscriptions of host sessions that
+// ended without unsubscribing.
+func (g *Gateway) pruneSubscriptions() {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range g.srv.Sessions() {
+		live[ss] = true
+	}
+	var released []func()
+	g.mu.Lock()
+	for k, release := range g.subs {
+		if !live[k.session] {
+			released = append(released, release)
+			delete(g.subs, k)
+		}
+	}
+	g.mu.Unlock()
+	for _, r := range released {
+		r()
+	}
+}
