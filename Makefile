@@ -95,14 +95,16 @@ VERSION := $(VERSION)
 LDFLAGS := -X main.version=$(VERSION)
 
 # Test settings. Every MCPD_* variable in the environment reaches the tests
-# and `make run` anyway; these four have defaults and can be overridden
+# and `make run` anyway; these have defaults and can be overridden
 # (`make test MCPD_E2E_REQUIRED=0`).
 MCPD_EVERYTHING_BIN ?= $(EVERYTHING)
 MCPD_UVX_BIN        ?= $(UVX)
 MCPD_E2E_REQUIRED   ?= 1
 MCPD_BIN            ?= $(MCPD)
 MCPD_GRPCURL_BIN    ?= $(GRPCURL)
+MCPD_NODE_MODULES   ?= $(NPM_DIR)/node_modules
 TEST_ENV := MCPD_EVERYTHING_BIN='$(MCPD_EVERYTHING_BIN)' \
+	MCPD_NODE_MODULES='$(MCPD_NODE_MODULES)' \
 	MCPD_UVX_BIN='$(MCPD_UVX_BIN)' $(UV_ENV) UV_OFFLINE=1 \
 	MCPD_E2E_REQUIRED='$(MCPD_E2E_REQUIRED)' \
 	MCPD_BIN='$(MCPD_BIN)' \
