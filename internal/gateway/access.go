@@ -103,6 +103,12 @@ func (g *Gateway) allowed(c access.Caller, act access.Action) bool {
 func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
+		case "logging/setLevel":
+			res, err := next(ctx, method, req)
+			if err == nil {
+				g.setLogLevel(ctx, g.callerOf(req), req)
+			}
+			return res, err
 		case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
 			res, err := next(ctx, method, req)
 			if err == nil {
@@ -110,12 +116,15 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return res, err
 		}
-		acts, rec, audited := describe(method, req)
+		start := time.Now()
+		caller := g.callerOf(req)
+		acts, rec, audited, err := g.describe(caller, method, req)
+		if err != nil {
+			return nil, err
+		}
 		if len(acts) == 0 && !audited {
 			return next(ctx, method, req)
 		}
-		start := time.Now()
-		caller := g.callerOf(req)
 		rec.Caller = caller.Name
 		rec.Method = "mcp " + method
 		for _, act := range acts {
@@ -131,7 +140,6 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}
 		var res mcp.Result
-		var err error
 		if method == "resources/read" {
 			res, err = g.readResource(ctx, req.(*mcp.ReadResourceRequest))
 		} else {
@@ -170,50 +178,74 @@ func outcome(err error) string {
 }
 
 // describe is the one table from an MCP request to the actions it needs
-// and its audit record; audited says the request acts on something.
-func describe(method string, req mcp.Request) (acts []access.Action, rec access.Record, audited bool) {
+// and its audit record; audited says the request acts on something. It
+// resolves the bare names and URIs of the request first (see resolve.go):
+// a tool call's and a prompt's name, and a completion's reference, are
+// rewritten to the gateway's names, which the SDK dispatches on.
+func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request) (acts []access.Action, rec access.Record, audited bool, err error) {
+	visible := g.visibleTo(caller)
+	readAction := func(uri string) (access.Action, error) {
+		server, original, _, err := g.resolveURI(visible, uri)
+		return access.Action{Verb: access.ReadResource, Server: server, URI: original}, err
+	}
 	switch method {
 	case "tools/call":
 		p := req.(*mcp.CallToolRequest).Params
+		if p.Name, err = g.resolveTool(caller, p.Name); err != nil {
+			return nil, rec, false, err
+		}
 		server, _, _ := SplitQualifiedName(p.Name)
 		return []access.Action{{Verb: access.CallTool, Server: server, Tool: p.Name}},
-			access.Record{Server: server, Tool: p.Name}, true
+			access.Record{Server: server, Tool: p.Name}, true, nil
 	case "resources/read":
-		uri := req.(*mcp.ReadResourceRequest).Params.URI
-		server, original, _ := SplitResourceURI(uri)
-		return []access.Action{{Verb: access.ReadResource, Server: server, URI: original}},
-			access.Record{Server: server, URI: original}, true
+		act, err := readAction(req.(*mcp.ReadResourceRequest).Params.URI)
+		return []access.Action{act}, access.Record{Server: act.Server, URI: act.URI}, true, err
 	case "resources/subscribe":
-		server, original, _ := SplitResourceURI(req.(*mcp.SubscribeRequest).Params.URI)
-		return []access.Action{{Verb: access.ReadResource, Server: server, URI: original}}, access.Record{}, false
+		act, err := readAction(req.(*mcp.SubscribeRequest).Params.URI)
+		return []access.Action{act}, rec, false, err
 	case "subscriptions/listen":
 		if n := req.(*mcp.ServerRequest[*mcp.SubscriptionsListenParams]).Params.Notifications; n != nil {
 			for _, uri := range n.ResourceSubscriptions {
-				server, original, _ := SplitResourceURI(uri)
-				acts = append(acts, access.Action{Verb: access.ReadResource, Server: server, URI: original})
+				act, err := readAction(uri)
+				if err != nil {
+					return nil, rec, false, err
+				}
+				acts = append(acts, act)
 			}
 		}
-		return acts, access.Record{}, false
+		return acts, rec, false, nil
 	case "prompts/get":
-		name := req.(*mcp.GetPromptRequest).Params.Name
-		server, prompt, _ := SplitQualifiedName(name)
+		p := req.(*mcp.GetPromptRequest).Params
+		server, prompt, err := g.resolvePrompt(caller, p.Name)
+		if err != nil {
+			return nil, rec, false, err
+		}
+		p.Name = QualifiedName(server, prompt)
 		return []access.Action{{Verb: access.GetPrompt, Server: server, Prompt: prompt}},
-			access.Record{Server: server, Prompt: prompt}, true
+			access.Record{Server: server, Prompt: prompt}, true, nil
 	case "completion/complete":
 		p := req.(*mcp.CompleteRequest).Params
 		if p == nil || p.Ref == nil {
-			return nil, access.Record{}, false
+			return nil, rec, false, nil
 		}
 		switch p.Ref.Type {
 		case "ref/prompt":
-			server, prompt, _ := SplitQualifiedName(p.Ref.Name)
-			return []access.Action{{Verb: access.GetPrompt, Server: server, Prompt: prompt}}, access.Record{}, false
+			server, prompt, err := g.resolvePrompt(caller, p.Ref.Name)
+			if err != nil {
+				return nil, rec, false, err
+			}
+			p.Ref.Name = QualifiedName(server, prompt)
+			return []access.Action{{Verb: access.GetPrompt, Server: server, Prompt: prompt}}, rec, false, nil
 		case "ref/resource":
-			server, uri, _ := SplitResourceURI(p.Ref.URI)
-			return []access.Action{{Verb: access.ReadResource, Server: server, URI: uri}}, access.Record{}, false
+			server, uri, err := g.resolveTemplate(caller, p.Ref.URI)
+			if err != nil {
+				return nil, rec, false, err
+			}
+			p.Ref.URI = ResourceURI(server, uri)
+			return []access.Action{{Verb: access.ReadResource, Server: server, URI: uri}}, rec, false, nil
 		}
 	}
-	return nil, access.Record{}, false
+	return nil, rec, false, nil
 }
 
 // filter keeps in a list result what the caller may use, as the gRPC

@@ -40,7 +40,7 @@ func wireError(err error) error {
 		return je
 	case errors.As(err, &rpc):
 		// The server's own answer, as it gave it.
-		return &jsonrpc.Error{Code: rpc.Code, Message: rpc.Message}
+		return &jsonrpc.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
 	case errors.Is(err, mcpclient.ErrNotFound), errors.Is(err, mcpclient.ErrInvalidArgument):
 		return invalidParams(err.Error())
 	case errors.Is(err, mcpclient.ErrPermissionDenied), errors.Is(err, access.ErrPermissionDenied),

@@ -62,6 +62,7 @@ type Gateway struct {
 	mu        sync.Mutex
 	published map[string]*serverItems // by server name
 	subs      map[subscription]func() // release of the upstream subscription
+	levels    map[*mcp.ServerSession]mcp.LoggingLevel // set by legacy hosts
 	closed    bool
 }
 
@@ -84,7 +85,8 @@ type subscription struct {
 // New returns a Gateway in front of mgr. Its lists are empty until Run
 // has synchronised them.
 func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
-	g := &Gateway{mgr: mgr, published: make(map[string]*serverItems), subs: make(map[subscription]func())}
+	g := &Gateway{mgr: mgr, published: make(map[string]*serverItems), subs: make(map[subscription]func()),
+		levels: make(map[*mcp.ServerSession]mcp.LoggingLevel)}
 	if opts != nil {
 		g.opts = *opts
 	}
@@ -200,7 +202,10 @@ func (g *Gateway) handle(ctx context.Context, ev events.Event) {
 	case events.KindServerState:
 		g.syncServer(ctx, ev.Server, syncAll)
 	case events.KindResourceUpdated:
+		// Hosts that subscribed by the server's own URI hear of it by
+		// that URI; the SDK tells only the subscribers of each.
 		_ = g.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: ResourceURI(ev.Server, ev.URI)})
+		_ = g.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: ev.URI})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
@@ -26,7 +27,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 			return nil, invalidParams("arguments must be a JSON object")
 		}
 	}
-	server, _, _ := SplitQualifiedName(req.Params.Name)
+	server, _, _ := SplitQualifiedName(req.Params.Name) // qualified by the guard
 	caller := g.callerOf(req)
 	stop := g.answerServerRequests(ctx, req.Session, caller, server)
 	defer stop()
@@ -38,7 +39,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		default:
 		}
 	}
-	opts := mcpclient.CallOptions{Meta: forwardedMeta(req.Params.Meta)}
+	opts := mcpclient.CallOptions{Meta: g.forwardedMeta(req.Session, req.Params.Meta)}
 	if token := req.Params.GetProgressToken(); token != nil {
 		opts.OnProgress = func(p *mcp.ProgressNotificationParams) {
 			np := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: p.Progress, Total: p.Total, Message: p.Message}
@@ -75,15 +76,46 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 }
 
-// forwardedMeta is the host's _meta without its progress token: mcpd sets
-// its own upstream.
-func forwardedMeta(m mcp.Meta) map[string]any {
-	if len(m) == 0 {
-		return nil
-	}
+// forwardedMeta is the host's _meta for the upstream call: without its
+// progress token (mcpd sets its own), and with the log level a legacy host
+// set on its session, as the 2026-07-28 revision carries it in every
+// request, so that the server sends the call's log messages the host
+// wants. (A legacy server ignores that field and logs as it would.)
+func (g *Gateway) forwardedMeta(ss *mcp.ServerSession, m mcp.Meta) map[string]any {
 	out := maps.Clone(map[string]any(m))
+	if out == nil {
+		out = map[string]any{}
+	}
 	delete(out, "progressToken")
+	if _, ok := out[mcp.MetaKeyLogLevel]; !ok {
+		g.mu.Lock()
+		level := g.levels[ss]
+		g.mu.Unlock()
+		if level != "" {
+			out[mcp.MetaKeyLogLevel] = string(level)
+		}
+	}
 	return out
+}
+
+// setLogLevel remembers the log level a legacy host sets on its session,
+// and sets it on every server the caller may manage, as SetLogLevel does
+// over gRPC: a legacy server sends log messages only once its client set a
+// level, and the level is the server's, shared by every caller. A host
+// without the manage permission only filters what it receives.
+func (g *Gateway) setLogLevel(ctx context.Context, caller access.Caller, req mcp.Request) {
+	r, ok := req.(*mcp.ServerRequest[*mcp.SetLoggingLevelParams])
+	if !ok || r.Params == nil || r.Session == nil {
+		return
+	}
+	g.mu.Lock()
+	g.levels[r.Session] = r.Params.Level
+	g.mu.Unlock()
+	for _, st := range g.mgr.List() {
+		if g.allowed(caller, access.Action{Verb: access.ManageServers, Server: st.Config.Name}) {
+			_ = g.mgr.SetLogLevel(ctx, st.Config.Name, r.Params.Level)
+		}
+	}
 }
 
 // resultForHost rewrites the resource URIs in a server's tool result to
@@ -123,15 +155,19 @@ func oneContentForHost(server string, c mcp.Content) mcp.Content {
 	return c
 }
 
-// readResource reads a resource by the URI the host sees.
+// readResource reads a resource by the URI the host sees, or by the
+// server's own URI; the contents carry URIs of the same kind.
 func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	server, uri, ok := SplitResourceURI(req.Params.URI)
-	if !ok {
-		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+	server, uri, bare, err := g.resolveURI(g.visibleTo(g.callerOf(req)), req.Params.URI)
+	if err != nil {
+		return nil, err
 	}
 	res, err := g.mgr.ReadResource(ctx, server, uri)
 	if err != nil {
 		return nil, wireError(err)
+	}
+	if bare {
+		return res, nil
 	}
 	cp := *res
 	cp.Contents = make([]*mcp.ResourceContents, 0, len(res.Contents))
@@ -189,10 +225,15 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 
 // subscribe subscribes upstream to a resource a host wants updates of. The
 // interest is the host session's, until it unsubscribes or ends.
+//
+// The guard has authorized the subscription already; the SDK calls this
+// for subscriptions/listen too, without the HTTP request's caller, so a
+// bare URI resolves here among all servers, as it did there among the
+// caller's.
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	server, uri, ok := SplitResourceURI(req.Params.URI)
-	if !ok {
-		return mcp.ResourceNotFoundError(req.Params.URI)
+	server, uri, _, err := g.resolveURI(nil, req.Params.URI)
+	if err != nil {
+		return err
 	}
 	release, err := g.mgr.SubscribeResource(ctx, server, uri)
 	if err != nil {
@@ -235,6 +276,11 @@ func (g *Gateway) pruneSubscriptions() {
 	}
 	var released []func()
 	g.mu.Lock()
+	for ss := range g.levels {
+		if !live[ss] {
+			delete(g.levels, ss)
+		}
+	}
 	for k, release := range g.subs {
 		if !live[k.session] {
 			released = append(released, release)

@@ -53,9 +53,12 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 				next[t.Name] = t.Tool
 			}
 		}
-		items.tools = apply(items.tools, next, g.srv.RemoveTools, func(name string, t *mcp.Tool) {
+		next = apply(items.tools, next, g.srv.RemoveTools, func(name string, t *mcp.Tool) {
 			g.srv.AddTool(publishedTool(name, t), g.callTool)
 		})
+		g.mu.Lock()
+		items.tools = next
+		g.mu.Unlock()
 	}
 	if what&syncPrompts != 0 {
 		next := map[string]*mcp.Prompt{}
@@ -70,11 +73,14 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 			}
 		}
 		if !keep {
-			items.prompts = apply(items.prompts, next, g.srv.RemovePrompts, func(name string, p *mcp.Prompt) {
+			next = apply(items.prompts, next, g.srv.RemovePrompts, func(name string, p *mcp.Prompt) {
 				cp := *p
 				cp.Name = name
 				g.srv.AddPrompt(&cp, g.getPrompt)
 			})
+			g.mu.Lock()
+			items.prompts = next
+			g.mu.Unlock()
 		}
 	}
 	if what&syncResources != 0 {
@@ -95,12 +101,12 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 			}
 		}
 		if !keep {
-			items.resources = apply(items.resources, nextR, g.srv.RemoveResources, func(uri string, r *mcp.Resource) {
+			nextR = apply(items.resources, nextR, g.srv.RemoveResources, func(uri string, r *mcp.Resource) {
 				cp := *r
 				cp.URI = uri
 				g.srv.AddResource(&cp, g.readResource)
 			})
-			items.templates = apply(items.templates, nextT, g.srv.RemoveResourceTemplates, func(uri string, t *mcp.ResourceTemplate) {
+			nextT = apply(items.templates, nextT, g.srv.RemoveResourceTemplates, func(uri string, t *mcp.ResourceTemplate) {
 				cp := *t
 				cp.URITemplate = uri
 				if !validTemplate(uri) {
@@ -109,6 +115,9 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 				}
 				g.srv.AddResourceTemplate(&cp, g.readResource)
 			})
+			g.mu.Lock()
+			items.resources, items.templates = nextR, nextT
+			g.mu.Unlock()
 		}
 	}
 }
