@@ -60,8 +60,8 @@ type Gateway struct {
 	callers             callerRefs
 
 	mu        sync.Mutex
-	published map[string]*serverItems // by server name
-	subs      map[subscription]func() // release of the upstream subscription
+	published map[string]*serverItems                 // by server name
+	subs      map[subscription]func()                 // release of the upstream subscription
 	levels    map[*mcp.ServerSession]mcp.LoggingLevel // set by legacy hosts
 	closed    bool
 }
