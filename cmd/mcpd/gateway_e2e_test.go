@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -240,5 +241,56 @@ func TestMCPEndpointToken(t *testing.T) {
 		if got := toolText(t, res); !strings.Contains(got, "3") {
 			t.Errorf("%s: add: got %q, want 3", version, got)
 		}
+	}
+}
+
+// TestMCPStdioGoClient: a go-sdk host starts `mcpd mcp-stdio` as its stdio
+// server, in both eras, and reaches the servers behind the endpoint; a
+// host that writes its requests and closes stdin still gets every answer.
+func TestMCPStdioGoClient(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	_, url := startGateway(ctx, t, "")
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__demo__echo")
+	for _, version := range mcpEras {
+		t.Run(version, func(t *testing.T) {
+			cmd := exec.Command(mcpdBinary(t), "mcp-stdio", "--connect", url)
+			cmd.Env = daemonEnv()
+			c := mcp.NewClient(&mcp.Implementation{Name: "stdio-host", Version: "0"}, nil)
+			cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatalf("connect through mcp-stdio: %v", err)
+			}
+			defer cs.Close()
+			if got := cs.InitializeResult().ProtocolVersion; got != version {
+				t.Errorf("negotiated protocol version: got %s, want %s", got, version)
+			}
+			waitTools(ctx, t, cs, "mcp__demo__echo", "mcp__demo__add")
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": "over stdio"}})
+			if err != nil {
+				t.Fatalf("call through mcp-stdio: %v", err)
+			}
+			if got := toolText(t, res); !strings.Contains(got, "over stdio") {
+				t.Errorf("echo through mcp-stdio: got %q", got)
+			}
+			rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mcpd://demo/demo://readme"})
+			if err != nil || len(rr.Contents) == 0 {
+				t.Errorf("read through mcp-stdio: got %v, %v", rr, err)
+			}
+		})
+	}
+
+	cmd := exec.CommandContext(ctx, mcpdBinary(t), "mcp-stdio", "--connect", url)
+	cmd.Env = daemonEnv()
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__demo__add","arguments":{"a":40,"b":2}}}
+`)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("mcp-stdio with a closed stdin: %v", err)
+	}
+	if !strings.Contains(string(out), `"id":2`) || !strings.Contains(string(out), "42") {
+		t.Errorf("mcp-stdio with a closed stdin: got %q, want the answer to request 2 (42)", out)
 	}
 }

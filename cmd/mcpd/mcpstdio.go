@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -114,11 +115,15 @@ type bridge struct {
 	standing bool   // the standalone stream was started
 }
 
+// run relays until stdin ends and the requests in flight are answered (or
+// ctx ends), then ends the session.
 func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
-	ctx, cancel := context.WithCancel(ctx)
+	// The standalone stream lives until stdin ends; requests until they
+	// are answered.
+	streamCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	var streams, wg sync.WaitGroup
+	defer streams.Wait()
 	sc := bufio.NewScanner(stdin)
 	sc.Buffer(make([]byte, 0, 64<<10), stdioMaxLine)
 	for sc.Scan() {
@@ -134,11 +139,13 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "initialize" {
 			// The session starts with this answer: what follows needs
 			// its id.
-			b.post(ctx, msg, body, &wg)
+			b.post(ctx, msg, body)
+			b.startStandalone(streamCtx, &streams)
 			continue
 		}
-		wg.Go(func() { b.post(ctx, msg, body, &wg) })
+		wg.Go(func() { b.post(ctx, msg, body) })
 	}
+	wg.Wait()
 	cancel()
 	b.endSession()
 	if err := sc.Err(); err != nil {
@@ -148,7 +155,7 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 }
 
 // post sends one message and relays what mcpd answers.
-func (b *bridge) post(ctx context.Context, msg jsonrpc.Message, body []byte, wg *sync.WaitGroup) {
+func (b *bridge) post(ctx context.Context, msg jsonrpc.Message, body []byte) {
 	req, _ := msg.(*jsonrpc.Request)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.endpoint, bytes.NewReader(body))
 	if err != nil {
@@ -180,9 +187,6 @@ func (b *bridge) post(ctx context.Context, msg jsonrpc.Message, body []byte, wg 
 		return
 	}
 	b.relay(resp, req != nil && req.Method == "initialize")
-	if req != nil && req.Method == "initialize" {
-		b.startStandalone(ctx, wg)
-	}
 }
 
 // setHeaders adds the bearer token, the session id and the protocol
@@ -199,19 +203,45 @@ func (b *bridge) setHeaders(h *http.Request, req *jsonrpc.Request) {
 	}
 	if req != nil && len(req.Params) > 0 {
 		// A 2026-07-28 request names its version in its _meta; the header
-		// must say the same.
+		// must say the same, and that revision wants the method (and the
+		// tool, prompt or resource) in headers too.
 		var p struct {
 			Meta map[string]any `json:"_meta"`
+			Name string         `json:"name"`
+			URI  string         `json:"uri"`
 		}
 		if json.Unmarshal(req.Params, &p) == nil {
 			if v, ok := p.Meta[mcp.MetaKeyProtocolVersion].(string); ok {
 				version = v
 			}
 		}
+		if version >= statelessVersion {
+			h.Header.Set("Mcp-Method", req.Method)
+			switch req.Method {
+			case "tools/call", "prompts/get":
+				h.Header.Set("Mcp-Name", headerValue(p.Name))
+			case "resources/read":
+				h.Header.Set("Mcp-Name", headerValue(p.URI))
+			}
+		}
 	}
 	if version != "" {
 		h.Header.Set("Mcp-Protocol-Version", version)
 	}
+}
+
+// statelessVersion is the first protocol revision without sessions.
+const statelessVersion = "2026-07-28"
+
+// headerValue is v as a 2026-07-28 header carries it: as it is when it is
+// printable ASCII, else base64 in the revision's =?base64?...?= form.
+func headerValue(v string) string {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+		}
+	}
+	return v
 }
 
 // relay writes the messages of an answer, JSON or server-sent events, to
