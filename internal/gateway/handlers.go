@@ -126,8 +126,23 @@ func resultForHost(server string, res *mcp.CallToolResult) *mcp.CallToolResult {
 	}
 	cp := *res
 	cp.Content = contentForHost(server, res.Content)
+	cp.Meta = withoutServerInfo(res.Meta)
 	return &cp
 }
+
+// withoutServerInfo drops the upstream server's identity from a result's
+// _meta: the endpoint's answers name mcpd, which the SDK adds.
+func withoutServerInfo(m mcp.Meta) mcp.Meta {
+	if _, ok := m[metaKeyServerInfo]; !ok {
+		return m
+	}
+	out := maps.Clone(m)
+	delete(out, metaKeyServerInfo)
+	return out
+}
+
+// metaKeyServerInfo is where a 2026-07-28 result names its server.
+const metaKeyServerInfo = "io.modelcontextprotocol/serverInfo"
 
 func contentForHost(server string, content []mcp.Content) []mcp.Content {
 	out := make([]mcp.Content, 0, len(content))
@@ -166,10 +181,11 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	if err != nil {
 		return nil, wireError(err)
 	}
-	if bare {
-		return res, nil
-	}
 	cp := *res
+	cp.Meta = withoutServerInfo(res.Meta)
+	if bare {
+		return &cp, nil
+	}
 	cp.Contents = make([]*mcp.ResourceContents, 0, len(res.Contents))
 	for _, c := range res.Contents {
 		rc := *c
@@ -190,6 +206,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 		return nil, wireError(err)
 	}
 	cp := *res
+	cp.Meta = withoutServerInfo(res.Meta)
 	cp.Messages = make([]*mcp.PromptMessage, 0, len(res.Messages))
 	for _, m := range res.Messages {
 		mm := *m
