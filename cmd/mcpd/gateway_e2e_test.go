@@ -294,3 +294,72 @@ func TestMCPStdioGoClient(t *testing.T) {
 		t.Errorf("mcp-stdio with a closed stdin: got %q, want the answer to request 2 (42)", out)
 	}
 }
+
+// TestMCPEndpointPermissions: the endpoint applies the callers file with
+// the gRPC edge's check: lists show what the caller may use, calls beyond
+// its permissions are refused, an unknown token gets 401.
+func TestMCPEndpointPermissions(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startDaemon(ctx, t, daemonOptions{
+		config: twoDemoServers(t),
+		args:   []string{"--callers", permissionCallers(t), "--mcp-listen", addr},
+		env:    []string{"E2E_OUTSIDER_TOKEN=" + outsiderToken},
+	})
+	url := "http://" + addr + "/mcp"
+	admin := connectMCP(ctx, t, url, "", adminToken, nil)
+	waitTools(ctx, t, admin, "mcp__demo__echo", "mcp__other__echo")
+
+	for _, version := range mcpEras {
+		t.Run(version, func(t *testing.T) {
+			reader := connectMCP(ctx, t, url, version, readerToken, nil)
+			var tools []string
+			for tool, err := range reader.Tools(ctx, nil) {
+				if err != nil {
+					t.Fatalf("tools/list: %v", err)
+				}
+				tools = append(tools, tool.Name)
+			}
+			slices.Sort(tools)
+			if want := []string{"mcp__demo__echo", "mcp__demo__weather"}; !slices.Equal(tools, want) {
+				t.Errorf("reader's tools: got %v, want %v", tools, want)
+			}
+			var uris []string
+			for r, err := range reader.Resources(ctx, nil) {
+				if err != nil {
+					t.Fatalf("resources/list: %v", err)
+				}
+				uris = append(uris, r.URI)
+			}
+			if want := []string{"mcpd://demo/demo://clock"}; !slices.Equal(uris, want) {
+				t.Errorf("reader's resources: got %v, want %v", uris, want)
+			}
+			if _, err := reader.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": "ok"}}); err != nil {
+				t.Errorf("reader calls an allowed tool: %v", err)
+			}
+			for _, name := range []string{"mcp__demo__add", "mcp__other__echo"} {
+				if _, err := reader.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"a": 1, "b": 2, "message": "x"}}); err == nil ||
+					!strings.Contains(err.Error(), "lacks permission") {
+					t.Errorf("reader calls %s: got %v, want a permission error", name, err)
+				}
+			}
+			if _, err := reader.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mcpd://demo/demo://readme"}); err == nil {
+				t.Errorf("reader reads demo://readme: got no error, want a permission error")
+			}
+			// A bare name resolves among the servers the caller sees only.
+			if _, err := reader.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "bare"}}); err != nil {
+				t.Errorf("reader calls the bare name echo (only demo is visible): %v", err)
+			}
+			if _, err := admin.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "bare"}}); err == nil ||
+				!strings.Contains(err.Error(), "ambiguous") {
+				t.Errorf("admin calls the bare name echo (two servers have it): got %v, want an ambiguity error", err)
+			}
+		})
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "x", Version: "0"}, nil)
+	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{"not-a-caller"}}}
+	if _, err := c.Connect(ctx, tr, nil); err == nil {
+		t.Errorf("connect with an unknown token: got no error, want 401")
+	}
+}
