@@ -186,10 +186,9 @@ func TestMCPEndpointGoClient(t *testing.T) {
 			}
 
 			// Sampling: the upstream's request reaches this host (the
-			// initialize era sends it on the call's stream).
-			if version >= "2026-07-28" {
-				return
-			}
+			// initialize era sends it on the call's stream; 2026-07-28 as an
+			// input-required result, which the client answers and calls
+			// again).
 			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__ev__trigger-sampling-request", Arguments: map[string]any{"prompt": "a haiku", "maxTokens": 20}})
 			if err != nil {
 				t.Fatalf("call trigger-sampling-request: %v", err)

@@ -63,6 +63,7 @@ type Gateway struct {
 	published map[string]*serverItems                 // by server name
 	subs      map[subscription]func()                 // release of the upstream subscription
 	levels    map[*mcp.ServerSession]mcp.LoggingLevel // set by legacy hosts
+	suspended map[string]*suspended                   // by requestState (input.go)
 	closed    bool
 }
 
@@ -221,6 +222,7 @@ func (g *Gateway) Close() {
 	subs := g.subs
 	g.subs = nil
 	g.mu.Unlock()
+	g.releaseSuspended()
 	for ss := range g.srv.Sessions() {
 		_ = ss.Close()
 	}

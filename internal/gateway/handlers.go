@@ -29,8 +29,11 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 	server, _, _ := SplitQualifiedName(req.Params.Name) // qualified by the guard
 	caller := g.callerOf(req)
-	stop := g.answerServerRequests(ctx, req.Session, caller, server)
-	defer stop()
+	stateless := statelessHost(req.ProtocolVersion())
+	if !stateless {
+		stop := g.answerServerRequests(ctx, req.Session, caller, server)
+		defer stop()
+	}
 
 	notes := make(chan func(), callNotes)
 	push := func(send func()) {
@@ -50,14 +53,28 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		lp := *l
 		push(func() { _ = req.Session.Log(ctx, &lp) })
 	}
+	call := func(ctx context.Context) (mcp.Result, error) {
+		res, err := g.mgr.CallTool(ctx, req.Params.Name, args, opts)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
 	type outcome struct {
-		res *mcp.CallToolResult
-		err error
+		res    mcp.Result
+		inputs mcp.InputRequestMap
+		state  string
+		err    error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := g.mgr.CallTool(ctx, req.Params.Name, args, opts)
-		done <- outcome{res, err}
+		if stateless {
+			res, inputs, state, err := g.withInput(ctx, req.ClientCapabilities(), caller, server, req.Params.RequestState, req.Params.InputResponses, call)
+			done <- outcome{res, inputs, state, err}
+			return
+		}
+		res, err := call(ctx)
+		done <- outcome{res: res, err: err}
 	}()
 	for {
 		select {
@@ -68,10 +85,14 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 			for len(notes) > 0 {
 				(<-notes)()
 			}
-			if o.err != nil {
+			switch {
+			case o.err != nil:
 				return toolError(o.err)
+			case o.inputs != nil:
+				return &mcp.CallToolResult{InputRequests: o.inputs, RequestState: o.state}, nil
 			}
-			return resultForHost(server, o.res), nil
+			res, _ := o.res.(*mcp.CallToolResult)
+			return resultForHost(server, res), nil
 		}
 	}
 }
@@ -87,6 +108,13 @@ func (g *Gateway) forwardedMeta(ss *mcp.ServerSession, m mcp.Meta) map[string]an
 		out = map[string]any{}
 	}
 	delete(out, "progressToken")
+	// A 2026-07-28 host's version and identity are not the upstream
+	// request's: mcpd's client sets those for its session. Its
+	// capabilities are kept: they tell a 2026-07-28 server what it may ask
+	// of the host this call goes back to.
+	for _, k := range hostMetaKeys {
+		delete(out, k)
+	}
 	if _, ok := out[mcp.MetaKeyLogLevel]; !ok {
 		g.mu.Lock()
 		level := g.levels[ss]
@@ -141,6 +169,10 @@ func withoutServerInfo(m mcp.Meta) mcp.Meta {
 	return out
 }
 
+// hostMetaKeys are the _meta fields of a 2026-07-28 request that describe
+// the host's session, not the request.
+var hostMetaKeys = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo}
+
 // metaKeyServerInfo is where a 2026-07-28 result names its server.
 const metaKeyServerInfo = "io.modelcontextprotocol/serverInfo"
 
@@ -177,10 +209,21 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	if err != nil {
 		return nil, err
 	}
-	res, err := g.mgr.ReadResource(ctx, server, uri)
-	if err != nil {
-		return nil, wireError(err)
+	read := func(ctx context.Context) (mcp.Result, error) {
+		res, err := g.mgr.ReadResource(ctx, server, uri)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
+	out, inputs, state, err := g.maybeWithInput(ctx, req, server, req.Params.RequestState, req.Params.InputResponses, read)
+	switch {
+	case err != nil:
+		return nil, wireError(err)
+	case inputs != nil:
+		return &mcp.ReadResourceResult{InputRequests: inputs, RequestState: state}, nil
+	}
+	res := out.(*mcp.ReadResourceResult)
 	cp := *res
 	cp.Meta = withoutServerInfo(res.Meta)
 	if bare {
@@ -201,10 +244,21 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 	if !ok {
 		return nil, invalidParams("unknown prompt " + req.Params.Name)
 	}
-	res, err := g.mgr.GetPrompt(ctx, server, name, req.Params.Arguments)
-	if err != nil {
-		return nil, wireError(err)
+	get := func(ctx context.Context) (mcp.Result, error) {
+		res, err := g.mgr.GetPrompt(ctx, server, name, req.Params.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
+	out, inputs, state, err := g.maybeWithInput(ctx, req, server, req.Params.RequestState, req.Params.InputResponses, get)
+	switch {
+	case err != nil:
+		return nil, wireError(err)
+	case inputs != nil:
+		return &mcp.GetPromptResult{InputRequests: inputs, RequestState: state}, nil
+	}
+	res := out.(*mcp.GetPromptResult)
 	cp := *res
 	cp.Meta = withoutServerInfo(res.Meta)
 	cp.Messages = make([]*mcp.PromptMessage, 0, len(res.Messages))

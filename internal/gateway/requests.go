@@ -15,14 +15,13 @@ import (
 // failed its sampling request (the code the spec's examples use).
 const codeDeclined = -1
 
-// answerServerRequests attaches the host session of a running tool call to
-// the Manager's broker as the answerer of the server's sampling,
-// elicitation and roots requests, for the kinds the host declared and the
-// caller may answer, until stop. The broker asks the newest attached
-// answerer, so a request the server makes during the call reaches this
-// host. A 2026-07-28 host is not attached: that revision has no requests
-// from server to client on a call's stream (it asks with input-required
-// results), so the server's requests go to gRPC agents or are declined.
+// answerServerRequests attaches the session of an initialize-era host
+// whose tool call, prompt or read runs to the Manager's broker as the
+// answerer of the server's sampling, elicitation and roots requests, for
+// the kinds the host declared and the caller may answer, until stop. The
+// broker asks the newest attached answerer, so a request the server makes
+// meanwhile reaches this host, on the request's stream. (A 2026-07-28 host
+// takes no requests: input.go relays them as input-required results.)
 func (g *Gateway) answerServerRequests(ctx context.Context, ss *mcp.ServerSession, caller access.Caller, server string) (stop func()) {
 	broker := g.mgr.Requests()
 	if broker == nil || ss == nil || server == "" {
