@@ -362,3 +362,91 @@ func TestMCPEndpointPermissions(t *testing.T) {
 		t.Errorf("connect with an unknown token: got no error, want 401")
 	}
 }
+
+// TestMCPEndpointNotifications: a server added while a host is connected
+// makes its tool list change, and the host hears of it; a host's
+// subscription to the demo server's clock gets its updates under the
+// gateway URI. In both eras.
+func TestMCPEndpointNotifications(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d, url := startGateway(ctx, t, "")
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__demo__echo")
+	for i, version := range mcpEras {
+		t.Run(version, func(t *testing.T) {
+			toolsChanged := make(chan struct{}, 16)
+			updated := make(chan string, 16)
+			cs := connectMCP(ctx, t, url, version, "", &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+					select {
+					case toolsChanged <- struct{}{}:
+					default:
+					}
+				},
+				ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+					select {
+					case updated <- req.Params.URI:
+					default:
+					}
+				},
+			})
+			const clock = "mcpd://demo/demo://clock"
+			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: clock}); err != nil {
+				t.Fatalf("subscribe %s: %v", clock, err)
+			}
+			name := fmt.Sprintf("added%d", i)
+			d.connect(ctx, t, name, mcpdBinary(t), []string{"demo-server"}, nil)
+			select {
+			case <-toolsChanged:
+			case <-ctx.Done():
+				t.Fatalf("no tools list_changed after server %s was added", name)
+			}
+			waitTools(ctx, t, cs, "mcp__"+name+"__echo")
+			select {
+			case got := <-updated:
+				if got != clock {
+					t.Errorf("resource updated: got %q, want %q", got, clock)
+				}
+			case <-ctx.Done():
+				t.Fatalf("no update of %s", clock)
+			}
+		})
+	}
+}
+
+// TestMCPEndpointProgress: the host's progress token gets the demo slow
+// tool's progress, in both eras.
+func TestMCPEndpointProgress(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	_, url := startGateway(ctx, t, "")
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__demo__slow")
+	for _, version := range mcpEras {
+		t.Run(version, func(t *testing.T) {
+			progress := make(chan *mcp.ProgressNotificationParams, 16)
+			cs := connectMCP(ctx, t, url, version, "", &mcp.ClientOptions{
+				ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+					select {
+					case progress <- req.Params:
+					default:
+					}
+				},
+			})
+			params := &mcp.CallToolParams{Name: "mcp__demo__slow", Arguments: map[string]any{"steps": 3, "delay_ms": 1}}
+			params.SetProgressToken("host-token")
+			res, err := cs.CallTool(ctx, params)
+			if err != nil || res.IsError {
+				t.Fatalf("call slow: %v %v", res, err)
+			}
+			if len(progress) != 3 {
+				t.Fatalf("progress notifications: got %d, want 3", len(progress))
+			}
+			for p := range len(progress) {
+				n := <-progress
+				if n.ProgressToken != "host-token" || n.Progress != float64(p+1) {
+					t.Errorf("progress %d: got token %v progress %v, want host-token and %d", p, n.ProgressToken, n.Progress, p+1)
+				}
+			}
+		})
+	}
+}
