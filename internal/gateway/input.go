@@ -41,7 +41,7 @@ const suspendedTimeout = 2 * time.Minute
 // server's requests.
 type suspended struct {
 	agent  *mcpclient.Agent
-	detach func()
+	detach func() // detaches the agent and cancels the upstream request
 	done   chan outcomeOf // cap 1: the upstream request's outcome
 	asked  map[string]*mcpclient.ServerRequest
 	expiry *time.Timer
@@ -82,11 +82,15 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 			return res, nil, "", err
 		}
 		agent := broker.Attach([]string{server}, kinds)
-		s = &suspended{agent: agent, done: make(chan outcomeOf, 1), asked: map[string]*mcpclient.ServerRequest{}}
-		s.detach = sync.OnceFunc(func() { broker.Detach(agent) })
 		// The upstream request outlives this HTTP request when it needs
-		// input; its own deadline (the Manager's) still bounds it.
-		upCtx := context.WithoutCancel(ctx)
+		// input; its own deadline (the Manager's) still bounds it, and it
+		// is cancelled when the host goes away or does not come back.
+		upCtx, cancelUp := context.WithCancel(context.WithoutCancel(ctx))
+		s = &suspended{agent: agent, done: make(chan outcomeOf, 1), asked: map[string]*mcpclient.ServerRequest{}}
+		s.detach = sync.OnceFunc(func() {
+			broker.Detach(agent)
+			cancelUp()
+		})
 		go func() {
 			res, err := do(upCtx)
 			s.done <- outcomeOf{res, err}
@@ -106,7 +110,8 @@ func (g *Gateway) awaitInput(ctx context.Context, s *suspended) (mcp.Result, mcp
 		case req := <-s.agent.Requests():
 			s.asked[req.ID] = req
 		case <-ctx.Done():
-			// The host went away: its server's requests are declined.
+			// The host went away, or cancelled: so does the upstream
+			// request.
 			s.detach()
 			return nil, nil, "", ctx.Err()
 		}
