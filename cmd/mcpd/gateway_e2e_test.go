@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -449,4 +451,31 @@ func TestMCPEndpointProgress(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMCPEndpointGuards: a non-loopback --mcp-listen without TLS is
+// refused before anything binds; SIGTERM ends hosts' open sessions and
+// mcpd exits cleanly.
+func TestMCPEndpointGuards(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	t.Run("not loopback", func(t *testing.T) {
+		code, out := runMcpdEnv(ctx, t, []string{"MCPD_API_TOKEN=mcp-plain-5d1e"}, "--listen", "127.0.0.1:0", "--config", emptyConfig(t),
+			"--mcp-listen", "0.0.0.0:"+strconv.Itoa(freePort(t)))
+		if code != 1 || !strings.Contains(out, `--mcp-listen "0.0.0.0:`) || !strings.Contains(out, "not a loopback address") {
+			t.Errorf("got exit code %d, want 1 and a refusal naming --mcp-listen:\n%s", code, out)
+		}
+		if strings.Contains(out, "mcp-plain-5d1e") {
+			t.Errorf("the message quotes the token:\n%s", out)
+		}
+	})
+	t.Run("shutdown ends sessions", func(t *testing.T) {
+		d, url := startGateway(ctx, t, "")
+		cs := connectMCP(ctx, t, url, mcpEras[0], "", nil)
+		waitTools(ctx, t, cs, "mcp__demo__echo")
+		d.send(t, syscall.SIGTERM)
+		if code := d.wait(t, syscall.SIGTERM); code != 0 {
+			t.Errorf("mcpd exit code with a host connected: got %d, want 0\n%s", code, d.log.String())
+		}
+	})
 }
