@@ -41,7 +41,7 @@ const suspendedTimeout = 2 * time.Minute
 // server's requests.
 type suspended struct {
 	agent  *mcpclient.Agent
-	detach func() // detaches the agent and cancels the upstream request
+	detach func()         // detaches the agent and cancels the upstream request
 	done   chan outcomeOf // cap 1: the upstream request's outcome
 	asked  map[string]*mcpclient.ServerRequest
 	expiry *time.Timer
