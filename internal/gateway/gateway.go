@@ -12,7 +12,8 @@
 // Manager's event bus keeps the SDK server's lists in step, so hosts get
 // list_changed notifications, and resource updates reach the hosts that
 // subscribed. A server's sampling, elicitation and roots requests made
-// while a host's tool call runs go to that host.
+// while a host's request runs go to that host: on the request's stream for
+// the initialize era, as input-required results for 2026-07-28 (input.go).
 package gateway
 
 import (
