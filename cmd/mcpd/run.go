@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/mcpd-project/mcpd/internal/access"
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/gateway"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 	"github.com/mcpd-project/mcpd/internal/server"
 	"github.com/mcpd-project/mcpd/internal/telemetry"
@@ -105,6 +108,13 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			return err
 		}
 		defer httpLis.Close()
+	}
+	var mcpLis net.Listener
+	if c.mcpListen != "" {
+		if mcpLis, err = listenMCP(c, token, log); err != nil {
+			return err
+		}
+		defer mcpLis.Close()
 	}
 	var metricsLis net.Listener
 	if c.metricsListen != "" {
@@ -194,6 +204,43 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		go func() { httpErr <- srv.ServeHTTP(httpLis, &server.HTTPOptions{MaxMessageBytes: c.maxMessageBytes}) }()
 		log.Info().Str("listen", c.httpListen).Bool("tls", c.tlsCert != "").Msg("serving the API over HTTP")
 	}
+	mcpErr := make(chan error, 1)
+	stopMCP := func() {}
+	if mcpLis != nil {
+		gw := gateway.New(mgr, &gateway.Options{
+			Logger:          log,
+			Access:          authz,
+			Audit:           audit,
+			Implementation:  &mcp.Implementation{Name: "mcpd", Version: buildVersion()},
+			MaxMessageBytes: int64(c.maxMessageBytes),
+		})
+		gwCtx, stopGateway := context.WithCancel(ctx)
+		gwDone := make(chan struct{})
+		go func() {
+			defer close(gwDone)
+			gw.Run(gwCtx)
+		}()
+		mcpSrv := newMCPServer(gw.Handler())
+		go func() {
+			if err := mcpSrv.Serve(mcpLis); !errors.Is(err, http.ErrServerClosed) {
+				mcpErr <- err
+			}
+		}()
+		// Called before the servers stop: the hosts' sessions end (which
+		// ends their long-lived streams), then their requests drain.
+		stopMCP = sync.OnceFunc(func() {
+			stopGateway()
+			<-gwDone
+			gw.Close()
+			shutCtx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+			defer cancel()
+			if err := mcpSrv.Shutdown(shutCtx); err != nil {
+				_ = mcpSrv.Close()
+			}
+		})
+		defer stopMCP()
+		log.Info().Str("listen", c.mcpListen).Bool("tls", c.tlsCert != "").Msg("serving the MCP endpoint at " + mcpEndpointPath)
+	}
 	metricsErr := make(chan error, 1)
 	if metricsLis != nil {
 		metricsSrv := newMetricsServer(tel.Handler(), token)
@@ -233,6 +280,10 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			srv.Shutdown(context.Background())
 			_ = mgr.Close(context.Background())
 			return fmt.Errorf("serve http: %w", err)
+		case err := <-mcpErr:
+			srv.Shutdown(context.Background())
+			_ = mgr.Close(context.Background())
+			return fmt.Errorf("serve mcp: %w", err)
 		case err := <-metricsErr:
 			srv.Shutdown(context.Background())
 			_ = mgr.Close(context.Background())
@@ -256,6 +307,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			servers.apply(ctx, merged)
 		}
 	}
+	stopMCP()
 	drainCtx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
 	srv.Shutdown(drainCtx)

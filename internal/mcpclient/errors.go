@@ -1,6 +1,7 @@
 package mcpclient
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -48,6 +49,9 @@ type RPCError struct {
 	Code int64
 	// Message is the server's error message.
 	Message string
+	// Data is the error's data as the server sent it (JSON), if any: the
+	// MCP endpoint passes it on to hosts, for which some codes define it.
+	Data json.RawMessage
 }
 
 func (e *RPCError) Error() string {

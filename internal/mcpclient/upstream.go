@@ -1000,7 +1000,7 @@ func (u *upstream) classifyRaw(ctx context.Context, op string, err error) error 
 	case errors.As(err, &wireErr):
 		// Redacted here: the edge formats an RPCError itself, past
 		// redactError's wrapper.
-		return &RPCError{Server: u.cfg.Name, Code: wireErr.Code, Message: u.cfg.Redact(wireErr.Message)}
+		return &RPCError{Server: u.cfg.Name, Code: wireErr.Code, Message: u.cfg.Redact(wireErr.Message), Data: wireErr.Data}
 	}
 	return errorf(ErrUnavailable, "%s: server %q: %v", op, u.cfg.Name, err)
 }
