@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -192,7 +193,14 @@ func waitOutcome(ctx context.Context, t *testing.T, ch <-chan callOutcome) callO
 func TestServeTools(t *testing.T) {
 	ctx := testContext(t)
 	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
-	events := d.subscribe(ctx, t, "app", mcpdv1.EventKind_EVENT_KIND_SERVER_STATE)
+	// From the first buffered event: a stream opened just before ServeTools
+	// may be registered after its first state change.
+	events, err := d.hub.Subscribe(ctx, &mcpdv1.SubscribeRequest{
+		Servers: []string{"app"}, Kinds: []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_SERVER_STATE}, AfterSequence: proto.Uint64(0),
+	})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
 
 	agent, serving, err := serveTools(ctx, t, d, &mcpdv1.ToolServerDeclaration{
 		Server: "app", Tools: agentTools(), Instructions: "Tools of the app.",
