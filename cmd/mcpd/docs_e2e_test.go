@@ -37,7 +37,9 @@ import (
 //     rewritten to server-everything instances the test starts in
 //     streamableHttp and sse mode.
 //   - "sh error": commands that must fail with a gRPC status (grpcurl exits
-//     with 64 plus the status code).
+//     with 64 plus the status code; curl, given --fail-with-body, with 22).
+//   - curl commands run as written against the daemon's --http-listen;
+//     the address 127.0.0.1:8080 in a command is rewritten to it.
 //   - A Subscribe command must pass -max-time: the stream never ends by
 //     itself, so grpcurl ending it with DeadlineExceeded counts as success
 //     when the stream delivered at least one event.
@@ -58,6 +60,9 @@ import (
 const (
 	// docsAddr is the address the examples use, mcpd's default --listen.
 	docsAddr = "127.0.0.1:50051"
+	// docsAPIHTTPAddr is where the curl examples expect mcpd's
+	// --http-listen; the test's daemons listen there on another port.
+	docsAPIHTTPAddr = "127.0.0.1:8080"
 	// docsHTTPAddr and docsSSEAddr are where the examples expect
 	// server-everything in streamableHttp and sse mode.
 	docsHTTPAddr = "127.0.0.1:3001"
@@ -67,6 +72,9 @@ const (
 	// grpcurlRPCError is the lowest exit code of grpcurl for an RPC that
 	// ended with a status: 64 plus the code.
 	grpcurlRPCError = 64
+	// curlHTTPError is curl's exit code for an HTTP error status under
+	// --fail or --fail-with-body.
+	curlHTTPError = 22
 	// grpcurlDeadlineExceeded is grpcurl's exit code for DEADLINE_EXCEEDED.
 	grpcurlDeadlineExceeded = grpcurlRPCError + 4
 )
@@ -209,8 +217,8 @@ func docCommands(blocks []docBlock) ([]docCommand, error) {
 				if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "#") {
 					continue
 				}
-				if !strings.HasPrefix(line, "grpcurl ") {
-					return nil, fmt.Errorf("line %d: an %q block holds grpcurl commands only; use a bash block for %q", n, b.info, line)
+				if !strings.HasPrefix(line, "grpcurl ") && !strings.HasPrefix(line, "curl ") {
+					return nil, fmt.Errorf("line %d: an %q block holds grpcurl and curl commands only; use a bash block for %q", n, b.info, line)
 				}
 				cur = &docCommand{line: n, everything: everything, wantError: wantError}
 				cur.text = line
@@ -273,7 +281,8 @@ func TestDocs(t *testing.T) {
 func runDocCommands(t *testing.T, page, grpcurl, everything string, cmds []docCommand) {
 	ctx := testContext(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	opts := daemonOptions{listen: addr}
+	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	opts := daemonOptions{listen: addr, args: []string{"--http-listen", httpAddr}}
 	cmdEnv := daemonEnv()
 	waitCtx := ctx
 	if docsTokenPages(page) {
@@ -281,7 +290,7 @@ func runDocCommands(t *testing.T, page, grpcurl, everything string, cmds []docCo
 		cmdEnv = append(cmdEnv, "MCPD_API_TOKEN="+docsToken)
 		waitCtx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+docsToken)
 	}
-	rewrite := []string{docsAddr, addr, `"bin/mcpd"`, strconv.Quote(mcpdBinary(t))}
+	rewrite := []string{docsAddr, addr, docsAPIHTTPAddr, httpAddr, `"bin/mcpd"`, strconv.Quote(mcpdBinary(t))}
 	if page == docsSecurityPage {
 		rewrite = append(rewrite, docsSecurity(t, page, &opts, &cmdEnv)...)
 	}
@@ -301,7 +310,11 @@ func runDocCommands(t *testing.T, page, grpcurl, everything string, cmds []docCo
 	t.Logf("%s: running %d examples", page, len(cmds))
 
 	for _, c := range cmds {
-		script := shellQuote(grpcurl) + strings.TrimPrefix(replacer.Replace(c.text), "grpcurl")
+		script := replacer.Replace(c.text)
+		if rest, ok := strings.CutPrefix(script, "grpcurl"); ok {
+			script = shellQuote(grpcurl) + rest
+		}
+		isCurl := strings.HasPrefix(c.text, "curl ")
 		cmd := exec.CommandContext(ctx, "sh", "-c", script)
 		cmd.Env = cmdEnv
 		var stdout, stderr bytes.Buffer
@@ -319,7 +332,10 @@ func runDocCommands(t *testing.T, page, grpcurl, everything string, cmds []docCo
 			if !strings.Contains(stdout.String(), `"event"`) {
 				t.Errorf("%s:%d: the stream delivered no event:\n%s\nstderr:\n%s", page, c.line, c.text, stderr.String())
 			}
-		case c.wantError && code < grpcurlRPCError:
+		case isCurl && c.wantError && code != curlHTTPError:
+			t.Errorf("%s:%d: got exit code %d (%v), want curl's %d for an HTTP error status (the example needs --fail or --fail-with-body):\n%s\nstdout:\n%s\nstderr:\n%s",
+				page, c.line, code, err, curlHTTPError, c.text, stdout.String(), stderr.String())
+		case !isCurl && c.wantError && code < grpcurlRPCError:
 			t.Errorf("%s:%d: got exit code %d (%v), want a gRPC error status (exit code >= %d):\n%s\nstdout:\n%s\nstderr:\n%s",
 				page, c.line, code, err, grpcurlRPCError, c.text, stdout.String(), stderr.String())
 		case !c.wantError && err != nil:

@@ -19,7 +19,7 @@ import (
 )
 
 // Fake server modes: how this test binary behaves when mcpd starts it with
-// MCPD_FAKE_SERVER=<mode>.
+// MCPD_FAKE_SERVER=<mode>. One more, fakeGated, is in gatedserver_test.go.
 const (
 	fakeExitAtStart    = "exit-at-start"     // one stderr line, then exit 3 before reading anything
 	fakeExitMidCall    = "exit-mid-call"     // real server; its tool "crash" exits the process mid-call
@@ -34,6 +34,7 @@ const (
 	fakeBig            = "big"               // real server whose tool "big" returns bytes bytes of text
 	fakeFreeze         = "freeze"            // legacy-only server whose tool "freeze" stops it reading anything
 	fakeRendezvous     = "rendezvous"        // real server that serves once its peers have started; tool "describe"
+	fakeFlood          = "flood"             // real server whose tool "flood" writes count log notifications of bytes bytes, then answers
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
 )
 
@@ -163,12 +164,27 @@ func runFakeServer(mode string) int {
 				}
 			}}
 		}
+	case fakeFlood:
+		out := &floodWriter{w: bufio.NewWriterSize(os.Stdout, 64<<10)}
+		conn = func(c mcp.Connection) mcp.Connection { return &lockedConn{Connection: c, mu: &out.mu} }
+		mcp.AddTool(srv, &mcp.Tool{Name: "flood", Description: "writes count log notifications whose data is bytes bytes, as fast as stdout takes them, then answers"},
+			func(_ context.Context, _ *mcp.CallToolRequest, in floodArgs) (*mcp.CallToolResult, any, error) {
+				if err := out.flood(in.Count, in.Bytes); err != nil {
+					return nil, nil, err
+				}
+				return textResult("flooded " + strconv.Itoa(in.Count)), nil, nil
+			})
 	case fakeRendezvous:
 		if err := rendezvous(); err != nil {
 			fmt.Fprintln(os.Stderr, "fake:", err)
 			return 1
 		}
 		addDescribeTool(srv)
+	case fakeGated:
+		if err := addGatedTools(srv, os.Getenv(fakeGateDirEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, "fake:", err)
+			return 1
+		}
 	case fakeGrandchild:
 		if err := startGrandchild(os.Getenv(fakePidFileEnv)); err != nil {
 			fmt.Fprintln(os.Stderr, "fake:", err)
@@ -268,6 +284,51 @@ type echoArgs struct {
 type sleepArgs struct {
 	MS  int    `json:"ms" jsonschema:"milliseconds to sleep"`
 	Tag string `json:"tag,omitempty" jsonschema:"names the call in the server's stderr lines"`
+}
+
+type floodArgs struct {
+	Count int `json:"count" jsonschema:"how many log notifications to write"`
+	Bytes int `json:"bytes" jsonschema:"size of each notification's data string"`
+}
+
+// floodWriter writes raw notifications to stdout between the SDK's own
+// messages: both hold mu, so lines never interleave.
+type floodWriter struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+// floodChunk is how many notifications go out per hold of the lock, so
+// that answers to other calls get through during a flood.
+const floodChunk = 1000
+
+func (f *floodWriter) flood(count, size int) error {
+	data, _ := json.Marshal(strings.Repeat("x", size))
+	for sent := 0; sent < count; {
+		f.mu.Lock()
+		for n := 0; n < floodChunk && sent < count; n++ {
+			fmt.Fprintf(f.w, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"flood-%d","data":%s}}`+"\n", sent, data)
+			sent++
+		}
+		err := f.w.Flush()
+		f.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lockedConn writes each message under mu.
+type lockedConn struct {
+	mcp.Connection
+	mu *sync.Mutex
+}
+
+func (c *lockedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Connection.Write(ctx, msg)
 }
 
 // rendezvous announces this server in the rendezvous directory and waits

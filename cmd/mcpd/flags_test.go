@@ -40,6 +40,7 @@ func TestParseFlags(t *testing.T) {
 		{"api token", defaults.apiToken, ""},
 		{"allow-command", len(defaults.allowCommands), 0},
 		{"max-procs", defaults.maxProcs, 1},
+		{"memory-limit", defaults.memoryLimit, byteSize(128 << 20)},
 	} {
 		if c.got != c.want {
 			t.Errorf("default %s: got %v, want %v", c.field, c.got, c.want)
@@ -106,6 +107,36 @@ func TestParseFlags(t *testing.T) {
 			env:  map[string]string{"GOMAXPROCS": "3", "MCPD_MAX_PROCS": "2"},
 			want: with(func(c *config) { c.maxProcs = 2 }),
 		},
+		{
+			name: "memory-limit",
+			args: []string{"--memory-limit", "1GiB"},
+			want: with(func(c *config) { c.memoryLimit = 1 << 30 }),
+		},
+		{
+			name: "memory-limit in bytes and off",
+			env:  map[string]string{"MCPD_MEMORY_LIMIT": "1000"},
+			args: []string{"--memory-limit", "off"},
+			want: with(func(c *config) { c.memoryLimit = noMemoryLimit }),
+		},
+		{
+			name: "GOMEMLIMIT replaces the memory-limit default",
+			env:  map[string]string{"GOMEMLIMIT": "100MiB"},
+			want: with(func(c *config) { c.memoryLimit = keepGoMemoryLimit }),
+		},
+		{
+			name: "memory-limit beats GOMEMLIMIT",
+			args: []string{"--memory-limit", "64MiB"},
+			env:  map[string]string{"GOMEMLIMIT": "100MiB"},
+			want: with(func(c *config) { c.memoryLimit = 64 << 20 }),
+		},
+		{
+			name: "MCPD_MEMORY_LIMIT beats GOMEMLIMIT",
+			env:  map[string]string{"GOMEMLIMIT": "100MiB", "MCPD_MEMORY_LIMIT": "32KiB"},
+			want: with(func(c *config) { c.memoryLimit = 32 << 10 }),
+		},
+		{name: "zero memory-limit", args: []string{"--memory-limit", "0"}, wantErr: "memory-limit"},
+		{name: "memory-limit with a unit Go does not take", args: []string{"--memory-limit", "1GB"}, wantErr: "memory-limit"},
+		{name: "memory-limit too large", args: []string{"--memory-limit", "9000000TiB"}, wantErr: "memory-limit"},
 		{name: "negative max-procs", args: []string{"--max-procs", "-1"}, wantErr: "--max-procs -1"},
 		{name: "bad environment value", env: map[string]string{"MCPD_STOP_GRACE": "soon"}, wantErr: "MCPD_STOP_GRACE"},
 		{name: "bad flag value", args: []string{"--call-timeout", "forever"}, wantErr: "call-timeout"},

@@ -19,10 +19,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +33,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpd-project/mcpd/internal/demoserver"
+	"github.com/mcpd-project/mcpd/internal/events"
 )
 
 func main() {
@@ -57,6 +60,7 @@ func main() {
 		os.Exit(0)
 	}
 	tuneGC()
+	setMemoryLimit(cfg.memoryLimit)
 	setMaxProcs(cfg.maxProcs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -80,6 +84,22 @@ const gcPercent = 1000
 func tuneGC() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
+	}
+}
+
+// defaultMemoryLimit is mcpd's soft memory limit unless --memory-limit or
+// GOMEMLIMIT says otherwise. With gcPercent the heap may grow to about 11
+// times what is live before a collection; the limit caps that growth, so
+// bursts of garbage (large results, floods of notifications) cost CPU near
+// the limit instead of memory without bound. mcpd's live heap is a few MiB
+// plus the messages in flight, far below it (docs/performance.md#memory).
+const defaultMemoryLimit = 128 << 20
+
+// setMemoryLimit sets Go's soft memory limit: a size in bytes, noMemoryLimit
+// for none, or keepGoMemoryLimit to leave what GOMEMLIMIT set.
+func setMemoryLimit(l byteSize) {
+	if l != keepGoMemoryLimit {
+		debug.SetMemoryLimit(int64(l))
 	}
 }
 
@@ -167,6 +187,7 @@ type config struct {
 	stopGrace       time.Duration
 	allowCommands   stringList
 	eventBuffer     int
+	eventBytes      int
 	requestTimeout  time.Duration
 	maxMessageBytes int
 	restartBackoff  time.Duration
@@ -179,6 +200,7 @@ type config struct {
 	queueTimeout    time.Duration
 	maxCallTimeout  time.Duration
 	maxProcs        int
+	memoryLimit     byteSize
 	tlsCert         string
 	tlsKey          string
 	tlsClientCA     string
@@ -186,10 +208,64 @@ type config struct {
 	audit           bool
 	auditArguments  bool
 	metricsListen   string
+	httpListen      string
 	showVersion     bool // --version: print the version instead of serving
 	oauthStateDir   string
-	oauthRedirect   string
-	strict          bool // exit 1 when a configured server fails its first start
+	// oauthStateDirDefault: oauthStateDir is the per-user default, not
+	// given by the operator, so a directory that cannot be made does not
+	// stop mcpd (see startOAuth).
+	oauthStateDirDefault bool
+	oauthRedirect        string
+	strict               bool // exit 1 when a configured server fails its first start
+}
+
+// byteSize is a size in bytes, written as GOMEMLIMIT is: an integer with
+// an optional unit B, KiB, MiB, GiB or TiB; or off.
+type byteSize int64
+
+const (
+	noMemoryLimit     byteSize = math.MaxInt64 // "off"
+	keepGoMemoryLimit byteSize = -1            // GOMEMLIMIT is honoured
+)
+
+var byteUnits = []struct {
+	suffix string
+	shift  uint
+}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
+
+func (b *byteSize) String() string {
+	switch *b {
+	case noMemoryLimit:
+		return "off"
+	case keepGoMemoryLimit:
+		return "GOMEMLIMIT"
+	}
+	for _, u := range byteUnits {
+		if n := int64(*b); n != 0 && n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(*b), 10) + "B"
+}
+
+func (b *byteSize) Set(v string) error {
+	if v == "off" {
+		*b = noMemoryLimit
+		return nil
+	}
+	num, shift := v, uint(0)
+	for _, u := range byteUnits {
+		if rest, ok := strings.CutSuffix(v, u.suffix); ok {
+			num, shift = rest, u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64>>shift {
+		return fmt.Errorf("%q: want a positive size such as 512MiB (units B, KiB, MiB, GiB, TiB) or off", v)
+	}
+	*b = byteSize(n << shift)
+	return nil
 }
 
 // stringList is a repeatable flag that also splits on commas.
@@ -219,7 +295,8 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 30*time.Second, "how long starting a server and opening its session may take")
 	fs.DurationVar(&c.probeTimeout, "probe-timeout", 5*time.Second, "how long to wait for a server to answer the 2026-07-28 server/discover probe before falling back to initialize")
 	fs.DurationVar(&c.stopGrace, "stop-grace", 2*time.Second, "how long a stdio server gets to exit after its stdin closes, and again after SIGTERM")
-	fs.IntVar(&c.eventBuffer, "event-buffer", 4096, "how many recent events mcpd keeps for Subscribe streams that resume with after_sequence")
+	fs.IntVar(&c.eventBuffer, "event-buffer", 4096, "how many recent events mcpd keeps for Subscribe streams that fall behind or resume with after_sequence")
+	fs.IntVar(&c.eventBytes, "event-buffer-bytes", events.DefaultBufferBytes, "about how many bytes of recent events mcpd keeps (it drops the oldest first, but always keeps the newest event)")
 	fs.DurationVar(&c.requestTimeout, "server-request-timeout", 60*time.Second, "how long a server's sampling, elicitation or roots request waits for an agent's reply")
 	fs.IntVar(&c.maxMessageBytes, "max-message-bytes", 16<<20, "largest message mcpd accepts or sends, on gRPC and from a server (one stdio line, HTTP body or SSE event)")
 	fs.DurationVar(&c.restartBackoff, "restart-backoff", 250*time.Millisecond, "first wait before reconnecting a server whose session ended; it doubles per failure")
@@ -232,6 +309,8 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 0, "if longer than a call's default timeout, the call's progress notifications restart that timeout, up to this in all (mcpd then asks every call for progress); 0 turns it off; a call's own timeout is never extended")
 	fs.IntVar(&c.maxProcs, "max-procs", 1, "how many threads run mcpd's Go code at once; 0 means one per available CPU; without this flag a GOMAXPROCS variable is honoured; servers mcpd starts keep their own default")
+	c.memoryLimit = defaultMemoryLimit
+	fs.Var(&c.memoryLimit, "memory-limit", "soft limit on mcpd's memory, a `size` like 512MiB (B, KiB, MiB, GiB or TiB), or off: near it the garbage collector works harder instead of letting the heap grow; without this flag a GOMEMLIMIT variable is honoured")
 	fs.StringVar(&c.oauthStateDir, "oauth-state-dir", "", "directory where OAuth tokens and client registrations persist (mode 0700, files 0600); default $XDG_STATE_HOME/mcpd/oauth or ~/.local/state/mcpd/oauth")
 	fs.StringVar(&c.oauthRedirect, "oauth-redirect-addr", "127.0.0.1:0", "loopback host:port of the listener that receives the browser's redirect after an OAuth consent (a fixed port for clients registered beforehand); off disables it")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain the gRPC listener serves TLS with (needs --tls-key); re-read when it changes")
@@ -240,6 +319,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.StringVar(&c.callersFile, "callers", "", "JSON (or, named *.yaml or *.yml, YAML) file naming the callers (by token hash, token file, ${VAR} or client certificate) and what each may do; re-read on SIGHUP")
 	fs.BoolVar(&c.audit, "audit", true, "write an audit line (logger=audit) for every tool call, resource read, prompt get, server change and refused request")
 	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
+	fs.StringVar(&c.httpListen, "http-listen", "", "address to serve the MCPHub API on over HTTP as well (Connect protocol with JSON or binary, gRPC-Web and gRPC; HTTP/1.1 and h2c, or HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; served with TLS when --tls-cert is set; a non-loopback address needs TLS plus an API token (which scrapes then present) or mutual TLS")
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
 	fs.BoolVar(&c.strict, "strict", false, "exit with status 1, naming them, when configured servers do not come up on their first start (for CI and simulations)")
@@ -279,6 +359,12 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 			c.maxProcs = 0
 		}
 	}
+	// So is GOMEMLIMIT, which the runtime has already applied.
+	if _, limitFromEnv := lookup("MCPD_MEMORY_LIMIT"); !limitFromEnv && !onCommandLine["memory-limit"] {
+		if v, _ := lookup("GOMEMLIMIT"); v != "" {
+			c.memoryLimit = keepGoMemoryLimit
+		}
+	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (the subcommands are demo-server and health)", fs.Arg(0))
 	}
@@ -287,6 +373,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	}
 	if c.oauthStateDir == "" {
 		c.oauthStateDir = defaultOAuthStateDir(lookup)
+		c.oauthStateDirDefault = true
 	}
 	c.apiToken, _ = lookup("MCPD_API_TOKEN")
 	if (c.tlsCert == "") != (c.tlsKey == "") {

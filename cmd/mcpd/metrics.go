@@ -39,7 +39,7 @@ func listenMetrics(addr string, guarded bool, tlsConfig *tls.Config) (net.Listen
 			return nil, fmt.Errorf("--metrics-listen %q is not a loopback address: to serve metrics beyond this machine, use TLS (--tls-cert, --tls-key) with MCPD_API_TOKEN or --api-token-file, or mutual TLS (--tls-client-ca)", addr)
 		}
 	}
-	lis, err := listen(addr, true)
+	lis, err := listenFor("--metrics-listen", addr, true)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

@@ -37,10 +37,26 @@ type oauthRedirect struct {
 // startOAuth makes the OAuth manager and, unless addr is "off", its
 // redirect listener, which must be on a loopback address: the redirect
 // carries an authorization code.
-func startOAuth(stateDir, addr string, log zerolog.Logger, onChange func(string)) (*oauth.Manager, *oauthRedirect, error) {
-	m, err := oauth.New(&oauth.Options{StateDir: stateDir, Logger: &log, OnChange: onChange})
-	if err != nil {
+//
+// A state directory the operator named must be usable, or mcpd does not
+// start. The per-user default (defaultDir) is only a convenience: where it
+// cannot be made (no writable home, a read-only root file system in a
+// container), mcpd keeps tokens in memory and says so, rather than
+// refusing to serve servers that may never need a token.
+func startOAuth(stateDir string, defaultDir bool, addr string, log zerolog.Logger, onChange func(string)) (*oauth.Manager, *oauthRedirect, error) {
+	opts := &oauth.Options{StateDir: stateDir, Logger: &log, OnChange: onChange}
+	m, err := oauth.New(opts)
+	switch {
+	case err != nil && defaultDir:
+		log.Warn().Err(err).Msg("the default oauth state directory cannot be used: OAuth tokens are kept in memory only, and lost at exit (--oauth-state-dir names another)")
+		opts.StateDir = ""
+		if m, err = oauth.New(opts); err != nil {
+			return nil, nil, err
+		}
+	case err != nil:
 		return nil, nil, err
+	case stateDir == "":
+		log.Info().Msg("no oauth state directory: OAuth tokens are kept in memory only")
 	}
 	if addr == "off" {
 		return m, nil, nil

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -32,6 +33,12 @@ import (
 //
 //go:embed default.mcp.json
 var defaultConfig []byte
+
+// effectiveMemoryLimit is Go's soft memory limit as it is in effect.
+func effectiveMemoryLimit() *byteSize {
+	l := byteSize(debug.SetMemoryLimit(-1))
+	return &l
+}
 
 // run serves until ctx ends, then shuts down in order: health NOT_SERVING,
 // in-flight RPCs drain up to the shutdown timeout, servers stop. Each
@@ -85,8 +92,18 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if c.eventBuffer < 1 {
 		return fmt.Errorf("--event-buffer %d: want at least 1", c.eventBuffer)
 	}
-	// The other listener opens before anything starts, so that a taken
+	if c.eventBytes < 1 {
+		return fmt.Errorf("--event-buffer-bytes %d: want at least 1", c.eventBytes)
+	}
+	// The other listeners open before anything starts, so that a taken
 	// port fails the start.
+	var httpLis net.Listener
+	if c.httpListen != "" {
+		if httpLis, err = listenHTTP(c, token, log); err != nil {
+			return err
+		}
+		defer httpLis.Close()
+	}
 	var metricsLis net.Listener
 	if c.metricsListen != "" {
 		if metricsLis, err = listenMetrics(c.metricsListen, metricsGuarded(c, token), tlsConfig); err != nil {
@@ -114,10 +131,10 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	health := server.NewHealth()
 	// Not ready until the configured servers have had their first start.
 	health.SetServing(false)
-	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer})
+	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer, BufferBytes: int64(c.eventBytes)})
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
 	var mgr *mcpclient.Manager
-	upstreamAuth, redirect, err := startOAuth(c.oauthStateDir, c.oauthRedirect, log, func(server string) {
+	upstreamAuth, redirect, err := startOAuth(c.oauthStateDir, c.oauthStateDirDefault, c.oauthRedirect, log, func(server string) {
 		mgr.AuthorizationChanged(server)
 	})
 	if err != nil {
@@ -162,7 +179,12 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", buildVersion()).Int("procs", runtime.GOMAXPROCS(0)).Msg("mcpd serving")
+	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", buildVersion()).Int("procs", runtime.GOMAXPROCS(0)).Stringer("memory_limit", effectiveMemoryLimit()).Msg("mcpd serving")
+	httpErr := make(chan error, 1)
+	if httpLis != nil {
+		go func() { httpErr <- srv.ServeHTTP(httpLis, &server.HTTPOptions{MaxMessageBytes: c.maxMessageBytes}) }()
+		log.Info().Str("listen", c.httpListen).Bool("tls", c.tlsCert != "").Msg("serving the API over HTTP")
+	}
 	metricsErr := make(chan error, 1)
 	if metricsLis != nil {
 		metricsSrv := newMetricsServer(tel.Handler(), token)
@@ -195,6 +217,13 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		case err := <-serveErr:
 			_ = mgr.Close(context.Background())
 			return fmt.Errorf("serve: %w", err)
+		case err := <-httpErr:
+			if err == nil {
+				continue // closed by a shutdown already under way
+			}
+			srv.Shutdown(context.Background())
+			_ = mgr.Close(context.Background())
+			return fmt.Errorf("serve http: %w", err)
 		case err := <-metricsErr:
 			srv.Shutdown(context.Background())
 			_ = mgr.Close(context.Background())
@@ -272,15 +301,21 @@ func guardedBeyondLoopback(c *config, token string) bool {
 	return tlsOn && (token != "" || c.callersFile != "" || c.tlsClientCA != "")
 }
 
-// listen opens the gRPC listener. Whoever reaches mcpd can start processes,
-// so a TCP address must be loopback unless TLS and a credential guard it
-// (guarded), and a Unix socket is created with mode 0600.
+// listen opens the gRPC listener; see listenFor.
 func listen(addr string, guarded bool) (net.Listener, error) {
+	return listenFor("--listen", addr, guarded)
+}
+
+// listenFor opens the listener of an API flag (--listen, --http-listen).
+// Whoever reaches mcpd can start processes, so a TCP address must be
+// loopback unless TLS and a credential guard it (guarded), and a Unix
+// socket is created with mode 0600. Errors name the flag.
+func listenFor(flag, addr string, guarded bool) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
 		if path == "" {
-			return nil, errors.New("--listen unix:// needs a path, e.g. unix:///run/mcpd.sock")
+			return nil, fmt.Errorf("%s unix:// needs a path, e.g. unix:///run/mcpd.sock", flag)
 		}
-		if err := removeStaleSocket(path); err != nil {
+		if err := removeStaleSocket(flag, path); err != nil {
 			return nil, err
 		}
 		// The umask makes the socket 0600 from the moment it exists.
@@ -294,10 +329,10 @@ func listen(addr string, guarded bool) (net.Listener, error) {
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("--listen %q: want host:port or unix:///path: %w", addr, err)
+		return nil, fmt.Errorf("%s %q: want host:port or unix:///path: %w", flag, addr, err)
 	}
 	if !isLoopback(host) && !guarded {
-		return nil, fmt.Errorf("--listen %q is not a loopback address: to serve beyond this machine, use TLS (--tls-cert, --tls-key) with MCPD_API_TOKEN, --api-token-file or --callers, or mutual TLS (--tls-client-ca)", addr)
+		return nil, fmt.Errorf("%s %q is not a loopback address: to serve beyond this machine, use TLS (--tls-cert, --tls-key) with MCPD_API_TOKEN, --api-token-file or --callers, or mutual TLS (--tls-client-ca)", flag, addr)
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -309,20 +344,20 @@ func listen(addr string, guarded bool) (net.Listener, error) {
 // removeStaleSocket clears the way for a Unix socket at path. Only a socket
 // that nothing listens on any more is removed: a regular file, or the
 // socket of a running daemon, is an error.
-func removeStaleSocket(path string) error {
+func removeStaleSocket(flag, path string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("--listen %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", flag, path, err)
 	}
 	if fi.Mode().Type() != os.ModeSocket {
-		return fmt.Errorf("--listen %s: the path exists and is not a socket; remove it or choose another path", path)
+		return fmt.Errorf("%s %s: the path exists and is not a socket; remove it or choose another path", flag, path)
 	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
-		return fmt.Errorf("--listen %s: another process is listening on this socket", path)
+		return fmt.Errorf("%s %s: another process is listening on this socket", flag, path)
 	}
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("remove stale socket: %w", err)
@@ -392,4 +427,23 @@ func checkStrictStart(ctx context.Context, mgr *mcpclient.Manager, file *mcpconf
 		return fmt.Errorf("--strict: servers not ready after their first start: %s", strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// listenHTTP opens the HTTP listener under the rules of the gRPC one, with
+// TLS when the gRPC listener has it (offering HTTP/2 and HTTP/1.1).
+func listenHTTP(c *config, token string, log zerolog.Logger) (net.Listener, error) {
+	lis, err := listenFor("--http-listen", c.httpListen, guardedBeyondLoopback(c, token))
+	if err != nil {
+		return nil, err
+	}
+	if c.tlsCert == "" {
+		return lis, nil
+	}
+	cfg, err := access.NewServerTLS(access.TLSFiles{Cert: c.tlsCert, Key: c.tlsKey, ClientCA: c.tlsClientCA},
+		&access.TLSOptions{Logger: log, NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	return tls.NewListener(lis, cfg), nil
 }

@@ -10,6 +10,10 @@ import (
 // Options.BufferSize is not set.
 const DefaultBufferSize = 4096
 
+// DefaultBufferBytes is about how many bytes of events a Bus keeps when
+// Options.BufferBytes is not set.
+const DefaultBufferBytes = 16 << 20
+
 // scanBatch bounds how many filtered-out events Next inspects per hold of
 // the bus lock, so a narrow filter over a full ring never holds up Publish
 // for long.
@@ -20,19 +24,30 @@ type Options struct {
 	// BufferSize is how many of the most recent events the bus keeps for
 	// slow and resuming subscribers; DefaultBufferSize when <= 0.
 	BufferSize int
+	// BufferBytes bounds the buffered events' size (see Event.Size):
+	// Publish evicts the oldest events while the buffer holds more, though
+	// it always keeps the newest one. DefaultBufferBytes when <= 0.
+	BufferBytes int64
 }
 
 // Bus is the per-daemon event bus. Publish, LastSequence, Subscribe and
 // Close may be called from any goroutine, concurrently.
 type Bus struct {
-	size int // ring capacity, fixed
+	size     int   // ring capacity, fixed
+	maxBytes int64 // budget of the buffered events' sizes, fixed
 
 	mu sync.Mutex
 	// ring holds the events last-len(ring)+1 .. last; the event with
 	// sequence s is at ring[(s-1)%size]. It grows up to size and is then
 	// overwritten in place, so the bus never holds more than size events.
-	ring []Event
-	last uint64 // sequence of the last published event; 0 before the first
+	//
+	// Events older than first were evicted: their slots are zeroed, so
+	// that their data can be collected. first is last+1 when nothing is
+	// buffered.
+	ring  []slot
+	first uint64
+	last  uint64 // sequence of the last published event; 0 before the first
+	bytes int64  // the sum of the buffered events' sizes
 	// wake is closed (and replaced) by Publish to wake every waiting
 	// subscriber at once; waiting says whether anyone took it since, so an
 	// unwatched Publish allocates nothing.
@@ -43,11 +58,14 @@ type Bus struct {
 
 // NewBus returns an empty bus. opts may be nil.
 func NewBus(opts *Options) *Bus {
-	size := DefaultBufferSize
+	size, maxBytes := DefaultBufferSize, int64(DefaultBufferBytes)
 	if opts != nil && opts.BufferSize > 0 {
 		size = opts.BufferSize
 	}
-	return &Bus{size: size, wake: make(chan struct{})}
+	if opts != nil && opts.BufferBytes > 0 {
+		maxBytes = opts.BufferBytes
+	}
+	return &Bus{size: size, maxBytes: maxBytes, first: 1, wake: make(chan struct{})}
 }
 
 // Publish appends e to the bus and returns its sequence. It sets
@@ -61,6 +79,7 @@ func (b *Bus) Publish(e Event) uint64 {
 	if e.Kind < KindResourceUpdated || e.Kind >= KindGap {
 		return 0
 	}
+	size := e.Size() // outside the lock: it walks Data
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -73,7 +92,7 @@ func (b *Bus) Publish(e Event) uint64 {
 		// along the sequence.
 		e.Time = time.Now()
 	}
-	b.storeLocked(e)
+	b.storeLocked(slot{e, size})
 	if b.waiting {
 		close(b.wake)
 		b.wake = make(chan struct{})
@@ -82,22 +101,49 @@ func (b *Bus) Publish(e Event) uint64 {
 	return e.Sequence
 }
 
-// storeLocked writes e, whose sequence is b.last, into the ring.
-func (b *Bus) storeLocked(e Event) {
+// storeLocked writes e, whose sequence is b.last, into the ring, then
+// evicts the oldest events while the buffer is over its byte budget.
+func (b *Bus) storeLocked(e slot) {
+	b.putLocked(e)
+	b.bytes += e.size
+	for b.bytes > b.maxBytes && b.first < b.last {
+		b.evictOldestLocked()
+	}
+}
+
+// putLocked puts e, whose sequence is b.last, in its ring slot.
+func (b *Bus) putLocked(e slot) {
 	if len(b.ring) < b.size {
 		// Still filling: the slot for e is the next append. Grow by
 		// doubling but never past size, so memory stays bounded and an
 		// idle daemon does not pay for the whole ring up front.
 		if len(b.ring) == cap(b.ring) {
 			n := min(max(2*cap(b.ring), 16), b.size)
-			grown := make([]Event, len(b.ring), n)
+			grown := make([]slot, len(b.ring), n)
 			copy(grown, b.ring)
 			b.ring = grown
 		}
 		b.ring = append(b.ring, e)
 		return
 	}
-	b.ring[b.index(e.Sequence)] = e
+	if b.first+uint64(b.size) == e.ev.Sequence {
+		b.evictOldestLocked() // e takes its slot
+	}
+	b.ring[b.index(e.ev.Sequence)] = e
+}
+
+// evictOldestLocked drops the oldest buffered event.
+func (b *Bus) evictOldestLocked() {
+	old := &b.ring[b.index(b.first)]
+	b.bytes -= old.size
+	*old = slot{}
+	b.first++
+}
+
+// slot is a buffered event and its Size.
+type slot struct {
+	ev   Event
+	size int64
 }
 
 func (b *Bus) index(seq uint64) int {
@@ -107,7 +153,7 @@ func (b *Bus) index(seq uint64) int {
 // oldestLocked returns the sequence of the oldest buffered event, or
 // b.last+1 when nothing is buffered.
 func (b *Bus) oldestLocked() uint64 {
-	return b.last - uint64(len(b.ring)) + 1
+	return b.first
 }
 
 // LastSequence returns the sequence of the last published event, 0 if
@@ -208,7 +254,7 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 			return gap, nil
 		}
 		for n := 0; s.next <= b.last && n < scanBatch; n++ {
-			e := &b.ring[b.index(s.next)]
+			e := &b.ring[b.index(s.next)].ev
 			s.next++
 			if s.m.match(e) {
 				ev := *e

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -555,6 +556,111 @@ func TestRingGrowthBounded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// bufferedBytes returns the byte count the bus keeps and the sum of the
+// sizes of the events it holds, which must agree.
+func bufferedBytes(t *testing.T, b *Bus) int64 {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var sum int64
+	for seq := b.first; seq <= b.last; seq++ {
+		sl := b.ring[b.index(seq)]
+		if sl.ev.Sequence != seq {
+			t.Fatalf("slot of event %d holds event %d", seq, sl.ev.Sequence)
+		}
+		sum += sl.size
+	}
+	for _, sl := range b.ring {
+		if sl.ev.Sequence != 0 && sl.ev.Sequence < b.first && sl.ev.Data != nil {
+			t.Fatalf("evicted event %d still holds its data", sl.ev.Sequence)
+		}
+	}
+	if sum != b.bytes {
+		t.Fatalf("buffered events' sizes sum to %d, the bus counts %d", sum, b.bytes)
+	}
+	return sum
+}
+
+// TestBufferBytes fills a bus whose byte budget holds fewer events than
+// its count allows: the oldest are evicted by size, a reader that fell
+// behind gets a gap for them, and an event larger than the whole budget
+// is still kept, alone.
+func TestBufferBytes(t *testing.T) {
+	ctx := testContext(t)
+	logEvent := func(n int) Event {
+		return Event{Server: "s", Kind: KindLog, Level: "info", Data: map[string]any{"text": strings.Repeat("x", n), "n": 1.0}}
+	}
+	one := logEvent(1000)
+	perEvent := one.Size()
+	if perEvent < 1000 || perEvent > 1400 {
+		t.Fatalf("Size of an event with 1000 bytes of data: got %d, want about 1000 plus a little", perEvent)
+	}
+	const budgetEvents = 10
+	b := NewBus(&Options{BufferSize: 100, BufferBytes: budgetEvents * perEvent})
+	defer b.Close()
+	behind := b.Subscribe(Filter{}, nil)
+	defer behind.Close()
+
+	for range 50 {
+		b.Publish(logEvent(1000))
+		if got := bufferedBytes(t, b); got > budgetEvents*perEvent {
+			t.Fatalf("buffered %d bytes, budget %d", got, budgetEvents*perEvent)
+		}
+	}
+	gap := mustNext(ctx, t, behind)
+	if gap.Kind != KindGap || gap.GapFrom != 1 || gap.GapTo != 50-budgetEvents {
+		t.Fatalf("reader behind: got %v %d..%d, want gap 1..%d", gap.Kind, gap.GapFrom, gap.GapTo, 50-budgetEvents)
+	}
+	for want := uint64(50 - budgetEvents + 1); want <= 50; want++ {
+		if e := mustNext(ctx, t, behind); e.Sequence != want || e.Kind != KindLog {
+			t.Fatalf("reader behind: got %v event %d, want log event %d", e.Kind, e.Sequence, want)
+		}
+	}
+
+	// One event over the whole budget evicts everything else but stays.
+	huge := logEvent(100 * 1000)
+	seq := b.Publish(huge)
+	if got, want := bufferedBytes(t, b), huge.Size(); got != want {
+		t.Fatalf("after a huge event: buffered %d bytes, want its size %d", got, want)
+	}
+	if e := mustNext(ctx, t, behind); e.Sequence != seq {
+		t.Fatalf("reader: got event %d, want the huge event %d", e.Sequence, seq)
+	}
+	// The next small one evicts it.
+	b.Publish(logEvent(1000))
+	if got := bufferedBytes(t, b); got != perEvent {
+		t.Fatalf("after a small event: buffered %d bytes, want %d", got, perEvent)
+	}
+
+	// Count still bounds small events, and eviction by count keeps the
+	// byte count right.
+	for range 300 {
+		b.Publish(Event{Server: "s", Kind: KindToolsChanged})
+	}
+	bufferedBytes(t, b)
+	if l, _ := ringSize(b); l != 100 {
+		t.Errorf("ring length: got %d, want 100", l)
+	}
+}
+
+func TestEventSize(t *testing.T) {
+	small := (&Event{Kind: KindToolsChanged}).Size()
+	for _, tc := range []struct {
+		data any
+		min  int64 // at least this much more than an event without data
+	}{
+		{strings.Repeat("a", 5000), 5000},
+		{[]any{strings.Repeat("a", 3000), strings.Repeat("b", 3000)}, 6000},
+		{map[string]any{strings.Repeat("k", 2000): map[string]any{"v": strings.Repeat("v", 2000)}}, 4000},
+		{[]byte(strings.Repeat("r", 7000)), 7000},
+	} {
+		e := Event{Kind: KindLog, Data: tc.data}
+		if got := e.Size() - small; got < tc.min || got > tc.min+200 {
+			t.Errorf("Size with data %T: got %d more than without, want about %d", tc.data, got, tc.min)
+		}
 	}
 }
 

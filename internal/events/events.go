@@ -4,11 +4,12 @@
 // Upstream notifications (resource updated, list changes, server state,
 // logs) are published to a Bus, which numbers them with a gap-free,
 // per-daemon sequence (the first event is 1) and keeps the last
-// Options.BufferSize of them in a ring. Subscribers are cursors into that
+// Options.BufferSize of them, and no more than about Options.BufferBytes of
+// them, in a ring. Subscribers are cursors into that
 // ring: each remembers only the next sequence it wants, and Publish wakes
 // them all with one broadcast. Publish therefore never blocks and does no
-// per-subscriber work, and memory is O(BufferSize) whatever the number or
-// speed of subscribers. A subscriber that falls so far behind that the
+// per-subscriber work, and memory is bounded by BufferSize and BufferBytes
+// whatever the number or speed of subscribers. A subscriber that falls so far behind that the
 // events it wants were evicted receives one KindGap event naming the
 // missed range, then continues with the oldest buffered event.
 //
@@ -100,6 +101,40 @@ type Event struct {
 	// GapFrom and GapTo are the first and last sequence the subscriber
 	// missed, inclusive (KindGap).
 	GapFrom, GapTo uint64
+}
+
+// eventOverhead is about what an Event costs beyond its strings and Data.
+const eventOverhead = 160
+
+// Size is about how many bytes e holds: its strings and Data, counted as
+// the JSON they came from would be, plus the Event itself. It is what the
+// bus's byte budget counts.
+func (e *Event) Size() int64 {
+	return eventOverhead + int64(len(e.Server)+len(e.URI)+len(e.State)+len(e.Error)+len(e.Level)+len(e.Logger)) + dataSize(e.Data)
+}
+
+// dataSize is about the size of a decoded JSON value.
+func dataSize(v any) int64 {
+	switch v := v.(type) {
+	case string:
+		return 16 + int64(len(v))
+	case map[string]any:
+		n := int64(48)
+		for k, e := range v {
+			n += 16 + int64(len(k)) + dataSize(e)
+		}
+		return n
+	case []any:
+		n := int64(24)
+		for _, e := range v {
+			n += dataSize(e)
+		}
+		return n
+	case []byte: // json.RawMessage, or anything of that shape
+		return 24 + int64(len(v))
+	default: // numbers, booleans, null
+		return 16
+	}
 }
 
 // Resource names one resource of one server.

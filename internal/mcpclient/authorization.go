@@ -156,6 +156,12 @@ func oauthError(err error) error {
 		return nil
 	case errors.Is(err, oauth.ErrInvalidRedirect):
 		return errorf(ErrInvalidArgument, "%v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, oauth.ErrUnreachable):
+		return errorf(ErrUnavailable, "%v (the authorization is still pending: try again)", err)
+	case errors.Is(err, oauth.ErrStore):
+		return errorf(ErrFailedPrecondition, "%v", err)
 	case errors.Is(err, oauth.ErrAuthorizationRequired),
 		errors.Is(err, oauth.ErrNoPendingAuthorization),
 		errors.Is(err, oauth.ErrAuthorizationFailed):

@@ -25,6 +25,10 @@ var (
 	// ErrAuthorizationRequired means a server needs authorization that
 	// has not been given: a person's consent, or a grant that was refused.
 	ErrAuthorizationRequired = errors.New("authorization required")
+	// ErrFailedPrecondition means mcpd's own state keeps the request from
+	// succeeding (its OAuth state directory cannot be written); retrying
+	// helps only once an operator has fixed it.
+	ErrFailedPrecondition = errors.New("failed precondition")
 	// ErrUnimplemented means a feature mcpd does not support yet.
 	ErrUnimplemented = errors.New("not implemented")
 )
@@ -42,6 +46,28 @@ type RPCError struct {
 func (e *RPCError) Error() string {
 	return fmt.Sprintf("server %q answered error %d: %s", e.Server, e.Code, e.Message)
 }
+
+// CallInterruptedError reports a tool call whose session ended (the
+// connection closed or was lost, or the server was stopped or restarted)
+// after the request may have reached the server: the tool may have run.
+// mcpd sends such a call again, once, only when the server marks the tool
+// read-only or idempotent (Repeatable). It is of kind ErrUnavailable.
+type CallInterruptedError struct {
+	// Server and Tool name the call, Tool by the server's own name.
+	Server, Tool string
+	// Repeatable says the server marks the tool readOnlyHint or
+	// idempotentHint.
+	Repeatable bool
+	// Retried says the call was sent a second time and that attempt did
+	// not finish either.
+	Retried bool
+	// Err is how the last attempt ended, or why mcpd could not send the
+	// call again.
+	Err error
+}
+
+func (e *CallInterruptedError) Error() string { return e.Err.Error() }
+func (e *CallInterruptedError) Unwrap() error { return e.Err }
 
 // kindError attaches a sentinel kind to a descriptive message, so that
 // errors.Is finds the kind while Error shows only the message. With a nil

@@ -69,6 +69,27 @@ func fakeMCPServer() *mcp.Server {
 		os.Exit(7)
 		return nil, nil, nil
 	})
+	// hold and hold_idempotent differ only in the annotation: the first
+	// call naming a marker file creates it, says so on stderr and waits
+	// until cancelled; later ones answer at once.
+	hold := func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+		Marker string `json:"marker"`
+	}) (*mcp.CallToolResult, any, error) {
+		if f, err := os.OpenFile(in.Marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+			f.Close()
+			fmt.Fprintln(os.Stderr, "holding "+in.Marker)
+			<-ctx.Done()
+			return nil, nil, ctx.Err()
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "big_idempotent", Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Size int `json:"size"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", in.Size)}}}, nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "hold"}, hold)
+	mcp.AddTool(srv, &mcp.Tool{Name: "hold_idempotent", Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, hold)
 	return srv
 }
 

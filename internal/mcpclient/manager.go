@@ -185,6 +185,11 @@ func (m *Manager) start(cfg config.Server, replace bool) (*upstream, error) {
 	}
 	if old != nil {
 		old.stop()
+		if m.opts.OAuth != nil {
+			// Like Disconnect: a consent the old server waited for ends
+			// with it; the new one asks afresh if it needs one.
+			m.opts.OAuth.Release(cfg.Name)
+		}
 	}
 	u := m.newUpstream(cfg)
 	m.mu.Lock()

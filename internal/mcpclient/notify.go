@@ -44,6 +44,7 @@ func (u *upstream) clientOptions() *mcp.ClientOptions {
 }
 
 func (u *upstream) onToolListChanged(context.Context, *mcp.ToolListChangedRequest) {
+	defer u.notificationHandled()
 	// The run loop lists the tools again, then publishes the change, so
 	// that a subscriber that reacts sees the new list in ListTools.
 	select {
@@ -53,23 +54,31 @@ func (u *upstream) onToolListChanged(context.Context, *mcp.ToolListChangedReques
 }
 
 func (u *upstream) onPromptListChanged(context.Context, *mcp.PromptListChangedRequest) {
+	defer u.notificationHandled()
 	u.publish(events.Event{Kind: events.KindPromptsChanged})
 }
 
 func (u *upstream) onResourceListChanged(context.Context, *mcp.ResourceListChangedRequest) {
+	defer u.notificationHandled()
 	u.publish(events.Event{Kind: events.KindResourcesChanged})
 }
 
 func (u *upstream) onResourceUpdated(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+	defer u.notificationHandled()
 	u.publish(events.Event{Kind: events.KindResourceUpdated, URI: req.Params.URI})
 }
 
+// onLog handles log notifications of connections that are not routed; a
+// routed connection handles them as it reads them.
 func (u *upstream) onLog(_ context.Context, req *mcp.LoggingMessageRequest) {
-	p := req.Params
-	u.publish(events.Event{Kind: events.KindLog, Level: string(p.Level), Logger: p.Logger, Data: p.Data})
+	u.publishLog(req.Params)
 	if !u.isRouted() {
-		u.toSinkLog(p)
+		u.toSinkLog(req.Params)
 	}
+}
+
+func (u *upstream) publishLog(p *mcp.LoggingMessageParams) {
+	u.publish(events.Event{Kind: events.KindLog, Level: string(p.Level), Logger: p.Logger, Data: p.Data})
 }
 
 func (u *upstream) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {

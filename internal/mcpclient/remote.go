@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strings"
@@ -31,7 +32,8 @@ import (
 // http.RoundTripper, because the Streamable HTTP connection cannot be
 // wrapped (the SDK updates it through an unexported interface): static
 // headers, a bound on message size, and turning "unknown session" answers
-// into the SDK's session-loss error.
+// into the SDK's session-loss error, and recording whether a request was
+// sent at all (transport.SendRecord).
 
 // Defaults of RemoteOptions.
 const (
@@ -136,8 +138,28 @@ func (e *MessageTooLargeError) Unwrap() error { return transport.ErrMessageTooLa
 func NewRemoteDialer(opts *RemoteOptions) Dialer {
 	o := opts.withDefaults()
 	return func(ctx context.Context, cfg config.Server) (mcp.Transport, error) {
-		return o.transport(cfg, listenEndedFrom(ctx))
+		t, err := o.transport(cfg, listenEndedFrom(ctx))
+		if err == nil {
+			if f := sendsTrackedFrom(ctx); f != nil {
+				f() // remoteRoundTripper marks every request's SendRecord
+			}
+		}
+		return t, err
 	}
+}
+
+// sendsTrackedKey carries, in the context given to a Dialer, what to call
+// when the transport marks each request's transport.SendRecord, so that a
+// request it never sent is known not to have run.
+type sendsTrackedKey struct{}
+
+func withSendsTracked(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, sendsTrackedKey{}, f)
+}
+
+func sendsTrackedFrom(ctx context.Context) func() {
+	f, _ := ctx.Value(sendsTrackedKey{}).(func())
+	return f
 }
 
 // listenEndedKey carries, in the context given to a Dialer, what to call
@@ -275,6 +297,11 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		if rt.host != "" {
 			req.Host = rt.host
 		}
+	}
+	if rec := transport.SendRecordFrom(req.Context()); rec != nil {
+		// A request whose headers were never written (a refused
+		// connection, say) cannot have reached the server.
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{WroteHeaders: rec.MarkSent}))
 	}
 	resp, err := rt.base.RoundTrip(req)
 	if err != nil {

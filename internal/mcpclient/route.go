@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -14,6 +15,17 @@ import (
 // arrive after its result. A routed connection gives progress and log
 // notifications to the streamed calls on the reading goroutine instead:
 // strictly in wire order, before the response that follows them.
+//
+// It also keeps the SDK's handler queue short. The SDK reads every message
+// as soon as it arrives and queues notifications for its handler goroutine
+// without limit, so a server that writes notifications faster than they
+// are handled grows that queue, and mcpd's memory, for as long as it
+// writes. A routed connection therefore handles log and progress
+// notifications itself, on the reading goroutine, and never queues them;
+// drops notifications the SDK has no handler for; and lets at most
+// maxQueuedNotifications others wait in the SDK's queue, reading nothing
+// more until one of them is handled. The server then blocks on a full
+// pipe: backpressure instead of memory.
 
 // routed wraps t so that the upstream's calls get their notifications in
 // order. The SDK's Streamable HTTP connection needs session updates through
@@ -37,35 +49,113 @@ func (t *routedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.conn = &routedConn{Connection: c, u: t.u}
+	t.conn = &routedConn{Connection: c, u: t.u, queued: make(chan struct{}, maxQueuedNotifications)}
 	return t.conn, nil
+}
+
+const (
+	// maxQueuedNotifications bounds the notifications a routed connection
+	// lets wait in the SDK's handler queue.
+	maxQueuedNotifications = 256
+	// queueStallReset is how long Read waits for a queued notification to
+	// be handled before it assumes the SDK dropped them without calling
+	// mcpd (a cancellation, or params the SDK rejects) and starts counting
+	// afresh. Handlers never block, so a full queue drains far sooner.
+	queueStallReset = 100 * time.Millisecond
+)
+
+// sdkNotifications are the notifications the SDK's client handles; it
+// ignores any other. Log and progress notifications are not listed: a
+// routed connection handles them itself.
+var sdkNotifications = map[string]bool{
+	"notifications/cancelled":                  true,
+	"notifications/tools/list_changed":         true,
+	"notifications/prompts/list_changed":       true,
+	"notifications/resources/list_changed":     true,
+	"notifications/resources/updated":          true,
+	"notifications/elicitation/complete":       true,
+	"notifications/subscriptions/acknowledged": true,
 }
 
 type routedConn struct {
 	mcp.Connection
 	u *upstream
+	// queued holds a token for each notification handed to the SDK and not
+	// yet handled (see notificationHandled).
+	queued chan struct{}
 }
 
 func (c *routedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if err != nil {
-		c.u.connFailed(c, err)
-	}
-	if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			c.u.connFailed(c, err)
+			return msg, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || req.IsCall() {
+			return msg, nil
+		}
 		switch req.Method {
 		case "notifications/progress":
 			var p mcp.ProgressNotificationParams
-			if json.Unmarshal(req.Params, &p) == nil {
-				c.u.toSinkProgress(&p)
+			if json.Unmarshal(req.Params, &p) != nil {
+				return msg, nil // the SDK rejects it
 			}
+			c.u.toSinkProgress(&p)
 		case "notifications/message":
 			var p mcp.LoggingMessageParams
-			if json.Unmarshal(req.Params, &p) == nil {
-				c.u.toSinkLog(&p)
+			if json.Unmarshal(req.Params, &p) != nil {
+				return msg, nil
 			}
+			c.u.publishLog(&p)
+			c.u.toSinkLog(&p)
+		default:
+			if !sdkNotifications[req.Method] {
+				continue // the SDK would ignore it too
+			}
+			c.waitQueueRoom()
+			return msg, nil
 		}
 	}
-	return msg, err
+}
+
+// waitQueueRoom takes a token for one more notification in the SDK's
+// queue, waiting while the queue is full.
+func (c *routedConn) waitQueueRoom() {
+	select {
+	case c.queued <- struct{}{}:
+		return
+	default:
+	}
+	timer := time.NewTimer(queueStallReset)
+	defer timer.Stop()
+	select {
+	case c.queued <- struct{}{}:
+	case <-timer.C:
+		for len(c.queued) > 0 {
+			select {
+			case <-c.queued:
+			default:
+			}
+		}
+		c.queued <- struct{}{}
+	}
+}
+
+// notificationHandled returns the token of a notification the SDK handed
+// to one of mcpd's handlers. A notification of a previous connection may
+// return one of the current connection's: that only lets one more in.
+func (u *upstream) notificationHandled() {
+	u.mu.Lock()
+	c := u.liveConn
+	u.mu.Unlock()
+	if c != nil {
+		select {
+		case <-c.queued:
+		default:
+		}
+	}
 }
 
 // toSinkProgress hands progress to the call that owns its token.

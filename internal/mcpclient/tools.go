@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/transport"
 )
 
 // Tool is one tool of one server, as mcpd exposes it.
@@ -90,6 +93,12 @@ func (u *upstream) listTools() []Tool {
 	return out
 }
 
+// callTool calls a tool, across the end of a session where that is safe: a
+// call that never reached the ended session is sent on the next one, and a
+// call that may have reached it is sent again, once, only if the server
+// marks the tool read-only or idempotent. Either waits within the call's
+// deadline, and a call its caller cancelled is never sent again. Any other
+// call the session took with it fails with a *CallInterruptedError.
 func (u *upstream) callTool(ctx context.Context, toolName string, args map[string]any, opts CallOptions) (*mcp.CallToolResult, error) {
 	if !u.cfg.AllowsTool(toolName) {
 		return nil, errorf(ErrPermissionDenied, "tool %q of server %q is denied by the server's tool filter", toolName, u.cfg.Name)
@@ -102,19 +111,15 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 	}
 	ctx, cancel, extend := withCallDeadline(ctx, timeout, extendUpTo)
 	defer cancel()
-	cs, err := u.awaitReady(ctx)
-	if err != nil {
+	if _, err := u.awaitReady(ctx); err != nil {
 		return nil, err
 	}
-	// Bound to the run whose session it uses: a restart fails it at once.
-	ctx, unbind := u.bindRun(ctx)
-	defer unbind()
-	u.mu.Lock()
-	_, known := u.tools[toolName]
-	u.mu.Unlock()
+	repeatable, known := u.toolRepeatable(toolName)
 	if !known {
 		return nil, errorf(ErrNotFound, "server %q has no tool %q", u.cfg.Name, toolName)
 	}
+	// A queued call has not reached any session: a session that ends while
+	// it waits for its slot is no concern of it.
 	release, err := u.calls.acquire(ctx, u.cfg.Name)
 	if err != nil {
 		return nil, err
@@ -124,25 +129,119 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 		// MCP wants an object; a nil map would be omitted or sent as null.
 		args = map[string]any{}
 	}
-	meta := u.requestMeta(cs, opts.Meta)
-	if opts.OnProgress != nil || opts.OnLog != nil || extendUpTo > timeout {
+	c := toolCall{name: toolName, args: args, opts: opts, extend: extend, progress: extendUpTo > timeout}
+	var (
+		ended *mcp.ClientSession // the session the last attempt died with
+		sent  int                // attempts that may have reached a server
+	)
+	interrupted := func(err error) error {
+		return &CallInterruptedError{Server: u.cfg.Name, Tool: toolName, Repeatable: repeatable, Retried: sent > 1, Err: err}
+	}
+	for {
+		cs, err := u.awaitSession(ctx, ended)
+		if err != nil {
+			if sent > 0 {
+				return nil, interrupted(err)
+			}
+			return nil, err
+		}
+		res, a := u.attempt(ctx, cs, c)
+		if a.err == nil {
+			return res, nil
+		}
+		if !a.sessionEnded || ctx.Err() != nil {
+			// The caller gave up, or the session lives on.
+			return nil, a.err
+		}
+		ended = cs
+		if !a.sent {
+			u.opts.Telemetry.ToolCallResent(u.cfg.Name, toolName, "not_sent")
+			continue
+		}
+		sent++
+		if repeatable && sent == 1 {
+			u.opts.Telemetry.ToolCallResent(u.cfg.Name, toolName, "idempotent")
+			continue
+		}
+		return nil, interrupted(a.err)
+	}
+}
+
+// toolCall is what callTool sends on each attempt.
+type toolCall struct {
+	name     string
+	args     map[string]any
+	opts     CallOptions
+	extend   func() // restarts the call's deadline (progress)
+	progress bool   // ask for progress even without OnProgress, to extend
+}
+
+// attemptResult says how one attempt of a call failed.
+type attemptResult struct {
+	err error
+	// sent: the request may have reached the server.
+	sent bool
+	// sessionEnded: the session the attempt used is over (its connection
+	// closed or was lost, or the server was stopped or restarted), and not
+	// by the call's own answer.
+	sessionEnded bool
+}
+
+// attempt sends a call on cs once.
+func (u *upstream) attempt(ctx context.Context, cs *mcp.ClientSession, c toolCall) (*mcp.CallToolResult, attemptResult) {
+	tracked := u.tracksSends(cs)
+	// Bound to the run whose session it uses: a restart or stop ends it at
+	// once rather than after the SDK's Close waited for it.
+	callCtx, unbind := u.bindRun(ctx)
+	defer unbind()
+	callCtx, sent := transport.WithSendRecord(callCtx)
+	meta := u.requestMeta(cs, c.opts.Meta)
+	if c.opts.OnProgress != nil || c.opts.OnLog != nil || c.progress {
 		token, done := u.addSink(&callSink{
 			onProgress: func(p *mcp.ProgressNotificationParams) {
-				extend()
-				if opts.OnProgress != nil {
-					opts.OnProgress(p)
+				c.extend()
+				if c.opts.OnProgress != nil {
+					c.opts.OnProgress(p)
 				}
 			},
-			onLog: opts.OnLog,
+			onLog: c.opts.OnLog,
 		})
 		defer done()
 		meta["progressToken"] = token
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolName, Arguments: args, Meta: meta})
-	if err != nil {
-		return nil, u.classify(ctx, "tools/call "+toolName, err)
+	res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: c.name, Arguments: c.args, Meta: meta})
+	if err == nil {
+		return res, attemptResult{}
 	}
-	return res, nil
+	out := attemptResult{
+		err: u.classify(callCtx, "tools/call "+c.name, err),
+		// Over a transport that does not say, any request may have been
+		// sent.
+		sent: sent.Sent() || !tracked,
+	}
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		// The server answered that it does not know the session: it did
+		// not run the call.
+		out.sent = false
+	}
+	// An answer over the size limit ended the session; sent again, it
+	// would end the next one too.
+	out.sessionEnded = ctx.Err() == nil && errors.Is(out.err, ErrUnavailable) && !errors.Is(err, transport.ErrMessageTooLarge) &&
+		(errors.Is(err, mcp.ErrSessionMissing) || errors.Is(context.Cause(callCtx), errRunStopped) || !u.isCurrent(cs))
+	return nil, out
+}
+
+// toolRepeatable says whether the server lists the tool, and whether it
+// marks it read-only or idempotent: safe to call again.
+func (u *upstream) toolRepeatable(name string) (repeatable, known bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	t, known := u.tools[name]
+	if !known {
+		return false, false
+	}
+	a := t.Annotations
+	return a != nil && (a.ReadOnlyHint || a.IdempotentHint), true
 }
 
 // requestMeta copies a request's _meta and, on a 2026-07-28 session where a

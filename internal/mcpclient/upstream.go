@@ -127,6 +127,9 @@ type upstream struct {
 	stateChanged time.Time
 	restarts     uint32
 	session      *mcp.ClientSession
+	// sendsTracked: session's transport marks each request's
+	// transport.SendRecord, so a request it never sent is known.
+	sendsTracked bool
 	proc         *transport.Process
 	lastProc     *transport.Process // kept for the stderr tail after an exit
 	init         *mcp.InitializeResult
@@ -221,7 +224,8 @@ func (u *upstream) stopLocked() {
 
 // restart stops the current run and starts a new one. The server is
 // CONNECTING from the start, so calls that arrive meanwhile wait for the
-// new session; calls in flight fail (see bindRun).
+// new session; calls in flight end (see bindRun), and callTool decides
+// which of them go to the new session.
 func (u *upstream) restart() {
 	u.lifeMu.Lock()
 	defer u.lifeMu.Unlock()
@@ -648,6 +652,7 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 	}
 	u.mu.Lock()
 	u.proc, u.session, u.init, u.liveConn = proc, cs, cs.InitializeResult(), connOf(t)
+	u.sendsTracked = true // the stdio connection marks what it writes
 	u.mu.Unlock()
 	return cs, nil
 }
@@ -671,6 +676,8 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 			u.markLost()
 		}
 	})
+	var tracked bool
+	dialCtx = withSendsTracked(dialCtx, func() { tracked = true })
 	t, err := u.opts.Dialer(dialCtx, cfg)
 	if err != nil {
 		return nil, startError{err}
@@ -683,6 +690,7 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 	mine.Store(cs)
 	u.mu.Lock()
 	u.session, u.init, u.liveConn = cs, cs.InitializeResult(), connOf(t)
+	u.sendsTracked = tracked
 	u.mu.Unlock()
 	return cs, nil
 }
@@ -786,13 +794,25 @@ func (u *upstream) readyLocked() (*mcp.ClientSession, error) {
 // is connecting or reconnecting is waited for until ctx ends; a failed or
 // stopped one is unavailable at once.
 func (u *upstream) awaitReady(ctx context.Context) (*mcp.ClientSession, error) {
+	return u.awaitSession(ctx, nil)
+}
+
+// awaitSession is awaitReady for a session other than ended, one a call
+// just saw end: while the server still shows it as ready, it waits for the
+// server to notice.
+func (u *upstream) awaitSession(ctx context.Context, ended *mcp.ClientSession) (*mcp.ClientSession, error) {
 	for {
 		u.mu.Lock()
 		cs, err := u.readyLocked()
 		state, changed := u.state, u.changed
 		u.mu.Unlock()
-		if err == nil || (state != StateConnecting && state != StateReconnecting) {
-			return cs, err
+		switch {
+		case err == nil && cs != ended:
+			return cs, nil
+		case err != nil && state != StateConnecting && state != StateReconnecting:
+			return nil, err
+		case err == nil:
+			err = errorf(ErrUnavailable, "server %q lost its session", u.cfg.Name)
 		}
 		select {
 		case <-changed:
@@ -802,9 +822,29 @@ func (u *upstream) awaitReady(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 }
 
+// isCurrent says whether cs is the session of a ready server.
+func (u *upstream) isCurrent(cs *mcp.ClientSession) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.session == cs && u.state == StateReady
+}
+
+// tracksSends says whether cs is the current session and its transport
+// marks what it sends.
+func (u *upstream) tracksSends(cs *mcp.ClientSession) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.session == cs && u.sendsTracked
+}
+
+// errRunStopped is the cause of a request that bindRun ended because the
+// server was stopped or restarted.
+var errRunStopped = errors.New("server stopped")
+
 // bindRun ties a request to the current run: stopping or restarting the
-// server fails the request at once with ErrUnavailable instead of waiting
-// for it (the SDK's Close would wait for requests in flight).
+// server ends the request at once with ErrUnavailable (its cause is
+// errRunStopped) instead of waiting for it (the SDK's Close would wait
+// for requests in flight).
 func (u *upstream) bindRun(ctx context.Context) (context.Context, func()) {
 	u.mu.Lock()
 	r := u.run
@@ -814,7 +854,7 @@ func (u *upstream) bindRun(ctx context.Context) (context.Context, func()) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(r.ctx, func() {
-		cancel(errorf(ErrUnavailable, "server %q was stopped", u.cfg.Name))
+		cancel(&kindError{kind: ErrUnavailable, msg: fmt.Sprintf("server %q was stopped", u.cfg.Name), cause: errRunStopped})
 	})
 	return ctx, func() {
 		stop()

@@ -253,8 +253,10 @@ func (f *flow) complete(ctx context.Context, params url.Values) error {
 	}
 	t, err := tokenRequest(ctx, sa.m.opts.HTTPClient, asm.TokenEndpoint, form, sa.clientAuth(f.client), asm.Issuer, dk)
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return err // the flow stays pending: the caller went away
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnreachable) {
+			// The flow stays pending: the caller went away, or the token
+			// endpoint was not reached, and the code may still be good.
+			return err
 		}
 		return fail(err)
 	}

@@ -48,6 +48,12 @@ var (
 	// error in the redirect, a failed token request, a mismatched issuer,
 	// or a scope it keeps refusing.
 	ErrAuthorizationFailed = errors.New("authorization failed")
+	// ErrUnreachable means an authorization server could not be reached
+	// (a network failure, not an answer); trying again may succeed. A
+	// pending authorization stays pending.
+	ErrUnreachable = errors.New("authorization server unreachable")
+	// ErrStore means the state directory could not be written.
+	ErrStore = errors.New("oauth state store")
 )
 
 // Defaults of Options.
@@ -243,19 +249,17 @@ func (m *Manager) Forget(server string) error {
 	if sa != nil {
 		sa.forget()
 	}
-	if err := m.store.remove(server); err != nil {
-		return err
-	}
+	err := m.store.remove(server)
 	m.changed(server)
-	return nil
+	return err
 }
 
-// Release ends server's pending authorization (the server was removed);
-// its stored tokens stay for the next time it is connected.
+// Release ends server's pending authorization (the server was removed or
+// replaced); its tokens stay, on disk and in memory, for the next time it
+// is connected.
 func (m *Manager) Release(server string) {
 	m.mu.Lock()
 	sa := m.servers[server]
-	delete(m.servers, server)
 	m.mu.Unlock()
 	if sa != nil && sa.endFlow(nil) {
 		m.changed(server)
@@ -288,14 +292,17 @@ func (m *Manager) flowByState(state string) *flow {
 	return m.flows[state]
 }
 
-// kindError attaches a sentinel kind to a message.
+// kindError attaches a sentinel kind to a message; cause, if set, is
+// what the message describes (errors.Is finds a context error in it).
 type kindError struct {
-	kind error
-	msg  string
+	kind  error
+	msg   string
+	cause error
 }
 
 func (e *kindError) Error() string        { return e.msg }
 func (e *kindError) Is(target error) bool { return target == e.kind }
+func (e *kindError) Unwrap() error        { return e.cause }
 
 func errorf(kind error, format string, args ...any) error {
 	return &kindError{kind: kind, msg: sprintf(format, args...)}

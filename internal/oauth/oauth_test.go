@@ -388,3 +388,129 @@ func TestFlowExpires(t *testing.T) {
 		t.Error("LastError after expiry: got empty, want why")
 	}
 }
+
+// failingTokenEndpoint fails requests to /token at the network level while
+// down is set.
+type failingTokenEndpoint struct {
+	down atomic.Bool
+}
+
+func (f *failingTokenEndpoint) RoundTrip(r *http.Request) (*http.Response, error) {
+	if f.down.Load() && strings.HasSuffix(r.URL.Path, "/token") {
+		return nil, errors.New("connection reset by peer")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestCompleteUnreachableStaysPending(t *testing.T) {
+	as := newTestAS(t)
+	net := &failingTokenEndpoint{}
+	m, err := New(&Options{HTTPClient: &http.Client{Transport: net}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetRedirectURL("http://127.0.0.1:1" + CallbackPath)
+	c := client(m, as, nil)
+	_, _ = post(t, c, as)
+	redirect := consent(t, m)
+	net.down.Store(true)
+	err = m.Complete(context.Background(), "srv", redirect)
+	if !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrAuthorizationFailed) {
+		t.Fatalf("Complete with the token endpoint unreachable: got %v, want ErrUnreachable", err)
+	}
+	if _, ok := m.Pending("srv"); !ok {
+		t.Fatal("Pending after a network failure: got none, want the consent still pending")
+	}
+	net.down.Store(false)
+	if err := m.Complete(context.Background(), "srv", redirect); err != nil {
+		t.Fatalf("Complete again once reachable: %v", err)
+	}
+	if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("request: got %v %v, want 200", resp, err)
+	}
+}
+
+func TestForgetStoreFailure(t *testing.T) {
+	as := newTestAS(t)
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	_, _ = post(t, client(m, as, nil), as)
+	// A directory in the record's place cannot be removed, even by root.
+	if err := os.Remove(filepath.Join(dir, "srv.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "srv.json", "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Forget("srv")
+	if !errors.Is(err, ErrStore) {
+		t.Fatalf("Forget with an unwritable store: got %v, want ErrStore", err)
+	}
+	if strings.Contains(err.Error(), dir) {
+		t.Errorf("error %q names the state directory", err)
+	}
+	if _, ok := m.Pending("srv"); ok {
+		t.Error("Pending after Forget: got a consent, want it ended")
+	}
+}
+
+// TestStepUpResetsAfterSuccess: a request the server accepts ends an
+// insufficient_scope episode, so the next one gets its own step-ups.
+func TestStepUpResetsAfterSuccess(t *testing.T) {
+	as := newTestAS(t)
+	m := newManager(t, t.TempDir())
+	c := client(m, as, nil)
+	ctx := context.Background()
+	_, _ = post(t, c, as)
+	if err := m.Complete(ctx, "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	for episode := range 2 {
+		// The server refuses the granted scope once (one step-up), then
+		// accepts the token again.
+		as.mu.Lock()
+		as.needScope, as.refuse = "read", true
+		as.mu.Unlock()
+		if _, err := post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
+			t.Fatalf("episode %d: got %v, want a step-up consent", episode, err)
+		}
+		as.mu.Lock()
+		as.refuse = false
+		as.mu.Unlock()
+		if err := m.Complete(ctx, "srv", consent(t, m)); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("episode %d: request after the step-up: got %v %v, want 200", episode, resp, err)
+		}
+	}
+}
+
+// TestConfigureWhileAuthorizing reconfigures a server while its requests
+// are authorized: run with -race.
+func TestConfigureWhileAuthorizing(t *testing.T) {
+	as := newTestAS(t)
+	m := newManager(t, t.TempDir())
+	cfg := &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "s3cret"}
+	c := client(m, as, cfg)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				m.Transport("srv", as.srv.URL+"/mcp", cfg.Clone(), http.DefaultTransport)
+			}
+		}
+	})
+	for range 20 {
+		as.mu.Lock()
+		clear(as.tokens) // every request is authorized anew
+		as.mu.Unlock()
+		_, _ = post(t, c, as)
+	}
+	close(stop)
+	wg.Wait()
+}

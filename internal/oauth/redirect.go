@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"errors"
 	"html"
 	"net/http"
 )
@@ -28,6 +29,10 @@ func (m *Manager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := f.complete(r.Context(), q); err != nil {
+		if errors.Is(err, ErrUnreachable) {
+			page(w, http.StatusBadGateway, "Authorization server unreachable", "mcpd could not reach the authorization server to finish the authorization. Reload this page to try again.")
+			return
+		}
 		page(w, http.StatusBadRequest, "Authorization failed", err.Error())
 		return
 	}

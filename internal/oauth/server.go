@@ -38,7 +38,12 @@ type serverAuth struct {
 	refused string
 	// stepUps counts re-authorizations for scopes already granted: a
 	// server that keeps refusing them is not asked about forever.
-	stepUps int
+	// stepUpKey names the request whose refusal started the episode (see
+	// requestKey); the episode ends when that request succeeds. Other
+	// requests succeeding say nothing: a server may let initialize through
+	// and still refuse a tool.
+	stepUps   int
+	stepUpKey string
 }
 
 // configure takes the server's current settings, loading the stored
@@ -161,6 +166,7 @@ func (sa *serverAuth) forget() {
 	sa.rec = &record{Resource: sa.resource}
 	sa.dpop = nil
 	sa.stepUps = 0
+	sa.stepUpKey = ""
 	sa.lastErr = ""
 	sa.refused = ""
 }
@@ -189,11 +195,12 @@ func (sa *serverAuth) refresh(ctx context.Context) error {
 	t := sa.rec.Token
 	client := sa.rec.Client
 	issuer := sa.rec.Issuer
+	resource := sa.resource
 	sa.mu.Unlock()
 	if t == nil || t.RefreshToken == "" {
 		return errorf(ErrAuthorizationFailed, "no refresh token")
 	}
-	meta, err := discover(ctx, sa.m.opts.HTTPClient, sa.resource, nil)
+	meta, err := discover(ctx, sa.m.opts.HTTPClient, resource, nil)
 	if err != nil {
 		return err
 	}
@@ -232,8 +239,11 @@ func (sa *serverAuth) clientAuth(c *clientRecord) clientAuth {
 	if c != nil {
 		ca.id, ca.secret, ca.method = c.ID, c.Secret, c.AuthMethod
 	}
-	if sa.cfg != nil {
-		ca.keyFile, ca.alg = sa.cfg.PrivateKeyFile, sa.cfg.SigningAlgorithm
+	sa.mu.Lock()
+	cfg := sa.cfg
+	sa.mu.Unlock()
+	if cfg != nil {
+		ca.keyFile, ca.alg = cfg.PrivateKeyFile, cfg.SigningAlgorithm
 	}
 	if ca.method == "" {
 		ca.method = config.AuthMethodNone
@@ -275,7 +285,10 @@ func (sa *serverAuth) authorize(ctx context.Context, challenges []oauthex.Challe
 }
 
 func (sa *serverAuth) authorizeLocked(ctx context.Context, challenges []oauthex.Challenge, sent *tokenRecord, stepUp bool) error {
-	meta, err := discover(ctx, sa.m.opts.HTTPClient, sa.resource, challenges)
+	sa.mu.Lock()
+	resource := sa.resource
+	sa.mu.Unlock()
+	meta, err := discover(ctx, sa.m.opts.HTTPClient, resource, challenges)
 	if err != nil {
 		return err
 	}
@@ -296,7 +309,7 @@ func (sa *serverAuth) authorizeLocked(ctx context.Context, challenges []oauthex.
 	sa.mu.Unlock()
 
 	challenged := strings.Fields(challengeParam(challenges, "scope"))
-	scopes := sa.chooseScopes(meta, challenged)
+	scopes := chooseScopes(cfg, meta, challenged)
 	if stepUp {
 		if len(challenged) > 0 && allIn(challenged, granted) {
 			sa.mu.Lock()
@@ -322,14 +335,15 @@ func (sa *serverAuth) authorizeLocked(ctx context.Context, challenges []oauthex.
 	return sa.startFlow(ctx, meta, scopes)
 }
 
-// chooseScopes picks the scopes to ask for: the configured ones, else the
-// challenge's, else the resource's scopes_supported, else none; plus
-// offline_access where the authorization server supports it (SEP-2207).
-func (sa *serverAuth) chooseScopes(meta *metadata, challenged []string) []string {
+// chooseScopes picks the scopes to ask for: the configured ones (cfg may
+// be nil), else the challenge's, else the resource's scopes_supported,
+// else none; plus offline_access where the authorization server supports
+// it (SEP-2207).
+func chooseScopes(cfg *config.OAuth, meta *metadata, challenged []string) []string {
 	var scopes []string
 	switch {
-	case sa.cfg != nil && len(sa.cfg.Scopes) > 0:
-		scopes = slices.Clone(sa.cfg.Scopes)
+	case cfg != nil && len(cfg.Scopes) > 0:
+		scopes = slices.Clone(cfg.Scopes)
 	case len(challenged) > 0:
 		scopes = slices.Clone(challenged)
 	default:
@@ -338,7 +352,7 @@ func (sa *serverAuth) chooseScopes(meta *metadata, challenged []string) []string
 	offline := slices.Contains(meta.asm.ScopesSupported, "offline_access")
 	if !offline {
 		scopes = slices.DeleteFunc(scopes, func(s string) bool { return s == "offline_access" })
-	} else if sa.cfg.EffectiveGrant() == config.GrantAuthorizationCode && !slices.Contains(scopes, "offline_access") {
+	} else if cfg.EffectiveGrant() == config.GrantAuthorizationCode && !slices.Contains(scopes, "offline_access") {
 		scopes = append(scopes, "offline_access")
 	}
 	return scopes
@@ -369,11 +383,25 @@ func (sa *serverAuth) dpopKey() *dpopKey {
 }
 
 // accepted notes a request the server accepted with a token: whatever
-// refused authorization before no longer blocks the server.
-func (sa *serverAuth) accepted() {
+// refused authorization before no longer blocks the server, and when it
+// is the request an insufficient_scope episode started with, the episode
+// is over: the next one gets its own bounded step-ups. key is evaluated
+// only during an episode.
+func (sa *serverAuth) accepted(key func() string) {
 	sa.mu.Lock()
 	defer sa.mu.Unlock()
 	sa.refused = ""
+	if sa.stepUpKey != "" && key() == sa.stepUpKey {
+		sa.stepUps = 0
+		sa.stepUpKey = ""
+	}
+}
+
+// refusedScope notes the request a 403 insufficient_scope refused.
+func (sa *serverAuth) refusedScope(key string) {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	sa.stepUpKey = key
 }
 
 // renewIfStale renews the token before it expires, unless a concurrent

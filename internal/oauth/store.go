@@ -138,7 +138,7 @@ func (s *store) remove(server string) error {
 		return nil
 	}
 	if err := os.Remove(s.path(server)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("forget oauth state of %q: %w", server, err)
+		return errorf(ErrStore, "cannot delete the stored oauth state of %q: %v", server, errWithoutPath(err))
 	}
 	return nil
 }

@@ -164,12 +164,12 @@ func tokenRequest(ctx context.Context, c *http.Client, endpoint string, form url
 		req.Header.Set("Accept", "application/json")
 		resp, err := c.Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("token request: %w", err)
+			return nil, unreachable("token endpoint", err)
 		}
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponseBytes))
 		resp.Body.Close()
 		if err != nil {
-			return nil, fmt.Errorf("token request: %w", err)
+			return nil, unreachable("token endpoint", err)
 		}
 		if resp.StatusCode != http.StatusOK {
 			var te struct {
@@ -212,6 +212,13 @@ func parseTokenResponse(data []byte) (*tokenRecord, error) {
 		t.Scopes = strings.Fields(tr.Scope)
 	}
 	return t, nil
+}
+
+// unreachable is an ErrUnreachable for a request to what that failed on
+// the way; a cancelled or expired context stays findable with errors.Is.
+// (A request's error names its URL, never its form or headers.)
+func unreachable(what string, err error) error {
+	return &kindError{kind: ErrUnreachable, msg: what + " unreachable: " + err.Error(), cause: err}
 }
 
 // errWithoutPath is err's reason without the path os errors repeat.

@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -76,12 +77,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		stepUp = true
+		t.sa.refusedScope(requestKey(req, body))
 	default:
 		if n := resp.Header.Get("DPoP-Nonce"); n != "" && t.sa.dpopKey() != nil {
 			t.sa.dpopKey().setNonce(req.URL.String(), n)
 		}
 		if tok != nil && resp.StatusCode < 300 {
-			t.sa.accepted()
+			t.sa.accepted(func() string { return requestKey(req, body) })
 		}
 		return resp, nil
 	}
@@ -114,6 +116,22 @@ func (t *transport) send(req *http.Request, body []byte, tok *tokenRecord) (*htt
 		r.Header.Set("Authorization", scheme+" "+tok.AccessToken)
 	}
 	return t.base.RoundTrip(r)
+}
+
+// requestKey names what a request asks for: its JSON-RPC method with the
+// tool, prompt or resource it names, else its HTTP method and path.
+func requestKey(req *http.Request, body []byte) string {
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) == nil && msg.Method != "" {
+		return msg.Method + " " + msg.Params.Name + msg.Params.URI
+	}
+	return req.Method + " " + req.URL.Path
 }
 
 // replayable reads a request body so that the request can be sent again;

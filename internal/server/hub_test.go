@@ -511,6 +511,8 @@ func TestToStatus(t *testing.T) {
 		{&mcpclient.RPCError{Server: "s", Code: 42, Message: "custom"}, codes.Unknown},
 		{&mcpclient.RPCError{Server: "s", Code: -1, Message: "sampling declined"}, codes.FailedPrecondition},
 		{errors.New("some internal detail"), codes.Internal},
+		{&mcpclient.CallInterruptedError{Server: "s", Tool: "t", Err: fmt.Errorf("closed: %w", mcpclient.ErrUnavailable)}, codes.Unavailable},
+		{&mcpclient.CallInterruptedError{Server: "s", Tool: "t", Err: fmt.Errorf("waiting: %w", context.DeadlineExceeded)}, codes.DeadlineExceeded},
 	}
 	for _, tt := range tests {
 		t.Run(strconv.Quote(tt.err.Error()), func(t *testing.T) {
@@ -520,6 +522,14 @@ func TestToStatus(t *testing.T) {
 			}
 			if tt.want == codes.Internal && st.Message() != "internal error" {
 				t.Errorf("internal error leaks its message: %q", st.Message())
+			}
+			if _, ok := tt.err.(*mcpclient.CallInterruptedError); ok && tt.want == codes.Unavailable {
+				if !strings.Contains(st.Message(), "the call may have run") {
+					t.Errorf("message %q does not say the call may have run", st.Message())
+				}
+				if len(st.Details()) != 1 || st.Details()[0].(*errdetails.ErrorInfo).GetReason() != reasonCallMayHaveRun {
+					t.Errorf("details %v, want ErrorInfo %s", st.Details(), reasonCallMayHaveRun)
+				}
 			}
 			// The logging interceptor logs the returned error: it keeps the cause.
 			if got := toStatus(tt.err).Error(); tt.want == codes.Internal && !strings.Contains(got, tt.err.Error()) {

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 
@@ -178,6 +179,10 @@ type Server struct {
 	health *Health
 	hub    *hub
 	once   sync.Once
+
+	mu       sync.Mutex
+	http     []*http.Server // the HTTP listeners' servers (ServeHTTP)
+	stopping bool           // Shutdown began: no new HTTP listener
 }
 
 // New builds the gRPC server with MCPHub, health and reflection registered.
@@ -292,6 +297,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.hub.stop()
 		s.hub.events.Close()
 	})
+	// HTTP requests reach the gRPC server through its handler transport,
+	// which a graceful stop closes at once: drain them first.
+	s.shutdownHTTP(ctx)
 	stopped := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()

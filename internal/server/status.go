@@ -24,6 +24,10 @@ const (
 	// reasonAuthorizationRequired marks a call to a server that needs
 	// OAuth authorization.
 	reasonAuthorizationRequired = "AUTHORIZATION_REQUIRED"
+	// reasonCallMayHaveRun marks a tool call whose session ended after the
+	// server may have started it; the metadata carries "server", "tool"
+	// and "retried".
+	reasonCallMayHaveRun = "CALL_MAY_HAVE_RUN"
 )
 
 // toStatus is the one place where errors become gRPC statuses. Handlers
@@ -36,7 +40,10 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err // already a status, e.g. from an interceptor
 	}
-	var rpcErr *mcpclient.RPCError
+	var (
+		rpcErr      *mcpclient.RPCError
+		interrupted *mcpclient.CallInterruptedError
+	)
 	switch {
 	case errors.As(err, &rpcErr):
 		return upstreamStatus(rpcErr)
@@ -50,6 +57,8 @@ func toStatus(err error) error {
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, mcpclient.ErrInvalidArgument):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.As(err, &interrupted):
+		return interruptedStatus(interrupted)
 	case errors.Is(err, mcpclient.ErrUnavailable):
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, mcpclient.ErrPermissionDenied), errors.Is(err, access.ErrPermissionDenied):
@@ -60,6 +69,8 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, mcpclient.ErrAuthorizationRequired):
 		return authorizationStatus(err)
+	case errors.Is(err, mcpclient.ErrFailedPrecondition):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, mcpclient.ErrUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
 	}
@@ -75,6 +86,35 @@ func authorizationStatus(err error) error {
 	st := status.New(codes.FailedPrecondition, err.Error())
 	withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonAuthorizationRequired, Domain: errorDomain})
 	if derr != nil {
+		return st.Err()
+	}
+	return withInfo.Err()
+}
+
+// interruptedStatus is UNAVAILABLE saying that the call may have run, with
+// ErrorInfo reason CALL_MAY_HAVE_RUN: the agent decides whether to call
+// again.
+func interruptedStatus(e *mcpclient.CallInterruptedError) error {
+	msg := e.Error() + "; the call may have run: "
+	switch {
+	case e.Retried:
+		msg += "it was sent twice (the tool is marked read-only or idempotent), and neither attempt finished"
+	case e.Repeatable:
+		msg += "it was not sent again"
+	default:
+		msg += "it was not sent again, for the server does not mark the tool readOnlyHint or idempotentHint"
+	}
+	st := status.New(codes.Unavailable, msg)
+	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{
+		Reason: reasonCallMayHaveRun,
+		Domain: errorDomain,
+		Metadata: map[string]string{
+			"server":  e.Server,
+			"tool":    e.Tool,
+			"retried": strconv.FormatBool(e.Retried),
+		},
+	})
+	if err != nil {
 		return st.Err()
 	}
 	return withInfo.Err()

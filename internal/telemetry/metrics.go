@@ -21,6 +21,7 @@ var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 
 type instruments struct {
 	operationDuration *prometheus.HistogramVec
 	toolCalls         *prometheus.CounterVec
+	toolCallResends   *prometheus.CounterVec
 	eventsPublished   *prometheus.CounterVec
 	eventsDelivered   prometheus.Counter
 	eventsDropped     prometheus.Counter
@@ -43,6 +44,10 @@ func newInstruments() instruments {
 			Name: "mcpd_tool_calls_total",
 			Help: "Tool calls mcpd handled, by server, tool and outcome (ok, tool_error, or the error's kind).",
 		}, []string{"server", "tool", "outcome"}),
+		toolCallResends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_tool_call_resends_total",
+			Help: "Tool calls mcpd sent again on a new session after theirs ended, by server, tool and reason (not_sent: the request never reached the server; idempotent: it may have, and the tool is read-only or idempotent).",
+		}, []string{"server", "tool", "reason"}),
 		eventsPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpd_events_published_total",
 			Help: "Events put on the event bus, by kind.",
@@ -71,7 +76,7 @@ func newInstruments() instruments {
 }
 
 func (m instruments) register(r *prometheus.Registry) {
-	r.MustRegister(m.operationDuration, m.toolCalls, m.eventsPublished, m.eventsDelivered,
+	r.MustRegister(m.operationDuration, m.toolCalls, m.toolCallResends, m.eventsPublished, m.eventsDelivered,
 		m.eventsDropped, m.subscribers, m.serverRequests, m.stderrLines)
 }
 
@@ -83,6 +88,15 @@ func (t *Telemetry) ToolCall(server, tool, outcome string) {
 		return
 	}
 	t.m.toolCalls.WithLabelValues(server, tool, outcome).Inc()
+}
+
+// ToolCallResent counts one tool call sent again on a new session, for
+// reason "not_sent" or "idempotent". tool is a name the server listed.
+func (t *Telemetry) ToolCallResent(server, tool, reason string) {
+	if t == nil {
+		return
+	}
+	t.m.toolCallResends.WithLabelValues(server, tool, reason).Inc()
 }
 
 // EventPublished counts one event of kind put on the bus.

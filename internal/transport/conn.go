@@ -268,7 +268,8 @@ func (c *lineConn) exitError(ctx context.Context) error {
 // went out returns only once ctx reports it, and the connection goes on.
 // Any other failure (a line cut short, a closed pipe) ends the connection:
 // the pending Read returns, the session ends and the server is started
-// again, instead of staying up with every request refused.
+// again, instead of staying up with every request refused. Once any byte of
+// the line went out, it marks ctx's SendRecord.
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -294,6 +295,11 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	deadline, _ := ctx.Deadline()
 	_ = c.p.stdin.SetWriteDeadline(deadline)
 	n, err := c.p.stdin.Write(data)
+	if n > 0 {
+		// From here on the server may have read the request, even if the
+		// write failed part-way.
+		MarkSent(ctx)
+	}
 	if err == nil {
 		c.writeMu.Unlock()
 		return nil

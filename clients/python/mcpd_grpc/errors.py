@@ -47,6 +47,10 @@ REASON_UPSTREAM_JSONRPC_ERROR = "UPSTREAM_JSONRPC_ERROR"
 #: OAuth consent (a :class:`FailedPrecondition`; see
 #: ``Server.authorization_url``).
 REASON_AUTHORIZATION_REQUIRED = "AUTHORIZATION_REQUIRED"
+#: The ErrorInfo reason of an ``UNAVAILABLE`` tool call whose server went
+#: away after it may have started the call; metadata ``server``, ``tool``
+#: and ``retried``.
+REASON_CALL_MAY_HAVE_RUN = "CALL_MAY_HAVE_RUN"
 
 _DETAILS_KEY = "grpc-status-details-bin"
 _ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"

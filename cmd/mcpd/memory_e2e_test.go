@@ -1,0 +1,328 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// rssBound is the documented bound on mcpd's peak resident memory under
+// each load below, with its default settings (docs/performance.md#memory).
+// It is generous for a shared machine: what matters is bounded against
+// unbounded, and without the bounds these loads took mcpd past 800 MiB.
+const rssBound = 256 << 20
+
+// The flood: as many log notifications as the server can write.
+const (
+	floodCount = 200_000
+	floodBytes = 200
+)
+
+// procMemory returns a process's resident memory and its peak (VmRSS and
+// VmHWM in /proc/<pid>/status), in bytes.
+func procMemory(t *testing.T, pid int) (rss, peak int64) {
+	t.Helper()
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatalf("read status of pid %d: %v", pid, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (name != "VmRSS" && name != "VmHWM") {
+			continue
+		}
+		kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		if err != nil {
+			t.Fatalf("pid %d: %s %q: %v", pid, name, value, err)
+		}
+		if name == "VmRSS" {
+			rss = kib << 10
+		} else {
+			peak = kib << 10
+		}
+	}
+	if peak == 0 {
+		t.Fatalf("pid %d: no VmHWM in /proc status", pid)
+	}
+	return rss, peak
+}
+
+// checkPeak fails the test if mcpd's peak resident memory passed rssBound.
+func (d *daemon) checkPeak(t *testing.T, load string) {
+	t.Helper()
+	rss, peak := procMemory(t, d.cmd.Process.Pid)
+	t.Logf("%s: mcpd peak RSS %d MiB, now %d MiB (bound %d MiB)", load, peak>>20, rss>>20, rssBound>>20)
+	if peak > rssBound {
+		t.Errorf("%s: mcpd's peak RSS was %d MiB, want at most %d MiB", load, peak>>20, rssBound>>20)
+	}
+}
+
+// memoryDaemon starts mcpd with its default memory settings and two fake
+// servers: "load" in mode, and "other", which only echoes.
+func memoryDaemon(ctx context.Context, t *testing.T, mode string) *daemon {
+	t.Helper()
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--log-level", "warn"}})
+	d.connectFake(ctx, t, "load", mode)
+	d.connectFake(ctx, t, "other", fakeFlood)
+	return d
+}
+
+// echoes calls echo on server until stop is closed, at least once, and
+// reports the first failure, or nil.
+func (d *daemon) echoes(ctx context.Context, t *testing.T, server string, stop <-chan struct{}) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			want := fmt.Sprintf("ping %d", i)
+			resp, err := d.call(ctx, t, "mcp__"+server+"__echo", map[string]any{"text": want}, 0)
+			if err == nil && text(resp) != want {
+				err = fmt.Errorf("echo: got %q, want %q", text(resp), want)
+			}
+			if err != nil {
+				done <- fmt.Errorf("%s echo %d: %w", server, i, err)
+				return
+			}
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+		}
+	}()
+	return done
+}
+
+// wantEcho calls echo on server once and fails the test unless it answers.
+func (d *daemon) wantEcho(ctx context.Context, t *testing.T, server string) {
+	t.Helper()
+	resp := d.mustCall(ctx, t, "mcp__"+server+"__echo", map[string]any{"text": "still here"})
+	if got := text(resp); got != "still here" {
+		t.Errorf("%s echo: got %q, want %q", server, got, "still here")
+	}
+}
+
+// flood asks the load server to write count log notifications of size
+// bytes each; it returns once the server has written them all.
+func (d *daemon) flood(ctx context.Context, t *testing.T, count, size int) {
+	t.Helper()
+	resp := d.mustCall(ctx, t, "mcp__load__flood", map[string]any{"count": count, "bytes": size})
+	if want := "flooded " + strconv.Itoa(count); text(resp) != want {
+		t.Fatalf("flood: got %q, want %q", text(resp), want)
+	}
+}
+
+// lastLogger is the logger name of the flood's last notification.
+func lastLogger(count int) string { return "flood-" + strconv.Itoa(count-1) }
+
+// readLogs reads a Subscribe stream until it delivers the log event of
+// logger last, and returns how many log and gap events it read.
+func readLogs(sub mcpdv1.MCPHub_SubscribeClient, last string) (logs, gaps int, err error) {
+	for {
+		m, err := sub.Recv()
+		if err != nil {
+			return logs, gaps, err
+		}
+		switch ev := m.GetEvent(); {
+		case ev.GetGap() != nil:
+			gaps++
+		case ev.GetLog() != nil:
+			logs++
+			if ev.GetLog().GetLogger() == last {
+				return logs, gaps, nil
+			}
+		}
+	}
+}
+
+// TestMemoryNotificationFlood: a server writes 200,000 log notifications
+// as fast as it can while an agent subscribes to them. mcpd's memory stays
+// bounded, the subscriber gets through to the last notification, and both
+// the flooding server and another one answer calls during and after.
+func TestMemoryNotificationFlood(t *testing.T) {
+	ctx := testContext(t)
+	d := memoryDaemon(ctx, t, fakeFlood)
+	sub := d.subscribe(ctx, t, "load", mcpdv1.EventKind_EVENT_KIND_LOG)
+
+	stop := make(chan struct{})
+	other := d.echoes(ctx, t, "other", stop)
+	loaded := d.echoes(ctx, t, "load", stop)
+	type read struct {
+		logs, gaps int
+		err        error
+	}
+	subDone := make(chan read, 1)
+	go func() {
+		logs, gaps, err := readLogs(sub, lastLogger(floodCount))
+		subDone <- read{logs, gaps, err}
+	}()
+	d.flood(ctx, t, floodCount, floodBytes)
+	close(stop)
+	for _, done := range []<-chan error{other, loaded} {
+		if err := <-done; err != nil {
+			t.Errorf("during the flood: %v", err)
+		}
+	}
+	r := <-subDone
+	if r.err != nil {
+		t.Fatalf("subscriber: %v after %d log events", r.err, r.logs)
+	}
+	t.Logf("subscriber: %d of %d log events, %d gaps", r.logs, floodCount, r.gaps)
+	d.wantEcho(ctx, t, "load")
+	d.wantEcho(ctx, t, "other")
+	d.checkPeak(t, "notification flood")
+}
+
+// TestMemoryHugeResults: callers fetch results of several MiB each, four
+// at a time, while another server is called. mcpd's memory stays bounded.
+func TestMemoryHugeResults(t *testing.T) {
+	const (
+		callers      = 4
+		callsEach    = 8
+		resultBytes  = 6 << 20
+		maxRecvBytes = 16 << 20 // mcpd's --max-message-bytes
+	)
+	ctx := testContext(t)
+	d := memoryDaemon(ctx, t, fakeBig)
+	stop := make(chan struct{})
+	other := d.echoes(ctx, t, "other", stop)
+
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for c := range callers {
+		wg.Go(func() {
+			for i := range callsEach {
+				args := mustStruct(t, map[string]any{"bytes": resultBytes})
+				resp, err := d.hub.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__load__big", Arguments: args}, grpc.MaxCallRecvMsgSize(maxRecvBytes))
+				if err == nil && len(text(resp)) != resultBytes {
+					err = fmt.Errorf("got %d bytes of text, want %d", len(text(resp)), resultBytes)
+				}
+				if err != nil {
+					failed.Add(1)
+					t.Errorf("caller %d call %d: %v", c, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	if err := <-other; err != nil {
+		t.Errorf("during the huge results: %v", err)
+	}
+	if failed.Load() > 0 {
+		return
+	}
+	d.wantEcho(ctx, t, "load")
+	d.wantEcho(ctx, t, "other")
+	d.checkPeak(t, fmt.Sprintf("%d results of %d MiB", callers*callsEach, resultBytes>>20))
+}
+
+// TestMemoryStalledSubscriber: a Subscribe stream that never reads, while
+// a server floods large log notifications. mcpd's memory stays bounded
+// (its event buffer drops the oldest events), a subscriber that reads gets
+// through to the last one, and the stalled one, when it reads at last, is
+// told with a gap what it missed.
+func TestMemoryStalledSubscriber(t *testing.T) {
+	const (
+		count = 6000
+		size  = 64 << 10
+	)
+	ctx := testContext(t)
+	d := memoryDaemon(ctx, t, fakeFlood)
+	stalled := d.subscribe(ctx, t, "load", mcpdv1.EventKind_EVENT_KIND_LOG)
+	reading := d.subscribe(ctx, t, "load", mcpdv1.EventKind_EVENT_KIND_LOG)
+	// Both streams are open once an event reaches the reading one.
+	d.flood(ctx, t, 1, 1)
+	if m, err := reading.Recv(); err != nil || m.GetEvent().GetLog() == nil {
+		t.Fatalf("first event: got %v, %v; want a log event", m, err)
+	}
+	type read struct {
+		logs int
+		err  error
+	}
+	readDone := make(chan read, 1)
+	go func() {
+		logs, _, err := readLogs(reading, lastLogger(count))
+		readDone <- read{logs, err}
+	}()
+
+	stop := make(chan struct{})
+	other := d.echoes(ctx, t, "other", stop)
+	d.flood(ctx, t, count, size)
+	close(stop)
+	if err := <-other; err != nil {
+		t.Errorf("during the flood: %v", err)
+	}
+	if r := <-readDone; r.err != nil {
+		t.Fatalf("reading subscriber: %v after %d log events", r.err, r.logs)
+	}
+	d.wantEcho(ctx, t, "load")
+	d.wantEcho(ctx, t, "other")
+	d.checkPeak(t, fmt.Sprintf("%d log notifications of %d KiB, one subscriber stalled", count, size>>10))
+
+	logs, gaps, err := readLogs(stalled, lastLogger(count))
+	if err != nil {
+		t.Fatalf("stalled subscriber: %v after %d log events", err, logs)
+	}
+	if gaps == 0 {
+		t.Errorf("stalled subscriber: got %d log events and no gap, want a gap for the events it missed", logs)
+	}
+	t.Logf("stalled subscriber: %d log events, %d gaps", logs, gaps)
+}
+
+// TestMemoryLimitFlag checks, in mcpd's "mcpd serving" line, which soft
+// memory limit is in effect: the default, GOMEMLIMIT without the flag,
+// and the flag over GOMEMLIMIT.
+func TestMemoryLimitFlag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{name: "default", want: "128MiB"},
+		{name: "GOMEMLIMIT", env: []string{"GOMEMLIMIT=100MiB"}, want: "100MiB"},
+		{name: "flag beats GOMEMLIMIT", args: []string{"--memory-limit", "64MiB"}, env: []string{"GOMEMLIMIT=100MiB"}, want: "64MiB"},
+		{name: "environment", env: []string{"MCPD_MEMORY_LIMIT=1GiB", "GOMEMLIMIT=100MiB"}, want: "1GiB"},
+		{name: "off", args: []string{"--memory-limit", "off"}, want: "off"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, set := os.LookupEnv("GOMEMLIMIT"); set && tc.env == nil {
+				t.Skip("GOMEMLIMIT is set in the test's environment")
+			}
+			ctx := testContext(t)
+			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: tc.args, env: tc.env})
+			var got string
+			for line := range strings.Lines(d.log.String()) {
+				var entry struct {
+					Message     string `json:"message"`
+					MemoryLimit string `json:"memory_limit"`
+				}
+				if json.Unmarshal([]byte(line), &entry) == nil && entry.Message == "mcpd serving" {
+					got = entry.MemoryLimit
+				}
+			}
+			if got != tc.want {
+				t.Errorf("memory_limit in the mcpd serving line: got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,141 @@
+package mcpclient
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+)
+
+// TestCallsAcrossRestart restarts a stdio server while a call is in
+// flight: a call to an idempotent tool is sent again on the new session and
+// succeeds; a call to a plain tool fails with a CallInterruptedError.
+func TestCallsAcrossRestart(t *testing.T) {
+	tests := []struct {
+		tool       string
+		repeatable bool
+	}{
+		{"hold_idempotent", true},
+		{"hold", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			m, _ := newTestManager(t)
+			if _, err := m.Connect(ctx, fakeServer("f", "serve"), false); err != nil {
+				t.Fatal(err)
+			}
+			marker := filepath.Join(t.TempDir(), "held")
+			type result struct {
+				res *mcp.CallToolResult
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				res, err := m.CallTool(ctx, "mcp__f__"+tt.tool, map[string]any{"marker": marker}, CallOptions{})
+				done <- result{res, err}
+			}()
+			eventually(ctx, t, "the call held by the server", func() bool {
+				st, _ := m.Get("f")
+				return slices.Contains(st.StderrTail, "holding "+marker)
+			})
+			if _, err := m.Restart(ctx, "f"); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			var interrupted *CallInterruptedError
+			switch {
+			case tt.repeatable && r.err != nil:
+				t.Fatalf("got %v, want the call sent again and answered", r.err)
+			case tt.repeatable:
+				if got := r.res.Content[0].(*mcp.TextContent).Text; got != "done" {
+					t.Errorf("got %q, want done", got)
+				}
+			case !errors.As(r.err, &interrupted) || !errors.Is(r.err, ErrUnavailable):
+				t.Fatalf("got %v, want a CallInterruptedError of kind ErrUnavailable", r.err)
+			case interrupted.Server != "f" || interrupted.Tool != "hold" || interrupted.Retried || interrupted.Repeatable:
+				t.Errorf("got %+v, want server f, tool hold, neither repeatable nor retried", interrupted)
+			}
+		})
+	}
+}
+
+// TestTooLargeAnswerNotSentAgain calls an idempotent tool whose answer is
+// a line over MaxLineBytes: the line ends the session, and the call is not
+// sent again, for its answer would end the next session too.
+func TestTooLargeAnswerNotSentAgain(t *testing.T) {
+	ctx := testContext(t)
+	m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, MaxLineBytes: 4 << 10})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	if _, err := m.Connect(ctx, fakeServer("f", "serve"), false); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.CallTool(ctx, "mcp__f__big_idempotent", map[string]any{"size": 64 << 10}, CallOptions{})
+	var interrupted *CallInterruptedError
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "exceeds") || errors.As(err, &interrupted) {
+		t.Fatalf("got %v, want ErrUnavailable saying the answer exceeds the limit, the call not sent again", err)
+	}
+	if st, _ := m.Get("f"); st.Restarts > 1 {
+		t.Errorf("restarts %d, want at most 1: the call ended one session", st.Restarts)
+	}
+}
+
+// TestCallMeetsForgottenSession calls a remote server that restarted and
+// forgot mcpd's session, before mcpd noticed: the server refuses the call
+// (404, or 400 for an unknown session), so it did not run, and mcpd sends
+// it on a new session.
+func TestCallMeetsForgottenSession(t *testing.T) {
+	tests := []struct {
+		name      string
+		restarted func(srv *mcp.Server, h http.Handler) http.Handler
+	}{
+		{"404 unknown session", func(_ *mcp.Server, h http.Handler) http.Handler { return h }},
+		{"400 unknown session", unknownSession400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			old := newRemoteMCPServer(legacyVersions)
+			obs := newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return old }, nil))
+			ts := serveRemote(t, obs)
+			t.Cleanup(func() { closeSessions(old) })
+
+			m, _, _ := remoteManager(t, nil)
+			if st, err := m.Connect(ctx, remoteConfig("r", config.TransportHTTP, ts.URL), false); err != nil || st.State != StateReady {
+				t.Fatalf("connect: %v %v (%s)", st.State, err, st.LastError)
+			}
+			// The old server's streams stay open: only the call tells
+			// mcpd that the session is gone.
+			fresh := newRemoteMCPServer(legacyVersions)
+			t.Cleanup(func() { closeSessions(fresh) })
+			obs.swap(tt.restarted(fresh, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fresh }, nil)))
+
+			res, err := m.CallTool(ctx, "mcp__r__echo", map[string]any{"message": "again"}, CallOptions{})
+			if err != nil {
+				t.Fatalf("call that met the forgotten session: %v", err)
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; got != "again" {
+				t.Errorf("got %q, want again", got)
+			}
+			if st, _ := m.Get("r"); st.Restarts < 1 {
+				t.Errorf("after the call: restarts %d, want a new session", st.Restarts)
+			}
+		})
+	}
+}

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/vanguard"
+	"connectrpc.com/vanguard/vanguardgrpc"
+)
+
+// The HTTP listener serves the same services as the gRPC one, over the
+// Connect protocol (JSON and binary), gRPC-Web and gRPC, on HTTP/1.1 and
+// HTTP/2 (h2c in clear text). It holds no handler of its own: the
+// transcoder turns each request into a gRPC call of the very grpc.Server
+// behind the gRPC listener, so every interceptor (authentication,
+// permissions, audit, logging, metrics) and the one error mapping apply
+// unchanged.
+
+// httpReadHeaderTimeout bounds how long a client may take to send its
+// request headers, so that idle connections cannot pile up.
+const httpReadHeaderTimeout = 10 * time.Second
+
+// transcodeBufferFactor sizes the transcoder's message buffer against the
+// largest message mcpd accepts: JSON takes up to a few times the bytes of
+// the protobuf it stands for.
+const transcodeBufferFactor = 4
+
+// HTTPOptions configure ServeHTTP.
+type HTTPOptions struct {
+	// MaxMessageBytes bounds one message a client sends (the body of a
+	// unary request, or one message of a stream), as MaxRecvMsgSize does
+	// on the gRPC listener; 0 means the transcoder's default.
+	MaxMessageBytes int
+}
+
+// ServeHTTP serves the MCPHub API on lis over HTTP until Shutdown, which
+// lets its requests finish (after ending the long-lived streams) before
+// the gRPC server stops. A TLS listener (tls.NewListener, with "h2" and
+// "http/1.1" offered) serves HTTPS; any other serves HTTP/1.1 and h2c.
+func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
+	if opts == nil {
+		opts = &HTTPOptions{}
+	}
+	var svcOpts []vanguard.ServiceOption
+	if opts.MaxMessageBytes > 0 {
+		// The gRPC server's own limit refuses a message over it with
+		// RESOURCE_EXHAUSTED. The transcoder's buffer (a JSON message is
+		// held whole while it becomes protobuf) only bounds memory, so it
+		// is set well above: reaching it is an error of another code.
+		svcOpts = append(svcOpts, vanguard.WithMaxMessageBufferBytes(uint32(min(int64(opts.MaxMessageBytes)*transcodeBufferFactor, math.MaxUint32))))
+	}
+	handler, err := vanguardgrpc.NewTranscoder(s.grpc,
+		vanguard.WithDefaultServiceOptions(svcOpts...),
+		vanguard.WithCodec(compactJSON))
+	if err != nil {
+		return fmt.Errorf("http listener: %w", err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	protocols.SetUnencryptedHTTP2(true)
+	hs := &http.Server{
+		Handler:           connectWithoutHeader(handler),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+	}
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	s.http = append(s.http, hs)
+	s.mu.Unlock()
+	if err := hs.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// shutdownHTTP lets the HTTP listeners' requests finish until ctx ends,
+// then closes what is left.
+func (s *Server) shutdownHTTP(ctx context.Context) {
+	s.mu.Lock()
+	s.stopping = true
+	servers := s.http
+	s.mu.Unlock()
+	for _, hs := range servers {
+		if err := hs.Shutdown(ctx); err != nil {
+			_ = hs.Close()
+		}
+	}
+}
+
+// connectWithoutHeader lets a Connect unary POST without the optional
+// Connect-Protocol-Version header through as Connect, as connect-go's own
+// handlers do: `curl -H 'content-type: application/json' -d ...` is the
+// plainest client there is. The transcoder would otherwise take it for a
+// REST call, which mcpd does not map.
+func connectWithoutHeader(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Connect-Protocol-Version") == "" {
+			switch ct := r.Header.Get("Content-Type"); {
+			case ct == "application/json", ct == "application/proto",
+				strings.HasPrefix(ct, "application/json;"), strings.HasPrefix(ct, "application/proto;"):
+				r.Header.Set("Connect-Protocol-Version", "1")
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// compactJSON is the transcoder's JSON codec without the fields a message
+// leaves unset, as connect-go and grpcurl write JSON.
+func compactJSON(res vanguard.TypeResolver) vanguard.Codec {
+	c := vanguard.NewJSONCodec(res)
+	c.MarshalOptions.EmitUnpopulated = false
+	return c
+}
