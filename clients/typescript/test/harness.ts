@@ -68,7 +68,7 @@ function connectable(socket: string): Promise<boolean> {
 export function hasHttpListener(): boolean {
   if (MCPD_BIN === undefined) return false;
   const out = spawnSync(MCPD_BIN, ["--help"], { encoding: "utf8" });
-  return `${out.stdout}${out.stderr}`.includes("--http-listen");
+  return /-http-listen\b/.test(`${out.stdout}${out.stderr}`);
 }
 
 /** The wires under test: $MCPD_TEST_WIRES, else every wire the daemon serves. */
