@@ -530,6 +530,7 @@ build-typescript: $(STAMP_TS) ## Type-check (strict) and compile clients/typescr
 	rm -rf '$(TS_DIR)/build'
 	'$(TSC)' -p '$(TS_DIR)/tsconfig.json' --noEmit
 	'$(TSC)' -p '$(TS_DIR)/tsconfig.json'
+	'$(TSC)' -p examples/typescript/tsconfig.json
 
 # TS_TEST_FLAGS go to node --test (e.g. --test-name-pattern=subscription).
 .PHONY: test-typescript

@@ -1,0 +1,710 @@
+/**
+ * The mcpd client: every MCPHub RPC as a method, results as plain objects,
+ * errors as {@link MCPDError} subclasses.
+ */
+import { create } from "@bufbuild/protobuf";
+import { Code, createClient } from "@connectrpc/connect";
+import { DurationSchema } from "@bufbuild/protobuf/wkt";
+import * as pb from "./gen/mcpd/v1/mcpd_pb.js";
+import { Cancelled, InvalidArgument, NotFound, ServerRequestError, toMCPDError } from "./errors.js";
+import { anthropicTool, aiSchema, openaiTool, providerNames, } from "./names.js";
+import { openTransport, resolveTarget, resolveToken, resolveWire, tlsMaterial, } from "./transport.js";
+import * as t from "./types.js";
+/** Extra deadline on top of a tool call's own timeout, so that mcpd's DEADLINE_EXCEEDED (with its message) arrives first. */
+const CALL_TIMEOUT_GRACE_MS = 5_000;
+/** Resumable streams wait this long before the first reconnect, doubling up to RECONNECT_MAX_MS. */
+const RECONNECT_INITIAL_MS = 100;
+const RECONNECT_MAX_MS = 2_000;
+/** A stream that stayed open this long before it failed counts as a fresh outage. */
+const STABLE_STREAM_MS = 5_000;
+function sleep(ms, signal) {
+    return new Promise((resolve) => {
+        if (signal?.aborted)
+            return resolve();
+        const timer = setTimeout(done, ms);
+        function done() {
+            clearTimeout(timer);
+            signal?.removeEventListener("abort", done);
+            resolve();
+        }
+        signal?.addEventListener("abort", done, { once: true });
+    });
+}
+/** An AbortController that also aborts when any of the given signals does. */
+function linked(...signals) {
+    const controller = new AbortController();
+    const cleanups = [];
+    for (const s of signals) {
+        if (s === undefined)
+            continue;
+        if (s.aborted) {
+            controller.abort(s.reason);
+            continue;
+        }
+        const onAbort = () => controller.abort(s.reason);
+        s.addEventListener("abort", onAbort, { once: true });
+        cleanups.push(() => s.removeEventListener("abort", onAbort));
+    }
+    return { controller, dispose: () => cleanups.forEach((c) => c()) };
+}
+function argumentsObject(args) {
+    if (args === undefined || args === null)
+        return undefined;
+    if (typeof args === "string") {
+        const parsed = args.trim() ? JSON.parse(args) : {};
+        if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+            throw new TypeError("tool arguments must be a JSON object");
+        }
+        return parsed;
+    }
+    return args;
+}
+/** Whether a resumable stream that ended with err (undefined: cleanly) may be opened again. */
+function resumable(err) {
+    return err === undefined || err.code === Code.Unavailable;
+}
+/** When to reopen a dropped resumable stream; see the Python client's ReconnectPolicy. */
+class ReconnectPolicy {
+    timeoutMs;
+    outage = false;
+    giveUp;
+    delay = RECONNECT_INITIAL_MS;
+    constructor(timeoutMs) {
+        this.timeoutMs = timeoutMs;
+    }
+    /** Ms to wait before reopening a stream opened at openedAt that dropped now; undefined when the budget is spent. */
+    nextWait(now, openedAt) {
+        if (!this.outage || now - openedAt >= STABLE_STREAM_MS) {
+            this.outage = true;
+            this.giveUp = this.timeoutMs === null ? undefined : now + this.timeoutMs;
+            this.delay = RECONNECT_INITIAL_MS;
+        }
+        if (this.giveUp !== undefined && now >= this.giveUp)
+            return undefined;
+        const wait = this.giveUp === undefined ? this.delay : Math.min(this.delay, this.giveUp - now);
+        this.delay = Math.min(this.delay * 2, RECONNECT_MAX_MS);
+        return wait;
+    }
+}
+/** A client of one mcpd daemon. */
+export class Client {
+    /** Where the client connects. */
+    target;
+    /** How the RPCs travel. */
+    wire;
+    conn;
+    hub;
+    timeoutMs;
+    closing = new AbortController();
+    toQualified = new Map();
+    handlers = new Map();
+    worker;
+    log;
+    /**
+     * `new Client()` reads $MCPD_ADDRESS and $MCPD_API_TOKEN;
+     * `new Client("unix:///run/mcpd.sock", { token })` names the target.
+     */
+    constructor(target, options = {}) {
+        const o = typeof target === "object" ? target : { ...options, target: target ?? options.target };
+        this.target = resolveTarget(o.target);
+        this.wire = resolveWire(o.wire);
+        this.timeoutMs = o.timeoutMs;
+        this.log = o.log ?? ((message, error) => console.error(`mcpd-client: ${message}:`, error));
+        this.conn = openTransport({ target: this.target, wire: this.wire, token: resolveToken(o.token), tls: tlsMaterial(o) });
+        this.hub = createClient(pb.MCPHub, this.conn.transport);
+    }
+    /** Stops the request handlers and open streams and closes the connections. Idempotent. */
+    async close() {
+        if (this.closing.signal.aborted)
+            return;
+        this.closing.abort(new Cancelled("the client is closed"));
+        const worker = this.worker;
+        this.worker = undefined;
+        await worker?.stop();
+        this.conn.close();
+    }
+    /** Whether close() was called. */
+    get closed() {
+        return this.closing.signal.aborted;
+    }
+    // -- plumbing -------------------------------------------------------------
+    async rpc(call, opts = {}, timeoutMs = opts.timeoutMs ?? this.timeoutMs) {
+        if (this.closed)
+            throw new Cancelled("the client is closed");
+        const { controller, dispose } = linked(opts.signal, this.closing.signal);
+        try {
+            const callOpts = { signal: controller.signal };
+            if (timeoutMs !== undefined)
+                callOpts.timeoutMs = timeoutMs;
+            return await call(callOpts);
+        }
+        catch (e) {
+            throw toMCPDError(e, controller.signal.aborted);
+        }
+        finally {
+            dispose();
+        }
+    }
+    async pages(list, server, opts) {
+        const out = [];
+        let pageToken = "";
+        do {
+            const resp = await this.rpc((o) => list({ server: server ?? "", pageToken }, o), opts);
+            out.push(resp);
+            pageToken = resp.nextPageToken;
+        } while (pageToken);
+        return out;
+    }
+    // -- servers ----------------------------------------------------------------
+    /** Every server, sorted by name. */
+    async servers(opts) {
+        return (await this.rpc((o) => this.hub.listServers({}, o), opts)).servers.map(t.toServer);
+    }
+    /** One server's status. Throws NotFound. */
+    async getServer(name, opts) {
+        return t.toServer((await this.rpc((o) => this.hub.getServer({ name }, o), opts)).server);
+    }
+    /** Connects a server and waits until it is ready or has failed (check `state` and `lastError`). */
+    async connectServer(config, options = {}) {
+        const req = { server: t.serverConfigMessage(config), replace: options.replace ?? false };
+        return t.toServer((await this.rpc((o) => this.hub.connectServer(req, o), options)).server);
+    }
+    /** Disconnects a server, stops its process and forgets it. */
+    async disconnectServer(name, opts) {
+        await this.rpc((o) => this.hub.disconnectServer({ name }, o), opts);
+    }
+    /** Stops a server and connects it again with the same configuration. */
+    async restartServer(name, opts) {
+        return t.toServer((await this.rpc((o) => this.hub.restartServer({ name }, o), opts)).server);
+    }
+    /** Completes a server's pending OAuth consent with the URL the browser was redirected to. */
+    async completeAuthorization(server, redirectUrl, opts) {
+        return t.toServer((await this.rpc((o) => this.hub.completeAuthorization({ server, redirectUrl }, o), opts)).server);
+    }
+    /** Deletes a server's OAuth tokens and client registration. */
+    async forgetAuthorization(server, opts) {
+        await this.rpc((o) => this.hub.forgetAuthorization({ server }, o), opts);
+    }
+    // -- tools ------------------------------------------------------------------
+    /** The tools of one server, or of all ready servers (every page). */
+    async listTools(server, opts) {
+        return (await this.pages((r, o) => this.hub.listTools(r, o), server, opts)).flatMap((p) => p.tools);
+    }
+    callRequest(name, args, opts) {
+        const req = create(pb.CallToolRequestSchema, { name: this.toQualified.get(name) ?? name });
+        const a = argumentsObject(args);
+        if (a !== undefined)
+            req.arguments = a;
+        if (opts.timeoutMs !== undefined)
+            req.timeout = create(DurationSchema, t.durationFromMs(opts.timeoutMs));
+        if (opts.meta !== undefined)
+            req.meta = opts.meta;
+        return req;
+    }
+    /**
+     * Calls a tool by its qualified name, a server's own tool name, or the
+     * provider-safe name a model called (see {@link toolsForOpenAI}).
+     * `args` may be the model's JSON argument string. A tool that fails
+     * returns a result with `isError`; only protocol and transport failures
+     * throw.
+     */
+    async callTool(name, args, opts = {}) {
+        const req = this.callRequest(name, args, opts);
+        const deadline = opts.timeoutMs !== undefined ? opts.timeoutMs + CALL_TIMEOUT_GRACE_MS : this.timeoutMs;
+        const call = async () => t.toToolResult(await this.rpc((o) => this.hub.callTool(req, o), { signal: opts.signal }, deadline));
+        try {
+            return await call();
+        }
+        catch (e) {
+            // mcpd's own refusal of an unknown name carries no JSON-RPC code.
+            if (!(e instanceof NotFound || e instanceof InvalidArgument) || e.jsonrpcCode !== undefined)
+                throw e;
+            const retry = await this.retryName(name, req.name);
+            if (retry === undefined)
+                throw e;
+            req.name = retry;
+            return await call();
+        }
+    }
+    async retryName(name, tried) {
+        if (tried !== name)
+            return undefined;
+        const names = providerNames((await this.listTools()).map((x) => x.name));
+        for (const [q, p] of names)
+            this.toQualified.set(p, q);
+        const q = this.toQualified.get(name);
+        return q !== undefined && q !== name ? q : undefined;
+    }
+    /**
+     * Calls a tool and iterates its progress and log messages, then its
+     * result. Breaking out of the loop, `cancel()` or the signal cancel the
+     * call upstream.
+     */
+    callToolStream(name, args, opts = {}) {
+        const req = this.callRequest(name, args, opts);
+        const deadline = opts.timeoutMs !== undefined ? opts.timeoutMs + CALL_TIMEOUT_GRACE_MS : undefined;
+        return new ToolCallStream((signal) => {
+            const o = { signal };
+            if (deadline !== undefined)
+                o.timeoutMs = deadline;
+            return this.hub.callToolStream({ name: req.name, arguments: req.arguments, timeout: req.timeout, meta: req.meta }, o);
+        }, linked(opts.signal, this.closing.signal));
+    }
+    async definitions(server, make, opts) {
+        const tools = await this.listTools(server, opts);
+        const names = providerNames(tools.map((x) => x.name));
+        for (const [q, p] of names)
+            this.toQualified.set(p, q);
+        return tools.map((x) => make(x, names.get(x.name)));
+    }
+    toolsForOpenAI(server, options = {}) {
+        const api = options.api ?? "chat";
+        if (api !== "chat" && api !== "responses")
+            throw new TypeError(`api must be "chat" or "responses", got ${JSON.stringify(api)}`);
+        return this.definitions(server, (x, n) => (api === "chat" ? openaiTool(x, n) : openaiTool(x, n, "responses")), options);
+    }
+    /** The tools in Anthropic's Messages API format, with provider-safe names. */
+    toolsForAnthropic(server, opts) {
+        return this.definitions(server, anthropicTool, opts);
+    }
+    /**
+     * The tools as a Vercel AI SDK (`ai`) tool set: `{ [providerSafeName]:
+     * { description, inputSchema, execute } }`, to pass as `tools` to
+     * `generateText` or `streamText`. `execute` calls the tool through mcpd
+     * and returns its text (a failed tool's text too, for the model to read).
+     * Pass the SDK's own `jsonSchema` (`import { jsonSchema } from "ai"`) for
+     * its types; without it the schemas are built in the same shape.
+     */
+    async toolsForAISDK(server, opts = {}) {
+        const out = {};
+        const wrap = opts.jsonSchema ?? aiSchema;
+        const callTimeout = opts.timeoutMs;
+        const entries = await this.definitions(server, (x, n) => [n, x], { signal: opts.signal });
+        for (const [name, tool] of entries) {
+            out[name] = {
+                description: tool.description || tool.title || tool.toolName,
+                inputSchema: wrap(anthropicTool(tool, name).input_schema),
+                execute: async (input, options) => {
+                    const o = {};
+                    if (options.abortSignal)
+                        o.signal = options.abortSignal;
+                    if (callTimeout !== undefined)
+                        o.timeoutMs = callTimeout;
+                    return (await this.callTool(tool.name, input, o)).text;
+                },
+            };
+        }
+        return out;
+    }
+    // -- resources, prompts, completion -----------------------------------------
+    /** The resources of one server or of all ready servers. */
+    async listResources(server, opts) {
+        return (await this.pages((r, o) => this.hub.listResources(r, o), server, opts)).flatMap((p) => p.resources);
+    }
+    /** The resource templates of one server or of all ready servers. */
+    async listResourceTemplates(server, opts) {
+        return (await this.pages((r, o) => this.hub.listResourceTemplates(r, o), server, opts)).flatMap((p) => p.resourceTemplates);
+    }
+    /** Reads one resource. */
+    async readResource(server, uri, opts) {
+        return t.toResourceResult(await this.rpc((o) => this.hub.readResource({ server, uri }, o), opts));
+    }
+    /** The prompts of one server or of all ready servers. */
+    async listPrompts(server, opts) {
+        return (await this.pages((r, o) => this.hub.listPrompts(r, o), server, opts)).flatMap((p) => p.prompts);
+    }
+    /** Renders a prompt with string arguments. */
+    async getPrompt(server, name, args = {}, opts) {
+        return t.toPromptResult(await this.rpc((o) => this.hub.getPrompt({ server, name, arguments: args }, o), opts));
+    }
+    /** Completions of a prompt's or resource template's argument. */
+    async complete(server, argument, value = "", options = {}) {
+        if ((options.prompt === undefined) === (options.resourceTemplate === undefined)) {
+            throw new TypeError("pass exactly one of prompt and resourceTemplate");
+        }
+        const ref = options.prompt !== undefined
+            ? { case: "prompt", value: options.prompt }
+            : { case: "resourceTemplate", value: options.resourceTemplate };
+        const req = { server, ref, argument: { name: argument, value }, context: options.context ?? {} };
+        const r = await this.rpc((o) => this.hub.complete(req, o), options);
+        return { values: r.values, total: r.total, hasMore: r.hasMore };
+    }
+    /** Sets the minimum level of log messages a server sends. */
+    async setLogLevel(server, level, opts) {
+        await this.rpc((o) => this.hub.setLogLevel({ server, level: t.logLevelToProto(level) }, o), opts);
+    }
+    /** Sets the roots offered to one server, or to all. */
+    async setRoots(roots, options = {}) {
+        await this.rpc((o) => this.hub.setRoots({ server: options.server ?? "", roots: t.rootsToProto(roots) }, o), options);
+    }
+    // -- events -----------------------------------------------------------------
+    /**
+     * Follows events with `for await`. When the stream drops, it reconnects
+     * with `afterSequence` set to the last event it returned: every event
+     * mcpd still buffers arrives exactly once, and events that fell out of
+     * the buffer arrive as one "gap" event.
+     */
+    subscribe(options = {}) {
+        if (this.closed)
+            throw new Cancelled("the client is closed");
+        const request = create(pb.SubscribeRequestSchema, {
+            servers: options.servers ?? [],
+            resources: (options.resources ?? []).map((r) => (Array.isArray(r) ? { server: r[0], uri: r[1] } : r)),
+            kinds: (options.kinds ?? []).map(t.eventKindToProto),
+        });
+        return new Subscription((req, signal) => this.hub.subscribe(req, { signal }), request, options, linked(options.signal, this.closing.signal));
+    }
+    // -- server requests -------------------------------------------------------
+    /** Answers servers' sampling requests (an LLM completion). */
+    onSampling(handler) {
+        return this.on("sampling", handler);
+    }
+    /** Answers elicitation requests: return an object to accept, undefined to decline. */
+    onElicitation(handler) {
+        return this.on("elicitation", handler);
+    }
+    /** Answers roots/list (without it, mcpd answers from setRoots). */
+    onRoots(handler) {
+        return this.on("roots", handler);
+    }
+    /** Handles servers' needs for a person's OAuth consent. */
+    onAuthorization(handler) {
+        return this.on("authorization", handler);
+    }
+    on(kind, handler) {
+        if (typeof handler !== "function")
+            throw new TypeError(`${kind} handler must be a function`);
+        if (this.closed)
+            throw new Cancelled("the client is closed");
+        const isNew = !this.handlers.has(kind);
+        this.handlers.set(kind, handler);
+        if (this.worker === undefined) {
+            this.worker = new RequestWorker(this.conn, this.handlers, this.log);
+        }
+        else if (isNew)
+            this.worker.reregister();
+        return handler;
+    }
+    /** Waits until mcpd routes requests of every registered kind to this client; false on timeout. */
+    async handlersReady(timeoutMs = 10_000) {
+        return this.worker === undefined ? true : this.worker.waitReady(timeoutMs);
+    }
+}
+/** Async iterator over a streamed tool call; `result` keeps the ToolResult. */
+export class ToolCallStream {
+    abort;
+    /** The result, once it arrived. */
+    result;
+    it;
+    done = false;
+    constructor(open, abort) {
+        this.abort = abort;
+        this.it = open(abort.controller.signal)[Symbol.asyncIterator]();
+    }
+    [Symbol.asyncIterator]() {
+        return this;
+    }
+    async next() {
+        while (!this.done) {
+            let r;
+            try {
+                r = await this.it.next();
+            }
+            catch (e) {
+                const aborted = this.abort.controller.signal.aborted;
+                this.finish();
+                throw toMCPDError(e, aborted);
+            }
+            if (r.done)
+                break;
+            const item = t.toStreamItem(r.value);
+            if (item === undefined)
+                continue;
+            if (item.type === "result")
+                this.result = item;
+            return { value: item, done: false };
+        }
+        this.finish();
+        return { value: undefined, done: true };
+    }
+    /** Ends the iteration early (a `break` calls this): cancels the call upstream. */
+    async return() {
+        this.cancel();
+        return { value: undefined, done: true };
+    }
+    /** Cancels the call (and the MCP request upstream). */
+    cancel() {
+        if (!this.done)
+            this.abort.controller.abort(new Cancelled("the call was cancelled"));
+        this.finish();
+    }
+    finish() {
+        if (this.done)
+            return;
+        this.done = true;
+        this.abort.dispose();
+        // Ends the HTTP stream if the server has not (nothing to wait for).
+        this.abort.controller.abort(new Cancelled("the call ended"));
+    }
+}
+/** Async iterator of events that reconnects and resumes; `close()` ends it. */
+export class Subscription {
+    open;
+    request;
+    life;
+    /** The sequence of the last event returned. */
+    lastSequence;
+    /** How often the stream was opened again. */
+    reconnects = 0;
+    resume;
+    it;
+    pending;
+    stream;
+    openedAt = 0;
+    reconnect;
+    reconnectTimeoutMs;
+    constructor(open, request, options, life) {
+        this.open = open;
+        this.request = request;
+        this.life = life;
+        this.resume = options.afterSequence;
+        this.reconnect = options.reconnect ?? true;
+        this.reconnectTimeoutMs = options.reconnectTimeoutMs === undefined ? 30_000 : options.reconnectTimeoutMs;
+        this.openStream();
+    }
+    /** Opens the stream now, so that mcpd starts the subscription before the first next(). */
+    openStream() {
+        const req = create(pb.SubscribeRequestSchema, this.request);
+        if (this.resume !== undefined)
+            req.afterSequence = BigInt(this.resume);
+        this.stream = linked(this.life.controller.signal).controller;
+        this.it = this.open(req, this.stream.signal)[Symbol.asyncIterator]();
+        this.pending = this.it.next();
+        this.pending.catch(() => undefined); // read (and thrown) by next()
+        this.openedAt = performance.now();
+    }
+    get closed() {
+        return this.life.controller.signal.aborted;
+    }
+    [Symbol.asyncIterator]() {
+        return this;
+    }
+    async next() {
+        const policy = new ReconnectPolicy(this.reconnectTimeoutMs);
+        for (;;) {
+            if (this.closed)
+                return { value: undefined, done: true };
+            if (this.pending === undefined)
+                this.openStream();
+            let err;
+            const stream = this.stream;
+            try {
+                const r = await this.pending;
+                if (!r.done) {
+                    this.pending = this.it.next();
+                    this.pending.catch(() => undefined);
+                    const ev = t.toEvent(r.value.event);
+                    this.resume = this.lastSequence = ev.sequence;
+                    return { value: ev, done: false };
+                }
+            }
+            catch (e) {
+                err = toMCPDError(e, stream?.signal.aborted ?? false);
+            }
+            this.pending = undefined;
+            stream?.abort();
+            if (this.closed)
+                return { value: undefined, done: true };
+            const wait = this.reconnect && resumable(err) ? policy.nextWait(performance.now(), this.openedAt) : undefined;
+            if (wait === undefined) {
+                if (err === undefined)
+                    return { value: undefined, done: true };
+                throw err;
+            }
+            await sleep(wait, this.life.controller.signal);
+            this.reconnects++;
+        }
+    }
+    /** Ends the subscription; a pending next() returns done. */
+    close() {
+        this.life.controller.abort(new Cancelled("the subscription is closed"));
+        this.life.dispose();
+    }
+    async return() {
+        this.close();
+        return { value: undefined, done: true };
+    }
+}
+/** A queue read as an async iterable: the request side of a bidirectional stream. */
+class Outbox {
+    items = [];
+    wake;
+    ended = false;
+    push(item) {
+        if (this.ended)
+            throw new Cancelled("the stream ended");
+        this.items.push(item);
+        this.wake?.();
+    }
+    end() {
+        this.ended = true;
+        this.wake?.();
+    }
+    async *[Symbol.asyncIterator]() {
+        for (;;) {
+            const item = this.items.shift();
+            if (item !== undefined) {
+                yield item;
+                continue;
+            }
+            if (this.ended)
+                return;
+            await new Promise((r) => (this.wake = r));
+            this.wake = undefined;
+        }
+    }
+}
+/**
+ * Owns the HandleServerRequests stream: registers the handlers' kinds,
+ * runs each request's handler and writes its reply, and reopens the
+ * stream when it drops.
+ */
+class RequestWorker {
+    conn;
+    handlers;
+    log;
+    want = 0;
+    have = -1;
+    error;
+    stopped = false;
+    stream;
+    stopping = new AbortController();
+    waiters = new Set();
+    running;
+    inflight = new Set();
+    constructor(conn, handlers, log) {
+        this.conn = conn;
+        this.handlers = handlers;
+        this.log = log;
+        this.running = this.run();
+    }
+    reregister() {
+        this.want++;
+        this.stream?.abort();
+    }
+    notify() {
+        for (const w of this.waiters)
+            w();
+    }
+    async waitReady(timeoutMs) {
+        const ready = () => this.have === this.want || this.error !== undefined || this.stopped;
+        if (!ready()) {
+            await new Promise((resolve) => {
+                const finish = () => {
+                    clearTimeout(timer);
+                    this.waiters.delete(waiter);
+                    resolve();
+                };
+                const waiter = () => {
+                    if (ready())
+                        finish();
+                };
+                const timer = setTimeout(finish, timeoutMs);
+                this.waiters.add(waiter);
+            });
+        }
+        if (this.error !== undefined)
+            throw this.error;
+        return this.have === this.want;
+    }
+    async stop() {
+        this.stopped = true;
+        this.stopping.abort();
+        this.stream?.abort();
+        this.notify();
+        await this.running;
+        await Promise.allSettled([...this.inflight]);
+    }
+    async run() {
+        let delay = RECONNECT_INITIAL_MS;
+        const hub = createClient(pb.MCPHub, this.conn.bidi());
+        while (!this.stopped) {
+            const gen = this.want;
+            const kinds = [...this.handlers.keys()].sort().map((k) => t.REQUEST_KINDS[k]);
+            const outbox = new Outbox();
+            const stream = (this.stream = new AbortController());
+            outbox.push(create(pb.HandleServerRequestsRequestSchema, { message: { case: "register", value: { kinds } } }));
+            let err;
+            try {
+                for await (const msg of hub.handleServerRequests(outbox, { signal: stream.signal })) {
+                    if (msg.message.case === "registered") {
+                        delay = RECONNECT_INITIAL_MS;
+                        this.have = gen;
+                        this.notify();
+                    }
+                    else if (msg.message.case === "request") {
+                        const p = this.handle(msg.message.value, outbox);
+                        this.inflight.add(p);
+                        void p.finally(() => this.inflight.delete(p));
+                    }
+                }
+            }
+            catch (e) {
+                err = e;
+            }
+            finally {
+                outbox.end();
+                if (this.have === gen)
+                    this.have = -1;
+            }
+            if (this.stopped)
+                break;
+            if (gen !== this.want)
+                continue; // reregister aborted it: open again with the new kinds
+            if (err !== undefined) {
+                const code = toMCPDError(err, stream.signal.aborted).code;
+                if (code !== Code.Unavailable && code !== Code.Canceled) {
+                    this.error = toMCPDError(err);
+                    this.notify();
+                    this.log("server-request stream failed", this.error);
+                    return;
+                }
+            }
+            await sleep(delay, this.stopping.signal);
+            delay = Math.min(delay * 2, RECONNECT_MAX_MS);
+        }
+    }
+    async handle(msg, outbox) {
+        const req = t.toServerRequest(msg);
+        let reply;
+        if (req === undefined) {
+            reply = t.errorReply(msg.id, t.METHOD_NOT_FOUND, "this client does not know the request kind");
+        }
+        else {
+            const handler = this.handlers.get(req.kind);
+            try {
+                if (handler === undefined)
+                    throw new ServerRequestError(`no ${req.kind} handler is registered`, t.METHOD_NOT_FOUND);
+                reply = t.replyFor(req, await handler(req));
+            }
+            catch (e) {
+                if (e instanceof ServerRequestError)
+                    reply = t.errorReply(req.id, e.code, e.message);
+                else {
+                    this.log(`${req.kind} handler failed for server ${req.server}`, e);
+                    // The error text stays here: a handler wraps model calls whose
+                    // errors may carry ids or URLs the server must not get.
+                    const name = e instanceof Error ? e.name : typeof e;
+                    reply = t.errorReply(req.id, t.INTERNAL_ERROR, `${req.kind} handler failed: ${name}`);
+                }
+            }
+        }
+        try {
+            outbox.push(create(pb.HandleServerRequestsRequestSchema, { message: { case: "reply", value: reply } }));
+        }
+        catch {
+            // The stream ended; mcpd declines the request.
+        }
+    }
+}
+//# sourceMappingURL=client.js.map
