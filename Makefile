@@ -549,6 +549,7 @@ bench-typescript: build-typescript build $(STAMP_NPM) ## TypeScript benchmark: t
 
 generate: $(STAMP_TS)
 check-generate: check-generate-typescript
+bench: bench-typescript
 test: test-typescript
 # TypeScript client (end).
 # ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type CallOptions as ConnectCallOptions, type Client as HubClient } from "@connectrpc/connect";
+import { setMaxListeners } from "node:events";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
 import * as pb from "./gen/mcpd/v1/mcpd_pb.js";
 import { Cancelled, InvalidArgument, NotFound, ServerRequestError, toMCPDError, type MCPDError } from "./errors.js";
@@ -197,6 +198,8 @@ export class Client {
     this.log = o.log ?? ((message, error) => console.error(`mcpd-client: ${message}:`, error));
     this.conn = openTransport({ target: this.target, wire: this.wire, token: resolveToken(o.token), tls: tlsMaterial(o) });
     this.hub = createClient(pb.MCPHub, this.conn.transport);
+    // Every call in flight listens on it.
+    setMaxListeners(0, this.closing.signal);
   }
 
   /** Stops the request handlers and open streams and closes the connections. Idempotent. */
@@ -216,17 +219,20 @@ export class Client {
 
   // -- plumbing -------------------------------------------------------------
 
+  /** The signal of one call: the caller's, if any, and the client's close(). */
+  private callSignal(signal: AbortSignal | undefined): AbortSignal {
+    return signal === undefined ? this.closing.signal : AbortSignal.any([signal, this.closing.signal]);
+  }
+
   private async rpc<T>(call: (opts: ConnectCallOptions) => Promise<T>, opts: CallOptions = {}, timeoutMs = opts.timeoutMs ?? this.timeoutMs): Promise<T> {
     if (this.closed) throw new Cancelled("the client is closed");
-    const { controller, dispose } = linked(opts.signal, this.closing.signal);
+    const signal = this.callSignal(opts.signal);
     try {
-      const callOpts: ConnectCallOptions = { signal: controller.signal };
+      const callOpts: ConnectCallOptions = { signal };
       if (timeoutMs !== undefined) callOpts.timeoutMs = timeoutMs;
       return await call(callOpts);
     } catch (e) {
-      throw toMCPDError(e, controller.signal.aborted);
-    } finally {
-      dispose();
+      throw toMCPDError(e, signal.aborted);
     }
   }
 
