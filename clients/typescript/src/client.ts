@@ -42,7 +42,7 @@ const STABLE_STREAM_MS = 5_000;
 export interface ClientOptions extends TlsOptions {
   /** `host:port`, `unix:///path.sock` or a URL; default $MCPD_ADDRESS, else 127.0.0.1:50051. */
   target?: string;
-  /** How the RPCs travel (default $MCPD_WIRE, else "grpc"); see {@link Wire}. */
+  /** How the RPCs travel (default $MCPD_WIRE, else "connect", which needs mcpd's --http-listen address); see {@link Wire}. */
   wire?: Wire;
   /** The API token, sent as `authorization: Bearer <token>`; default $MCPD_API_TOKEN. */
   token?: string;

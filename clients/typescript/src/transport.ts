@@ -4,9 +4,9 @@
  * A target is `host:port`, `unix:///path/to/mcpd.sock` (or `unix:/path`), or
  * an `http://` / `https://` URL. The wire is how the RPCs travel:
  *
+ * - "connect" (the default): the Connect protocol over HTTP/1.1
+ *   (keep-alive), for `--http-listen`;
  * - "grpc": gRPC over HTTP/2, for mcpd's `--listen` address;
- * - "connect": the Connect protocol over HTTP/1.1 (keep-alive), for
- *   `--http-listen`;
  * - "connect-h2": the Connect protocol over HTTP/2 (h2c without TLS), for
  *   `--http-listen`.
  */
@@ -28,8 +28,12 @@ export const ENV_WIRE = "MCPD_WIRE";
 /** How the RPCs travel; see the module doc. */
 export type Wire = "grpc" | "connect" | "connect-h2";
 export const WIRES: readonly Wire[] = ["grpc", "connect", "connect-h2"];
-/** The wire used when none is given (see docs/http.md for the measurements). */
-export const DEFAULT_WIRE: Wire = "grpc";
+/**
+ * The wire used when none is given: Connect over HTTP/1.1, the fastest from
+ * Node in `make bench-typescript` (docs/performance.md#typescript). It
+ * needs mcpd's --http-listen address; "grpc" speaks to --listen.
+ */
+export const DEFAULT_WIRE: Wire = "connect";
 
 /** Accept large resources and images (the Python client's limit too). */
 const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
