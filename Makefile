@@ -550,6 +550,7 @@ bench-typescript: build-typescript build $(STAMP_NPM) ## TypeScript benchmark: t
 generate: $(STAMP_TS)
 check-generate: check-generate-typescript
 bench: bench-typescript
+tools: $(STAMP_TS)
 test: test-typescript
 # TypeScript client (end).
 # ---------------------------------------------------------------------------

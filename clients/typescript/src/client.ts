@@ -592,6 +592,7 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
   private it: AsyncIterator<pb.SubscribeResponse> | undefined;
   private pending: Promise<IteratorResult<pb.SubscribeResponse>> | undefined;
   private stream: AbortController | undefined;
+  private streamDispose: (() => void) | undefined;
   private openedAt = 0;
   private readonly reconnect: boolean;
   private readonly reconnectTimeoutMs: number | null;
@@ -612,7 +613,10 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
   private openStream(): void {
     const req = create(pb.SubscribeRequestSchema, this.request);
     if (this.resume !== undefined) req.afterSequence = BigInt(this.resume);
-    this.stream = linked(this.life.controller.signal).controller;
+    this.streamDispose?.();
+    const l = linked(this.life.controller.signal);
+    this.stream = l.controller;
+    this.streamDispose = l.dispose;
     this.it = this.open(req, this.stream.signal)[Symbol.asyncIterator]();
     this.pending = this.it.next();
     this.pending.catch(() => undefined); // read (and thrown) by next()
@@ -663,6 +667,7 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
   close(): void {
     this.life.controller.abort(new Cancelled("the subscription is closed"));
     this.life.dispose();
+    this.streamDispose?.();
   }
 
   async return(): Promise<IteratorResult<t.Event>> {
