@@ -504,6 +504,8 @@ TSC             := $(TS_MODULES)/.bin/tsc
 TS_NODES        ?= $(shell command -v node) $(NODE22)
 TS_TEST_FLAGS   ?=
 TS_BENCH_FLAGS  ?=
+# The TLS tests make their certificates with openssl.
+APT_PACKAGES    += openssl
 
 ##@ TypeScript client
 

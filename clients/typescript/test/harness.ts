@@ -64,6 +64,18 @@ function connectable(socket: string): Promise<boolean> {
   });
 }
 
+function connectableTCP(hostPort: string): Promise<boolean> {
+  const i = hostPort.lastIndexOf(":");
+  return new Promise((resolve) => {
+    const s = net.connect(Number(hostPort.slice(i + 1)), hostPort.slice(0, i));
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once("error", () => resolve(false));
+  });
+}
+
 /** Whether bin/mcpd has the HTTP listener (--http-listen). */
 export function hasHttpListener(): boolean {
   if (MCPD_BIN === undefined) return false;
@@ -97,20 +109,33 @@ export class Daemon {
   }
 
   start(): Promise<this> {
-    return this.startWithEnv({});
+    return this.launch(`unix://${this.socket}`, this.http ? `unix://${this.httpSocket}` : undefined);
   }
 
-  async startWithEnv(extra: Record<string, string>): Promise<this> {
+  /** Starts mcpd on loopback TCP addresses (TLS needs them); readiness is a GetServer over gRPC. */
+  async startTCP(grpc: string, http: string | undefined): Promise<this> {
+    return this.launch(grpc, http);
+  }
+
+  private async launch(grpc: string, http: string | undefined): Promise<this> {
     if (MCPD_BIN === undefined) throw new Error("no mcpd binary");
-    const env = { ...process.env, ...extra };
+    const env = { ...process.env };
     delete env["MCPD_API_TOKEN"]; // only this daemon's flags count
-    const args = ["--listen", `unix://${this.socket}`, "--log-level", "debug", ...this.args];
-    if (this.http) args.push("--http-listen", `unix://${this.httpSocket}`);
+    const args = ["--listen", grpc, "--log-level", "debug", ...this.args];
+    if (http !== undefined) args.push("--http-listen", http);
     const out = fs.openSync(this.log, "a");
     this.proc = spawn(MCPD_BIN, args, { stdio: ["ignore", out, out], env, cwd: this.dir });
     fs.closeSync(out);
     const deadline = performance.now() + RPC_TIMEOUT_MS;
-    while (!(await connectable(this.socket)) || (this.http && !(await connectable(this.httpSocket)))) {
+    const ready = async (): Promise<boolean> => {
+      for (const a of [grpc, http]) {
+        if (a === undefined) continue;
+        const ok = a.startsWith("unix://") ? await connectable(a.slice("unix://".length)) : await connectableTCP(a);
+        if (!ok) return false;
+      }
+      return true;
+    };
+    while (!(await ready())) {
       if (this.proc.exitCode !== null) throw new Error(`mcpd exited with ${this.proc.exitCode}:\n${this.logTail()}`);
       if (performance.now() > deadline) {
         await this.stop();
