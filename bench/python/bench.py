@@ -9,24 +9,37 @@ everything, both over stdio) and each concurrency level it times
   sdk     mcp.ClientSession over mcp.client.stdio.stdio_client, one session,
           N asyncio tasks calling concurrently;
   aio     mcpd_grpc.AsyncClient through mcpd (Unix socket), N tasks;
-  sync    mcpd_grpc.Client through mcpd, N threads.
+  sync    mcpd_grpc.Client through mcpd, N threads;
+  stub    the generated gRPC stub's CallTool through mcpd, N threads, with a
+          request built once and the response left as protobuf: sync minus
+          stub is what mcpd_grpc itself adds to a call;
+  rtt     the generated stub's GetServer, N threads: a gRPC round trip to
+          mcpd from Python with no MCP server behind it (grpcio's floor).
+
+The cells of one upstream and concurrency level run interleaved, in rounds
+(each round in another order), so that load from elsewhere on the machine
+skews them alike.
 
 Then the cold start: a fresh Python process, from its start to its first
-tool result, once through an already running mcpd (import mcpd_grpc,
-Client, call_tool) and once with the SDK spawning the server itself
-(import mcp, stdio_client, initialize, call_tool); the median of several
-runs each.
+tool result, through an already running mcpd (import mcpd_grpc, Client,
+call_tool) and with the SDK spawning the server itself (import mcp,
+stdio_client, initialize, call_tool); for reference also a bare interpreter
+that prints a line, and the generated stubs alone calling CallTool (import
+grpc and protobuf, no mcpd_grpc). The kinds alternate; the median of
+several runs each.
 
 It prints the ratios behind the targets (through mcpd at least as fast as
-the SDK directly at p50 and at the highest concurrency; the cold start at
-most 0.1 times) with PASS or MISS. It is a report, not a test: a MISS does
-not change the exit status; a setup failure does.
+the SDK directly at p50 with one caller and in calls/s at the highest
+concurrency; the cold start at most 0.1 times) with PASS or MISS. It is a
+report, not a test: a MISS does not change the exit status; a setup failure
+does.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import signal
@@ -40,12 +53,14 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
+import grpc
 import mcp
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import mcpd_grpc
+from mcpd_grpc.mcpd.v1 import mcpd_pb2, mcpd_pb2_grpc
 
 MESSAGE = "hello"
 
@@ -149,61 +164,103 @@ def echo_text(result: object) -> str:
     return "".join(getattr(c, "text", "") for c in content)
 
 
-async def bench_sdk(up: Upstream, levels: Sequence[int], duration: float, warmup: float, devnull: TextIO) -> list[Cell]:
+@dataclass
+class Method:
+    name: str
+    call: Callable[[], Any]  # a coroutine function when is_async
+    is_async: bool
+
+
+async def bench_upstream(target: str, up: Upstream, levels: Sequence[int], duration: float, warmup: float, rounds: int, devnull: TextIO) -> list[Cell]:
+    """Every method against one upstream, interleaved per concurrency
+    level: rounds slices of duration/rounds seconds each, after warmup
+    seconds of calls that are not counted."""
+    tool = f"mcp__{up.name}__echo"
     params = StdioServerParameters(command=up.command, args=up.args)
-    cells = []
-    async with stdio_client(params, errlog=devnull) as (read, write):
-        async with mcp.ClientSession(read, write) as session:
-            await session.initialize()
-            first = await session.call_tool("echo", {"message": MESSAGE})
-            if echo_text(first) != up.echo_text:
-                raise RuntimeError(f"sdk {up.name} echo: got {first!r}")
+    async with stdio_client(params, errlog=devnull) as (read, write), mcp.ClientSession(read, write) as session:
+        await session.initialize()
+        async with mcpd_grpc.AsyncClient(target, timeout=60) as aclient:
+            with mcpd_grpc.Client(target, timeout=60) as client, grpc.insecure_channel(target) as channel:
+                stub = mcpd_pb2_grpc.MCPHubStub(channel)
+                request = mcpd_pb2.CallToolRequest(name=tool)
+                request.arguments.update({"message": MESSAGE})
+                server_request = mcpd_pb2.GetServerRequest(name=up.name)
 
-            async def call() -> None:
-                await session.call_tool("echo", {"message": MESSAGE})
+                async def sdk() -> None:
+                    await session.call_tool("echo", {"message": MESSAGE})
 
-            for c in levels:
-                lat, secs = await run_async_cell(call, c, duration, warmup)
-                cells.append(cell_of(up.name, "sdk", c, lat, secs))
-    return cells
+                async def aio() -> None:
+                    await aclient.call_tool(tool, {"message": MESSAGE})
 
+                def sync() -> None:
+                    client.call_tool(tool, {"message": MESSAGE})
 
-async def bench_aio(target: str, up: Upstream, levels: Sequence[int], duration: float, warmup: float) -> list[Cell]:
-    cells = []
-    tool = f"mcp__{up.name}__echo"
-    async with mcpd_grpc.AsyncClient(target, timeout=60) as client:
-        first = await client.call_tool(tool, {"message": MESSAGE})
-        if first.text != up.echo_text:
-            raise RuntimeError(f"aio {up.name} echo: got {first!r}")
+                def raw() -> None:
+                    stub.CallTool(request, timeout=60)
 
-        async def call() -> None:
-            await client.call_tool(tool, {"message": MESSAGE})
+                def rtt() -> None:
+                    stub.GetServer(server_request, timeout=60)
 
-        for c in levels:
-            lat, secs = await run_async_cell(call, c, duration, warmup)
-            cells.append(cell_of(up.name, "aio", c, lat, secs))
-    return cells
+                got = {
+                    "sdk": echo_text(await session.call_tool("echo", {"message": MESSAGE})),
+                    "aio": (await aclient.call_tool(tool, {"message": MESSAGE})).text,
+                    "sync": client.call_tool(tool, {"message": MESSAGE}).text,
+                    "stub": "".join(c.text.text for c in stub.CallTool(request, timeout=60).content),
+                }
+                for name, text in got.items():
+                    if text != up.echo_text:
+                        raise RuntimeError(f"{name} {up.name} echo: got {text!r}")
+                stub.GetServer(server_request, timeout=60)
 
-
-def bench_sync(target: str, up: Upstream, levels: Sequence[int], duration: float, warmup: float) -> list[Cell]:
-    cells = []
-    tool = f"mcp__{up.name}__echo"
-    with mcpd_grpc.Client(target, timeout=60) as client:
-        first = client.call_tool(tool, {"message": MESSAGE})
-        if first.text != up.echo_text:
-            raise RuntimeError(f"sync {up.name} echo: got {first!r}")
-
-        def call() -> None:
-            client.call_tool(tool, {"message": MESSAGE})
-
-        for c in levels:
-            lat, secs = run_thread_cell(call, c, duration, warmup)
-            cells.append(cell_of(up.name, "sync", c, lat, secs))
-    return cells
+                methods = [
+                    Method("sdk", sdk, True),
+                    Method("aio", aio, True),
+                    Method("sync", sync, False),
+                    Method("stub", raw, False),
+                    Method("rtt", rtt, False),
+                ]
+                cells = []
+                for c in levels:
+                    lat: dict[str, list[float]] = {m.name: [] for m in methods}
+                    secs = dict.fromkeys(lat, 0.0)
+                    for r in range(rounds):
+                        for m in methods[r % len(methods) :] + methods[: r % len(methods)]:
+                            if m.is_async:
+                                got_lat, got_secs = await run_async_cell(m.call, c, duration / rounds, warmup)
+                            else:
+                                got_lat, got_secs = await asyncio.to_thread(run_thread_cell, m.call, c, duration / rounds, warmup)
+                            lat[m.name] += got_lat
+                            secs[m.name] += got_secs
+                    cells += [cell_of(up.name, m.name, c, lat[m.name], secs[m.name]) for m in methods]
+                return cells
 
 
 # Cold start: each script runs in a fresh interpreter and prints one line
 # when it has its first tool result; the parent times spawn to that line.
+# argv: the target and the qualified tool name, or for the SDK the server's
+# command and its JSON args; COLD_PYTHON only prints what it is told.
+COLD_PYTHON = """
+import sys
+print("result", sys.argv[2], flush=True)
+"""
+
+# The stubs without mcpd_grpc: its package is registered empty, so that
+# importing the generated modules under it does not run its __init__.
+COLD_STUB = """
+import importlib.util, sys, types
+spec = importlib.util.find_spec("mcpd_grpc")
+pkg = types.ModuleType("mcpd_grpc")
+pkg.__path__ = list(spec.submodule_search_locations)
+sys.modules["mcpd_grpc"] = pkg
+import grpc
+from mcpd_grpc.mcpd.v1 import mcpd_pb2, mcpd_pb2_grpc
+req = mcpd_pb2.CallToolRequest(name=sys.argv[2])
+req.arguments.update({"message": "hello"})
+with grpc.insecure_channel(sys.argv[1]) as ch:
+    r = mcpd_pb2_grpc.MCPHubStub(ch).CallTool(req, timeout=60)
+    print("result", "".join(c.text.text for c in r.content), flush=True)
+"""
+
 COLD_MCPD = """
 import sys, mcpd_grpc
 with mcpd_grpc.Client(sys.argv[1], timeout=60) as c:
@@ -242,6 +299,34 @@ def cold_start(argv: list[str], want: str) -> float:
         return elapsed
     finally:
         proc.wait(timeout=60)
+
+
+def cold_starts(target: str, up: Upstream, runs: int) -> dict[str, float]:
+    """The median cold start (ms) of each kind against one upstream; the
+    kinds alternate, each round in another order."""
+    tool = f"mcp__{up.name}__echo"
+    kinds = {
+        "python": [sys.executable, "-c", COLD_PYTHON, "", up.echo_text],
+        "stub": [sys.executable, "-c", COLD_STUB, target, tool],
+        "mcpd_grpc": [sys.executable, "-c", COLD_MCPD, target, tool],
+        "sdk": [sys.executable, "-c", COLD_SDK, up.command, json.dumps(up.args)],
+    }
+    names = list(kinds)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(runs):
+        for k in names[r % len(names) :] + names[: r % len(names)]:
+            times[k].append(cold_start(kinds[k], up.echo_text))
+    return {k: statistics.median(v) * 1e3 for k, v in times.items()}
+
+
+def bytecode_state() -> str:
+    """Whether the cold starts load compiled bytecode or compile every
+    module from source (no .pyc written, as with PYTHONDONTWRITEBYTECODE=1
+    after an install that did not compile)."""
+    spec = importlib.util.find_spec("grpc")
+    origin = spec.origin if spec is not None else None
+    compiled = origin is not None and Path(importlib.util.cache_from_source(origin)).exists()
+    return "compiled (.pyc present)" if compiled else "NOT compiled: every cold start compiles grpc, protobuf and mcpd_grpc from source"
 
 
 def start_mcpd(binary: str, workdir: Path, upstreams: Sequence[Upstream]) -> tuple[subprocess.Popen[bytes], str]:
@@ -295,21 +380,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mcpd", required=True, help="the mcpd binary")
     parser.add_argument("--everything", default="", help="mcp-server-everything (empty: the demo server only)")
-    parser.add_argument("--duration", type=float, default=3.0, help="seconds measured per cell")
-    parser.add_argument("--warmup", type=float, default=0.5, help="seconds of calls before each cell, not measured")
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds measured per cell, over all rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved slices each cell's duration is split into")
+    parser.add_argument("--warmup", type=float, default=0.2, help="seconds of calls before each slice, not measured")
     parser.add_argument("--concurrency", default="1,16,64", help="concurrent calls per cell, comma-separated")
-    parser.add_argument("--cold-runs", type=int, default=5, help="runs of each cold start (the median is reported)")
+    parser.add_argument("--cold-runs", type=int, default=7, help="runs of each cold start (the median is reported)")
     parser.add_argument("--json", default="", help="also write the figures to this file")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
-    top = max(levels)
+    low, top = min(levels), max(levels)
 
     upstreams = [Upstream("demo", args.mcpd, ["demo-server"], MESSAGE)]
     if args.everything:
         upstreams.append(Upstream("everything", args.everything, ["stdio"], f"Echo: {MESSAGE}"))
 
     print(f"python {sys.version.split()[0]}, mcp {_version('mcp')}, grpcio {_version('grpcio')}, protobuf {_version('protobuf')}, {os.cpu_count()} CPUs")
-    print(f"tools/call echo, {args.duration:g}s per cell after {args.warmup:g}s warm-up; mcpd over a Unix socket\n")
+    print(f"bytecode: {bytecode_state()}")
+    print(f"tools/call echo, {args.duration:g}s per cell in {args.rounds} interleaved rounds, {args.warmup:g}s warm-up each; mcpd over a Unix socket\n")
 
     cells: list[Cell] = []
     cold: dict[str, dict[str, float]] = {}
@@ -318,13 +405,9 @@ def main() -> int:
         try:
             for up in upstreams:
                 with open(os.devnull, "w") as devnull:  # the server's stderr
-                    cells += asyncio.run(bench_sdk(up, levels, args.duration, args.warmup, devnull))
-                cells += asyncio.run(bench_aio(target, up, levels, args.duration, args.warmup))
-                cells += bench_sync(target, up, levels, args.duration, args.warmup)
+                    cells += asyncio.run(bench_upstream(target, up, levels, args.duration, args.warmup, args.rounds, devnull))
             for up in upstreams:
-                via = [cold_start([sys.executable, "-c", COLD_MCPD, target, f"mcp__{up.name}__echo"], up.echo_text) for _ in range(args.cold_runs)]
-                direct = [cold_start([sys.executable, "-c", COLD_SDK, up.command, json.dumps(up.args)], up.echo_text) for _ in range(args.cold_runs)]
-                cold[up.name] = {"mcpd_ms": statistics.median(via) * 1e3, "sdk_ms": statistics.median(direct) * 1e3}
+                cold[up.name] = cold_starts(target, up, args.cold_runs)
         finally:
             stop(proc)
 
@@ -335,21 +418,32 @@ def main() -> int:
     def find(up: str, method: str, conc: int) -> Cell:
         return next(c for c in cells if (c.upstream, c.method, c.concurrency) == (up, method, conc))
 
-    print(f"\ncold start, fresh python process to its first tool result (median of {args.cold_runs}):")
+    print(f"\nwhere the time of one call goes at {low} caller(s), p50 in ms:")
+    for up in upstreams:
+        sdk, sync, raw, rtt = (find(up.name, m, low).p50_ms for m in ("sdk", "sync", "stub", "rtt"))
+        print(
+            f"  {up.name:<11} sdk {sdk:.3f}   sync {sync:.3f} = stub {raw:.3f} + mcpd_grpc {sync - raw:+.3f};"
+            f"   stub = gRPC round trip (rtt) {rtt:.3f} + mcpd and the server {raw - rtt:+.3f}"
+        )
+
+    print(f"\ncold start, fresh python process to its first tool result (median of {args.cold_runs}), ms:")
     for name, v in cold.items():
-        print(f"  {name:<11} through warm mcpd {v['mcpd_ms']:8.1f} ms   sdk spawning the server {v['sdk_ms']:8.1f} ms   ratio {v['mcpd_ms'] / v['sdk_ms']:.2f}")
+        print(
+            f"  {name:<11} python {v['python']:6.1f}   stub {v['stub']:6.1f}   mcpd_grpc {v['mcpd_grpc']:6.1f}   sdk {v['sdk']:7.1f}"
+            f"   ratio mcpd_grpc/sdk {v['mcpd_grpc'] / v['sdk']:.2f} (stub/sdk {v['stub'] / v['sdk']:.2f})"
+        )
 
     print("\ntargets (through mcpd / sdk directly):")
     for up in upstreams:
         for method in ("aio", "sync"):
-            sdk1, via1 = find(up.name, "sdk", 1), find(up.name, method, 1)
+            sdk1, via1 = find(up.name, "sdk", low), find(up.name, method, low)
             sdk_top, via_top = find(up.name, "sdk", top), find(up.name, method, top)
-            print(ratio_line(f"{up.name} {method} p50 ratio at 1", via1.p50_ms / sdk1.p50_ms, 1.0, True))
+            print(ratio_line(f"{up.name} {method} p50 ratio at {low}", via1.p50_ms / sdk1.p50_ms, 1.0, True))
             print(ratio_line(f"{up.name} {method} calls/s ratio at {top}", via_top.calls_per_s / sdk_top.calls_per_s, 1.0, False))
-        print(ratio_line(f"{up.name} cold start ratio", cold[up.name]["mcpd_ms"] / cold[up.name]["sdk_ms"], 0.1, True))
+        print(ratio_line(f"{up.name} cold start ratio", cold[up.name]["mcpd_grpc"] / cold[up.name]["sdk"], 0.1, True))
 
     if args.json:
-        Path(args.json).write_text(json.dumps({"cells": [dict(vars(c), calls_per_s=c.calls_per_s) for c in cells], "cold_start": cold}, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({"cells": [dict(vars(c), calls_per_s=c.calls_per_s) for c in cells], "cold_start_ms": cold}, indent=2) + "\n")
     return 0
 
 

@@ -38,26 +38,34 @@ type daemon struct {
 // startDaemon starts bin with an empty config (no demo server) and waits
 // until it reports SERVING on its health service.
 func startDaemon(ctx context.Context, bin, logLevel string, log io.Writer) (*daemon, *grpc.ClientConn, error) {
+	return startDaemonWith(ctx, bin, logLevel, log, `{"mcpServers":{}}`)
+}
+
+// startDaemonWith starts bin with the config given and more flags, and
+// waits until it reports SERVING (its configured servers have had their
+// first start).
+func startDaemonWith(ctx context.Context, bin, logLevel string, log io.Writer, config string, args ...string) (*daemon, *grpc.ClientConn, error) {
 	// A short directory: a Unix socket path must fit in 108 bytes.
 	dir, err := os.MkdirTemp("", "mcpdc-")
 	if err != nil {
 		return nil, nil, fmt.Errorf("temp dir: %w", err)
 	}
 	cfgPath := filepath.Join(dir, "mcp.json")
-	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers":{}}`), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("write config: %w", err)
 	}
 	d := &daemon{dir: dir, socket: filepath.Join(dir, "mcpd.sock"), exited: make(chan struct{})}
-	d.cmd = exec.Command(bin,
-		"--listen", "unix://"+d.socket,
+	d.cmd = exec.Command(bin, append([]string{
+		"--listen", "unix://" + d.socket,
 		"--config", cfgPath,
+		"--scopes", "", // only the config above, whatever the machine has
 		"--log-level", logLevel,
 		"--log-format", "console",
 		"--shutdown-timeout", "2s",
 		"--stop-grace", "500ms",
 		"--oauth-state-dir", filepath.Join(dir, "oauth"),
-	)
+	}, args...)...)
 	d.cmd.Stdout = log
 	d.cmd.Stderr = log
 	if err := d.cmd.Start(); err != nil {

@@ -21,6 +21,9 @@
 // "mcpd-conformance: FAIL: <reason>"), which the suite keeps in the
 // scenario's stdout.txt; mcpd's log goes to stderr.
 //
+// "mcpd-conformance front" runs the suite's server scenarios against
+// mcpd's MCP endpoint instead (see front.go).
+//
 // "mcpd-conformance report" reads the suite's result directories (-o) of one
 // or more requirement sets and compares them with an expected-failures
 // baseline; `make conformance` runs it after the suite.
@@ -61,6 +64,13 @@ func main() {
 
 // mainExit runs the driver or the report and returns the exit code.
 func mainExit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "front" {
+		code, err := runFront(ctx, args[1:], stdout, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "mcpd-conformance front: %v\n", err)
+		}
+		return code
+	}
 	if len(args) > 0 && args[0] == "report" {
 		ok, err := runReport(args[1:], stdout)
 		if err != nil {

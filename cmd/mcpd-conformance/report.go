@@ -44,6 +44,9 @@ type outcome struct {
 	dir      string
 	checks   []check
 	verdict  string // the driver's verdict line without its prefix; "" if none
+	// noDriver: a server scenario, where the suite itself is the client
+	// and no driver prints a verdict.
+	noDriver bool
 }
 
 // failures explains why the run fails; none means it passes.
@@ -66,6 +69,7 @@ func (o *outcome) failures() []string {
 		out = append(out, "no passing check: the scenario server saw nothing to judge")
 	}
 	switch {
+	case o.noDriver:
 	case o.verdict == "":
 		out = append(out, "driver printed no verdict (killed by the suite's timeout?)")
 	case o.verdict != "PASS":
@@ -80,8 +84,9 @@ func firstLine(s string) string {
 }
 
 // readResults reads every scenario result under dir. A scenario that has
-// several results (reruns into the same directory) keeps the newest.
-func readResults(dir string) (map[string]*outcome, error) {
+// several results (reruns into the same directory) keeps the newest. For
+// the server leg the suite names each result "server-<scenario>-...".
+func readResults(dir, leg string) (map[string]*outcome, error) {
 	out := make(map[string]*outcome)
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -100,6 +105,10 @@ func readResults(dir string) (map[string]*outcome, error) {
 			return fmt.Errorf("%s: not named <scenario>-<timestamp>", resDir)
 		}
 		o := &outcome{scenario: m[1], dir: resDir}
+		if leg == legServer {
+			o.scenario = strings.TrimPrefix(o.scenario, "server-")
+			o.noDriver = true
+		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -143,10 +152,19 @@ func readVerdict(path string) (string, error) {
 	return verdict, sc.Err()
 }
 
-// requirements is the client leg of one requirement set of the suite
+// The legs of a requirement set: the scenarios of the suite's client
+// subcommand measure mcpd as an MCP client, those of its server subcommand
+// mcpd's MCP endpoint.
+const (
+	legClient = "client"
+	legServer = "server"
+)
+
+// requirements is one leg of one requirement set of the suite
 // (requirements/<revision>.yaml).
 type requirements struct {
 	revision  string
+	leg       string
 	required  []string
 	notScored map[string]string // scenario -> reason
 }
@@ -159,16 +177,16 @@ func scoredExtension(scenario, reason string) bool {
 	return reason == "extension" && strings.HasPrefix(scenario, "auth/")
 }
 
-// parseRequirements reads the client leg of a requirement set. The files
-// are frozen and plain: top-level keys "server", "client", "not_scored";
-// list items "  - name"; not_scored items with scenario, leg and reason.
-func parseRequirements(revision string, r io.Reader) (*requirements, error) {
-	req := &requirements{revision: revision, notScored: make(map[string]string)}
+// parseRequirements reads one leg of a requirement set. The files are
+// frozen and plain: top-level keys "server", "client", "not_scored"; list
+// items "  - name"; not_scored items with scenario, leg and reason.
+func parseRequirements(revision, leg string, r io.Reader) (*requirements, error) {
+	req := &requirements{revision: revision, leg: leg, notScored: make(map[string]string)}
 	section := ""
 	var item map[string]string
 	flush := func() {
-		if item != nil && item["leg"] == "client" && item["scenario"] != "" {
-			if scoredExtension(item["scenario"], item["reason"]) {
+		if item != nil && item["leg"] == leg && item["scenario"] != "" {
+			if leg == legClient && scoredExtension(item["scenario"], item["reason"]) {
 				req.required = append(req.required, item["scenario"])
 			} else {
 				req.notScored[item["scenario"]] = item["reason"]
@@ -190,7 +208,7 @@ func parseRequirements(revision string, r io.Reader) (*requirements, error) {
 		}
 		rest, isItem := strings.CutPrefix(trimmed, "- ")
 		switch section {
-		case "client":
+		case leg:
 			if isItem {
 				req.required = append(req.required, strings.TrimSpace(rest))
 			}
@@ -209,7 +227,7 @@ func parseRequirements(revision string, r io.Reader) (*requirements, error) {
 		return nil, err
 	}
 	if len(req.required) == 0 {
-		return nil, fmt.Errorf("requirements %s: no client scenarios", revision)
+		return nil, fmt.Errorf("requirements %s: no %s scenarios", revision, leg)
 	}
 	return req, nil
 }
@@ -218,9 +236,10 @@ func parseRequirements(revision string, r io.Reader) (*requirements, error) {
 // one-line reason; "#" starts a comment.
 type baseline map[string]string
 
-// parseBaseline reads a baseline. Only authorization scenarios may be
-// listed: everything else mcpd must pass.
-func parseBaseline(r io.Reader) (baseline, error) {
+// parseBaseline reads a baseline. For the client leg only authorization
+// scenarios may be listed: everything else mcpd must pass. For the server
+// leg every entry needs its reason all the same.
+func parseBaseline(r io.Reader, leg string) (baseline, error) {
 	b := make(baseline)
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
@@ -233,7 +252,7 @@ func parseBaseline(r io.Reader) (baseline, error) {
 		switch {
 		case reason == "":
 			return nil, fmt.Errorf("line %d: %s has no reason", n, name)
-		case !strings.HasPrefix(name, "auth/"):
+		case leg == legClient && !strings.HasPrefix(name, "auth/"):
 			return nil, fmt.Errorf("line %d: %s is not an authorization scenario; only those may be expected to fail", n, name)
 		case b[name] != "":
 			return nil, fmt.Errorf("line %d: %s is listed twice", n, name)
@@ -257,7 +276,7 @@ func judge(w io.Writer, runs []revisionRun, base baseline) bool {
 	used := make(map[string]bool)
 	var pass, expected, unexpected, stale int
 	for _, run := range runs {
-		fmt.Fprintf(w, "\n== requirements %s: %d required client scenarios\n", run.req.revision, len(run.req.required))
+		fmt.Fprintf(w, "\n== requirements %s: %d required %s scenarios\n", run.req.revision, len(run.req.required), run.req.leg)
 		for _, name := range run.req.required {
 			reason, baselined := base[name]
 			if baselined {
@@ -337,12 +356,16 @@ func runReport(args []string, stdout io.Writer) (bool, error) {
 	fs.SetOutput(stdout)
 	baselinePath := fs.String("baseline", "conformance/expected-failures.txt", "expected-failures file")
 	reqDir := fs.String("requirements-dir", "", "the suite's requirements/ directory (<revision>.yaml files)")
+	leg := fs.String("leg", legClient, "which scenarios the results are of: client (mcpd as an MCP client) or server (mcpd's MCP endpoint)")
 	fs.Usage = func() {
 		fmt.Fprintln(stdout, "usage: mcpd-conformance report -requirements-dir DIR [-baseline FILE] REVISION=RESULTS_DIR...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return false, err
+	}
+	if *leg != legClient && *leg != legServer {
+		return false, fmt.Errorf("-leg %q: want client or server", *leg)
 	}
 	if *reqDir == "" || fs.NArg() == 0 {
 		fs.Usage()
@@ -352,7 +375,7 @@ func runReport(args []string, stdout io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	base, err := parseBaseline(f)
+	base, err := parseBaseline(f, *leg)
 	f.Close()
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", *baselinePath, err)
@@ -367,12 +390,12 @@ func runReport(args []string, stdout io.Writer) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		req, err := parseRequirements(rev, rf)
+		req, err := parseRequirements(rev, *leg, rf)
 		rf.Close()
 		if err != nil {
 			return false, err
 		}
-		results, err := readResults(dir)
+		results, err := readResults(dir, *leg)
 		if err != nil {
 			return false, err
 		}

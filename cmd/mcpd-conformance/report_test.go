@@ -28,7 +28,7 @@ func TestParseBaseline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseBaseline(strings.NewReader(tt.in))
+			got, err := parseBaseline(strings.NewReader(tt.in), legClient)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("parseBaseline: got error %v, want one containing %q", err, tt.wantErr)
@@ -70,12 +70,13 @@ not_scored:
 `
 
 func TestParseRequirements(t *testing.T) {
-	got, err := parseRequirements("2025-11-25", strings.NewReader(requirementsYAML))
+	got, err := parseRequirements("2025-11-25", legClient, strings.NewReader(requirementsYAML))
 	if err != nil {
 		t.Fatalf("parseRequirements: %v", err)
 	}
 	want := &requirements{
 		revision: "2025-11-25",
+		leg:      legClient,
 		// The authorization extensions are scored like required ones.
 		required: []string{"initialize", "auth/metadata-default", "auth/dpop"},
 		notScored: map[string]string{
@@ -85,7 +86,7 @@ func TestParseRequirements(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(requirements{})); diff != "" {
 		t.Errorf("requirements (-want +got):\n%s", diff)
 	}
-	if _, err := parseRequirements("x", strings.NewReader("server:\n  - ping\n")); err == nil {
+	if _, err := parseRequirements("x", legClient, strings.NewReader("server:\n  - ping\n")); err == nil {
 		t.Errorf("parseRequirements without client scenarios: got no error, want one")
 	}
 }
@@ -150,6 +151,40 @@ func writeResult(t *testing.T, dir, scenario, stamp, checks, stdout string) {
 	}
 }
 
+func TestParseRequirementsServer(t *testing.T) {
+	got, err := parseRequirements("2025-11-25", legServer, strings.NewReader(requirementsYAML))
+	if err != nil {
+		t.Fatalf("parseRequirements: %v", err)
+	}
+	want := &requirements{
+		revision:  "2025-11-25",
+		leg:       legServer,
+		required:  []string{"server-initialize", "ping"},
+		notScored: map[string]string{"json-schema-2020-12": "pending"},
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(requirements{})); diff != "" {
+		t.Errorf("requirements (-want +got):\n%s", diff)
+	}
+}
+
+// TestReadResultsServer: server results are named server-<scenario>-... and
+// pass on their checks alone, with no driver verdict.
+func TestReadResultsServer(t *testing.T) {
+	dir := t.TempDir()
+	writeResult(t, dir, "server-ping", "2026-11-22T13-10-01-539Z", `[{"id":"a","name":"A","status":"SUCCESS"}]`, "")
+	writeResult(t, dir, "server-tools-list", "2026-11-22T13-10-01-540Z", `[{"id":"b","name":"B","status":"FAILURE"}]`, "")
+	got, err := readResults(dir, legServer)
+	if err != nil {
+		t.Fatalf("readResults: %v", err)
+	}
+	if o := got["ping"]; o == nil || len(o.failures()) != 0 {
+		t.Errorf("ping: got %+v, want a passing result", o)
+	}
+	if o := got["tools-list"]; o == nil || len(o.failures()) == 0 {
+		t.Errorf("tools-list: got %+v, want a failing result", o)
+	}
+}
+
 func TestReadResults(t *testing.T) {
 	dir := t.TempDir()
 	pass := `[{"id":"a","name":"A","status":"SUCCESS"}]`
@@ -158,7 +193,7 @@ func TestReadResults(t *testing.T) {
 	// A rerun into the same directory: the newer result wins.
 	writeResult(t, dir, "sse-retry", "2026-11-22T13-10-01-000Z", `[]`, "")
 	writeResult(t, dir, "sse-retry", "2026-11-22T13-11-01-000Z", pass, "mcpd-conformance: PASS\n")
-	got, err := readResults(dir)
+	got, err := readResults(dir, legClient)
 	if err != nil {
 		t.Fatalf("readResults: %v", err)
 	}
@@ -175,7 +210,7 @@ func TestReadResults(t *testing.T) {
 	}
 
 	writeResult(t, dir, "odd", "yesterday", `[]`, "")
-	if _, err := readResults(dir); err == nil || !strings.Contains(err.Error(), "not named <scenario>-<timestamp>") {
+	if _, err := readResults(dir, legClient); err == nil || !strings.Contains(err.Error(), "not named <scenario>-<timestamp>") {
 		t.Errorf("readResults with a badly named result: got %v, want a naming error", err)
 	}
 }
@@ -247,6 +282,19 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// TestServerBaselineFile checks the server leg's baseline: it parses, and
+// every entry has its reason (parseBaseline refuses one without).
+func TestServerBaselineFile(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "..", "conformance", "expected-failures-server.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := parseBaseline(f, legServer); err != nil {
+		t.Fatalf("conformance/expected-failures-server.txt: %v", err)
+	}
+}
+
 // TestBaselineFile checks the repository's baseline against the rules the
 // report enforces.
 func TestBaselineFile(t *testing.T) {
@@ -255,7 +303,7 @@ func TestBaselineFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	b, err := parseBaseline(f)
+	b, err := parseBaseline(f, legClient)
 	if err != nil {
 		t.Fatalf("conformance/expected-failures.txt: %v", err)
 	}

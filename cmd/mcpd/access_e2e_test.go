@@ -284,6 +284,8 @@ func TestCallerPermissions(t *testing.T) {
 		denied(t, err, "manage")
 		_, err = d.hub.RestartServer(reader, &mcpdv1.RestartServerRequest{Name: "demo"})
 		denied(t, err, "manage")
+		_, err = d.hub.SetServerEnabled(reader, &mcpdv1.SetServerEnabledRequest{Name: "demo", Enabled: false})
+		denied(t, err, "manage")
 		_, err = d.hub.SetLogLevel(reader, &mcpdv1.SetLogLevelRequest{Server: "demo", Level: mcpdv1.LogLevel_LOG_LEVEL_INFO})
 		denied(t, err, "manage")
 		_, err = d.hub.SetRoots(reader, &mcpdv1.SetRootsRequest{Server: "demo", Roots: []*mcpdv1.Root{{Uri: "file:///tmp"}}})
@@ -374,6 +376,92 @@ func TestCallerPermissions(t *testing.T) {
 				break
 			}
 		}
+	})
+
+	t.Run("polls", func(t *testing.T) {
+		start := func(ctx context.Context, target any) (*mcpdv1.Poll, error) {
+			req := &mcpdv1.StartPollRequest{Server: "demo"}
+			switch v := target.(type) {
+			case string:
+				req.Target = &mcpdv1.StartPollRequest_ResourceUri{ResourceUri: v}
+			case *mcpdv1.PollToolCall:
+				req.Target = &mcpdv1.StartPollRequest_Tool{Tool: v}
+			}
+			resp, err := d.hub.StartPoll(ctx, req)
+			return resp.GetPoll(), err
+		}
+		// The admin's poll of a resource the reader may not read; its
+		// baseline is out before the reader's polls start.
+		readme, err := start(admin, "demo://readme")
+		if err != nil {
+			t.Fatalf("admin StartPoll: %v", err)
+		}
+		defer d.hub.StopPoll(admin, &mcpdv1.StopPollRequest{Id: readme.GetId()}) //nolint:errcheck // best effort
+		poll(ctx, t, "the readme poll's baseline", func() (bool, error) {
+			resp, err := d.hub.ListPolls(admin, &mcpdv1.ListPollsRequest{})
+			return len(resp.GetPolls()) == 1 && resp.GetPolls()[0].GetChanges() == 1, err
+		})
+
+		_, err = start(reader, "demo://readme")
+		denied(t, err, "resources")
+		_, err = start(reader, &mcpdv1.PollToolCall{Name: "add"})
+		denied(t, err, "tools")
+		_, err = d.hub.StopPoll(reader, &mcpdv1.StopPollRequest{Id: readme.GetId()})
+		denied(t, err, "resources")
+		clock, err := start(reader, "demo://clock")
+		if err != nil {
+			t.Fatalf("reader StartPoll demo://clock: %v", err)
+		}
+		echo, err := start(reader, &mcpdv1.PollToolCall{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "x"})})
+		if err != nil {
+			t.Fatalf("reader StartPoll echo: %v", err)
+		}
+		resp, err := d.hub.ListPolls(reader, &mcpdv1.ListPollsRequest{})
+		if err != nil {
+			t.Fatalf("ListPolls: %v", err)
+		}
+		var ids []string
+		for _, p := range resp.GetPolls() {
+			ids = append(ids, p.GetId())
+		}
+		if want := []string{clock.GetId(), echo.GetId()}; !slices.Equal(ids, want) {
+			t.Errorf("reader's ListPolls: got %v, want %v", ids, want)
+		}
+
+		// From the start of the buffer: the readme's baseline came first,
+		// so a leak would show before the reader's own baselines.
+		sctx, cancel := context.WithCancel(reader)
+		defer cancel()
+		sub := d.subscribePolls(sctx, t, &mcpdv1.SubscribeRequest{AfterSequence: new(uint64)})
+		for seen := map[string]bool{}; !seen[clock.GetId()] || !seen[echo.GetId()]; {
+			ev := recvPoll(ctx, t, sub)
+			id := ev.GetPollResult().GetPollId()
+			if id == readme.GetId() {
+				t.Fatalf("reader got an event of the admin's readme poll: %v", ev)
+			}
+			seen[id] = true
+		}
+		for _, id := range []string{clock.GetId(), echo.GetId()} {
+			if _, err := d.hub.StopPoll(reader, &mcpdv1.StopPollRequest{Id: id}); err != nil {
+				t.Errorf("reader StopPoll %s: %v", id, err)
+			}
+		}
+	})
+
+	t.Run("search", func(t *testing.T) {
+		resp, err := d.hub.SearchTools(reader, &mcpdv1.SearchToolsRequest{Query: "add two numbers weather"})
+		if err != nil {
+			t.Fatalf("SearchTools: %v", err)
+		}
+		var names []string
+		for _, m := range resp.GetMatches() {
+			names = append(names, m.GetTool().GetName())
+		}
+		if !slices.Equal(names, []string{"mcp__demo__weather"}) {
+			t.Errorf("reader's SearchTools: got %v, want only mcp__demo__weather (the reader may not call add)", names)
+		}
+		_, err = d.hub.SearchTools(reader, &mcpdv1.SearchToolsRequest{Query: "echo", Servers: []string{"other"}})
+		denied(t, err, "servers")
 	})
 
 	t.Run("unknown token", func(t *testing.T) {
@@ -520,6 +608,9 @@ func TestAudit(t *testing.T) {
 				t.Fatal(err)
 			}
 			d.waitServer(admin, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+			if _, err := d.hub.SetServerEnabled(admin, &mcpdv1.SetServerEnabledRequest{Name: "demo", Enabled: false}); err != nil {
+				t.Fatal(err)
+			}
 			_, err = d.hub.CallTool(reader, &mcpdv1.CallToolRequest{Name: "mcp__demo__add", Arguments: mustStruct(t, map[string]any{"a": 1, "b": 2})})
 			wantCode(t, err, codes.PermissionDenied)
 			_, err = d.hub.ListServers(bearer(ctx, "unknown-token-aa11"), &mcpdv1.ListServersRequest{})
@@ -544,6 +635,7 @@ func TestAudit(t *testing.T) {
 				{"caller": "admin", "method": "SetLogLevel", "server": "demo", "code": "OK"},
 				{"caller": "admin", "method": "SetRoots", "server": "demo", "code": "OK"},
 				{"caller": "admin", "method": "RestartServer", "server": "demo", "code": "OK"},
+				{"caller": "admin", "method": "SetServerEnabled", "server": "demo", "code": "OK"},
 				{"caller": "reader", "method": "CallTool", "tool": "mcp__demo__add", "code": "PermissionDenied", "denied_permission": "tools"},
 				{"method": "ListServers", "code": "Unauthenticated"},
 				{"caller": "admin", "method": "DisconnectServer", "server": "demo", "code": "OK"},

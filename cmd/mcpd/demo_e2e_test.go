@@ -288,7 +288,7 @@ func TestDemoServer(t *testing.T) {
 		}{
 			{"unknown tool", "mcp__demo__nope", codes.NotFound},
 			{"unknown server", "mcp__nope__echo", codes.NotFound},
-			{"unqualified name", "echo", codes.InvalidArgument},
+			{"bare name no server has", "nope", codes.NotFound},
 			{"empty name", "", codes.InvalidArgument},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

@@ -39,7 +39,8 @@ import (
 //   - "sh error": commands that must fail with a gRPC status (grpcurl exits
 //     with 64 plus the status code; curl, given --fail-with-body, with 22).
 //   - curl commands run as written against the daemon's --http-listen;
-//     the address 127.0.0.1:8080 in a command is rewritten to it.
+//     the address 127.0.0.1:8080 in a command is rewritten to it, and
+//     127.0.0.1:8090 to its MCP endpoint (--mcp-listen).
 //   - A Subscribe command must pass -max-time: the stream never ends by
 //     itself, so grpcurl ending it with DeadlineExceeded counts as success
 //     when the stream delivered at least one event.
@@ -63,6 +64,8 @@ const (
 	// docsAPIHTTPAddr is where the curl examples expect mcpd's
 	// --http-listen; the test's daemons listen there on another port.
 	docsAPIHTTPAddr = "127.0.0.1:8080"
+	// docsMCPAddr is where the examples expect mcpd's --mcp-listen.
+	docsMCPAddr = "127.0.0.1:8090"
 	// docsHTTPAddr and docsSSEAddr are where the examples expect
 	// server-everything in streamableHttp and sse mode.
 	docsHTTPAddr = "127.0.0.1:3001"
@@ -282,7 +285,8 @@ func runDocCommands(t *testing.T, page, grpcurl, everything string, cmds []docCo
 	ctx := testContext(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	opts := daemonOptions{listen: addr, args: []string{"--http-listen", httpAddr}}
+	mcpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	opts := daemonOptions{listen: addr, args: []string{"--http-listen", httpAddr, "--mcp-listen", mcpAddr}}
 	cmdEnv := daemonEnv()
 	waitCtx := ctx
 	if docsTokenPages(page) {
@@ -290,7 +294,7 @@ func runDocCommands(t *testing.T, page, grpcurl, everything string, cmds []docCo
 		cmdEnv = append(cmdEnv, "MCPD_API_TOKEN="+docsToken)
 		waitCtx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+docsToken)
 	}
-	rewrite := []string{docsAddr, addr, docsAPIHTTPAddr, httpAddr, `"bin/mcpd"`, strconv.Quote(mcpdBinary(t))}
+	rewrite := []string{docsAddr, addr, docsAPIHTTPAddr, httpAddr, docsMCPAddr, mcpAddr, `"bin/mcpd"`, strconv.Quote(mcpdBinary(t))}
 	if page == docsSecurityPage {
 		rewrite = append(rewrite, docsSecurity(t, page, &opts, &cmdEnv)...)
 	}
@@ -497,5 +501,47 @@ func TestDocsGoAgent(t *testing.T) {
 				t.Errorf("got is_error=%v %q, want a result containing %q", resp.GetIsError(), got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDocsUvxVersions checks that the Python servers the documentation pins
+// for uvx (`mcp-server-time==VERSION` in README.md's config example) are
+// the versions the uvx end-to-end test runs, and that the Makefile's
+// UVX_SERVERS, which fills uv's cache for that test, names the same ones.
+func TestDocsUvxVersions(t *testing.T) {
+	t.Parallel()
+	tested := []string{uvxTimeServer, uvxFetchServer}
+	slices.Sort(tested)
+
+	makefile, err := os.ReadFile(filepath.Join(repoRoot(), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^UVX_SERVERS\s*:?=\s*(.*)$`).FindSubmatch(makefile)
+	if m == nil {
+		t.Fatal("Makefile: no UVX_SERVERS line")
+	}
+	cached := strings.Fields(string(m[1]))
+	slices.Sort(cached)
+	if !slices.Equal(cached, tested) {
+		t.Errorf("Makefile's UVX_SERVERS is %q, uvx_e2e_test.go runs %q", cached, tested)
+	}
+
+	pin := regexp.MustCompile(`mcp-server-[a-z-]+==[0-9][0-9A-Za-z.]*`)
+	pinned := 0
+	for _, page := range docPages(t) {
+		data, err := os.ReadFile(filepath.Join(repoRoot(), page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pin.FindAllString(string(data), -1) {
+			pinned++
+			if !slices.Contains(tested, p) {
+				t.Errorf("%s pins %s; the uvx end-to-end test runs %q", page, p, tested)
+			}
+		}
+	}
+	if pinned == 0 {
+		t.Errorf("no page pins a uvx server (README.md's config example runs %s)", uvxTimeServer)
 	}
 }

@@ -36,7 +36,13 @@ const (
 	fakeRendezvous     = "rendezvous"        // real server that serves once its peers have started; tool "describe"
 	fakeFlood          = "flood"             // real server whose tool "flood" writes count log notifications of bytes bytes, then answers
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
+	// fakeQuietClock is a real server whose resource fakeClockURI changes
+	// on every read, and which cannot notify (no resources.subscribe).
+	fakeQuietClock = "quiet-clock"
 )
+
+// fakeClockURI is the quiet-clock fake's resource.
+const fakeClockURI = "fake://clock"
 
 // Environment of the rendezvous fake. Each one writes a file named
 // MCPD_FAKE_NAME into MCPD_FAKE_RENDEZVOUS_DIR, then waits, without limit,
@@ -131,6 +137,12 @@ func runFakeServer(mode string) int {
 					fmt.Fprintf(os.Stderr, "%s %s\n", fakeSleepCancelled, in.Tag)
 					return nil, nil, ctx.Err()
 				}
+			})
+	case fakeQuietClock:
+		srv.AddResource(&mcp.Resource{URI: fakeClockURI, Name: "clock", MIMEType: "text/plain"},
+			func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				now := strconv.FormatInt(time.Now().UnixNano(), 10)
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: fakeClockURI, MIMEType: "text/plain", Text: now}}}, nil
 			})
 	case fakeCrashSoon:
 		go func() {

@@ -29,7 +29,7 @@ func TestParseFlags(t *testing.T) {
 		got, want any
 	}{
 		{"listen", defaults.listen, "127.0.0.1:50051"},
-		{"config", defaults.configFile, ""},
+		{"config", defaults.configs.String(), ""},
 		{"log-level", defaults.logLevel, "info"},
 		{"log-format", defaults.logFormat, "json"},
 		{"shutdown-timeout", defaults.shutdownTimeout, 10 * time.Second},
@@ -64,10 +64,31 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--listen", "unix:///tmp/x.sock", "--config", "a.json", "--log-level", "debug",
 				"--probe-timeout", "1s", "--stop-grace", "500ms", "--api-token-file", "/t"},
 			want: with(func(c *config) {
-				c.listen, c.configFile, c.logLevel = "unix:///tmp/x.sock", "a.json", "debug"
+				c.listen, c.configs, c.logLevel = "unix:///tmp/x.sock", configList{"a.json"}, "debug"
 				c.probeTimeout, c.stopGrace, c.apiTokenFile = time.Second, 500*time.Millisecond, "/t"
 			}),
 		},
+		{
+			name: "every --config, in order, inline JSON whole",
+			args: []string{"--config", "a.json", "--config", `{"mcpServers": {"x": {"command": "y", "args": ["1,2"]}}}`},
+			want: with(func(c *config) {
+				c.configs = configList{"a.json", `{"mcpServers": {"x": {"command": "y", "args": ["1,2"]}}}`}
+			}),
+		},
+		{
+			name: "MCPD_CONFIG unless the command line sets --config",
+			env:  map[string]string{"MCPD_CONFIG": "env.json", "MCPD_PROJECT": "/p", "MCPD_STATE_FILE": "/s"},
+			args: []string{"--config", "b.json"},
+			want: with(func(c *config) { c.configs, c.project, c.stateFile = configList{"b.json"}, "/p", "/s" }),
+		},
+		{
+			name: "MCPD_CONFIG",
+			env:  map[string]string{"MCPD_CONFIG": "env.json"},
+			want: with(func(c *config) { c.configs = configList{"env.json"} }),
+		},
+		{name: "empty --config", args: []string{"--config", " "}, wantErr: "empty"},
+		{name: "unknown scope", args: []string{"--scopes", "project,global"}, wantErr: `unknown scope "global"`},
+		{name: "no scopes", args: []string{"--scopes", ""}, want: with(func(c *config) { c.scopes = "" })},
 		{
 			name: "environment",
 			env:  map[string]string{"MCPD_LISTEN": "127.0.0.1:1", "MCPD_CALL_TIMEOUT": "3s", "MCPD_API_TOKEN": "tok", "MCPD_ALLOW_COMMAND": "npx, uvx"},
@@ -410,6 +431,41 @@ func TestAllowCommandFlagOverridesEnv(t *testing.T) {
 	}
 	if got := []string(c.allowCommands); !slices.Equal(got, []string{"/usr/bin/node"}) {
 		t.Errorf("flag over environment: got %q, want only the flag's", got)
+	}
+}
+
+func TestToolRuleFlags(t *testing.T) {
+	env := func(name string) (string, bool) {
+		switch name {
+		case "MCPD_DENY_TOOL":
+			return "mcp__*__delete_*,mcp__a__b", true
+		case "MCPD_ASK_TOOL":
+			return "mcp__x__*", true
+		}
+		return "", false
+	}
+	c, err := parseFlags([]string{"--ask-tool", "mcp__y__*", "--ask-tool", "mcp__z__*", "--allow-tool", "mcp__a__*", "--tool-default", "ask", "--trace-server", "a,b"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flag      string
+		got, want []string
+	}{
+		{"deny-tool (environment)", c.denyTools, []string{"mcp__*__delete_*", "mcp__a__b"}},
+		{"ask-tool (flags over environment)", c.askTools, []string{"mcp__y__*", "mcp__z__*"}},
+		{"allow-tool", c.allowTools, []string{"mcp__a__*"}},
+		{"trace-server", c.traceServers, []string{"a", "b"}},
+	} {
+		if !slices.Equal(tc.got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.flag, tc.got, tc.want)
+		}
+	}
+	if c.toolDefault != "ask" {
+		t.Errorf("tool-default: got %q, want ask", c.toolDefault)
+	}
+	if _, err := parseFlags([]string{"--tool-default", "maybe"}, env, io.Discard); err == nil || !strings.Contains(err.Error(), "--tool-default") {
+		t.Errorf("--tool-default maybe: got %v, want an error naming the flag", err)
 	}
 }
 

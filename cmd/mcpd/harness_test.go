@@ -83,13 +83,22 @@ func shortTempDir(t *testing.T) string {
 
 // daemonEnv is the environment mcpd runs with: the test's own, minus every
 // MCPD_* variable (a developer's MCPD_LISTEN or MCPD_API_TOKEN must not
-// change what the tests see), plus extra.
+// change what the tests see), plus extra. HOME, the project directory and
+// the managed config point into an empty directory (see homeEnv), so that
+// only the config a test gives reaches mcpd; extra may override them.
 func daemonEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MCPD_") {
+		if !strings.HasPrefix(kv, "MCPD_") && !strings.HasPrefix(kv, "HOME=") {
 			env = append(env, kv)
 		}
+	}
+	if home := os.Getenv(homeEnv); home != "" {
+		env = append(env,
+			"HOME="+home,
+			"MCPD_PROJECT="+filepath.Join(home, "project"),
+			"MCPD_MANAGED_CONFIG="+filepath.Join(home, "managed-mcp.json"),
+		)
 	}
 	return append(env, extra...)
 }

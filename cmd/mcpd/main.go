@@ -7,6 +7,8 @@
 //	mcpd --version        print the version and exit
 //	mcpd demo-server      run the demo MCP server on stdio
 //	mcpd health [flags]   check a running mcpd's grpc.health.v1 (for probes)
+//	mcpd mcp-stdio --connect TARGET
+//	                      bridge stdio to a running mcpd's MCP endpoint
 //
 // Every flag also reads an environment variable, MCPD_ plus the flag name in
 // upper case with '-' as '_' (for example MCPD_LISTEN); a flag on the
@@ -42,6 +44,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "health" {
 		os.Exit(runHealth(os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "mcp-stdio" {
+		os.Exit(runMCPStdio(os.Args[2:], os.LookupEnv, os.Stdin, os.Stdout, os.Stderr))
 	}
 	// Take SIGHUP (reload) before anything else: its default action would
 	// kill a daemon that is still starting.
@@ -175,7 +180,11 @@ func isPipe(f *os.File) bool {
 // config is the daemon's settings, from flags and MCPD_* variables.
 type config struct {
 	listen          string
-	configFile      string
+	configs         configList // --config: files or inline JSON, in order
+	managedConfig   string
+	scopes          string // the scopes read besides --config, comma-separated
+	project         string
+	stateFile       string
 	apiTokenFile    string
 	apiToken        string // from MCPD_API_TOKEN only: a flag would show in ps
 	logLevel        string
@@ -197,6 +206,7 @@ type config struct {
 	keepAlive       time.Duration
 	keepAliveFails  int
 	maxInFlight     int
+	maxPolls        int
 	queueTimeout    time.Duration
 	maxCallTimeout  time.Duration
 	maxProcs        int
@@ -209,6 +219,7 @@ type config struct {
 	auditArguments  bool
 	metricsListen   string
 	httpListen      string
+	mcpListen       string
 	showVersion     bool // --version: print the version instead of serving
 	oauthStateDir   string
 	// oauthStateDirDefault: oauthStateDir is the per-user default, not
@@ -216,7 +227,22 @@ type config struct {
 	// stop mcpd (see startOAuth).
 	oauthStateDirDefault bool
 	oauthRedirect        string
-	strict               bool // exit 1 when a configured server fails its first start
+	strict               bool       // exit 1 when a configured server fails its first start
+	allowTools           stringList // tool rules from the command line
+	askTools             stringList
+	denyTools            stringList
+	toolDefault          string
+	traceServers         stringList
+}
+
+// listFlags are the repeatable flags: an MCPD_* variable sets one only when
+// the command line does not.
+var listFlags = map[string]func(*config) *stringList{
+	"allow-command": func(c *config) *stringList { return &c.allowCommands },
+	"allow-tool":    func(c *config) *stringList { return &c.allowTools },
+	"ask-tool":      func(c *config) *stringList { return &c.askTools },
+	"deny-tool":     func(c *config) *stringList { return &c.denyTools },
+	"trace-server":  func(c *config) *stringList { return &c.traceServers },
 }
 
 // byteSize is a size in bytes, written as GOMEMLIMIT is: an integer with
@@ -268,6 +294,19 @@ func (b *byteSize) Set(v string) error {
 	return nil
 }
 
+// configList is the repeatable --config: each value is a file or inline
+// JSON, kept whole (JSON has commas).
+type configList []string
+
+func (s *configList) String() string { return strings.Join(*s, " ") }
+func (s *configList) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errors.New("empty: want a file or inline JSON")
+	}
+	*s = append(*s, v)
+	return nil
+}
+
 // stringList is a repeatable flag that also splits on commas.
 type stringList []string
 
@@ -286,7 +325,11 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.SetOutput(out)
 	c := &config{}
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:50051", "address to serve gRPC on: host:port or unix:///path/to.sock (mode 0600); a non-loopback address needs TLS plus a token (or callers file), or mutual TLS")
-	fs.StringVar(&c.configFile, "config", "", "path of a .mcp.json file listing servers; empty runs the built-in demo server")
+	fs.Var(&c.configs, "config", "a .mcp.json file, or inline JSON ('{\"mcpServers\": {...}}'), read after the scope files; repeatable, a later one wins per server")
+	fs.StringVar(&c.managedConfig, "managed-config", "/etc/mcpd/managed-mcp.json", "the operator's config file, read first (every later scope overrides it per server); a missing file is skipped")
+	fs.StringVar(&c.scopes, "scopes", "managed,user,project,local", "the config scopes read before --config, comma-separated; empty reads only --config (and the built-in default when there is none)")
+	fs.StringVar(&c.project, "project", "", "the project directory whose .mcp.json and .mcp.local.json are read (it must exist); default the working directory")
+	fs.StringVar(&c.stateFile, "state-file", "", "file mcpd owns (mode 0600) that keeps servers added with ConnectServer and the servers enabled or disabled with SetServerEnabled across restarts; secret values are kept only as ${VAR} references; empty keeps none")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token that every RPC but health must present as 'authorization: Bearer <token>' (or set MCPD_API_TOKEN)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format: json or console")
@@ -306,6 +349,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.DurationVar(&c.keepAlive, "keepalive-interval", 30*time.Second, "ping interval for legacy (initialize-based) sessions; 0 disables pings")
 	fs.IntVar(&c.keepAliveFails, "keepalive-failures", 3, "consecutive failed pings after which a session is rebuilt")
 	fs.IntVar(&c.maxInFlight, "max-inflight-calls", 128, "tool calls in flight to one server at most; 0 means no cap")
+	fs.IntVar(&c.maxPolls, "max-polls", 64, "polls (StartPoll, and fallback polls of Subscribe) running at once at most")
 	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 0, "if longer than a call's default timeout, the call's progress notifications restart that timeout, up to this in all (mcpd then asks every call for progress); 0 turns it off; a call's own timeout is never extended")
 	fs.IntVar(&c.maxProcs, "max-procs", 1, "how many threads run mcpd's Go code at once; 0 means one per available CPU; without this flag a GOMAXPROCS variable is honoured; servers mcpd starts keep their own default")
@@ -320,17 +364,23 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.BoolVar(&c.audit, "audit", true, "write an audit line (logger=audit) for every tool call, resource read, prompt get, server change and refused request")
 	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
 	fs.StringVar(&c.httpListen, "http-listen", "", "address to serve the MCPHub API on over HTTP as well (Connect protocol with JSON or binary, gRPC-Web and gRPC; HTTP/1.1 and h2c, or HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
+	fs.StringVar(&c.mcpListen, "mcp-listen", "", "address to serve every connected server as one MCP server on, at /mcp (Streamable HTTP, both protocol eras; HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; served with TLS when --tls-cert is set; a non-loopback address needs TLS plus an API token (which scrapes then present) or mutual TLS")
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
 	fs.BoolVar(&c.strict, "strict", false, "exit with status 1, naming them, when configured servers do not come up on their first start (for CI and simulations)")
 	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
+	fs.Var(&c.allowTools, "allow-tool", "tool rule: allow calls of the qualified tool names this pattern matches, e.g. 'mcp__github__get_*' (repeatable or comma-separated; the most specific rule wins)")
+	fs.Var(&c.askTools, "ask-tool", "tool rule: calls of matching tools wait for an agent's approval (an APPROVAL server request), e.g. 'mcp__*__write_*' (repeatable or comma-separated)")
+	fs.Var(&c.denyTools, "deny-tool", "tool rule: refuse and hide matching tools, e.g. 'mcp__*__delete_*' (repeatable or comma-separated)")
+	fs.StringVar(&c.toolDefault, "tool-default", "", "effect on tool calls no rule matches: allow, ask or deny; empty means the config's permissions.default, else allow")
+	fs.Var(&c.traceServers, "trace-server", "log every JSON-RPC message of this server at debug level, secrets redacted (repeatable or comma-separated; '*' traces all)")
 
 	// Environment first, so that the command line overrides it.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "MCPD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		switch f.Name {
-		case "allow-command":
+		case "allow-command", "config", "allow-tool", "ask-tool", "deny-tool", "trace-server":
 			return // a list: set below, unless the command line sets it
 		case "version":
 			return // a request, not a setting
@@ -349,8 +399,18 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	}
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	if v, ok := lookup("MCPD_ALLOW_COMMAND"); ok && !onCommandLine["allow-command"] {
-		_ = c.allowCommands.Set(v)
+	for name, list := range listFlags {
+		if v, ok := lookup("MCPD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok && !onCommandLine[name] {
+			_ = list(c).Set(v)
+		}
+	}
+	switch c.toolDefault {
+	case "", "allow", "ask", "deny":
+	default:
+		return nil, fmt.Errorf("--tool-default %q: want allow, ask or deny", c.toolDefault)
+	}
+	if v, ok := lookup("MCPD_CONFIG"); ok && v != "" && !onCommandLine["config"] {
+		_ = c.configs.Set(v)
 	}
 	// GOMAXPROCS is Go's own setting: an operator who sets it, and not
 	// --max-procs, gets what they asked for.
@@ -366,7 +426,10 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 		}
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (the subcommands are demo-server and health)", fs.Arg(0))
+		return nil, fmt.Errorf("unexpected argument %q (the subcommands are demo-server, health and mcp-stdio)", fs.Arg(0))
+	}
+	if _, err := parseScopes(c.scopes); err != nil {
+		return nil, err
 	}
 	if c.maxProcs < 0 {
 		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)

@@ -22,6 +22,10 @@ const (
 	// fakeServerEnv makes this test binary run a fake MCP server instead of
 	// the tests (the go-sdk mcp/cmd_test.go trick).
 	fakeServerEnv = "MCPD_FAKE_SERVER"
+	// homeEnv names the empty directory that daemonEnv gives mcpd as its
+	// home, project and managed-config location, so that no config file
+	// of the machine or its user reaches the tests. TestMain sets it.
+	homeEnv = "MCPD_E2E_HOME"
 )
 
 func TestMain(m *testing.M) {
@@ -60,6 +64,20 @@ func testMain(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
+	}
+	home, err := os.MkdirTemp("", "mcpd-e2e-home-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: make home dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(home)
+	if err := os.Mkdir(filepath.Join(home, "project"), 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: make project dir:", err)
+		return 1
+	}
+	if err := os.Setenv(homeEnv, home); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
 	}
 	// VerifyTestMain would call os.Exit itself; record the code instead so
 	// that the deferred cleanup above still runs.

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,13 +25,15 @@ import (
 	"github.com/mcpd-project/mcpd/internal/access"
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/gateway"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 	"github.com/mcpd-project/mcpd/internal/server"
 	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
-// defaultConfig is used when no --config is given: the demo server, run by
-// this very binary. ${MCPD_SELF} expands to the binary's path.
+// defaultConfig is used when no config file exists and no --config is
+// given (see loadConfig): the demo server, run by this very binary.
+// ${MCPD_SELF} expands to the binary's path.
 //
 //go:embed default.mcp.json
 var defaultConfig []byte
@@ -42,7 +46,7 @@ func effectiveMemoryLimit() *byteSize {
 
 // run serves until ctx ends, then shuts down in order: health NOT_SERVING,
 // in-flight RPCs drain up to the shutdown timeout, servers stop. Each
-// value on reload re-reads the config file.
+// value on reload re-reads the config files of every scope.
 func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	log, err := newLogger(c.logLevel, c.logFormat)
 	if err != nil {
@@ -53,7 +57,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
-	file, err := loadConfig(c.configFile)
+	merged, err := loadConfig(c)
 	if err != nil {
 		return err
 	}
@@ -65,6 +69,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
+	applyRules(authz, c, merged, log)
 	var tlsConfig *tls.Config
 	if c.tlsCert != "" {
 		tlsConfig, err = access.NewServerTLS(access.TLSFiles{Cert: c.tlsCert, Key: c.tlsKey, ClientCA: c.tlsClientCA}, &access.TLSOptions{Logger: log})
@@ -103,6 +108,13 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			return err
 		}
 		defer httpLis.Close()
+	}
+	var mcpLis net.Listener
+	if c.mcpListen != "" {
+		if mcpLis, err = listenMCP(c, token, log); err != nil {
+			return err
+		}
+		defer mcpLis.Close()
 	}
 	var metricsLis net.Listener
 	if c.metricsListen != "" {
@@ -157,17 +169,24 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		KeepAlive:         c.keepAlive,
 		KeepAliveFailures: c.keepAliveFails,
 		MaxInFlight:       c.maxInFlight,
+		MaxPolls:          c.maxPolls,
 		QueueTimeout:      c.queueTimeout,
 		OnStateChange:     health.ServerStateChanged,
 		Events:            bus,
 		Requests:          broker,
 		Telemetry:         tel,
 		OAuth:             upstreamAuth,
+		Trace:             tracedServers(c.traceServers),
 		// Servers reached by URL: Streamable HTTP and legacy SSE.
-		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
+		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{Logger: log, MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
 	})
 	tel.ObserveServers(mgr.ServerSamples)
+	servers, err := newRegistry(mgr, log, c.stateFile)
+	if err != nil {
+		return err
+	}
 	srv := server.New(mgr, health, &server.Options{
+		Registry:      servers,
 		Logger:        log,
 		Access:        authz,
 		Audit:         audit,
@@ -185,6 +204,43 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		go func() { httpErr <- srv.ServeHTTP(httpLis, &server.HTTPOptions{MaxMessageBytes: c.maxMessageBytes}) }()
 		log.Info().Str("listen", c.httpListen).Bool("tls", c.tlsCert != "").Msg("serving the API over HTTP")
 	}
+	mcpErr := make(chan error, 1)
+	stopMCP := func() {}
+	if mcpLis != nil {
+		gw := gateway.New(mgr, &gateway.Options{
+			Logger:          log,
+			Access:          authz,
+			Audit:           audit,
+			Implementation:  &mcp.Implementation{Name: "mcpd", Version: buildVersion()},
+			MaxMessageBytes: int64(c.maxMessageBytes),
+		})
+		gwCtx, stopGateway := context.WithCancel(ctx)
+		gwDone := make(chan struct{})
+		go func() {
+			defer close(gwDone)
+			gw.Run(gwCtx)
+		}()
+		mcpSrv := newMCPServer(gw.Handler())
+		go func() {
+			if err := mcpSrv.Serve(mcpLis); !errors.Is(err, http.ErrServerClosed) {
+				mcpErr <- err
+			}
+		}()
+		// Called before the servers stop: the hosts' sessions end (which
+		// ends their long-lived streams), then their requests drain.
+		stopMCP = sync.OnceFunc(func() {
+			stopGateway()
+			<-gwDone
+			gw.Close()
+			shutCtx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+			defer cancel()
+			if err := mcpSrv.Shutdown(shutCtx); err != nil {
+				_ = mcpSrv.Close()
+			}
+		})
+		defer stopMCP()
+		log.Info().Str("listen", c.mcpListen).Bool("tls", c.tlsCert != "").Msg("serving the MCP endpoint at " + mcpEndpointPath)
+	}
 	metricsErr := make(chan error, 1)
 	if metricsLis != nil {
 		metricsSrv := newMetricsServer(tel.Handler(), token)
@@ -193,14 +249,14 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		log.Info().Str("listen", c.metricsListen).Msg("serving metrics at /metrics")
 	}
 
-	// Servers from the file connect concurrently while RPCs are already
+	// Servers from the files connect concurrently while RPCs are already
 	// served; each one's state is visible through GetServer meanwhile.
-	files := newFileServers(mgr, log)
-	files.apply(ctx, file)
+	logSources(log, merged)
+	servers.apply(ctx, merged)
 	stopWaiting := markReadyWhenStarted(ctx, mgr, health, log)
 	defer stopWaiting()
 	if c.strict {
-		if err := checkStrictStart(ctx, mgr, file); err != nil {
+		if err := checkStrictStart(ctx, mgr, merged); err != nil {
 			srv.Shutdown(context.Background())
 			stopCtx, cancel := context.WithTimeout(context.Background(), 3*c.stopGrace+time.Second)
 			defer cancel()
@@ -224,6 +280,10 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			srv.Shutdown(context.Background())
 			_ = mgr.Close(context.Background())
 			return fmt.Errorf("serve http: %w", err)
+		case err := <-mcpErr:
+			srv.Shutdown(context.Background())
+			_ = mgr.Close(context.Background())
+			return fmt.Errorf("serve mcp: %w", err)
 		case err := <-metricsErr:
 			srv.Shutdown(context.Background())
 			_ = mgr.Close(context.Background())
@@ -236,15 +296,18 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 					log.Info().Msg("reloaded callers")
 				}
 			}
-			file, err := loadConfig(c.configFile)
+			merged, err := loadConfig(c)
 			if err != nil {
 				log.Error().Err(err).Msg("reload: keeping the running servers")
 				continue
 			}
 			log.Info().Msg("reloading config")
-			files.apply(ctx, file)
+			logSources(log, merged)
+			applyRules(authz, c, merged, log)
+			servers.apply(ctx, merged)
 		}
 	}
+	stopMCP()
 	drainCtx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
 	srv.Shutdown(drainCtx)
@@ -259,22 +322,31 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	return nil
 }
 
-// loadConfig reads the config file, or the built-in default (the demo
-// server) when none is given.
-func loadConfig(path string) (*mcpconfig.File, error) {
-	if path != "" {
-		return mcpconfig.Load(path, os.LookupEnv)
+// logSources logs which config files were read.
+func logSources(log zerolog.Logger, merged *mcpconfig.Merged) {
+	for _, src := range merged.Read {
+		log.Info().Str("scope", src.Scope.String()).Str("file", src.Name).Msg("config read")
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own executable for the default config: %w", err)
+}
+
+// applyRules puts the tool rules of the flags and files in force, and logs
+// what the files held outside their entries that mcpd does not understand.
+func applyRules(authz *access.Authorizer, c *config, merged *mcpconfig.Merged, log zerolog.Logger) {
+	for _, w := range merged.Warnings {
+		log.Warn().Msg(w)
 	}
-	return mcpconfig.Parse(defaultConfig, func(name string) (string, bool) {
-		if name == "MCPD_SELF" {
-			return self, true
-		}
-		return os.LookupEnv(name)
-	})
+	rules := toolRules(c, merged)
+	authz.SetRules(rules)
+	log.Debug().Int("rules", rules.Len()).Msg("tool rules in force")
+}
+
+// tracedServers says which servers --trace-server names ("*": all); nil
+// when it names none.
+func tracedServers(names []string) func(string) bool {
+	if len(names) == 0 {
+		return nil
+	}
+	return func(server string) bool { return slices.Contains(names, server) || slices.Contains(names, "*") }
 }
 
 func apiToken(c *config) (string, error) {
@@ -401,26 +473,21 @@ func newLogger(level, format string) (zerolog.Logger, error) {
 }
 
 // checkStrictStart waits for the first start of every server the config
-// lists and reports, naming them, those that are not READY then: failed,
-// stopped, or waiting for an OAuth consent nobody is there to give. A
-// signal during the wait is not a failure.
-func checkStrictStart(ctx context.Context, mgr *mcpclient.Manager, file *mcpconfig.File) error {
+// files list (but those they disable) and reports, naming them, those that
+// are not READY then: failed, stopped, or waiting for an OAuth consent
+// nobody is there to give. A signal during the wait is not a failure.
+func checkStrictStart(ctx context.Context, mgr *mcpclient.Manager, merged *mcpconfig.Merged) error {
 	if mgr.WaitStarted(ctx) != nil {
 		return nil // stopping anyway
 	}
-	names := make([]string, 0, len(file.Servers)+len(file.Invalid))
-	for _, s := range file.Servers {
-		names = append(names, s.Name)
-	}
-	for _, bad := range file.Invalid {
-		names = append(names, bad.Name)
-	}
-	slices.Sort(names)
 	var failed []string
-	for _, name := range names {
-		st, err := mgr.Get(name)
+	for _, e := range merged.Entries {
+		if e.Disabled {
+			continue
+		}
+		st, err := mgr.Get(e.Name)
 		if err != nil || st.State != mcpclient.StateReady {
-			failed = append(failed, name)
+			failed = append(failed, e.Name)
 		}
 	}
 	if len(failed) > 0 {

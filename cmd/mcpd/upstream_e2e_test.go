@@ -27,6 +27,7 @@ func TestMisbehavingServers(t *testing.T) {
 
 	t.Run("ExitAtStart", func(t *testing.T) {
 		t.Parallel()
+		ctx := testContext(t) // its own: a parallel subtest may wait for a slot
 		s := d.connectFake(ctx, t, "exit-at-start", fakeExitAtStart)
 		if s.GetState() != mcpdv1.ServerState_SERVER_STATE_FAILED {
 			t.Errorf("state: got %v, want FAILED", s.GetState())
@@ -51,6 +52,7 @@ func TestMisbehavingServers(t *testing.T) {
 
 	t.Run("RejectsInitialize", func(t *testing.T) {
 		t.Parallel()
+		ctx := testContext(t) // its own: a parallel subtest may wait for a slot
 		s := d.connectFake(ctx, t, "reject-all", fakeRejectAll)
 		if s.GetState() != mcpdv1.ServerState_SERVER_STATE_FAILED {
 			t.Errorf("state: got %v, want FAILED", s.GetState())
@@ -62,6 +64,7 @@ func TestMisbehavingServers(t *testing.T) {
 
 	t.Run("ExitMidCall", func(t *testing.T) {
 		t.Parallel()
+		ctx := testContext(t) // its own: a parallel subtest may wait for a slot
 		s := d.connectFake(ctx, t, "exit-mid-call", fakeExitMidCall)
 		if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
 			t.Fatalf("state: got %v (%s), want READY", s.GetState(), s.GetLastError())
@@ -86,6 +89,7 @@ func TestMisbehavingServers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			ctx := testContext(t) // its own: a parallel subtest may wait for a slot
 			s := d.connectFake(ctx, t, tc.name, tc.mode)
 			if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
 				t.Fatalf("state: got %v (%s), want READY", s.GetState(), s.GetLastError())
@@ -107,6 +111,7 @@ func TestMisbehavingServers(t *testing.T) {
 
 	t.Run("Noisy", func(t *testing.T) {
 		t.Parallel()
+		ctx := testContext(t) // its own: a parallel subtest may wait for a slot
 		s := d.connectFake(ctx, t, "noisy", fakeNoisy)
 		if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
 			t.Fatalf("state: got %v (%s), want READY", s.GetState(), s.GetLastError())
@@ -125,6 +130,7 @@ func TestMisbehavingServers(t *testing.T) {
 
 	t.Run("Slow", func(t *testing.T) {
 		t.Parallel()
+		ctx := testContext(t) // its own: a parallel subtest may wait for a slot
 		s := d.connectFake(ctx, t, "slow", fakeSlow)
 		if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
 			t.Fatalf("state: got %v (%s), want READY", s.GetState(), s.GetLastError())
@@ -161,6 +167,7 @@ func TestMisbehavingServers(t *testing.T) {
 
 	t.Run("CommandNotFound", func(t *testing.T) {
 		t.Parallel()
+		ctx := testContext(t) // its own: a parallel subtest may wait for a slot
 		s := d.connect(ctx, t, "missing", "/nonexistent/mcpd-e2e-no-such-server", nil, nil)
 		if s.GetState() != mcpdv1.ServerState_SERVER_STATE_FAILED {
 			t.Errorf("state: got %v, want FAILED", s.GetState())
@@ -172,6 +179,7 @@ func TestMisbehavingServers(t *testing.T) {
 
 	t.Run("InvalidName", func(t *testing.T) {
 		t.Parallel()
+		ctx := testContext(t) // its own: a parallel subtest may wait for a slot
 		for _, name := range []string{"bad name", "a__b", ""} {
 			_, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{
 				Server: stdioConfig(name, testBinary(t), nil, map[string]string{fakeServerEnv: fakeNoisy}),
@@ -186,6 +194,7 @@ func TestMisbehavingServers(t *testing.T) {
 
 	t.Run("Duplicate", func(t *testing.T) {
 		t.Parallel()
+		ctx := testContext(t) // its own: a parallel subtest may wait for a slot
 		before, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "demo"})
 		if err != nil {
 			t.Fatal(err)
@@ -209,6 +218,7 @@ func TestMisbehavingServers(t *testing.T) {
 
 	t.Run("Replace", func(t *testing.T) {
 		t.Parallel()
+		ctx := testContext(t) // its own: a parallel subtest may wait for a slot
 		first := d.connectFake(ctx, t, "replaced", fakeNoisy)
 		resp, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{
 			Server:  stdioConfig("replaced", testBinary(t), nil, map[string]string{fakeServerEnv: fakeSlow}),

@@ -110,7 +110,7 @@ const (
 	// RPC. Permission: manage.
 	ManageServers
 	// AnswerRequests is answering Action.RequestKind requests ("sampling",
-	// "elicitation", "roots", "authorization") from Action.Server. Permission:
+	// "elicitation", "roots", "authorization", "approval") from Action.Server. Permission:
 	// server_requests.
 	AnswerRequests
 )

@@ -127,6 +127,10 @@ func redactValue(v any) any {
 	return v
 }
 
+// LooksSecret reports whether a field named key holds a value to redact:
+// its name contains "token", "password", "key", "auth", ...
+func LooksSecret(key string) bool { return looksSecret(key) }
+
 func looksSecret(key string) bool {
 	k := strings.ToLower(key)
 	for _, w := range secretWords {

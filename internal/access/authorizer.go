@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -44,6 +45,7 @@ type Authorizer struct {
 	tokenHash [sha256.Size]byte
 	reloadMu  sync.Mutex
 	current   atomic.Pointer[callers] // nil without a callers file
+	rules     atomic.Pointer[Rules]   // nil: every call allowed
 }
 
 // New returns an Authorizer. It reads the callers file, if any, and fails
@@ -167,7 +169,23 @@ func CertificateIdentity(cert *x509.Certificate) string {
 // (ErrPermissionDenied) naming the missing permission, or
 // ErrUnauthenticated when the caller is no longer in the callers file. It
 // is the one check of every edge.
+//
+// A tool call the caller may make then meets the tool rules (see
+// [Rules]), whoever the caller is: a "deny" rule gives a
+// *RuleDeniedError, an "ask" rule an *ApprovalRequiredError, upon which
+// the edge asks an agent.
 func (a *Authorizer) Authorize(caller Caller, act Action) error {
+	if err := a.authorizeCaller(caller, act); err != nil {
+		return err
+	}
+	if act.Verb == CallTool {
+		return a.checkRules(act.Tool)
+	}
+	return nil
+}
+
+// authorizeCaller checks act against the caller's permissions.
+func (a *Authorizer) authorizeCaller(caller Caller, act Action) error {
 	if caller.all {
 		return nil
 	}
@@ -217,7 +235,9 @@ func (a *Authorizer) Authorize(caller Caller, act Action) error {
 	return nil
 }
 
-// Allowed is Authorize as a filter: whether caller may perform act.
+// Allowed is Authorize as a filter: whether caller may perform act. A
+// tool call that needs approval counts as allowed: lists show the tool.
 func (a *Authorizer) Allowed(caller Caller, act Action) bool {
-	return a.Authorize(caller, act) == nil
+	err := a.Authorize(caller, act)
+	return err == nil || errors.Is(err, ErrApprovalRequired)
 }

@@ -103,7 +103,7 @@ type tokenCaller struct {
 }
 
 // requestKinds are the server-request kinds a file may grant.
-var requestKinds = []string{"sampling", "elicitation", "roots", "authorization"}
+var requestKinds = []string{"sampling", "elicitation", "roots", "authorization", "approval"}
 
 // callerName is what a caller's name may be: it shows in logs and errors.
 var callerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$`)

@@ -1,5 +1,6 @@
 // Package config describes upstream MCP servers and reads the .mcp.json
-// file format that lists them.
+// file format that lists them, from the scopes mcpd merges (managed, user,
+// project, local, --config; see [LoadLayers]).
 //
 // A [Server] is the transport-independent description of one upstream: how
 // to reach it (a child process, a Streamable HTTP endpoint or a legacy SSE
@@ -40,10 +41,14 @@ const (
 	// describes: Streamable HTTP first (2026-07-28, then initialize), then
 	// the legacy HTTP+SSE transport.
 	TransportAuto
+	// TransportAgent is a server whose tools an agent serves itself over
+	// the ServeTools stream ("type": "sdk" in .mcp.json). It has no
+	// command and no URL: it waits for an agent to serve it.
+	TransportAgent
 )
 
-// String returns "stdio", "http", "sse" or "auto" (the names used in
-// .mcp.json).
+// String returns "stdio", "http", "sse", "auto" (the names used in
+// .mcp.json) or "agent" (written "sdk" in .mcp.json).
 func (k TransportKind) String() string {
 	switch k {
 	case TransportUnspecified:
@@ -56,6 +61,8 @@ func (k TransportKind) String() string {
 		return "sse"
 	case TransportAuto:
 		return "auto"
+	case TransportAgent:
+		return "agent"
 	}
 	return "TransportKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -74,8 +81,12 @@ func ParseTransportKind(s string) (TransportKind, error) {
 		return TransportSSE, nil
 	case "auto":
 		return TransportAuto, nil
+	case "sdk", "agent":
+		// An agent SDK's in-process server: an agent serves its tools
+		// over ServeTools.
+		return TransportAgent, nil
 	}
-	return TransportUnspecified, fmt.Errorf("%w: unknown type %q (want stdio, http, sse or streamable-http)", ErrInvalid, s)
+	return TransportUnspecified, fmt.Errorf("%w: unknown type %q (want stdio, http, sse, streamable-http or sdk)", ErrInvalid, s)
 }
 
 // KnownProtocolVersions returns the MCP protocol revisions a forced
@@ -122,6 +133,30 @@ type Server struct {
 	// tools capability. By default mcpd also asks a server that omits it,
 	// as hand-written servers often do, and uses the answer.
 	StrictCapabilities bool
+
+	// Source says which scope and file the server came from. It is a
+	// label, not part of equality: a server that moves from one scope to
+	// another unchanged keeps running.
+	Source Source
+	// Permissions are tool rules on this server's own tool names; the
+	// daemon qualifies them (mcp__<Name>__<pattern>) and weighs them with
+	// the file's top-level rules. They never hide tools the way
+	// ToolsAllow and ToolsDeny do; a deny rule hides a tool from lists
+	// through the same check that refuses its calls.
+	Permissions ToolRules
+	// AlwaysAllow lists tools, by their own names, that run without asking
+	// ("alwaysAllow" and "autoApprove" of editors' configs): each is an
+	// allow rule on the exact qualified name.
+	AlwaysAllow []string
+	// Trace logs every JSON-RPC message of the server at debug level.
+	Trace bool
+	// TraceRedact names argument fields whose values traces redact, beside
+	// those whose names look secret.
+	TraceRedact []string
+	// Warnings say what the entry held that mcpd does not understand, for
+	// example an unknown field; mcpd logs them and shows them in the
+	// server's status.
+	Warnings []string
 
 	// Templates kept by Parse so that String can show ${VAR} instead of a
 	// possibly secret expanded value. Not part of equality.
@@ -231,6 +266,10 @@ func (s *Server) Validate() error {
 		if s.OAuth != nil {
 			ps = append(ps, s.OAuth.problems()...)
 		}
+	case TransportAgent:
+		if s.Command != "" || len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" || s.URL != "" || len(s.Headers) > 0 || s.OAuth != nil {
+			add("sdk server takes no command, args, env, cwd, url, headers or oauth: an agent serves its tools")
+		}
 	default:
 		add("transport is %s (want stdio, http or sse)", s.Kind)
 	}
@@ -322,7 +361,8 @@ func matchTool(pattern, name string) bool {
 }
 
 // Equal reports whether s and o describe the same server: every exported
-// field is compared, nil and empty slices and maps are equal, slice order
+// field but the tool rules (Permissions, AlwaysAllow, which apply without
+// a restart) is compared, nil and empty slices and maps are equal, slice order
 // matters. A reload restarts a server only when Equal reports false; since
 // values are compared after expansion, a changed environment variable
 // counts as a change.
@@ -344,7 +384,10 @@ func (s *Server) Equal(o *Server) bool {
 		s.ProtocolVersion == o.ProtocolVersion &&
 		s.StrictCapabilities == o.StrictCapabilities &&
 		slices.Equal(s.ToolsAllow, o.ToolsAllow) &&
-		slices.Equal(s.ToolsDeny, o.ToolsDeny)
+		slices.Equal(s.ToolsDeny, o.ToolsDeny) &&
+		s.Trace == o.Trace &&
+		slices.Equal(s.TraceRedact, o.TraceRedact) &&
+		slices.Equal(s.Warnings, o.Warnings)
 }
 
 // Clone returns a deep copy of s, so that the copy can be kept while the
@@ -360,6 +403,10 @@ func (s *Server) Clone() *Server {
 	c.OAuth = s.OAuth.Clone()
 	c.ToolsAllow = slices.Clone(s.ToolsAllow)
 	c.ToolsDeny = slices.Clone(s.ToolsDeny)
+	c.Permissions = s.Permissions.Clone()
+	c.AlwaysAllow = slices.Clone(s.AlwaysAllow)
+	c.TraceRedact = slices.Clone(s.TraceRedact)
+	c.Warnings = slices.Clone(s.Warnings)
 	c.argsTemplate = slices.Clone(s.argsTemplate)
 	return &c
 }
@@ -441,6 +488,8 @@ func (s Server) String() string {
 			b.WriteString(shellQuote(s.Cwd))
 		}
 		writeKeys(&b, "env", s.Env)
+	case TransportAgent:
+		b.WriteString(" served by an agent")
 	default:
 		b.WriteByte(' ')
 		b.WriteString(s.DisplayURL())
@@ -501,4 +550,27 @@ func redactURL(raw string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()
+}
+
+// ToolRules are allow, ask and deny patterns on tool names, as a
+// "permissions" block writes them. At the top level of a file the patterns
+// are qualified names (mcp__<server>__<tool>); in a server's entry they
+// are the server's own tool names. '*' and '?' may stand anywhere.
+type ToolRules struct {
+	Allow []string `json:"allow"`
+	Ask   []string `json:"ask"`
+	Deny  []string `json:"deny"`
+	// Default is the effect on calls no rule matches: "allow" (when
+	// empty), "ask" or "deny". Only the top-level block has one.
+	Default string `json:"default"`
+}
+
+// Empty reports whether the block holds no rule and no default.
+func (r ToolRules) Empty() bool {
+	return len(r.Allow) == 0 && len(r.Ask) == 0 && len(r.Deny) == 0 && r.Default == ""
+}
+
+// Clone returns a deep copy.
+func (r ToolRules) Clone() ToolRules {
+	return ToolRules{Allow: slices.Clone(r.Allow), Ask: slices.Clone(r.Ask), Deny: slices.Clone(r.Deny), Default: r.Default}
 }

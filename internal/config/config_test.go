@@ -19,6 +19,7 @@ func TestTransportKindString(t *testing.T) {
 		{TransportStdio, "stdio"},
 		{TransportHTTP, "http"},
 		{TransportSSE, "sse"},
+		{TransportAgent, "agent"},
 		{TransportKind(9), "TransportKind(9)"},
 	}
 	for _, tt := range tests {
@@ -43,6 +44,7 @@ func TestParseTransportKind(t *testing.T) {
 		{"streamableHttp", TransportHTTP, false},
 		{"streamable_http", TransportHTTP, false},
 		{"sse", TransportSSE, false},
+		{"sdk", TransportAgent, false},
 		{"", TransportUnspecified, true},
 		{"websocket", TransportUnspecified, true},
 	}
@@ -274,11 +276,15 @@ func TestEqual(t *testing.T) {
 
 // TestEqualComparesEveryField changes each exported field in turn, so a
 // field added to Server but not to Equal fails here.
+// rulesOnly are the fields Equal leaves out: the daemon's tool rules read
+// them, and changing them must not restart the server.
+var rulesOnly = map[string]bool{"Permissions": true, "AlwaysAllow": true}
+
 func TestEqualComparesEveryField(t *testing.T) {
 	typ := reflect.TypeFor[Server]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		if !f.IsExported() {
+		if !f.IsExported() || f.Name == "Source" || rulesOnly[f.Name] { // Source is a label: see TestEqualIgnoresSource
 			continue
 		}
 		t.Run(f.Name, func(t *testing.T) {
@@ -287,10 +293,10 @@ func TestEqualComparesEveryField(t *testing.T) {
 			switch v.Kind() {
 			case reflect.String:
 				v.SetString(v.String() + "x")
-			case reflect.Int, reflect.Int64:
-				v.SetInt(v.Int() + 1)
 			case reflect.Bool:
 				v.SetBool(!v.Bool())
+			case reflect.Int, reflect.Int64:
+				v.SetInt(v.Int() + 1)
 			case reflect.Slice:
 				v.Set(reflect.Append(v, reflect.ValueOf("x")))
 			case reflect.Map:
@@ -304,6 +310,17 @@ func TestEqualComparesEveryField(t *testing.T) {
 				t.Errorf("Equal: got true after changing %s, want false", f.Name)
 			}
 		})
+	}
+}
+
+// TestEqualIgnoresSource: a server that moves to another scope unchanged
+// is not restarted.
+func TestEqualIgnoresSource(t *testing.T) {
+	a, b := fullServer(), fullServer()
+	a.Source = Source{Scope: ScopeProject, Name: "/p/.mcp.json"}
+	b.Source = Source{Scope: ScopeLocal, Name: "/p/.mcp.local.json"}
+	if !a.Equal(b) {
+		t.Errorf("Equal: got false for servers that differ only in Source, want true")
 	}
 }
 

@@ -27,7 +27,8 @@ const (
 // splits entries three ways instead of failing: every entry appears in
 // exactly one of Servers, Invalid and Disabled. The daemon starts Servers,
 // reports each Invalid entry as a FAILED server whose last error is the
-// entry's error, and ignores Disabled ones.
+// entry's error, and lists Disabled ones as DISABLED without starting them
+// (see [File.Entries]).
 type File struct {
 	// Servers holds the enabled, valid entries, sorted by name. Each has
 	// passed [Server.Validate] and has its ${VAR} references expanded.
@@ -38,6 +39,17 @@ type File struct {
 	Invalid []*EntryError
 	// Disabled holds the names of entries with "disabled": true, sorted.
 	Disabled []string
+
+	// parked holds the entries named in Disabled, parsed as far as they
+	// go, so that enabling one later needs no second read.
+	parked map[string]Entry
+	// Permissions is the top-level "permissions" block: tool rules on
+	// qualified names, over every server.
+	Permissions ToolRules
+	// Warnings say what the file held outside the server entries that mcpd
+	// does not understand (an unknown top-level key or permissions field).
+	// Each entry's own warnings are in its Server.Warnings.
+	Warnings []string
 }
 
 // EntryError reports why the entry for one server could not be used.
@@ -69,17 +81,24 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 // The file is a JSON object with servers under "mcpServers", "servers" or
 // both (merged; a name under both is an error for that name). Comments and
 // trailing commas, which VS Code allows in its mcp.json, are accepted.
-// Other top-level keys (VS Code's "inputs", ...) are ignored. An entry is
+// A top-level "permissions" object holds tool rules ("allow", "ask",
+// "deny" arrays of qualified-name patterns and a "default" effect). Other
+// top-level keys (VS Code's "inputs", ...) are not understood and are
+// reported in [File.Warnings]. An entry is
 //
 //	{"command": "npx", "args": [...], "env": {...}, "cwd": "..."}       stdio ("type": "stdio" optional)
 //	{"type": "http" | "sse" | "streamable-http", "url": "...", "headers": {...}}
 //
 // An entry with a url and no type (or "type": "auto") has its transport
-// detected when mcpd connects: Streamable HTTP, then legacy SSE; "serverUrl" (Windsurf) is read as "url". "disabled": true skips the
-// entry. mcpd reads these option fields in an entry: "timeout" and
-// "connectTimeout" (seconds, a number), "protocolVersion", "toolsAllow"
-// and "toolsDeny" (arrays of tool patterns), and "strictCapabilities". Other fields that editors add
-// ("alwaysAllow", "autoApprove", "envFile", ...) are ignored.
+// detected when mcpd connects: Streamable HTTP, then legacy SSE;
+// "serverUrl" (Windsurf) is read as "url". "disabled": true parks the
+// entry: it is listed in [File.Disabled] and not started. mcpd reads these
+// option fields in an entry: "timeout" and "connectTimeout" (seconds, a
+// number), "protocolVersion", "toolsAllow" and "toolsDeny" (arrays of tool
+// patterns), "strictCapabilities", "permissions" (tool rules on the
+// server's own tool names), "alwaysAllow" and "autoApprove" (tools that
+// run without asking), "trace" and "traceRedact". Any other field is
+// reported in the server's [Server.Warnings] and otherwise ignored.
 //
 // ${VAR} and ${VAR:-default} expand in command, args, env values, cwd, url
 // and header values; not in names, keys or options.
@@ -104,8 +123,20 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 	}
 	cands := make(map[string]*candidate)
 	seenKeys := make(map[string]bool)
+	f := &File{}
 	for _, m := range top {
+		if m.key == keyPermissions {
+			if seenKeys[m.key] {
+				return nil, fmt.Errorf("parse config: key %q appears twice", m.key)
+			}
+			seenKeys[m.key] = true
+			if f.Permissions, err = parsePermissions(m.value, &f.Warnings); err != nil {
+				return nil, fmt.Errorf("parse config: %q: %w", m.key, err)
+			}
+			continue
+		}
 		if m.key != keyMCPServers && m.key != keyServers {
+			f.Warnings = append(f.Warnings, fmt.Sprintf("top-level key %q is not understood by mcpd; ignored", m.key))
 			continue
 		}
 		if seenKeys[m.key] {
@@ -131,11 +162,10 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 			}
 		}
 	}
-	if len(seenKeys) == 0 {
-		return nil, fmt.Errorf("parse config: no %q or %q object", keyMCPServers, keyServers)
+	if !seenKeys[keyMCPServers] && !seenKeys[keyServers] {
+		return nil, fmt.Errorf("parse config: %w", errNoServersKey)
 	}
 
-	f := &File{}
 	for _, name := range slices.Sorted(maps.Keys(cands)) {
 		c := cands[name]
 		if c.dup != "" {
@@ -146,6 +176,10 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 		switch {
 		case disabled:
 			f.Disabled = append(f.Disabled, name)
+			if f.parked == nil {
+				f.parked = make(map[string]Entry)
+			}
+			f.parked[name] = Entry{Name: name, Server: s, Disabled: true, Err: err}
 		case err != nil:
 			f.Invalid = append(f.Invalid, &EntryError{Name: name, Err: err})
 		default:
@@ -172,26 +206,131 @@ type entry struct {
 	ToolsAllow      []string          `json:"toolsAllow"`
 	ToolsDeny       []string          `json:"toolsDeny"`
 	// StrictCapabilities: see Server.StrictCapabilities.
-	StrictCapabilities bool   `json:"strictCapabilities"`
-	OAuth              *OAuth `json:"oauth"`
+	StrictCapabilities bool       `json:"strictCapabilities"`
+	OAuth              *OAuth     `json:"oauth"`
+	Permissions        *ToolRules `json:"permissions"`
+	AlwaysAllow        []string   `json:"alwaysAllow"`
+	AutoApprove        []string   `json:"autoApprove"`
+	Trace              bool       `json:"trace"`
+	TraceRedact        []string   `json:"traceRedact"`
+	// SDKName is the name an agent SDK writes into its "type": "sdk"
+	// entries; the entry's key names the server, so it is read and left.
+	SDKName string `json:"name"`
+}
+
+// keyPermissions is the top-level key of the tool rules.
+const keyPermissions = "permissions"
+
+// entryFields are the JSON names of entry's fields: any other key of an
+// entry is reported as not understood.
+var entryFields = jsonNames(reflect.TypeFor[entry]())
+
+// permissionFields are the keys a "permissions" block may hold.
+var permissionFields = jsonNames(reflect.TypeFor[ToolRules]())
+
+// oauthFields and idpFields are the keys of an "oauth" block and of its
+// "idp" object.
+var (
+	oauthFields = jsonNames(reflect.TypeFor[OAuth]())
+	idpFields   = jsonNames(reflect.TypeFor[IdP]())
+)
+
+// entryWarnings names every key of an entry, and of its nested blocks,
+// that mcpd does not understand.
+func entryWarnings(raw json.RawMessage) []string {
+	ws := unknownKeys(raw, entryFields, "field")
+	if pm, ok := rawMember(raw, keyPermissions); ok {
+		ws = append(ws, unknownKeys(pm, permissionFields, "permissions field")...)
+	}
+	if om, ok := rawMember(raw, "oauth"); ok {
+		ws = append(ws, unknownKeys(om, oauthFields, "oauth field")...)
+		if im, ok := rawMember(om, "idp"); ok {
+			ws = append(ws, unknownKeys(im, idpFields, "oauth.idp field")...)
+		}
+	}
+	return ws
+}
+
+func jsonNames(t reflect.Type) map[string]bool {
+	names := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names[name] = true
+	}
+	return names
+}
+
+// unknownKeys returns a warning for every key of the JSON object raw that
+// is not in known, prefixed with where (for example `field`).
+func unknownKeys(raw json.RawMessage, known map[string]bool, where string) []string {
+	ms, err := objectMembers(raw)
+	if err != nil {
+		return nil // the decoder reports what is wrong with it
+	}
+	var out []string
+	for _, m := range ms {
+		if !known[m.key] {
+			out = append(out, fmt.Sprintf("%s %q is not understood by mcpd; ignored", where, m.key))
+		}
+	}
+	return out
+}
+
+// parsePermissions reads the top-level "permissions" block. Unknown
+// fields become warnings; a wrong type or an unknown default is an error
+// for the whole file, since the rules guard every server.
+func parsePermissions(raw json.RawMessage, warnings *[]string) (ToolRules, error) {
+	var r ToolRules
+	if string(raw) == "null" {
+		return r, nil
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return r, describeDecodeError(err)
+	}
+	*warnings = append(*warnings, unknownKeys(raw, permissionFields, "permissions field")...)
+	switch r.Default {
+	case "", "allow", "ask", "deny":
+	default:
+		return r, fmt.Errorf("%w: default %q: want allow, ask or deny", ErrInvalid, r.Default)
+	}
+	return r, nil
+}
+
+// rawMember returns the value of key in the JSON object raw.
+func rawMember(raw json.RawMessage, key string) (json.RawMessage, bool) {
+	ms, err := objectMembers(raw)
+	if err != nil {
+		return nil, false
+	}
+	for _, m := range ms {
+		if m.key == key {
+			return m.value, true
+		}
+	}
+	return nil, false
 }
 
 // maxTimeoutSeconds bounds timeouts far below time.Duration overflow.
 const maxTimeoutSeconds = 365 * 24 * 60 * 60
 
-// parseEntry turns one entry into a valid Server, or reports that it is
-// disabled, or why it cannot be used.
-func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, bool)) (Server, bool, error) {
+// parseEntry turns one entry into a valid Server, or says why it cannot be
+// used. disabled reports "disabled": true; such an entry is parsed too (its
+// error then matters only if it is enabled later), because people park
+// half-written entries this way.
+func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, bool)) (_ Server, disabled bool, _ error) {
 	var e entry
 	err := json.Unmarshal(raw, &e)
-	if e.Disabled {
-		// A disabled entry is skipped even if it is malformed elsewhere:
-		// people park half-written entries this way.
-		return Server{}, true, nil
-	}
 	if err != nil {
-		return Server{}, false, describeDecodeError(err)
+		return Server{Name: name}, e.Disabled, describeDecodeError(err)
 	}
+	s, err := e.server(name, lookup, entryWarnings(raw))
+	return s, e.Disabled, err
+}
+
+// server turns the entry into a valid Server, or says why it cannot.
+// warnings are what the entry holds that mcpd does not understand.
+func (e *entry) server(name string, lookup func(string) (string, bool), warnings []string) (Server, error) {
+	var err error
 
 	var ps problems
 	fail := func(err error) { ps = append(ps, err) }
@@ -200,8 +339,18 @@ func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, b
 		ProtocolVersion: e.ProtocolVersion,
 		ToolsAllow:      e.ToolsAllow,
 		ToolsDeny:       e.ToolsDeny,
+		AlwaysAllow:     append(slices.Clone(e.AlwaysAllow), e.AutoApprove...),
+		Trace:           e.Trace,
+		TraceRedact:     e.TraceRedact,
+		Warnings:        warnings,
 
 		StrictCapabilities: e.StrictCapabilities,
+	}
+	if e.Permissions != nil {
+		s.Permissions = *e.Permissions
+		if s.Permissions.Default != "" {
+			fail(fmt.Errorf("%w: permissions.default is only read at the top level of the file", ErrInvalid))
+		}
 	}
 	if e.URL == "" {
 		e.URL = e.ServerURL
@@ -262,14 +411,20 @@ func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, b
 	if err != nil {
 		fail(err)
 	}
+	if len(ps) == 0 { // else Validate would only repeat them as missing fields
+		if err := s.Validate(); err != nil {
+			ps = append(ps, err)
+		}
+	}
 	if len(ps) > 0 {
-		// Validate would only repeat these as missing fields.
-		return Server{}, false, ps.err()
+		// A misspelt field often explains the problem: say so in the
+		// entry's error, the only place an unusable entry reports.
+		for _, w := range warnings {
+			ps = append(ps, errors.New(w))
+		}
+		return Server{Name: name}, ps.err()
 	}
-	if err := s.Validate(); err != nil {
-		return Server{}, false, err
-	}
-	return s, false, nil
+	return s, nil
 }
 
 // expandOAuth expands ${VAR} in the block's secrets, URLs and paths.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,12 +62,13 @@ func TestParseClaudeDesktop(t *testing.T) {
 	}
 	want := &File{Servers: []Server{
 		{Name: "filesystem", Kind: TransportStdio, Command: "npx",
-			Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/home/me/Desktop", "/tmp"}},
+			Args:        []string{"-y", "@modelcontextprotocol/server-filesystem", "/home/me/Desktop", "/tmp"},
+			AlwaysAllow: []string{"read_file"}},
 		{Name: "github", Kind: TransportStdio, Command: "npx",
 			Args: []string{"-y", "@modelcontextprotocol/server-github"},
 			Env:  map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": testSecret}},
-	}}
-	if diff := cmp.Diff(want, f, cmpopts.IgnoreUnexported(Server{})); diff != "" {
+	}, Warnings: []string{`top-level key "globalShortcut" is not understood by mcpd; ignored`}}
+	if diff := cmp.Diff(want, f, cmpopts.IgnoreUnexported(Server{}, File{})); diff != "" {
 		t.Errorf("Parse mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -106,12 +108,16 @@ func TestParseVSCode(t *testing.T) {
 	}
 	want := []Server{
 		{Name: "events", Kind: TransportSSE, URL: "http://localhost:3001/sse"},
-		{Name: "memory", Kind: TransportStdio, Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-memory"}},
+		{Name: "memory", Kind: TransportStdio, Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-memory"},
+			Warnings: []string{`field "envFile" is not understood by mcpd; ignored`}},
 		{Name: "remote", Kind: TransportHTTP, URL: "https://api.example.com/mcp",
 			Headers: map[string]string{"Authorization": "Bearer " + testSecret, "X-Note": "a // not a comment, /* nor this */"}},
 	}
-	if diff := cmp.Diff(want, f.Servers, cmpopts.IgnoreUnexported(Server{})); diff != "" {
+	if diff := cmp.Diff(want, f.Servers, cmpopts.IgnoreUnexported(Server{}, File{})); diff != "" {
 		t.Errorf("Servers mismatch (-want +got):\n%s", diff)
+	}
+	if want := []string{`top-level key "inputs" is not understood by mcpd; ignored`}; !slices.Equal(f.Warnings, want) {
+		t.Errorf("Warnings: got %q, want %q", f.Warnings, want)
 	}
 	errs := entryErrors(f)
 	if len(errs) != 1 || !strings.Contains(errs["prompted"], "headers.Authorization: unsupported expansion after variable input") {
@@ -166,6 +172,8 @@ func TestParseEntries(t *testing.T) {
 		{name: "stdio with url", entry: `{"type": "stdio", "command": "x", "url": "https://h/"}`, err: "stdio server takes no url"},
 		{name: "http with command", entry: `{"type": "http", "command": "x", "url": "https://h/"}`, err: "http server takes no command"},
 		{name: "command and url without type", entry: `{"command": "x", "url": "https://h/"}`, err: "both command and url"},
+		{name: "sdk", entry: `{"type": "sdk", "name": "s"}`, want: &Server{Kind: TransportAgent}},
+		{name: "sdk with a command", entry: `{"type": "sdk", "command": "x"}`, err: "sdk server takes no command"},
 		{name: "unknown type", entry: `{"type": "ws", "url": "wss://h/"}`, err: `unknown type "ws"`},
 		{name: "relative url", entry: `{"type": "sse", "url": "localhost:8080/sse"}`, err: `url scheme is "localhost"`},
 		{name: "bad protocol version", entry: `{"command": "x", "protocolVersion": "latest"}`, err: `protocol version "latest"`},
@@ -401,7 +409,7 @@ func TestLoadExample(t *testing.T) {
 		},
 		Disabled: []string{"old-experiment"},
 	}
-	if diff := cmp.Diff(want, f, cmpopts.IgnoreUnexported(Server{})); diff != "" {
+	if diff := cmp.Diff(want, f, cmpopts.IgnoreUnexported(Server{}, File{})); diff != "" {
 		t.Errorf("Load mismatch (-want +got):\n%s", diff)
 	}
 
@@ -437,5 +445,61 @@ func TestLoadErrors(t *testing.T) {
 	_, err = Load(bad, nil)
 	if err == nil || !strings.Contains(err.Error(), "load config "+bad+": parse config: ") {
 		t.Errorf("Load bad file: got %v, want an error naming %s", err, bad)
+	}
+}
+
+func TestParsePermissions(t *testing.T) {
+	data := `{
+  "permissions": {"allow": ["mcp__a__*"], "ask": ["mcp__*__write_*"], "deny": ["mcp__*__delete_*"], "default": "ask", "defaultMode": "plan"},
+  "mcpServers": {
+    "a": {"command": "cat", "permissions": {"deny": ["rm"], "mode": 1}, "autoApprove": ["x"], "alwaysAllow": ["y"], "trace": true, "traceRedact": ["q"], "bogus": 1}
+  }
+}`
+	f, err := Parse([]byte(data), mapLookup(testEnv))
+	if err != nil {
+		t.Fatalf("Parse: got %v, want nil", err)
+	}
+	wantRules := ToolRules{Allow: []string{"mcp__a__*"}, Ask: []string{"mcp__*__write_*"}, Deny: []string{"mcp__*__delete_*"}, Default: "ask"}
+	if diff := cmp.Diff(wantRules, f.Permissions); diff != "" {
+		t.Errorf("Permissions mismatch (-want +got):\n%s", diff)
+	}
+	if want := []string{`permissions field "defaultMode" is not understood by mcpd; ignored`}; !slices.Equal(f.Warnings, want) {
+		t.Errorf("Warnings: got %q, want %q", f.Warnings, want)
+	}
+	want := []Server{{Name: "a", Kind: TransportStdio, Command: "cat",
+		Permissions: ToolRules{Deny: []string{"rm"}}, AlwaysAllow: []string{"y", "x"}, Trace: true, TraceRedact: []string{"q"},
+		Warnings: []string{`field "bogus" is not understood by mcpd; ignored`, `permissions field "mode" is not understood by mcpd; ignored`}}}
+	if diff := cmp.Diff(want, f.Servers, cmpopts.IgnoreUnexported(Server{})); diff != "" {
+		t.Errorf("Servers mismatch (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{
+		`{"permissions": {"default": "maybe"}, "mcpServers": {}}`,
+		`{"permissions": {"allow": "mcp__a__*"}, "mcpServers": {}}`,
+	} {
+		if _, err := Parse([]byte(bad), mapLookup(testEnv)); err == nil {
+			t.Errorf("Parse(%s): got nil, want an error", bad)
+		}
+	}
+}
+
+func TestParseWarningsExplainUnusableEntries(t *testing.T) {
+	data := `{"mcpServers": {
+  "typo": {"comand": "cat"},
+  "remote": {"url": "https://example.com/mcp", "oauth": {"clientId": "x", "scope": "a", "idp": {"issuer": "https://idp.example.com", "tenant": "t"}}}
+}}`
+	f, err := Parse([]byte(data), mapLookup(testEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := entryErrors(f)
+	if e := errs["typo"]; !strings.Contains(e, "needs a command") || !strings.Contains(e, `field "comand" is not understood`) {
+		t.Errorf("typo: got %q, want the missing command and the unknown field", e)
+	}
+	if len(f.Servers) != 1 {
+		t.Fatalf("Servers: got %d, want remote", len(f.Servers))
+	}
+	want := []string{`oauth field "scope" is not understood by mcpd; ignored`, `oauth.idp field "tenant" is not understood by mcpd; ignored`}
+	if got := f.Servers[0].Warnings; !slices.Equal(got, want) {
+		t.Errorf("remote warnings: got %q, want %q", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -780,5 +781,37 @@ func BenchmarkPublish(b *testing.B) {
 				bus.Publish(e)
 			}
 		})
+	}
+}
+
+// TestFilterPolls: poll ids narrow poll results, explicitly like
+// resources, and leave other events to the other filters.
+func TestFilterPolls(t *testing.T) {
+	m := newMatcher(Filter{Kinds: []Kind{KindServerState}, Polls: []string{"poll-1"}})
+	for _, tt := range []struct {
+		ev   Event
+		want bool
+	}{
+		{Event{Kind: KindPollResult, Server: "a", PollID: "poll-1"}, true},
+		{Event{Kind: KindPollResult, Server: "a", PollID: "poll-2"}, false},
+		{Event{Kind: KindServerState, Server: "a"}, true},
+		{Event{Kind: KindLog, Server: "a"}, false},
+	} {
+		if got := m.match(&tt.ev); got != tt.want {
+			t.Errorf("match %+v: got %v, want %v", tt.ev, got, tt.want)
+		}
+	}
+	all := newMatcher(Filter{})
+	if !all.match(&Event{Kind: KindPollResult, PollID: "poll-9"}) {
+		t.Error("the zero filter must pass poll results")
+	}
+}
+
+// TestSizeCountsRawJSON: a poll's result travels as json.RawMessage, and
+// the byte budget must see its size.
+func TestSizeCountsRawJSON(t *testing.T) {
+	ev := Event{Kind: KindPollResult, Data: json.RawMessage(make([]byte, 10000))}
+	if got := ev.Size(); got < 10000 {
+		t.Errorf("Size of an event with 10000 bytes of JSON: got %d", got)
 	}
 }

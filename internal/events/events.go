@@ -19,6 +19,7 @@
 package events
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -40,6 +41,7 @@ const (
 	KindResourcesChanged                 // the server's resource list changed
 	KindServerState                      // the upstream connection changed state: State, Error
 	KindLog                              // the server sent a log message: Level, Logger, Data
+	KindPollResult                       // a poll's result changed: PollID, Baseline, URI or Tool, Data or Error
 	KindGap                              // the subscriber missed events GapFrom..GapTo
 )
 
@@ -58,6 +60,8 @@ func (k Kind) String() string {
 		return "server_state"
 	case KindLog:
 		return "log"
+	case KindPollResult:
+		return "poll_result"
 	case KindGap:
 		return "gap"
 	default:
@@ -81,13 +85,21 @@ type Event struct {
 	Server string
 	Kind   Kind
 
-	// URI is the updated resource (KindResourceUpdated).
+	// URI is the updated resource (KindResourceUpdated), or the polled
+	// one (KindPollResult).
 	URI string
+	// Tool is the qualified name of the polled tool (KindPollResult).
+	Tool string
+	// PollID names the poll (KindPollResult), and Baseline says the
+	// result is the poll's first.
+	PollID   string
+	Baseline bool
 
 	// State is the new connection state (KindServerState): "connecting",
 	// "ready", "reconnecting", "failed" or "stopped".
 	State string
-	// Error is the last connection error, if any (KindServerState).
+	// Error is the last connection error, if any (KindServerState), or
+	// why the poll failed (KindPollResult).
 	Error string
 
 	// Level is the MCP logging level, "debug" to "emergency" (KindLog).
@@ -95,7 +107,8 @@ type Event struct {
 	// Logger is the optional logger name the server gave (KindLog).
 	Logger string
 	// Data is the decoded JSON value the server sent (KindLog):
-	// map[string]any, []any, string, float64, bool or nil.
+	// map[string]any, []any, string, float64, bool or nil; or the
+	// poll's result as MCP JSON, a json.RawMessage (KindPollResult).
 	Data any
 
 	// GapFrom and GapTo are the first and last sequence the subscriber
@@ -110,7 +123,7 @@ const eventOverhead = 160
 // the JSON they came from would be, plus the Event itself. It is what the
 // bus's byte budget counts.
 func (e *Event) Size() int64 {
-	return eventOverhead + int64(len(e.Server)+len(e.URI)+len(e.State)+len(e.Error)+len(e.Level)+len(e.Logger)) + dataSize(e.Data)
+	return eventOverhead + int64(len(e.Server)+len(e.URI)+len(e.Tool)+len(e.PollID)+len(e.State)+len(e.Error)+len(e.Level)+len(e.Logger)) + dataSize(e.Data)
 }
 
 // dataSize is about the size of a decoded JSON value.
@@ -130,7 +143,9 @@ func dataSize(v any) int64 {
 			n += dataSize(e)
 		}
 		return n
-	case []byte: // json.RawMessage, or anything of that shape
+	case []byte:
+		return 24 + int64(len(v))
+	case json.RawMessage: // a named type: the []byte case does not match it
 		return 24 + int64(len(v))
 	default: // numbers, booleans, null
 		return 16
@@ -146,7 +161,9 @@ type Resource struct {
 // passes everything.
 //
 // Servers and Kinds narrow: when set, an event passes only if its server
-// is in Servers and its kind is in Kinds. Resources, when set, restrict
+// is in Servers and its kind is in Kinds. Polls, when set, restrict
+// KindPollResult events to the listed poll ids, explicitly like Resources.
+// Resources, when set, restrict
 // KindResourceUpdated events to the listed (server, URI) pairs, and they
 // are explicit: an update of a listed resource passes even when Servers or
 // Kinds would not let it through, so {Kinds: [KindToolsChanged],
@@ -158,6 +175,7 @@ type Filter struct {
 	Servers   []string
 	Kinds     []Kind
 	Resources []Resource
+	Polls     []string
 }
 
 // matcher is a Filter compiled into sets, so matching is cheap and the
@@ -166,6 +184,7 @@ type matcher struct {
 	servers   map[string]struct{}
 	kinds     map[Kind]struct{}
 	resources map[Resource]struct{}
+	polls     map[string]struct{}
 }
 
 func newMatcher(f Filter) matcher {
@@ -188,6 +207,12 @@ func newMatcher(f Filter) matcher {
 			m.resources[r] = struct{}{}
 		}
 	}
+	if len(f.Polls) > 0 {
+		m.polls = make(map[string]struct{}, len(f.Polls))
+		for _, p := range f.Polls {
+			m.polls[p] = struct{}{}
+		}
+	}
 	return m
 }
 
@@ -197,6 +222,10 @@ func (m *matcher) match(e *Event) bool {
 	}
 	if e.Kind == KindResourceUpdated && m.resources != nil {
 		_, ok := m.resources[Resource{Server: e.Server, URI: e.URI}]
+		return ok
+	}
+	if e.Kind == KindPollResult && m.polls != nil {
+		_, ok := m.polls[e.PollID]
 		return ok
 	}
 	if m.servers != nil {

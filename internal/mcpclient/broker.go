@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -24,6 +25,10 @@ const (
 	// agents that name it get it: an agent registered for all kinds was
 	// written before it existed.
 	KindAuthorization
+	// KindApproval is mcpd's own question, not a server's: may a tool
+	// call that an "ask" rule holds proceed? Only agents that name it get
+	// it.
+	KindApproval
 )
 
 // ServerRequest is a server's request, handed to an agent to answer.
@@ -36,6 +41,7 @@ type ServerRequest struct {
 	Sampling      *mcp.CreateMessageParams
 	Elicitation   *mcp.ElicitParams
 	Authorization *AuthorizationRequest
+	Approval      *ApprovalRequest
 	// Deadline is when mcpd stops waiting and answers the server itself.
 	Deadline time.Time
 }
@@ -46,6 +52,7 @@ type Reply struct {
 	Elicitation   *mcp.ElicitResult
 	Roots         []*mcp.Root
 	Authorization *AuthorizationReply
+	Approval      *ApprovalReply
 	// Error refuses the request; the server receives it as a JSON-RPC
 	// error.
 	Error *jsonrpc.Error
@@ -106,7 +113,7 @@ func (a *Agent) Requests() <-chan *ServerRequest { return a.requests }
 
 func (a *Agent) wants(server string, kind RequestKind) bool {
 	return (len(a.servers) == 0 || slices.Contains(a.servers, server)) &&
-		((len(a.kinds) == 0 && kind != KindAuthorization) || slices.Contains(a.kinds, kind))
+		((len(a.kinds) == 0 && kind != KindAuthorization && kind != KindApproval) || slices.Contains(a.kinds, kind))
 }
 
 // Attach registers an agent for the given servers and kinds (empty means
@@ -162,7 +169,8 @@ func (r Reply) check(kind RequestKind) error {
 	case kind == KindSampling && r.Sampling != nil,
 		kind == KindElicitation && r.Elicitation != nil,
 		kind == KindRoots && r.Roots != nil,
-		kind == KindAuthorization && r.Authorization != nil:
+		kind == KindAuthorization && r.Authorization != nil,
+		kind == KindApproval && r.Approval != nil:
 		return nil
 	}
 	return errorf(ErrInvalidArgument, "the reply does not answer a %s request", kind)
@@ -178,6 +186,8 @@ func (k RequestKind) String() string {
 		return "roots"
 	case KindAuthorization:
 		return "authorization"
+	case KindApproval:
+		return "approval"
 	}
 	return "RequestKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -242,4 +252,54 @@ func (b *Broker) wants(server string, kind RequestKind) bool {
 		}
 	}
 	return false
+}
+
+// ApprovalRequest asks an agent whether a tool call may proceed.
+type ApprovalRequest struct {
+	// Tool is the qualified tool name.
+	Tool string
+	// Arguments are the call's arguments.
+	Arguments map[string]any
+	// Annotations are the tool's annotations, nil when it has none.
+	Annotations *mcp.ToolAnnotations
+	// Rule is the rule that asked, for example "ask mcp__*__delete_*".
+	Rule string
+	// Caller names who made the call.
+	Caller string
+}
+
+// ApprovalReply is an agent's answer to an ApprovalRequest.
+type ApprovalReply struct {
+	Approved bool
+	// Reason explains a denial.
+	Reason string
+}
+
+// Sentinel outcomes of Approve, besides the agent's own answer.
+var (
+	// ErrNoApprover means no attached agent takes approval requests for
+	// the server (or it left before answering).
+	ErrNoApprover = errors.New("no agent is attached for approval requests")
+	// ErrApprovalTimeout means the agent did not answer within the
+	// server-request timeout.
+	ErrApprovalTimeout = errors.New("the approval request timed out")
+)
+
+// Approve asks the newest agent registered for approval requests of server
+// and waits for its answer. It fails with ErrNoApprover, ErrApprovalTimeout,
+// or ctx's error when the caller gives up first; an agent's error reply
+// counts as a denial.
+func (b *Broker) Approve(ctx context.Context, server string, req *ApprovalRequest) (ApprovalReply, error) {
+	r, err := b.ask(ctx, &ServerRequest{Server: server, Kind: KindApproval, Approval: req})
+	switch {
+	case errors.Is(err, errNoAgent):
+		return ApprovalReply{}, ErrNoApprover
+	case err != nil && ctx.Err() == nil:
+		return ApprovalReply{}, ErrApprovalTimeout
+	case err != nil:
+		return ApprovalReply{}, ctx.Err()
+	case r.Error != nil:
+		return ApprovalReply{Reason: r.Error.Message}, nil
+	}
+	return *r.Approval, nil
 }

@@ -1,6 +1,7 @@
 package mcpclient
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -29,6 +30,13 @@ var (
 	// succeeding (its OAuth state directory cannot be written); retrying
 	// helps only once an operator has fixed it.
 	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrDisabled means the server is disabled: calls fail until it is
+	// enabled again, so retrying alone does not help.
+	ErrDisabled = errors.New("server disabled")
+	// ErrAborted means mcpd ended a long-lived request because another
+	// took its place (a ServeTools stream replaced by another) or its
+	// server was removed.
+	ErrAborted = errors.New("aborted")
 	// ErrUnimplemented means a feature mcpd does not support yet.
 	ErrUnimplemented = errors.New("not implemented")
 )
@@ -41,6 +49,9 @@ type RPCError struct {
 	Code int64
 	// Message is the server's error message.
 	Message string
+	// Data is the error's data as the server sent it (JSON), if any: the
+	// MCP endpoint passes it on to hosts, for which some codes define it.
+	Data json.RawMessage
 }
 
 func (e *RPCError) Error() string {

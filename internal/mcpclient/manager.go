@@ -76,9 +76,15 @@ type Options struct {
 	// OnStateChange, if set, is called after every state change of a
 	// server. It must not block or call back into the Manager.
 	OnStateChange func(server string, state State)
+	// MaxPolls caps the polls running at once (StartPoll, and fallback
+	// polls of resource subscriptions); default DefaultMaxPolls.
+	MaxPolls int
 	// Telemetry, if set, records the servers' requests, tool calls,
 	// events and stderr lines, and traces requests.
 	Telemetry *telemetry.Telemetry
+	// Trace, if set, says which servers have their JSON-RPC messages
+	// logged at debug level, beside those whose config says so.
+	Trace func(server string) bool
 }
 
 func (o *Options) withDefaults() *Options {
@@ -133,11 +139,14 @@ type Manager struct {
 	servers  map[string]*upstream
 	closed   bool
 	settings *settings
+	polls    *poller
 }
 
 // NewManager returns an empty Manager.
 func NewManager(opts *Options) *Manager {
-	return &Manager{opts: opts.withDefaults(), servers: make(map[string]*upstream), settings: newSettings()}
+	m := &Manager{opts: opts.withDefaults(), servers: make(map[string]*upstream), settings: newSettings()}
+	m.polls = newPoller(m, m.opts.MaxPolls)
+	return m
 }
 
 // Events returns the bus the servers' events are published to, nil if
@@ -203,20 +212,79 @@ func (m *Manager) start(cfg config.Server, replace bool) (*upstream, error) {
 // bad entry in the config file) in StateFailed, so that its status says
 // why. An existing server of that name is left alone.
 func (m *Manager) AddFailed(name string, reason error) error {
+	return m.AddStopped(config.Server{Name: name}, StateFailed, reason, false)
+}
+
+// AddStopped registers a server that does not run: in StateFailed (its
+// configuration could not be used; reason says why) or in StateDisabled
+// (reason, if any, is why it could not run if enabled). cfg needs only a
+// name. With replace, a server of that name is stopped and replaced;
+// without, an existing one is left alone and the result is
+// ErrAlreadyExists.
+func (m *Manager) AddStopped(cfg config.Server, state State, reason error, replace bool) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
+	closed, old := m.closed, m.servers[cfg.Name]
+	m.mu.Unlock()
+	if closed {
 		return errorf(ErrUnavailable, "mcpd is shutting down")
 	}
-	if m.servers[name] != nil {
-		return errorf(ErrAlreadyExists, "server %q already exists", name)
+	if old != nil && !replace {
+		return errorf(ErrAlreadyExists, "server %q already exists", cfg.Name)
 	}
-	u := m.newUpstream(config.Server{Name: name})
-	u.setState(StateFailed, reason.Error())
-	m.servers[name] = u
+	if old != nil {
+		old.stop()
+	}
+	u := m.newUpstream(cfg)
+	msg := ""
+	if reason != nil {
+		msg = reason.Error()
+	}
+	u.setState(state, msg)
+	m.mu.Lock()
+	m.servers[cfg.Name] = u
+	m.mu.Unlock()
 	return nil
+}
+
+// SetEnabled disables a server (stops it and keeps it, with its
+// configuration, in StateDisabled) or enables a disabled one (starts it
+// again, without waiting; see Await). Enabling a server that is not
+// disabled, or disabling a disabled one, changes nothing. A server whose
+// configuration is unusable goes back to StateFailed when enabled.
+func (m *Manager) SetEnabled(name string, enabled bool) error {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	u, err := m.lookup(name)
+	if err != nil {
+		return err
+	}
+	if m.isClosed() {
+		return errorf(ErrUnavailable, "mcpd is shutting down")
+	}
+	u.setEnabled(enabled)
+	return nil
+}
+
+// Await waits, up to ctx, until the server's current connection attempt
+// has succeeded or failed, and returns its status.
+func (m *Manager) Await(ctx context.Context, name string) (Status, error) {
+	u, err := m.lookup(name)
+	if err != nil {
+		return Status{}, err
+	}
+	return m.settle(ctx, u)
+}
+
+// Relabel updates where a server's configuration came from, without
+// touching the server.
+func (m *Manager) Relabel(name string, src config.Source) {
+	if u, err := m.lookup(name); err == nil {
+		u.mu.Lock()
+		u.source = src
+		u.mu.Unlock()
+	}
 }
 
 func (m *Manager) newUpstream(cfg config.Server) *upstream {
@@ -246,6 +314,7 @@ func (m *Manager) Disconnect(ctx context.Context, name string) error {
 	if u == nil {
 		return errorf(ErrNotFound, "server %q not found", name)
 	}
+	m.polls.stopServer(name)
 	u.stop()
 	if m.opts.OAuth != nil {
 		m.opts.OAuth.Release(name) // its tokens stay for the next connect
@@ -263,6 +332,10 @@ func (m *Manager) Restart(ctx context.Context, name string) (Status, error) {
 	if old == nil {
 		m.opMu.Unlock()
 		return Status{}, errorf(ErrNotFound, "server %q not found", name)
+	}
+	if old.status().State == StateDisabled {
+		m.opMu.Unlock()
+		return Status{}, errorf(ErrDisabled, "server %q is disabled: enable it with SetServerEnabled", name)
 	}
 	if m.isClosed() {
 		m.opMu.Unlock()
@@ -351,12 +424,13 @@ func (m *Manager) WaitStarted(ctx context.Context) error {
 	return nil
 }
 
-// Close stops every server and refuses new ones. It waits for the servers'
+// Close stops every poll and server and refuses new ones. It waits for the servers'
 // processes to exit; ctx bounds the wait.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
+	m.polls.close()
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	var wg sync.WaitGroup

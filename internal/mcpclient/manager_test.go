@@ -271,6 +271,45 @@ func TestAddFailedAndDuplicates(t *testing.T) {
 	}
 }
 
+func TestSetEnabled(t *testing.T) {
+	m, _ := newTestManager(t)
+	ctx := testContext(t)
+	if _, err := m.Connect(ctx, fakeServer("a", "serve"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetEnabled("a", false); err != nil {
+		t.Fatalf("disable: %v", err)
+	}
+	st, err := m.Get("a")
+	if err != nil || st.State != StateDisabled || st.Pid != 0 {
+		t.Fatalf("after disable: got %v pid %d (%v), want disabled and no process", st.State, st.Pid, err)
+	}
+	if _, err := m.Tools("a"); !errors.Is(err, ErrDisabled) {
+		t.Errorf("tools of a disabled server: got %v, want ErrDisabled", err)
+	}
+	if _, err := m.Restart(ctx, "a"); !errors.Is(err, ErrDisabled) {
+		t.Errorf("restart of a disabled server: got %v, want ErrDisabled", err)
+	}
+	if err := m.SetEnabled("a", true); err != nil {
+		t.Fatalf("enable: %v", err)
+	}
+	if st, err := m.Await(ctx, "a"); err != nil || st.State != StateReady {
+		t.Errorf("after enable: got %v %v, want ready", st.State, err)
+	}
+	if err := m.SetEnabled("nope", true); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown server: got %v, want ErrNotFound", err)
+	}
+
+	// Registered disabled with an unusable config: enabling fails it.
+	if err := m.AddStopped(config.Server{Name: "parked"}, StateDisabled, errors.New("no command"), false); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.SetEnabled("parked", true)
+	if st, _ := m.Get("parked"); st.State != StateFailed || st.LastError != "no command" {
+		t.Errorf("enabling an unusable entry: got %v %q, want failed with its reason", st.State, st.LastError)
+	}
+}
+
 func TestSplitQualifiedToolName(t *testing.T) {
 	tests := []struct {
 		in           string

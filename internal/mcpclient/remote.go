@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
 
 	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/oauth"
@@ -51,6 +52,9 @@ const (
 // RemoteOptions configure NewRemoteDialer. The zero value of each field
 // selects its default.
 type RemoteOptions struct {
+	// Logger receives the wire trace of Streamable HTTP servers whose
+	// config says "trace"; default: none.
+	Logger zerolog.Logger
 	// HTTPClient is the base of every session's client: its Transport
 	// sends the requests (wrapped per session), its Jar and CheckRedirect
 	// are kept. Its Timeout must stay zero: streams live as long as their
@@ -211,6 +215,10 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 	var base http.RoundTripper = rt
 	if o.OAuth != nil && (cfg.OAuth != nil || !hasHeader(cfg.Headers, "Authorization")) {
 		base = o.OAuth.Transport(cfg.Name, cfg.URL, cfg.OAuth, rt)
+	}
+	if cfg.Trace && cfg.Kind == config.TransportHTTP {
+		// Stdio and SSE sessions are traced on their connection.
+		base = &traceRoundTripper{base: base, t: newTracer(cfg, o.Logger.With().Str("server", cfg.Name).Logger())}
 	}
 	client := &http.Client{
 		Transport:     base,

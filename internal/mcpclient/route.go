@@ -49,6 +49,9 @@ func (t *routedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.u.tracer != nil {
+		c = &tracedConn{Connection: c, t: t.u.tracer}
+	}
 	t.conn = &routedConn{Connection: c, u: t.u, queued: make(chan struct{}, maxQueuedNotifications)}
 	return t.conn, nil
 }

@@ -163,6 +163,32 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 	return sync.OnceFunc(func() { m.releaseResource(server, uri) }), nil
 }
 
+// WatchResource is SubscribeResource for a caller that accepts polling:
+// when fallback is positive and the server, ready now, cannot notify (it
+// declares no resources.subscribe capability), mcpd reads the resource
+// every fallback instead and publishes a KindResourceUpdated event when
+// its contents change. A server that is not ready yet is subscribed to as
+// by SubscribeResource.
+func (m *Manager) WatchResource(ctx context.Context, server, uri string, fallback time.Duration) (release func(), err error) {
+	if fallback > 0 && uri != "" {
+		u, err := m.lookup(server)
+		if err != nil {
+			return nil, err
+		}
+		if cs, err := u.ready(); err == nil && !canNotify(cs) {
+			return m.fallbackPoll(server, uri, fallback)
+		}
+	}
+	return m.SubscribeResource(ctx, server, uri)
+}
+
+// canNotify reports whether a session's server declares resource
+// subscriptions.
+func canNotify(cs *mcp.ClientSession) bool {
+	init := cs.InitializeResult()
+	return init != nil && init.Capabilities != nil && init.Capabilities.Resources != nil && init.Capabilities.Resources.Subscribe
+}
+
 // ResourceInterest says how many holders of SubscribeResource want updates
 // of a resource.
 func (m *Manager) ResourceInterest(server, uri string) int {

@@ -13,7 +13,7 @@ import (
 // stateNames are the states a server's state metric lists.
 var stateNames = []string{
 	StateConnecting.String(), StateReady.String(), StateReconnecting.String(),
-	StateFailed.String(), StateStopped.String(),
+	StateFailed.String(), StateStopped.String(), StateDisabled.String(),
 }
 
 // ServerSamples returns every server's state and call counters for the

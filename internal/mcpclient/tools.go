@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/transport"
 )
 
@@ -196,6 +197,9 @@ func (u *upstream) attempt(ctx context.Context, cs *mcp.ClientSession, c toolCal
 	defer unbind()
 	callCtx, sent := transport.WithSendRecord(callCtx)
 	meta := u.requestMeta(cs, c.opts.Meta)
+	if d, ok := callCtx.Deadline(); ok && u.cfg.Kind == config.TransportAgent {
+		meta[agentDeadlineKey] = d.UTC().Format(time.RFC3339Nano)
+	}
 	if c.opts.OnProgress != nil || c.opts.OnLog != nil || c.progress {
 		token, done := u.addSink(&callSink{
 			onProgress: func(p *mcp.ProgressNotificationParams) {

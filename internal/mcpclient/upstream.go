@@ -1,8 +1,10 @@
 // Package mcpclient owns mcpd's upstream side: one supervised MCP client
 // session per configured server. It starts the server (through
 // internal/transport), probes its protocol era, keeps its tool list current,
-// calls its tools, and reports its state. The gRPC edge (internal/server)
-// uses it through Manager and maps its errors to status codes.
+// calls its tools, and reports its state. Tools an agent serves itself
+// (ServeTools) are one more kind of server here, reached through an
+// in-process session (see agent.go). The gRPC edge (internal/server) uses
+// it through Manager and maps its errors to status codes.
 package mcpclient
 
 import (
@@ -47,6 +49,9 @@ const (
 	// StateAuthorizationRequired means a remote server waits for a
 	// person's consent (see internal/oauth).
 	StateAuthorizationRequired
+	// StateDisabled means the server is kept, with its configuration, but
+	// not run until it is enabled again.
+	StateDisabled
 )
 
 func (s State) String() string {
@@ -63,12 +68,16 @@ func (s State) String() string {
 		return "stopped"
 	case StateAuthorizationRequired:
 		return "authorization_required"
+	case StateDisabled:
+		return "disabled"
 	}
 	return "unknown"
 }
 
 // Status is a snapshot of one server.
 type Status struct {
+	// Config is the server's configuration; Config.Source says where the
+	// configuration came from.
 	Config config.Server
 	// Transport is how the server is reached: Config.Kind, or for
 	// TransportAuto the detected kind once a session came up.
@@ -103,6 +112,7 @@ type upstream struct {
 	wants  interests // what agents set up, replayed on every new session
 	log    zerolog.Logger
 	client *mcp.Client
+	tracer *tracer // nil unless the server is traced
 
 	calls   *inflight
 	refresh chan struct{} // a tools/list_changed arrived (capacity 1)
@@ -120,7 +130,8 @@ type upstream struct {
 	lifeMu sync.Mutex
 
 	mu           sync.Mutex
-	run          *run // the current run; nil before the first start
+	source       config.Source // cfg.Source, or what Relabel set since
+	run          *run          // the current run; nil before the first start
 	state        State
 	changed      chan struct{} // closed and replaced on every state change
 	lastErr      string
@@ -138,9 +149,12 @@ type upstream struct {
 	// toolsUndeclared: the tools came from a server that did not declare
 	// the tools capability (see refreshTools).
 	toolsUndeclared bool
-	sinks           map[string]*callSink // streamed calls in flight, by progress token
-	liveConn        *routedConn          // the session's connection, if routed: it feeds sinks itself
-	nextToken       uint64
+	// agent is the link of the agent serving an agent server's tools
+	// (config.TransportAgent), nil until one does; see agent.go.
+	agent     *AgentLink
+	sinks     map[string]*callSink // streamed calls in flight, by progress token
+	liveConn  *routedConn          // the session's connection, if routed: it feeds sinks itself
+	nextToken uint64
 }
 
 // run is one supervised attempt: connect, serve until stopped or the
@@ -176,6 +190,13 @@ func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp
 		authWake: make(chan struct{}, 1),
 		changed:  make(chan struct{}),
 		sinks:    make(map[string]*callSink),
+		source:   cfg.Source,
+	}
+	if opts.Trace != nil && opts.Trace(cfg.Name) {
+		u.cfg.Trace = true
+	}
+	if u.cfg.Trace {
+		u.tracer = newTracer(u.cfg, u.log)
 	}
 	u.client = mcp.NewClient(opts.ClientInfo, u.clientOptions())
 	u.client.AddReceivingMiddleware(u.rootsMiddleware)
@@ -208,6 +229,9 @@ func (u *upstream) startLocked() {
 func (u *upstream) stop() {
 	u.lifeMu.Lock()
 	defer u.lifeMu.Unlock()
+	if link := u.agentLink(); link != nil {
+		link.end(errorf(ErrAborted, "server %q was removed or replaced", u.cfg.Name))
+	}
 	u.stopLocked()
 	u.setState(StateStopped, "")
 }
@@ -219,6 +243,27 @@ func (u *upstream) stopLocked() {
 	if r != nil {
 		r.cancel()
 		<-r.done
+	}
+}
+
+// setEnabled stops the server into StateDisabled, or starts a disabled
+// one; see Manager.SetEnabled.
+func (u *upstream) setEnabled(enabled bool) {
+	u.lifeMu.Lock()
+	defer u.lifeMu.Unlock()
+	u.mu.Lock()
+	state := u.state
+	u.mu.Unlock()
+	switch {
+	case !enabled && state != StateDisabled:
+		u.stopLocked()
+		u.setState(StateDisabled, "")
+	case enabled && state == StateDisabled:
+		if err := u.cfg.Validate(); err != nil {
+			u.setState(StateFailed, "") // lastErr still says why
+			return
+		}
+		u.startLocked()
 	}
 }
 
@@ -258,6 +303,10 @@ func (u *upstream) serve(r *run) {
 	defer close(r.done)
 	settle := sync.OnceFunc(func() { close(r.settled) })
 	defer settle()
+	if u.cfg.Kind == config.TransportAgent {
+		u.serveAgent(r, settle)
+		return
+	}
 	var (
 		backoff  = newBackoff(u.opts.RestartBackoff, u.opts.RestartBackoffMax)
 		failures []time.Time // session ends and failed reconnects, for crash-loop detection
@@ -744,6 +793,7 @@ func (u *upstream) status() Status {
 		Restarts:     u.restarts,
 		StateChanged: u.stateChanged,
 	}
+	st.Config.Source = u.source
 	if u.cfg.Kind == config.TransportAuto && u.detected != 0 {
 		st.Transport = u.detected
 	}
@@ -778,11 +828,14 @@ func (u *upstream) ready() (*mcp.ClientSession, error) {
 }
 
 func (u *upstream) readyLocked() (*mcp.ClientSession, error) {
+	if u.state == StateDisabled {
+		return nil, errorf(ErrDisabled, "server %q is disabled: enable it with SetServerEnabled", u.cfg.Name)
+	}
 	if u.state == StateAuthorizationRequired {
 		return nil, errorf(ErrAuthorizationRequired, "server %q needs authorization: open its authorization_url (GetServer) in a browser, or pass the URL the browser ends on to CompleteAuthorization", u.cfg.Name)
 	}
 	if u.state != StateReady || u.session == nil {
-		if u.lastErr != "" && u.state != StateConnecting {
+		if u.lastErr != "" && (u.state != StateConnecting || u.waitingForAgentLocked()) {
 			return nil, errorf(ErrUnavailable, "server %q is %s: %s", u.cfg.Name, u.state, u.lastErr)
 		}
 		return nil, errorf(ErrUnavailable, "server %q is %s", u.cfg.Name, u.state)
@@ -810,6 +863,9 @@ func (u *upstream) awaitSession(ctx context.Context, ended *mcp.ClientSession) (
 		case err == nil && cs != ended:
 			return cs, nil
 		case err != nil && state != StateConnecting && state != StateReconnecting:
+			return nil, err
+		case err != nil && u.waitingForAgent():
+			// No agent serves it: waiting would only use up the deadline.
 			return nil, err
 		case err == nil:
 			err = errorf(ErrUnavailable, "server %q lost its session", u.cfg.Name)
@@ -944,7 +1000,7 @@ func (u *upstream) classifyRaw(ctx context.Context, op string, err error) error 
 	case errors.As(err, &wireErr):
 		// Redacted here: the edge formats an RPCError itself, past
 		// redactError's wrapper.
-		return &RPCError{Server: u.cfg.Name, Code: wireErr.Code, Message: u.cfg.Redact(wireErr.Message)}
+		return &RPCError{Server: u.cfg.Name, Code: wireErr.Code, Message: u.cfg.Redact(wireErr.Message), Data: wireErr.Data}
 	}
 	return errorf(ErrUnavailable, "%s: server %q: %v", op, u.cfg.Name, err)
 }

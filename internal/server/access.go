@@ -57,6 +57,12 @@ type guard struct {
 	audit *access.Auditor
 	// qualify resolves a bare tool name (Manager.QualifyToolName).
 	qualify func(name string, visible func(server string) bool) (string, error)
+	// approve asks an agent about a tool call an "ask" rule holds; nil
+	// denies such calls.
+	approve approver
+	// poll looks up a poll (Manager.Poll), whose permission StopPoll
+	// needs.
+	poll func(id string) (mcpclient.PollStatus, error)
 }
 
 // qualifyTool rewrites the bare tool name of a CallTool or CallToolStream
@@ -87,11 +93,17 @@ func (g *guard) qualifyTool(caller access.Caller, msg any) error {
 	return nil
 }
 
+// approver asks for the approval a tool call needs and returns nil when it
+// is given, else why not.
+type approver func(ctx context.Context, caller access.Caller, need *access.ApprovalRequiredError, server string, args map[string]any) error
+
 // request is what guard knows of one request.
 type request struct {
 	actions []access.Action
 	audited bool // the request acts on something: it gets an audit line
 	record  access.Record
+	// arguments are a tool call's arguments, for an approval request.
+	arguments func() map[string]any
 }
 
 // describe is the one table from a request message to its actions and
@@ -196,11 +208,39 @@ func describe(method string, msg any, withArgs bool) request {
 			}
 		}
 		return request{actions: acts}
+	case *mcpdv1.StartPollRequest:
+		act := startPollAction(m)
+		return request{
+			actions: []access.Action{act},
+			audited: true,
+			record:  access.Record{Method: method, Server: act.Server, URI: act.URI, Tool: act.Tool},
+		}
+	case *mcpdv1.StopPollRequest:
+		// The poll's own permission is added by guard.describePoll, which
+		// can look the poll up.
+		return request{audited: true, record: access.Record{Method: method}}
+	case *mcpdv1.ListPollsRequest:
+		return request{} // filtered by the handler
+	case *mcpdv1.SearchToolsRequest:
+		var acts []access.Action
+		for _, s := range m.GetServers() {
+			acts = append(acts, view(s)...)
+		}
+		return request{actions: acts} // matches filtered by the handler
 	case *mcpdv1.ConnectServerRequest:
 		return manage(m.GetServer().GetName())
+	case *mcpdv1.ServeToolsRequest:
+		// Serving tools adds (or takes over) a server, like ConnectServer.
+		decl := m.GetDeclare()
+		if decl == nil {
+			return request{} // a result or progress: the handler refuses it if misplaced
+		}
+		return manage(decl.GetServer())
 	case *mcpdv1.DisconnectServerRequest:
 		return manage(m.GetName())
 	case *mcpdv1.RestartServerRequest:
+		return manage(m.GetName())
+	case *mcpdv1.SetServerEnabledRequest:
 		return manage(m.GetName())
 	case *mcpdv1.SetLogLevelRequest:
 		return manage(m.GetServer())
@@ -214,15 +254,33 @@ func describe(method string, msg any, withArgs bool) request {
 	return manage("")
 }
 
+// describePoll adds to a StopPoll request the permission of the poll it
+// stops: that of reading its resource or calling its tool. An unknown
+// poll needs none: the handler answers NOT_FOUND.
+func (g *guard) describePoll(msg any, r *request) {
+	m, ok := msg.(*mcpdv1.StopPollRequest)
+	if !ok || g.poll == nil {
+		return
+	}
+	st, err := g.poll(m.GetId())
+	if err != nil {
+		return
+	}
+	act := pollAction(st.Spec)
+	r.actions = append(r.actions, act)
+	r.record.Server, r.record.URI, r.record.Tool = act.Server, act.URI, act.Tool
+}
+
 func callTool(method, name string, args func() map[string]any, withArgs bool) request {
 	act := access.Action{Verb: access.CallTool, Tool: name}
 	if server, _, ok := mcpclient.SplitQualifiedToolName(name); ok {
 		act.Server = server
 	}
 	r := request{
-		actions: []access.Action{act},
-		audited: true,
-		record:  access.Record{Method: method, Server: act.Server, Tool: name},
+		actions:   []access.Action{act},
+		audited:   true,
+		record:    access.Record{Method: method, Server: act.Server, Tool: name},
+		arguments: args,
 	}
 	if withArgs {
 		r.record.Arguments = args()
@@ -230,10 +288,23 @@ func callTool(method, name string, args func() map[string]any, withArgs bool) re
 	return r
 }
 
-// check authorizes every action of r; a refusal is audited.
-func (g *guard) check(caller access.Caller, r *request, start time.Time) error {
+// check authorizes every action of r, asking for approval where a tool
+// rule says "ask"; a refusal is audited.
+func (g *guard) check(ctx context.Context, caller access.Caller, r *request, start time.Time) error {
 	for _, act := range r.actions {
-		if err := g.authz.Authorize(caller, act); err != nil {
+		err := g.authz.Authorize(caller, act)
+		var need *access.ApprovalRequiredError
+		if errors.As(err, &need) {
+			err = need.Denied("no agent can approve it")
+			if g.approve != nil {
+				var args map[string]any
+				if r.arguments != nil {
+					args = r.arguments()
+				}
+				err = g.approve(ctx, caller, need, act.Server, args)
+			}
+		}
+		if err != nil {
 			rec := r.record
 			rec.Server, rec.Tool, rec.URI, rec.Prompt = act.Server, act.Tool, act.URI, act.Prompt
 			g.refused(caller, rec, err, start)
@@ -249,8 +320,12 @@ func (g *guard) refused(caller access.Caller, rec access.Record, err error, star
 	rec.Caller = caller.Name
 	rec.Code = status.Code(toStatus(err)).String()
 	var denied *access.DeniedError
-	if errors.As(err, &denied) {
+	var ruled *access.RuleDeniedError
+	switch {
+	case errors.As(err, &denied):
 		rec.Denied = denied.Permission
+	case errors.As(err, &ruled):
+		rec.Denied = "rule: " + ruled.Rule
 	}
 	rec.Duration = time.Since(start)
 	g.audit.Log(rec)
@@ -266,7 +341,8 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	}
 	r := describe(method, req, g.audit.Arguments())
 	r.record.Method = method
-	if err := g.check(caller, &r, start); err != nil {
+	g.describePoll(req, &r)
+	if err := g.check(ctx, caller, &r, start); err != nil {
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
@@ -330,7 +406,7 @@ func (w *guardedStream) RecvMsg(m any) error {
 	}
 	w.req = describe(w.method, m, w.g.audit.Arguments())
 	w.req.record.Method = w.method
-	if err := w.g.check(w.caller, &w.req, w.start); err != nil {
+	if err := w.g.check(w.ServerStream.Context(), w.caller, &w.req, w.start); err != nil {
 		w.denied = true
 		return err
 	}
@@ -353,13 +429,18 @@ func (h *hub) allowed(ctx context.Context, act access.Action) bool {
 }
 
 // eventAllowed reports whether the caller may see ev: a resource update
-// needs the resource, every other event of a server the server.
+// needs the resource, a poll's result what the poll reads (the resource,
+// or calling the tool), every other event of a server the server.
 func (h *hub) eventAllowed(ctx context.Context, ev events.Event) bool {
 	switch {
 	case ev.Server == "":
 		return true // a gap marker
 	case ev.Kind == events.KindResourceUpdated:
 		return h.allowed(ctx, access.Action{Verb: access.ReadResource, Server: ev.Server, URI: ev.URI})
+	case ev.Kind == events.KindPollResult && ev.URI != "":
+		return h.allowed(ctx, access.Action{Verb: access.ReadResource, Server: ev.Server, URI: ev.URI})
+	case ev.Kind == events.KindPollResult:
+		return h.allowed(ctx, access.Action{Verb: access.CallTool, Server: ev.Server, Tool: ev.Tool})
 	}
 	return h.allowed(ctx, access.Action{Verb: access.ViewServer, Server: ev.Server})
 }

@@ -33,11 +33,13 @@ func serverConfigFromProto(pc *mcpdv1.ServerConfig) (config.Server, error) {
 	}
 	cfg := config.Server{
 		Name:            pc.GetName(),
+		Source:          config.Source{Scope: config.ScopeAPI},
 		CallTimeout:     callTimeout,
 		ConnectTimeout:  connectTimeout,
 		ProtocolVersion: pc.GetProtocolVersion(),
 		ToolsAllow:      pc.GetToolsAllow(),
 		ToolsDeny:       pc.GetToolsDeny(),
+		Trace:           pc.GetTrace(),
 
 		StrictCapabilities: pc.GetStrictCapabilities(),
 	}
@@ -120,12 +122,23 @@ var (
 		mcpclient.StateFailed:                mcpdv1.ServerState_SERVER_STATE_FAILED,
 		mcpclient.StateStopped:               mcpdv1.ServerState_SERVER_STATE_STOPPED,
 		mcpclient.StateAuthorizationRequired: mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED,
+		mcpclient.StateDisabled:              mcpdv1.ServerState_SERVER_STATE_DISABLED,
+	}
+	scopeToProto = map[config.Scope]mcpdv1.ConfigScope{
+		config.ScopeDefault: mcpdv1.ConfigScope_CONFIG_SCOPE_DEFAULT,
+		config.ScopeManaged: mcpdv1.ConfigScope_CONFIG_SCOPE_MANAGED,
+		config.ScopeUser:    mcpdv1.ConfigScope_CONFIG_SCOPE_USER,
+		config.ScopeProject: mcpdv1.ConfigScope_CONFIG_SCOPE_PROJECT,
+		config.ScopeLocal:   mcpdv1.ConfigScope_CONFIG_SCOPE_LOCAL,
+		config.ScopeFlag:    mcpdv1.ConfigScope_CONFIG_SCOPE_FLAG,
+		config.ScopeAPI:     mcpdv1.ConfigScope_CONFIG_SCOPE_API,
 	}
 	transportToProto = map[config.TransportKind]mcpdv1.Transport{
 		config.TransportStdio: mcpdv1.Transport_TRANSPORT_STDIO,
 		config.TransportHTTP:  mcpdv1.Transport_TRANSPORT_HTTP,
 		config.TransportSSE:   mcpdv1.Transport_TRANSPORT_SSE,
 		config.TransportAuto:  mcpdv1.Transport_TRANSPORT_AUTO,
+		config.TransportAgent: mcpdv1.Transport_TRANSPORT_AGENT,
 	}
 )
 
@@ -147,10 +160,13 @@ func serverToProto(st mcpclient.Status) *mcpdv1.Server {
 		Url:                     st.Config.DisplayURL(),
 		EnvNames:                sortedKeys(st.Config.Env),
 		HeaderNames:             sortedKeys(st.Config.Headers),
+		ConfigWarnings:          st.Config.Warnings,
 		Pid:                     int32(st.Pid),
 		StateChangedTime:        timestamp(st.StateChanged),
 		AuthorizationUrl:        st.AuthorizationURL,
 		AuthorizationExpireTime: timestamp(st.AuthorizationExpires),
+		Scope:                   scopeToProto[st.Config.Source.Scope],
+		Source:                  st.Config.Source.Name,
 		Notes:                   st.Notes,
 	}
 	if info := st.ServerInfo; info != nil {

@@ -38,6 +38,8 @@ func eventToProto(e events.Event) *mcpdv1.Event {
 		out.Kind = &mcpdv1.Event_ServerState{ServerState: &mcpdv1.ServerStateChanged{State: stateFromName(e.State), Error: e.Error}}
 	case events.KindLog:
 		out.Kind = &mcpdv1.Event_Log{Log: logMessageToProto(e.Level, e.Logger, e.Data)}
+	case events.KindPollResult:
+		out.Kind = &mcpdv1.Event_PollResult{PollResult: pollResultToProto(e)}
 	case events.KindGap:
 		out.Kind = &mcpdv1.Event_Gap{Gap: &mcpdv1.Gap{FirstSequence: e.GapFrom, LastSequence: e.GapTo}}
 	}
@@ -84,6 +86,19 @@ func serverRequestToProto(req *mcpclient.ServerRequest) (*mcpdv1.HandleServerReq
 			AuthorizationUrl: req.Authorization.URL,
 			ExpireTime:       timestamp(req.Authorization.Expires),
 		}}
+	case mcpclient.KindApproval:
+		p := req.Approval
+		a := &mcpdv1.ApprovalRequest{Tool: p.Tool, Rule: p.Rule, Caller: p.Caller}
+		var err error
+		if a.Arguments, err = jsonStruct(p.Arguments); err != nil {
+			return nil, fmt.Errorf("approval arguments: %w", err)
+		}
+		if p.Annotations != nil {
+			if a.Annotations, err = jsonStruct(p.Annotations); err != nil {
+				return nil, fmt.Errorf("approval annotations: %w", err)
+			}
+		}
+		out.Kind = &mcpdv1.ServerRequest_Approval{Approval: a}
 	}
 	return &mcpdv1.HandleServerRequestsResponse{Message: &mcpdv1.HandleServerRequestsResponse_Request{Request: out}}, nil
 }
@@ -136,6 +151,8 @@ func replyFromProto(r *mcpdv1.ServerRequestReply) (mcpclient.Reply, error) {
 		return mcpclient.Reply{Roots: roots}, nil
 	case *mcpdv1.ServerRequestReply_Authorization:
 		return mcpclient.Reply{Authorization: &mcpclient.AuthorizationReply{RedirectURL: res.Authorization.GetRedirectUrl()}}, nil
+	case *mcpdv1.ServerRequestReply_Approval:
+		return mcpclient.Reply{Approval: &mcpclient.ApprovalReply{Approved: res.Approval.GetApproved(), Reason: res.Approval.GetReason()}}, nil
 	case *mcpdv1.ServerRequestReply_Error:
 		code := int64(res.Error.GetCode())
 		if code == 0 {

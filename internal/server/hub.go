@@ -12,6 +12,7 @@ import (
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 	"github.com/mcpd-project/mcpd/internal/access"
+	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 	"github.com/mcpd-project/mcpd/internal/telemetry"
@@ -32,6 +33,7 @@ type hub struct {
 	events *events.Bus
 	broker *mcpclient.Broker
 	policy *CommandPolicy
+	reg    Registry
 	log    zerolog.Logger
 	tel    *telemetry.Telemetry
 	// stopping ends when the daemon stops: long-lived streams end with it.
@@ -50,7 +52,7 @@ func (h *hub) ConnectServer(ctx context.Context, req *mcpdv1.ConnectServerReques
 		return nil, toStatus(err)
 	}
 	logging.AddFields(ctx, logging.Fields{"server", cfg.Name})
-	st, err := h.mgr.Connect(ctx, cfg, req.GetReplace())
+	st, err := h.reg.Connect(ctx, cfg, req.GetReplace())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -58,7 +60,7 @@ func (h *hub) ConnectServer(ctx context.Context, req *mcpdv1.ConnectServerReques
 }
 
 func (h *hub) DisconnectServer(ctx context.Context, req *mcpdv1.DisconnectServerRequest) (*mcpdv1.DisconnectServerResponse, error) {
-	if err := h.mgr.Disconnect(ctx, req.GetName()); err != nil {
+	if err := h.reg.Disconnect(ctx, req.GetName()); err != nil {
 		return nil, toStatus(err)
 	}
 	return &mcpdv1.DisconnectServerResponse{}, nil
@@ -70,6 +72,17 @@ func (h *hub) RestartServer(ctx context.Context, req *mcpdv1.RestartServerReques
 		return nil, toStatus(err)
 	}
 	return &mcpdv1.RestartServerResponse{Server: serverToProto(st)}, nil
+}
+
+func (h *hub) SetServerEnabled(ctx context.Context, req *mcpdv1.SetServerEnabledRequest) (*mcpdv1.SetServerEnabledResponse, error) {
+	if req.GetName() == "" {
+		return nil, toStatus(invalidf("name is required"))
+	}
+	st, err := h.reg.SetEnabled(ctx, req.GetName(), req.GetEnabled())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &mcpdv1.SetServerEnabledResponse{Server: serverToProto(st)}, nil
 }
 
 func (h *hub) CompleteAuthorization(ctx context.Context, req *mcpdv1.CompleteAuthorizationRequest) (*mcpdv1.CompleteAuthorizationResponse, error) {
@@ -179,4 +192,44 @@ func pageBounds(token string, pageSize int32, n int, name func(int) string) (sta
 	}
 	start = sort.Search(n, func(i int) bool { return strings.Compare(name(i), string(last)) > 0 })
 	return start, size, nil
+}
+
+// Registry carries out the requests that change which servers exist and
+// run. Its methods are safe for concurrent use.
+type Registry interface {
+	// Connect adds (or with replace, replaces) a server and waits, up to
+	// ctx, until it is ready or has failed.
+	Connect(ctx context.Context, cfg config.Server, replace bool) (mcpclient.Status, error)
+	// Disconnect stops a server and forgets it.
+	Disconnect(ctx context.Context, name string) error
+	// SetEnabled disables a server, or enables it and waits, up to ctx,
+	// until it is ready or has failed.
+	SetEnabled(ctx context.Context, name string, enabled bool) (mcpclient.Status, error)
+}
+
+// ManagerRegistry is a Registry that only acts on the Manager.
+type ManagerRegistry struct {
+	Manager *mcpclient.Manager
+}
+
+// Connect connects the server; see mcpclient.Manager.Connect.
+func (r ManagerRegistry) Connect(ctx context.Context, cfg config.Server, replace bool) (mcpclient.Status, error) {
+	return r.Manager.Connect(ctx, cfg, replace)
+}
+
+// Disconnect disconnects the server; see mcpclient.Manager.Disconnect.
+func (r ManagerRegistry) Disconnect(ctx context.Context, name string) error {
+	return r.Manager.Disconnect(ctx, name)
+}
+
+// SetEnabled disables or enables the server; see
+// mcpclient.Manager.SetEnabled.
+func (r ManagerRegistry) SetEnabled(ctx context.Context, name string, enabled bool) (mcpclient.Status, error) {
+	if err := r.Manager.SetEnabled(name, enabled); err != nil {
+		return mcpclient.Status{}, err
+	}
+	if !enabled {
+		return r.Manager.Get(name)
+	}
+	return r.Manager.Await(ctx, name)
 }

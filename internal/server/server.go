@@ -157,6 +157,11 @@ type Options struct {
 	// Commands restricts the commands ConnectServer may start; nil allows
 	// all.
 	Commands *CommandPolicy
+	// Registry carries out ConnectServer, DisconnectServer and
+	// SetServerEnabled; default: the Manager alone. The daemon's registry
+	// also records them, so that config reloads keep them and a state
+	// file can persist them.
+	Registry Registry
 	// GRPCOptions are appended to the server's options (for example a
 	// maximum message size).
 	GRPCOptions []grpc.ServerOption
@@ -197,7 +202,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		// With no callers file the Authorizer cannot fail.
 		authz, _ = access.New(&access.Options{APIToken: opts.APIToken})
 	}
-	g := &guard{authz: authz, audit: opts.Audit, qualify: mgr.QualifyToolName}
+	g := &guard{authz: authz, audit: opts.Audit, qualify: mgr.QualifyToolName, poll: mgr.Poll}
 	log := interceptorLogger(opts.Logger)
 	logOpts := []logging.Option{
 		// Payloads are never logged: they may carry secrets.
@@ -265,16 +270,21 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		events: mgr.Events(),
 		broker: mgr.Requests(),
 		policy: opts.Commands,
+		reg:    opts.Registry,
 		log:    opts.Logger,
 		tel:    opts.Telemetry,
 	}
 	hb.stopping, hb.stop = context.WithCancel(context.Background())
+	if hb.reg == nil {
+		hb.reg = ManagerRegistry{Manager: mgr}
+	}
 	if hb.events == nil {
 		hb.events = events.NewBus(nil) // nothing publishes: streams only wait
 	}
 	if hb.broker == nil {
 		hb.broker = mcpclient.NewBroker(nil)
 	}
+	g.approve = hb.approve
 	mcpdv1.RegisterMCPHubServer(gs, hb)
 	healthpb.RegisterHealthServer(gs, healthService{HealthServer: h.srv, stopping: hb.stopping})
 	reflection.Register(gs)

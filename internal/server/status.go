@@ -28,6 +28,8 @@ const (
 	// server may have started it; the metadata carries "server", "tool"
 	// and "retried".
 	reasonCallMayHaveRun = "CALL_MAY_HAVE_RUN"
+	// reasonServerDisabled marks a request to a disabled server.
+	reasonServerDisabled = "SERVER_DISABLED"
 )
 
 // toStatus is the one place where errors become gRPC statuses. Handlers
@@ -68,9 +70,13 @@ func toStatus(err error) error {
 	case errors.Is(err, mcpclient.ErrResourceExhausted):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, mcpclient.ErrAuthorizationRequired):
-		return authorizationStatus(err)
+		return preconditionStatus(err, reasonAuthorizationRequired)
+	case errors.Is(err, mcpclient.ErrDisabled):
+		return preconditionStatus(err, reasonServerDisabled)
 	case errors.Is(err, mcpclient.ErrFailedPrecondition):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, mcpclient.ErrAborted):
+		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, mcpclient.ErrUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
 	}
@@ -79,12 +85,14 @@ func toStatus(err error) error {
 	return internalError{cause: err}
 }
 
-// authorizationStatus is FAILED_PRECONDITION with ErrorInfo reason
-// AUTHORIZATION_REQUIRED: the agent has a person authorize the server (see
-// Server.authorization_url), then retries.
-func authorizationStatus(err error) error {
+// preconditionStatus is FAILED_PRECONDITION with an ErrorInfo reason: the
+// server cannot take requests until someone acts, and retrying alone does
+// not help. AUTHORIZATION_REQUIRED: a person authorizes the server (see
+// Server.authorization_url). SERVER_DISABLED: someone enables it
+// (SetServerEnabled).
+func preconditionStatus(err error, reason string) error {
 	st := status.New(codes.FailedPrecondition, err.Error())
-	withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonAuthorizationRequired, Domain: errorDomain})
+	withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain})
 	if derr != nil {
 		return st.Err()
 	}

@@ -106,6 +106,7 @@ var eventKindFromProto = map[mcpdv1.EventKind]events.Kind{
 	mcpdv1.EventKind_EVENT_KIND_RESOURCES_CHANGED: events.KindResourcesChanged,
 	mcpdv1.EventKind_EVENT_KIND_SERVER_STATE:      events.KindServerState,
 	mcpdv1.EventKind_EVENT_KIND_LOG:               events.KindLog,
+	mcpdv1.EventKind_EVENT_KIND_POLL_RESULT:       events.KindPollResult,
 }
 
 func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamingServer[mcpdv1.SubscribeResponse]) error {
@@ -124,6 +125,19 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 		}
 		filter.Resources = append(filter.Resources, events.Resource{Server: r.GetServer(), URI: r.GetUri()})
 	}
+	for _, id := range req.GetPollIds() {
+		if id == "" {
+			return toStatus(invalidf("poll_ids: an id must not be empty"))
+		}
+		filter.Polls = append(filter.Polls, id)
+	}
+	fallback, err := durationField("fallback_poll_interval", req.GetFallbackPollInterval())
+	if err != nil {
+		return toStatus(err)
+	}
+	if req.GetFallbackPollInterval() != nil && fallback < mcpclient.MinPollInterval {
+		return toStatus(invalidf("fallback_poll_interval must be at least %v", mcpclient.MinPollInterval))
+	}
 	var after *uint64
 	if req.AfterSequence != nil {
 		v := req.GetAfterSequence()
@@ -135,7 +149,7 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 	defer sub.Close()
 	defer h.tel.SubscriberOpened()()
 	for _, r := range filter.Resources {
-		release, err := h.mgr.SubscribeResource(ctx, r.Server, r.URI)
+		release, err := h.mgr.WatchResource(ctx, r.Server, r.URI, fallback)
 		if err != nil {
 			return toStatus(err)
 		}
@@ -168,6 +182,7 @@ var requestKindFromProto = map[mcpdv1.ServerRequestKind]mcpclient.RequestKind{
 	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION:   mcpclient.KindElicitation,
 	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS:         mcpclient.KindRoots,
 	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_AUTHORIZATION: mcpclient.KindAuthorization,
+	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL:      mcpclient.KindApproval,
 }
 
 func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.HandleServerRequestsRequest, mcpdv1.HandleServerRequestsResponse]) error {

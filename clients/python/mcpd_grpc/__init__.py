@@ -18,7 +18,9 @@ same methods as coroutines (grpc.aio). Results are the dataclasses in
 The generated stubs are in :mod:`mcpd_grpc.mcpd.v1`.
 """
 
-from .aio import AsyncClient, AsyncSubscription, AsyncToolCallStream
+import importlib
+from typing import TYPE_CHECKING, Any, List
+
 from .client import Client, Subscription, ToolCallStream
 from .errors import (
     Aborted,
@@ -43,10 +45,13 @@ from .errors import (
 from .names import is_provider_safe, provider_names
 from .types import (
     Annotations,
+    ApprovalRequest,
+    ApprovalResult,
     AudioContent,
     AuthorizationRequest,
     AuthorizationResult,
     Completion,
+    ConfigScope,
     Content,
     ElicitationAction,
     ElicitationRequest,
@@ -60,6 +65,8 @@ from .types import (
     LogMessage,
     OAuthConfig,
     OAuthIdentityProvider,
+    Poll,
+    PollResult,
     Progress,
     Prompt,
     PromptArgument,
@@ -82,16 +89,26 @@ from .types import (
     TextContent,
     Tool,
     ToolAnnotations,
+    ToolMatch,
     ToolResult,
     Transport,
 )
+
+if TYPE_CHECKING:
+    from .agent_tools import AgentTool, AgentTools, AsyncToolServing, ToolArgumentError, ToolContext, ToolServing
+    from .aio import AsyncClient, AsyncSubscription, AsyncToolCallStream
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Aborted",
+    "AgentTool",
+    "AgentTools",
+    "AsyncToolServing",
     "AlreadyExists",
     "Annotations",
+    "ApprovalRequest",
+    "ApprovalResult",
     "AsyncClient",
     "AsyncSubscription",
     "AsyncToolCallStream",
@@ -101,6 +118,7 @@ __all__ = [
     "Cancelled",
     "Client",
     "Completion",
+    "ConfigScope",
     "Content",
     "DataLoss",
     "DeadlineExceeded",
@@ -123,6 +141,8 @@ __all__ = [
     "OAuthIdentityProvider",
     "OutOfRange",
     "PermissionDenied",
+    "Poll",
+    "PollResult",
     "Progress",
     "Prompt",
     "PromptArgument",
@@ -148,8 +168,12 @@ __all__ = [
     "TextContent",
     "Tool",
     "ToolAnnotations",
+    "ToolArgumentError",
     "ToolCallStream",
+    "ToolContext",
+    "ToolMatch",
     "ToolResult",
+    "ToolServing",
     "Transport",
     "Unauthenticated",
     "Unavailable",
@@ -158,3 +182,28 @@ __all__ = [
     "is_provider_safe",
     "provider_names",
 ]
+
+# The asyncio client is imported on first use: a program that uses only the
+# sync Client does not load mcpd_grpc.aio.
+_LAZY_AIO = ("AsyncClient", "AsyncSubscription", "AsyncToolCallStream")
+#: The agent's own tools load json and a thread pool: on first use too.
+_LAZY_AGENT_TOOLS = ("AgentTool", "AgentTools", "AsyncToolServing", "ToolArgumentError", "ToolContext", "ToolServing")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_AGENT_TOOLS:
+        value = getattr(importlib.import_module(".agent_tools", __name__), name)
+        globals()[name] = value
+        return value
+    if name in _LAZY_AIO or name == "aio":
+        aio = importlib.import_module(".aio", __name__)  # binds mcpd_grpc.aio
+        if name == "aio":
+            return aio
+        value = getattr(aio, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_LAZY_AIO) | set(_LAZY_AGENT_TOOLS) | {"aio"})

@@ -38,11 +38,13 @@ RECONNECT_MAX = 2.0
 STABLE_STREAM = 5.0
 
 # mcpd is usually a local sidecar: reconnect quickly after it restarts, and
-# accept large resources and images.
+# accept large resources and images. Not grpc.min_reconnect_backoff_ms:
+# gRPC also takes it as the deadline of each connection attempt, and at
+# 100 ms a handshake on a loaded machine, or TLS across a network, would
+# fail the call with UNAVAILABLE (gRPC's default there is 20 s).
 _CHANNEL_OPTIONS: Dict[str, Any] = {
     "grpc.max_receive_message_length": 64 * 1024 * 1024,
     "grpc.initial_reconnect_backoff_ms": 100,
-    "grpc.min_reconnect_backoff_ms": 100,
     "grpc.max_reconnect_backoff_ms": 2000,
 }
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime
 import enum
-import json
 import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
 
@@ -86,16 +85,23 @@ def to_struct(m: Optional[Mapping[str, Any]]) -> Optional[struct_pb2.Struct]:
     return s
 
 
+def arguments_mapping(arguments: Union[None, str, bytes, Mapping[str, Any]]) -> Optional[Mapping[str, Any]]:
+    """Tool arguments as given (a dict), or parsed from the JSON string a
+    model returned."""
+    if not isinstance(arguments, (str, bytes)):
+        return arguments
+    import json  # only for arguments as JSON text: not on every client's import path
+
+    text = arguments.decode("utf-8") if isinstance(arguments, bytes) else arguments
+    parsed = json.loads(text) if text.strip() else {}
+    if not isinstance(parsed, dict):
+        raise TypeError("tool arguments must be a JSON object")
+    return parsed
+
+
 def arguments_struct(arguments: Union[None, str, bytes, Mapping[str, Any]]) -> Optional[struct_pb2.Struct]:
     """Tool arguments as a dict, or as the JSON string a model returned."""
-    if arguments is None:
-        return None
-    if isinstance(arguments, (str, bytes)):
-        text = arguments.decode("utf-8") if isinstance(arguments, bytes) else arguments
-        arguments = json.loads(text) if text.strip() else {}
-        if not isinstance(arguments, dict):
-            raise TypeError("tool arguments must be a JSON object")
-    return to_struct(arguments)
+    return to_struct(arguments_mapping(arguments))
 
 
 def duration(seconds: Optional[float]) -> Optional[duration_pb2.Duration]:
@@ -145,6 +151,10 @@ def _enum_to(proto_enum: Any, prefix: str, value: Union[str, Any], what: str) ->
 
 def server_state(v: int) -> t.ServerState:
     return _enum_from(t.ServerState, pb.ServerState, "SERVER_STATE_", v)
+
+
+def config_scope(v: int) -> t.ConfigScope:
+    return _enum_from(t.ConfigScope, pb.ConfigScope, "CONFIG_SCOPE_", v)
 
 
 def transport(v: int) -> t.Transport:
@@ -307,6 +317,8 @@ def server(s: pb.Server) -> t.Server:
         authorization_url=s.authorization_url,
         authorization_expire_time=timestamp(s, "authorization_expire_time"),
         notes=tuple(s.notes),
+        scope=config_scope(s.scope),
+        source=s.source,
     )
 
 
@@ -523,8 +535,14 @@ def subscribe_request(
     servers: Optional[Sequence[str]],
     resources: Optional[Iterable[Union[Tuple[str, str], Mapping[str, str]]]],
     kinds: Optional[Iterable[Union[str, t.EventKind]]],
+    poll_ids: Optional[Sequence[str]] = None,
+    fallback_poll_interval: Optional[float] = None,
 ) -> pb.SubscribeRequest:
-    req = pb.SubscribeRequest(servers=list(servers or ()))
+    req = pb.SubscribeRequest(
+        servers=list(servers or ()),
+        poll_ids=list(poll_ids or ()),
+        fallback_poll_interval=duration(fallback_poll_interval),
+    )
     for r in resources or ():
         if isinstance(r, Mapping):
             req.resources.add(server=r["server"], uri=r["uri"])
@@ -550,16 +568,66 @@ def event(e: pb.Event) -> t.Event:
         return t.Event(kind=t.EventKind.SERVER_STATE, state=server_state(e.server_state.state), error=e.server_state.error, **common)
     if kind == "log":
         return t.Event(kind=t.EventKind.LOG, log=log_message(e.log), **common)
+    if kind == "poll_result":
+        return t.Event(kind=t.EventKind.POLL_RESULT, poll=poll_result(e.poll_result), **common)
     if kind == "gap":
         return t.Event(kind=t.EventKind.GAP, gap_first=e.gap.first_sequence, gap_last=e.gap.last_sequence, **common)
     return t.Event(kind=t.EventKind.UNSPECIFIED, **common)
+
+
+def poll_result(r: pb.PollResult) -> t.PollResult:
+    return t.PollResult(
+        poll_id=r.poll_id,
+        baseline=r.baseline,
+        resource_uri=r.resource_uri,
+        tool=r.tool,
+        contents=tuple(resource_contents(c) for c in r.contents),
+        tool_result=tool_result(r.tool_result) if r.HasField("tool_result") else None,
+        error=r.error,
+    )
+
+
+def poll(p: pb.Poll) -> t.Poll:
+    target = p.WhichOneof("target")
+    return t.Poll(
+        id=p.id,
+        server=p.server,
+        resource_uri=p.resource_uri if target == "resource_uri" else "",
+        tool=p.tool.name if target == "tool" else "",
+        arguments=opt_struct(p.tool, "arguments") if target == "tool" else {},
+        interval=p.interval.ToTimedelta().total_seconds(),
+        paused=p.paused,
+        polls=p.polls,
+        changes=p.changes,
+        last_poll_time=timestamp(p, "last_poll_time"),
+        last_error=p.last_error,
+    )
+
+
+def start_poll_request(
+    server: str,
+    resource_uri: Optional[str],
+    tool: Optional[str],
+    arguments: Union[None, str, bytes, Mapping[str, Any]],
+    interval: Optional[float],
+) -> pb.StartPollRequest:
+    if (resource_uri is None) == (tool is None):
+        raise ValueError("a poll needs exactly one of resource_uri and tool")
+    if resource_uri is not None:
+        return pb.StartPollRequest(server=server, resource_uri=resource_uri, interval=duration(interval))
+    call = pb.PollToolCall(name=tool or "", arguments=arguments_struct(arguments))
+    return pb.StartPollRequest(server=server, tool=call, interval=duration(interval))
+
+
+def tool_match(m: pb.ToolMatch) -> t.ToolMatch:
+    return t.ToolMatch(tool(m.tool), m.score)
 
 
 # ---------------------------------------------------------------------------
 # Server requests and replies.
 
 
-def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.ElicitationRequest, t.RootsRequest, t.AuthorizationRequest, None]:
+def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.ElicitationRequest, t.RootsRequest, t.AuthorizationRequest, t.ApprovalRequest, None]:
     deadline = timestamp(r, "deadline")
     kind = r.WhichOneof("kind")
     if kind == "sampling":
@@ -596,6 +664,18 @@ def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.Elicitatio
             expire_time=timestamp(a, "expire_time"),
             deadline=deadline,
         )
+    if kind == "approval":
+        ap = r.approval
+        return t.ApprovalRequest(
+            id=r.id,
+            server=r.server,
+            tool=ap.tool,
+            arguments=opt_struct(ap, "arguments"),
+            annotations=opt_struct(ap, "annotations"),
+            rule=ap.rule,
+            caller=ap.caller,
+            deadline=deadline,
+        )
     return None
 
 
@@ -624,6 +704,14 @@ def elicitation_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
     return pb.ServerRequestReply(id=req_id, elicitation=out)
 
 
+def approval_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
+    if isinstance(result, bool):
+        result = t.ApprovalResult(approved=result)
+    if not isinstance(result, t.ApprovalResult):
+        raise TypeError(f"an approval handler must return ApprovalResult or bool, not {type(result).__name__}")
+    return pb.ServerRequestReply(id=req_id, approval=pb.ApprovalResult(approved=result.approved, reason=result.reason))
+
+
 def roots_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
     if result is None:
         result = []
@@ -644,13 +732,14 @@ def call_request(cls: Any, name: str, arguments: Any, timeout: Optional[float], 
     """A CallToolRequest or CallToolStreamRequest (cls) for a qualified
     tool name."""
     req = cls(name=name)
-    args = arguments_struct(arguments)
+    args = arguments_mapping(arguments)
+    # Filled in place: no Struct built apart and copied in.
     if args is not None:
-        req.arguments.CopyFrom(args)
+        fill_struct(req.arguments, args)
     if timeout is not None:
         req.timeout.CopyFrom(duration(timeout))
     if meta is not None:
-        req.meta.CopyFrom(to_struct(meta))
+        fill_struct(req.meta, meta)
     return req
 
 
@@ -690,6 +779,8 @@ def reply_for(req: Any, result: Any) -> pb.ServerRequestReply:
         return elicitation_reply(req.id, result)
     if isinstance(req, t.AuthorizationRequest):
         return authorization_reply(req.id, result)
+    if isinstance(req, t.ApprovalRequest):
+        return approval_reply(req.id, result)
     return roots_reply(req.id, result)
 
 
@@ -700,6 +791,8 @@ def kind_of(req: Any) -> str:
         return "elicitation"
     if isinstance(req, t.AuthorizationRequest):
         return "authorization"
+    if isinstance(req, t.ApprovalRequest):
+        return "approval"
     return "roots"
 
 
@@ -708,6 +801,7 @@ REQUEST_KINDS = {
     "elicitation": pb.SERVER_REQUEST_KIND_ELICITATION,
     "roots": pb.SERVER_REQUEST_KIND_ROOTS,
     "authorization": pb.SERVER_REQUEST_KIND_AUTHORIZATION,
+    "approval": pb.SERVER_REQUEST_KIND_APPROVAL,
 }
 
 

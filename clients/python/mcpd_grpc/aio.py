@@ -16,6 +16,7 @@ from . import _common
 from . import _convert as cv
 from . import names as _names
 from . import types as t
+from .agent_tools import AgentTools, AsyncToolServing
 from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem
 from .errors import Cancelled, InvalidArgument, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
@@ -179,6 +180,12 @@ class AsyncClient:
         :meth:`mcpd_grpc.Client.forget_authorization`."""
         await self._rpc(self._stub.ForgetAuthorization, pb.ForgetAuthorizationRequest(server=server))
 
+    async def set_server_enabled(self, name: str, enabled: bool) -> t.Server:
+        """Disables a server, or enables it and waits until it is ready or
+        has failed."""
+        req = pb.SetServerEnabledRequest(name=name, enabled=enabled)
+        return cv.server((await self._rpc(self._stub.SetServerEnabled, req)).server)
+
     # -- tools -------------------------------------------------------------
 
     async def list_tools(self, server: Optional[str] = None) -> List[t.Tool]:
@@ -222,6 +229,13 @@ class AsyncClient:
         req = cv.call_request(pb.CallToolStreamRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
         return AsyncToolCallStream(self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline))
+
+    async def serve_tools(self, tools: AgentTools, *, replace: bool = False) -> AsyncToolServing:
+        """Serves the agent's own tools (see :meth:`Client.serve_tools`).
+        Async tools run on this loop, sync ones in its executor."""
+        serving = await AsyncToolServing.open(self._stub, self._metadata, tools, replace=replace)
+        self._streams.add(serving)
+        return serving
 
     async def tools_for_openai(self, server: Optional[str] = None, *, api: str = "chat") -> List[Dict[str, Any]]:
         """The tools in OpenAI's format, with provider-safe names."""
@@ -293,6 +307,34 @@ class AsyncClient:
 
     # -- events ------------------------------------------------------------
 
+    # -- polls and tool search ----------------------------------------------
+
+    async def start_poll(
+        self,
+        server: str,
+        *,
+        resource_uri: Optional[str] = None,
+        tool: Optional[str] = None,
+        arguments: Union[None, str, Mapping[str, Any]] = None,
+        interval: Optional[float] = None,
+    ) -> t.Poll:
+        """Starts a poll; see :meth:`mcpd_grpc.Client.start_poll`."""
+        req = cv.start_poll_request(server, resource_uri, tool, arguments, interval)
+        return cv.poll((await self._rpc(self._stub.StartPoll, req)).poll)
+
+    async def stop_poll(self, poll_id: str) -> None:
+        """Stops a poll."""
+        await self._rpc(self._stub.StopPoll, pb.StopPollRequest(id=poll_id))
+
+    async def list_polls(self) -> List[t.Poll]:
+        """Lists the polls, sorted by id."""
+        return [cv.poll(p) for p in (await self._rpc(self._stub.ListPolls, pb.ListPollsRequest())).polls]
+
+    async def search_tools(self, query: str, *, limit: int = 0, servers: Optional[Sequence[str]] = None) -> List[t.ToolMatch]:
+        """Ranks tools by relevance; see :meth:`mcpd_grpc.Client.search_tools`."""
+        req = pb.SearchToolsRequest(query=query, limit=limit, servers=list(servers or ()))
+        return [cv.tool_match(m) for m in (await self._rpc(self._stub.SearchTools, req)).matches]
+
     def subscribe(
         self,
         *,
@@ -302,12 +344,15 @@ class AsyncClient:
         after_sequence: Optional[int] = None,
         reconnect: bool = True,
         reconnect_timeout: Optional[float] = 30.0,
+        poll_ids: Optional[Sequence[str]] = None,
+        fallback_poll_interval: Optional[float] = None,
     ) -> AsyncSubscription:
         """Follows events with ``async for``; it reconnects and resumes like
         :meth:`mcpd_grpc.Client.subscribe`."""
         if self._closed:
             raise ValueError("the client is closed")
-        sub = AsyncSubscription(self, cv.subscribe_request(servers, resources, kinds), after_sequence, reconnect, reconnect_timeout)
+        req = cv.subscribe_request(servers, resources, kinds, poll_ids, fallback_poll_interval)
+        sub = AsyncSubscription(self, req, after_sequence, reconnect, reconnect_timeout)
         self._streams.add(sub)
         try:
             asyncio.get_running_loop()
@@ -334,6 +379,10 @@ class AsyncClient:
         """Handles servers' needs for a person's OAuth consent; see
         :meth:`mcpd_grpc.Client.on_authorization`."""
         return self._on("authorization", handler)
+
+    def on_approval(self, handler: Optional[Callable[..., Any]] = None) -> Any:
+        """Decides tool calls held by ``ask`` rules; see :meth:`mcpd_grpc.Client.on_approval`."""
+        return self._on("approval", handler)
 
     def _on(self, kind: str, handler: Optional[Callable[..., Any]]) -> Any:
         if handler is None:

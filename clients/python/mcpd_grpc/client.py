@@ -7,7 +7,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
 
@@ -17,6 +17,9 @@ from . import names as _names
 from . import types as t
 from .errors import InvalidArgument, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
+
+if TYPE_CHECKING:
+    from .agent_tools import AgentTools, ToolServing
 
 __all__ = ["Client", "Subscription", "ToolCallStream"]
 
@@ -168,6 +171,13 @@ class Client:
         consent again."""
         self._rpc(self._stub.ForgetAuthorization, pb.ForgetAuthorizationRequest(server=server))
 
+    def set_server_enabled(self, name: str, enabled: bool) -> t.Server:
+        """Disables a server (stopped, kept with its configuration, state
+        ``DISABLED``) or enables it and waits until it is ready or has
+        failed. Requests to a disabled server raise FailedPrecondition."""
+        req = pb.SetServerEnabledRequest(name=name, enabled=enabled)
+        return cv.server(self._rpc(self._stub.SetServerEnabled, req).server)
+
     # -- tools -------------------------------------------------------------
 
     def list_tools(self, server: Optional[str] = None) -> List[t.Tool]:
@@ -227,6 +237,20 @@ class Client:
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
         call = self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline)
         return ToolCallStream(call)
+
+    def serve_tools(self, tools: AgentTools, *, replace: bool = False, max_workers: int = 8) -> ToolServing:
+        """Serves the agent's own tools (see :class:`~mcpd_grpc.AgentTools`)
+        as the server ``tools.server``, to every caller of mcpd, until the
+        returned :class:`~mcpd_grpc.ToolServing` stops. Returns once mcpd
+        serves them. Raises AlreadyExists when another agent serves that
+        name (or a server of another kind has it) and ``replace`` is not
+        set; PermissionDenied without the ``manage`` permission."""
+        from .agent_tools import ToolServing  # on first use: it loads json
+
+        serving = ToolServing(self._stub, self._metadata, tools, replace=replace, max_workers=max_workers)
+        with self._lock:
+            self._streams.add(serving)
+        return serving
 
     def tools_for_openai(self, server: Optional[str] = None, *, api: str = "chat") -> List[Dict[str, Any]]:
         """The tools in OpenAI's format (``api="chat"`` for Chat Completions,
@@ -309,6 +333,38 @@ class Client:
         :class:`~mcpd_grpc.Root`, URI strings, ``(uri, name)`` or dicts."""
         self._rpc(self._stub.SetRoots, pb.SetRootsRequest(server=server or "", roots=cv.roots_to_proto(roots)))
 
+    # -- polls and tool search ----------------------------------------------
+
+    def start_poll(
+        self,
+        server: str,
+        *,
+        resource_uri: Optional[str] = None,
+        tool: Optional[str] = None,
+        arguments: Union[None, str, Mapping[str, Any]] = None,
+        interval: Optional[float] = None,
+    ) -> t.Poll:
+        """Polls a resource, or a tool of ``server`` (its own name) with
+        ``arguments``, every ``interval`` seconds (at least 1; default 5).
+        Changed results arrive as POLL_RESULT events on :meth:`subscribe`,
+        the first one marked ``baseline``."""
+        req = cv.start_poll_request(server, resource_uri, tool, arguments, interval)
+        return cv.poll(self._rpc(self._stub.StartPoll, req).poll)
+
+    def stop_poll(self, poll_id: str) -> None:
+        """Stops a poll."""
+        self._rpc(self._stub.StopPoll, pb.StopPollRequest(id=poll_id))
+
+    def list_polls(self) -> List[t.Poll]:
+        """Lists the polls, sorted by id."""
+        return [cv.poll(p) for p in self._rpc(self._stub.ListPolls, pb.ListPollsRequest()).polls]
+
+    def search_tools(self, query: str, *, limit: int = 0, servers: Optional[Sequence[str]] = None) -> List[t.ToolMatch]:
+        """Ranks the tools of the ready servers by relevance to ``query``
+        (BM25; see docs/tools.md), best first; ``limit`` 0 means 10."""
+        req = pb.SearchToolsRequest(query=query, limit=limit, servers=list(servers or ()))
+        return [cv.tool_match(m) for m in self._rpc(self._stub.SearchTools, req).matches]
+
     # -- events ------------------------------------------------------------
 
     def subscribe(
@@ -320,6 +376,8 @@ class Client:
         after_sequence: Optional[int] = None,
         reconnect: bool = True,
         reconnect_timeout: Optional[float] = 30.0,
+        poll_ids: Optional[Sequence[str]] = None,
+        fallback_poll_interval: Optional[float] = None,
     ) -> Subscription:
         """Follows events; iterate over the returned :class:`Subscription`.
 
@@ -336,6 +394,10 @@ class Client:
                 once; events that fell out arrive as one GAP event.
             reconnect_timeout: give up (raise Unavailable) after this many
                 seconds without a connection; None: never.
+            poll_ids: only these polls' POLL_RESULT events.
+            fallback_poll_interval: poll the ``resources`` of servers that
+                cannot notify every so many seconds (at least 1) instead of
+                failing; a change is a RESOURCE_UPDATED event.
 
         A restarted daemon numbers its events from 1 again, and treats an
         ``after_sequence`` beyond its last event as "from now": events between
@@ -350,7 +412,7 @@ class Client:
         resume from a sequence you know (``after_sequence``), or wait for a
         first event (e.g. of a subscribed resource) before acting.
         """
-        req = cv.subscribe_request(servers, resources, kinds)
+        req = cv.subscribe_request(servers, resources, kinds, poll_ids, fallback_poll_interval)
         sub = Subscription(self, req, after_sequence, reconnect, reconnect_timeout)
         with self._lock:
             if self._closed:
@@ -395,6 +457,13 @@ class Client:
         caught later goes to :meth:`complete_authorization`. Only clients
         that register this handler are asked."""
         return self._on("authorization", handler)
+
+    def on_approval(self, handler: Optional[H] = None) -> Any:
+        """Decides tool calls that an ``ask`` tool rule holds with
+        ``handler(ApprovalRequest)`` returning an
+        :class:`~mcpd_grpc.ApprovalResult` or a ``bool``. Without an approval
+        handler attached anywhere, such calls are denied."""
+        return self._on("approval", handler)
 
     def _on(self, kind: str, handler: Optional[H]) -> Any:
         if handler is None:

@@ -20,7 +20,6 @@ model calls can be passed straight to ``call_tool``.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any, Dict, Iterable, List, Sequence, Set
 
@@ -58,6 +57,8 @@ def provider_names(qualified: Iterable[str]) -> Dict[str, str]:
 
 
 def _hashed(qualified: str, sanitized: str, taken: Set[str]) -> str:
+    import hashlib  # rarely needed: not on the import path of every client
+
     digest = hashlib.sha256(qualified.encode("utf-8")).hexdigest()
     # 8 hex digits make a collision unlikely; take more if one happens.
     for k in range(_HASH_DIGITS, len(digest) + 1):

@@ -24,6 +24,7 @@ __all__ = [
     "AuthorizationRequest",
     "AuthorizationResult",
     "Completion",
+    "ConfigScope",
     "Content",
     "ElicitationAction",
     "ElicitationRequest",
@@ -74,6 +75,20 @@ class ServerState(str, enum.Enum):
     FAILED = "failed"
     STOPPED = "stopped"
     AUTHORIZATION_REQUIRED = "authorization_required"
+    DISABLED = "disabled"
+
+
+class ConfigScope(str, enum.Enum):
+    """Where a server's configuration came from (proto ``ConfigScope``)."""
+
+    UNSPECIFIED = "unspecified"
+    DEFAULT = "default"
+    MANAGED = "managed"
+    USER = "user"
+    PROJECT = "project"
+    LOCAL = "local"
+    FLAG = "flag"
+    API = "api"
 
 
 class Transport(str, enum.Enum):
@@ -84,6 +99,9 @@ class Transport(str, enum.Enum):
     HTTP = "http"
     SSE = "sse"
     AUTO = "auto"
+    #: Tools an agent serves itself (ServeTools, or a config entry of
+    #: ``"type": "sdk"``).
+    AGENT = "agent"
 
 
 class Role(str, enum.Enum):
@@ -118,6 +136,7 @@ class EventKind(str, enum.Enum):
     RESOURCES_CHANGED = "resources_changed"
     SERVER_STATE = "server_state"
     LOG = "log"
+    POLL_RESULT = "poll_result"
     GAP = "gap"
 
 
@@ -263,6 +282,10 @@ class Server:
     authorization_expire_time: Optional[datetime.datetime] = None
     notes: Tuple[str, ...] = ()
     """Where mcpd treats the server otherwise than its declarations say."""
+    #: The config scope the server came from, and its file ("--config #N"
+    #: for inline JSON; for ``API``, the state file or "").
+    scope: ConfigScope = ConfigScope.UNSPECIFIED
+    source: str = ""
 
     @property
     def ready(self) -> bool:
@@ -474,6 +497,8 @@ class ServerConfig:
             return cls.http(name, entry["url"], headers=entry.get("headers"), oauth=oauth, **options)
         if kind == "sse":
             return cls.sse(name, entry["url"], headers=entry.get("headers"), oauth=oauth, **options)
+        if kind == "sdk":
+            raise ValueError(f"server {name!r}: an sdk server is not connected but served by an agent: Client.serve_tools")
         raise ValueError(f"server {name!r}: unknown type {kind!r}")
 
 
@@ -683,8 +708,9 @@ class Event:
 
     ``sequence`` numbers are per daemon, increasing and gap-free. Which other
     fields are set depends on ``kind``: ``uri`` for RESOURCE_UPDATED,
-    ``state``/``error`` for SERVER_STATE, ``log`` for LOG, and
-    ``gap_first``..``gap_last`` (the sequences this stream missed) for GAP.
+    ``state``/``error`` for SERVER_STATE, ``log`` for LOG, ``poll`` for
+    POLL_RESULT, and ``gap_first``..``gap_last`` (the sequences this stream
+    missed) for GAP.
     """
 
     sequence: int
@@ -697,6 +723,49 @@ class Event:
     log: Optional[LogMessage] = None
     gap_first: Optional[int] = None
     gap_last: Optional[int] = None
+    poll: Optional[PollResult] = None
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """A poll's new result (or its first, ``baseline``): the resource's
+    ``contents`` or the tool's ``tool_result``, or the ``error`` of a failed
+    poll (which goes on)."""
+
+    poll_id: str
+    baseline: bool = False
+    resource_uri: str = ""
+    tool: str = ""
+    contents: Tuple[ResourceContents, ...] = ()
+    tool_result: Optional[ToolResult] = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Poll:
+    """A poll started with :meth:`Client.start_poll`: a resource read, or a
+    tool call (``tool`` with ``arguments``), every ``interval`` seconds."""
+
+    id: str
+    server: str
+    resource_uri: str = ""
+    tool: str = ""
+    arguments: Dict[str, Any] = field(default_factory=dict)
+    interval: float = 0.0
+    paused: bool = False
+    polls: int = 0
+    changes: int = 0
+    last_poll_time: Optional[datetime.datetime] = None
+    last_error: str = ""
+
+
+@dataclass(frozen=True)
+class ToolMatch:
+    """A tool that matches a :meth:`Client.search_tools` query, with its
+    BM25 ``score`` (higher is better)."""
+
+    tool: Tool
+    score: float
 
 
 # ---------------------------------------------------------------------------
@@ -798,6 +867,22 @@ class AuthorizationRequest:
 
 
 @dataclass(frozen=True)
+class ApprovalRequest:
+    """mcpd asks whether a tool call that an ``ask`` tool rule holds may
+    run: ``tool`` is the qualified name, ``server`` its server, ``rule`` the
+    rule that asked, ``caller`` who made the call."""
+
+    id: str
+    server: str
+    tool: str = ""
+    arguments: Dict[str, Any] = field(default_factory=dict)
+    annotations: Dict[str, Any] = field(default_factory=dict)
+    rule: str = ""
+    caller: str = ""
+    deadline: Optional[datetime.datetime] = None
+
+
+@dataclass(frozen=True)
 class AuthorizationResult:
     """The answer to an :class:`AuthorizationRequest`: ``redirect_url`` is
     the URL the browser was redirected to, when the agent caught it (mcpd
@@ -806,3 +891,12 @@ class AuthorizationResult:
     browser's redirect reaches mcpd's own redirect listener."""
 
     redirect_url: str = ""
+
+
+@dataclass(frozen=True)
+class ApprovalResult:
+    """The answer to an approval request. A handler may also return a
+    ``bool``."""
+
+    approved: bool = False
+    reason: str = ""

@@ -127,6 +127,10 @@ class Daemon:
     def start(self) -> Daemon:
         env = dict(os.environ if self.env is None else self.env)
         env.pop("MCPD_API_TOKEN", None)  # only the flags of this Daemon count
+        # The machine's config scopes (~/.mcp.json, ~/.claude.json, the
+        # managed file) must not reach the tests.
+        env["HOME"] = str(self.workdir)
+        env["MCPD_MANAGED_CONFIG"] = str(self.workdir / "managed-mcp.json")
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [self.binary, "--listen", self.target, "--log-level", "debug", *self.args],
@@ -245,11 +249,14 @@ def everything(daemon: Daemon, everything_bin: str) -> str:
 
 class UnixProxy:
     """A byte-level proxy from one Unix socket to another, so a test can
-    cut every connection (and refuse new ones) while mcpd keeps running."""
+    cut every connection (and refuse new ones) while mcpd keeps running,
+    or hold mcpd's first bytes on each new connection for reply_delay
+    seconds (a slow handshake)."""
 
     def __init__(self, listen: Path, upstream: Path) -> None:
         self.listen = listen
         self.upstream = upstream
+        self.reply_delay = 0.0
         self._lock = threading.Lock()
         self._conns: List[socket.socket] = []
         self._refusing = False
@@ -289,15 +296,18 @@ class UnixProxy:
             with self._lock:
                 self._conns += [down, up]
             self._spawn(self._pump, down, up)
-            self._spawn(self._pump, up, down)
+            self._spawn(self._pump, up, down, self.reply_delay)
 
     @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _pump(src: socket.socket, dst: socket.socket, delay: float = 0.0) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
+                if delay:
+                    time.sleep(delay)
+                    delay = 0.0
                 dst.sendall(data)
         except OSError:
             pass

@@ -12,6 +12,7 @@ from conftest import CLOCK, Daemon, poll, until_live
 from mcpd_grpc import (
     AudioContent,
     Client,
+    ConfigScope,
     EmbeddedResource,
     EventKind,
     ImageContent,
@@ -57,6 +58,20 @@ def test_connect_restart_disconnect(client: Client, mcpd_bin: str) -> None:
         client.disconnect_server("demo2")
     with pytest.raises(mcpd_grpc.NotFound):
         client.get_server("demo2")
+
+
+def test_set_server_enabled(client: Client, mcpd_bin: str) -> None:
+    s = client.connect_server(ServerConfig.stdio("toggled", mcpd_bin, ["demo-server"]))
+    try:
+        assert s.ready and s.scope is ConfigScope.API, f"got {s.state} {s.scope}"
+        off = client.set_server_enabled("toggled", False)
+        assert off.state is ServerState.DISABLED and off.pid == 0 and off.command == mcpd_bin
+        with pytest.raises(mcpd_grpc.FailedPrecondition):
+            client.call_tool("mcp__toggled__echo", {"message": "x"})
+        on = client.set_server_enabled("toggled", True)
+        assert on.ready, f"got {on.state} {on.last_error}"
+    finally:
+        client.disconnect_server("toggled")
 
 
 def test_list_tools_follows_pages(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -50,6 +50,15 @@ def test_follow_events(daemon: Daemon) -> None:
     assert len(lines) == 2 and all(re.fullmatch(r"#\d+ demo: resource demo://clock updated", line) for line in lines), out
 
 
+def test_agent_tools_example(daemon: Daemon) -> None:
+    out = run_example(daemon, "agent_tools.py")
+    assert "serving notes: ready, 3 tools" in out, out
+    assert "mcp__notes__add_note: Saves a note." in out
+    assert "find_notes -> {'notes': ['call the plumber today', 'buy milk']}" in out, out
+    assert "progress 2/2: read note 2" in out and "summarize -> 2 notes, 6 words" in out, out
+    assert "missing text -> InvalidArgument" in out, out
+
+
 def test_installed_distribution() -> None:
     # `make test-python` installs the wheel (newest set) or the sdist (oldest
     # set) of `make python-dist` and runs the tests against it: the package

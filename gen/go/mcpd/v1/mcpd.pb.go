@@ -44,6 +44,10 @@ const (
 	// Means the server needs a person's OAuth consent: authorization_url says
 	// where. Calls fail at once with FAILED_PRECONDITION until it is given.
 	ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED ServerState = 6
+	// Means the server is disabled ("disabled": true in its config entry, or
+	// SetServerEnabled): mcpd keeps its configuration and does not run it.
+	// Calls fail at once with FAILED_PRECONDITION until it is enabled.
+	ServerState_SERVER_STATE_DISABLED ServerState = 7
 )
 
 // Enum value maps for ServerState.
@@ -56,6 +60,7 @@ var (
 		4: "SERVER_STATE_FAILED",
 		5: "SERVER_STATE_STOPPED",
 		6: "SERVER_STATE_AUTHORIZATION_REQUIRED",
+		7: "SERVER_STATE_DISABLED",
 	}
 	ServerState_value = map[string]int32{
 		"SERVER_STATE_UNSPECIFIED":            0,
@@ -65,6 +70,7 @@ var (
 		"SERVER_STATE_FAILED":                 4,
 		"SERVER_STATE_STOPPED":                5,
 		"SERVER_STATE_AUTHORIZATION_REQUIRED": 6,
+		"SERVER_STATE_DISABLED":               7,
 	}
 )
 
@@ -95,6 +101,82 @@ func (ServerState) EnumDescriptor() ([]byte, []int) {
 	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{0}
 }
 
+// ConfigScope says where a server's configuration came from. Scopes are
+// read in this order; a later scope's entry for a name replaces an earlier
+// one's.
+type ConfigScope int32
+
+const (
+	// Never used.
+	ConfigScope_CONFIG_SCOPE_UNSPECIFIED ConfigScope = 0
+	// Means the built-in default (the demo server), used only when no config
+	// file exists and no --config is given.
+	ConfigScope_CONFIG_SCOPE_DEFAULT ConfigScope = 1
+	// Means the operator's managed file (--managed-config).
+	ConfigScope_CONFIG_SCOPE_MANAGED ConfigScope = 2
+	// Means a file in the user's home directory (~/.claude.json, ~/.mcp.json).
+	ConfigScope_CONFIG_SCOPE_USER ConfigScope = 3
+	// Means the project's .mcp.json (in the --project directory).
+	ConfigScope_CONFIG_SCOPE_PROJECT ConfigScope = 4
+	// Means the personal .mcp.local.json beside the project's file.
+	ConfigScope_CONFIG_SCOPE_LOCAL ConfigScope = 5
+	// Means a --config flag: a file or inline JSON.
+	ConfigScope_CONFIG_SCOPE_FLAG ConfigScope = 6
+	// Means ConnectServer (and the state file, which keeps such servers).
+	ConfigScope_CONFIG_SCOPE_API ConfigScope = 7
+)
+
+// Enum value maps for ConfigScope.
+var (
+	ConfigScope_name = map[int32]string{
+		0: "CONFIG_SCOPE_UNSPECIFIED",
+		1: "CONFIG_SCOPE_DEFAULT",
+		2: "CONFIG_SCOPE_MANAGED",
+		3: "CONFIG_SCOPE_USER",
+		4: "CONFIG_SCOPE_PROJECT",
+		5: "CONFIG_SCOPE_LOCAL",
+		6: "CONFIG_SCOPE_FLAG",
+		7: "CONFIG_SCOPE_API",
+	}
+	ConfigScope_value = map[string]int32{
+		"CONFIG_SCOPE_UNSPECIFIED": 0,
+		"CONFIG_SCOPE_DEFAULT":     1,
+		"CONFIG_SCOPE_MANAGED":     2,
+		"CONFIG_SCOPE_USER":        3,
+		"CONFIG_SCOPE_PROJECT":     4,
+		"CONFIG_SCOPE_LOCAL":       5,
+		"CONFIG_SCOPE_FLAG":        6,
+		"CONFIG_SCOPE_API":         7,
+	}
+)
+
+func (x ConfigScope) Enum() *ConfigScope {
+	p := new(ConfigScope)
+	*p = x
+	return p
+}
+
+func (x ConfigScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ConfigScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_mcpd_v1_mcpd_proto_enumTypes[1].Descriptor()
+}
+
+func (ConfigScope) Type() protoreflect.EnumType {
+	return &file_mcpd_v1_mcpd_proto_enumTypes[1]
+}
+
+func (x ConfigScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ConfigScope.Descriptor instead.
+func (ConfigScope) EnumDescriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{1}
+}
+
 // Transport names how mcpd reaches a server.
 type Transport int32
 
@@ -109,6 +191,10 @@ const (
 	Transport_TRANSPORT_SSE Transport = 3
 	// Means a URL whose transport is not detected yet.
 	Transport_TRANSPORT_AUTO Transport = 4
+	// Means tools an agent serves itself over ServeTools. A config entry of
+	// "type": "sdk" is such a server; until an agent serves it, it is
+	// SERVER_STATE_CONNECTING and last_error says that it waits for one.
+	Transport_TRANSPORT_AGENT Transport = 5
 )
 
 // Enum value maps for Transport.
@@ -119,6 +205,7 @@ var (
 		2: "TRANSPORT_HTTP",
 		3: "TRANSPORT_SSE",
 		4: "TRANSPORT_AUTO",
+		5: "TRANSPORT_AGENT",
 	}
 	Transport_value = map[string]int32{
 		"TRANSPORT_UNSPECIFIED": 0,
@@ -126,6 +213,7 @@ var (
 		"TRANSPORT_HTTP":        2,
 		"TRANSPORT_SSE":         3,
 		"TRANSPORT_AUTO":        4,
+		"TRANSPORT_AGENT":       5,
 	}
 )
 
@@ -140,11 +228,11 @@ func (x Transport) String() string {
 }
 
 func (Transport) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[1].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[2].Descriptor()
 }
 
 func (Transport) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[1]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[2]
 }
 
 func (x Transport) Number() protoreflect.EnumNumber {
@@ -153,7 +241,7 @@ func (x Transport) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Transport.Descriptor instead.
 func (Transport) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{1}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{2}
 }
 
 // Role is a participant in a conversation.
@@ -193,11 +281,11 @@ func (x Role) String() string {
 }
 
 func (Role) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[2].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[3].Descriptor()
 }
 
 func (Role) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[2]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[3]
 }
 
 func (x Role) Number() protoreflect.EnumNumber {
@@ -206,7 +294,7 @@ func (x Role) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Role.Descriptor instead.
 func (Role) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{2}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{3}
 }
 
 // LogLevel is a syslog severity, as MCP uses them.
@@ -270,11 +358,11 @@ func (x LogLevel) String() string {
 }
 
 func (LogLevel) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[3].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[4].Descriptor()
 }
 
 func (LogLevel) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[3]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[4]
 }
 
 func (x LogLevel) Number() protoreflect.EnumNumber {
@@ -283,7 +371,7 @@ func (x LogLevel) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LogLevel.Descriptor instead.
 func (LogLevel) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{3}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{4}
 }
 
 // EventKind names a kind of event.
@@ -305,6 +393,8 @@ const (
 	// Means a server sent a log message (those a CallToolStream also
 	// streams included).
 	EventKind_EVENT_KIND_LOG EventKind = 6
+	// Means a poll's result changed, or is its baseline.
+	EventKind_EVENT_KIND_POLL_RESULT EventKind = 7
 )
 
 // Enum value maps for EventKind.
@@ -317,6 +407,7 @@ var (
 		4: "EVENT_KIND_RESOURCES_CHANGED",
 		5: "EVENT_KIND_SERVER_STATE",
 		6: "EVENT_KIND_LOG",
+		7: "EVENT_KIND_POLL_RESULT",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":       0,
@@ -326,6 +417,7 @@ var (
 		"EVENT_KIND_RESOURCES_CHANGED": 4,
 		"EVENT_KIND_SERVER_STATE":      5,
 		"EVENT_KIND_LOG":               6,
+		"EVENT_KIND_POLL_RESULT":       7,
 	}
 )
 
@@ -340,11 +432,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[4].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[5].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[4]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[5]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -353,7 +445,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{4}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{5}
 }
 
 // ServerRequestKind names a kind of request servers send to clients.
@@ -373,6 +465,10 @@ const (
 	// authorization URL (a desktop agent opens the browser). Only agents that
 	// name this kind receive it.
 	ServerRequestKind_SERVER_REQUEST_KIND_AUTHORIZATION ServerRequestKind = 4
+	// Means a tool call matched an "ask" rule: the agent approves or denies
+	// it before mcpd sends it to the server. Only agents that name this kind
+	// receive it.
+	ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL ServerRequestKind = 5
 )
 
 // Enum value maps for ServerRequestKind.
@@ -383,6 +479,7 @@ var (
 		2: "SERVER_REQUEST_KIND_ELICITATION",
 		3: "SERVER_REQUEST_KIND_ROOTS",
 		4: "SERVER_REQUEST_KIND_AUTHORIZATION",
+		5: "SERVER_REQUEST_KIND_APPROVAL",
 	}
 	ServerRequestKind_value = map[string]int32{
 		"SERVER_REQUEST_KIND_UNSPECIFIED":   0,
@@ -390,6 +487,7 @@ var (
 		"SERVER_REQUEST_KIND_ELICITATION":   2,
 		"SERVER_REQUEST_KIND_ROOTS":         3,
 		"SERVER_REQUEST_KIND_AUTHORIZATION": 4,
+		"SERVER_REQUEST_KIND_APPROVAL":      5,
 	}
 )
 
@@ -404,11 +502,11 @@ func (x ServerRequestKind) String() string {
 }
 
 func (ServerRequestKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[5].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[6].Descriptor()
 }
 
 func (ServerRequestKind) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[5]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[6]
 }
 
 func (x ServerRequestKind) Number() protoreflect.EnumNumber {
@@ -417,7 +515,7 @@ func (x ServerRequestKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ServerRequestKind.Descriptor instead.
 func (ServerRequestKind) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{5}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{6}
 }
 
 // ElicitationAction is the user's response to an elicitation.
@@ -461,11 +559,11 @@ func (x ElicitationAction) String() string {
 }
 
 func (ElicitationAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_mcpd_v1_mcpd_proto_enumTypes[6].Descriptor()
+	return file_mcpd_v1_mcpd_proto_enumTypes[7].Descriptor()
 }
 
 func (ElicitationAction) Type() protoreflect.EnumType {
-	return &file_mcpd_v1_mcpd_proto_enumTypes[6]
+	return &file_mcpd_v1_mcpd_proto_enumTypes[7]
 }
 
 func (x ElicitationAction) Number() protoreflect.EnumNumber {
@@ -474,7 +572,7 @@ func (x ElicitationAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ElicitationAction.Descriptor instead.
 func (ElicitationAction) EnumDescriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{6}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{7}
 }
 
 // ServerConfig describes how to reach an MCP server and how mcpd treats it.
@@ -515,8 +613,12 @@ type ServerConfig struct {
 	// (false) means mcpd also asks a server that omits it for tools/list, as
 	// hand-written servers often need, and notes it in Server.notes.
 	StrictCapabilities bool `protobuf:"varint,12,opt,name=strict_capabilities,json=strictCapabilities,proto3" json:"strict_capabilities,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Logs every JSON-RPC message exchanged with the server at debug level,
+	// both directions, with secret-looking fields redacted and long messages
+	// cut (see docs/servers.md).
+	Trace         bool `protobuf:"varint,13,opt,name=trace,proto3" json:"trace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerConfig) Reset() {
@@ -644,6 +746,13 @@ func (x *ServerConfig) GetOauth() *OAuthConfig {
 func (x *ServerConfig) GetStrictCapabilities() bool {
 	if x != nil {
 		return x.StrictCapabilities
+	}
+	return false
+}
+
+func (x *ServerConfig) GetTrace() bool {
+	if x != nil {
+		return x.Trace
 	}
 	return false
 }
@@ -1173,11 +1282,20 @@ type Server struct {
 	AuthorizationUrl string `protobuf:"bytes,19,opt,name=authorization_url,json=authorizationUrl,proto3" json:"authorization_url,omitempty"`
 	// Gives the time at which mcpd stops waiting for that authorization.
 	AuthorizationExpireTime *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=authorization_expire_time,json=authorizationExpireTime,proto3" json:"authorization_expire_time,omitempty"`
+	// Says which config scope the server's configuration came from.
+	Scope ConfigScope `protobuf:"varint,21,opt,name=scope,proto3,enum=mcpd.v1.ConfigScope" json:"scope,omitempty"`
+	// Names the file the configuration came from ("--config #2" for inline
+	// JSON given to the second --config); for CONFIG_SCOPE_API, the state
+	// file that keeps the server, or empty when none does.
+	Source string `protobuf:"bytes,22,opt,name=source,proto3" json:"source,omitempty"`
 	// Notes where mcpd treats the server otherwise than its declarations say,
 	// for example tools listed although it declared no tools capability.
-	Notes         []string `protobuf:"bytes,21,rep,name=notes,proto3" json:"notes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Notes []string `protobuf:"bytes,23,rep,name=notes,proto3" json:"notes,omitempty"`
+	// Lists what mcpd did not understand in the server's config entry, for
+	// example a field it does not know; each is also logged once.
+	ConfigWarnings []string `protobuf:"bytes,24,rep,name=config_warnings,json=configWarnings,proto3" json:"config_warnings,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Server) Reset() {
@@ -1350,9 +1468,30 @@ func (x *Server) GetAuthorizationExpireTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Server) GetScope() ConfigScope {
+	if x != nil {
+		return x.Scope
+	}
+	return ConfigScope_CONFIG_SCOPE_UNSPECIFIED
+}
+
+func (x *Server) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
 func (x *Server) GetNotes() []string {
 	if x != nil {
 		return x.Notes
+	}
+	return nil
+}
+
+func (x *Server) GetConfigWarnings() []string {
+	if x != nil {
+		return x.ConfigWarnings
 	}
 	return nil
 }
@@ -1634,6 +1773,108 @@ func (x *RestartServerResponse) GetServer() *Server {
 	return nil
 }
 
+// SetServerEnabledRequest disables or enables a server.
+type SetServerEnabledRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies the server.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Says whether the server runs (true) or is kept disabled (false).
+	Enabled       bool `protobuf:"varint,2,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetServerEnabledRequest) Reset() {
+	*x = SetServerEnabledRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetServerEnabledRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetServerEnabledRequest) ProtoMessage() {}
+
+func (x *SetServerEnabledRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetServerEnabledRequest.ProtoReflect.Descriptor instead.
+func (*SetServerEnabledRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SetServerEnabledRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetServerEnabledRequest) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+// SetServerEnabledResponse reports the server: disabled, or once enabled,
+// ready or failed.
+type SetServerEnabledResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the server's status.
+	Server        *Server `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetServerEnabledResponse) Reset() {
+	*x = SetServerEnabledResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetServerEnabledResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetServerEnabledResponse) ProtoMessage() {}
+
+func (x *SetServerEnabledResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetServerEnabledResponse.ProtoReflect.Descriptor instead.
+func (*SetServerEnabledResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SetServerEnabledResponse) GetServer() *Server {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
 // GetServerRequest names a server.
 type GetServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1645,7 +1886,7 @@ type GetServerRequest struct {
 
 func (x *GetServerRequest) Reset() {
 	*x = GetServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1898,7 @@ func (x *GetServerRequest) String() string {
 func (*GetServerRequest) ProtoMessage() {}
 
 func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1911,7 @@ func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerRequest.ProtoReflect.Descriptor instead.
 func (*GetServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{13}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetServerRequest) GetName() string {
@@ -1691,7 +1932,7 @@ type GetServerResponse struct {
 
 func (x *GetServerResponse) Reset() {
 	*x = GetServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1944,7 @@ func (x *GetServerResponse) String() string {
 func (*GetServerResponse) ProtoMessage() {}
 
 func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1957,7 @@ func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerResponse.ProtoReflect.Descriptor instead.
 func (*GetServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{14}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetServerResponse) GetServer() *Server {
@@ -1735,7 +1976,7 @@ type ListServersRequest struct {
 
 func (x *ListServersRequest) Reset() {
 	*x = ListServersRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1988,7 @@ func (x *ListServersRequest) String() string {
 func (*ListServersRequest) ProtoMessage() {}
 
 func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +2001,7 @@ func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
 func (*ListServersRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{15}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{17}
 }
 
 // ListServersResponse reports every server.
@@ -1774,7 +2015,7 @@ type ListServersResponse struct {
 
 func (x *ListServersResponse) Reset() {
 	*x = ListServersResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +2027,7 @@ func (x *ListServersResponse) String() string {
 func (*ListServersResponse) ProtoMessage() {}
 
 func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +2040,7 @@ func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
 func (*ListServersResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{16}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListServersResponse) GetServers() []*Server {
@@ -1824,7 +2065,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +2077,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +2090,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{17}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListToolsRequest) GetServer() string {
@@ -1886,7 +2127,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2139,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2152,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{18}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -1956,7 +2197,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2209,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2222,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{19}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Tool) GetName() string {
@@ -2068,7 +2309,7 @@ type ToolAnnotations struct {
 
 func (x *ToolAnnotations) Reset() {
 	*x = ToolAnnotations{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2321,7 @@ func (x *ToolAnnotations) String() string {
 func (*ToolAnnotations) ProtoMessage() {}
 
 func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2334,7 @@ func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
 func (*ToolAnnotations) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{20}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolAnnotations) GetTitle() string {
@@ -2152,7 +2393,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2405,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2418,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{21}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -2225,7 +2466,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2478,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2491,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{22}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CallToolResponse) GetContent() []*Content {
@@ -2304,7 +2545,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2557,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2570,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{23}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Content) GetKind() isContent_Kind {
@@ -2448,7 +2689,7 @@ type TextContent struct {
 
 func (x *TextContent) Reset() {
 	*x = TextContent{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2701,7 @@ func (x *TextContent) String() string {
 func (*TextContent) ProtoMessage() {}
 
 func (x *TextContent) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2714,7 @@ func (x *TextContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextContent.ProtoReflect.Descriptor instead.
 func (*TextContent) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{24}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TextContent) GetText() string {
@@ -2496,7 +2737,7 @@ type MediaContent struct {
 
 func (x *MediaContent) Reset() {
 	*x = MediaContent{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2749,7 @@ func (x *MediaContent) String() string {
 func (*MediaContent) ProtoMessage() {}
 
 func (x *MediaContent) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2762,7 @@ func (x *MediaContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MediaContent.ProtoReflect.Descriptor instead.
 func (*MediaContent) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{25}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MediaContent) GetData() []byte {
@@ -2559,7 +2800,7 @@ type ResourceLink struct {
 
 func (x *ResourceLink) Reset() {
 	*x = ResourceLink{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2812,7 @@ func (x *ResourceLink) String() string {
 func (*ResourceLink) ProtoMessage() {}
 
 func (x *ResourceLink) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2825,7 @@ func (x *ResourceLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceLink.ProtoReflect.Descriptor instead.
 func (*ResourceLink) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{26}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResourceLink) GetUri() string {
@@ -2651,7 +2892,7 @@ type ResourceContents struct {
 
 func (x *ResourceContents) Reset() {
 	*x = ResourceContents{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2663,7 +2904,7 @@ func (x *ResourceContents) String() string {
 func (*ResourceContents) ProtoMessage() {}
 
 func (x *ResourceContents) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2676,7 +2917,7 @@ func (x *ResourceContents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceContents.ProtoReflect.Descriptor instead.
 func (*ResourceContents) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{27}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResourceContents) GetUri() string {
@@ -2758,7 +2999,7 @@ type Annotations struct {
 
 func (x *Annotations) Reset() {
 	*x = Annotations{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +3011,7 @@ func (x *Annotations) String() string {
 func (*Annotations) ProtoMessage() {}
 
 func (x *Annotations) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +3024,7 @@ func (x *Annotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Annotations.ProtoReflect.Descriptor instead.
 func (*Annotations) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{28}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Annotations) GetAudience() []Role {
@@ -2827,7 +3068,7 @@ type CallToolStreamRequest struct {
 
 func (x *CallToolStreamRequest) Reset() {
 	*x = CallToolStreamRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +3080,7 @@ func (x *CallToolStreamRequest) String() string {
 func (*CallToolStreamRequest) ProtoMessage() {}
 
 func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +3093,7 @@ func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamRequest.ProtoReflect.Descriptor instead.
 func (*CallToolStreamRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{29}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CallToolStreamRequest) GetName() string {
@@ -2901,7 +3142,7 @@ type CallToolStreamResponse struct {
 
 func (x *CallToolStreamResponse) Reset() {
 	*x = CallToolStreamResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3154,7 @@ func (x *CallToolStreamResponse) String() string {
 func (*CallToolStreamResponse) ProtoMessage() {}
 
 func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3167,7 @@ func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamResponse.ProtoReflect.Descriptor instead.
 func (*CallToolStreamResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{30}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CallToolStreamResponse) GetKind() isCallToolStreamResponse_Kind {
@@ -3003,7 +3244,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3256,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3269,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{31}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -3067,7 +3308,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3320,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3333,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{32}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LogMessage) GetLevel() LogLevel {
@@ -3131,7 +3372,7 @@ type ListResourcesRequest struct {
 
 func (x *ListResourcesRequest) Reset() {
 	*x = ListResourcesRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3384,7 @@ func (x *ListResourcesRequest) String() string {
 func (*ListResourcesRequest) ProtoMessage() {}
 
 func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3397,7 @@ func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{33}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListResourcesRequest) GetServer() string {
@@ -3193,7 +3434,7 @@ type ListResourcesResponse struct {
 
 func (x *ListResourcesResponse) Reset() {
 	*x = ListResourcesResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3446,7 @@ func (x *ListResourcesResponse) String() string {
 func (*ListResourcesResponse) ProtoMessage() {}
 
 func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3459,7 @@ func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{34}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListResourcesResponse) GetResources() []*Resource {
@@ -3262,7 +3503,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3274,7 +3515,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3287,7 +3528,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{35}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Resource) GetServer() string {
@@ -3368,7 +3609,7 @@ type ListResourceTemplatesRequest struct {
 
 func (x *ListResourceTemplatesRequest) Reset() {
 	*x = ListResourceTemplatesRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3380,7 +3621,7 @@ func (x *ListResourceTemplatesRequest) String() string {
 func (*ListResourceTemplatesRequest) ProtoMessage() {}
 
 func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3393,7 +3634,7 @@ func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{36}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListResourceTemplatesRequest) GetServer() string {
@@ -3430,7 +3671,7 @@ type ListResourceTemplatesResponse struct {
 
 func (x *ListResourceTemplatesResponse) Reset() {
 	*x = ListResourceTemplatesResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3442,7 +3683,7 @@ func (x *ListResourceTemplatesResponse) String() string {
 func (*ListResourceTemplatesResponse) ProtoMessage() {}
 
 func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3455,7 +3696,7 @@ func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{37}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListResourceTemplatesResponse) GetResourceTemplates() []*ResourceTemplate {
@@ -3498,7 +3739,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3751,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3764,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{38}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ResourceTemplate) GetServer() string {
@@ -3595,7 +3836,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3848,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3861,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{39}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReadResourceRequest) GetServer() string {
@@ -3650,7 +3891,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3662,7 +3903,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3675,7 +3916,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{40}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReadResourceResponse) GetContents() []*ResourceContents {
@@ -3707,7 +3948,7 @@ type ListPromptsRequest struct {
 
 func (x *ListPromptsRequest) Reset() {
 	*x = ListPromptsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3719,7 +3960,7 @@ func (x *ListPromptsRequest) String() string {
 func (*ListPromptsRequest) ProtoMessage() {}
 
 func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3732,7 +3973,7 @@ func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsRequest.ProtoReflect.Descriptor instead.
 func (*ListPromptsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{41}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListPromptsRequest) GetServer() string {
@@ -3769,7 +4010,7 @@ type ListPromptsResponse struct {
 
 func (x *ListPromptsResponse) Reset() {
 	*x = ListPromptsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +4022,7 @@ func (x *ListPromptsResponse) String() string {
 func (*ListPromptsResponse) ProtoMessage() {}
 
 func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +4035,7 @@ func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsResponse.ProtoReflect.Descriptor instead.
 func (*ListPromptsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{42}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListPromptsResponse) GetPrompts() []*Prompt {
@@ -3832,7 +4073,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3844,7 +4085,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3857,7 +4098,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{43}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Prompt) GetServer() string {
@@ -3919,7 +4160,7 @@ type PromptArgument struct {
 
 func (x *PromptArgument) Reset() {
 	*x = PromptArgument{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +4172,7 @@ func (x *PromptArgument) String() string {
 func (*PromptArgument) ProtoMessage() {}
 
 func (x *PromptArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +4185,7 @@ func (x *PromptArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
 func (*PromptArgument) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{44}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PromptArgument) GetName() string {
@@ -3990,7 +4231,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4243,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4256,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{45}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetPromptRequest) GetServer() string {
@@ -4054,7 +4295,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4307,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4320,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{46}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetPromptResponse) GetDescription() string {
@@ -4116,7 +4357,7 @@ type PromptMessage struct {
 
 func (x *PromptMessage) Reset() {
 	*x = PromptMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4128,7 +4369,7 @@ func (x *PromptMessage) String() string {
 func (*PromptMessage) ProtoMessage() {}
 
 func (x *PromptMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4141,7 +4382,7 @@ func (x *PromptMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptMessage.ProtoReflect.Descriptor instead.
 func (*PromptMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{47}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PromptMessage) GetRole() Role {
@@ -4180,7 +4421,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4192,7 +4433,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4205,7 +4446,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{48}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CompleteRequest) GetServer() string {
@@ -4285,7 +4526,7 @@ type CompleteArgument struct {
 
 func (x *CompleteArgument) Reset() {
 	*x = CompleteArgument{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4297,7 +4538,7 @@ func (x *CompleteArgument) String() string {
 func (*CompleteArgument) ProtoMessage() {}
 
 func (x *CompleteArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4310,7 +4551,7 @@ func (x *CompleteArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteArgument.ProtoReflect.Descriptor instead.
 func (*CompleteArgument) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{49}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CompleteArgument) GetName() string {
@@ -4342,7 +4583,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4354,7 +4595,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4367,7 +4608,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{50}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CompleteResponse) GetValues() []string {
@@ -4404,7 +4645,7 @@ type SetLogLevelRequest struct {
 
 func (x *SetLogLevelRequest) Reset() {
 	*x = SetLogLevelRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4416,7 +4657,7 @@ func (x *SetLogLevelRequest) String() string {
 func (*SetLogLevelRequest) ProtoMessage() {}
 
 func (x *SetLogLevelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4429,7 +4670,7 @@ func (x *SetLogLevelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogLevelRequest.ProtoReflect.Descriptor instead.
 func (*SetLogLevelRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{51}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetLogLevelRequest) GetServer() string {
@@ -4455,7 +4696,7 @@ type SetLogLevelResponse struct {
 
 func (x *SetLogLevelResponse) Reset() {
 	*x = SetLogLevelResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4467,7 +4708,7 @@ func (x *SetLogLevelResponse) String() string {
 func (*SetLogLevelResponse) ProtoMessage() {}
 
 func (x *SetLogLevelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4480,7 +4721,7 @@ func (x *SetLogLevelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogLevelResponse.ProtoReflect.Descriptor instead.
 func (*SetLogLevelResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{52}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{54}
 }
 
 // SetRootsRequest sets the roots offered to servers.
@@ -4497,7 +4738,7 @@ type SetRootsRequest struct {
 
 func (x *SetRootsRequest) Reset() {
 	*x = SetRootsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4509,7 +4750,7 @@ func (x *SetRootsRequest) String() string {
 func (*SetRootsRequest) ProtoMessage() {}
 
 func (x *SetRootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4522,7 +4763,7 @@ func (x *SetRootsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRootsRequest.ProtoReflect.Descriptor instead.
 func (*SetRootsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{53}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetRootsRequest) GetServer() string {
@@ -4552,7 +4793,7 @@ type Root struct {
 
 func (x *Root) Reset() {
 	*x = Root{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4564,7 +4805,7 @@ func (x *Root) String() string {
 func (*Root) ProtoMessage() {}
 
 func (x *Root) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4577,7 +4818,7 @@ func (x *Root) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Root.ProtoReflect.Descriptor instead.
 func (*Root) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{54}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Root) GetUri() string {
@@ -4603,7 +4844,7 @@ type SetRootsResponse struct {
 
 func (x *SetRootsResponse) Reset() {
 	*x = SetRootsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4615,7 +4856,7 @@ func (x *SetRootsResponse) String() string {
 func (*SetRootsResponse) ProtoMessage() {}
 
 func (x *SetRootsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4628,7 +4869,7 @@ func (x *SetRootsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRootsResponse.ProtoReflect.Descriptor instead.
 func (*SetRootsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{55}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{57}
 }
 
 // ResourceRef names one resource of one server.
@@ -4644,7 +4885,7 @@ type ResourceRef struct {
 
 func (x *ResourceRef) Reset() {
 	*x = ResourceRef{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4656,7 +4897,7 @@ func (x *ResourceRef) String() string {
 func (*ResourceRef) ProtoMessage() {}
 
 func (x *ResourceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4669,7 +4910,7 @@ func (x *ResourceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceRef.ProtoReflect.Descriptor instead.
 func (*ResourceRef) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{56}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ResourceRef) GetServer() string {
@@ -4702,13 +4943,24 @@ type SubscribeRequest struct {
 	// Resumes after this sequence: every buffered event after it is sent
 	// first. Unset means events from now on.
 	AfterSequence *uint64 `protobuf:"varint,4,opt,name=after_sequence,json=afterSequence,proto3,oneof" json:"after_sequence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Restricts poll_result events to these polls; empty means all. Like
+	// resources, the polls listed are explicit: their events pass even when
+	// servers or kinds would not let them through.
+	PollIds []string `protobuf:"bytes,5,rep,name=poll_ids,json=pollIds,proto3" json:"poll_ids,omitempty"`
+	// Polls the listed resources of servers that cannot notify (no
+	// resources.subscribe capability) at this interval, at least 1s, instead
+	// of failing: a change of the read contents is a resource_updated event.
+	// Unset means mcpd subscribes upstream as with any server: a refusal
+	// ends the stream with the server's error, and a server that accepts
+	// but cannot notify sends no updates.
+	FallbackPollInterval *durationpb.Duration `protobuf:"bytes,6,opt,name=fallback_poll_interval,json=fallbackPollInterval,proto3" json:"fallback_poll_interval,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4720,7 +4972,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4733,7 +4985,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{57}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SubscribeRequest) GetServers() []string {
@@ -4764,6 +5016,20 @@ func (x *SubscribeRequest) GetAfterSequence() uint64 {
 	return 0
 }
 
+func (x *SubscribeRequest) GetPollIds() []string {
+	if x != nil {
+		return x.PollIds
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetFallbackPollInterval() *durationpb.Duration {
+	if x != nil {
+		return x.FallbackPollInterval
+	}
+	return nil
+}
+
 // SubscribeResponse carries one event.
 type SubscribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4775,7 +5041,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4787,7 +5053,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4800,7 +5066,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{58}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SubscribeResponse) GetEvent() *Event {
@@ -4830,6 +5096,7 @@ type Event struct {
 	//	*Event_ServerState
 	//	*Event_Log
 	//	*Event_Gap
+	//	*Event_PollResult
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4837,7 +5104,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4849,7 +5116,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4862,7 +5129,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{59}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -4956,6 +5223,15 @@ func (x *Event) GetGap() *Gap {
 	return nil
 }
 
+func (x *Event) GetPollResult() *PollResult {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_PollResult); ok {
+			return x.PollResult
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -4997,6 +5273,11 @@ type Event_Gap struct {
 	Gap *Gap `protobuf:"bytes,10,opt,name=gap,proto3,oneof"`
 }
 
+type Event_PollResult struct {
+	// Carries a poll's new result, or its baseline.
+	PollResult *PollResult `protobuf:"bytes,11,opt,name=poll_result,json=pollResult,proto3,oneof"`
+}
+
 func (*Event_ResourceUpdated) isEvent_Kind() {}
 
 func (*Event_ToolsChanged) isEvent_Kind() {}
@@ -5011,6 +5292,8 @@ func (*Event_Log) isEvent_Kind() {}
 
 func (*Event_Gap) isEvent_Kind() {}
 
+func (*Event_PollResult) isEvent_Kind() {}
+
 // ResourceUpdated says a resource changed.
 type ResourceUpdated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -5022,7 +5305,7 @@ type ResourceUpdated struct {
 
 func (x *ResourceUpdated) Reset() {
 	*x = ResourceUpdated{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5034,7 +5317,7 @@ func (x *ResourceUpdated) String() string {
 func (*ResourceUpdated) ProtoMessage() {}
 
 func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5047,7 +5330,7 @@ func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceUpdated.ProtoReflect.Descriptor instead.
 func (*ResourceUpdated) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{60}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ResourceUpdated) GetUri() string {
@@ -5066,7 +5349,7 @@ type ListChanged struct {
 
 func (x *ListChanged) Reset() {
 	*x = ListChanged{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5078,7 +5361,7 @@ func (x *ListChanged) String() string {
 func (*ListChanged) ProtoMessage() {}
 
 func (x *ListChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5091,7 +5374,7 @@ func (x *ListChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChanged.ProtoReflect.Descriptor instead.
 func (*ListChanged) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{61}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{63}
 }
 
 // ServerStateChanged gives a server's new state.
@@ -5107,7 +5390,7 @@ type ServerStateChanged struct {
 
 func (x *ServerStateChanged) Reset() {
 	*x = ServerStateChanged{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5119,7 +5402,7 @@ func (x *ServerStateChanged) String() string {
 func (*ServerStateChanged) ProtoMessage() {}
 
 func (x *ServerStateChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5132,7 +5415,7 @@ func (x *ServerStateChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStateChanged.ProtoReflect.Descriptor instead.
 func (*ServerStateChanged) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{62}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ServerStateChanged) GetState() ServerState {
@@ -5162,7 +5445,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5174,7 +5457,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5187,7 +5470,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{63}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Gap) GetFirstSequence() uint64 {
@@ -5221,7 +5504,7 @@ type HandleServerRequestsRequest struct {
 
 func (x *HandleServerRequestsRequest) Reset() {
 	*x = HandleServerRequestsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5233,7 +5516,7 @@ func (x *HandleServerRequestsRequest) String() string {
 func (*HandleServerRequestsRequest) ProtoMessage() {}
 
 func (x *HandleServerRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5246,7 +5529,7 @@ func (x *HandleServerRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleServerRequestsRequest.ProtoReflect.Descriptor instead.
 func (*HandleServerRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{64}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *HandleServerRequestsRequest) GetMessage() isHandleServerRequestsRequest_Message {
@@ -5305,7 +5588,7 @@ type ServerRequestRegistration struct {
 
 func (x *ServerRequestRegistration) Reset() {
 	*x = ServerRequestRegistration{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5317,7 +5600,7 @@ func (x *ServerRequestRegistration) String() string {
 func (*ServerRequestRegistration) ProtoMessage() {}
 
 func (x *ServerRequestRegistration) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5330,7 +5613,7 @@ func (x *ServerRequestRegistration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestRegistration.ProtoReflect.Descriptor instead.
 func (*ServerRequestRegistration) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{65}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ServerRequestRegistration) GetServers() []string {
@@ -5364,7 +5647,7 @@ type HandleServerRequestsResponse struct {
 
 func (x *HandleServerRequestsResponse) Reset() {
 	*x = HandleServerRequestsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5376,7 +5659,7 @@ func (x *HandleServerRequestsResponse) String() string {
 func (*HandleServerRequestsResponse) ProtoMessage() {}
 
 func (x *HandleServerRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5389,7 +5672,7 @@ func (x *HandleServerRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleServerRequestsResponse.ProtoReflect.Descriptor instead.
 func (*HandleServerRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{66}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *HandleServerRequestsResponse) GetMessage() isHandleServerRequestsResponse_Message {
@@ -5450,6 +5733,7 @@ type ServerRequest struct {
 	//	*ServerRequest_Elicitation
 	//	*ServerRequest_Roots
 	//	*ServerRequest_Authorization
+	//	*ServerRequest_Approval
 	Kind isServerRequest_Kind `protobuf_oneof:"kind"`
 	// Gives the time by which mcpd needs the reply.
 	Deadline      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
@@ -5459,7 +5743,7 @@ type ServerRequest struct {
 
 func (x *ServerRequest) Reset() {
 	*x = ServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5471,7 +5755,7 @@ func (x *ServerRequest) String() string {
 func (*ServerRequest) ProtoMessage() {}
 
 func (x *ServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5484,7 +5768,7 @@ func (x *ServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequest.ProtoReflect.Descriptor instead.
 func (*ServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{67}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ServerRequest) GetId() string {
@@ -5544,6 +5828,15 @@ func (x *ServerRequest) GetAuthorization() *AuthorizationRequest {
 	return nil
 }
 
+func (x *ServerRequest) GetApproval() *ApprovalRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerRequest_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
 func (x *ServerRequest) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
@@ -5575,6 +5868,11 @@ type ServerRequest_Authorization struct {
 	Authorization *AuthorizationRequest `protobuf:"bytes,7,opt,name=authorization,proto3,oneof"`
 }
 
+type ServerRequest_Approval struct {
+	// Asks whether a tool call may proceed.
+	Approval *ApprovalRequest `protobuf:"bytes,8,opt,name=approval,proto3,oneof"`
+}
+
 func (*ServerRequest_Sampling) isServerRequest_Kind() {}
 
 func (*ServerRequest_Elicitation) isServerRequest_Kind() {}
@@ -5582,6 +5880,8 @@ func (*ServerRequest_Elicitation) isServerRequest_Kind() {}
 func (*ServerRequest_Roots) isServerRequest_Kind() {}
 
 func (*ServerRequest_Authorization) isServerRequest_Kind() {}
+
+func (*ServerRequest_Approval) isServerRequest_Kind() {}
 
 // SamplingRequest asks the agent's model for a message.
 type SamplingRequest struct {
@@ -5601,7 +5901,7 @@ type SamplingRequest struct {
 
 func (x *SamplingRequest) Reset() {
 	*x = SamplingRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5613,7 +5913,7 @@ func (x *SamplingRequest) String() string {
 func (*SamplingRequest) ProtoMessage() {}
 
 func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5626,7 +5926,7 @@ func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingRequest.ProtoReflect.Descriptor instead.
 func (*SamplingRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{68}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SamplingRequest) GetMessages() []*SamplingMessage {
@@ -5670,7 +5970,7 @@ type SamplingMessage struct {
 
 func (x *SamplingMessage) Reset() {
 	*x = SamplingMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5682,7 +5982,7 @@ func (x *SamplingMessage) String() string {
 func (*SamplingMessage) ProtoMessage() {}
 
 func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5695,7 +5995,7 @@ func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
 func (*SamplingMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{69}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SamplingMessage) GetRole() Role {
@@ -5732,7 +6032,7 @@ type ElicitationRequest struct {
 
 func (x *ElicitationRequest) Reset() {
 	*x = ElicitationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5744,7 +6044,7 @@ func (x *ElicitationRequest) String() string {
 func (*ElicitationRequest) ProtoMessage() {}
 
 func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5757,7 +6057,7 @@ func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationRequest.ProtoReflect.Descriptor instead.
 func (*ElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{70}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ElicitationRequest) GetMode() string {
@@ -5804,7 +6104,7 @@ type RootsRequest struct {
 
 func (x *RootsRequest) Reset() {
 	*x = RootsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5816,7 +6116,7 @@ func (x *RootsRequest) String() string {
 func (*RootsRequest) ProtoMessage() {}
 
 func (x *RootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5829,7 +6129,7 @@ func (x *RootsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsRequest.ProtoReflect.Descriptor instead.
 func (*RootsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
 }
 
 // ServerRequestReply answers one ServerRequest.
@@ -5845,6 +6145,7 @@ type ServerRequestReply struct {
 	//	*ServerRequestReply_Elicitation
 	//	*ServerRequestReply_Roots
 	//	*ServerRequestReply_Authorization
+	//	*ServerRequestReply_Approval
 	//	*ServerRequestReply_Error
 	Result        isServerRequestReply_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
@@ -5853,7 +6154,7 @@ type ServerRequestReply struct {
 
 func (x *ServerRequestReply) Reset() {
 	*x = ServerRequestReply{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5865,7 +6166,7 @@ func (x *ServerRequestReply) String() string {
 func (*ServerRequestReply) ProtoMessage() {}
 
 func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5878,7 +6179,7 @@ func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestReply.ProtoReflect.Descriptor instead.
 func (*ServerRequestReply) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ServerRequestReply) GetId() string {
@@ -5931,6 +6232,15 @@ func (x *ServerRequestReply) GetAuthorization() *AuthorizationResult {
 	return nil
 }
 
+func (x *ServerRequestReply) GetApproval() *ApprovalResult {
+	if x != nil {
+		if x, ok := x.Result.(*ServerRequestReply_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
 func (x *ServerRequestReply) GetError() *ReplyError {
 	if x != nil {
 		if x, ok := x.Result.(*ServerRequestReply_Error); ok {
@@ -5964,6 +6274,11 @@ type ServerRequestReply_Authorization struct {
 	Authorization *AuthorizationResult `protobuf:"bytes,6,opt,name=authorization,proto3,oneof"`
 }
 
+type ServerRequestReply_Approval struct {
+	// Answers an approval request.
+	Approval *ApprovalResult `protobuf:"bytes,7,opt,name=approval,proto3,oneof"`
+}
+
 type ServerRequestReply_Error struct {
 	// Refuses the request with an error.
 	Error *ReplyError `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
@@ -5976,6 +6291,8 @@ func (*ServerRequestReply_Elicitation) isServerRequestReply_Result() {}
 func (*ServerRequestReply_Roots) isServerRequestReply_Result() {}
 
 func (*ServerRequestReply_Authorization) isServerRequestReply_Result() {}
+
+func (*ServerRequestReply_Approval) isServerRequestReply_Result() {}
 
 func (*ServerRequestReply_Error) isServerRequestReply_Result() {}
 
@@ -5996,7 +6313,7 @@ type SamplingResult struct {
 
 func (x *SamplingResult) Reset() {
 	*x = SamplingResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6008,7 +6325,7 @@ func (x *SamplingResult) String() string {
 func (*SamplingResult) ProtoMessage() {}
 
 func (x *SamplingResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6021,7 +6338,7 @@ func (x *SamplingResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingResult.ProtoReflect.Descriptor instead.
 func (*SamplingResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SamplingResult) GetRole() Role {
@@ -6065,7 +6382,7 @@ type ElicitationResult struct {
 
 func (x *ElicitationResult) Reset() {
 	*x = ElicitationResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6077,7 +6394,7 @@ func (x *ElicitationResult) String() string {
 func (*ElicitationResult) ProtoMessage() {}
 
 func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6090,7 +6407,7 @@ func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationResult.ProtoReflect.Descriptor instead.
 func (*ElicitationResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ElicitationResult) GetAction() ElicitationAction {
@@ -6118,7 +6435,7 @@ type RootsResult struct {
 
 func (x *RootsResult) Reset() {
 	*x = RootsResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6130,7 +6447,7 @@ func (x *RootsResult) String() string {
 func (*RootsResult) ProtoMessage() {}
 
 func (x *RootsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6143,7 +6460,7 @@ func (x *RootsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsResult.ProtoReflect.Descriptor instead.
 func (*RootsResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{75}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RootsResult) GetRoots() []*Root {
@@ -6166,7 +6483,7 @@ type ReplyError struct {
 
 func (x *ReplyError) Reset() {
 	*x = ReplyError{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6178,7 +6495,7 @@ func (x *ReplyError) String() string {
 func (*ReplyError) ProtoMessage() {}
 
 func (x *ReplyError) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6191,7 +6508,7 @@ func (x *ReplyError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyError.ProtoReflect.Descriptor instead.
 func (*ReplyError) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{76}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ReplyError) GetCode() int32 {
@@ -6222,7 +6539,7 @@ type AuthorizationRequest struct {
 
 func (x *AuthorizationRequest) Reset() {
 	*x = AuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6234,7 +6551,7 @@ func (x *AuthorizationRequest) String() string {
 func (*AuthorizationRequest) ProtoMessage() {}
 
 func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6247,7 +6564,7 @@ func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{77}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AuthorizationRequest) GetAuthorizationUrl() string {
@@ -6277,7 +6594,7 @@ type AuthorizationResult struct {
 
 func (x *AuthorizationResult) Reset() {
 	*x = AuthorizationResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6289,7 +6606,7 @@ func (x *AuthorizationResult) String() string {
 func (*AuthorizationResult) ProtoMessage() {}
 
 func (x *AuthorizationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6302,12 +6619,151 @@ func (x *AuthorizationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationResult.ProtoReflect.Descriptor instead.
 func (*AuthorizationResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{78}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AuthorizationResult) GetRedirectUrl() string {
 	if x != nil {
 		return x.RedirectUrl
+	}
+	return ""
+}
+
+// ApprovalRequest asks the agent whether a tool call that matched an "ask"
+// rule may proceed.
+type ApprovalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the qualified tool name (mcp__<server>__<tool>).
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Holds the call's arguments, as MCP JSON.
+	Arguments *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Holds the tool's annotations (readOnlyHint, destructiveHint, ...), as
+	// MCP JSON, when the server gives any.
+	Annotations *structpb.Struct `protobuf:"bytes,3,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	// Gives the rule that asked, for example "ask mcp__*__delete_*".
+	Rule string `protobuf:"bytes,4,opt,name=rule,proto3" json:"rule,omitempty"`
+	// Names the caller that made the call.
+	Caller        string `protobuf:"bytes,5,opt,name=caller,proto3" json:"caller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalRequest) Reset() {
+	*x = ApprovalRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalRequest) ProtoMessage() {}
+
+func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
+func (*ApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ApprovalRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *ApprovalRequest) GetAnnotations() *structpb.Struct {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *ApprovalRequest) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+// ApprovalResult answers an ApprovalRequest.
+type ApprovalResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lets the call proceed when true; false denies it.
+	Approved bool `protobuf:"varint,1,opt,name=approved,proto3" json:"approved,omitempty"`
+	// Explains a denial; the caller's PERMISSION_DENIED quotes it.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalResult) Reset() {
+	*x = ApprovalResult{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalResult) ProtoMessage() {}
+
+func (x *ApprovalResult) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalResult.ProtoReflect.Descriptor instead.
+func (*ApprovalResult) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ApprovalResult) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *ApprovalResult) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -6326,7 +6782,7 @@ type CompleteAuthorizationRequest struct {
 
 func (x *CompleteAuthorizationRequest) Reset() {
 	*x = CompleteAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6338,7 +6794,7 @@ func (x *CompleteAuthorizationRequest) String() string {
 func (*CompleteAuthorizationRequest) ProtoMessage() {}
 
 func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6351,7 +6807,7 @@ func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *CompleteAuthorizationRequest) GetServer() string {
@@ -6379,7 +6835,7 @@ type CompleteAuthorizationResponse struct {
 
 func (x *CompleteAuthorizationResponse) Reset() {
 	*x = CompleteAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6391,7 +6847,7 @@ func (x *CompleteAuthorizationResponse) String() string {
 func (*CompleteAuthorizationResponse) ProtoMessage() {}
 
 func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6404,7 +6860,7 @@ func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CompleteAuthorizationResponse) GetServer() *Server {
@@ -6425,7 +6881,7 @@ type ForgetAuthorizationRequest struct {
 
 func (x *ForgetAuthorizationRequest) Reset() {
 	*x = ForgetAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6437,7 +6893,7 @@ func (x *ForgetAuthorizationRequest) String() string {
 func (*ForgetAuthorizationRequest) ProtoMessage() {}
 
 func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6450,7 +6906,7 @@ func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ForgetAuthorizationRequest) GetServer() string {
@@ -6469,7 +6925,7 @@ type ForgetAuthorizationResponse struct {
 
 func (x *ForgetAuthorizationResponse) Reset() {
 	*x = ForgetAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6481,7 +6937,7 @@ func (x *ForgetAuthorizationResponse) String() string {
 func (*ForgetAuthorizationResponse) ProtoMessage() {}
 
 func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6494,14 +6950,1506 @@ func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{86}
+}
+
+// ServeToolsRequest is a message from the agent on a ServeTools stream.
+type ServeToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Holds the message's payload.
+	//
+	// Types that are valid to be assigned to Message:
+	//
+	//	*ServeToolsRequest_Declare
+	//	*ServeToolsRequest_Result
+	//	*ServeToolsRequest_Progress
+	Message       isServeToolsRequest_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServeToolsRequest) Reset() {
+	*x = ServeToolsRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServeToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServeToolsRequest) ProtoMessage() {}
+
+func (x *ServeToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServeToolsRequest.ProtoReflect.Descriptor instead.
+func (*ServeToolsRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *ServeToolsRequest) GetMessage() isServeToolsRequest_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *ServeToolsRequest) GetDeclare() *ToolServerDeclaration {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsRequest_Declare); ok {
+			return x.Declare
+		}
+	}
+	return nil
+}
+
+func (x *ServeToolsRequest) GetResult() *ToolCallResult {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsRequest_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *ServeToolsRequest) GetProgress() *ToolCallProgress {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsRequest_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+type isServeToolsRequest_Message interface {
+	isServeToolsRequest_Message()
+}
+
+type ServeToolsRequest_Declare struct {
+	// Declares the server and its tools; it must be the first message, and
+	// comes once.
+	Declare *ToolServerDeclaration `protobuf:"bytes,1,opt,name=declare,proto3,oneof"`
+}
+
+type ServeToolsRequest_Result struct {
+	// Answers one call.
+	Result *ToolCallResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+type ServeToolsRequest_Progress struct {
+	// Reports the progress of one call; callers of CallToolStream receive
+	// it as progress.
+	Progress *ToolCallProgress `protobuf:"bytes,3,opt,name=progress,proto3,oneof"`
+}
+
+func (*ServeToolsRequest_Declare) isServeToolsRequest_Message() {}
+
+func (*ServeToolsRequest_Result) isServeToolsRequest_Message() {}
+
+func (*ServeToolsRequest_Progress) isServeToolsRequest_Message() {}
+
+// ToolServerDeclaration names the server an agent serves and its tools.
+type ToolServerDeclaration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the server; its tools are listed as mcp__<server>__<tool>. The
+	// name follows the rules of ServerConfig.name.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Lists the tools.
+	Tools []*ToolDefinition `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Takes over a server of the same name whose stream is still open (that
+	// stream ends with ABORTED), or that is not an agent's server. Without
+	// it such a server makes the request fail with ALREADY_EXISTS. A server
+	// of that name waiting for an agent (a config entry of "type": "sdk", or
+	// one whose stream ended) is served without it.
+	Replace bool `protobuf:"varint,3,opt,name=replace,proto3" json:"replace,omitempty"`
+	// Gives the server's instructions for a model, shown in Server.
+	Instructions string `protobuf:"bytes,4,opt,name=instructions,proto3" json:"instructions,omitempty"`
+	// Identifies the agent's software, shown as Server.server_info.
+	ServerInfo    *Implementation `protobuf:"bytes,5,opt,name=server_info,json=serverInfo,proto3" json:"server_info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolServerDeclaration) Reset() {
+	*x = ToolServerDeclaration{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolServerDeclaration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolServerDeclaration) ProtoMessage() {}
+
+func (x *ToolServerDeclaration) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolServerDeclaration.ProtoReflect.Descriptor instead.
+func (*ToolServerDeclaration) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *ToolServerDeclaration) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ToolServerDeclaration) GetTools() []*ToolDefinition {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ToolServerDeclaration) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+func (x *ToolServerDeclaration) GetInstructions() string {
+	if x != nil {
+		return x.Instructions
+	}
+	return ""
+}
+
+func (x *ToolServerDeclaration) GetServerInfo() *Implementation {
+	if x != nil {
+		return x.ServerInfo
+	}
+	return nil
+}
+
+// ToolDefinition declares one tool an agent serves.
+type ToolDefinition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the tool's own name, unique within the server.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Gives a human-readable title.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// Describes the tool for a model.
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// Holds the JSON Schema of the arguments; its type must be "object".
+	// Unset means an object with any properties.
+	InputSchema *structpb.Struct `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	// Holds the JSON Schema of the structured result, if the tool returns
+	// one.
+	OutputSchema *structpb.Struct `protobuf:"bytes,5,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	// Gives hints about the tool's behaviour.
+	Annotations *ToolAnnotations `protobuf:"bytes,6,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	// Holds the tool's _meta, as MCP JSON.
+	Meta          *structpb.Struct `protobuf:"bytes,7,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolDefinition) Reset() {
+	*x = ToolDefinition{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDefinition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDefinition) ProtoMessage() {}
+
+func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
+func (*ToolDefinition) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *ToolDefinition) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetInputSchema() *structpb.Struct {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetOutputSchema() *structpb.Struct {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetAnnotations() *ToolAnnotations {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetMeta() *structpb.Struct {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+// ToolCallResult answers one call that mcpd forwarded.
+type ToolCallResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the id of the ToolCall.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Holds the answer.
+	//
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*ToolCallResult_Result
+	//	*ToolCallResult_Error
+	Outcome       isToolCallResult_Outcome `protobuf_oneof:"outcome"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallResult) Reset() {
+	*x = ToolCallResult{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallResult) ProtoMessage() {}
+
+func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallResult.ProtoReflect.Descriptor instead.
+func (*ToolCallResult) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *ToolCallResult) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallResult) GetOutcome() isToolCallResult_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *ToolCallResult) GetResult() *CallToolResponse {
+	if x != nil {
+		if x, ok := x.Outcome.(*ToolCallResult_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *ToolCallResult) GetError() *ReplyError {
+	if x != nil {
+		if x, ok := x.Outcome.(*ToolCallResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isToolCallResult_Outcome interface {
+	isToolCallResult_Outcome()
+}
+
+type ToolCallResult_Result struct {
+	// Holds the tool's result; a tool that failed sets is_error and says
+	// why in content.
+	Result *CallToolResponse `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+type ToolCallResult_Error struct {
+	// Refuses the call as a protocol error (bad arguments, say); the
+	// caller gets a gRPC error with the closest code.
+	Error *ReplyError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*ToolCallResult_Result) isToolCallResult_Outcome() {}
+
+func (*ToolCallResult_Error) isToolCallResult_Outcome() {}
+
+// ToolCallProgress reports how far one call has come.
+type ToolCallProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the id of the ToolCall.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Gives the progress.
+	Progress      *Progress `protobuf:"bytes,2,opt,name=progress,proto3" json:"progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallProgress) Reset() {
+	*x = ToolCallProgress{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallProgress) ProtoMessage() {}
+
+func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallProgress.ProtoReflect.Descriptor instead.
+func (*ToolCallProgress) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *ToolCallProgress) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallProgress) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// ServeToolsResponse is a message from mcpd on a ServeTools stream.
+type ServeToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Holds the message's payload.
+	//
+	// Types that are valid to be assigned to Message:
+	//
+	//	*ServeToolsResponse_Serving
+	//	*ServeToolsResponse_Call
+	//	*ServeToolsResponse_Cancel
+	Message       isServeToolsResponse_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServeToolsResponse) Reset() {
+	*x = ServeToolsResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServeToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServeToolsResponse) ProtoMessage() {}
+
+func (x *ServeToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServeToolsResponse.ProtoReflect.Descriptor instead.
+func (*ServeToolsResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *ServeToolsResponse) GetMessage() isServeToolsResponse_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *ServeToolsResponse) GetServing() *Server {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsResponse_Serving); ok {
+			return x.Serving
+		}
+	}
+	return nil
+}
+
+func (x *ServeToolsResponse) GetCall() *ToolCall {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsResponse_Call); ok {
+			return x.Call
+		}
+	}
+	return nil
+}
+
+func (x *ServeToolsResponse) GetCancel() *ToolCallCancel {
+	if x != nil {
+		if x, ok := x.Message.(*ServeToolsResponse_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+type isServeToolsResponse_Message interface {
+	isServeToolsResponse_Message()
+}
+
+type ServeToolsResponse_Serving struct {
+	// Confirms the declaration with the server's status; it is the first
+	// message.
+	Serving *Server `protobuf:"bytes,1,opt,name=serving,proto3,oneof"`
+}
+
+type ServeToolsResponse_Call struct {
+	// Carries a call to run and answer.
+	Call *ToolCall `protobuf:"bytes,2,opt,name=call,proto3,oneof"`
+}
+
+type ServeToolsResponse_Cancel struct {
+	// Says a caller gave up on a call (cancelled, or its deadline passed):
+	// the agent should stop it. A result sent after it is dropped.
+	Cancel *ToolCallCancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
+}
+
+func (*ServeToolsResponse_Serving) isServeToolsResponse_Message() {}
+
+func (*ServeToolsResponse_Call) isServeToolsResponse_Message() {}
+
+func (*ServeToolsResponse_Cancel) isServeToolsResponse_Message() {}
+
+// ToolCall is a call of one of the agent's tools.
+type ToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies the call; the result and progress name it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Gives the tool's own name (as declared, not qualified).
+	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Holds the arguments.
+	Arguments *structpb.Struct `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Holds the _meta the caller sent.
+	Meta *structpb.Struct `protobuf:"bytes,4,opt,name=meta,proto3" json:"meta,omitempty"`
+	// Gives the time after which the caller no longer waits, when it has
+	// one. Progress may extend a call that has no explicit timeout.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *ToolCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCall) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ToolCall) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *ToolCall) GetMeta() *structpb.Struct {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *ToolCall) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// ToolCallCancel asks the agent to stop one call.
+type ToolCallCancel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the id of the ToolCall.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Says why, when known.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallCancel) Reset() {
+	*x = ToolCallCancel{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallCancel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallCancel) ProtoMessage() {}
+
+func (x *ToolCallCancel) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallCancel.ProtoReflect.Descriptor instead.
+func (*ToolCallCancel) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *ToolCallCancel) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallCancel) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// StartPollRequest starts a poll.
+type StartPollRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the server.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Says what to poll.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*StartPollRequest_ResourceUri
+	//	*StartPollRequest_Tool
+	Target isStartPollRequest_Target `protobuf_oneof:"target"`
+	// Gives the time between two polls, at least 1s; unset means 5s.
+	Interval      *durationpb.Duration `protobuf:"bytes,4,opt,name=interval,proto3" json:"interval,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartPollRequest) Reset() {
+	*x = StartPollRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartPollRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartPollRequest) ProtoMessage() {}
+
+func (x *StartPollRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartPollRequest.ProtoReflect.Descriptor instead.
+func (*StartPollRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *StartPollRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *StartPollRequest) GetTarget() isStartPollRequest_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *StartPollRequest) GetResourceUri() string {
+	if x != nil {
+		if x, ok := x.Target.(*StartPollRequest_ResourceUri); ok {
+			return x.ResourceUri
+		}
+	}
+	return ""
+}
+
+func (x *StartPollRequest) GetTool() *PollToolCall {
+	if x != nil {
+		if x, ok := x.Target.(*StartPollRequest_Tool); ok {
+			return x.Tool
+		}
+	}
+	return nil
+}
+
+func (x *StartPollRequest) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+type isStartPollRequest_Target interface {
+	isStartPollRequest_Target()
+}
+
+type StartPollRequest_ResourceUri struct {
+	// Reads this resource URI.
+	ResourceUri string `protobuf:"bytes,2,opt,name=resource_uri,json=resourceUri,proto3,oneof"`
+}
+
+type StartPollRequest_Tool struct {
+	// Calls this tool.
+	Tool *PollToolCall `protobuf:"bytes,3,opt,name=tool,proto3,oneof"`
+}
+
+func (*StartPollRequest_ResourceUri) isStartPollRequest_Target() {}
+
+func (*StartPollRequest_Tool) isStartPollRequest_Target() {}
+
+// PollToolCall is the tool call a poll makes.
+type PollToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the server's own tool name (or the qualified name
+	// mcp__<server>__<tool> of a tool of the same server).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Holds the arguments.
+	Arguments     *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PollToolCall) Reset() {
+	*x = PollToolCall{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PollToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PollToolCall) ProtoMessage() {}
+
+func (x *PollToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PollToolCall.ProtoReflect.Descriptor instead.
+func (*PollToolCall) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *PollToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PollToolCall) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+// StartPollResponse gives the new poll.
+type StartPollResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the poll; its id names it in StopPoll and in events.
+	Poll          *Poll `protobuf:"bytes,1,opt,name=poll,proto3" json:"poll,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartPollResponse) Reset() {
+	*x = StartPollResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartPollResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartPollResponse) ProtoMessage() {}
+
+func (x *StartPollResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartPollResponse.ProtoReflect.Descriptor instead.
+func (*StartPollResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *StartPollResponse) GetPoll() *Poll {
+	if x != nil {
+		return x.Poll
+	}
+	return nil
+}
+
+// StopPollRequest names the poll to stop.
+type StopPollRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the poll id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopPollRequest) Reset() {
+	*x = StopPollRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopPollRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopPollRequest) ProtoMessage() {}
+
+func (x *StopPollRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopPollRequest.ProtoReflect.Descriptor instead.
+func (*StopPollRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *StopPollRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// StopPollResponse confirms StopPoll.
+type StopPollResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopPollResponse) Reset() {
+	*x = StopPollResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopPollResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopPollResponse) ProtoMessage() {}
+
+func (x *StopPollResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopPollResponse.ProtoReflect.Descriptor instead.
+func (*StopPollResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{99}
+}
+
+// ListPollsRequest lists polls.
+type ListPollsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPollsRequest) Reset() {
+	*x = ListPollsRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPollsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPollsRequest) ProtoMessage() {}
+
+func (x *ListPollsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPollsRequest.ProtoReflect.Descriptor instead.
+func (*ListPollsRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{100}
+}
+
+// ListPollsResponse gives the polls.
+type ListPollsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the polls, sorted by id.
+	Polls         []*Poll `protobuf:"bytes,1,rep,name=polls,proto3" json:"polls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPollsResponse) Reset() {
+	*x = ListPollsResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPollsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPollsResponse) ProtoMessage() {}
+
+func (x *ListPollsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPollsResponse.ProtoReflect.Descriptor instead.
+func (*ListPollsResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *ListPollsResponse) GetPolls() []*Poll {
+	if x != nil {
+		return x.Polls
+	}
+	return nil
+}
+
+// Poll describes one poll.
+type Poll struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the poll, unique per daemon.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Names the server.
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// Says what is polled.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*Poll_ResourceUri
+	//	*Poll_Tool
+	Target isPoll_Target `protobuf_oneof:"target"`
+	// Gives the time between two polls.
+	Interval *durationpb.Duration `protobuf:"bytes,5,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Says the poll waits for its server to be READY again.
+	Paused bool `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Counts the polls made.
+	Polls uint64 `protobuf:"varint,7,opt,name=polls,proto3" json:"polls,omitempty"`
+	// Counts the poll_result events published, the baseline included.
+	Changes uint64 `protobuf:"varint,8,opt,name=changes,proto3" json:"changes,omitempty"`
+	// Gives when the last poll ended; unset before the first.
+	LastPollTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_poll_time,json=lastPollTime,proto3" json:"last_poll_time,omitempty"`
+	// Explains why the last poll failed; empty when it succeeded.
+	LastError     string `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Poll) Reset() {
+	*x = Poll{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Poll) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Poll) ProtoMessage() {}
+
+func (x *Poll) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Poll.ProtoReflect.Descriptor instead.
+func (*Poll) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *Poll) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Poll) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *Poll) GetTarget() isPoll_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *Poll) GetResourceUri() string {
+	if x != nil {
+		if x, ok := x.Target.(*Poll_ResourceUri); ok {
+			return x.ResourceUri
+		}
+	}
+	return ""
+}
+
+func (x *Poll) GetTool() *PollToolCall {
+	if x != nil {
+		if x, ok := x.Target.(*Poll_Tool); ok {
+			return x.Tool
+		}
+	}
+	return nil
+}
+
+func (x *Poll) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *Poll) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *Poll) GetPolls() uint64 {
+	if x != nil {
+		return x.Polls
+	}
+	return 0
+}
+
+func (x *Poll) GetChanges() uint64 {
+	if x != nil {
+		return x.Changes
+	}
+	return 0
+}
+
+func (x *Poll) GetLastPollTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastPollTime
+	}
+	return nil
+}
+
+func (x *Poll) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+type isPoll_Target interface {
+	isPoll_Target()
+}
+
+type Poll_ResourceUri struct {
+	// Gives the resource URI read.
+	ResourceUri string `protobuf:"bytes,3,opt,name=resource_uri,json=resourceUri,proto3,oneof"`
+}
+
+type Poll_Tool struct {
+	// Gives the tool call made.
+	Tool *PollToolCall `protobuf:"bytes,4,opt,name=tool,proto3,oneof"`
+}
+
+func (*Poll_ResourceUri) isPoll_Target() {}
+
+func (*Poll_Tool) isPoll_Target() {}
+
+// PollResult is a poll's new result.
+type PollResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the poll.
+	PollId string `protobuf:"bytes,1,opt,name=poll_id,json=pollId,proto3" json:"poll_id,omitempty"`
+	// Says this is the poll's first result, which later ones are compared
+	// with.
+	Baseline bool `protobuf:"varint,2,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	// Gives the polled resource URI, for a resource poll.
+	ResourceUri string `protobuf:"bytes,3,opt,name=resource_uri,json=resourceUri,proto3" json:"resource_uri,omitempty"`
+	// Gives the qualified name of the polled tool, for a tool poll.
+	Tool string `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Holds the resource's contents, for a resource poll that succeeded.
+	Contents []*ResourceContents `protobuf:"bytes,5,rep,name=contents,proto3" json:"contents,omitempty"`
+	// Holds the tool's result, for a tool poll that succeeded (a tool that
+	// reports failure included: is_error is set).
+	ToolResult *CallToolResponse `protobuf:"bytes,6,opt,name=tool_result,json=toolResult,proto3" json:"tool_result,omitempty"`
+	// Explains why the poll failed; the poll goes on.
+	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PollResult) Reset() {
+	*x = PollResult{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PollResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PollResult) ProtoMessage() {}
+
+func (x *PollResult) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PollResult.ProtoReflect.Descriptor instead.
+func (*PollResult) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *PollResult) GetPollId() string {
+	if x != nil {
+		return x.PollId
+	}
+	return ""
+}
+
+func (x *PollResult) GetBaseline() bool {
+	if x != nil {
+		return x.Baseline
+	}
+	return false
+}
+
+func (x *PollResult) GetResourceUri() string {
+	if x != nil {
+		return x.ResourceUri
+	}
+	return ""
+}
+
+func (x *PollResult) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *PollResult) GetContents() []*ResourceContents {
+	if x != nil {
+		return x.Contents
+	}
+	return nil
+}
+
+func (x *PollResult) GetToolResult() *CallToolResponse {
+	if x != nil {
+		return x.ToolResult
+	}
+	return nil
+}
+
+func (x *PollResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// SearchToolsRequest searches the tools.
+type SearchToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the query, in natural language or keywords.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// Bounds the number of matches; 0 means 10, at most 100.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Restricts the search to these servers; empty means every READY server.
+	Servers       []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchToolsRequest) Reset() {
+	*x = SearchToolsRequest{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchToolsRequest) ProtoMessage() {}
+
+func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
+func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *SearchToolsRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SearchToolsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SearchToolsRequest) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+// SearchToolsResponse gives the best matches first.
+type SearchToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the matching tools, by decreasing score, ties by qualified name.
+	// Tools that share no term with the query are left out.
+	Matches       []*ToolMatch `protobuf:"bytes,1,rep,name=matches,proto3" json:"matches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchToolsResponse) Reset() {
+	*x = SearchToolsResponse{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchToolsResponse) ProtoMessage() {}
+
+func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
+func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{105}
+}
+
+func (x *SearchToolsResponse) GetMatches() []*ToolMatch {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+// ToolMatch is one tool that matches a query.
+type ToolMatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the tool.
+	Tool *Tool `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Gives the tool's BM25 score for the query; higher is better.
+	Score         float64 `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolMatch) Reset() {
+	*x = ToolMatch{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolMatch) ProtoMessage() {}
+
+func (x *ToolMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolMatch.ProtoReflect.Descriptor instead.
+func (*ToolMatch) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{106}
+}
+
+func (x *ToolMatch) GetTool() *Tool {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *ToolMatch) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
 }
 
 var File_mcpd_v1_mcpd_proto protoreflect.FileDescriptor
 
 const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\n" +
-	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaa\x04\n" +
+	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\x04\n" +
 	"\fServerConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x14.mcpd.v1.StdioConfigH\x00R\x05stdio\x12)\n" +
@@ -6517,7 +8465,8 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\n" +
 	"tools_deny\x18\t \x03(\tR\ttoolsDeny\x12*\n" +
 	"\x05oauth\x18\v \x01(\v2\x14.mcpd.v1.OAuthConfigR\x05oauth\x12/\n" +
-	"\x13strict_capabilities\x18\f \x01(\bR\x12strictCapabilitiesB\v\n" +
+	"\x13strict_capabilities\x18\f \x01(\bR\x12strictCapabilities\x12\x14\n" +
+	"\x05trace\x18\r \x01(\bR\x05traceB\v\n" +
 	"\ttransport\"\xcc\x03\n" +
 	"\vOAuthConfig\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12#\n" +
@@ -6558,7 +8507,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x0eImplementation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05title\x18\x03 \x01(\tR\x05title\"\xb2\x06\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\"\x9f\a\n" +
 	"\x06Server\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x14.mcpd.v1.ServerStateR\x05state\x120\n" +
@@ -6584,8 +8533,11 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\fheader_names\x18\x11 \x03(\tR\vheaderNames\x12\x10\n" +
 	"\x03pid\x18\x12 \x01(\x05R\x03pid\x12+\n" +
 	"\x11authorization_url\x18\x13 \x01(\tR\x10authorizationUrl\x12V\n" +
-	"\x19authorization_expire_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x17authorizationExpireTime\x12\x14\n" +
-	"\x05notes\x18\x15 \x03(\tR\x05notes\"_\n" +
+	"\x19authorization_expire_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x17authorizationExpireTime\x12*\n" +
+	"\x05scope\x18\x15 \x01(\x0e2\x14.mcpd.v1.ConfigScopeR\x05scope\x12\x16\n" +
+	"\x06source\x18\x16 \x01(\tR\x06source\x12\x14\n" +
+	"\x05notes\x18\x17 \x03(\tR\x05notes\x12'\n" +
+	"\x0fconfig_warnings\x18\x18 \x03(\tR\x0econfigWarnings\"_\n" +
 	"\x14ConnectServerRequest\x12-\n" +
 	"\x06server\x18\x01 \x01(\v2\x15.mcpd.v1.ServerConfigR\x06server\x12\x18\n" +
 	"\areplace\x18\x02 \x01(\bR\areplace\"@\n" +
@@ -6597,6 +8549,11 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x14RestartServerRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"@\n" +
 	"\x15RestartServerResponse\x12'\n" +
+	"\x06server\x18\x01 \x01(\v2\x0f.mcpd.v1.ServerR\x06server\"G\n" +
+	"\x17SetServerEnabledRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aenabled\x18\x02 \x01(\bR\aenabled\"C\n" +
+	"\x18SetServerEnabledResponse\x12'\n" +
 	"\x06server\x18\x01 \x01(\v2\x0f.mcpd.v1.ServerR\x06server\"&\n" +
 	"\x10GetServerRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"<\n" +
@@ -6804,15 +8761,17 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x10SetRootsResponse\"7\n" +
 	"\vResourceRef\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x10\n" +
-	"\x03uri\x18\x02 \x01(\tR\x03uri\"\xc9\x01\n" +
+	"\x03uri\x18\x02 \x01(\tR\x03uri\"\xb5\x02\n" +
 	"\x10SubscribeRequest\x12\x18\n" +
 	"\aservers\x18\x01 \x03(\tR\aservers\x122\n" +
 	"\tresources\x18\x02 \x03(\v2\x14.mcpd.v1.ResourceRefR\tresources\x12(\n" +
 	"\x05kinds\x18\x03 \x03(\x0e2\x12.mcpd.v1.EventKindR\x05kinds\x12*\n" +
-	"\x0eafter_sequence\x18\x04 \x01(\x04H\x00R\rafterSequence\x88\x01\x01B\x11\n" +
+	"\x0eafter_sequence\x18\x04 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12\x19\n" +
+	"\bpoll_ids\x18\x05 \x03(\tR\apollIds\x12O\n" +
+	"\x16fallback_poll_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x14fallbackPollIntervalB\x11\n" +
 	"\x0f_after_sequence\"9\n" +
 	"\x11SubscribeResponse\x12$\n" +
-	"\x05event\x18\x01 \x01(\v2\x0e.mcpd.v1.EventR\x05event\"\x8a\x04\n" +
+	"\x05event\x18\x01 \x01(\v2\x0e.mcpd.v1.EventR\x05event\"\xc2\x04\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
@@ -6824,7 +8783,9 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\fserver_state\x18\b \x01(\v2\x1b.mcpd.v1.ServerStateChangedH\x00R\vserverState\x12'\n" +
 	"\x03log\x18\t \x01(\v2\x13.mcpd.v1.LogMessageH\x00R\x03log\x12 \n" +
 	"\x03gap\x18\n" +
-	" \x01(\v2\f.mcpd.v1.GapH\x00R\x03gapB\x06\n" +
+	" \x01(\v2\f.mcpd.v1.GapH\x00R\x03gap\x126\n" +
+	"\vpoll_result\x18\v \x01(\v2\x13.mcpd.v1.PollResultH\x00R\n" +
+	"pollResultB\x06\n" +
 	"\x04kind\"#\n" +
 	"\x0fResourceUpdated\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\"\r\n" +
@@ -6847,7 +8808,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"registered\x18\x01 \x01(\v2\".mcpd.v1.ServerRequestRegistrationH\x00R\n" +
 	"registered\x122\n" +
 	"\arequest\x18\x02 \x01(\v2\x16.mcpd.v1.ServerRequestH\x00R\arequestB\t\n" +
-	"\amessage\"\xe6\x02\n" +
+	"\amessage\"\x9e\x03\n" +
 	"\rServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x126\n" +
@@ -6855,6 +8816,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\velicitation\x18\x04 \x01(\v2\x1b.mcpd.v1.ElicitationRequestH\x00R\velicitation\x12-\n" +
 	"\x05roots\x18\x05 \x01(\v2\x15.mcpd.v1.RootsRequestH\x00R\x05roots\x12E\n" +
 	"\rauthorization\x18\a \x01(\v2\x1d.mcpd.v1.AuthorizationRequestH\x00R\rauthorization\x126\n" +
+	"\bapproval\x18\b \x01(\v2\x18.mcpd.v1.ApprovalRequestH\x00R\bapproval\x126\n" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadlineB\x06\n" +
 	"\x04kind\"\xbc\x01\n" +
 	"\x0fSamplingRequest\x124\n" +
@@ -6872,13 +8834,14 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x10\n" +
 	"\x03url\x18\x04 \x01(\tR\x03url\x12%\n" +
 	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\x0e\n" +
-	"\fRootsRequest\"\xc6\x02\n" +
+	"\fRootsRequest\"\xfd\x02\n" +
 	"\x12ServerRequestReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
 	"\bsampling\x18\x02 \x01(\v2\x17.mcpd.v1.SamplingResultH\x00R\bsampling\x12>\n" +
 	"\velicitation\x18\x03 \x01(\v2\x1a.mcpd.v1.ElicitationResultH\x00R\velicitation\x12,\n" +
 	"\x05roots\x18\x04 \x01(\v2\x14.mcpd.v1.RootsResultH\x00R\x05roots\x12D\n" +
-	"\rauthorization\x18\x06 \x01(\v2\x1c.mcpd.v1.AuthorizationResultH\x00R\rauthorization\x12+\n" +
+	"\rauthorization\x18\x06 \x01(\v2\x1c.mcpd.v1.AuthorizationResultH\x00R\rauthorization\x125\n" +
+	"\bapproval\x18\a \x01(\v2\x17.mcpd.v1.ApprovalResultH\x00R\bapproval\x12+\n" +
 	"\x05error\x18\x05 \x01(\v2\x13.mcpd.v1.ReplyErrorH\x00R\x05errorB\b\n" +
 	"\x06result\"\x96\x01\n" +
 	"\x0eSamplingResult\x12!\n" +
@@ -6901,7 +8864,16 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\"8\n" +
 	"\x13AuthorizationResult\x12!\n" +
-	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\"Y\n" +
+	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\"\xc3\x01\n" +
+	"\x0fApprovalRequest\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x125\n" +
+	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\x129\n" +
+	"\vannotations\x18\x03 \x01(\v2\x17.google.protobuf.StructR\vannotations\x12\x12\n" +
+	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06caller\x18\x05 \x01(\tR\x06caller\"D\n" +
+	"\x0eApprovalResult\x12\x1a\n" +
+	"\bapproved\x18\x01 \x01(\bR\bapproved\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"Y\n" +
 	"\x1cCompleteAuthorizationRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12!\n" +
 	"\fredirect_url\x18\x02 \x01(\tR\vredirectUrl\"H\n" +
@@ -6909,7 +8881,99 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x06server\x18\x01 \x01(\v2\x0f.mcpd.v1.ServerR\x06server\"4\n" +
 	"\x1aForgetAuthorizationRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\"\x1d\n" +
-	"\x1bForgetAuthorizationResponse*\xdb\x01\n" +
+	"\x1bForgetAuthorizationResponse\"\xc6\x01\n" +
+	"\x11ServeToolsRequest\x12:\n" +
+	"\adeclare\x18\x01 \x01(\v2\x1e.mcpd.v1.ToolServerDeclarationH\x00R\adeclare\x121\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.mcpd.v1.ToolCallResultH\x00R\x06result\x127\n" +
+	"\bprogress\x18\x03 \x01(\v2\x19.mcpd.v1.ToolCallProgressH\x00R\bprogressB\t\n" +
+	"\amessage\"\xd6\x01\n" +
+	"\x15ToolServerDeclaration\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12-\n" +
+	"\x05tools\x18\x02 \x03(\v2\x17.mcpd.v1.ToolDefinitionR\x05tools\x12\x18\n" +
+	"\areplace\x18\x03 \x01(\bR\areplace\x12\"\n" +
+	"\finstructions\x18\x04 \x01(\tR\finstructions\x128\n" +
+	"\vserver_info\x18\x05 \x01(\v2\x17.mcpd.v1.ImplementationR\n" +
+	"serverInfo\"\xbf\x02\n" +
+	"\x0eToolDefinition\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12:\n" +
+	"\finput_schema\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12<\n" +
+	"\routput_schema\x18\x05 \x01(\v2\x17.google.protobuf.StructR\foutputSchema\x12:\n" +
+	"\vannotations\x18\x06 \x01(\v2\x18.mcpd.v1.ToolAnnotationsR\vannotations\x12+\n" +
+	"\x04meta\x18\a \x01(\v2\x17.google.protobuf.StructR\x04meta\"\x8d\x01\n" +
+	"\x0eToolCallResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
+	"\x06result\x18\x02 \x01(\v2\x19.mcpd.v1.CallToolResponseH\x00R\x06result\x12+\n" +
+	"\x05error\x18\x03 \x01(\v2\x13.mcpd.v1.ReplyErrorH\x00R\x05errorB\t\n" +
+	"\aoutcome\"Q\n" +
+	"\x10ToolCallProgress\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
+	"\bprogress\x18\x02 \x01(\v2\x11.mcpd.v1.ProgressR\bprogress\"\xa8\x01\n" +
+	"\x12ServeToolsResponse\x12+\n" +
+	"\aserving\x18\x01 \x01(\v2\x0f.mcpd.v1.ServerH\x00R\aserving\x12'\n" +
+	"\x04call\x18\x02 \x01(\v2\x11.mcpd.v1.ToolCallH\x00R\x04call\x121\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x17.mcpd.v1.ToolCallCancelH\x00R\x06cancelB\t\n" +
+	"\amessage\"\xca\x01\n" +
+	"\bToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x125\n" +
+	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12+\n" +
+	"\x04meta\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x04meta\x126\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"8\n" +
+	"\x0eToolCallCancel\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xbd\x01\n" +
+	"\x10StartPollRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12#\n" +
+	"\fresource_uri\x18\x02 \x01(\tH\x00R\vresourceUri\x12+\n" +
+	"\x04tool\x18\x03 \x01(\v2\x15.mcpd.v1.PollToolCallH\x00R\x04tool\x125\n" +
+	"\binterval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bintervalB\b\n" +
+	"\x06target\"Y\n" +
+	"\fPollToolCall\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
+	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\"6\n" +
+	"\x11StartPollResponse\x12!\n" +
+	"\x04poll\x18\x01 \x01(\v2\r.mcpd.v1.PollR\x04poll\"!\n" +
+	"\x0fStopPollRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x12\n" +
+	"\x10StopPollResponse\"\x12\n" +
+	"\x10ListPollsRequest\"8\n" +
+	"\x11ListPollsResponse\x12#\n" +
+	"\x05polls\x18\x01 \x03(\v2\r.mcpd.v1.PollR\x05polls\"\xea\x02\n" +
+	"\x04Poll\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12#\n" +
+	"\fresource_uri\x18\x03 \x01(\tH\x00R\vresourceUri\x12+\n" +
+	"\x04tool\x18\x04 \x01(\v2\x15.mcpd.v1.PollToolCallH\x00R\x04tool\x125\n" +
+	"\binterval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x16\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06paused\x12\x14\n" +
+	"\x05polls\x18\a \x01(\x04R\x05polls\x12\x18\n" +
+	"\achanges\x18\b \x01(\x04R\achanges\x12@\n" +
+	"\x0elast_poll_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\flastPollTime\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\n" +
+	" \x01(\tR\tlastErrorB\b\n" +
+	"\x06target\"\x81\x02\n" +
+	"\n" +
+	"PollResult\x12\x17\n" +
+	"\apoll_id\x18\x01 \x01(\tR\x06pollId\x12\x1a\n" +
+	"\bbaseline\x18\x02 \x01(\bR\bbaseline\x12!\n" +
+	"\fresource_uri\x18\x03 \x01(\tR\vresourceUri\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\x125\n" +
+	"\bcontents\x18\x05 \x03(\v2\x19.mcpd.v1.ResourceContentsR\bcontents\x12:\n" +
+	"\vtool_result\x18\x06 \x01(\v2\x19.mcpd.v1.CallToolResponseR\n" +
+	"toolResult\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\"Z\n" +
+	"\x12SearchToolsRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x18\n" +
+	"\aservers\x18\x03 \x03(\tR\aservers\"C\n" +
+	"\x13SearchToolsResponse\x12,\n" +
+	"\amatches\x18\x01 \x03(\v2\x12.mcpd.v1.ToolMatchR\amatches\"D\n" +
+	"\tToolMatch\x12!\n" +
+	"\x04tool\x18\x01 \x01(\v2\r.mcpd.v1.ToolR\x04tool\x12\x14\n" +
+	"\x05score\x18\x02 \x01(\x01R\x05score*\xf6\x01\n" +
 	"\vServerState\x12\x1c\n" +
 	"\x18SERVER_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SERVER_STATE_CONNECTING\x10\x01\x12\x16\n" +
@@ -6917,13 +8981,24 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x19SERVER_STATE_RECONNECTING\x10\x03\x12\x17\n" +
 	"\x13SERVER_STATE_FAILED\x10\x04\x12\x18\n" +
 	"\x14SERVER_STATE_STOPPED\x10\x05\x12'\n" +
-	"#SERVER_STATE_AUTHORIZATION_REQUIRED\x10\x06*v\n" +
+	"#SERVER_STATE_AUTHORIZATION_REQUIRED\x10\x06\x12\x19\n" +
+	"\x15SERVER_STATE_DISABLED\x10\a*\xd5\x01\n" +
+	"\vConfigScope\x12\x1c\n" +
+	"\x18CONFIG_SCOPE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14CONFIG_SCOPE_DEFAULT\x10\x01\x12\x18\n" +
+	"\x14CONFIG_SCOPE_MANAGED\x10\x02\x12\x15\n" +
+	"\x11CONFIG_SCOPE_USER\x10\x03\x12\x18\n" +
+	"\x14CONFIG_SCOPE_PROJECT\x10\x04\x12\x16\n" +
+	"\x12CONFIG_SCOPE_LOCAL\x10\x05\x12\x15\n" +
+	"\x11CONFIG_SCOPE_FLAG\x10\x06\x12\x14\n" +
+	"\x10CONFIG_SCOPE_API\x10\a*\x8b\x01\n" +
 	"\tTransport\x12\x19\n" +
 	"\x15TRANSPORT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTRANSPORT_STDIO\x10\x01\x12\x12\n" +
 	"\x0eTRANSPORT_HTTP\x10\x02\x12\x11\n" +
 	"\rTRANSPORT_SSE\x10\x03\x12\x12\n" +
-	"\x0eTRANSPORT_AUTO\x10\x04*?\n" +
+	"\x0eTRANSPORT_AUTO\x10\x04\x12\x13\n" +
+	"\x0fTRANSPORT_AGENT\x10\x05*?\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_USER\x10\x01\x12\x12\n" +
@@ -6937,7 +9012,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x0fLOG_LEVEL_ERROR\x10\x05\x12\x16\n" +
 	"\x12LOG_LEVEL_CRITICAL\x10\x06\x12\x13\n" +
 	"\x0fLOG_LEVEL_ALERT\x10\a\x12\x17\n" +
-	"\x13LOG_LEVEL_EMERGENCY\x10\b*\xd9\x01\n" +
+	"\x13LOG_LEVEL_EMERGENCY\x10\b*\xf5\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEVENT_KIND_RESOURCE_UPDATED\x10\x01\x12\x1c\n" +
@@ -6945,22 +9020,25 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x1aEVENT_KIND_PROMPTS_CHANGED\x10\x03\x12 \n" +
 	"\x1cEVENT_KIND_RESOURCES_CHANGED\x10\x04\x12\x1b\n" +
 	"\x17EVENT_KIND_SERVER_STATE\x10\x05\x12\x12\n" +
-	"\x0eEVENT_KIND_LOG\x10\x06*\xc5\x01\n" +
+	"\x0eEVENT_KIND_LOG\x10\x06\x12\x1a\n" +
+	"\x16EVENT_KIND_POLL_RESULT\x10\a*\xe7\x01\n" +
 	"\x11ServerRequestKind\x12#\n" +
 	"\x1fSERVER_REQUEST_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSERVER_REQUEST_KIND_SAMPLING\x10\x01\x12#\n" +
 	"\x1fSERVER_REQUEST_KIND_ELICITATION\x10\x02\x12\x1d\n" +
 	"\x19SERVER_REQUEST_KIND_ROOTS\x10\x03\x12%\n" +
-	"!SERVER_REQUEST_KIND_AUTHORIZATION\x10\x04*\x95\x01\n" +
+	"!SERVER_REQUEST_KIND_AUTHORIZATION\x10\x04\x12 \n" +
+	"\x1cSERVER_REQUEST_KIND_APPROVAL\x10\x05*\x95\x01\n" +
 	"\x11ElicitationAction\x12\"\n" +
 	"\x1eELICITATION_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ELICITATION_ACTION_ACCEPT\x10\x01\x12\x1e\n" +
 	"\x1aELICITATION_ACTION_DECLINE\x10\x02\x12\x1d\n" +
-	"\x19ELICITATION_ACTION_CANCEL\x10\x032\xee\f\n" +
+	"\x19ELICITATION_ACTION_CANCEL\x10\x032\xaf\x10\n" +
 	"\x06MCPHub\x12N\n" +
 	"\rConnectServer\x12\x1d.mcpd.v1.ConnectServerRequest\x1a\x1e.mcpd.v1.ConnectServerResponse\x12W\n" +
 	"\x10DisconnectServer\x12 .mcpd.v1.DisconnectServerRequest\x1a!.mcpd.v1.DisconnectServerResponse\x12N\n" +
-	"\rRestartServer\x12\x1d.mcpd.v1.RestartServerRequest\x1a\x1e.mcpd.v1.RestartServerResponse\x12G\n" +
+	"\rRestartServer\x12\x1d.mcpd.v1.RestartServerRequest\x1a\x1e.mcpd.v1.RestartServerResponse\x12W\n" +
+	"\x10SetServerEnabled\x12 .mcpd.v1.SetServerEnabledRequest\x1a!.mcpd.v1.SetServerEnabledResponse\x12G\n" +
 	"\tGetServer\x12\x19.mcpd.v1.GetServerRequest\x1a\x1a.mcpd.v1.GetServerResponse\"\x03\x90\x02\x01\x12M\n" +
 	"\vListServers\x12\x1b.mcpd.v1.ListServersRequest\x1a\x1c.mcpd.v1.ListServersResponse\"\x03\x90\x02\x01\x12G\n" +
 	"\tListTools\x12\x19.mcpd.v1.ListToolsRequest\x1a\x1a.mcpd.v1.ListToolsResponse\"\x03\x90\x02\x01\x12?\n" +
@@ -6977,7 +9055,13 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\tSubscribe\x12\x19.mcpd.v1.SubscribeRequest\x1a\x1a.mcpd.v1.SubscribeResponse0\x01\x12g\n" +
 	"\x14HandleServerRequests\x12$.mcpd.v1.HandleServerRequestsRequest\x1a%.mcpd.v1.HandleServerRequestsResponse(\x010\x01\x12f\n" +
 	"\x15CompleteAuthorization\x12%.mcpd.v1.CompleteAuthorizationRequest\x1a&.mcpd.v1.CompleteAuthorizationResponse\x12`\n" +
-	"\x13ForgetAuthorization\x12#.mcpd.v1.ForgetAuthorizationRequest\x1a$.mcpd.v1.ForgetAuthorizationResponseB\x89\x01\n" +
+	"\x13ForgetAuthorization\x12#.mcpd.v1.ForgetAuthorizationRequest\x1a$.mcpd.v1.ForgetAuthorizationResponse\x12I\n" +
+	"\n" +
+	"ServeTools\x12\x1a.mcpd.v1.ServeToolsRequest\x1a\x1b.mcpd.v1.ServeToolsResponse(\x010\x01\x12B\n" +
+	"\tStartPoll\x12\x19.mcpd.v1.StartPollRequest\x1a\x1a.mcpd.v1.StartPollResponse\x12?\n" +
+	"\bStopPoll\x12\x18.mcpd.v1.StopPollRequest\x1a\x19.mcpd.v1.StopPollResponse\x12G\n" +
+	"\tListPolls\x12\x19.mcpd.v1.ListPollsRequest\x1a\x1a.mcpd.v1.ListPollsResponse\"\x03\x90\x02\x01\x12M\n" +
+	"\vSearchTools\x12\x1b.mcpd.v1.SearchToolsRequest\x1a\x1c.mcpd.v1.SearchToolsResponse\"\x03\x90\x02\x01B\x89\x01\n" +
 	"\vcom.mcpd.v1B\tMcpdProtoP\x01Z2github.com/mcpd-project/mcpd/gen/go/mcpd/v1;mcpdv1\xa2\x02\x03MXX\xaa\x02\aMcpd.V1\xca\x02\aMcpd\\V1\xe2\x02\x13Mcpd\\V1\\GPBMetadata\xea\x02\bMcpd::V1b\x06proto3"
 
 var (
@@ -6992,262 +9076,337 @@ func file_mcpd_v1_mcpd_proto_rawDescGZIP() []byte {
 	return file_mcpd_v1_mcpd_proto_rawDescData
 }
 
-var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
 var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerState)(0),                      // 0: mcpd.v1.ServerState
-	(Transport)(0),                        // 1: mcpd.v1.Transport
-	(Role)(0),                             // 2: mcpd.v1.Role
-	(LogLevel)(0),                         // 3: mcpd.v1.LogLevel
-	(EventKind)(0),                        // 4: mcpd.v1.EventKind
-	(ServerRequestKind)(0),                // 5: mcpd.v1.ServerRequestKind
-	(ElicitationAction)(0),                // 6: mcpd.v1.ElicitationAction
-	(*ServerConfig)(nil),                  // 7: mcpd.v1.ServerConfig
-	(*OAuthConfig)(nil),                   // 8: mcpd.v1.OAuthConfig
-	(*OAuthIdentityProvider)(nil),         // 9: mcpd.v1.OAuthIdentityProvider
-	(*StdioConfig)(nil),                   // 10: mcpd.v1.StdioConfig
-	(*HttpConfig)(nil),                    // 11: mcpd.v1.HttpConfig
-	(*Implementation)(nil),                // 12: mcpd.v1.Implementation
-	(*Server)(nil),                        // 13: mcpd.v1.Server
-	(*ConnectServerRequest)(nil),          // 14: mcpd.v1.ConnectServerRequest
-	(*ConnectServerResponse)(nil),         // 15: mcpd.v1.ConnectServerResponse
-	(*DisconnectServerRequest)(nil),       // 16: mcpd.v1.DisconnectServerRequest
-	(*DisconnectServerResponse)(nil),      // 17: mcpd.v1.DisconnectServerResponse
-	(*RestartServerRequest)(nil),          // 18: mcpd.v1.RestartServerRequest
-	(*RestartServerResponse)(nil),         // 19: mcpd.v1.RestartServerResponse
-	(*GetServerRequest)(nil),              // 20: mcpd.v1.GetServerRequest
-	(*GetServerResponse)(nil),             // 21: mcpd.v1.GetServerResponse
-	(*ListServersRequest)(nil),            // 22: mcpd.v1.ListServersRequest
-	(*ListServersResponse)(nil),           // 23: mcpd.v1.ListServersResponse
-	(*ListToolsRequest)(nil),              // 24: mcpd.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),             // 25: mcpd.v1.ListToolsResponse
-	(*Tool)(nil),                          // 26: mcpd.v1.Tool
-	(*ToolAnnotations)(nil),               // 27: mcpd.v1.ToolAnnotations
-	(*CallToolRequest)(nil),               // 28: mcpd.v1.CallToolRequest
-	(*CallToolResponse)(nil),              // 29: mcpd.v1.CallToolResponse
-	(*Content)(nil),                       // 30: mcpd.v1.Content
-	(*TextContent)(nil),                   // 31: mcpd.v1.TextContent
-	(*MediaContent)(nil),                  // 32: mcpd.v1.MediaContent
-	(*ResourceLink)(nil),                  // 33: mcpd.v1.ResourceLink
-	(*ResourceContents)(nil),              // 34: mcpd.v1.ResourceContents
-	(*Annotations)(nil),                   // 35: mcpd.v1.Annotations
-	(*CallToolStreamRequest)(nil),         // 36: mcpd.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil),        // 37: mcpd.v1.CallToolStreamResponse
-	(*Progress)(nil),                      // 38: mcpd.v1.Progress
-	(*LogMessage)(nil),                    // 39: mcpd.v1.LogMessage
-	(*ListResourcesRequest)(nil),          // 40: mcpd.v1.ListResourcesRequest
-	(*ListResourcesResponse)(nil),         // 41: mcpd.v1.ListResourcesResponse
-	(*Resource)(nil),                      // 42: mcpd.v1.Resource
-	(*ListResourceTemplatesRequest)(nil),  // 43: mcpd.v1.ListResourceTemplatesRequest
-	(*ListResourceTemplatesResponse)(nil), // 44: mcpd.v1.ListResourceTemplatesResponse
-	(*ResourceTemplate)(nil),              // 45: mcpd.v1.ResourceTemplate
-	(*ReadResourceRequest)(nil),           // 46: mcpd.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),          // 47: mcpd.v1.ReadResourceResponse
-	(*ListPromptsRequest)(nil),            // 48: mcpd.v1.ListPromptsRequest
-	(*ListPromptsResponse)(nil),           // 49: mcpd.v1.ListPromptsResponse
-	(*Prompt)(nil),                        // 50: mcpd.v1.Prompt
-	(*PromptArgument)(nil),                // 51: mcpd.v1.PromptArgument
-	(*GetPromptRequest)(nil),              // 52: mcpd.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),             // 53: mcpd.v1.GetPromptResponse
-	(*PromptMessage)(nil),                 // 54: mcpd.v1.PromptMessage
-	(*CompleteRequest)(nil),               // 55: mcpd.v1.CompleteRequest
-	(*CompleteArgument)(nil),              // 56: mcpd.v1.CompleteArgument
-	(*CompleteResponse)(nil),              // 57: mcpd.v1.CompleteResponse
-	(*SetLogLevelRequest)(nil),            // 58: mcpd.v1.SetLogLevelRequest
-	(*SetLogLevelResponse)(nil),           // 59: mcpd.v1.SetLogLevelResponse
-	(*SetRootsRequest)(nil),               // 60: mcpd.v1.SetRootsRequest
-	(*Root)(nil),                          // 61: mcpd.v1.Root
-	(*SetRootsResponse)(nil),              // 62: mcpd.v1.SetRootsResponse
-	(*ResourceRef)(nil),                   // 63: mcpd.v1.ResourceRef
-	(*SubscribeRequest)(nil),              // 64: mcpd.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),             // 65: mcpd.v1.SubscribeResponse
-	(*Event)(nil),                         // 66: mcpd.v1.Event
-	(*ResourceUpdated)(nil),               // 67: mcpd.v1.ResourceUpdated
-	(*ListChanged)(nil),                   // 68: mcpd.v1.ListChanged
-	(*ServerStateChanged)(nil),            // 69: mcpd.v1.ServerStateChanged
-	(*Gap)(nil),                           // 70: mcpd.v1.Gap
-	(*HandleServerRequestsRequest)(nil),   // 71: mcpd.v1.HandleServerRequestsRequest
-	(*ServerRequestRegistration)(nil),     // 72: mcpd.v1.ServerRequestRegistration
-	(*HandleServerRequestsResponse)(nil),  // 73: mcpd.v1.HandleServerRequestsResponse
-	(*ServerRequest)(nil),                 // 74: mcpd.v1.ServerRequest
-	(*SamplingRequest)(nil),               // 75: mcpd.v1.SamplingRequest
-	(*SamplingMessage)(nil),               // 76: mcpd.v1.SamplingMessage
-	(*ElicitationRequest)(nil),            // 77: mcpd.v1.ElicitationRequest
-	(*RootsRequest)(nil),                  // 78: mcpd.v1.RootsRequest
-	(*ServerRequestReply)(nil),            // 79: mcpd.v1.ServerRequestReply
-	(*SamplingResult)(nil),                // 80: mcpd.v1.SamplingResult
-	(*ElicitationResult)(nil),             // 81: mcpd.v1.ElicitationResult
-	(*RootsResult)(nil),                   // 82: mcpd.v1.RootsResult
-	(*ReplyError)(nil),                    // 83: mcpd.v1.ReplyError
-	(*AuthorizationRequest)(nil),          // 84: mcpd.v1.AuthorizationRequest
-	(*AuthorizationResult)(nil),           // 85: mcpd.v1.AuthorizationResult
-	(*CompleteAuthorizationRequest)(nil),  // 86: mcpd.v1.CompleteAuthorizationRequest
-	(*CompleteAuthorizationResponse)(nil), // 87: mcpd.v1.CompleteAuthorizationResponse
-	(*ForgetAuthorizationRequest)(nil),    // 88: mcpd.v1.ForgetAuthorizationRequest
-	(*ForgetAuthorizationResponse)(nil),   // 89: mcpd.v1.ForgetAuthorizationResponse
-	nil,                                   // 90: mcpd.v1.StdioConfig.EnvEntry
-	nil,                                   // 91: mcpd.v1.HttpConfig.HeadersEntry
-	nil,                                   // 92: mcpd.v1.GetPromptRequest.ArgumentsEntry
-	nil,                                   // 93: mcpd.v1.CompleteRequest.ContextEntry
-	(*durationpb.Duration)(nil),           // 94: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 95: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),         // 96: google.protobuf.Timestamp
-	(*structpb.Value)(nil),                // 97: google.protobuf.Value
+	(ConfigScope)(0),                      // 1: mcpd.v1.ConfigScope
+	(Transport)(0),                        // 2: mcpd.v1.Transport
+	(Role)(0),                             // 3: mcpd.v1.Role
+	(LogLevel)(0),                         // 4: mcpd.v1.LogLevel
+	(EventKind)(0),                        // 5: mcpd.v1.EventKind
+	(ServerRequestKind)(0),                // 6: mcpd.v1.ServerRequestKind
+	(ElicitationAction)(0),                // 7: mcpd.v1.ElicitationAction
+	(*ServerConfig)(nil),                  // 8: mcpd.v1.ServerConfig
+	(*OAuthConfig)(nil),                   // 9: mcpd.v1.OAuthConfig
+	(*OAuthIdentityProvider)(nil),         // 10: mcpd.v1.OAuthIdentityProvider
+	(*StdioConfig)(nil),                   // 11: mcpd.v1.StdioConfig
+	(*HttpConfig)(nil),                    // 12: mcpd.v1.HttpConfig
+	(*Implementation)(nil),                // 13: mcpd.v1.Implementation
+	(*Server)(nil),                        // 14: mcpd.v1.Server
+	(*ConnectServerRequest)(nil),          // 15: mcpd.v1.ConnectServerRequest
+	(*ConnectServerResponse)(nil),         // 16: mcpd.v1.ConnectServerResponse
+	(*DisconnectServerRequest)(nil),       // 17: mcpd.v1.DisconnectServerRequest
+	(*DisconnectServerResponse)(nil),      // 18: mcpd.v1.DisconnectServerResponse
+	(*RestartServerRequest)(nil),          // 19: mcpd.v1.RestartServerRequest
+	(*RestartServerResponse)(nil),         // 20: mcpd.v1.RestartServerResponse
+	(*SetServerEnabledRequest)(nil),       // 21: mcpd.v1.SetServerEnabledRequest
+	(*SetServerEnabledResponse)(nil),      // 22: mcpd.v1.SetServerEnabledResponse
+	(*GetServerRequest)(nil),              // 23: mcpd.v1.GetServerRequest
+	(*GetServerResponse)(nil),             // 24: mcpd.v1.GetServerResponse
+	(*ListServersRequest)(nil),            // 25: mcpd.v1.ListServersRequest
+	(*ListServersResponse)(nil),           // 26: mcpd.v1.ListServersResponse
+	(*ListToolsRequest)(nil),              // 27: mcpd.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),             // 28: mcpd.v1.ListToolsResponse
+	(*Tool)(nil),                          // 29: mcpd.v1.Tool
+	(*ToolAnnotations)(nil),               // 30: mcpd.v1.ToolAnnotations
+	(*CallToolRequest)(nil),               // 31: mcpd.v1.CallToolRequest
+	(*CallToolResponse)(nil),              // 32: mcpd.v1.CallToolResponse
+	(*Content)(nil),                       // 33: mcpd.v1.Content
+	(*TextContent)(nil),                   // 34: mcpd.v1.TextContent
+	(*MediaContent)(nil),                  // 35: mcpd.v1.MediaContent
+	(*ResourceLink)(nil),                  // 36: mcpd.v1.ResourceLink
+	(*ResourceContents)(nil),              // 37: mcpd.v1.ResourceContents
+	(*Annotations)(nil),                   // 38: mcpd.v1.Annotations
+	(*CallToolStreamRequest)(nil),         // 39: mcpd.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),        // 40: mcpd.v1.CallToolStreamResponse
+	(*Progress)(nil),                      // 41: mcpd.v1.Progress
+	(*LogMessage)(nil),                    // 42: mcpd.v1.LogMessage
+	(*ListResourcesRequest)(nil),          // 43: mcpd.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil),         // 44: mcpd.v1.ListResourcesResponse
+	(*Resource)(nil),                      // 45: mcpd.v1.Resource
+	(*ListResourceTemplatesRequest)(nil),  // 46: mcpd.v1.ListResourceTemplatesRequest
+	(*ListResourceTemplatesResponse)(nil), // 47: mcpd.v1.ListResourceTemplatesResponse
+	(*ResourceTemplate)(nil),              // 48: mcpd.v1.ResourceTemplate
+	(*ReadResourceRequest)(nil),           // 49: mcpd.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),          // 50: mcpd.v1.ReadResourceResponse
+	(*ListPromptsRequest)(nil),            // 51: mcpd.v1.ListPromptsRequest
+	(*ListPromptsResponse)(nil),           // 52: mcpd.v1.ListPromptsResponse
+	(*Prompt)(nil),                        // 53: mcpd.v1.Prompt
+	(*PromptArgument)(nil),                // 54: mcpd.v1.PromptArgument
+	(*GetPromptRequest)(nil),              // 55: mcpd.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),             // 56: mcpd.v1.GetPromptResponse
+	(*PromptMessage)(nil),                 // 57: mcpd.v1.PromptMessage
+	(*CompleteRequest)(nil),               // 58: mcpd.v1.CompleteRequest
+	(*CompleteArgument)(nil),              // 59: mcpd.v1.CompleteArgument
+	(*CompleteResponse)(nil),              // 60: mcpd.v1.CompleteResponse
+	(*SetLogLevelRequest)(nil),            // 61: mcpd.v1.SetLogLevelRequest
+	(*SetLogLevelResponse)(nil),           // 62: mcpd.v1.SetLogLevelResponse
+	(*SetRootsRequest)(nil),               // 63: mcpd.v1.SetRootsRequest
+	(*Root)(nil),                          // 64: mcpd.v1.Root
+	(*SetRootsResponse)(nil),              // 65: mcpd.v1.SetRootsResponse
+	(*ResourceRef)(nil),                   // 66: mcpd.v1.ResourceRef
+	(*SubscribeRequest)(nil),              // 67: mcpd.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),             // 68: mcpd.v1.SubscribeResponse
+	(*Event)(nil),                         // 69: mcpd.v1.Event
+	(*ResourceUpdated)(nil),               // 70: mcpd.v1.ResourceUpdated
+	(*ListChanged)(nil),                   // 71: mcpd.v1.ListChanged
+	(*ServerStateChanged)(nil),            // 72: mcpd.v1.ServerStateChanged
+	(*Gap)(nil),                           // 73: mcpd.v1.Gap
+	(*HandleServerRequestsRequest)(nil),   // 74: mcpd.v1.HandleServerRequestsRequest
+	(*ServerRequestRegistration)(nil),     // 75: mcpd.v1.ServerRequestRegistration
+	(*HandleServerRequestsResponse)(nil),  // 76: mcpd.v1.HandleServerRequestsResponse
+	(*ServerRequest)(nil),                 // 77: mcpd.v1.ServerRequest
+	(*SamplingRequest)(nil),               // 78: mcpd.v1.SamplingRequest
+	(*SamplingMessage)(nil),               // 79: mcpd.v1.SamplingMessage
+	(*ElicitationRequest)(nil),            // 80: mcpd.v1.ElicitationRequest
+	(*RootsRequest)(nil),                  // 81: mcpd.v1.RootsRequest
+	(*ServerRequestReply)(nil),            // 82: mcpd.v1.ServerRequestReply
+	(*SamplingResult)(nil),                // 83: mcpd.v1.SamplingResult
+	(*ElicitationResult)(nil),             // 84: mcpd.v1.ElicitationResult
+	(*RootsResult)(nil),                   // 85: mcpd.v1.RootsResult
+	(*ReplyError)(nil),                    // 86: mcpd.v1.ReplyError
+	(*AuthorizationRequest)(nil),          // 87: mcpd.v1.AuthorizationRequest
+	(*AuthorizationResult)(nil),           // 88: mcpd.v1.AuthorizationResult
+	(*ApprovalRequest)(nil),               // 89: mcpd.v1.ApprovalRequest
+	(*ApprovalResult)(nil),                // 90: mcpd.v1.ApprovalResult
+	(*CompleteAuthorizationRequest)(nil),  // 91: mcpd.v1.CompleteAuthorizationRequest
+	(*CompleteAuthorizationResponse)(nil), // 92: mcpd.v1.CompleteAuthorizationResponse
+	(*ForgetAuthorizationRequest)(nil),    // 93: mcpd.v1.ForgetAuthorizationRequest
+	(*ForgetAuthorizationResponse)(nil),   // 94: mcpd.v1.ForgetAuthorizationResponse
+	(*ServeToolsRequest)(nil),             // 95: mcpd.v1.ServeToolsRequest
+	(*ToolServerDeclaration)(nil),         // 96: mcpd.v1.ToolServerDeclaration
+	(*ToolDefinition)(nil),                // 97: mcpd.v1.ToolDefinition
+	(*ToolCallResult)(nil),                // 98: mcpd.v1.ToolCallResult
+	(*ToolCallProgress)(nil),              // 99: mcpd.v1.ToolCallProgress
+	(*ServeToolsResponse)(nil),            // 100: mcpd.v1.ServeToolsResponse
+	(*ToolCall)(nil),                      // 101: mcpd.v1.ToolCall
+	(*ToolCallCancel)(nil),                // 102: mcpd.v1.ToolCallCancel
+	(*StartPollRequest)(nil),              // 103: mcpd.v1.StartPollRequest
+	(*PollToolCall)(nil),                  // 104: mcpd.v1.PollToolCall
+	(*StartPollResponse)(nil),             // 105: mcpd.v1.StartPollResponse
+	(*StopPollRequest)(nil),               // 106: mcpd.v1.StopPollRequest
+	(*StopPollResponse)(nil),              // 107: mcpd.v1.StopPollResponse
+	(*ListPollsRequest)(nil),              // 108: mcpd.v1.ListPollsRequest
+	(*ListPollsResponse)(nil),             // 109: mcpd.v1.ListPollsResponse
+	(*Poll)(nil),                          // 110: mcpd.v1.Poll
+	(*PollResult)(nil),                    // 111: mcpd.v1.PollResult
+	(*SearchToolsRequest)(nil),            // 112: mcpd.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),           // 113: mcpd.v1.SearchToolsResponse
+	(*ToolMatch)(nil),                     // 114: mcpd.v1.ToolMatch
+	nil,                                   // 115: mcpd.v1.StdioConfig.EnvEntry
+	nil,                                   // 116: mcpd.v1.HttpConfig.HeadersEntry
+	nil,                                   // 117: mcpd.v1.GetPromptRequest.ArgumentsEntry
+	nil,                                   // 118: mcpd.v1.CompleteRequest.ContextEntry
+	(*durationpb.Duration)(nil),           // 119: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 120: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),         // 121: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                // 122: google.protobuf.Value
 }
 var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
-	10,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
-	11,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
-	11,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
-	11,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
-	94,  // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	94,  // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
-	8,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
-	9,   // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
-	90,  // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	91,  // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	11,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
+	12,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
+	12,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
+	12,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
+	119, // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	119, // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	9,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
+	10,  // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
+	115, // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	116, // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
 	0,   // 10: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
-	1,   // 11: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
-	12,  // 12: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	95,  // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	96,  // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	96,  // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
-	7,   // 16: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
-	13,  // 17: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
-	13,  // 18: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
-	13,  // 19: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
-	13,  // 20: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
-	26,  // 21: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	95,  // 22: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	95,  // 23: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
-	27,  // 24: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	95,  // 25: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
-	95,  // 26: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	94,  // 27: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	95,  // 28: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
-	30,  // 29: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	97,  // 30: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	95,  // 31: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
-	31,  // 32: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
-	32,  // 33: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
-	32,  // 34: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
-	33,  // 35: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
-	34,  // 36: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
-	35,  // 37: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 38: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
-	95,  // 39: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
-	2,   // 40: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	95,  // 41: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	94,  // 42: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	95,  // 43: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
-	38,  // 44: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
-	39,  // 45: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
-	29,  // 46: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
-	3,   // 47: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	97,  // 48: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
-	42,  // 49: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
-	35,  // 50: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 51: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
-	45,  // 52: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
-	35,  // 53: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	95,  // 54: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
-	34,  // 55: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	95,  // 56: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
-	50,  // 57: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
-	51,  // 58: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	95,  // 59: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
-	92,  // 60: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
-	54,  // 61: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	95,  // 62: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
-	2,   // 63: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
-	30,  // 64: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
-	56,  // 65: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	93,  // 66: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
-	3,   // 67: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
-	61,  // 68: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
-	63,  // 69: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
-	4,   // 70: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
-	66,  // 71: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	96,  // 72: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
-	67,  // 73: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
-	68,  // 74: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
-	68,  // 75: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
-	68,  // 76: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
-	69,  // 77: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
-	39,  // 78: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
-	70,  // 79: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
-	0,   // 80: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
-	72,  // 81: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
-	79,  // 82: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
-	5,   // 83: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
-	72,  // 84: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
-	74,  // 85: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
-	75,  // 86: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
-	77,  // 87: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
-	78,  // 88: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
-	84,  // 89: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
-	96,  // 90: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
-	76,  // 91: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	95,  // 92: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
-	2,   // 93: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
-	30,  // 94: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	95,  // 95: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	80,  // 96: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	81,  // 97: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	82,  // 98: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	85,  // 99: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
-	83,  // 100: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	2,   // 101: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	30,  // 102: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	6,   // 103: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	95,  // 104: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	61,  // 105: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	96,  // 106: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
-	13,  // 107: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	14,  // 108: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	16,  // 109: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	18,  // 110: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	20,  // 111: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	22,  // 112: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	24,  // 113: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	28,  // 114: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	36,  // 115: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	40,  // 116: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	43,  // 117: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	46,  // 118: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	48,  // 119: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	52,  // 120: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	55,  // 121: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	58,  // 122: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	60,  // 123: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	64,  // 124: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	71,  // 125: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	86,  // 126: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	88,  // 127: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	15,  // 128: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	17,  // 129: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	19,  // 130: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	21,  // 131: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	23,  // 132: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	25,  // 133: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	29,  // 134: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	37,  // 135: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	41,  // 136: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	44,  // 137: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	47,  // 138: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	49,  // 139: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	53,  // 140: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	57,  // 141: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	59,  // 142: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	62,  // 143: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	65,  // 144: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	73,  // 145: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	87,  // 146: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	89,  // 147: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	128, // [128:148] is the sub-list for method output_type
-	108, // [108:128] is the sub-list for method input_type
-	108, // [108:108] is the sub-list for extension type_name
-	108, // [108:108] is the sub-list for extension extendee
-	0,   // [0:108] is the sub-list for field type_name
+	2,   // 11: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
+	13,  // 12: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
+	120, // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	121, // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	121, // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
+	1,   // 16: mcpd.v1.Server.scope:type_name -> mcpd.v1.ConfigScope
+	8,   // 17: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
+	14,  // 18: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
+	14,  // 19: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
+	14,  // 20: mcpd.v1.SetServerEnabledResponse.server:type_name -> mcpd.v1.Server
+	14,  // 21: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
+	14,  // 22: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
+	29,  // 23: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
+	120, // 24: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	120, // 25: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	30,  // 26: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
+	120, // 27: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	120, // 28: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	119, // 29: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	120, // 30: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	33,  // 31: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
+	122, // 32: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	120, // 33: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	34,  // 34: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
+	35,  // 35: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
+	35,  // 36: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
+	36,  // 37: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
+	37,  // 38: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
+	38,  // 39: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
+	120, // 40: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	120, // 41: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	3,   // 42: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
+	120, // 43: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	119, // 44: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	120, // 45: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	41,  // 46: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
+	42,  // 47: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
+	32,  // 48: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
+	4,   // 49: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
+	122, // 50: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	45,  // 51: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
+	38,  // 52: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
+	120, // 53: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	48,  // 54: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
+	38,  // 55: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
+	120, // 56: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	37,  // 57: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
+	120, // 58: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	53,  // 59: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
+	54,  // 60: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
+	120, // 61: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	117, // 62: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	57,  // 63: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
+	120, // 64: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	3,   // 65: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
+	33,  // 66: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
+	59,  // 67: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
+	118, // 68: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	4,   // 69: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
+	64,  // 70: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
+	66,  // 71: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
+	5,   // 72: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
+	119, // 73: mcpd.v1.SubscribeRequest.fallback_poll_interval:type_name -> google.protobuf.Duration
+	69,  // 74: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
+	121, // 75: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	70,  // 76: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
+	71,  // 77: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
+	71,  // 78: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
+	71,  // 79: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
+	72,  // 80: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
+	42,  // 81: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
+	73,  // 82: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
+	111, // 83: mcpd.v1.Event.poll_result:type_name -> mcpd.v1.PollResult
+	0,   // 84: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
+	75,  // 85: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
+	82,  // 86: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
+	6,   // 87: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
+	75,  // 88: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
+	77,  // 89: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
+	78,  // 90: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
+	80,  // 91: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
+	81,  // 92: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
+	87,  // 93: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
+	89,  // 94: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
+	121, // 95: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	79,  // 96: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
+	120, // 97: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	3,   // 98: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
+	33,  // 99: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
+	120, // 100: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	83,  // 101: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	84,  // 102: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	85,  // 103: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	88,  // 104: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
+	90,  // 105: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
+	86,  // 106: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	3,   // 107: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	33,  // 108: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	7,   // 109: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	120, // 110: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	64,  // 111: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	121, // 112: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	120, // 113: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
+	120, // 114: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
+	14,  // 115: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	96,  // 116: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
+	98,  // 117: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
+	99,  // 118: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
+	97,  // 119: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
+	13,  // 120: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
+	120, // 121: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	120, // 122: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	30,  // 123: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
+	120, // 124: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
+	32,  // 125: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
+	86,  // 126: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
+	41,  // 127: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
+	14,  // 128: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
+	101, // 129: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
+	102, // 130: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
+	120, // 131: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	120, // 132: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
+	121, // 133: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
+	104, // 134: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
+	119, // 135: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
+	120, // 136: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
+	110, // 137: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
+	110, // 138: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
+	104, // 139: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
+	119, // 140: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
+	121, // 141: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
+	37,  // 142: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
+	32,  // 143: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
+	114, // 144: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
+	29,  // 145: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
+	15,  // 146: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	17,  // 147: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	19,  // 148: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	21,  // 149: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
+	23,  // 150: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	25,  // 151: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	27,  // 152: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	31,  // 153: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	39,  // 154: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	43,  // 155: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	46,  // 156: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	49,  // 157: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	51,  // 158: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	55,  // 159: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	58,  // 160: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	61,  // 161: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	63,  // 162: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	67,  // 163: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	74,  // 164: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	91,  // 165: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	93,  // 166: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	95,  // 167: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
+	103, // 168: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
+	106, // 169: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
+	108, // 170: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
+	112, // 171: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
+	16,  // 172: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	18,  // 173: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	20,  // 174: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	22,  // 175: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
+	24,  // 176: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	26,  // 177: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	28,  // 178: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	32,  // 179: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	40,  // 180: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	44,  // 181: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	47,  // 182: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	50,  // 183: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	52,  // 184: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	56,  // 185: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	60,  // 186: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	62,  // 187: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	65,  // 188: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	68,  // 189: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	76,  // 190: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	92,  // 191: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	94,  // 192: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	100, // 193: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
+	105, // 194: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
+	107, // 195: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
+	109, // 196: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
+	113, // 197: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
+	172, // [172:198] is the sub-list for method output_type
+	146, // [146:172] is the sub-list for method input_type
+	146, // [146:146] is the sub-list for extension type_name
+	146, // [146:146] is the sub-list for extension extendee
+	0,   // [0:146] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -7261,34 +9420,34 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerConfig_Sse)(nil),
 		(*ServerConfig_Remote)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[20].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[23].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[22].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[25].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Audio)(nil),
 		(*Content_ResourceLink)(nil),
 		(*Content_Resource)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[26].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[27].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[28].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[29].OneofWrappers = []any{
 		(*ResourceContents_Text)(nil),
 		(*ResourceContents_Blob)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[28].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[30].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[30].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[32].OneofWrappers = []any{
 		(*CallToolStreamResponse_Progress)(nil),
 		(*CallToolStreamResponse_Log)(nil),
 		(*CallToolStreamResponse_Result)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[31].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[35].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[48].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[33].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[37].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[50].OneofWrappers = []any{
 		(*CompleteRequest_Prompt)(nil),
 		(*CompleteRequest_ResourceTemplate)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[50].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[57].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[59].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[52].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[59].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[61].OneofWrappers = []any{
 		(*Event_ResourceUpdated)(nil),
 		(*Event_ToolsChanged)(nil),
 		(*Event_PromptsChanged)(nil),
@@ -7296,35 +9455,60 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*Event_ServerState)(nil),
 		(*Event_Log)(nil),
 		(*Event_Gap)(nil),
+		(*Event_PollResult)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[64].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[66].OneofWrappers = []any{
 		(*HandleServerRequestsRequest_Register)(nil),
 		(*HandleServerRequestsRequest_Reply)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[66].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[68].OneofWrappers = []any{
 		(*HandleServerRequestsResponse_Registered)(nil),
 		(*HandleServerRequestsResponse_Request)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[67].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[69].OneofWrappers = []any{
 		(*ServerRequest_Sampling)(nil),
 		(*ServerRequest_Elicitation)(nil),
 		(*ServerRequest_Roots)(nil),
 		(*ServerRequest_Authorization)(nil),
+		(*ServerRequest_Approval)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[72].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[74].OneofWrappers = []any{
 		(*ServerRequestReply_Sampling)(nil),
 		(*ServerRequestReply_Elicitation)(nil),
 		(*ServerRequestReply_Roots)(nil),
 		(*ServerRequestReply_Authorization)(nil),
+		(*ServerRequestReply_Approval)(nil),
 		(*ServerRequestReply_Error)(nil),
+	}
+	file_mcpd_v1_mcpd_proto_msgTypes[87].OneofWrappers = []any{
+		(*ServeToolsRequest_Declare)(nil),
+		(*ServeToolsRequest_Result)(nil),
+		(*ServeToolsRequest_Progress)(nil),
+	}
+	file_mcpd_v1_mcpd_proto_msgTypes[90].OneofWrappers = []any{
+		(*ToolCallResult_Result)(nil),
+		(*ToolCallResult_Error)(nil),
+	}
+	file_mcpd_v1_mcpd_proto_msgTypes[92].OneofWrappers = []any{
+		(*ServeToolsResponse_Serving)(nil),
+		(*ServeToolsResponse_Call)(nil),
+		(*ServeToolsResponse_Cancel)(nil),
+	}
+	file_mcpd_v1_mcpd_proto_msgTypes[95].OneofWrappers = []any{
+		(*StartPollRequest_ResourceUri)(nil),
+		(*StartPollRequest_Tool)(nil),
+	}
+	file_mcpd_v1_mcpd_proto_msgTypes[102].OneofWrappers = []any{
+		(*Poll_ResourceUri)(nil),
+		(*Poll_Tool)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpd_v1_mcpd_proto_rawDesc), len(file_mcpd_v1_mcpd_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   87,
+			NumEnums:      8,
+			NumMessages:   111,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

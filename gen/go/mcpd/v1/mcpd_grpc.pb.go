@@ -22,6 +22,7 @@ const (
 	MCPHub_ConnectServer_FullMethodName         = "/mcpd.v1.MCPHub/ConnectServer"
 	MCPHub_DisconnectServer_FullMethodName      = "/mcpd.v1.MCPHub/DisconnectServer"
 	MCPHub_RestartServer_FullMethodName         = "/mcpd.v1.MCPHub/RestartServer"
+	MCPHub_SetServerEnabled_FullMethodName      = "/mcpd.v1.MCPHub/SetServerEnabled"
 	MCPHub_GetServer_FullMethodName             = "/mcpd.v1.MCPHub/GetServer"
 	MCPHub_ListServers_FullMethodName           = "/mcpd.v1.MCPHub/ListServers"
 	MCPHub_ListTools_FullMethodName             = "/mcpd.v1.MCPHub/ListTools"
@@ -39,6 +40,11 @@ const (
 	MCPHub_HandleServerRequests_FullMethodName  = "/mcpd.v1.MCPHub/HandleServerRequests"
 	MCPHub_CompleteAuthorization_FullMethodName = "/mcpd.v1.MCPHub/CompleteAuthorization"
 	MCPHub_ForgetAuthorization_FullMethodName   = "/mcpd.v1.MCPHub/ForgetAuthorization"
+	MCPHub_ServeTools_FullMethodName            = "/mcpd.v1.MCPHub/ServeTools"
+	MCPHub_StartPoll_FullMethodName             = "/mcpd.v1.MCPHub/StartPoll"
+	MCPHub_StopPoll_FullMethodName              = "/mcpd.v1.MCPHub/StopPoll"
+	MCPHub_ListPolls_FullMethodName             = "/mcpd.v1.MCPHub/ListPolls"
+	MCPHub_SearchTools_FullMethodName           = "/mcpd.v1.MCPHub/SearchTools"
 )
 
 // MCPHubClient is the client API for MCPHub service.
@@ -58,6 +64,11 @@ type MCPHubClient interface {
 	DisconnectServer(ctx context.Context, in *DisconnectServerRequest, opts ...grpc.CallOption) (*DisconnectServerResponse, error)
 	// Stops a server and connects it again with the same configuration.
 	RestartServer(ctx context.Context, in *RestartServerRequest, opts ...grpc.CallOption) (*RestartServerResponse, error)
+	// Disables a server (stops it and keeps it, with its configuration, in
+	// SERVER_STATE_DISABLED) or enables a disabled one and waits until it is
+	// ready or has failed. The choice outlives a config reload and, with a
+	// state file, a restart of mcpd.
+	SetServerEnabled(ctx context.Context, in *SetServerEnabledRequest, opts ...grpc.CallOption) (*SetServerEnabledResponse, error)
 	// Returns the status of one server.
 	GetServer(ctx context.Context, in *GetServerRequest, opts ...grpc.CallOption) (*GetServerResponse, error)
 	// Returns the status of every server, sorted by name.
@@ -109,6 +120,27 @@ type MCPHubClient interface {
 	// Deletes a server's OAuth tokens and client registration, on disk and in
 	// memory; its next refused request asks for authorization again.
 	ForgetAuthorization(ctx context.Context, in *ForgetAuthorizationRequest, opts ...grpc.CallOption) (*ForgetAuthorizationResponse, error)
+	// Serves tools that the agent itself defines, as a server of transport
+	// TRANSPORT_AGENT. The first message declares the server and its tools;
+	// the server is READY while the stream lives and STOPPED after it ends.
+	// mcpd forwards every call of those tools on the stream and awaits the
+	// result by id. Needs the manage permission for the server.
+	ServeTools(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ServeToolsRequest, ServeToolsResponse], error)
+	// Starts polling a resource or a tool of a server on an interval, for
+	// servers that cannot notify. The poll belongs to mcpd: it survives
+	// upstream restarts and Subscribe reconnects, pauses while its server is
+	// not READY, and ends with StopPoll or when its server is removed. Each
+	// result that differs from the previous one is a poll_result event on
+	// Subscribe; the first result is the baseline.
+	StartPoll(ctx context.Context, in *StartPollRequest, opts ...grpc.CallOption) (*StartPollResponse, error)
+	// Stops a poll.
+	StopPoll(ctx context.Context, in *StopPollRequest, opts ...grpc.CallOption) (*StopPollResponse, error)
+	// Lists the polls the caller may see.
+	ListPolls(ctx context.Context, in *ListPollsRequest, opts ...grpc.CallOption) (*ListPollsResponse, error)
+	// Ranks the tools of every READY server by relevance to a query (BM25
+	// over the tool's name, title, description and parameter names), so that
+	// an agent can hand its model only the few tools that fit.
+	SearchTools(ctx context.Context, in *SearchToolsRequest, opts ...grpc.CallOption) (*SearchToolsResponse, error)
 }
 
 type mCPHubClient struct {
@@ -143,6 +175,16 @@ func (c *mCPHubClient) RestartServer(ctx context.Context, in *RestartServerReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RestartServerResponse)
 	err := c.cc.Invoke(ctx, MCPHub_RestartServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mCPHubClient) SetServerEnabled(ctx context.Context, in *SetServerEnabledRequest, opts ...grpc.CallOption) (*SetServerEnabledResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetServerEnabledResponse)
+	err := c.cc.Invoke(ctx, MCPHub_SetServerEnabled_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +382,59 @@ func (c *mCPHubClient) ForgetAuthorization(ctx context.Context, in *ForgetAuthor
 	return out, nil
 }
 
+func (c *mCPHubClient) ServeTools(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ServeToolsRequest, ServeToolsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MCPHub_ServiceDesc.Streams[3], MCPHub_ServeTools_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ServeToolsRequest, ServeToolsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MCPHub_ServeToolsClient = grpc.BidiStreamingClient[ServeToolsRequest, ServeToolsResponse]
+
+func (c *mCPHubClient) StartPoll(ctx context.Context, in *StartPollRequest, opts ...grpc.CallOption) (*StartPollResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartPollResponse)
+	err := c.cc.Invoke(ctx, MCPHub_StartPoll_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mCPHubClient) StopPoll(ctx context.Context, in *StopPollRequest, opts ...grpc.CallOption) (*StopPollResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StopPollResponse)
+	err := c.cc.Invoke(ctx, MCPHub_StopPoll_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mCPHubClient) ListPolls(ctx context.Context, in *ListPollsRequest, opts ...grpc.CallOption) (*ListPollsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPollsResponse)
+	err := c.cc.Invoke(ctx, MCPHub_ListPolls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *mCPHubClient) SearchTools(ctx context.Context, in *SearchToolsRequest, opts ...grpc.CallOption) (*SearchToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchToolsResponse)
+	err := c.cc.Invoke(ctx, MCPHub_SearchTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MCPHubServer is the server API for MCPHub service.
 // All implementations must embed UnimplementedMCPHubServer
 // for forward compatibility.
@@ -357,6 +452,11 @@ type MCPHubServer interface {
 	DisconnectServer(context.Context, *DisconnectServerRequest) (*DisconnectServerResponse, error)
 	// Stops a server and connects it again with the same configuration.
 	RestartServer(context.Context, *RestartServerRequest) (*RestartServerResponse, error)
+	// Disables a server (stops it and keeps it, with its configuration, in
+	// SERVER_STATE_DISABLED) or enables a disabled one and waits until it is
+	// ready or has failed. The choice outlives a config reload and, with a
+	// state file, a restart of mcpd.
+	SetServerEnabled(context.Context, *SetServerEnabledRequest) (*SetServerEnabledResponse, error)
 	// Returns the status of one server.
 	GetServer(context.Context, *GetServerRequest) (*GetServerResponse, error)
 	// Returns the status of every server, sorted by name.
@@ -408,6 +508,27 @@ type MCPHubServer interface {
 	// Deletes a server's OAuth tokens and client registration, on disk and in
 	// memory; its next refused request asks for authorization again.
 	ForgetAuthorization(context.Context, *ForgetAuthorizationRequest) (*ForgetAuthorizationResponse, error)
+	// Serves tools that the agent itself defines, as a server of transport
+	// TRANSPORT_AGENT. The first message declares the server and its tools;
+	// the server is READY while the stream lives and STOPPED after it ends.
+	// mcpd forwards every call of those tools on the stream and awaits the
+	// result by id. Needs the manage permission for the server.
+	ServeTools(grpc.BidiStreamingServer[ServeToolsRequest, ServeToolsResponse]) error
+	// Starts polling a resource or a tool of a server on an interval, for
+	// servers that cannot notify. The poll belongs to mcpd: it survives
+	// upstream restarts and Subscribe reconnects, pauses while its server is
+	// not READY, and ends with StopPoll or when its server is removed. Each
+	// result that differs from the previous one is a poll_result event on
+	// Subscribe; the first result is the baseline.
+	StartPoll(context.Context, *StartPollRequest) (*StartPollResponse, error)
+	// Stops a poll.
+	StopPoll(context.Context, *StopPollRequest) (*StopPollResponse, error)
+	// Lists the polls the caller may see.
+	ListPolls(context.Context, *ListPollsRequest) (*ListPollsResponse, error)
+	// Ranks the tools of every READY server by relevance to a query (BM25
+	// over the tool's name, title, description and parameter names), so that
+	// an agent can hand its model only the few tools that fit.
+	SearchTools(context.Context, *SearchToolsRequest) (*SearchToolsResponse, error)
 	mustEmbedUnimplementedMCPHubServer()
 }
 
@@ -426,6 +547,9 @@ func (UnimplementedMCPHubServer) DisconnectServer(context.Context, *DisconnectSe
 }
 func (UnimplementedMCPHubServer) RestartServer(context.Context, *RestartServerRequest) (*RestartServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RestartServer not implemented")
+}
+func (UnimplementedMCPHubServer) SetServerEnabled(context.Context, *SetServerEnabledRequest) (*SetServerEnabledResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetServerEnabled not implemented")
 }
 func (UnimplementedMCPHubServer) GetServer(context.Context, *GetServerRequest) (*GetServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServer not implemented")
@@ -477,6 +601,21 @@ func (UnimplementedMCPHubServer) CompleteAuthorization(context.Context, *Complet
 }
 func (UnimplementedMCPHubServer) ForgetAuthorization(context.Context, *ForgetAuthorizationRequest) (*ForgetAuthorizationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ForgetAuthorization not implemented")
+}
+func (UnimplementedMCPHubServer) ServeTools(grpc.BidiStreamingServer[ServeToolsRequest, ServeToolsResponse]) error {
+	return status.Error(codes.Unimplemented, "method ServeTools not implemented")
+}
+func (UnimplementedMCPHubServer) StartPoll(context.Context, *StartPollRequest) (*StartPollResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartPoll not implemented")
+}
+func (UnimplementedMCPHubServer) StopPoll(context.Context, *StopPollRequest) (*StopPollResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopPoll not implemented")
+}
+func (UnimplementedMCPHubServer) ListPolls(context.Context, *ListPollsRequest) (*ListPollsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPolls not implemented")
+}
+func (UnimplementedMCPHubServer) SearchTools(context.Context, *SearchToolsRequest) (*SearchToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchTools not implemented")
 }
 func (UnimplementedMCPHubServer) mustEmbedUnimplementedMCPHubServer() {}
 func (UnimplementedMCPHubServer) testEmbeddedByValue()                {}
@@ -549,6 +688,24 @@ func _MCPHub_RestartServer_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MCPHubServer).RestartServer(ctx, req.(*RestartServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MCPHub_SetServerEnabled_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetServerEnabledRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).SetServerEnabled(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_SetServerEnabled_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).SetServerEnabled(ctx, req.(*SetServerEnabledRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -834,6 +991,85 @@ func _MCPHub_ForgetAuthorization_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MCPHub_ServeTools_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(MCPHubServer).ServeTools(&grpc.GenericServerStream[ServeToolsRequest, ServeToolsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MCPHub_ServeToolsServer = grpc.BidiStreamingServer[ServeToolsRequest, ServeToolsResponse]
+
+func _MCPHub_StartPoll_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartPollRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).StartPoll(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_StartPoll_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).StartPoll(ctx, req.(*StartPollRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MCPHub_StopPoll_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopPollRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).StopPoll(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_StopPoll_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).StopPoll(ctx, req.(*StopPollRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MCPHub_ListPolls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPollsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).ListPolls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_ListPolls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).ListPolls(ctx, req.(*ListPollsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MCPHub_SearchTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MCPHubServer).SearchTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MCPHub_SearchTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MCPHubServer).SearchTools(ctx, req.(*SearchToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MCPHub_ServiceDesc is the grpc.ServiceDesc for MCPHub service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -852,6 +1088,10 @@ var MCPHub_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RestartServer",
 			Handler:    _MCPHub_RestartServer_Handler,
+		},
+		{
+			MethodName: "SetServerEnabled",
+			Handler:    _MCPHub_SetServerEnabled_Handler,
 		},
 		{
 			MethodName: "GetServer",
@@ -909,6 +1149,22 @@ var MCPHub_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ForgetAuthorization",
 			Handler:    _MCPHub_ForgetAuthorization_Handler,
 		},
+		{
+			MethodName: "StartPoll",
+			Handler:    _MCPHub_StartPoll_Handler,
+		},
+		{
+			MethodName: "StopPoll",
+			Handler:    _MCPHub_StopPoll_Handler,
+		},
+		{
+			MethodName: "ListPolls",
+			Handler:    _MCPHub_ListPolls_Handler,
+		},
+		{
+			MethodName: "SearchTools",
+			Handler:    _MCPHub_SearchTools_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -924,6 +1180,12 @@ var MCPHub_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "HandleServerRequests",
 			Handler:       _MCPHub_HandleServerRequests_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "ServeTools",
+			Handler:       _MCPHub_ServeTools_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

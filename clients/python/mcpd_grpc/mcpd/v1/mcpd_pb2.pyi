@@ -7,12 +7,21 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+CONFIG_SCOPE_API: ConfigScope
+CONFIG_SCOPE_DEFAULT: ConfigScope
+CONFIG_SCOPE_FLAG: ConfigScope
+CONFIG_SCOPE_LOCAL: ConfigScope
+CONFIG_SCOPE_MANAGED: ConfigScope
+CONFIG_SCOPE_PROJECT: ConfigScope
+CONFIG_SCOPE_UNSPECIFIED: ConfigScope
+CONFIG_SCOPE_USER: ConfigScope
 DESCRIPTOR: _descriptor.FileDescriptor
 ELICITATION_ACTION_ACCEPT: ElicitationAction
 ELICITATION_ACTION_CANCEL: ElicitationAction
 ELICITATION_ACTION_DECLINE: ElicitationAction
 ELICITATION_ACTION_UNSPECIFIED: ElicitationAction
 EVENT_KIND_LOG: EventKind
+EVENT_KIND_POLL_RESULT: EventKind
 EVENT_KIND_PROMPTS_CHANGED: EventKind
 EVENT_KIND_RESOURCES_CHANGED: EventKind
 EVENT_KIND_RESOURCE_UPDATED: EventKind
@@ -31,6 +40,7 @@ LOG_LEVEL_WARNING: LogLevel
 ROLE_ASSISTANT: Role
 ROLE_UNSPECIFIED: Role
 ROLE_USER: Role
+SERVER_REQUEST_KIND_APPROVAL: ServerRequestKind
 SERVER_REQUEST_KIND_AUTHORIZATION: ServerRequestKind
 SERVER_REQUEST_KIND_ELICITATION: ServerRequestKind
 SERVER_REQUEST_KIND_ROOTS: ServerRequestKind
@@ -38,11 +48,13 @@ SERVER_REQUEST_KIND_SAMPLING: ServerRequestKind
 SERVER_REQUEST_KIND_UNSPECIFIED: ServerRequestKind
 SERVER_STATE_AUTHORIZATION_REQUIRED: ServerState
 SERVER_STATE_CONNECTING: ServerState
+SERVER_STATE_DISABLED: ServerState
 SERVER_STATE_FAILED: ServerState
 SERVER_STATE_READY: ServerState
 SERVER_STATE_RECONNECTING: ServerState
 SERVER_STATE_STOPPED: ServerState
 SERVER_STATE_UNSPECIFIED: ServerState
+TRANSPORT_AGENT: Transport
 TRANSPORT_AUTO: Transport
 TRANSPORT_HTTP: Transport
 TRANSPORT_SSE: Transport
@@ -58,6 +70,28 @@ class Annotations(_message.Message):
     last_modified: str
     priority: float
     def __init__(self, audience: _Optional[_Iterable[_Union[Role, str]]] = ..., priority: _Optional[float] = ..., last_modified: _Optional[str] = ...) -> None: ...
+
+class ApprovalRequest(_message.Message):
+    __slots__ = ["annotations", "arguments", "caller", "rule", "tool"]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    annotations: _struct_pb2.Struct
+    arguments: _struct_pb2.Struct
+    caller: str
+    rule: str
+    tool: str
+    def __init__(self, tool: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., annotations: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., rule: _Optional[str] = ..., caller: _Optional[str] = ...) -> None: ...
+
+class ApprovalResult(_message.Message):
+    __slots__ = ["approved", "reason"]
+    APPROVED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    approved: bool
+    reason: str
+    def __init__(self, approved: bool = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AuthorizationRequest(_message.Message):
     __slots__ = ["authorization_url", "expire_time"]
@@ -237,9 +271,10 @@ class ElicitationResult(_message.Message):
     def __init__(self, action: _Optional[_Union[ElicitationAction, str]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ["gap", "log", "prompts_changed", "resource_updated", "resources_changed", "sequence", "server", "server_state", "time", "tools_changed"]
+    __slots__ = ["gap", "log", "poll_result", "prompts_changed", "resource_updated", "resources_changed", "sequence", "server", "server_state", "time", "tools_changed"]
     GAP_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
+    POLL_RESULT_FIELD_NUMBER: _ClassVar[int]
     PROMPTS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_CHANGED_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_UPDATED_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +285,7 @@ class Event(_message.Message):
     TOOLS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     gap: Gap
     log: LogMessage
+    poll_result: PollResult
     prompts_changed: ListChanged
     resource_updated: ResourceUpdated
     resources_changed: ListChanged
@@ -258,7 +294,7 @@ class Event(_message.Message):
     server_state: ServerStateChanged
     time: _timestamp_pb2.Timestamp
     tools_changed: ListChanged
-    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., server: _Optional[str] = ..., resource_updated: _Optional[_Union[ResourceUpdated, _Mapping]] = ..., tools_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., prompts_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., resources_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., server_state: _Optional[_Union[ServerStateChanged, _Mapping]] = ..., log: _Optional[_Union[LogMessage, _Mapping]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ...) -> None: ...
+    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., server: _Optional[str] = ..., resource_updated: _Optional[_Union[ResourceUpdated, _Mapping]] = ..., tools_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., prompts_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., resources_changed: _Optional[_Union[ListChanged, _Mapping]] = ..., server_state: _Optional[_Union[ServerStateChanged, _Mapping]] = ..., log: _Optional[_Union[LogMessage, _Mapping]] = ..., gap: _Optional[_Union[Gap, _Mapping]] = ..., poll_result: _Optional[_Union[PollResult, _Mapping]] = ...) -> None: ...
 
 class ForgetAuthorizationRequest(_message.Message):
     __slots__ = ["server"]
@@ -361,6 +397,16 @@ class Implementation(_message.Message):
 class ListChanged(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class ListPollsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListPollsResponse(_message.Message):
+    __slots__ = ["polls"]
+    POLLS_FIELD_NUMBER: _ClassVar[int]
+    polls: _containers.RepeatedCompositeFieldContainer[Poll]
+    def __init__(self, polls: _Optional[_Iterable[_Union[Poll, _Mapping]]] = ...) -> None: ...
 
 class ListPromptsRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "server"]
@@ -505,6 +551,56 @@ class OAuthIdentityProvider(_message.Message):
     issuer: str
     token_endpoint: str
     def __init__(self, issuer: _Optional[str] = ..., token_endpoint: _Optional[str] = ..., client_id: _Optional[str] = ..., client_secret: _Optional[str] = ..., id_token: _Optional[str] = ..., id_token_file: _Optional[str] = ...) -> None: ...
+
+class Poll(_message.Message):
+    __slots__ = ["changes", "id", "interval", "last_error", "last_poll_time", "paused", "polls", "resource_uri", "server", "tool"]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_POLL_TIME_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    POLLS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    changes: int
+    id: str
+    interval: _duration_pb2.Duration
+    last_error: str
+    last_poll_time: _timestamp_pb2.Timestamp
+    paused: bool
+    polls: int
+    resource_uri: str
+    server: str
+    tool: PollToolCall
+    def __init__(self, id: _Optional[str] = ..., server: _Optional[str] = ..., resource_uri: _Optional[str] = ..., tool: _Optional[_Union[PollToolCall, _Mapping]] = ..., interval: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., paused: bool = ..., polls: _Optional[int] = ..., changes: _Optional[int] = ..., last_poll_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ...) -> None: ...
+
+class PollResult(_message.Message):
+    __slots__ = ["baseline", "contents", "error", "poll_id", "resource_uri", "tool", "tool_result"]
+    BASELINE_FIELD_NUMBER: _ClassVar[int]
+    CONTENTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    POLL_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
+    baseline: bool
+    contents: _containers.RepeatedCompositeFieldContainer[ResourceContents]
+    error: str
+    poll_id: str
+    resource_uri: str
+    tool: str
+    tool_result: CallToolResponse
+    def __init__(self, poll_id: _Optional[str] = ..., baseline: bool = ..., resource_uri: _Optional[str] = ..., tool: _Optional[str] = ..., contents: _Optional[_Iterable[_Union[ResourceContents, _Mapping]]] = ..., tool_result: _Optional[_Union[CallToolResponse, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class PollToolCall(_message.Message):
+    __slots__ = ["arguments", "name"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    arguments: _struct_pb2.Struct
+    name: str
+    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ["message", "progress", "total"]
@@ -724,13 +820,50 @@ class SamplingResult(_message.Message):
     stop_reason: str
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[_Iterable[_Union[Content, _Mapping]]] = ..., model: _Optional[str] = ..., stop_reason: _Optional[str] = ...) -> None: ...
 
+class SearchToolsRequest(_message.Message):
+    __slots__ = ["limit", "query", "servers"]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    query: str
+    servers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, query: _Optional[str] = ..., limit: _Optional[int] = ..., servers: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SearchToolsResponse(_message.Message):
+    __slots__ = ["matches"]
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    matches: _containers.RepeatedCompositeFieldContainer[ToolMatch]
+    def __init__(self, matches: _Optional[_Iterable[_Union[ToolMatch, _Mapping]]] = ...) -> None: ...
+
+class ServeToolsRequest(_message.Message):
+    __slots__ = ["declare", "progress", "result"]
+    DECLARE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    declare: ToolServerDeclaration
+    progress: ToolCallProgress
+    result: ToolCallResult
+    def __init__(self, declare: _Optional[_Union[ToolServerDeclaration, _Mapping]] = ..., result: _Optional[_Union[ToolCallResult, _Mapping]] = ..., progress: _Optional[_Union[ToolCallProgress, _Mapping]] = ...) -> None: ...
+
+class ServeToolsResponse(_message.Message):
+    __slots__ = ["call", "cancel", "serving"]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
+    call: ToolCall
+    cancel: ToolCallCancel
+    serving: Server
+    def __init__(self, serving: _Optional[_Union[Server, _Mapping]] = ..., call: _Optional[_Union[ToolCall, _Mapping]] = ..., cancel: _Optional[_Union[ToolCallCancel, _Mapping]] = ...) -> None: ...
+
 class Server(_message.Message):
-    __slots__ = ["args", "authorization_expire_time", "authorization_url", "capabilities", "command", "env_names", "header_names", "instructions", "last_error", "name", "notes", "pid", "protocol_version", "restarts", "server_info", "state", "state_changed_time", "stderr_tail", "tool_count", "transport", "url"]
+    __slots__ = ["args", "authorization_expire_time", "authorization_url", "capabilities", "command", "config_warnings", "env_names", "header_names", "instructions", "last_error", "name", "notes", "pid", "protocol_version", "restarts", "scope", "server_info", "source", "state", "state_changed_time", "stderr_tail", "tool_count", "transport", "url"]
     ARGS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_URL_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_WARNINGS_FIELD_NUMBER: _ClassVar[int]
     ENV_NAMES_FIELD_NUMBER: _ClassVar[int]
     HEADER_NAMES_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -740,7 +873,9 @@ class Server(_message.Message):
     PID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     SERVER_INFO_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
     STATE_CHANGED_TIME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
@@ -752,6 +887,7 @@ class Server(_message.Message):
     authorization_url: str
     capabilities: _struct_pb2.Struct
     command: str
+    config_warnings: _containers.RepeatedScalarFieldContainer[str]
     env_names: _containers.RepeatedScalarFieldContainer[str]
     header_names: _containers.RepeatedScalarFieldContainer[str]
     instructions: str
@@ -761,17 +897,19 @@ class Server(_message.Message):
     pid: int
     protocol_version: str
     restarts: int
+    scope: ConfigScope
     server_info: Implementation
+    source: str
     state: ServerState
     state_changed_time: _timestamp_pb2.Timestamp
     stderr_tail: _containers.RepeatedScalarFieldContainer[str]
     tool_count: int
     transport: Transport
     url: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., transport: _Optional[_Union[Transport, str]] = ..., protocol_version: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ..., instructions: _Optional[str] = ..., capabilities: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., restarts: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., state_changed_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env_names: _Optional[_Iterable[str]] = ..., header_names: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ..., authorization_url: _Optional[str] = ..., authorization_expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., transport: _Optional[_Union[Transport, str]] = ..., protocol_version: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ..., instructions: _Optional[str] = ..., capabilities: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., restarts: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., state_changed_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env_names: _Optional[_Iterable[str]] = ..., header_names: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ..., authorization_url: _Optional[str] = ..., authorization_expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., scope: _Optional[_Union[ConfigScope, str]] = ..., source: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., config_warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ServerConfig(_message.Message):
-    __slots__ = ["call_timeout", "connect_timeout", "http", "name", "oauth", "protocol_version", "remote", "sse", "stdio", "strict_capabilities", "tools_allow", "tools_deny"]
+    __slots__ = ["call_timeout", "connect_timeout", "http", "name", "oauth", "protocol_version", "remote", "sse", "stdio", "strict_capabilities", "tools_allow", "tools_deny", "trace"]
     CALL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     CONNECT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     HTTP_FIELD_NUMBER: _ClassVar[int]
@@ -784,6 +922,7 @@ class ServerConfig(_message.Message):
     STRICT_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     TOOLS_ALLOW_FIELD_NUMBER: _ClassVar[int]
     TOOLS_DENY_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FIELD_NUMBER: _ClassVar[int]
     call_timeout: _duration_pb2.Duration
     connect_timeout: _duration_pb2.Duration
     http: HttpConfig
@@ -796,10 +935,12 @@ class ServerConfig(_message.Message):
     strict_capabilities: bool
     tools_allow: _containers.RepeatedScalarFieldContainer[str]
     tools_deny: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioConfig, _Mapping]] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., sse: _Optional[_Union[HttpConfig, _Mapping]] = ..., remote: _Optional[_Union[HttpConfig, _Mapping]] = ..., call_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., connect_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., protocol_version: _Optional[str] = ..., tools_allow: _Optional[_Iterable[str]] = ..., tools_deny: _Optional[_Iterable[str]] = ..., oauth: _Optional[_Union[OAuthConfig, _Mapping]] = ..., strict_capabilities: bool = ...) -> None: ...
+    trace: bool
+    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioConfig, _Mapping]] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., sse: _Optional[_Union[HttpConfig, _Mapping]] = ..., remote: _Optional[_Union[HttpConfig, _Mapping]] = ..., call_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., connect_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., protocol_version: _Optional[str] = ..., tools_allow: _Optional[_Iterable[str]] = ..., tools_deny: _Optional[_Iterable[str]] = ..., oauth: _Optional[_Union[OAuthConfig, _Mapping]] = ..., strict_capabilities: bool = ..., trace: bool = ...) -> None: ...
 
 class ServerRequest(_message.Message):
-    __slots__ = ["authorization", "deadline", "elicitation", "id", "roots", "sampling", "server"]
+    __slots__ = ["approval", "authorization", "deadline", "elicitation", "id", "roots", "sampling", "server"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
@@ -807,6 +948,7 @@ class ServerRequest(_message.Message):
     ROOTS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
+    approval: ApprovalRequest
     authorization: AuthorizationRequest
     deadline: _timestamp_pb2.Timestamp
     elicitation: ElicitationRequest
@@ -814,7 +956,7 @@ class ServerRequest(_message.Message):
     roots: RootsRequest
     sampling: SamplingRequest
     server: str
-    def __init__(self, id: _Optional[str] = ..., server: _Optional[str] = ..., sampling: _Optional[_Union[SamplingRequest, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationRequest, _Mapping]] = ..., roots: _Optional[_Union[RootsRequest, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., server: _Optional[str] = ..., sampling: _Optional[_Union[SamplingRequest, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationRequest, _Mapping]] = ..., roots: _Optional[_Union[RootsRequest, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., approval: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ServerRequestRegistration(_message.Message):
     __slots__ = ["kinds", "servers"]
@@ -825,20 +967,22 @@ class ServerRequestRegistration(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[str]] = ..., kinds: _Optional[_Iterable[_Union[ServerRequestKind, str]]] = ...) -> None: ...
 
 class ServerRequestReply(_message.Message):
-    __slots__ = ["authorization", "elicitation", "error", "id", "roots", "sampling"]
+    __slots__ = ["approval", "authorization", "elicitation", "error", "id", "roots", "sampling"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     ELICITATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     ROOTS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    approval: ApprovalResult
     authorization: AuthorizationResult
     elicitation: ElicitationResult
     error: ReplyError
     id: str
     roots: RootsResult
     sampling: SamplingResult
-    def __init__(self, id: _Optional[str] = ..., sampling: _Optional[_Union[SamplingResult, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., roots: _Optional[_Union[RootsResult, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationResult, _Mapping]] = ..., error: _Optional[_Union[ReplyError, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., sampling: _Optional[_Union[SamplingResult, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., roots: _Optional[_Union[RootsResult, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationResult, _Mapping]] = ..., approval: _Optional[_Union[ApprovalResult, _Mapping]] = ..., error: _Optional[_Union[ReplyError, _Mapping]] = ...) -> None: ...
 
 class ServerStateChanged(_message.Message):
     __slots__ = ["error", "state"]
@@ -872,6 +1016,38 @@ class SetRootsResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class SetServerEnabledRequest(_message.Message):
+    __slots__ = ["enabled", "name"]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    name: str
+    def __init__(self, name: _Optional[str] = ..., enabled: bool = ...) -> None: ...
+
+class SetServerEnabledResponse(_message.Message):
+    __slots__ = ["server"]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    server: Server
+    def __init__(self, server: _Optional[_Union[Server, _Mapping]] = ...) -> None: ...
+
+class StartPollRequest(_message.Message):
+    __slots__ = ["interval", "resource_uri", "server", "tool"]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    interval: _duration_pb2.Duration
+    resource_uri: str
+    server: str
+    tool: PollToolCall
+    def __init__(self, server: _Optional[str] = ..., resource_uri: _Optional[str] = ..., tool: _Optional[_Union[PollToolCall, _Mapping]] = ..., interval: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class StartPollResponse(_message.Message):
+    __slots__ = ["poll"]
+    POLL_FIELD_NUMBER: _ClassVar[int]
+    poll: Poll
+    def __init__(self, poll: _Optional[_Union[Poll, _Mapping]] = ...) -> None: ...
+
 class StdioConfig(_message.Message):
     __slots__ = ["args", "command", "cwd", "env"]
     class EnvEntry(_message.Message):
@@ -891,17 +1067,31 @@ class StdioConfig(_message.Message):
     env: _containers.ScalarMap[str, str]
     def __init__(self, command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., cwd: _Optional[str] = ...) -> None: ...
 
+class StopPollRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class StopPollResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class SubscribeRequest(_message.Message):
-    __slots__ = ["after_sequence", "kinds", "resources", "servers"]
+    __slots__ = ["after_sequence", "fallback_poll_interval", "kinds", "poll_ids", "resources", "servers"]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_POLL_INTERVAL_FIELD_NUMBER: _ClassVar[int]
     KINDS_FIELD_NUMBER: _ClassVar[int]
+    POLL_IDS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     SERVERS_FIELD_NUMBER: _ClassVar[int]
     after_sequence: int
+    fallback_poll_interval: _duration_pb2.Duration
     kinds: _containers.RepeatedScalarFieldContainer[EventKind]
+    poll_ids: _containers.RepeatedScalarFieldContainer[str]
     resources: _containers.RepeatedCompositeFieldContainer[ResourceRef]
     servers: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, servers: _Optional[_Iterable[str]] = ..., resources: _Optional[_Iterable[_Union[ResourceRef, _Mapping]]] = ..., kinds: _Optional[_Iterable[_Union[EventKind, str]]] = ..., after_sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, servers: _Optional[_Iterable[str]] = ..., resources: _Optional[_Iterable[_Union[ResourceRef, _Mapping]]] = ..., kinds: _Optional[_Iterable[_Union[EventKind, str]]] = ..., after_sequence: _Optional[int] = ..., poll_ids: _Optional[_Iterable[str]] = ..., fallback_poll_interval: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
     __slots__ = ["event"]
@@ -951,7 +1141,90 @@ class ToolAnnotations(_message.Message):
     title: str
     def __init__(self, title: _Optional[str] = ..., read_only_hint: bool = ..., destructive_hint: bool = ..., idempotent_hint: bool = ..., open_world_hint: bool = ...) -> None: ...
 
+class ToolCall(_message.Message):
+    __slots__ = ["arguments", "deadline", "id", "meta", "tool"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    arguments: _struct_pb2.Struct
+    deadline: _timestamp_pb2.Timestamp
+    id: str
+    meta: _struct_pb2.Struct
+    tool: str
+    def __init__(self, id: _Optional[str] = ..., tool: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ToolCallCancel(_message.Message):
+    __slots__ = ["id", "reason"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ToolCallProgress(_message.Message):
+    __slots__ = ["id", "progress"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    progress: Progress
+    def __init__(self, id: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
+
+class ToolCallResult(_message.Message):
+    __slots__ = ["error", "id", "result"]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    error: ReplyError
+    id: str
+    result: CallToolResponse
+    def __init__(self, id: _Optional[str] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ..., error: _Optional[_Union[ReplyError, _Mapping]] = ...) -> None: ...
+
+class ToolDefinition(_message.Message):
+    __slots__ = ["annotations", "description", "input_schema", "meta", "name", "output_schema", "title"]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    annotations: ToolAnnotations
+    description: str
+    input_schema: _struct_pb2.Struct
+    meta: _struct_pb2.Struct
+    name: str
+    output_schema: _struct_pb2.Struct
+    title: str
+    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., annotations: _Optional[_Union[ToolAnnotations, _Mapping]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ToolMatch(_message.Message):
+    __slots__ = ["score", "tool"]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    score: float
+    tool: Tool
+    def __init__(self, tool: _Optional[_Union[Tool, _Mapping]] = ..., score: _Optional[float] = ...) -> None: ...
+
+class ToolServerDeclaration(_message.Message):
+    __slots__ = ["instructions", "replace", "server", "server_info", "tools"]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    SERVER_INFO_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    instructions: str
+    replace: bool
+    server: str
+    server_info: Implementation
+    tools: _containers.RepeatedCompositeFieldContainer[ToolDefinition]
+    def __init__(self, server: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ..., replace: bool = ..., instructions: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ...) -> None: ...
+
 class ServerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ConfigScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class Transport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -33,6 +33,11 @@ class MCPHubStub(object):
                 request_serializer=mcpd_dot_v1_dot_mcpd__pb2.RestartServerRequest.SerializeToString,
                 response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.RestartServerResponse.FromString,
                 )
+        self.SetServerEnabled = channel.unary_unary(
+                '/mcpd.v1.MCPHub/SetServerEnabled',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledResponse.FromString,
+                )
         self.GetServer = channel.unary_unary(
                 '/mcpd.v1.MCPHub/GetServer',
                 request_serializer=mcpd_dot_v1_dot_mcpd__pb2.GetServerRequest.SerializeToString,
@@ -118,6 +123,31 @@ class MCPHubStub(object):
                 request_serializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationRequest.SerializeToString,
                 response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationResponse.FromString,
                 )
+        self.ServeTools = channel.stream_stream(
+                '/mcpd.v1.MCPHub/ServeTools',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsResponse.FromString,
+                )
+        self.StartPoll = channel.unary_unary(
+                '/mcpd.v1.MCPHub/StartPoll',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.StartPollRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.StartPollResponse.FromString,
+                )
+        self.StopPoll = channel.unary_unary(
+                '/mcpd.v1.MCPHub/StopPoll',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.StopPollRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.StopPollResponse.FromString,
+                )
+        self.ListPolls = channel.unary_unary(
+                '/mcpd.v1.MCPHub/ListPolls',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.ListPollsRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ListPollsResponse.FromString,
+                )
+        self.SearchTools = channel.unary_unary(
+                '/mcpd.v1.MCPHub/SearchTools',
+                request_serializer=mcpd_dot_v1_dot_mcpd__pb2.SearchToolsRequest.SerializeToString,
+                response_deserializer=mcpd_dot_v1_dot_mcpd__pb2.SearchToolsResponse.FromString,
+                )
 
 
 class MCPHubServicer(object):
@@ -145,6 +175,16 @@ class MCPHubServicer(object):
 
     def RestartServer(self, request, context):
         """Stops a server and connects it again with the same configuration.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetServerEnabled(self, request, context):
+        """Disables a server (stops it and keeps it, with its configuration, in
+        SERVER_STATE_DISABLED) or enables a disabled one and waits until it is
+        ready or has failed. The choice outlives a config reload and, with a
+        state file, a restart of mcpd.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -286,6 +326,52 @@ class MCPHubServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ServeTools(self, request_iterator, context):
+        """Serves tools that the agent itself defines, as a server of transport
+        TRANSPORT_AGENT. The first message declares the server and its tools;
+        the server is READY while the stream lives and STOPPED after it ends.
+        mcpd forwards every call of those tools on the stream and awaits the
+        result by id. Needs the manage permission for the server.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartPoll(self, request, context):
+        """Starts polling a resource or a tool of a server on an interval, for
+        servers that cannot notify. The poll belongs to mcpd: it survives
+        upstream restarts and Subscribe reconnects, pauses while its server is
+        not READY, and ends with StopPoll or when its server is removed. Each
+        result that differs from the previous one is a poll_result event on
+        Subscribe; the first result is the baseline.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StopPoll(self, request, context):
+        """Stops a poll.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPolls(self, request, context):
+        """Lists the polls the caller may see.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchTools(self, request, context):
+        """Ranks the tools of every READY server by relevance to a query (BM25
+        over the tool's name, title, description and parameter names), so that
+        an agent can hand its model only the few tools that fit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MCPHubServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -303,6 +389,11 @@ def add_MCPHubServicer_to_server(servicer, server):
                     servicer.RestartServer,
                     request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.RestartServerRequest.FromString,
                     response_serializer=mcpd_dot_v1_dot_mcpd__pb2.RestartServerResponse.SerializeToString,
+            ),
+            'SetServerEnabled': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetServerEnabled,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledResponse.SerializeToString,
             ),
             'GetServer': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServer,
@@ -389,6 +480,31 @@ def add_MCPHubServicer_to_server(servicer, server):
                     request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationRequest.FromString,
                     response_serializer=mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationResponse.SerializeToString,
             ),
+            'ServeTools': grpc.stream_stream_rpc_method_handler(
+                    servicer.ServeTools,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.ServeToolsResponse.SerializeToString,
+            ),
+            'StartPoll': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartPoll,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.StartPollRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.StartPollResponse.SerializeToString,
+            ),
+            'StopPoll': grpc.unary_unary_rpc_method_handler(
+                    servicer.StopPoll,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.StopPollRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.StopPollResponse.SerializeToString,
+            ),
+            'ListPolls': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPolls,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.ListPollsRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.ListPollsResponse.SerializeToString,
+            ),
+            'SearchTools': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchTools,
+                    request_deserializer=mcpd_dot_v1_dot_mcpd__pb2.SearchToolsRequest.FromString,
+                    response_serializer=mcpd_dot_v1_dot_mcpd__pb2.SearchToolsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'mcpd.v1.MCPHub', rpc_method_handlers)
@@ -451,6 +567,23 @@ class MCPHub(object):
         return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/RestartServer',
             mcpd_dot_v1_dot_mcpd__pb2.RestartServerRequest.SerializeToString,
             mcpd_dot_v1_dot_mcpd__pb2.RestartServerResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetServerEnabled(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/SetServerEnabled',
+            mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.SetServerEnabledResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -740,5 +873,90 @@ class MCPHub(object):
         return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/ForgetAuthorization',
             mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationRequest.SerializeToString,
             mcpd_dot_v1_dot_mcpd__pb2.ForgetAuthorizationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ServeTools(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/mcpd.v1.MCPHub/ServeTools',
+            mcpd_dot_v1_dot_mcpd__pb2.ServeToolsRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.ServeToolsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def StartPoll(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/StartPoll',
+            mcpd_dot_v1_dot_mcpd__pb2.StartPollRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.StartPollResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def StopPoll(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/StopPoll',
+            mcpd_dot_v1_dot_mcpd__pb2.StopPollRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.StopPollResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListPolls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/ListPolls',
+            mcpd_dot_v1_dot_mcpd__pb2.ListPollsRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.ListPollsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SearchTools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/mcpd.v1.MCPHub/SearchTools',
+            mcpd_dot_v1_dot_mcpd__pb2.SearchToolsRequest.SerializeToString,
+            mcpd_dot_v1_dot_mcpd__pb2.SearchToolsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,0 +1,490 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The MCP endpoint (--mcp-listen) through bin/mcpd, with go-sdk clients in
+// both protocol eras. The TypeScript SDK's side is in
+// gateway_ts_e2e_test.go.
+
+// mcpEras are the protocol versions the endpoint's clients force: the
+// newest initialize-based revision and the stateless one.
+var mcpEras = []string{"2025-11-25", "2026-07-28"}
+
+// gatewayConfig is a config with two upstream servers: the demo server and
+// server-everything.
+func gatewayConfig(t *testing.T, everything string) string {
+	t.Helper()
+	return writeConfig(t, fmt.Sprintf(`{"mcpServers": {
+		"demo": {"command": %q, "args": ["demo-server"]},
+		"ev": {"command": %q, "args": ["stdio"]}
+	}}`, mcpdBinary(t), everything))
+}
+
+// startGateway starts mcpd with the MCP endpoint on a free loopback port
+// and returns the daemon and the endpoint's URL.
+func startGateway(ctx context.Context, t *testing.T, config string, env ...string) (*daemon, string) {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--mcp-listen", addr}, env: env})
+	return d, "http://" + addr + "/mcp"
+}
+
+// bearerTransport adds a bearer token to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connectMCP opens a go-sdk client session to the endpoint at version.
+func connectMCP(ctx context.Context, t *testing.T, url, version, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	tr := &mcp.StreamableClientTransport{Endpoint: url}
+	if token != "" {
+		tr.HTTPClient = &http.Client{Transport: bearerTransport{token}}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "gateway-e2e", Version: "0"}, opts)
+	cs, err := c.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect %s at %s: %v", url, version, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// waitTools polls tools/list until it has every name in want: the
+// endpoint lists a server's tools once the server is ready.
+func waitTools(ctx context.Context, t *testing.T, cs *mcp.ClientSession, want ...string) []string {
+	t.Helper()
+	var names []string
+	poll(ctx, t, "tools/list to have "+strings.Join(want, ", "), func() (bool, error) {
+		names = names[:0]
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				return false, err
+			}
+			names = append(names, tool.Name)
+		}
+		for _, w := range want {
+			if !slices.Contains(names, w) {
+				return false, fmt.Errorf("got %v", names)
+			}
+		}
+		return true, nil
+	})
+	return names
+}
+
+func toolText(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// TestMCPEndpointGoClient lists and calls the tools of two upstream
+// servers through the MCP endpoint, reads a resource and renders a prompt
+// under their gateway names, in both eras; a legacy host answers
+// server-everything's sampling request.
+func TestMCPEndpointGoClient(t *testing.T) {
+	t.Parallel()
+	everything := everythingBinary(t)
+	ctx := testContext(t)
+	_, url := startGateway(ctx, t, gatewayConfig(t, everything))
+
+	for _, version := range mcpEras {
+		t.Run(version, func(t *testing.T) {
+			sampled := make(chan string, 1)
+			cs := connectMCP(ctx, t, url, version, "", &mcp.ClientOptions{
+				CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+					text := ""
+					if len(req.Params.Messages) > 0 {
+						if tc, ok := req.Params.Messages[0].Content.(*mcp.TextContent); ok {
+							text = tc.Text
+						}
+					}
+					select {
+					case sampled <- text:
+					default:
+					}
+					return &mcp.CreateMessageResult{Model: "host-model", Role: "assistant", Content: &mcp.TextContent{Text: "a reply from the MCP host"}}, nil
+				},
+			})
+			if got := cs.InitializeResult().ProtocolVersion; got != version {
+				t.Errorf("negotiated protocol version: got %s, want %s", got, version)
+			}
+			waitTools(ctx, t, cs, "mcp__demo__echo", "mcp__demo__add", "mcp__ev__echo", "mcp__ev__get-sum")
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": "via the endpoint"}})
+			if err != nil {
+				t.Fatalf("call demo echo: %v", err)
+			}
+			if got := toolText(t, res); !strings.Contains(got, "via the endpoint") || res.IsError {
+				t.Errorf("demo echo: got %q (isError %v), want the message back", got, res.IsError)
+			}
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__ev__get-sum", Arguments: map[string]any{"a": 2, "b": 40}})
+			if err != nil {
+				t.Fatalf("call everything get-sum: %v", err)
+			}
+			if got := toolText(t, res); !strings.Contains(got, "42") {
+				t.Errorf("everything get-sum: got %q, want 42 in it", got)
+			}
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__no-such-tool"}); err == nil {
+				t.Errorf("call of an unknown tool: got no error, want one")
+			}
+
+			// Resources and prompts, under the gateway's names.
+			var uris []string
+			for r, err := range cs.Resources(ctx, nil) {
+				if err != nil {
+					t.Fatalf("resources/list: %v", err)
+				}
+				uris = append(uris, r.URI)
+			}
+			readme := "mcpd://demo/demo://readme"
+			if !slices.Contains(uris, readme) {
+				t.Fatalf("resources/list: got %v, want %s among them", uris, readme)
+			}
+			rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: readme})
+			if err != nil {
+				t.Fatalf("read %s: %v", readme, err)
+			}
+			if len(rr.Contents) == 0 || rr.Contents[0].URI != readme || rr.Contents[0].Text == "" {
+				t.Errorf("read %s: got %+v, want its text under the gateway URI", readme, rr.Contents)
+			}
+			pr, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "mcp__demo__greet", Arguments: map[string]string{"name": "Ada"}})
+			if err != nil {
+				t.Fatalf("prompts/get: %v", err)
+			}
+			if len(pr.Messages) == 0 {
+				t.Errorf("prompts/get: got no messages")
+			}
+			comp, err := cs.Complete(ctx, &mcp.CompleteParams{
+				Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: "mcp__demo__greet"},
+				Argument: mcp.CompleteParamsArgument{Name: "style", Value: "p"},
+			})
+			if err != nil {
+				t.Fatalf("completion/complete: %v", err)
+			}
+			if !slices.Contains(comp.Completion.Values, "pirate") {
+				t.Errorf("completion: got %v, want pirate", comp.Completion.Values)
+			}
+
+			// Sampling: the upstream's request reaches this host (the
+			// initialize era sends it on the call's stream; 2026-07-28 as an
+			// input-required result, which the client answers and calls
+			// again).
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__ev__trigger-sampling-request", Arguments: map[string]any{"prompt": "a haiku", "maxTokens": 20}})
+			if err != nil {
+				t.Fatalf("call trigger-sampling-request: %v", err)
+			}
+			if got := toolText(t, res); !strings.Contains(got, "a reply from the MCP host") {
+				t.Errorf("trigger-sampling-request: got %q, want the host's reply in it", got)
+			}
+			select {
+			case got := <-sampled:
+				if !strings.Contains(got, "a haiku") {
+					t.Errorf("sampling request: got %q, want the prompt in it", got)
+				}
+			default:
+				t.Errorf("the host's CreateMessageHandler was not called")
+			}
+		})
+	}
+}
+
+// TestMCPEndpointToken checks the bearer token on every request: none or
+// a wrong one is refused with 401, the right one is served.
+func TestMCPEndpointToken(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	const token = "gateway-e2e-token"
+	_, url := startGateway(ctx, t, "", "MCPD_API_TOKEN="+token)
+	for _, tok := range []string{"", "wrong"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("token %q: got HTTP %d, want 401", tok, resp.StatusCode)
+		}
+	}
+	for _, version := range mcpEras {
+		cs := connectMCP(ctx, t, url, version, token, nil)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__add", Arguments: map[string]any{"a": 1, "b": 2}})
+		if err != nil {
+			t.Fatalf("%s: call with the token: %v", version, err)
+		}
+		if got := toolText(t, res); !strings.Contains(got, "3") {
+			t.Errorf("%s: add: got %q, want 3", version, got)
+		}
+	}
+}
+
+// TestMCPStdioGoClient: a go-sdk host starts `mcpd mcp-stdio` as its stdio
+// server, in both eras, and reaches the servers behind the endpoint; a
+// host that writes its requests and closes stdin still gets every answer.
+func TestMCPStdioGoClient(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	_, url := startGateway(ctx, t, "")
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__demo__echo")
+	for _, version := range mcpEras {
+		t.Run(version, func(t *testing.T) {
+			cmd := exec.Command(mcpdBinary(t), "mcp-stdio", "--connect", url)
+			cmd.Env = daemonEnv()
+			c := mcp.NewClient(&mcp.Implementation{Name: "stdio-host", Version: "0"}, nil)
+			cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatalf("connect through mcp-stdio: %v", err)
+			}
+			defer cs.Close()
+			if got := cs.InitializeResult().ProtocolVersion; got != version {
+				t.Errorf("negotiated protocol version: got %s, want %s", got, version)
+			}
+			waitTools(ctx, t, cs, "mcp__demo__echo", "mcp__demo__add")
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": "over stdio"}})
+			if err != nil {
+				t.Fatalf("call through mcp-stdio: %v", err)
+			}
+			if got := toolText(t, res); !strings.Contains(got, "over stdio") {
+				t.Errorf("echo through mcp-stdio: got %q", got)
+			}
+			rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mcpd://demo/demo://readme"})
+			if err != nil || len(rr.Contents) == 0 {
+				t.Errorf("read through mcp-stdio: got %v, %v", rr, err)
+			}
+		})
+	}
+
+	cmd := exec.CommandContext(ctx, mcpdBinary(t), "mcp-stdio", "--connect", url)
+	cmd.Env = daemonEnv()
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__demo__add","arguments":{"a":40,"b":2}}}
+`)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("mcp-stdio with a closed stdin: %v", err)
+	}
+	if !strings.Contains(string(out), `"id":2`) || !strings.Contains(string(out), "42") {
+		t.Errorf("mcp-stdio with a closed stdin: got %q, want the answer to request 2 (42)", out)
+	}
+}
+
+// TestMCPEndpointPermissions: the endpoint applies the callers file with
+// the gRPC edge's check: lists show what the caller may use, calls beyond
+// its permissions are refused, an unknown token gets 401.
+func TestMCPEndpointPermissions(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startDaemon(ctx, t, daemonOptions{
+		config: twoDemoServers(t),
+		args:   []string{"--callers", permissionCallers(t), "--mcp-listen", addr},
+		env:    []string{"E2E_OUTSIDER_TOKEN=" + outsiderToken},
+	})
+	url := "http://" + addr + "/mcp"
+	admin := connectMCP(ctx, t, url, "", adminToken, nil)
+	waitTools(ctx, t, admin, "mcp__demo__echo", "mcp__other__echo")
+
+	for _, version := range mcpEras {
+		t.Run(version, func(t *testing.T) {
+			reader := connectMCP(ctx, t, url, version, readerToken, nil)
+			var tools []string
+			for tool, err := range reader.Tools(ctx, nil) {
+				if err != nil {
+					t.Fatalf("tools/list: %v", err)
+				}
+				tools = append(tools, tool.Name)
+			}
+			slices.Sort(tools)
+			if want := []string{"mcp__demo__echo", "mcp__demo__weather"}; !slices.Equal(tools, want) {
+				t.Errorf("reader's tools: got %v, want %v", tools, want)
+			}
+			var uris []string
+			for r, err := range reader.Resources(ctx, nil) {
+				if err != nil {
+					t.Fatalf("resources/list: %v", err)
+				}
+				uris = append(uris, r.URI)
+			}
+			if want := []string{"mcpd://demo/demo://clock"}; !slices.Equal(uris, want) {
+				t.Errorf("reader's resources: got %v, want %v", uris, want)
+			}
+			if _, err := reader.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": "ok"}}); err != nil {
+				t.Errorf("reader calls an allowed tool: %v", err)
+			}
+			for _, name := range []string{"mcp__demo__add", "mcp__other__echo"} {
+				if _, err := reader.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"a": 1, "b": 2, "message": "x"}}); err == nil ||
+					!strings.Contains(err.Error(), "lacks permission") {
+					t.Errorf("reader calls %s: got %v, want a permission error", name, err)
+				}
+			}
+			if _, err := reader.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mcpd://demo/demo://readme"}); err == nil {
+				t.Errorf("reader reads demo://readme: got no error, want a permission error")
+			}
+			// A bare name resolves among the servers the caller sees only.
+			if _, err := reader.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "bare"}}); err != nil {
+				t.Errorf("reader calls the bare name echo (only demo is visible): %v", err)
+			}
+			if _, err := admin.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "bare"}}); err == nil ||
+				!strings.Contains(err.Error(), "ambiguous") {
+				t.Errorf("admin calls the bare name echo (two servers have it): got %v, want an ambiguity error", err)
+			}
+		})
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "x", Version: "0"}, nil)
+	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{"not-a-caller"}}}
+	if _, err := c.Connect(ctx, tr, nil); err == nil {
+		t.Errorf("connect with an unknown token: got no error, want 401")
+	}
+}
+
+// TestMCPEndpointNotifications: a server added while a host is connected
+// makes its tool list change, and the host hears of it; a host's
+// subscription to the demo server's clock gets its updates under the
+// gateway URI. In both eras.
+func TestMCPEndpointNotifications(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d, url := startGateway(ctx, t, "")
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__demo__echo")
+	for i, version := range mcpEras {
+		t.Run(version, func(t *testing.T) {
+			toolsChanged := make(chan struct{}, 16)
+			updated := make(chan string, 16)
+			cs := connectMCP(ctx, t, url, version, "", &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+					select {
+					case toolsChanged <- struct{}{}:
+					default:
+					}
+				},
+				ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+					select {
+					case updated <- req.Params.URI:
+					default:
+					}
+				},
+			})
+			const clock = "mcpd://demo/demo://clock"
+			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: clock}); err != nil {
+				t.Fatalf("subscribe %s: %v", clock, err)
+			}
+			name := fmt.Sprintf("added%d", i)
+			d.connect(ctx, t, name, mcpdBinary(t), []string{"demo-server"}, nil)
+			select {
+			case <-toolsChanged:
+			case <-ctx.Done():
+				t.Fatalf("no tools list_changed after server %s was added", name)
+			}
+			waitTools(ctx, t, cs, "mcp__"+name+"__echo")
+			select {
+			case got := <-updated:
+				if got != clock {
+					t.Errorf("resource updated: got %q, want %q", got, clock)
+				}
+			case <-ctx.Done():
+				t.Fatalf("no update of %s", clock)
+			}
+		})
+	}
+}
+
+// TestMCPEndpointProgress: the host's progress token gets the demo slow
+// tool's progress, in both eras.
+func TestMCPEndpointProgress(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	_, url := startGateway(ctx, t, "")
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__demo__slow")
+	for _, version := range mcpEras {
+		t.Run(version, func(t *testing.T) {
+			progress := make(chan *mcp.ProgressNotificationParams, 16)
+			cs := connectMCP(ctx, t, url, version, "", &mcp.ClientOptions{
+				ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+					select {
+					case progress <- req.Params:
+					default:
+					}
+				},
+			})
+			params := &mcp.CallToolParams{Name: "mcp__demo__slow", Arguments: map[string]any{"steps": 3, "delay_ms": 1}}
+			params.SetProgressToken("host-token")
+			res, err := cs.CallTool(ctx, params)
+			if err != nil || res.IsError {
+				t.Fatalf("call slow: %v %v", res, err)
+			}
+			// The client may hand notifications to their handler after
+			// the result: wait for all three.
+			var got []float64
+			for len(got) < 3 {
+				select {
+				case n := <-progress:
+					if n.ProgressToken != "host-token" {
+						t.Errorf("progress token: got %v, want host-token", n.ProgressToken)
+					}
+					got = append(got, n.Progress)
+				case <-ctx.Done():
+					t.Fatalf("progress notifications: got %v, want 3", got)
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, []float64{1, 2, 3}) {
+				t.Errorf("progress: got %v, want 1, 2, 3", got)
+			}
+		})
+	}
+}
+
+// TestMCPEndpointGuards: a non-loopback --mcp-listen without TLS is
+// refused before anything binds; SIGTERM ends hosts' open sessions and
+// mcpd exits cleanly.
+func TestMCPEndpointGuards(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	t.Run("not loopback", func(t *testing.T) {
+		code, out := runMcpdEnv(ctx, t, []string{"MCPD_API_TOKEN=mcp-plain-5d1e"}, "--listen", "127.0.0.1:0", "--config", emptyConfig(t),
+			"--mcp-listen", "0.0.0.0:"+strconv.Itoa(freePort(t)))
+		if code != 1 || !strings.Contains(out, `--mcp-listen "0.0.0.0:`) || !strings.Contains(out, "not a loopback address") {
+			t.Errorf("got exit code %d, want 1 and a refusal naming --mcp-listen:\n%s", code, out)
+		}
+		if strings.Contains(out, "mcp-plain-5d1e") {
+			t.Errorf("the message quotes the token:\n%s", out)
+		}
+	})
+	t.Run("shutdown ends sessions", func(t *testing.T) {
+		d, url := startGateway(ctx, t, "")
+		cs := connectMCP(ctx, t, url, mcpEras[0], "", nil)
+		waitTools(ctx, t, cs, "mcp__demo__echo")
+		d.send(t, syscall.SIGTERM)
+		if code := d.wait(t, syscall.SIGTERM); code != 0 {
+			t.Errorf("mcpd exit code with a host connected: got %d, want 0\n%s", code, d.log.String())
+		}
+	})
+}

@@ -1,0 +1,385 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Exit codes of `mcpd mcp-stdio`.
+const (
+	stdioDone  = 0 // stdin ended
+	stdioError = 1 // mcpd could not be reached, or stdio failed
+	stdioUsage = 2 // bad flags
+)
+
+// stdioMaxLine bounds one message from the host or from mcpd.
+const stdioMaxLine = 64 << 20
+
+// stdioRetry is the pause before the standalone stream is opened again
+// after mcpd closed it.
+const stdioRetry = time.Second
+
+// runMCPStdio is `mcpd mcp-stdio`: it bridges an MCP host that starts
+// stdio servers to a running mcpd's MCP endpoint (--mcp-listen). Each
+// newline-delimited message from stdin is POSTed to the endpoint; each
+// message mcpd answers with, as JSON or as server-sent events, and each
+// message on the session's standalone stream, is written to stdout. The
+// bridge reads the messages only to learn the session id and protocol
+// version, which Streamable HTTP carries in headers; it works for both
+// protocol eras. MCPD_API_TOKEN, if set, is sent as the bearer token.
+func runMCPStdio(args []string, lookup func(string) (string, bool), stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mcpd mcp-stdio", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	connect := fs.String("connect", "", "mcpd's MCP endpoint: its URL (http://127.0.0.1:PORT/mcp, https://...), host:port, or unix:///path/to.sock (default MCPD_MCP_CONNECT)")
+	if v, ok := lookup("MCPD_MCP_CONNECT"); ok {
+		*connect = v
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return stdioDone
+		}
+		return stdioUsage
+	}
+	if fs.NArg() > 0 || *connect == "" {
+		fmt.Fprintln(stderr, "mcpd mcp-stdio: usage: mcpd mcp-stdio --connect http://127.0.0.1:PORT/mcp | unix:///path/to.sock")
+		return stdioUsage
+	}
+	endpoint, client, err := mcpTarget(*connect)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpd mcp-stdio:", err)
+		return stdioUsage
+	}
+	token, _ := lookup("MCPD_API_TOKEN")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b := &bridge{endpoint: endpoint, client: client, token: token, out: stdout}
+	if err := b.run(ctx, stdin); err != nil {
+		fmt.Fprintln(stderr, "mcpd mcp-stdio:", err)
+		return stdioError
+	}
+	return stdioDone
+}
+
+// mcpTarget turns --connect into the endpoint URL and the HTTP client
+// that reaches it.
+func mcpTarget(target string) (string, *http.Client, error) {
+	if path, ok := strings.CutPrefix(target, "unix://"); ok {
+		if path == "" {
+			return "", nil, errors.New("--connect unix:// needs a path, e.g. unix:///run/mcpd-mcp.sock")
+		}
+		var d net.Dialer
+		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", path)
+		}}
+		return "http://mcpd" + mcpEndpointPath, &http.Client{Transport: tr}, nil
+	}
+	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+		return target, &http.Client{}, nil
+	}
+	if _, _, err := net.SplitHostPort(target); err != nil {
+		return "", nil, fmt.Errorf("--connect %q: want an http(s) URL, host:port or unix:///path", target)
+	}
+	return "http://" + target + mcpEndpointPath, &http.Client{}, nil
+}
+
+// bridge relays one host's messages to mcpd and back.
+type bridge struct {
+	endpoint string
+	client   *http.Client
+	token    string
+
+	outMu sync.Mutex
+	out   io.Writer
+
+	mu       sync.Mutex
+	session  string // Mcp-Session-Id, once mcpd gave one
+	version  string // the negotiated protocol version (initialize era)
+	standing bool   // the standalone stream was started
+}
+
+// run relays until stdin ends and the requests in flight are answered (or
+// ctx ends), then ends the session.
+func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
+	// The standalone stream lives until stdin ends; requests until they
+	// are answered.
+	streamCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var streams, wg sync.WaitGroup
+	defer streams.Wait()
+	sc := bufio.NewScanner(stdin)
+	sc.Buffer(make([]byte, 0, 64<<10), stdioMaxLine)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		msg, err := jsonrpc.DecodeMessage(line)
+		if err != nil {
+			continue // not a message: nothing to answer
+		}
+		body := bytes.Clone(line)
+		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "initialize" {
+			// The session starts with this answer: what follows needs
+			// its id.
+			b.post(ctx, msg, body)
+			b.startStandalone(streamCtx, &streams)
+			continue
+		}
+		wg.Go(func() { b.post(ctx, msg, body) })
+	}
+	wg.Wait()
+	cancel()
+	b.endSession()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read stdin: %w", err)
+	}
+	return nil
+}
+
+// post sends one message and relays what mcpd answers.
+func (b *bridge) post(ctx context.Context, msg jsonrpc.Message, body []byte) {
+	req, _ := msg.(*jsonrpc.Request)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.endpoint, bytes.NewReader(body))
+	if err != nil {
+		b.fail(req, err.Error())
+		return
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json, text/event-stream")
+	b.setHeaders(hreq, req)
+	resp, err := b.client.Do(hreq)
+	if err != nil {
+		if ctx.Err() == nil {
+			b.fail(req, "mcpd is not reachable: "+err.Error())
+		}
+		return
+	}
+	defer resp.Body.Close()
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+		b.mu.Lock()
+		b.session = id
+		b.mu.Unlock()
+	}
+	switch {
+	case resp.StatusCode == http.StatusAccepted:
+		return
+	case resp.StatusCode >= 300:
+		text, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		b.fail(req, fmt.Sprintf("mcpd answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(text))))
+		return
+	}
+	b.relay(resp, req != nil && req.Method == "initialize")
+}
+
+// setHeaders adds the bearer token, the session id and the protocol
+// version header that Streamable HTTP wants with a message.
+func (b *bridge) setHeaders(h *http.Request, req *jsonrpc.Request) {
+	if b.token != "" {
+		h.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	b.mu.Lock()
+	session, version := b.session, b.version
+	b.mu.Unlock()
+	if session != "" {
+		h.Header.Set("Mcp-Session-Id", session)
+	}
+	if req != nil && len(req.Params) > 0 {
+		// A 2026-07-28 request names its version in its _meta; the header
+		// must say the same, and that revision wants the method (and the
+		// tool, prompt or resource) in headers too.
+		var p struct {
+			Meta map[string]any `json:"_meta"`
+			Name string         `json:"name"`
+			URI  string         `json:"uri"`
+		}
+		if json.Unmarshal(req.Params, &p) == nil {
+			if v, ok := p.Meta[mcp.MetaKeyProtocolVersion].(string); ok {
+				version = v
+			}
+		}
+		if version >= statelessVersion {
+			h.Header.Set("Mcp-Method", req.Method)
+			switch req.Method {
+			case "tools/call", "prompts/get":
+				h.Header.Set("Mcp-Name", headerValue(p.Name))
+			case "resources/read":
+				h.Header.Set("Mcp-Name", headerValue(p.URI))
+			}
+		}
+	}
+	if version != "" {
+		h.Header.Set("Mcp-Protocol-Version", version)
+	}
+}
+
+// statelessVersion is the first protocol revision without sessions.
+const statelessVersion = "2026-07-28"
+
+// headerValue is v as a 2026-07-28 header carries it: as it is when it is
+// printable ASCII, else base64 in the revision's =?base64?...?= form.
+func headerValue(v string) string {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+		}
+	}
+	return v
+}
+
+// relay writes the messages of an answer, JSON or server-sent events, to
+// stdout. From the answer to initialize it learns the protocol version.
+func (b *bridge) relay(resp *http.Response, initialize bool) {
+	write := func(data []byte) {
+		msg, err := jsonrpc.DecodeMessage(data)
+		if err != nil {
+			return
+		}
+		if r, ok := msg.(*jsonrpc.Response); ok && initialize && r.Error == nil {
+			var res struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			}
+			if json.Unmarshal(r.Result, &res) == nil && res.ProtocolVersion != "" {
+				b.mu.Lock()
+				b.version = res.ProtocolVersion
+				b.mu.Unlock()
+			}
+		}
+		b.write(msg)
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		data, err := io.ReadAll(io.LimitReader(resp.Body, stdioMaxLine))
+		if err == nil && len(bytes.TrimSpace(data)) > 0 {
+			write(data)
+		}
+		return
+	}
+	readEvents(resp.Body, write)
+}
+
+// readEvents calls fn with the data of each server-sent event in r.
+func readEvents(r io.Reader, fn func([]byte)) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), stdioMaxLine)
+	var data []byte
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case len(line) == 0:
+			if len(data) > 0 {
+				fn(data)
+			}
+			data = nil
+		case bytes.HasPrefix(line, []byte("data:")):
+			d := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, d...)
+		}
+	}
+	if len(data) > 0 {
+		fn(data)
+	}
+}
+
+// startStandalone opens, once, the session's standalone stream, on which
+// mcpd sends what belongs to no request (list changes, resource updates),
+// and opens it again when mcpd ends it, until the session is gone.
+func (b *bridge) startStandalone(ctx context.Context, wg *sync.WaitGroup) {
+	b.mu.Lock()
+	if b.standing || b.session == "" {
+		b.mu.Unlock()
+		return
+	}
+	b.standing = true
+	b.mu.Unlock()
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			h, err := http.NewRequestWithContext(ctx, http.MethodGet, b.endpoint, nil)
+			if err != nil {
+				return
+			}
+			h.Header.Set("Accept", "text/event-stream")
+			b.setHeaders(h, nil)
+			resp, err := b.client.Do(h)
+			if err == nil {
+				ok := resp.StatusCode == http.StatusOK
+				if ok {
+					readEvents(resp.Body, func(data []byte) {
+						if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+							b.write(msg)
+						}
+					})
+				}
+				resp.Body.Close()
+				if !ok {
+					return // no stream for this session (405), or no session (404)
+				}
+			}
+			t := time.NewTimer(stdioRetry)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	})
+}
+
+// endSession tells mcpd the host is gone, best effort.
+func (b *bridge) endSession() {
+	b.mu.Lock()
+	session := b.session
+	b.mu.Unlock()
+	if session == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stdioRetry)
+	defer cancel()
+	h, err := http.NewRequestWithContext(ctx, http.MethodDelete, b.endpoint, nil)
+	if err != nil {
+		return
+	}
+	b.setHeaders(h, nil)
+	if resp, err := b.client.Do(h); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// fail answers a request that mcpd could not answer, so that the host
+// does not wait for it.
+func (b *bridge) fail(req *jsonrpc.Request, msg string) {
+	if req == nil || !req.IsCall() {
+		return
+	}
+	b.write(&jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}})
+}
+
+func (b *bridge) write(msg jsonrpc.Message) {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return
+	}
+	b.outMu.Lock()
+	defer b.outMu.Unlock()
+	_, _ = b.out.Write(append(data, '\n'))
+}

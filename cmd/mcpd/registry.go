@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/server"
+)
+
+// registry decides which servers run. It applies the merged config files
+// at start-up and on every SIGHUP, touching only what changed, and carries
+// out ConnectServer, DisconnectServer and SetServerEnabled, which it
+// remembers: servers added through the API override the files' entries of
+// the same name, and an enable or disable overrides the entry's
+// "disabled". With a state file, it keeps both across restarts.
+type registry struct {
+	mgr   *mcpclient.Manager
+	log   zerolog.Logger
+	state string // the state file; "" keeps nothing on disk
+
+	mu      sync.Mutex
+	files   []mcpconfig.Entry          // the merged files, as last applied
+	api     map[string]mcpconfig.Entry // servers added through the API
+	apiJSON map[string]json.RawMessage // each api server as the state file holds it
+	toggles map[string]bool            // enabled or disabled through the API, where that differs from the config
+	applied map[string]want            // what each server was last set up as
+}
+
+var _ server.Registry = (*registry)(nil)
+
+// want is how one server should be set up.
+type want struct {
+	cfg      mcpconfig.Server
+	err      error // the entry is unusable
+	disabled bool
+}
+
+func (w want) same(o want) bool {
+	return w.cfg.Equal(&o.cfg) && w.disabled == o.disabled && errText(w.err) == errText(o.err)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// newRegistry returns a registry that keeps its state in stateFile (none
+// if empty), after reading what the file holds. A state file that exists
+// and cannot be read is an error.
+func newRegistry(mgr *mcpclient.Manager, log zerolog.Logger, stateFile string) (*registry, error) {
+	r := &registry{
+		mgr: mgr, log: log, state: stateFile,
+		api: make(map[string]mcpconfig.Entry), apiJSON: make(map[string]json.RawMessage),
+		toggles: make(map[string]bool), applied: make(map[string]want),
+	}
+	if stateFile == "" {
+		return r, nil
+	}
+	if err := r.readState(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// stateDoc is the state file: servers added through the API in the
+// .mcp.json format (so that the file is also a valid --config), and the
+// names enabled or disabled through the API.
+type stateDoc struct {
+	MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	Disabled   []string                   `json:"disabled,omitempty"`
+	Enabled    []string                   `json:"enabled,omitempty"`
+}
+
+func (r *registry) readState() error {
+	data, err := os.ReadFile(r.state)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read state file: %w", err)
+	}
+	merged, err := mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeAPI, Path: r.state, Inline: data}}, os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	var doc stateDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("state file %s: %w", r.state, err)
+	}
+	for _, e := range merged.Entries {
+		r.api[e.Name] = e
+		r.apiJSON[e.Name] = doc.MCPServers[e.Name]
+	}
+	for _, name := range doc.Disabled {
+		r.toggles[name] = false
+	}
+	for _, name := range doc.Enabled {
+		r.toggles[name] = true
+	}
+	return nil
+}
+
+// writeState replaces the state file atomically: a temporary file in the
+// same directory, mode 0600, synced, then renamed over the old one.
+func (r *registry) writeState() {
+	if r.state == "" {
+		return
+	}
+	doc := stateDoc{MCPServers: r.apiJSON}
+	for _, name := range slices.Sorted(maps.Keys(r.toggles)) {
+		if r.toggles[name] {
+			doc.Enabled = append(doc.Enabled, name)
+		} else {
+			doc.Disabled = append(doc.Disabled, name)
+		}
+	}
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err == nil {
+		err = writeFileAtomic(r.state, append(data, '\n'))
+	}
+	if err != nil {
+		r.log.Error().Err(err).Str("file", r.state).Msg("state file not written: the change holds until mcpd stops")
+	}
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing left to remove
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write state file: %w", err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write state file: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write state file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	return nil
+}
+
+// apply sets the servers up as the merged files (and what the API
+// changed) say: it starts new servers, restarts changed ones, disables or
+// fails the ones that say so, and disconnects the ones nothing names any
+// more. A server whose setup is unchanged is left alone, only its source
+// label follows the file. It returns once every change is under way.
+func (r *registry) apply(ctx context.Context, merged *mcpconfig.Merged) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.files = merged.Entries
+	r.reconcile(ctx)
+}
+
+// desired is what every server should be, from the files, the API's
+// servers and the toggles.
+func (r *registry) desired() map[string]want {
+	out := make(map[string]want, len(r.files)+len(r.api))
+	for _, e := range append(slices.Clone(r.files), slices.Collect(maps.Values(r.api))...) {
+		out[e.Name] = want{cfg: e.Server, err: e.Err, disabled: e.Disabled}
+	}
+	for name, enabled := range r.toggles {
+		if w, ok := out[name]; ok {
+			w.disabled = !enabled
+			out[name] = w
+		}
+	}
+	return out
+}
+
+// reconcile brings the manager to desired(); r.mu is held.
+func (r *registry) reconcile(ctx context.Context) {
+	next := r.desired()
+	for name := range r.applied {
+		if _, still := next[name]; !still {
+			if err := r.mgr.Disconnect(ctx, name); err != nil && !errors.Is(err, mcpclient.ErrNotFound) {
+				r.log.Warn().Str("server", name).Err(err).Msg("disconnect")
+			}
+			delete(r.applied, name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(next)) {
+		w := next[name]
+		if old, had := r.applied[name]; had && old.same(w) {
+			if _, err := r.mgr.Get(name); err == nil {
+				r.mgr.Relabel(name, w.cfg.Source)
+				r.applied[name] = w
+				continue // unchanged and still there
+			}
+		}
+		var err error
+		switch {
+		case w.disabled:
+			err = r.mgr.AddStopped(w.cfg, mcpclient.StateDisabled, w.err, true)
+		case w.err != nil:
+			r.log.Warn().Str("server", name).Err(w.err).Msg("config entry unusable")
+			err = r.mgr.AddStopped(w.cfg, mcpclient.StateFailed, w.err, true)
+		default:
+			for _, warning := range w.cfg.Warnings {
+				r.log.Warn().Str("server", name).Msg("config entry: " + warning)
+			}
+			err = r.mgr.Start(w.cfg, true)
+		}
+		if err != nil {
+			r.log.Warn().Str("server", name).Err(err).Msg("connect")
+			delete(r.applied, name)
+			continue
+		}
+		r.applied[name] = w
+	}
+}
+
+// Connect adds a server through the API and remembers it (see registry).
+func (r *registry) Connect(ctx context.Context, cfg mcpconfig.Server, replace bool) (mcpclient.Status, error) {
+	cfg.Source = mcpconfig.Source{Scope: mcpconfig.ScopeAPI, Name: r.state}
+	var raw json.RawMessage
+	if r.state != "" {
+		data, refs, err := mcpconfig.MarshalEntry(&cfg)
+		if err != nil {
+			return mcpclient.Status{}, fmt.Errorf("encode server for the state file: %w", err)
+		}
+		raw = data
+		if len(refs) > 0 {
+			r.log.Info().Str("server", cfg.Name).Strs("variables", refs).Msg("state file keeps the server's secrets as references: set these variables for a restarted mcpd")
+		}
+	}
+	r.mu.Lock()
+	err := r.mgr.Start(cfg, replace)
+	if err == nil {
+		r.api[cfg.Name] = mcpconfig.Entry{Name: cfg.Name, Server: cfg}
+		r.apiJSON[cfg.Name] = raw
+		delete(r.toggles, cfg.Name)
+		r.applied[cfg.Name] = want{cfg: cfg}
+		r.writeState()
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return mcpclient.Status{}, err
+	}
+	return r.mgr.Await(ctx, cfg.Name)
+}
+
+// Disconnect stops and forgets a server. A server the files name comes
+// back on the next reload.
+func (r *registry) Disconnect(ctx context.Context, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.mgr.Disconnect(ctx, name); err != nil {
+		return err
+	}
+	_, wasAPI := r.api[name]
+	_, wasToggled := r.toggles[name]
+	delete(r.api, name)
+	delete(r.apiJSON, name)
+	delete(r.toggles, name)
+	delete(r.applied, name)
+	if wasAPI || wasToggled {
+		r.writeState()
+	}
+	return nil
+}
+
+// SetEnabled disables or enables a server and remembers the choice where
+// it differs from the server's config entry.
+func (r *registry) SetEnabled(ctx context.Context, name string, enabled bool) (mcpclient.Status, error) {
+	r.mu.Lock()
+	err := r.mgr.SetEnabled(name, enabled)
+	if err == nil {
+		configDisabled := false
+		for _, e := range r.files {
+			if e.Name == name {
+				configDisabled = e.Disabled
+			}
+		}
+		if e, ok := r.api[name]; ok {
+			configDisabled = e.Disabled
+		}
+		if enabled == !configDisabled {
+			delete(r.toggles, name)
+		} else {
+			r.toggles[name] = enabled
+		}
+		if w, ok := r.applied[name]; ok {
+			w.disabled = !enabled
+			r.applied[name] = w
+		}
+		r.writeState()
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return mcpclient.Status{}, err
+	}
+	if !enabled {
+		return r.mgr.Get(name)
+	}
+	return r.mgr.Await(ctx, name)
+}

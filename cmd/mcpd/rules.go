@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/mcpd-project/mcpd/internal/access"
+	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
+)
+
+// toolRules gathers the tool rules of the command line, the config files'
+// top-level "permissions" blocks, and each server entry's "permissions",
+// "alwaysAllow" and "autoApprove" (qualified with the server's name) into
+// one set: the most specific rule wins wherever it was written.
+func toolRules(c *config, merged *mcpconfig.Merged) *access.Rules {
+	var rules []access.Rule
+	add := func(eff access.Effect, source string, patterns ...string) {
+		for _, p := range patterns {
+			rules = append(rules, access.Rule{Effect: eff, Pattern: access.NewGlob(p), Source: source})
+		}
+	}
+	add(access.Allow, "flag --allow-tool", c.allowTools...)
+	add(access.Ask, "flag --ask-tool", c.askTools...)
+	add(access.Deny, "flag --deny-tool", c.denyTools...)
+	top := merged.Permissions
+	add(access.Allow, "config permissions", top.Allow...)
+	add(access.Ask, "config permissions", top.Ask...)
+	add(access.Deny, "config permissions", top.Deny...)
+	for _, e := range merged.Entries {
+		if e.Err != nil {
+			continue
+		}
+		s := e.Server
+		qualify := func(names []string) []string {
+			out := make([]string, len(names))
+			for i, n := range names {
+				out[i] = "mcp__" + s.Name + "__" + n
+			}
+			return out
+		}
+		source := fmt.Sprintf("server %q", s.Name)
+		add(access.Allow, source+" permissions", qualify(s.Permissions.Allow)...)
+		add(access.Ask, source+" permissions", qualify(s.Permissions.Ask)...)
+		add(access.Deny, source+" permissions", qualify(s.Permissions.Deny)...)
+		add(access.Allow, source+" alwaysAllow", qualify(s.AlwaysAllow)...)
+	}
+	def := c.toolDefault
+	if def == "" {
+		def = top.Default
+	}
+	eff := access.Allow
+	if def != "" {
+		eff, _ = access.ParseEffect(def) // both were checked when read
+	}
+	return access.NewRules(rules, eff)
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// rulesConfig is two demo servers, "demo" and "other", with tool rules in
+// every place a config can hold them, and fields mcpd does not know.
+func rulesConfig(t *testing.T, extraDeny ...string) string {
+	t.Helper()
+	demo := map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}}
+	other := map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"},
+		"alwaysAllow": []string{"echo"}, "permissions": map[string]any{"deny": []string{"weath?r"}},
+		"bogusField": true}
+	return writeConfig(t, mustJSON(t, map[string]any{
+		"permissions": map[string]any{
+			// A cross-server glob, and an exact name that beats it.
+			"deny":  append([]string{"mcp__*__ad?"}, extraDeny...),
+			"allow": []string{"mcp__demo__add"},
+		},
+		"mcpServers": map[string]any{"demo": demo, "other": other},
+	}))
+}
+
+// TestToolRules checks each rule kind on qualified names, where the rules
+// come from (top-level block, a server's own block, alwaysAllow, flags),
+// the most specific rule winning, denied tools hidden from ListTools, an
+// unknown field reported, and a SIGHUP bringing new rules in.
+func TestToolRules(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	path := rulesConfig(t)
+	d := startDaemon(ctx, t, daemonOptions{config: path, args: []string{
+		"--ask-tool", "mcp__*__echo", "--deny-tool", "mcp__demo__image",
+	}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	d.waitServer(ctx, t, "other", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	// allow: the exact name beats the cross-server deny.
+	if got := text(d.mustCall(ctx, t, "mcp__demo__add", map[string]any{"a": 2, "b": 3})); got != "5" {
+		t.Errorf("mcp__demo__add: got %q, want 5", got)
+	}
+	// deny by the cross-server glob of the top-level block.
+	_, err := d.call(ctx, t, "mcp__other__add", map[string]any{"a": 2, "b": 3}, 0)
+	st := wantCode(t, err, codes.PermissionDenied)
+	if !strings.Contains(st.Message(), `deny mcp__*__ad?`) {
+		t.Errorf("denial: got %q, want it to name the rule", st.Message())
+	}
+	// deny by a server's own block and by a flag.
+	for _, tool := range []string{"mcp__other__weather", "mcp__demo__image"} {
+		_, err = d.call(ctx, t, tool, map[string]any{"city": "Oslo"}, 0)
+		wantCode(t, err, codes.PermissionDenied)
+	}
+	// ask with no agent attached: denied, saying why.
+	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "hi"}, 0)
+	st = wantCode(t, err, codes.PermissionDenied)
+	if !strings.Contains(st.Message(), "no agent") || !strings.Contains(st.Message(), "ask mcp__*__echo") {
+		t.Errorf("ask without agent: got %q, want it to say no agent is attached and name the rule", st.Message())
+	}
+	// alwaysAllow of "other" is an exact allow: it beats the ask glob.
+	if got := text(d.mustCall(ctx, t, "mcp__other__echo", map[string]any{"message": "hi"})); got != "hi" {
+		t.Errorf("mcp__other__echo: got %q, want hi", got)
+	}
+	// No rule: the default allows.
+	d.mustCall(ctx, t, "mcp__other__image", nil)
+
+	// Denied tools are hidden; tools that ask are listed.
+	list, err := d.hub.ListTools(ctx, &mcpdv1.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.GetTools() {
+		names = append(names, tool.GetName())
+	}
+	for _, hidden := range []string{"mcp__other__add", "mcp__other__weather", "mcp__demo__image"} {
+		if slices.Contains(names, hidden) {
+			t.Errorf("ListTools lists %s, which a deny rule hides", hidden)
+		}
+	}
+	for _, listed := range []string{"mcp__demo__add", "mcp__demo__echo", "mcp__other__echo", "mcp__other__image"} {
+		if !slices.Contains(names, listed) {
+			t.Errorf("ListTools: %s missing from %v", listed, names)
+		}
+	}
+
+	// The unknown field shows in the server's status and in the log, once.
+	other, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`field "bogusField" is not understood by mcpd; ignored`}
+	if got := other.GetServer().GetConfigWarnings(); !slices.Equal(got, want) {
+		t.Errorf("config_warnings: got %q, want %q", got, want)
+	}
+	if n := strings.Count(d.log.String(), `bogusField`); n != 1 {
+		t.Errorf("the log names bogusField %d times, want once:\n%s", n, d.log.String())
+	}
+
+	// SIGHUP: a new deny rule applies to the next call.
+	if err := os.WriteFile(path, []byte(readFile(t, rulesConfig(t, "mcp__*__image"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the reloaded deny rule", func() (bool, error) {
+		_, err := d.call(ctx, t, "mcp__other__image", nil, 0)
+		return err != nil, nil
+	})
+	_, err = d.call(ctx, t, "mcp__other__image", nil, 0)
+	wantCode(t, err, codes.PermissionDenied)
+	// The unchanged entry was not restarted, nor its warning logged again.
+	if n := strings.Count(d.log.String(), `bogusField`); n != 1 {
+		t.Errorf("after the reload the log names bogusField %d times, want once", n)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// approvalAgent registers for APPROVAL requests and answers by the call's
+// "message" argument: "yes" approves, "no" denies, anything else is left
+// unanswered. It hands every request it gets to seen.
+func approvalAgent(ctx context.Context, t *testing.T, d *daemon, seen chan<- *mcpdv1.ServerRequest) {
+	t.Helper()
+	stream, err := d.hub.HandleServerRequests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+		Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetRegistered() == nil {
+		t.Fatalf("registration: %v %v", m, err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	go func() {
+		defer close(done)
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			req := m.GetRequest()
+			select {
+			case seen <- req:
+			default:
+			}
+			var result *mcpdv1.ApprovalResult
+			switch req.GetApproval().GetArguments().GetFields()["message"].GetStringValue() {
+			case "yes":
+				result = &mcpdv1.ApprovalResult{Approved: true}
+			case "no":
+				result = &mcpdv1.ApprovalResult{Reason: "not today"}
+			default:
+				continue
+			}
+			if err := stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{
+				Reply: &mcpdv1.ServerRequestReply{Id: req.GetId(), Result: &mcpdv1.ServerRequestReply_Approval{Approval: result}},
+			}}); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// TestToolRulesAsk sends calls that an "ask" rule holds to an agent that
+// approves, denies, or never answers them.
+func TestToolRulesAsk(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: twoDemoServers(t), args: []string{
+		"--ask-tool", "mcp__demo__*", "--server-request-timeout", "5s", // long enough for a loaded machine to answer in time
+	}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	seen := make(chan *mcpdv1.ServerRequest, 10)
+	approvalAgent(agentCtx, t, d, seen)
+
+	// Approved: the call runs, and the agent saw what it approved.
+	if got := text(d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "yes"})); got != "yes" {
+		t.Errorf("approved call: got %q, want yes", got)
+	}
+	req := <-seen
+	a := req.GetApproval()
+	if req.GetServer() != "demo" || a.GetTool() != "mcp__demo__echo" || a.GetRule() != "ask mcp__demo__*" || a.GetCaller() == "" {
+		t.Errorf("approval request: got server %q, %v; want server demo, tool mcp__demo__echo, rule ask mcp__demo__*, a caller", req.GetServer(), a)
+	}
+	if !a.GetAnnotations().GetFields()["readOnlyHint"].GetBoolValue() {
+		t.Errorf("approval request annotations: got %v, want readOnlyHint true", a.GetAnnotations())
+	}
+	// CallToolStream asks too.
+	args, _ := structpb.NewStruct(map[string]any{"message": "yes"})
+	stream, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{Name: "mcp__demo__echo", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetResult() == nil {
+		t.Errorf("approved stream: got %v, %v; want the result", m, err)
+	}
+	<-seen
+
+	// Denied by the agent: PERMISSION_DENIED with its reason.
+	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "no"}, 0)
+	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), "not today") {
+		t.Errorf("denied: got %q, want the agent's reason", st.Message())
+	}
+	<-seen
+	// Not answered within --server-request-timeout.
+	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "later"}, 0)
+	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), "in time") {
+		t.Errorf("timed out: got %q, want it to say no agent answered in time", st.Message())
+	}
+	<-seen
+	// Other servers' tools need no approval.
+	if got := text(d.mustCall(ctx, t, "mcp__other__echo", map[string]any{"message": "later"})); got != "later" {
+		t.Errorf("unruled call: got %q, want later", got)
+	}
+	// The agent leaves: denied for want of an agent.
+	stopAgent()
+	poll(ctx, t, "the agent to detach", func() (bool, error) {
+		_, err := d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "yes"}, 0)
+		return err != nil && strings.Contains(err.Error(), "no agent is attached"), nil
+	})
+}

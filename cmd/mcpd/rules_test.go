@@ -1,0 +1,63 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/mcpd-project/mcpd/internal/access"
+	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
+)
+
+// TestToolRulesDocExample checks the table of docs/tools.md against the
+// example config above it.
+func TestToolRulesDocExample(t *testing.T) {
+	const example = `{
+  "permissions": {
+    "allow": ["mcp__github__get_*", "mcp__github__delete_branch"],
+    "ask":   ["mcp__github__*"],
+    "deny":  ["mcp__*__delete_*"],
+    "default": "allow"
+  },
+  "mcpServers": {
+    "github": {
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-github"],
+      "env": { "GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}" },
+      "alwaysAllow": ["list_issues"],
+      "permissions": { "deny": ["merge_pull_request"] }
+    }
+  }
+}`
+	file, err := mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeFlag, Path: "--config #1", Inline: []byte(example)}},
+		func(string) (string, bool) { return "x", true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := toolRules(&config{}, file)
+	for _, tc := range []struct {
+		tool string
+		want access.Effect
+		rule string // "" = the default
+	}{
+		{"mcp__github__get_issue", access.Allow, "allow mcp__github__get_*"},
+		{"mcp__github__delete_repo", access.Deny, "deny mcp__*__delete_*"},
+		{"mcp__github__delete_branch", access.Allow, "allow mcp__github__delete_branch"},
+		{"mcp__github__create_issue", access.Ask, "ask mcp__github__*"},
+		{"mcp__github__list_issues", access.Allow, "allow mcp__github__list_issues"},
+		{"mcp__github__merge_pull_request", access.Deny, "deny mcp__github__merge_pull_request"},
+		{"mcp__slack__delete_message", access.Deny, "deny mcp__*__delete_*"},
+		{"mcp__slack__post_message", access.Allow, ""},
+	} {
+		eff, r := rules.Decide(tc.tool)
+		got := ""
+		if r != nil {
+			got = r.String()
+		}
+		if eff != tc.want || got != tc.rule {
+			t.Errorf("%s: got %v by %q, want %v by %q", tc.tool, eff, got, tc.want, tc.rule)
+		}
+	}
+	// --tool-default overrides the file's default.
+	if eff, _ := toolRules(&config{toolDefault: "deny"}, file).Decide("mcp__slack__post_message"); eff != access.Deny {
+		t.Errorf("--tool-default deny: got %v, want deny", eff)
+	}
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
+)
+
+// The files of the user and project scopes.
+const (
+	// userClaudeFile is Claude Code's user settings: its top-level
+	// "mcpServers" are the user's servers. Read first, so that mcpd's own
+	// user file wins.
+	userClaudeFile = ".claude.json"
+	// userFile is mcpd's own user file, in the home directory.
+	userFile = ".mcp.json"
+	// projectFile is the project's shared file.
+	projectFile = ".mcp.json"
+	// localFile holds personal overrides beside the project's file (keep
+	// it out of version control).
+	localFile = ".mcp.local.json"
+)
+
+// configLayers lists what mcpd reads, in order: the managed file, the
+// user's files, the project's file, the local file, then every --config
+// (a file, or inline JSON when it starts with '{'). Only --config files
+// must exist.
+func configLayers(c *config) ([]mcpconfig.Layer, error) {
+	read, err := parseScopes(c.scopes)
+	if err != nil {
+		return nil, err
+	}
+	var layers []mcpconfig.Layer
+	if read[mcpconfig.ScopeManaged] && c.managedConfig != "" {
+		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeManaged, Path: c.managedConfig, Optional: true})
+	}
+	if home, err := os.UserHomeDir(); err == nil && read[mcpconfig.ScopeUser] {
+		layers = append(layers,
+			mcpconfig.Layer{Scope: mcpconfig.ScopeUser, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true},
+			mcpconfig.Layer{Scope: mcpconfig.ScopeUser, Path: filepath.Join(home, userFile), Optional: true},
+		)
+	}
+	dir := c.project
+	if dir != "" {
+		// A mistyped --project would otherwise read nothing, silently.
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--project %s: not a directory", dir)
+		}
+	}
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("project directory: %w", err)
+		}
+		dir = wd
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("project directory: %w", err)
+	}
+	if read[mcpconfig.ScopeProject] {
+		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeProject, Path: filepath.Join(dir, projectFile), Optional: true})
+	}
+	if read[mcpconfig.ScopeLocal] {
+		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(dir, localFile), Optional: true})
+	}
+	for i, v := range c.configs {
+		if strings.HasPrefix(strings.TrimSpace(v), "{") {
+			layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeFlag, Path: fmt.Sprintf("--config #%d", i+1), Inline: []byte(v)})
+			continue
+		}
+		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeFlag, Path: v})
+	}
+	return layers, nil
+}
+
+// parseScopes reads --scopes: names of the scopes before --config.
+func parseScopes(list string) (map[mcpconfig.Scope]bool, error) {
+	known := map[string]mcpconfig.Scope{
+		"managed": mcpconfig.ScopeManaged, "user": mcpconfig.ScopeUser,
+		"project": mcpconfig.ScopeProject, "local": mcpconfig.ScopeLocal,
+	}
+	out := make(map[mcpconfig.Scope]bool)
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		s, ok := known[name]
+		if !ok {
+			return nil, fmt.Errorf("--scopes: unknown scope %q (want managed, user, project or local)", name)
+		}
+		out[s] = true
+	}
+	return out, nil
+}
+
+// loadConfig reads every scope and merges them. When no file of any scope
+// exists and no --config is given, the built-in default (the demo server)
+// applies instead.
+func loadConfig(c *config) (*mcpconfig.Merged, error) {
+	layers, err := configLayers(c)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := mcpconfig.LoadLayers(layers, os.LookupEnv)
+	if err != nil || len(merged.Read) > 0 {
+		return merged, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable for the default config: %w", err)
+	}
+	lookup := func(name string) (string, bool) {
+		if name == "MCPD_SELF" {
+			return self, true
+		}
+		return os.LookupEnv(name)
+	}
+	return mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeDefault, Path: "built-in default", Inline: defaultConfig}}, lookup)
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// demoEntry is a config entry that runs the demo server; mark ends up in
+// the server's args, so that a test sees which scope's entry won.
+func demoEntry(t *testing.T, mark string) map[string]any {
+	return map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server", mark}}
+}
+
+// scopeFile writes a config file with the given servers, each running
+// the demo server marked with mark, plus extra top-level keys.
+func scopeFile(t *testing.T, path, mark string, names []string, extra map[string]any) {
+	t.Helper()
+	servers := map[string]any{}
+	for _, n := range names {
+		servers[n] = demoEntry(t, mark)
+	}
+	doc := map[string]any{"mcpServers": servers}
+	for k, v := range extra {
+		doc[k] = v
+	}
+	replaceFile(t, path, mustJSON(t, doc))
+}
+
+// TestConfigScopes reads every scope, each overriding the ones before it
+// per server, then reloads after changes across scopes.
+func TestConfigScopes(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	home, project, etc := shortTempDir(t), shortTempDir(t), shortTempDir(t)
+	managed := filepath.Join(etc, "managed-mcp.json")
+	claude := filepath.Join(home, ".claude.json")
+	user := filepath.Join(home, ".mcp.json")
+	shared := filepath.Join(project, ".mcp.json")
+	local := filepath.Join(project, ".mcp.local.json")
+	flagFile := filepath.Join(etc, "flag.json")
+
+	scopeFile(t, managed, "managed", []string{"m", "cu", "u", "p", "l", "f", "i"}, nil)
+	// Claude Code's user file holds more than servers.
+	scopeFile(t, claude, "claude", []string{"cu", "u", "p", "l", "f", "i"}, map[string]any{"numStartups": 7, "projects": map[string]any{}})
+	scopeFile(t, user, "user", []string{"u", "p", "l", "f", "i"}, nil)
+	scopeFile(t, shared, "project", []string{"p", "l", "f", "i", "off"}, nil)
+	replaceFile(t, local, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"l": demoEntry(t, "local"), "f": demoEntry(t, "local"), "i": demoEntry(t, "local"),
+		"off": map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server", "local"}, "disabled": true},
+	}}))
+	scopeFile(t, flagFile, "flag", []string{"f", "i"}, nil)
+	inline := mustJSON(t, map[string]any{"mcpServers": map[string]any{"i": demoEntry(t, "inline")}})
+
+	d := startDaemon(ctx, t, daemonOptions{
+		config: flagFile,
+		args:   []string{"--config", inline, "--project", project, "--managed-config", managed},
+		env:    []string{"HOME=" + home},
+	})
+	type want struct {
+		mark   string
+		scope  mcpdv1.ConfigScope
+		source string
+	}
+	check := func(t *testing.T, wants map[string]want) map[string]*mcpdv1.Server {
+		t.Helper()
+		got := map[string]*mcpdv1.Server{}
+		for name, w := range wants {
+			s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
+			if !slices.Contains(s.GetArgs(), w.mark) || s.GetScope() != w.scope || s.GetSource() != w.source {
+				t.Errorf("server %s: got args %q scope %v source %q; want mark %q scope %v source %q",
+					name, s.GetArgs(), s.GetScope(), s.GetSource(), w.mark, w.scope, w.source)
+			}
+			got[name] = s
+		}
+		return got
+	}
+	before := check(t, map[string]want{
+		"m":  {"managed", mcpdv1.ConfigScope_CONFIG_SCOPE_MANAGED, managed},
+		"cu": {"claude", mcpdv1.ConfigScope_CONFIG_SCOPE_USER, claude},
+		"u":  {"user", mcpdv1.ConfigScope_CONFIG_SCOPE_USER, user},
+		"p":  {"project", mcpdv1.ConfigScope_CONFIG_SCOPE_PROJECT, shared},
+		"l":  {"local", mcpdv1.ConfigScope_CONFIG_SCOPE_LOCAL, local},
+		"f":  {"flag", mcpdv1.ConfigScope_CONFIG_SCOPE_FLAG, flagFile},
+		"i":  {"inline", mcpdv1.ConfigScope_CONFIG_SCOPE_FLAG, "--config #2"},
+	})
+	off := d.waitServer(ctx, t, "off", mcpdv1.ServerState_SERVER_STATE_DISABLED)
+	if off.GetScope() != mcpdv1.ConfigScope_CONFIG_SCOPE_LOCAL || !slices.Contains(off.GetArgs(), "local") || off.GetPid() != 0 {
+		t.Errorf("disabled entry: got scope %v args %q pid %d; want the local entry, not running", off.GetScope(), off.GetArgs(), off.GetPid())
+	}
+	list, err := d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.GetServers()); n != 8 {
+		t.Errorf("ListServers: got %d servers, want 8 (no demo server once a config file exists)", n)
+	}
+
+	// Across scopes: the managed file goes away, the local file stops
+	// overriding l and takes p over unchanged, and "off" is enabled there.
+	if err := os.Remove(managed); err != nil {
+		t.Fatal(err)
+	}
+	pEntry := demoEntry(t, "project")
+	replaceFile(t, local, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"p": pEntry, "f": demoEntry(t, "local"), "i": demoEntry(t, "local"), "off": demoEntry(t, "local"),
+	}}))
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the managed-only server is gone", func() (bool, error) {
+		_, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "m"})
+		return status.Code(err) == codes.NotFound, err
+	})
+	// The reload applies servers in name order; p comes late.
+	poll(ctx, t, "p is relabelled", func() (bool, error) {
+		resp, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "p"})
+		return resp.GetServer().GetScope() == mcpdv1.ConfigScope_CONFIG_SCOPE_LOCAL, err
+	})
+	after := check(t, map[string]want{
+		"u":   {"user", mcpdv1.ConfigScope_CONFIG_SCOPE_USER, user},
+		"p":   {"project", mcpdv1.ConfigScope_CONFIG_SCOPE_LOCAL, local},
+		"l":   {"project", mcpdv1.ConfigScope_CONFIG_SCOPE_PROJECT, shared},
+		"i":   {"inline", mcpdv1.ConfigScope_CONFIG_SCOPE_FLAG, "--config #2"},
+		"off": {"local", mcpdv1.ConfigScope_CONFIG_SCOPE_LOCAL, local},
+	})
+	for _, name := range []string{"u", "p", "i"} {
+		if after[name].GetPid() != before[name].GetPid() {
+			t.Errorf("server %s: got pid %d, want %d: its entry did not change, so it must not restart", name, after[name].GetPid(), before[name].GetPid())
+		}
+	}
+	if after["l"].GetPid() == before["l"].GetPid() {
+		t.Errorf("server l: got the same pid %d, want a new process for the changed entry", after["l"].GetPid())
+	}
+}
+
+// TestConfigScopeErrors: a scope file that does not parse stops the start
+// with a message naming the file and the line; so does broken inline JSON.
+// Missing optional files are fine.
+func TestConfigScopeErrors(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	project := shortTempDir(t)
+	local := filepath.Join(project, ".mcp.local.json")
+	replaceFile(t, local, "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"}\n    \"b\": {\"command\": \"y\"}\n  }\n}\n")
+	sock := filepath.Join(shortTempDir(t), "mcpd.sock")
+	code, out := runMcpd(ctx, t, "--listen", "unix://"+sock, "--project", project)
+	if code != 1 || !strings.Contains(out, local) || !strings.Contains(out, "line 4") {
+		t.Errorf("broken local file: exit %d, output %q; want exit 1 naming %s and line 4", code, out, local)
+	}
+
+	// --scopes leaves the local file out: the start succeeds.
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--project", project, "--scopes", "managed,user,project"}})
+	if list, err := d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{}); err != nil || len(list.GetServers()) != 0 {
+		t.Errorf("--scopes without local: got %v %v, want no servers", list.GetServers(), err)
+	}
+
+	missing := filepath.Join(project, "no-such-dir")
+	code, out = runMcpd(ctx, t, "--listen", "unix://"+sock, "--project", missing)
+	if code != 1 || !strings.Contains(out, missing) {
+		t.Errorf("missing --project directory: exit %d, output %q; want exit 1 naming it", code, out)
+	}
+
+	code, out = runMcpd(ctx, t, "--listen", "unix://"+sock, "--config", `{"mcpServers": {"a": {"command": "x"},}}`, "--config", "{\"mcpServers\":\n {\"a\" {}}}")
+	if code != 1 || !strings.Contains(out, "--config #2") || !strings.Contains(out, "line 2") {
+		t.Errorf("broken inline JSON: exit %d, output %q; want exit 1 naming --config #2 and line 2", code, out)
+	}
+}
+
+// TestServerToggles disables and enables servers, lists "disabled": true
+// entries as DISABLED, and keeps API changes in the state file across a
+// restart of mcpd, without a secret in the file.
+func TestServerToggles(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	const secret = "toggle-secret-7c41e"
+	dir := shortTempDir(t)
+	stateFile := filepath.Join(dir, "state", "mcpd-state.json")
+	cfg := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"on":     demoEntry(t, "on"),
+		"parked": map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}, "disabled": true},
+	}}))
+	opts := daemonOptions{config: cfg, args: []string{"--state-file", stateFile}, env: []string{"E2E_TOGGLE_TOKEN=" + secret}}
+	d := startDaemon(ctx, t, opts)
+
+	parked := d.waitServer(ctx, t, "parked", mcpdv1.ServerState_SERVER_STATE_DISABLED)
+	if parked.GetScope() != mcpdv1.ConfigScope_CONFIG_SCOPE_FLAG || parked.GetCommand() != mcpdBinary(t) {
+		t.Errorf("parked: got scope %v command %q, want its config kept", parked.GetScope(), parked.GetCommand())
+	}
+	_, err := d.call(ctx, t, "mcp__parked__echo", map[string]any{"message": "x"}, 0)
+	wantDisabled(t, err)
+
+	on := d.waitServer(ctx, t, "on", mcpdv1.ServerState_SERVER_STATE_READY)
+	resp, err := d.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "on", Enabled: false})
+	if err != nil {
+		t.Fatalf("disable: %v", err)
+	}
+	if s := resp.GetServer(); s.GetState() != mcpdv1.ServerState_SERVER_STATE_DISABLED || s.GetPid() != 0 || s.GetCommand() != mcpdBinary(t) {
+		t.Errorf("disabled: got state %v pid %d command %q, want DISABLED, no process, config kept", s.GetState(), s.GetPid(), s.GetCommand())
+	}
+	if !processGone(int(on.GetPid())) {
+		t.Errorf("disabled server's process %d still runs", on.GetPid())
+	}
+	_, err = d.call(ctx, t, "mcp__on__echo", map[string]any{"message": "x"}, 0)
+	wantDisabled(t, err)
+	_, err = d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "on"})
+	wantDisabled(t, err)
+	_, err = d.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "nope", Enabled: true})
+	wantCode(t, err, codes.NotFound)
+
+	resp, err = d.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "parked", Enabled: true})
+	if err != nil || resp.GetServer().GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("enable parked: got %v %v, want READY", resp.GetServer().GetState(), err)
+	}
+	if got := text(d.mustCall(ctx, t, "mcp__parked__echo", map[string]any{"message": "back"})); !strings.Contains(got, "back") {
+		t.Errorf("call to the enabled server: got %q, want the echo", got)
+	}
+
+	// A reload keeps both choices.
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "mcpd reloads", func() (bool, error) {
+		return strings.Contains(d.log.String(), "reloading config"), nil
+	})
+	d.waitServer(ctx, t, "on", mcpdv1.ServerState_SERVER_STATE_DISABLED)
+	d.waitServer(ctx, t, "parked", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	// Servers added through the API, with secrets.
+	d.connect(ctx, t, "api", mcpdBinary(t), []string{"demo-server"}, map[string]string{"E2E_TOGGLE_TOKEN": secret})
+	httpCfg := &mcpdv1.ServerConfig{Name: "remote", Transport: &mcpdv1.ServerConfig_Http{Http: &mcpdv1.HttpConfig{
+		Url:     "http://127.0.0.1:1/mcp?key=" + secret,
+		Headers: map[string]string{"Authorization": "Bearer " + secret},
+	}}}
+	if _, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: httpCfg}); err != nil {
+		t.Fatalf("connect remote: %v", err)
+	}
+	if _, err := d.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "remote", Enabled: false}); err != nil {
+		t.Fatalf("disable remote: %v", err)
+	}
+
+	fi, err := os.Stat(stateFile)
+	if err != nil {
+		t.Fatalf("state file: %v", err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o600 {
+		t.Errorf("state file mode: got %v, want 0600", mode)
+	}
+	data, err := os.ReadFile(stateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), secret) {
+		t.Errorf("state file holds a secret:\n%s", data)
+	}
+	for _, ref := range []string{"${E2E_TOGGLE_TOKEN}", "${MCPD_REMOTE_AUTHORIZATION}", "${MCPD_REMOTE_URL}"} {
+		if !strings.Contains(string(data), ref) {
+			t.Errorf("state file: want the reference %s in:\n%s", ref, data)
+		}
+	}
+
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code %d, want 0", code)
+	}
+	d2 := startDaemon(ctx, t, opts)
+	api := d2.waitServer(ctx, t, "api", mcpdv1.ServerState_SERVER_STATE_READY)
+	if api.GetScope() != mcpdv1.ConfigScope_CONFIG_SCOPE_API || api.GetSource() != stateFile || !slices.Equal(api.GetEnvNames(), []string{"E2E_TOGGLE_TOKEN"}) {
+		t.Errorf("restored api server: got scope %v source %q env %q; want API from %s with its env", api.GetScope(), api.GetSource(), api.GetEnvNames(), stateFile)
+	}
+	d2.waitServer(ctx, t, "on", mcpdv1.ServerState_SERVER_STATE_DISABLED)
+	d2.waitServer(ctx, t, "parked", mcpdv1.ServerState_SERVER_STATE_READY)
+	remote := d2.waitServer(ctx, t, "remote", mcpdv1.ServerState_SERVER_STATE_DISABLED)
+	if remote.GetLastError() == "" || !strings.Contains(remote.GetLastError(), "MCPD_REMOTE_URL") {
+		t.Errorf("restored remote server: got last error %q, want it to name the unset MCPD_REMOTE_URL", remote.GetLastError())
+	}
+
+	// Enabling "on" again is what the config says: the state file forgets it.
+	if _, err := d2.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "on", Enabled: true}); err != nil {
+		t.Fatalf("enable on: %v", err)
+	}
+	if _, err := d2.hub.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{Name: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	data, err = os.ReadFile(stateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(data); strings.Contains(s, `"on"`) || strings.Contains(s, `"api"`) || !strings.Contains(s, `"parked"`) {
+		t.Errorf("state file after enabling on and disconnecting api: want parked only among on, api, parked:\n%s", s)
+	}
+}
+
+// wantDisabled checks that err is FAILED_PRECONDITION with reason
+// SERVER_DISABLED.
+func wantDisabled(t *testing.T, err error) {
+	t.Helper()
+	st := wantCode(t, err, codes.FailedPrecondition)
+	reason := ""
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			reason = info.GetReason()
+		}
+	}
+	if !strings.Contains(st.Message(), "disabled") || reason != "SERVER_DISABLED" {
+		t.Errorf("got %q (reason %q), want a message saying the server is disabled, reason SERVER_DISABLED", st.Message(), reason)
+	}
+}

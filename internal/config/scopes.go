@@ -1,0 +1,190 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// Scope says where the configuration of a server came from. Scopes are
+// read in the order of their values, and a later scope's entry for a name
+// replaces an earlier one's as a whole.
+type Scope int
+
+// The scopes, in the order mcpd reads them.
+const (
+	ScopeUnspecified Scope = iota
+	// ScopeDefault is the built-in default, used only when no file of any
+	// other scope exists and no --config is given.
+	ScopeDefault
+	// ScopeManaged is the operator's file at a system path.
+	ScopeManaged
+	// ScopeUser is the user's files in the home directory.
+	ScopeUser
+	// ScopeProject is the project's shared .mcp.json.
+	ScopeProject
+	// ScopeLocal is the personal overrides beside the project's file.
+	ScopeLocal
+	// ScopeFlag is a --config flag: a file or inline JSON.
+	ScopeFlag
+	// ScopeAPI is a server added with ConnectServer (and kept in the state
+	// file, if there is one).
+	ScopeAPI
+)
+
+// String returns the scope's name as docs and logs use it.
+func (s Scope) String() string {
+	switch s {
+	case ScopeDefault:
+		return "default"
+	case ScopeManaged:
+		return "managed"
+	case ScopeUser:
+		return "user"
+	case ScopeProject:
+		return "project"
+	case ScopeLocal:
+		return "local"
+	case ScopeFlag:
+		return "flag"
+	case ScopeAPI:
+		return "api"
+	}
+	return "unspecified"
+}
+
+// Source says where one server's configuration came from: its scope and
+// the file (or "--config #N" for inline JSON); Name is empty for a server
+// added through the API that no file keeps.
+type Source struct {
+	Scope Scope
+	Name  string
+}
+
+// Layer is one configuration source to read.
+type Layer struct {
+	Scope Scope
+	// Path is the file to read, or, with Inline, how messages name the
+	// inline JSON.
+	Path string
+	// Inline, if not nil, is the JSON text itself.
+	Inline []byte
+	// Optional layers whose file does not exist are skipped; a file that
+	// exists but cannot be read or parsed is an error all the same.
+	Optional bool
+	// Shared marks a file another program owns (an editor's settings): a
+	// file without a "mcpServers" or "servers" key holds no servers
+	// instead of being an error.
+	Shared bool
+}
+
+// Entry is one server of a merged configuration.
+type Entry struct {
+	// Name is the entry's key.
+	Name string
+	// Server is the usable server when Err is nil; otherwise it holds
+	// only Name and Source. Server.Source is set.
+	Server Server
+	// Disabled reports "disabled": true in the entry.
+	Disabled bool
+	// Err says why the entry cannot be used, nil if it can.
+	Err error
+}
+
+// Merged is the configuration of every layer together.
+type Merged struct {
+	// Entries holds one entry per name, the one of the last layer that
+	// names it, sorted by name.
+	Entries []Entry
+	// Read lists the layers that were read (a skipped optional file is
+	// not), in order.
+	Read []Source
+	// Permissions gathers the top-level "permissions" blocks of every
+	// layer: their rules together (the most specific rule wins wherever
+	// it was written), and the default of the last layer that sets one.
+	Permissions ToolRules
+	// Warnings say what the layers held outside their server entries that
+	// mcpd does not understand, each prefixed with its file.
+	Warnings []string
+}
+
+// Entries returns every entry of the file (usable, unusable and disabled)
+// labelled with src, sorted by name.
+func (f *File) Entries(src Source) []Entry {
+	out := make([]Entry, 0, len(f.Servers)+len(f.Invalid)+len(f.Disabled))
+	for _, s := range f.Servers {
+		s.Source = src
+		out = append(out, Entry{Name: s.Name, Server: s})
+	}
+	for _, bad := range f.Invalid {
+		out = append(out, Entry{Name: bad.Name, Server: Server{Name: bad.Name, Source: src}, Err: bad.Err})
+	}
+	for _, name := range f.Disabled {
+		e, ok := f.parked[name]
+		if !ok {
+			e = Entry{Name: name, Server: Server{Name: name}, Disabled: true}
+		}
+		e.Server.Source = src
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// errNoServersKey is Parse's error for a JSON object without servers.
+var errNoServersKey = errors.New(`no "mcpServers" or "servers" object`)
+
+// LoadLayers reads every layer in order and merges them entry by entry:
+// a later layer's entry for a name replaces the earlier one, whether it is
+// usable, unusable or disabled. An error names the file (and, for invalid
+// JSON, the line and column); it is returned for the first layer that
+// cannot be read or parsed, and nothing is merged then.
+func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, error) {
+	byName := make(map[string]Entry)
+	m := &Merged{}
+	for _, l := range layers {
+		data := l.Inline
+		if data == nil {
+			var err error
+			data, err = os.ReadFile(l.Path)
+			// A path through a file (HOME pointing at one) is as
+			// missing as a path that does not exist.
+			if l.Optional && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("load config: %w", err)
+			}
+		}
+		f, err := Parse(data, lookup)
+		if l.Shared && errors.Is(err, errNoServersKey) {
+			f, err = &File{}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load config %s: %w", l.Path, err)
+		}
+		src := Source{Scope: l.Scope, Name: l.Path}
+		m.Read = append(m.Read, src)
+		m.Permissions.Allow = append(m.Permissions.Allow, f.Permissions.Allow...)
+		m.Permissions.Ask = append(m.Permissions.Ask, f.Permissions.Ask...)
+		m.Permissions.Deny = append(m.Permissions.Deny, f.Permissions.Deny...)
+		if f.Permissions.Default != "" {
+			m.Permissions.Default = f.Permissions.Default
+		}
+		for _, w := range f.Warnings {
+			m.Warnings = append(m.Warnings, l.Path+": "+w)
+		}
+		for _, e := range f.Entries(src) {
+			byName[e.Name] = e
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		m.Entries = append(m.Entries, byName[name])
+	}
+	return m, nil
+}

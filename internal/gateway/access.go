@@ -1,0 +1,276 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/access"
+)
+
+// This file is the MCP endpoint's one door to internal/access. Every HTTP
+// request is authenticated (bearer token, or the verified client
+// certificate) before the SDK sees it; guard then authorizes each MCP
+// request with the caller's permissions and filters the lists, as the
+// gRPC edge does.
+//
+// The SDK hands a request's handler the HTTP headers but not the HTTP
+// request's context, so the caller travels as a reference: authenticate
+// stores it under a random key for the life of the HTTP request and puts
+// the key in a header of mcpd's own, after deleting whatever a client sent
+// under that name.
+
+// callerHeader carries the reference to the request's caller from
+// authenticate to the MCP handlers. A client cannot set it: authenticate
+// overwrites it on every request.
+const callerHeader = "Mcpd-Caller-Ref"
+
+// callerRefs holds the callers of the HTTP requests in flight.
+type callerRefs struct{ m sync.Map }
+
+func (r *callerRefs) add(c access.Caller) (ref string, done func()) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	ref = hex.EncodeToString(b[:])
+	r.m.Store(ref, c)
+	return ref, func() { r.m.Delete(ref) }
+}
+
+func (r *callerRefs) get(ref string) (access.Caller, bool) {
+	v, ok := r.m.Load(ref)
+	if !ok {
+		return access.Caller{}, false
+	}
+	return v.(access.Caller), true
+}
+
+// authenticate refuses an HTTP request whose credentials name no caller
+// (401, with WWW-Authenticate: Bearer) and passes the others on with
+// their caller's reference.
+func (g *Gateway) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var creds access.Credentials
+		if h := r.Header.Get("Authorization"); h != "" {
+			if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "bearer") {
+				creds.Token = strings.TrimSpace(tok)
+			}
+		}
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+			creds.Certificate = r.TLS.VerifiedChains[0][0]
+		}
+		caller, err := g.opts.Access.Authenticate(creds)
+		if err != nil {
+			g.opts.Audit.Log(access.Record{Method: "mcp " + r.Method, Code: "Unauthenticated"})
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpd"`)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		ref, done := g.callers.add(caller)
+		defer done()
+		r.Header.Del(callerHeader)
+		r.Header.Set(callerHeader, ref)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// callerOf returns the caller of an MCP request; a request that came
+// another way (none does) is a caller with no permission.
+func (g *Gateway) callerOf(req mcp.Request) access.Caller {
+	extra := req.GetExtra()
+	if extra == nil || extra.Header == nil {
+		return access.Caller{}
+	}
+	c, _ := g.callers.get(extra.Header.Get(callerHeader))
+	return c
+}
+
+func (g *Gateway) allowed(c access.Caller, act access.Action) bool {
+	return g.opts.Access.Allowed(c, act)
+}
+
+// guard is the receiving middleware that authorizes every MCP request by
+// the caller's permissions, audits the ones that act, filters the lists,
+// and answers resources/read itself (any URI of a server, listed or not).
+func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "logging/setLevel":
+			res, err := next(ctx, method, req)
+			if err == nil {
+				g.setLogLevel(ctx, g.callerOf(req), req)
+			}
+			return res, err
+		case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
+			res, err := next(ctx, method, req)
+			if err == nil {
+				g.filter(g.callerOf(req), res)
+			}
+			return res, err
+		}
+		start := time.Now()
+		caller := g.callerOf(req)
+		acts, rec, audited, err := g.describe(caller, method, req)
+		if err != nil {
+			return nil, err
+		}
+		if len(acts) == 0 && !audited {
+			return next(ctx, method, req)
+		}
+		rec.Caller = caller.Name
+		rec.Method = "mcp " + method
+		for _, act := range acts {
+			if err := g.opts.Access.Authorize(caller, act); err != nil {
+				rec.Code = "PermissionDenied"
+				var denied *access.DeniedError
+				if errors.As(err, &denied) {
+					rec.Denied = denied.Permission
+				}
+				rec.Duration = time.Since(start)
+				g.opts.Audit.Log(rec)
+				return nil, wireError(err)
+			}
+		}
+		var res mcp.Result
+		if method == "resources/read" {
+			res, err = g.readResource(ctx, req.(*mcp.ReadResourceRequest))
+		} else {
+			res, err = next(ctx, method, req)
+		}
+		if audited {
+			rec.Code = outcome(err)
+			if r, ok := res.(*mcp.CallToolResult); ok && err == nil {
+				isErr := r.IsError
+				rec.IsError = &isErr
+			}
+			rec.Duration = time.Since(start)
+			g.opts.Audit.Log(rec)
+		}
+		return res, err
+	}
+}
+
+// outcome names an MCP request's outcome in an audit line.
+func outcome(err error) string {
+	var je *jsonrpc.Error
+	switch {
+	case err == nil:
+		return "OK"
+	case errors.As(err, &je):
+		switch je.Code {
+		case jsonrpc.CodeInvalidParams:
+			return "InvalidArgument"
+		case codeUnavailable:
+			return "Unavailable"
+		case codePermissionDenied:
+			return "PermissionDenied"
+		}
+	}
+	return "Error"
+}
+
+// describe is the one table from an MCP request to the actions it needs
+// and its audit record; audited says the request acts on something. It
+// resolves the bare names and URIs of the request first (see resolve.go):
+// a tool call's and a prompt's name, and a completion's reference, are
+// rewritten to the gateway's names, which the SDK dispatches on.
+func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request) (acts []access.Action, rec access.Record, audited bool, err error) {
+	visible := g.visibleTo(caller)
+	readAction := func(uri string) (access.Action, error) {
+		server, original, _, err := g.resolveURI(visible, uri)
+		return access.Action{Verb: access.ReadResource, Server: server, URI: original}, err
+	}
+	switch method {
+	case "tools/call":
+		p := req.(*mcp.CallToolRequest).Params
+		if p.Name, err = g.resolveTool(caller, p.Name); err != nil {
+			return nil, rec, false, err
+		}
+		server, _, _ := SplitQualifiedName(p.Name)
+		return []access.Action{{Verb: access.CallTool, Server: server, Tool: p.Name}},
+			access.Record{Server: server, Tool: p.Name}, true, nil
+	case "resources/read":
+		act, err := readAction(req.(*mcp.ReadResourceRequest).Params.URI)
+		return []access.Action{act}, access.Record{Server: act.Server, URI: act.URI}, true, err
+	case "resources/subscribe":
+		act, err := readAction(req.(*mcp.SubscribeRequest).Params.URI)
+		return []access.Action{act}, rec, false, err
+	case "subscriptions/listen":
+		if n := req.(*mcp.ServerRequest[*mcp.SubscriptionsListenParams]).Params.Notifications; n != nil {
+			for _, uri := range n.ResourceSubscriptions {
+				act, err := readAction(uri)
+				if err != nil {
+					return nil, rec, false, err
+				}
+				acts = append(acts, act)
+			}
+		}
+		return acts, rec, false, nil
+	case "prompts/get":
+		p := req.(*mcp.GetPromptRequest).Params
+		server, prompt, err := g.resolvePrompt(caller, p.Name)
+		if err != nil {
+			return nil, rec, false, err
+		}
+		p.Name = QualifiedName(server, prompt)
+		return []access.Action{{Verb: access.GetPrompt, Server: server, Prompt: prompt}},
+			access.Record{Server: server, Prompt: prompt}, true, nil
+	case "completion/complete":
+		p := req.(*mcp.CompleteRequest).Params
+		if p == nil || p.Ref == nil {
+			return nil, rec, false, nil
+		}
+		switch p.Ref.Type {
+		case "ref/prompt":
+			server, prompt, err := g.resolvePrompt(caller, p.Ref.Name)
+			if err != nil {
+				return nil, rec, false, err
+			}
+			p.Ref.Name = QualifiedName(server, prompt)
+			return []access.Action{{Verb: access.GetPrompt, Server: server, Prompt: prompt}}, rec, false, nil
+		case "ref/resource":
+			server, uri, err := g.resolveTemplate(caller, p.Ref.URI)
+			if err != nil {
+				return nil, rec, false, err
+			}
+			p.Ref.URI = ResourceURI(server, uri)
+			return []access.Action{{Verb: access.ReadResource, Server: server, URI: uri}}, rec, false, nil
+		}
+	}
+	return nil, rec, false, nil
+}
+
+// filter keeps in a list result what the caller may use, as the gRPC
+// edge's lists do.
+func (g *Gateway) filter(c access.Caller, res mcp.Result) {
+	switch r := res.(type) {
+	case *mcp.ListToolsResult:
+		r.Tools = slices.DeleteFunc(r.Tools, func(t *mcp.Tool) bool {
+			server, _, _ := SplitQualifiedName(t.Name)
+			return !g.allowed(c, access.Action{Verb: access.CallTool, Server: server, Tool: t.Name})
+		})
+	case *mcp.ListPromptsResult:
+		r.Prompts = slices.DeleteFunc(r.Prompts, func(p *mcp.Prompt) bool {
+			server, name, _ := SplitQualifiedName(p.Name)
+			return !g.allowed(c, access.Action{Verb: access.GetPrompt, Server: server, Prompt: name})
+		})
+	case *mcp.ListResourcesResult:
+		r.Resources = slices.DeleteFunc(r.Resources, func(x *mcp.Resource) bool {
+			server, uri, _ := SplitResourceURI(x.URI)
+			return !g.allowed(c, access.Action{Verb: access.ReadResource, Server: server, URI: uri})
+		})
+	case *mcp.ListResourceTemplatesResult:
+		r.ResourceTemplates = slices.DeleteFunc(r.ResourceTemplates, func(x *mcp.ResourceTemplate) bool {
+			server, uri, _ := SplitResourceURI(x.URITemplate)
+			return !g.allowed(c, access.Action{Verb: access.ReadResource, Server: server, URI: uri})
+		})
+	}
+}

@@ -1,0 +1,77 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/access"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// The MCP endpoint's one error mapping: the domain errors of mcpclient and
+// access, by the table of the gRPC edge, turned into JSON-RPC errors. The
+// messages are the domain errors' own, which name no secret.
+
+// JSON-RPC codes mcpd answers beyond the standard ones. A host reads the
+// message; the code groups the causes the way the gRPC codes do.
+const (
+	// codeUnavailable: the server is starting, reconnecting or failed, or
+	// a limit was reached; retrying may succeed (gRPC UNAVAILABLE and
+	// RESOURCE_EXHAUSTED).
+	codeUnavailable = -32000
+	// codePermissionDenied: the caller lacks a permission, or a tool
+	// filter refuses the tool (gRPC PERMISSION_DENIED).
+	codePermissionDenied = -32001
+	// codeAuthorizationRequired: the server needs an OAuth consent
+	// (gRPC FAILED_PRECONDITION with reason AUTHORIZATION_REQUIRED).
+	codeAuthorizationRequired = -32003
+)
+
+// wireError maps an error of a Manager method to the JSON-RPC error a host
+// receives.
+func wireError(err error) error {
+	var rpc *mcpclient.RPCError
+	var je *jsonrpc.Error
+	switch {
+	case errors.As(err, &je):
+		return je
+	case errors.As(err, &rpc):
+		// The server's own answer, as it gave it.
+		return &jsonrpc.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
+	case errors.Is(err, mcpclient.ErrNotFound), errors.Is(err, mcpclient.ErrInvalidArgument):
+		return invalidParams(err.Error())
+	case errors.Is(err, mcpclient.ErrPermissionDenied), errors.Is(err, access.ErrPermissionDenied),
+		errors.Is(err, access.ErrUnauthenticated):
+		return &jsonrpc.Error{Code: codePermissionDenied, Message: err.Error()}
+	case errors.Is(err, mcpclient.ErrAuthorizationRequired):
+		return &jsonrpc.Error{Code: codeAuthorizationRequired, Message: err.Error()}
+	case errors.Is(err, mcpclient.ErrUnavailable), errors.Is(err, mcpclient.ErrResourceExhausted),
+		errors.Is(err, context.DeadlineExceeded):
+		return &jsonrpc.Error{Code: codeUnavailable, Message: err.Error()}
+	case errors.Is(err, mcpclient.ErrUnimplemented):
+		return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: err.Error()}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+}
+
+func invalidParams(msg string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+}
+
+// toolError is how a failed tool call reaches the host. An unknown tool or
+// bad arguments are protocol errors, as the spec has them; a call that
+// could not run or finish (the server unavailable, the deadline passed, the
+// session lost mid-call) is a tool result with isError set, which the
+// host's model can read and act on.
+func toolError(err error) (*mcp.CallToolResult, error) {
+	we := wireError(err)
+	var je *jsonrpc.Error
+	if errors.As(we, &je) && je.Code == codeUnavailable {
+		res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		return res, nil
+	}
+	return nil, we
+}

@@ -1,0 +1,233 @@
+// Package gateway serves mcpd's servers as one MCP server: the Streamable
+// HTTP endpoint of --mcp-listen, built on the go-sdk server, for MCP hosts
+// (editors, coding-agent CLIs) that speak MCP rather than gRPC.
+//
+// Every connected server's tools appear under their qualified names
+// (mcp__<server>__<tool>), its prompts likewise, and its resources and
+// resource templates under URIs prefixed with the server's name
+// (mcpd://<server>/<original-uri>, see [ResourceURI]). Every request goes
+// through the Manager methods the gRPC edge uses, and through the same
+// access check: the HTTP request's bearer token or client certificate
+// names the caller, and lists show only what that caller may use. The
+// Manager's event bus keeps the SDK server's lists in step, so hosts get
+// list_changed notifications, and resource updates reach the hosts that
+// subscribed. A server's sampling, elicitation and roots requests made
+// while a host's request runs go to that host: on the request's stream for
+// the initialize era, as input-required results for 2026-07-28 (input.go).
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpd-project/mcpd/internal/access"
+	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// Options configure a Gateway.
+type Options struct {
+	// Logger receives the gateway's logs; default none.
+	Logger zerolog.Logger
+	// Access authenticates and authorizes every request; default: every
+	// request is the anonymous caller with every permission.
+	Access *access.Authorizer
+	// Audit, if set, receives an audit line per tool call, resource read
+	// and prompt get, and per refused request.
+	Audit *access.Auditor
+	// Implementation names the endpoint to hosts; default "mcpd".
+	Implementation *mcp.Implementation
+	// MaxMessageBytes bounds a request body; 0 means the SDK's default.
+	MaxMessageBytes int64
+	// SessionTimeout closes a legacy session idle this long; default 30m.
+	SessionTimeout time.Duration
+}
+
+// Gateway is the MCP endpoint. Create it with New, serve Handler, run Run
+// in a goroutine of its own, and Close it when done.
+type Gateway struct {
+	mgr  *mcpclient.Manager
+	opts Options
+	log  zerolog.Logger
+	srv  *mcp.Server
+	// The SDK serves the initialize-based revisions with sessions
+	// (stateful) and 2026-07-28 only without (stateless): one handler each.
+	stateful, stateless http.Handler
+	callers             callerRefs
+
+	mu        sync.Mutex
+	published map[string]*serverItems                 // by server name
+	subs      map[subscription]func()                 // release of the upstream subscription
+	levels    map[*mcp.ServerSession]mcp.LoggingLevel // set by legacy hosts
+	suspended map[string]*suspended                   // by requestState (input.go)
+	closed    bool
+}
+
+// serverItems is what the SDK server holds of one upstream server, by the
+// names the hosts see, with the upstream definition each was made from.
+type serverItems struct {
+	tools     map[string]*mcp.Tool
+	prompts   map[string]*mcp.Prompt
+	resources map[string]*mcp.Resource
+	templates map[string]*mcp.ResourceTemplate
+}
+
+// subscription is one host session's interest in one resource (by the
+// URI the host sees).
+type subscription struct {
+	session *mcp.ServerSession
+	uri     string
+}
+
+// New returns a Gateway in front of mgr. Its lists are empty until Run
+// has synchronised them.
+func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
+	g := &Gateway{mgr: mgr, published: make(map[string]*serverItems), subs: make(map[subscription]func()),
+		levels: make(map[*mcp.ServerSession]mcp.LoggingLevel)}
+	if opts != nil {
+		g.opts = *opts
+	}
+	g.log = g.opts.Logger
+	if g.opts.Access == nil {
+		g.opts.Access, _ = access.New(nil) // no file to read: cannot fail
+	}
+	impl := g.opts.Implementation
+	if impl == nil {
+		impl = &mcp.Implementation{Name: "mcpd", Version: "dev"}
+	}
+	if g.opts.SessionTimeout <= 0 {
+		g.opts.SessionTimeout = 30 * time.Minute
+	}
+	g.srv = mcp.NewServer(impl, &mcp.ServerOptions{
+		Instructions: "mcpd: the tools, prompts and resources of every MCP server this daemon is connected to. " +
+			"Tools and prompts are named mcp__<server>__<name>; resource URIs are mcpd://<server>/<the server's own URI>.",
+		// Declared from the start: servers come and go, and a host that
+		// saw no capability would never ask again.
+		HasTools:           true,
+		HasPrompts:         true,
+		HasResources:       true,
+		CompletionHandler:  g.complete,
+		SubscribeHandler:   g.subscribe,
+		UnsubscribeHandler: g.unsubscribe,
+	})
+	g.srv.AddReceivingMiddleware(g.guard)
+	server := func(*http.Request) *mcp.Server { return g.srv }
+	g.stateful = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
+		MaxRequestBodyBytes: g.opts.MaxMessageBytes,
+		SessionTimeout:      g.opts.SessionTimeout,
+	})
+	g.stateless = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
+		MaxRequestBodyBytes: g.opts.MaxMessageBytes,
+		Stateless:           true,
+	})
+	return g
+}
+
+// Handler is the HTTP handler of the MCP endpoint: every request is
+// authenticated, then served by the SDK's Streamable HTTP handler of its
+// era (see routeEra).
+func (g *Gateway) Handler() http.Handler { return g.authenticate(http.HandlerFunc(g.routeEra)) }
+
+// syncKinds are the events that change what the gateway lists.
+var syncKinds = []events.Kind{events.KindToolsChanged, events.KindPromptsChanged, events.KindResourcesChanged,
+	events.KindServerState, events.KindResourceUpdated}
+
+// pruneInterval is how often subscriptions of host sessions that ended
+// without unsubscribing are released.
+const pruneInterval = 30 * time.Second
+
+// Run keeps the SDK server's lists in step with the Manager's servers and
+// forwards resource updates, until ctx ends or the event bus closes.
+func (g *Gateway) Run(ctx context.Context) {
+	bus := g.mgr.Events()
+	var sub *events.Subscription
+	if bus != nil {
+		// Subscribed before the first sync, so that no change slips
+		// between the two.
+		sub = bus.Subscribe(events.Filter{Kinds: syncKinds}, nil)
+		defer sub.Close()
+	}
+	for _, st := range g.mgr.List() {
+		g.syncServer(ctx, st.Config.Name, syncAll)
+	}
+	if sub == nil {
+		<-ctx.Done()
+		return
+	}
+	evs := make(chan events.Event)
+	go func() {
+		defer close(evs)
+		for {
+			ev, err := sub.Next(ctx)
+			if err != nil {
+				return
+			}
+			select {
+			case evs <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	prune := time.NewTicker(pruneInterval)
+	defer prune.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			for range evs {
+			}
+			return
+		case <-prune.C:
+			g.pruneSubscriptions()
+		case ev, ok := <-evs:
+			if !ok {
+				return
+			}
+			g.handle(ctx, ev)
+		}
+	}
+}
+
+func (g *Gateway) handle(ctx context.Context, ev events.Event) {
+	switch ev.Kind {
+	case events.KindToolsChanged:
+		g.syncServer(ctx, ev.Server, syncTools)
+	case events.KindPromptsChanged:
+		g.syncServer(ctx, ev.Server, syncPrompts)
+	case events.KindResourcesChanged:
+		g.syncServer(ctx, ev.Server, syncResources)
+	case events.KindServerState:
+		g.syncServer(ctx, ev.Server, syncAll)
+	case events.KindResourceUpdated:
+		// Hosts that subscribed by the server's own URI hear of it by
+		// that URI; the SDK tells only the subscribers of each.
+		_ = g.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: ResourceURI(ev.Server, ev.URI)})
+		_ = g.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: ev.URI})
+	}
+}
+
+// Close ends every host session and releases the upstream subscriptions
+// the hosts held. Close is idempotent.
+func (g *Gateway) Close() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	g.closed = true
+	subs := g.subs
+	g.subs = nil
+	g.mu.Unlock()
+	g.releaseSuspended()
+	for ss := range g.srv.Sessions() {
+		_ = ss.Close()
+	}
+	for _, release := range subs {
+		release()
+	}
+}

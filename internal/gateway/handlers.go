@@ -1,0 +1,365 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/access"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// callNotes bounds the progress and log messages waiting to be sent to the
+// host during one tool call; beyond it they are dropped, so that a slow
+// host never blocks the upstream session.
+const callNotes = 256
+
+// callTool calls a server's tool for a host: through Manager.CallTool,
+// with the host's progress token honoured, the server's log messages
+// relayed, and the server's requests sent to this host while the call
+// runs. Cancelling the host's request cancels the upstream call.
+func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args map[string]any
+	if len(req.Params.Arguments) > 0 && string(req.Params.Arguments) != "null" {
+		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+			return nil, invalidParams("arguments must be a JSON object")
+		}
+	}
+	server, _, _ := SplitQualifiedName(req.Params.Name) // qualified by the guard
+	caller := g.callerOf(req)
+	stateless := statelessHost(req.ProtocolVersion())
+	if !stateless {
+		stop := g.answerServerRequests(ctx, req.Session, caller, server)
+		defer stop()
+	}
+
+	notes := make(chan func(), callNotes)
+	push := func(send func()) {
+		select {
+		case notes <- send:
+		default:
+		}
+	}
+	opts := mcpclient.CallOptions{Meta: g.forwardedMeta(req.Session, req.Params.Meta)}
+	if token := req.Params.GetProgressToken(); token != nil {
+		opts.OnProgress = func(p *mcp.ProgressNotificationParams) {
+			np := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: p.Progress, Total: p.Total, Message: p.Message}
+			push(func() { _ = req.Session.NotifyProgress(ctx, np) })
+		}
+	}
+	opts.OnLog = func(l *mcp.LoggingMessageParams) {
+		lp := *l
+		push(func() { _ = req.Session.Log(ctx, &lp) })
+	}
+	call := func(ctx context.Context) (mcp.Result, error) {
+		res, err := g.mgr.CallTool(ctx, req.Params.Name, args, opts)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	type outcome struct {
+		res    mcp.Result
+		inputs mcp.InputRequestMap
+		state  string
+		err    error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		if stateless {
+			res, inputs, state, err := g.withInput(ctx, req.ClientCapabilities(), caller, server, req.Params.RequestState, req.Params.InputResponses, call)
+			done <- outcome{res, inputs, state, err}
+			return
+		}
+		res, err := call(ctx)
+		done <- outcome{res: res, err: err}
+	}()
+	for {
+		select {
+		case send := <-notes:
+			send()
+		case o := <-done:
+			// What arrived before the result goes out before it.
+			for len(notes) > 0 {
+				(<-notes)()
+			}
+			switch {
+			case o.err != nil:
+				return toolError(o.err)
+			case o.inputs != nil:
+				return &mcp.CallToolResult{InputRequests: o.inputs, RequestState: o.state}, nil
+			}
+			res, _ := o.res.(*mcp.CallToolResult)
+			return resultForHost(server, res), nil
+		}
+	}
+}
+
+// forwardedMeta is the host's _meta for the upstream call: without its
+// progress token (mcpd sets its own), and with the log level a legacy host
+// set on its session, as the 2026-07-28 revision carries it in every
+// request, so that the server sends the call's log messages the host
+// wants. (A legacy server ignores that field and logs as it would.)
+func (g *Gateway) forwardedMeta(ss *mcp.ServerSession, m mcp.Meta) map[string]any {
+	out := maps.Clone(map[string]any(m))
+	if out == nil {
+		out = map[string]any{}
+	}
+	delete(out, "progressToken")
+	// A 2026-07-28 host's version and identity are not the upstream
+	// request's: mcpd's client sets those for its session. Its
+	// capabilities are kept: they tell a 2026-07-28 server what it may ask
+	// of the host this call goes back to.
+	for _, k := range hostMetaKeys {
+		delete(out, k)
+	}
+	if _, ok := out[mcp.MetaKeyLogLevel]; !ok {
+		g.mu.Lock()
+		level := g.levels[ss]
+		g.mu.Unlock()
+		if level != "" {
+			out[mcp.MetaKeyLogLevel] = string(level)
+		}
+	}
+	return out
+}
+
+// setLogLevel remembers the log level a legacy host sets on its session,
+// and sets it on every server the caller may manage, as SetLogLevel does
+// over gRPC: a legacy server sends log messages only once its client set a
+// level, and the level is the server's, shared by every caller. A host
+// without the manage permission only filters what it receives.
+func (g *Gateway) setLogLevel(ctx context.Context, caller access.Caller, req mcp.Request) {
+	r, ok := req.(*mcp.ServerRequest[*mcp.SetLoggingLevelParams])
+	if !ok || r.Params == nil || r.Session == nil {
+		return
+	}
+	g.mu.Lock()
+	g.levels[r.Session] = r.Params.Level
+	g.mu.Unlock()
+	for _, st := range g.mgr.List() {
+		if g.allowed(caller, access.Action{Verb: access.ManageServers, Server: st.Config.Name}) {
+			_ = g.mgr.SetLogLevel(ctx, st.Config.Name, r.Params.Level)
+		}
+	}
+}
+
+// resultForHost rewrites the resource URIs in a server's tool result to
+// the ones the host can read through the gateway.
+func resultForHost(server string, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil {
+		return &mcp.CallToolResult{Content: []mcp.Content{}}
+	}
+	cp := *res
+	cp.Content = contentForHost(server, res.Content)
+	cp.Meta = withoutServerInfo(res.Meta)
+	return &cp
+}
+
+// withoutServerInfo drops the upstream server's identity from a result's
+// _meta: the endpoint's answers name mcpd, which the SDK adds.
+func withoutServerInfo(m mcp.Meta) mcp.Meta {
+	if _, ok := m[metaKeyServerInfo]; !ok {
+		return m
+	}
+	out := maps.Clone(m)
+	delete(out, metaKeyServerInfo)
+	return out
+}
+
+// hostMetaKeys are the _meta fields of a 2026-07-28 request that describe
+// the host's session, not the request.
+var hostMetaKeys = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo}
+
+// metaKeyServerInfo is where a 2026-07-28 result names its server.
+const metaKeyServerInfo = "io.modelcontextprotocol/serverInfo"
+
+func contentForHost(server string, content []mcp.Content) []mcp.Content {
+	out := make([]mcp.Content, 0, len(content))
+	for _, c := range content {
+		out = append(out, oneContentForHost(server, c))
+	}
+	return out
+}
+
+func oneContentForHost(server string, c mcp.Content) mcp.Content {
+	switch c := c.(type) {
+	case *mcp.ResourceLink:
+		cp := *c
+		cp.URI = ResourceURI(server, c.URI)
+		return &cp
+	case *mcp.EmbeddedResource:
+		cp := *c
+		if c.Resource != nil {
+			rc := *c.Resource
+			rc.URI = ResourceURI(server, rc.URI)
+			cp.Resource = &rc
+		}
+		return &cp
+	}
+	return c
+}
+
+// readResource reads a resource by the URI the host sees, or by the
+// server's own URI; the contents carry URIs of the same kind.
+func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	server, uri, bare, err := g.resolveURI(g.visibleTo(g.callerOf(req)), req.Params.URI)
+	if err != nil {
+		return nil, err
+	}
+	read := func(ctx context.Context) (mcp.Result, error) {
+		res, err := g.mgr.ReadResource(ctx, server, uri)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	out, inputs, state, err := g.maybeWithInput(ctx, req, server, req.Params.RequestState, req.Params.InputResponses, read)
+	switch {
+	case err != nil:
+		return nil, wireError(err)
+	case inputs != nil:
+		return &mcp.ReadResourceResult{InputRequests: inputs, RequestState: state}, nil
+	}
+	res := out.(*mcp.ReadResourceResult)
+	cp := *res
+	cp.Meta = withoutServerInfo(res.Meta)
+	if bare {
+		return &cp, nil
+	}
+	cp.Contents = make([]*mcp.ResourceContents, 0, len(res.Contents))
+	for _, c := range res.Contents {
+		rc := *c
+		rc.URI = ResourceURI(server, c.URI)
+		cp.Contents = append(cp.Contents, &rc)
+	}
+	return &cp, nil
+}
+
+// getPrompt renders a prompt by its qualified name.
+func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	server, name, ok := SplitQualifiedName(req.Params.Name)
+	if !ok {
+		return nil, invalidParams("unknown prompt " + req.Params.Name)
+	}
+	get := func(ctx context.Context) (mcp.Result, error) {
+		res, err := g.mgr.GetPrompt(ctx, server, name, req.Params.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	out, inputs, state, err := g.maybeWithInput(ctx, req, server, req.Params.RequestState, req.Params.InputResponses, get)
+	switch {
+	case err != nil:
+		return nil, wireError(err)
+	case inputs != nil:
+		return &mcp.GetPromptResult{InputRequests: inputs, RequestState: state}, nil
+	}
+	res := out.(*mcp.GetPromptResult)
+	cp := *res
+	cp.Meta = withoutServerInfo(res.Meta)
+	cp.Messages = make([]*mcp.PromptMessage, 0, len(res.Messages))
+	for _, m := range res.Messages {
+		mm := *m
+		mm.Content = oneContentForHost(server, m.Content)
+		cp.Messages = append(cp.Messages, &mm)
+	}
+	return &cp, nil
+}
+
+// complete completes an argument of a prompt (by qualified name) or of a
+// resource template (by the URI template the host sees).
+func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	ref := *req.Params.Ref
+	var server string
+	var ok bool
+	switch ref.Type {
+	case "ref/prompt":
+		server, ref.Name, ok = SplitQualifiedName(ref.Name)
+	case "ref/resource":
+		server, ref.URI, ok = SplitResourceURI(ref.URI)
+	}
+	if !ok {
+		return nil, invalidParams("the reference names no prompt or resource template of mcpd")
+	}
+	params := *req.Params
+	params.Ref = &ref
+	res, err := g.mgr.Complete(ctx, server, &params)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return res, nil
+}
+
+// subscribe subscribes upstream to a resource a host wants updates of. The
+// interest is the host session's, until it unsubscribes or ends.
+//
+// The guard has authorized the subscription already; the SDK calls this
+// for subscriptions/listen too, without the HTTP request's caller, so a
+// bare URI resolves here among all servers, as it did there among the
+// caller's.
+func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	server, uri, _, err := g.resolveURI(nil, req.Params.URI)
+	if err != nil {
+		return err
+	}
+	release, err := g.mgr.SubscribeResource(ctx, server, uri)
+	if err != nil {
+		return wireError(err)
+	}
+	key := subscription{session: req.Session, uri: req.Params.URI}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		release()
+		return wireError(mcpclient.ErrUnavailable)
+	}
+	old := g.subs[key]
+	g.subs[key] = release
+	g.mu.Unlock()
+	if old != nil {
+		old()
+	}
+	return nil
+}
+
+func (g *Gateway) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	key := subscription{session: req.Session, uri: req.Params.URI}
+	g.mu.Lock()
+	release := g.subs[key]
+	delete(g.subs, key)
+	g.mu.Unlock()
+	if release != nil {
+		release()
+	}
+	return nil
+}
+
+// pruneSubscriptions releases the subscriptions of host sessions that
+// ended without unsubscribing.
+func (g *Gateway) pruneSubscriptions() {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range g.srv.Sessions() {
+		live[ss] = true
+	}
+	var released []func()
+	g.mu.Lock()
+	for ss := range g.levels {
+		if !live[ss] {
+			delete(g.levels, ss)
+		}
+	}
+	for k, release := range g.subs {
+		if !live[k.session] {
+			released = append(released, release)
+			delete(g.subs, k)
+		}
+	}
+	g.mu.Unlock()
+	for _, r := range released {
+		r()
+	}
+}

@@ -1,0 +1,169 @@
+package gateway
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// What syncServer refreshes.
+type syncWhat int
+
+const (
+	syncTools syncWhat = 1 << iota
+	syncPrompts
+	syncResources
+	syncAll = syncTools | syncPrompts | syncResources
+)
+
+// listTimeout bounds listing one server's prompts or resources while
+// syncing: a slow server must not hold up the others' changes.
+const listTimeout = 30 * time.Second
+
+// syncServer brings the SDK server's items of one upstream server in step
+// with it: a server that is not ready (or gone) has none. The SDK sends
+// list_changed to the hosts when an item is added or removed.
+func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) {
+	ready := false
+	if st, err := g.mgr.Get(server); err == nil && st.State == mcpclient.StateReady {
+		ready = true
+	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	items := g.published[server]
+	if items == nil {
+		items = &serverItems{}
+		g.published[server] = items
+	}
+	g.mu.Unlock()
+
+	if what&syncTools != 0 {
+		next := map[string]*mcp.Tool{}
+		if ready {
+			tools, _ := g.mgr.Tools(server)
+			for _, t := range tools {
+				next[t.Name] = t.Tool
+			}
+		}
+		next = apply(items.tools, next, g.srv.RemoveTools, func(name string, t *mcp.Tool) {
+			g.srv.AddTool(publishedTool(name, t), g.callTool)
+		})
+		g.mu.Lock()
+		items.tools = next
+		g.mu.Unlock()
+	}
+	if what&syncPrompts != 0 {
+		next := map[string]*mcp.Prompt{}
+		keep := false
+		if ready {
+			lctx, cancel := context.WithTimeout(ctx, listTimeout)
+			prompts, err := g.mgr.ListPrompts(lctx, server)
+			cancel()
+			keep = err != nil
+			for _, p := range prompts {
+				next[QualifiedName(server, p.Prompt.Name)] = p.Prompt
+			}
+		}
+		if !keep {
+			next = apply(items.prompts, next, g.srv.RemovePrompts, func(name string, p *mcp.Prompt) {
+				cp := *p
+				cp.Name = name
+				g.srv.AddPrompt(&cp, g.getPrompt)
+			})
+			g.mu.Lock()
+			items.prompts = next
+			g.mu.Unlock()
+		}
+	}
+	if what&syncResources != 0 {
+		nextR := map[string]*mcp.Resource{}
+		nextT := map[string]*mcp.ResourceTemplate{}
+		keep := false
+		if ready {
+			lctx, cancel := context.WithTimeout(ctx, listTimeout)
+			resources, err := g.mgr.ListResources(lctx, server)
+			templates, terr := g.mgr.ListResourceTemplates(lctx, server)
+			cancel()
+			keep = err != nil || terr != nil
+			for _, r := range resources {
+				nextR[ResourceURI(server, r.Resource.URI)] = r.Resource
+			}
+			for _, t := range templates {
+				nextT[ResourceURI(server, t.Template.URITemplate)] = t.Template
+			}
+		}
+		if !keep {
+			nextR = apply(items.resources, nextR, g.srv.RemoveResources, func(uri string, r *mcp.Resource) {
+				cp := *r
+				cp.URI = uri
+				g.srv.AddResource(&cp, g.readResource)
+			})
+			nextT = apply(items.templates, nextT, g.srv.RemoveResourceTemplates, func(uri string, t *mcp.ResourceTemplate) {
+				cp := *t
+				cp.URITemplate = uri
+				if !validTemplate(uri) {
+					g.log.Warn().Str("server", server).Str("uri_template", t.URITemplate).Msg("resource template not exposed: invalid URI template")
+					return
+				}
+				g.srv.AddResourceTemplate(&cp, g.readResource)
+			})
+			g.mu.Lock()
+			items.resources, items.templates = nextR, nextT
+			g.mu.Unlock()
+		}
+	}
+}
+
+// apply turns the published items old into next: it removes what is gone
+// and adds what is new or changed (upstream definitions are replaced, not
+// edited, on every refresh, so identity says "unchanged"). It returns next.
+func apply[T comparable](old, next map[string]T, remove func(...string), add func(string, T)) map[string]T {
+	var gone []string
+	for name := range old {
+		if _, ok := next[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		remove(gone...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(next)) {
+		if prev, ok := old[name]; !ok || prev != next[name] {
+			addSafely(name, next[name], add)
+		}
+	}
+	return next
+}
+
+// publishedTool is a server's tool as the hosts see it: its qualified name
+// and, where the server's input schema is not one the SDK accepts (an
+// object schema), the most general one.
+func publishedTool(name string, t *mcp.Tool) *mcp.Tool {
+	cp := *t
+	cp.Name = name
+	if m, ok := cp.InputSchema.(map[string]any); !ok || m["type"] != "object" {
+		cp.InputSchema = map[string]any{"type": "object"}
+	}
+	if cp.OutputSchema != nil {
+		if _, ok := cp.OutputSchema.(map[string]any); !ok {
+			cp.OutputSchema = nil
+		}
+	}
+	return &cp
+}
+
+// addSafely adds an item, recovering from the SDK's panic on a definition
+// it refuses (an invalid schema or URI): one odd item of one server must not
+// stop the daemon. The item is then not shown.
+func addSafely[T any](name string, item T, add func(string, T)) {
+	defer func() { _ = recover() }()
+	add(name, item)
+}

@@ -1,0 +1,68 @@
+package mcpclient
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+func TestBrokerApprove(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := NewBroker(&BrokerOptions{Timeout: 20 * time.Second})
+
+	// An agent registered for every kind predates approvals: it gets none.
+	all := b.Attach(nil, nil)
+	defer b.Detach(all)
+	if _, err := b.Approve(ctx, "demo", &ApprovalRequest{Tool: "mcp__demo__echo"}); !errors.Is(err, ErrNoApprover) {
+		t.Fatalf("with only an all-kinds agent: got %v, want ErrNoApprover", err)
+	}
+
+	agent := b.Attach([]string{"demo"}, []RequestKind{KindApproval})
+	defer b.Detach(agent)
+	if _, err := b.Approve(ctx, "other", &ApprovalRequest{Tool: "mcp__other__echo"}); !errors.Is(err, ErrNoApprover) {
+		t.Fatalf("another server: got %v, want ErrNoApprover", err)
+	}
+
+	answers := []Reply{
+		{Approval: &ApprovalReply{Approved: true}},
+		{Approval: &ApprovalReply{Reason: "no"}},
+		{Error: &jsonrpc.Error{Message: "refused"}},
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, r := range answers {
+			req := <-agent.Requests()
+			if req.Kind != KindApproval || req.Approval.Tool != "mcp__demo__echo" {
+				t.Errorf("request: got %v %+v, want an approval of mcp__demo__echo", req.Kind, req.Approval)
+			}
+			if err := b.Answer(agent, req.ID, r); err != nil {
+				t.Errorf("Answer: %v", err)
+			}
+		}
+	}()
+	for i, want := range []ApprovalReply{{Approved: true}, {Reason: "no"}, {Reason: "refused"}} {
+		got, err := b.Approve(ctx, "demo", &ApprovalRequest{Tool: "mcp__demo__echo"})
+		if err != nil || got != want {
+			t.Errorf("answer %d: got %+v, %v; want %+v", i, got, err, want)
+		}
+	}
+	<-done
+
+	// An agent that never answers.
+	short := NewBroker(&BrokerOptions{Timeout: 100 * time.Millisecond})
+	silent := short.Attach(nil, []RequestKind{KindApproval})
+	defer short.Detach(silent)
+	if _, err := short.Approve(ctx, "demo", &ApprovalRequest{Tool: "mcp__demo__echo"}); !errors.Is(err, ErrApprovalTimeout) {
+		t.Errorf("unanswered: got %v, want ErrApprovalTimeout", err)
+	}
+	gone, stop := context.WithCancel(ctx)
+	stop()
+	if _, err := b.Approve(gone, "demo", &ApprovalRequest{Tool: "mcp__demo__echo"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("caller gone: got %v, want context.Canceled", err)
+	}
+}

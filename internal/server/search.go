@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/access"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/toolsearch"
+)
+
+// Match counts of SearchTools.
+const (
+	defaultSearchLimit = 10
+	maxSearchLimit     = 100
+)
+
+func (h *hub) SearchTools(ctx context.Context, req *mcpdv1.SearchToolsRequest) (*mcpdv1.SearchToolsResponse, error) {
+	if strings.TrimSpace(req.GetQuery()) == "" {
+		return nil, toStatus(invalidf("query is required"))
+	}
+	limit := int(req.GetLimit())
+	switch {
+	case limit < 0:
+		return nil, toStatus(invalidf("limit must not be negative"))
+	case limit == 0:
+		limit = defaultSearchLimit
+	case limit > maxSearchLimit:
+		limit = maxSearchLimit
+	}
+	for _, s := range req.GetServers() {
+		if _, err := h.mgr.Get(s); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	tools, err := h.mgr.Tools("")
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	tools = slices.DeleteFunc(tools, func(t mcpclient.Tool) bool {
+		if len(req.GetServers()) > 0 && !slices.Contains(req.GetServers(), t.Server) {
+			return true
+		}
+		return !h.allowed(ctx, access.Action{Verb: access.CallTool, Server: t.Server, Tool: t.Name})
+	})
+	docs := make([]toolsearch.Document, len(tools))
+	for i, t := range tools {
+		docs[i] = searchDocument(t)
+	}
+	out := &mcpdv1.SearchToolsResponse{Matches: []*mcpdv1.ToolMatch{}}
+	for _, m := range toolsearch.Rank(docs, req.GetQuery(), limit) {
+		out.Matches = append(out.Matches, &mcpdv1.ToolMatch{Tool: toolToProto(tools[m.Index]), Score: m.Score})
+	}
+	return out, nil
+}
+
+// searchDocument is what the search reads of a tool.
+func searchDocument(t mcpclient.Tool) toolsearch.Document {
+	d := toolsearch.Document{ID: t.Name, Name: t.Tool.Name, Title: t.Tool.Title, Description: t.Tool.Description}
+	if d.Title == "" && t.Tool.Annotations != nil {
+		d.Title = t.Tool.Annotations.Title
+	}
+	// The schema is open-ended JSON; only its top-level property names
+	// matter here, and a schema without them adds none.
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if raw, err := json.Marshal(t.Tool.InputSchema); err == nil && json.Unmarshal(raw, &schema) == nil {
+		for name := range schema.Properties {
+			d.Parameters = append(d.Parameters, name)
+		}
+		slices.Sort(d.Parameters)
+	}
+	return d
+}
