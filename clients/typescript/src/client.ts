@@ -77,6 +77,8 @@ export interface SubscribeOptions {
   /** `[server, uri]` pairs or `{server, uri}`: updates arrive only for these. */
   resources?: ([string, string] | { server: string; uri: string })[];
   kinds?: t.EventKind[];
+  /** "poll_result" events of these polls only (see {@link Client.startPoll}). */
+  pollIds?: string[];
   /** Start with the buffered events after this sequence (0: all that mcpd keeps). */
   afterSequence?: number;
   /** Reopen a dropped stream, resuming after the last event (default true). */
@@ -279,6 +281,11 @@ export class Client {
     return t.toServer((await this.rpc((o) => this.hub.restartServer({ name }, o), opts)).server);
   }
 
+  /** Disables a server, or enables it and waits until it is ready or has failed. */
+  async setServerEnabled(name: string, enabled: boolean, opts?: CallOptions): Promise<t.Server> {
+    return t.toServer((await this.rpc((o) => this.hub.setServerEnabled({ name, enabled }, o), opts)).server);
+  }
+
   /** Completes a server's pending OAuth consent with the URL the browser was redirected to. */
   async completeAuthorization(server: string, redirectUrl: string, opts?: CallOptions): Promise<t.Server> {
     return t.toServer((await this.rpc((o) => this.hub.completeAuthorization({ server, redirectUrl }, o), opts)).server);
@@ -405,6 +412,51 @@ export class Client {
     return out;
   }
 
+  /** Ranks the tools of ready servers by relevance to a query (best first). */
+  async searchTools(query: string, options: CallOptions & { limit?: number; servers?: string[] } = {}): Promise<t.ToolMatch[]> {
+    const r = await this.rpc((o) => this.hub.searchTools({ query, limit: options.limit ?? 0, servers: options.servers ?? [] }, o), options);
+    return r.matches.flatMap((m) => (m.tool === undefined ? [] : [{ tool: m.tool, score: m.score }]));
+  }
+
+  // -- polls ------------------------------------------------------------------
+
+  /**
+   * Starts polling a server that cannot send change notifications: a
+   * resource (`resourceUri`) or a tool call (`tool`, `arguments`), every
+   * `intervalMs`. Changes arrive as "poll_result" events (subscribe with
+   * `pollIds`).
+   */
+  async startPoll(
+    server: string,
+    options: CallOptions & { resourceUri?: string; tool?: string; arguments?: ToolArguments; intervalMs?: number },
+  ): Promise<t.Poll> {
+    if ((options.resourceUri === undefined) === (options.tool === undefined)) {
+      throw new TypeError("pass exactly one of resourceUri and tool");
+    }
+    const req = create(pb.StartPollRequestSchema, { server });
+    if (options.resourceUri !== undefined) req.target = { case: "resourceUri", value: options.resourceUri };
+    else {
+      const tool = create(pb.PollToolCallSchema, { name: options.tool! });
+      const a = argumentsObject(options.arguments ?? null);
+      if (a !== undefined) tool.arguments = a;
+      req.target = { case: "tool", value: tool };
+    }
+    if (options.intervalMs !== undefined) req.interval = create(DurationSchema, t.durationFromMs(options.intervalMs));
+    const poll = (await this.rpc((o) => this.hub.startPoll(req, o), options)).poll;
+    if (poll === undefined) throw new Error("mcpd returned no poll");
+    return poll;
+  }
+
+  /** Stops a poll. */
+  async stopPoll(id: string, opts?: CallOptions): Promise<void> {
+    await this.rpc((o) => this.hub.stopPoll({ id }, o), opts);
+  }
+
+  /** The polls, sorted by id. */
+  async listPolls(opts?: CallOptions): Promise<t.Poll[]> {
+    return (await this.rpc((o) => this.hub.listPolls({}, o), opts)).polls;
+  }
+
   // -- resources, prompts, completion -----------------------------------------
 
   /** The resources of one server or of all ready servers. */
@@ -475,6 +527,7 @@ export class Client {
       servers: options.servers ?? [],
       resources: (options.resources ?? []).map((r) => (Array.isArray(r) ? { server: r[0], uri: r[1] } : r)),
       kinds: (options.kinds ?? []).map(t.eventKindToProto),
+      pollIds: options.pollIds ?? [],
     });
     return new Subscription(
       (req, signal) => this.hub.subscribe(req, { signal }),

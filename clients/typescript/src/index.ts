@@ -35,6 +35,8 @@ export {
   type JsonValue,
   type LogLevel,
   type LogMessage,
+  type Poll,
+  type PollResult,
   type Progress,
   type Prompt,
   type PromptMessage,
@@ -55,6 +57,7 @@ export {
   type ServerState,
   type StreamItem,
   type Tool,
+  type ToolMatch,
   type ToolResult,
   type Transport,
 } from "./types.js";

@@ -28,7 +28,8 @@ export type ServerState =
   | "reconnecting"
   | "failed"
   | "stopped"
-  | "authorization_required";
+  | "authorization_required"
+  | "disabled";
 /** How mcpd reaches a server. */
 export type Transport = "unspecified" | "stdio" | "http" | "sse" | "auto";
 /** A log severity, as MCP names them. */
@@ -41,6 +42,7 @@ export type EventKind =
   | "resources_changed"
   | "server_state"
   | "log"
+  | "poll_result"
   | "gap";
 /** A kind of request servers send to their client. */
 export type ServerRequestKind = "sampling" | "elicitation" | "roots" | "authorization";
@@ -221,6 +223,29 @@ export interface Event {
   log?: LogMessage;
   gapFirst?: number;
   gapLast?: number;
+  /** For "poll_result": what a poll read (see {@link Client.startPoll}). */
+  poll?: PollResult;
+}
+
+/** A poll mcpd runs for a server that cannot send change notifications. */
+export type Poll = pb.Poll;
+
+/** What one poll read: a resource's contents or a tool's result, or an error. */
+export interface PollResult {
+  pollId: string;
+  /** The first read after the poll started (not a change). */
+  baseline: boolean;
+  resourceUri: string;
+  tool: string;
+  contents: ResourceContents[];
+  toolResult: ToolResult | undefined;
+  error: string;
+}
+
+/** A tool ranked by relevance to a search query. */
+export interface ToolMatch {
+  tool: Tool;
+  score: number;
 }
 
 export function toEvent(e: pb.Event | undefined): Event {
@@ -244,6 +269,22 @@ export function toEvent(e: pb.Event | undefined): Event {
       };
     case "log":
       return { ...base, kind: "log", log: toLogMessage(e.kind.value) };
+    case "pollResult": {
+      const p = e.kind.value;
+      return {
+        ...base,
+        kind: "poll_result",
+        poll: {
+          pollId: p.pollId,
+          baseline: p.baseline,
+          resourceUri: p.resourceUri,
+          tool: p.tool,
+          contents: p.contents,
+          toolResult: p.toolResult === undefined ? undefined : toToolResult(p.toolResult),
+          error: p.error,
+        },
+      };
+    }
     case "gap":
       return {
         ...base,

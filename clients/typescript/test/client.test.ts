@@ -133,6 +133,57 @@ for (const wire of testWires()) {
         await assert.rejects(c.getServer(name), NotFound);
       }));
 
+    it("disables and enables a server", () =>
+      withClient(wire, async (c) => {
+        const name = `toggled-${wire.replace(/[^a-z0-9]/g, "")}`;
+        assert.ok((await c.connectServer(ServerConfig.stdio(name, MCPD_BIN!, ["demo-server"]), { replace: true })).ready);
+        try {
+          const off = await c.setServerEnabled(name, false);
+          assert.equal(off.state, "disabled");
+          await assert.rejects(c.callTool(`mcp__${name}__echo`, { message: "x" }), FailedPrecondition);
+          const on = await c.setServerEnabled(name, true);
+          assert.ok(on.ready, `${on.state} ${on.lastError}`);
+        } finally {
+          await c.disconnectServer(name);
+        }
+      }));
+
+    it("searches tools and polls a resource and a tool", () =>
+      withClient(wire, async (c) => {
+        const matches = await c.searchTools("weather for a city", { limit: 2 });
+        assert.equal(matches[0]?.tool.name, "mcp__demo__weather");
+        assert.ok(matches[0]!.score > 0 && matches.length <= 2);
+        await assert.rejects(c.startPoll("demo", { resourceUri: "demo://clock", intervalMs: 500 }), InvalidArgument);
+        await assert.rejects(c.startPoll("demo", {}), TypeError);
+        const p = await c.startPoll("demo", { resourceUri: "demo://clock", intervalMs: 1000 });
+        try {
+          assert.ok((await c.listPolls()).some((x) => x.id === p.id));
+          const sub = c.subscribe({ pollIds: [p.id], afterSequence: 0, kinds: ["poll_result"] });
+          const seen = [];
+          for await (const ev of sub) {
+            assert.equal(ev.kind, "poll_result");
+            seen.push(ev.poll!);
+            if (seen.length === 2) break;
+          }
+          assert.equal(seen[0]!.pollId, p.id);
+          assert.ok(seen[0]!.baseline && seen[0]!.contents[0]?.data.case === "text");
+          assert.ok(!seen[1]!.baseline);
+        } finally {
+          await c.stopPoll(p.id);
+        }
+        await assert.rejects(c.stopPoll(p.id), NotFound);
+        const t = await c.startPoll("demo", { tool: "echo", arguments: { message: "hi" }, intervalMs: 1000 });
+        try {
+          const sub = c.subscribe({ pollIds: [t.id], afterSequence: 0, kinds: ["poll_result"] });
+          const first = (await sub.next()).value!;
+          sub.close();
+          assert.equal(first.poll?.tool, "mcp__demo__echo");
+          assert.equal(first.poll?.toolResult?.text, "hi");
+        } finally {
+          await c.stopPoll(t.id);
+        }
+      }));
+
     it("refuses authorization calls for a server without OAuth with typed errors", () =>
       withClient(wire, async (c) => {
         await assert.rejects(c.completeAuthorization("demo", "http://127.0.0.1:1/cb?code=x&state=y"), (e) => e instanceof FailedPrecondition || e instanceof InvalidArgument);
