@@ -3,10 +3,10 @@
  * errors as {@link MCPDError} subclasses.
  */
 
-import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type CallOptions as ConnectCallOptions, type Client as HubClient } from "@connectrpc/connect";
 import { setMaxListeners } from "node:events";
-import { DurationSchema } from "@bufbuild/protobuf/wkt";
+import { DurationSchema, ValueSchema } from "@bufbuild/protobuf/wkt";
 import * as pb from "./gen/mcpd/v1/mcpd_pb.js";
 import { Cancelled, InvalidArgument, NotFound, ServerRequestError, toMCPDError, type MCPDError } from "./errors.js";
 import {
@@ -86,6 +86,38 @@ export interface SubscribeOptions {
   /** Give up with Unavailable after this long without mcpd (ms; default 30000; null: never). */
   reconnectTimeoutMs?: number | null;
   signal?: AbortSignal;
+}
+
+/** The context of one call of an agent's own tool (see {@link Client.serveTools}). */
+export interface AgentToolContext {
+  /** Aborts when the caller cancels the call or the serving stops. */
+  signal: AbortSignal;
+  /** Reports progress; callers of callToolStream receive it. */
+  progress(progress: number, total?: number, message?: string): void;
+  /** The caller's `_meta`, and the time by which mcpd needs the result. */
+  meta: JsonObject | undefined;
+  deadline: Date | undefined;
+}
+
+/**
+ * A tool the agent serves through mcpd. `run` returns a string (one text
+ * block), a {@link ToolResultInit}, or any other JSON value (structured
+ * content, with its JSON as text). A thrown error becomes a result with
+ * `isError` and the error's message: a tool that fails is data.
+ */
+export interface AgentTool {
+  description: string;
+  title?: string;
+  /** The JSON Schema of the arguments (default: any object). */
+  inputSchema?: JsonObject;
+  run: (args: JsonObject, context: AgentToolContext) => unknown;
+}
+
+/** A tool result an agent tool may return. */
+export interface ToolResultInit {
+  content: (string | t.Content)[];
+  structured?: JsonValue;
+  isError?: boolean;
 }
 
 /** A handler of server requests; it may be async. */
@@ -418,6 +450,23 @@ export class Client {
     return r.matches.flatMap((m) => (m.tool === undefined ? [] : [{ tool: m.tool, score: m.score }]));
   }
 
+  /**
+   * Serves tools the agent itself defines as the server `server`, to every
+   * caller of mcpd (as `mcp__<server>__<tool>`), until `stop()` or close().
+   * Resolves once mcpd serves them; throws AlreadyExists when the name is
+   * taken and `replace` is not set.
+   */
+  async serveTools(
+    server: string,
+    tools: Record<string, AgentTool>,
+    options: { replace?: boolean; instructions?: string } = {},
+  ): Promise<ToolServing> {
+    if (this.closed) throw new Cancelled("the client is closed");
+    const serving = new ToolServing(createClient(pb.MCPHub, this.conn.bidi()), server, tools, options, linked(this.closing.signal));
+    await serving.ready;
+    return serving;
+  }
+
   // -- polls ------------------------------------------------------------------
 
   /**
@@ -727,6 +776,132 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
     this.close();
     return { value: undefined, done: true };
   }
+}
+
+/** Tools an agent serves through mcpd; see {@link Client.serveTools}. */
+export class ToolServing {
+  /** The server as mcpd serves it, once ready. */
+  server: t.Server | undefined;
+  /** Resolves once mcpd serves the tools; rejects if it refused them. */
+  readonly ready: Promise<t.Server>;
+  /** Resolves when the serving ended (stop(), close(), or the stream broke; then with its error). */
+  readonly done: Promise<MCPDError | undefined>;
+  private readonly outbox = new Outbox<pb.ServeToolsRequest>();
+  private readonly calls = new Map<string, AbortController>();
+
+  constructor(
+    hub: HubClient<typeof pb.MCPHub>,
+    serverName: string,
+    private readonly tools: Record<string, AgentTool>,
+    options: { replace?: boolean; instructions?: string },
+    private readonly life: { controller: AbortController; dispose: () => void },
+  ) {
+    const definitions = Object.entries(tools).map(([name, tool]) => ({
+      name,
+      title: tool.title ?? "",
+      description: tool.description,
+      inputSchema: tool.inputSchema ?? { type: "object" },
+    }));
+    this.outbox.push(
+      create(pb.ServeToolsRequestSchema, {
+        message: {
+          case: "declare",
+          value: { server: serverName, tools: definitions, replace: options.replace ?? false, instructions: options.instructions ?? "" },
+        },
+      }),
+    );
+    let resolveReady!: (s: t.Server) => void;
+    let rejectReady!: (e: unknown) => void;
+    this.ready = new Promise((res, rej) => {
+      resolveReady = res;
+      rejectReady = rej;
+    });
+    this.ready.catch(() => undefined);
+    this.done = (async () => {
+      let error: MCPDError | undefined;
+      try {
+        for await (const msg of hub.serveTools(this.outbox, { signal: life.controller.signal })) {
+          if (msg.message.case === "serving") {
+            this.server = t.toServer(msg.message.value);
+            resolveReady(this.server);
+          } else if (msg.message.case === "call") {
+            void this.run(msg.message.value);
+          } else if (msg.message.case === "cancel") {
+            this.calls.get(msg.message.value.id)?.abort(new Cancelled(msg.message.value.reason || "the call was cancelled"));
+          }
+        }
+      } catch (e) {
+        if (!life.controller.signal.aborted) error = toMCPDError(e, false);
+      } finally {
+        this.outbox.end();
+        for (const c of this.calls.values()) c.abort(new Cancelled("the serving stopped"));
+        life.dispose();
+      }
+      rejectReady(error ?? new Cancelled("the serving stopped before mcpd served the tools"));
+      return error;
+    })();
+  }
+
+  private send(m: MessageInit): void {
+    try {
+      this.outbox.push(create(pb.ServeToolsRequestSchema, m));
+    } catch {
+      // The stream ended; mcpd fails the call itself.
+    }
+  }
+
+  private async run(call: pb.ToolCall): Promise<void> {
+    const tool = this.tools[call.tool];
+    if (tool === undefined) {
+      this.send({ message: { case: "result", value: { id: call.id, outcome: { case: "error", value: { code: -32602, message: `unknown tool ${JSON.stringify(call.tool)}` } } } } });
+      return;
+    }
+    const controller = new AbortController();
+    this.calls.set(call.id, controller);
+    const context: AgentToolContext = {
+      signal: controller.signal,
+      progress: (progress, total, message = "") =>
+        this.send({ message: { case: "progress", value: { id: call.id, progress: total === undefined ? { progress, message } : { progress, total, message } } } }),
+      meta: call.meta,
+      deadline: call.deadline === undefined ? undefined : new Date(Number(call.deadline.seconds) * 1000 + call.deadline.nanos / 1e6),
+    };
+    let result: pb.CallToolResponse;
+    try {
+      result = agentResult(await tool.run(call.arguments ?? {}, context));
+    } catch (e) {
+      const text = e instanceof Error ? e.message || e.name : String(e);
+      result = create(pb.CallToolResponseSchema, { isError: true, content: [{ kind: { case: "text", value: { text } } }] });
+    } finally {
+      this.calls.delete(call.id);
+    }
+    this.send({ message: { case: "result", value: { id: call.id, outcome: { case: "result", value: result } } } });
+  }
+
+  /** Stops serving: mcpd stops the server. */
+  async stop(): Promise<void> {
+    this.life.controller.abort(new Cancelled("the serving stopped"));
+    await this.done;
+  }
+}
+
+type MessageInit = Parameters<typeof create<typeof pb.ServeToolsRequestSchema>>[1];
+
+function agentResult(value: unknown): pb.CallToolResponse {
+  const text = (s: string): t.Content => create(pb.ContentSchema, { kind: { case: "text", value: { text: s } } });
+  if (typeof value === "string") return create(pb.CallToolResponseSchema, { content: [text(value)] });
+  if (value !== null && typeof value === "object" && "content" in value && Array.isArray((value as ToolResultInit).content)) {
+    const r = value as ToolResultInit;
+    const out = create(pb.CallToolResponseSchema, {
+      content: r.content.map((c) => (typeof c === "string" ? text(c) : c)),
+      isError: r.isError ?? false,
+    });
+    if (r.structured !== undefined) out.structuredContent = fromJson(ValueSchema, r.structured);
+    return out;
+  }
+  const json = (value ?? null) as JsonValue;
+  const out = create(pb.CallToolResponseSchema, { content: [text(JSON.stringify(json))] });
+  if (json !== null && typeof json === "object" && !Array.isArray(json)) out.structuredContent = fromJson(ValueSchema, json);
+  return out;
 }
 
 /** A queue read as an async iterable: the request side of a bidirectional stream. */

@@ -184,6 +184,56 @@ for (const wire of testWires()) {
         }
       }));
 
+    it("serves the agent's own tools through mcpd", () =>
+      withClient(wire, async (c) => {
+        const name = `agent-${wire.replace(/[^a-z0-9]/g, "")}`;
+        let cancelled: (() => void) | undefined;
+        const wasCancelled = new Promise<void>((r) => (cancelled = r));
+        const serving = await c.serveTools(name, {
+          shout: {
+            description: "Shouts the text.",
+            inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+            run: async (args, ctx) => {
+              ctx.progress(1, 2, "half way");
+              return String(args["text"]).toUpperCase();
+            },
+          },
+          sum: { description: "Adds.", run: (args) => ({ sum: Number(args["a"]) + Number(args["b"]) }) },
+          fails: { description: "Fails.", run: () => { throw new Error("no luck"); } },
+          hangs: {
+            description: "Waits until cancelled.",
+            run: (_args, ctx) => new Promise((_, reject) => ctx.signal.addEventListener("abort", () => { cancelled!(); reject(new Error("cancelled")); })),
+          },
+        });
+        try {
+          assert.ok(serving.server?.ready, serving.server?.state);
+          await withClient(wire, async (other) => {
+            assert.equal((await other.callTool(`mcp__${name}__shout`, { text: "hi" })).text, "HI");
+            assert.deepEqual((await other.callTool(`mcp__${name}__sum`, { a: 2, b: 3 })).structured, { sum: 5 });
+            const failed = await other.callTool(`mcp__${name}__fails`, {});
+            assert.ok(failed.isError && failed.text.includes("no luck"), failed.text);
+            const items = [];
+            for await (const item of other.callToolStream(`mcp__${name}__shout`, { text: "yo" })) items.push(item);
+            assert.deepEqual(items.map((i) => i.type), ["progress", "result"]);
+            const ac = new AbortController();
+            const call = other.callTool(`mcp__${name}__hangs`, {}, { signal: ac.signal });
+            setTimeout(() => ac.abort(), 200);
+            await assert.rejects(call, Cancelled);
+            await wasCancelled; // the tool's signal aborted
+          });
+        } finally {
+          await serving.stop();
+        }
+        assert.equal(await serving.done, undefined);
+        await poll("the agent server to stop", async () => {
+          try {
+            return (await c.getServer(name)).state !== "ready";
+          } catch (e) {
+            return e instanceof NotFound;
+          }
+        });
+      }));
+
     it("refuses authorization calls for a server without OAuth with typed errors", () =>
       withClient(wire, async (c) => {
         await assert.rejects(c.completeAuthorization("demo", "http://127.0.0.1:1/cb?code=x&state=y"), (e) => e instanceof FailedPrecondition || e instanceof InvalidArgument);
