@@ -513,6 +513,81 @@ test: test-python
 # Python client (end).
 # ---------------------------------------------------------------------------
 
+# ---------------------------------------------------------------------------
+# TypeScript client (begin). clients/typescript is the npm package
+# mcpd-client (ESM, types included). Its exact versions, and every transitive
+# dependency with its integrity hash, are in its package.json and
+# package-lock.json; `npm ci` installs them into its own node_modules
+# (--prefer-offline: after the first install npm's cache serves them). The
+# stamp lives inside that node_modules and is named by the manifests' hash,
+# so a fresh checkout, or one whose node_modules is gone, installs again and
+# an unchanged one does not. protoc-gen-es (a devDependency) generates
+# src/gen with buf as part of `make generate`; tsc (strict) builds src and
+# test into build/, and the tests run with node:test on the machine's node
+# (Node 20 here) and on the pinned Node 22.
+TS_DIR          := clients/typescript
+TS_MODULES      := $(TS_DIR)/node_modules
+TS_PINS_HASH    := $(shell cat $(TS_DIR)/package.json $(TS_DIR)/package-lock.json 2>/dev/null | sha256sum | cut -c1-16)
+STAMP_TS        := $(TS_MODULES)/.mcpd-stamp@$(TS_PINS_HASH)
+TS_GEN_DIR      := $(TS_DIR)/src/gen
+TSC             := $(TS_MODULES)/.bin/tsc
+# The Node binaries the tests run on: the machine's and the pinned Node 22.
+TS_NODES        ?= $(shell command -v node) $(NODE22)
+TS_TEST_FLAGS   ?=
+TS_BENCH_FLAGS  ?=
+# The TLS tests make their certificates with openssl.
+APT_PACKAGES    += openssl
+
+##@ TypeScript client
+
+.PHONY: typescript-deps
+typescript-deps: $(STAMP_TS) ## Install the TypeScript client's pinned npm dependencies (npm ci) into clients/typescript/node_modules
+
+$(STAMP_TS):
+	rm -rf '$(TS_MODULES)'
+	npm ci --prefix '$(TS_DIR)' --prefer-offline --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch '$@'
+
+.PHONY: check-generate-typescript
+check-generate-typescript: generate ## Fail if clients/typescript/src/gen differs from what is committed
+	@changes="$$(git status --porcelain --untracked-files=all -- $(TS_GEN_DIR))"; \
+	if [[ -n "$$changes" ]] || ! git diff --quiet -- $(TS_GEN_DIR); then \
+		echo "check-generate: $(TS_GEN_DIR) is out of date with proto/ (or not committed):" >&2; \
+		echo "$$changes" >&2; \
+		echo "check-generate: run 'make generate' and commit $(TS_GEN_DIR)." >&2; \
+		exit 1; \
+	fi
+
+.PHONY: build-typescript
+build-typescript: $(STAMP_TS) ## Type-check (strict) and compile clients/typescript (src and tests) into its build/
+	rm -rf '$(TS_DIR)/build'
+	'$(TSC)' -p '$(TS_DIR)/tsconfig.json' --noEmit
+	'$(TSC)' -p '$(TS_DIR)/tsconfig.json'
+	'$(TSC)' -p examples/typescript/tsconfig.json
+
+# TS_TEST_FLAGS go to node --test (e.g. --test-name-pattern=subscription).
+.PHONY: test-typescript
+test-typescript: build-typescript build $(STAMP_NPM) ## Run the TypeScript client's tests against bin/mcpd on Node 20 and 22
+	@for node in $(TS_NODES); do \
+		echo "test-typescript: $$node $$("$$node" --version)"; \
+		(cd $(TS_DIR) && $(TEST_ENV) "$$node" --test --test-concurrency=1 $(TS_TEST_FLAGS) build/test/*.test.js) || exit 1; \
+	done
+
+# The TypeScript benchmark (bench/typescript; a report, not a test): the
+# official SDK calling the demo server and server-everything directly,
+# against this client through mcpd on each wire and a bare GetServer.
+.PHONY: bench-typescript
+bench-typescript: build-typescript build $(STAMP_NPM) ## TypeScript benchmark: the MCP TS SDK directly vs mcpd-client through mcpd (TS_BENCH_FLAGS=--duration=5 ...)
+	cd $(TS_DIR) && node build/bench/bench.js --mcpd '$(MCPD)' --everything '$(EVERYTHING)' $(TS_BENCH_FLAGS)
+
+generate: $(STAMP_TS)
+check-generate: check-generate-typescript
+bench: bench-typescript
+tools: $(STAMP_TS)
+test: test-typescript
+# TypeScript client (end).
+# ---------------------------------------------------------------------------
+
 ##@ Tools
 
 .PHONY: tools

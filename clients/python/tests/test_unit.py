@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 import grpc
 import pytest
 
 import mcpd_grpc
+from conftest import REPO
 from mcpd_grpc import _common, errors
 from mcpd_grpc import _convert as cv
 from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
@@ -18,19 +20,18 @@ from mcpd_grpc.types import ServerConfig, Tool, Transport
 SAFE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
+#: Tool-name cases shared with the TypeScript client, so the two never
+#: disagree on the name a model calls.
+NAME_CASES = json.loads((REPO / "clients" / "testdata" / "tool-names.json").read_text(encoding="utf-8"))["cases"]
+
+
 class TestProviderNames:
-    @pytest.mark.parametrize(
-        "qualified, want",
-        [
-            ("mcp__demo__echo", "mcp__demo__echo"),
-            ("mcp__fs__read.file", "mcp__fs__read_file"),
-            ("mcp__fs__a b/c", "mcp__fs__a_b_c"),
-            ("mcp__x__Ünïcode", "mcp__x___n_code"),
-        ],
-    )
-    def test_sanitizes(self, qualified: str, want: str) -> None:
-        got = provider_names([qualified])[qualified]
-        assert got == want, f"got {got!r}, want {want!r}"
+    @pytest.mark.parametrize("case", NAME_CASES, ids=[c["description"] for c in NAME_CASES])
+    def test_shared_cases(self, case: dict) -> None:
+        for order in (case["qualified"], list(reversed(case["qualified"]))):
+            got = provider_names(order)
+            assert got == case["want"], f"{case['description']}: got {got}, want {case['want']}"
+            assert all(SAFE.fullmatch(n) for n in got.values()), got
 
     def test_long_names_are_cut_with_a_hash(self) -> None:
         q = "mcp__" + "s" * 60 + "__tool"

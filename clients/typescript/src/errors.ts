@@ -1,0 +1,319 @@
+/**
+ * Errors thrown by the mcpd client.
+ *
+ * Every failed RPC becomes an {@link MCPDError} subclass chosen by its gRPC
+ * status code ({@link NotFound}, {@link InvalidArgument},
+ * {@link Unavailable}, ...). The error keeps the code and message and, when
+ * an MCP server answered with a JSON-RPC error, the server name and JSON-RPC
+ * code that mcpd attaches as `google.rpc.ErrorInfo` (domain `mcpd.v1`,
+ * reason `UPSTREAM_JSONRPC_ERROR`).
+ *
+ * A tool that fails is not an error: its {@link ToolResult} has `isError`.
+ */
+
+import { Code, ConnectError } from "@connectrpc/connect";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+
+/** The ErrorInfo domain mcpd uses. */
+export const ERROR_DOMAIN = "mcpd.v1";
+/** The ErrorInfo reason of a JSON-RPC error answered by a server. */
+export const REASON_UPSTREAM_JSONRPC_ERROR = "UPSTREAM_JSONRPC_ERROR";
+/** The ErrorInfo reason of a call to a server that waits for a person's OAuth consent. */
+export const REASON_AUTHORIZATION_REQUIRED = "AUTHORIZATION_REQUIRED";
+
+const ERROR_INFO_TYPE = "google.rpc.ErrorInfo";
+
+/** gRPC status code names, indexed by code. */
+const CODE_NAMES = [
+  "OK",
+  "CANCELLED",
+  "UNKNOWN",
+  "INVALID_ARGUMENT",
+  "DEADLINE_EXCEEDED",
+  "NOT_FOUND",
+  "ALREADY_EXISTS",
+  "PERMISSION_DENIED",
+  "RESOURCE_EXHAUSTED",
+  "FAILED_PRECONDITION",
+  "ABORTED",
+  "OUT_OF_RANGE",
+  "UNIMPLEMENTED",
+  "INTERNAL",
+  "UNAVAILABLE",
+  "DATA_LOSS",
+  "UNAUTHENTICATED",
+] as const;
+
+/** The gRPC name of a status code, e.g. "NOT_FOUND". */
+export type CodeName = (typeof CODE_NAMES)[number];
+
+/** Fields of an {@link MCPDError} besides its message. */
+export interface MCPDErrorInit {
+  code?: Code;
+  server?: string;
+  jsonrpcCode?: number;
+  reason?: string;
+  domain?: string;
+  metadata?: Record<string, string>;
+  cause?: unknown;
+}
+
+/** Base of every error from mcpd. */
+export class MCPDError extends Error {
+  /** The gRPC status code (numerically the same as Connect's `Code`). */
+  readonly code: Code;
+  /** The status message, without the code. */
+  readonly rawMessage: string;
+  /** The MCP server that answered with a JSON-RPC error, if any. */
+  readonly server: string | undefined;
+  /** That server's JSON-RPC error code, if any. */
+  readonly jsonrpcCode: number | undefined;
+  /** The `google.rpc.ErrorInfo` reason, domain and metadata, if any. */
+  readonly reason: string;
+  readonly domain: string;
+  readonly metadata: Record<string, string>;
+  /** Whether trying the same call again later may succeed. */
+  get retryable(): boolean {
+    return false;
+  }
+  protected static defaultCode: Code = Code.Unknown;
+
+  constructor(message = "", init: MCPDErrorInit = {}) {
+    const code = init.code ?? (new.target as typeof MCPDError).defaultCode;
+    const where: string[] = [];
+    if (init.server) where.push(`server ${init.server}`);
+    if (init.jsonrpcCode !== undefined) where.push(`JSON-RPC ${init.jsonrpcCode}`);
+    super(`${CODE_NAMES[code] ?? code}: ${message}${where.length ? ` (${where.join(", ")})` : ""}`, {
+      cause: init.cause,
+    });
+    this.name = new.target.name;
+    this.code = code;
+    this.rawMessage = message;
+    this.server = init.server || undefined;
+    this.jsonrpcCode = init.jsonrpcCode;
+    this.reason = init.reason ?? "";
+    this.domain = init.domain ?? "";
+    this.metadata = { ...(init.metadata ?? {}) };
+  }
+
+  /** The gRPC name of the code, e.g. "NOT_FOUND". */
+  get codeName(): CodeName {
+    return CODE_NAMES[this.code] ?? "UNKNOWN";
+  }
+}
+
+/** The call was cancelled (an aborted `signal`, or a closed client). */
+export class Cancelled extends MCPDError {
+  protected static override defaultCode = Code.Canceled;
+}
+/** An error with no closer code, e.g. a server-defined JSON-RPC code. */
+export class UnknownError extends MCPDError {
+  protected static override defaultCode = Code.Unknown;
+}
+/** A bad request field or bad tool arguments (JSON-RPC -32602). */
+export class InvalidArgument extends MCPDError {
+  protected static override defaultCode = Code.InvalidArgument;
+}
+/** The call's deadline (`timeoutMs`) passed. */
+export class DeadlineExceeded extends MCPDError {
+  protected static override defaultCode = Code.DeadlineExceeded;
+}
+/** An unknown server, tool, prompt or resource. */
+export class NotFound extends MCPDError {
+  protected static override defaultCode = Code.NotFound;
+}
+/** A server of that name exists (pass `replace: true`). */
+export class AlreadyExists extends MCPDError {
+  protected static override defaultCode = Code.AlreadyExists;
+}
+/** Refused by policy (a denied tool, a command not allowed). */
+export class PermissionDenied extends MCPDError {
+  protected static override defaultCode = Code.PermissionDenied;
+}
+/** A limit was hit (e.g. a message too large). */
+export class ResourceExhausted extends MCPDError {
+  protected static override defaultCode = Code.ResourceExhausted;
+}
+/**
+ * The server cannot do this now (e.g. missing client capabilities, or, with
+ * `reason` "AUTHORIZATION_REQUIRED", a person's OAuth consent).
+ */
+export class FailedPrecondition extends MCPDError {
+  protected static override defaultCode = Code.FailedPrecondition;
+}
+/** The operation was aborted. */
+export class Aborted extends MCPDError {
+  protected static override defaultCode = Code.Aborted;
+}
+/** A value was out of range. */
+export class OutOfRange extends MCPDError {
+  protected static override defaultCode = Code.OutOfRange;
+}
+/** The server or mcpd does not implement this (JSON-RPC -32601). */
+export class Unimplemented extends MCPDError {
+  protected static override defaultCode = Code.Unimplemented;
+}
+/** An internal error in mcpd or a server. */
+export class Internal extends MCPDError {
+  protected static override defaultCode = Code.Internal;
+}
+/**
+ * mcpd or the server is not reachable right now (connecting, reconnecting,
+ * crashed, shutting down). Retrying later may succeed.
+ */
+export class Unavailable extends MCPDError {
+  protected static override defaultCode = Code.Unavailable;
+  override get retryable(): boolean {
+    return true;
+  }
+}
+/** Unrecoverable data loss. */
+export class DataLoss extends MCPDError {
+  protected static override defaultCode = Code.DataLoss;
+}
+/** A missing or wrong API token. */
+export class Unauthenticated extends MCPDError {
+  protected static override defaultCode = Code.Unauthenticated;
+}
+
+const BY_CODE: Record<number, new (message: string, init: MCPDErrorInit) => MCPDError> = {
+  [Code.Canceled]: Cancelled,
+  [Code.Unknown]: UnknownError,
+  [Code.InvalidArgument]: InvalidArgument,
+  [Code.DeadlineExceeded]: DeadlineExceeded,
+  [Code.NotFound]: NotFound,
+  [Code.AlreadyExists]: AlreadyExists,
+  [Code.PermissionDenied]: PermissionDenied,
+  [Code.ResourceExhausted]: ResourceExhausted,
+  [Code.FailedPrecondition]: FailedPrecondition,
+  [Code.Aborted]: Aborted,
+  [Code.OutOfRange]: OutOfRange,
+  [Code.Unimplemented]: Unimplemented,
+  [Code.Internal]: Internal,
+  [Code.Unavailable]: Unavailable,
+  [Code.DataLoss]: DataLoss,
+  [Code.Unauthenticated]: Unauthenticated,
+};
+
+/**
+ * Raise from a sampling, elicitation, roots or authorization handler to
+ * refuse the request with a JSON-RPC error code (default -32603, internal
+ * error).
+ */
+export class ServerRequestError extends Error {
+  readonly code: number;
+  constructor(message: string, code = -32603) {
+    super(message);
+    this.name = "ServerRequestError";
+    this.code = code;
+  }
+}
+
+/** Errors of a connection that failed or broke, as Node names them. */
+const CONNECTION_ERRORS = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ENOENT",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "ENOTFOUND",
+  "ERR_HTTP2_GOAWAY_SESSION",
+  "ERR_HTTP2_SESSION_ERROR",
+  "ERR_HTTP2_STREAM_CANCEL",
+  "ERR_HTTP2_INVALID_SESSION",
+  "UND_ERR_SOCKET",
+]);
+
+function connectionFailed(err: unknown): boolean {
+  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && CONNECTION_ERRORS.has(code)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/**
+ * Returns the {@link MCPDError} for anything an RPC threw. `aborted` says
+ * whether the caller aborted the call: a call cancelled without that was
+ * cut off with its connection, which is {@link Unavailable} (as is a
+ * connection that fails), so that it counts as retryable.
+ */
+export function toMCPDError(reason: unknown, aborted?: boolean): MCPDError {
+  if (reason instanceof MCPDError) return reason;
+  let err = ConnectError.from(reason);
+  if (
+    err.code !== Code.Unavailable &&
+    (connectionFailed(err.cause) || (aborted === false && err.code === Code.Canceled))
+  ) {
+    err = new ConnectError(err.rawMessage, Code.Unavailable, err.metadata, undefined, reason);
+  }
+  const cls = BY_CODE[err.code] ?? MCPDError;
+  const init: MCPDErrorInit = { code: err.code, cause: reason };
+  const info = errorInfo(err);
+  if (info !== undefined) {
+    init.reason = info.reason;
+    init.domain = info.domain;
+    init.metadata = info.metadata;
+    if (info.domain === ERROR_DOMAIN) {
+      init.server = info.metadata["server"] || undefined;
+      const code = Number.parseInt(info.metadata["jsonrpc_code"] ?? "", 10);
+      if (Number.isInteger(code)) init.jsonrpcCode = code;
+    }
+  }
+  return new cls(err.rawMessage, init);
+}
+
+interface ErrorInfo {
+  reason: string;
+  domain: string;
+  metadata: Record<string, string>;
+}
+
+/**
+ * Finds google.rpc.ErrorInfo among the error's details. The message is
+ * small and its field numbers are fixed by google/rpc/error_details.proto,
+ * so it is decoded here rather than pulling in the googleapis protos.
+ */
+function errorInfo(err: ConnectError): ErrorInfo | undefined {
+  for (const d of err.details) {
+    if (!("type" in d) || d.type !== ERROR_INFO_TYPE || !(d.value instanceof Uint8Array)) continue;
+    try {
+      return decodeErrorInfo(d.value);
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+function decodeErrorInfo(data: Uint8Array): ErrorInfo {
+  // string reason = 1; string domain = 2; map<string, string> metadata = 3.
+  const out: ErrorInfo = { reason: "", domain: "", metadata: {} };
+  const r = new BinaryReader(data);
+  while (r.pos < r.len) {
+    const [num, wire] = r.tag();
+    if (wire !== WireType.LengthDelimited) {
+      r.skip(wire);
+      continue;
+    }
+    if (num === 1) out.reason = r.string();
+    else if (num === 2) out.domain = r.string();
+    else if (num === 3) {
+      const entry = new BinaryReader(r.bytes());
+      let k = "";
+      let v = "";
+      while (entry.pos < entry.len) {
+        const [enum_, ewire] = entry.tag();
+        if (enum_ === 1 && ewire === WireType.LengthDelimited) k = entry.string();
+        else if (enum_ === 2 && ewire === WireType.LengthDelimited) v = entry.string();
+        else entry.skip(ewire);
+      }
+      out.metadata[k] = v;
+    } else r.skip(wire);
+  }
+  return out;
+}

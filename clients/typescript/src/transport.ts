@@ -1,0 +1,188 @@
+/**
+ * Targets, wires and TLS: how the client reaches mcpd.
+ *
+ * A target is `host:port`, `unix:///path/to/mcpd.sock` (or `unix:/path`), or
+ * an `http://` / `https://` URL. The wire is how the RPCs travel:
+ *
+ * - "connect" (the default): the Connect protocol over HTTP/1.1
+ *   (keep-alive), for `--http-listen`;
+ * - "grpc": gRPC over HTTP/2, for mcpd's `--listen` address;
+ * - "connect-h2": the Connect protocol over HTTP/2 (h2c without TLS), for
+ *   `--http-listen`.
+ */
+
+import * as fs from "node:fs";
+import * as http from "node:http";
+import * as https from "node:https";
+import * as net from "node:net";
+import * as tls from "node:tls";
+import type { Interceptor, Transport } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+
+/** mcpd's default listen address. */
+export const DEFAULT_TARGET = "127.0.0.1:50051";
+export const ENV_ADDRESS = "MCPD_ADDRESS";
+export const ENV_TOKEN = "MCPD_API_TOKEN";
+export const ENV_WIRE = "MCPD_WIRE";
+
+/** How the RPCs travel; see the module doc. */
+export type Wire = "grpc" | "connect" | "connect-h2";
+export const WIRES: readonly Wire[] = ["grpc", "connect", "connect-h2"];
+/**
+ * The wire used when none is given: Connect over HTTP/1.1, the fastest from
+ * Node in `make bench-typescript` (docs/performance.md#typescript). It
+ * needs mcpd's --http-listen address; "grpc" speaks to --listen.
+ */
+export const DEFAULT_WIRE: Wire = "connect";
+
+/** Accept large resources and images (the Python client's limit too). */
+const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+/** PEM data, or the path of a PEM file. */
+export type PemSource = string | Buffer | { file: string };
+
+export interface TlsOptions {
+  /** The CA that signed mcpd's certificate (default: the system roots). */
+  ca?: PemSource;
+  /** A client certificate for mutual TLS; goes with `key`. */
+  cert?: PemSource;
+  key?: PemSource;
+  /** Files instead of data, as the Python client names them. */
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+}
+
+interface ParsedTarget {
+  /** The URL the requests go to (for a Unix socket, an http://localhost URL). */
+  baseUrl: string;
+  socketPath: string | undefined;
+}
+
+/** The target argument, else $MCPD_ADDRESS, else 127.0.0.1:50051. */
+export function resolveTarget(target: string | undefined): string {
+  return target || process.env[ENV_ADDRESS] || DEFAULT_TARGET;
+}
+
+/** The wire argument, else $MCPD_WIRE, else the default. */
+export function resolveWire(wire: Wire | undefined): Wire {
+  const w = wire ?? (process.env[ENV_WIRE] as Wire | undefined) ?? DEFAULT_WIRE;
+  if (!WIRES.includes(w)) throw new TypeError(`wire must be one of ${WIRES.join(", ")}, got ${JSON.stringify(w)}`);
+  return w;
+}
+
+/** The bearer token: the argument, else $MCPD_API_TOKEN; "" for none. */
+export function resolveToken(token: string | undefined): string {
+  const t = (token ?? process.env[ENV_TOKEN] ?? "").trim();
+  // Header values are printable ASCII; anything else would fail later with
+  // the token in the error text.
+  if (/[^\x20-\x7e]/.test(t)) throw new TypeError("the API token has a character that is not printable ASCII (0x20-0x7E)");
+  return t;
+}
+
+export function parseTarget(target: string, secure: boolean): ParsedTarget {
+  const scheme = secure ? "https" : "http";
+  if (target.startsWith("unix:")) {
+    let path = target.slice("unix:".length);
+    if (path.startsWith("//")) path = path.slice(2);
+    if (!path) throw new TypeError(`no socket path in target ${JSON.stringify(target)}`);
+    return { baseUrl: `${scheme}://localhost`, socketPath: path };
+  }
+  if (/^https?:\/\//.test(target)) return { baseUrl: target.replace(/\/+$/, ""), socketPath: undefined };
+  return { baseUrl: `${scheme}://${target}`, socketPath: undefined };
+}
+
+function pem(src: PemSource | undefined, file: string | undefined): Buffer | string | undefined {
+  if (file !== undefined) return fs.readFileSync(file);
+  if (src === undefined) return undefined;
+  if (typeof src === "object" && !Buffer.isBuffer(src)) return fs.readFileSync(src.file);
+  return src;
+}
+
+/** The TLS material, or undefined for plaintext. */
+export function tlsMaterial(o: TlsOptions): { ca?: Buffer | string; cert?: Buffer | string; key?: Buffer | string } | undefined {
+  const ca = pem(o.ca, o.caFile);
+  const cert = pem(o.cert, o.certFile);
+  const key = pem(o.key, o.keyFile);
+  if (ca === undefined && cert === undefined && key === undefined) return undefined;
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new TypeError("cert and key go together (a client certificate and its key)");
+  }
+  const out: { ca?: Buffer | string; cert?: Buffer | string; key?: Buffer | string } = {};
+  if (ca !== undefined) out.ca = ca;
+  if (cert !== undefined) out.cert = cert;
+  if (key !== undefined) out.key = key;
+  return out;
+}
+
+/** A transport and what closing the client must release. */
+export interface OpenTransport {
+  transport: Transport;
+  /** The transport for the bidirectional HandleServerRequests stream. */
+  bidi: () => Transport;
+  close(): void;
+}
+
+export interface TransportOptions {
+  target: string;
+  wire: Wire;
+  token: string;
+  tls: ReturnType<typeof tlsMaterial>;
+  /** Request HTTP/1.1 keep-alive sockets per origin (Connect over HTTP/1.1). */
+  maxSockets?: number;
+}
+
+export function openTransport(o: TransportOptions): OpenTransport {
+  const secure = o.tls !== undefined;
+  const { baseUrl, socketPath } = parseTarget(o.target, secure);
+  const interceptors: Interceptor[] = [];
+  if (o.token) {
+    const value = `Bearer ${o.token}`;
+    interceptors.push((next) => (req) => {
+      req.header.set("authorization", value);
+      return next(req);
+    });
+  }
+  const common = { baseUrl, interceptors, readMaxBytes: MAX_MESSAGE_BYTES, writeMaxBytes: MAX_MESSAGE_BYTES };
+  const sessions: Http2SessionManager[] = [];
+  const h2 = (): Http2SessionManager => {
+    const options: import("node:http2").SecureClientSessionOptions = { ...(o.tls ?? {}) };
+    if (socketPath !== undefined) {
+      options.createConnection = () =>
+        secure
+          ? tls.connect({ path: socketPath, ALPNProtocols: ["h2"], servername: "localhost", ...(o.tls ?? {}) })
+          : net.connect(socketPath);
+    }
+    const m = new Http2SessionManager(baseUrl, { idleConnectionTimeoutMs: 60_000 }, options);
+    sessions.push(m);
+    return m;
+  };
+  let agent: http.Agent | undefined;
+  let transport: Transport;
+  if (o.wire === "grpc") {
+    transport = createGrpcTransport({ ...common, sessionManager: h2() });
+  } else if (o.wire === "connect-h2") {
+    transport = createConnectTransport({ ...common, httpVersion: "2", sessionManager: h2() });
+  } else {
+    const agentOptions = { keepAlive: true, maxSockets: o.maxSockets ?? 64, ...(o.tls ?? {}) };
+    agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+    const nodeOptions: http.RequestOptions = { agent };
+    if (socketPath !== undefined) nodeOptions.socketPath = socketPath;
+    transport = createConnectTransport({ ...common, httpVersion: "1.1", nodeOptions });
+  }
+  let bidi: Transport | undefined;
+  return {
+    transport,
+    // HTTP/1.1 cannot carry a bidirectional stream: that one stream goes
+    // over HTTP/2 to the same address (h2c without TLS).
+    bidi: () => {
+      if (o.wire !== "connect") return transport;
+      bidi ??= createConnectTransport({ ...common, httpVersion: "2", sessionManager: h2() });
+      return bidi;
+    },
+    close() {
+      for (const m of sessions) m.abort();
+      agent?.destroy();
+    },
+  };
+}

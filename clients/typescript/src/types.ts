@@ -1,0 +1,570 @@
+/**
+ * The values the client returns and takes: the generated messages where
+ * they are already convenient, and small plain objects (with `text` for
+ * the common case, enums as lower-case strings, times as `Date`) where the
+ * generated ones are not.
+ */
+
+import { create, toJson, type JsonObject, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampDate, ValueSchema, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import * as pb from "./gen/mcpd/v1/mcpd_pb.js";
+
+export type { JsonObject, JsonValue };
+/** A tool of one server; `name` is the qualified name `mcp__<server>__<tool>`. */
+export type Tool = pb.Tool;
+/** One block of a tool result, prompt message or sampling message. */
+export type Content = pb.Content;
+export type Resource = pb.Resource;
+export type ResourceTemplate = pb.ResourceTemplate;
+export type ResourceContents = pb.ResourceContents;
+export type Prompt = pb.Prompt;
+export type PromptMessage = pb.PromptMessage;
+
+/** A server's state: "ready", "connecting", "failed", ... */
+export type ServerState =
+  | "unspecified"
+  | "connecting"
+  | "ready"
+  | "reconnecting"
+  | "failed"
+  | "stopped"
+  | "authorization_required"
+  | "disabled";
+/** How mcpd reaches a server. */
+export type Transport = "unspecified" | "stdio" | "http" | "sse" | "auto";
+/** A log severity, as MCP names them. */
+export type LogLevel = "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency";
+/** What an event says. */
+export type EventKind =
+  | "resource_updated"
+  | "tools_changed"
+  | "prompts_changed"
+  | "resources_changed"
+  | "server_state"
+  | "log"
+  | "poll_result"
+  | "gap";
+/** A kind of request servers send to their client. */
+export type ServerRequestKind = "sampling" | "elicitation" | "roots" | "authorization";
+
+// The generated enums drop the proto's value prefix (SERVER_STATE_READY is
+// ServerState.READY); the client spells them in lower case ("ready").
+function enumName(e: Record<number, string>, value: number): string {
+  const name = e[value];
+  return name === undefined ? "unspecified" : name.toLowerCase();
+}
+
+function enumValue<T extends number>(e: Record<string, string | number>, name: string, what: string): T {
+  const v = e[name.toUpperCase()];
+  if (typeof v !== "number" || v === 0) throw new TypeError(`unknown ${what} ${JSON.stringify(name)}`);
+  return v as T;
+}
+
+/** The text blocks of some content, joined with newlines. */
+export function contentText(content: readonly Content[]): string {
+  return content
+    .flatMap((c) => (c.kind.case === "text" ? [c.kind.value.text] : []))
+    .join("\n");
+}
+
+/** A server's status. */
+export interface Server extends Omit<pb.Server, "state" | "transport" | "stateChangedTime" | "authorizationExpireTime" | "$typeName"> {
+  state: ServerState;
+  transport: Transport;
+  stateChangedTime: Date | undefined;
+  authorizationExpireTime: Date | undefined;
+  /** Whether the server is ready for calls. */
+  ready: boolean;
+  /** Whether the server waits for a person's OAuth consent at `authorizationUrl`. */
+  authorizationRequired: boolean;
+}
+
+function json(v: Value | undefined): JsonValue | undefined {
+  return v === undefined ? undefined : toJson(ValueSchema, v);
+}
+
+function date(ts: Timestamp | undefined): Date | undefined {
+  return ts === undefined ? undefined : timestampDate(ts);
+}
+
+export function toServer(s: pb.Server | undefined): Server {
+  if (s === undefined) throw new Error("mcpd returned no server");
+  const { $typeName: _, state, transport, stateChangedTime, authorizationExpireTime, ...rest } = s;
+  const name = enumName(pb.ServerState, state) as ServerState;
+  return {
+    ...rest,
+    state: name,
+    transport: enumName(pb.Transport, transport) as Transport,
+    stateChangedTime: date(stateChangedTime),
+    authorizationExpireTime: date(authorizationExpireTime),
+    ready: name === "ready",
+    authorizationRequired: name === "authorization_required",
+  };
+}
+
+/** A tool's result. `isError` means the tool reported a failure. */
+export interface ToolResult {
+  type: "result";
+  content: Content[];
+  /** The structured result, when the tool returns one. */
+  structured: JsonValue | undefined;
+  isError: boolean;
+  meta: JsonObject | undefined;
+  /** The text blocks, joined with newlines. */
+  text: string;
+}
+
+export function toToolResult(r: pb.CallToolResponse | undefined): ToolResult {
+  if (r === undefined) throw new Error("mcpd returned no result");
+  return {
+    type: "result",
+    content: r.content,
+    structured: json(r.structuredContent),
+    isError: r.isError,
+    meta: r.meta,
+    text: contentText(r.content),
+  };
+}
+
+/** Progress of a streamed tool call. */
+export interface Progress {
+  type: "progress";
+  progress: number;
+  total: number | undefined;
+  message: string;
+}
+
+/** A log message a server sent. */
+export interface LogMessage {
+  type: "log";
+  level: LogLevel;
+  logger: string;
+  data: JsonValue | undefined;
+}
+
+/** One item of {@link Client.callToolStream}: progress and logs, then the result. */
+export type StreamItem = Progress | LogMessage | ToolResult;
+
+export function toLogMessage(m: pb.LogMessage): LogMessage {
+  return { type: "log", level: enumName(pb.LogLevel, m.level) as LogLevel, logger: m.logger, data: json(m.data) };
+}
+
+export function toStreamItem(m: pb.CallToolStreamResponse): StreamItem | undefined {
+  switch (m.kind.case) {
+    case "progress":
+      return { type: "progress", progress: m.kind.value.progress, total: m.kind.value.total, message: m.kind.value.message };
+    case "log":
+      return toLogMessage(m.kind.value);
+    case "result":
+      return toToolResult(m.kind.value);
+    default:
+      return undefined;
+  }
+}
+
+/** A read resource. */
+export interface ResourceResult {
+  contents: ResourceContents[];
+  meta: JsonObject | undefined;
+  /** The text parts, joined with newlines. */
+  text: string;
+  /** The first binary part, undefined when there is none. */
+  blob: Uint8Array | undefined;
+}
+
+export function toResourceResult(r: pb.ReadResourceResponse): ResourceResult {
+  const texts: string[] = [];
+  let blob: Uint8Array | undefined;
+  for (const c of r.contents) {
+    if (c.data.case === "text") texts.push(c.data.value);
+    else if (c.data.case === "blob" && blob === undefined) blob = c.data.value;
+  }
+  return { contents: r.contents, meta: r.meta, text: texts.join("\n"), blob };
+}
+
+/** A rendered prompt. */
+export interface PromptResult {
+  description: string;
+  messages: PromptMessage[];
+  meta: JsonObject | undefined;
+  /** The text of every message, joined with newlines. */
+  text: string;
+}
+
+export function toPromptResult(r: pb.GetPromptResponse): PromptResult {
+  const text = r.messages
+    .map((m) => (m.content?.kind.case === "text" ? m.content.kind.value.text : ""))
+    .filter((t) => t !== "")
+    .join("\n");
+  return { description: r.description, messages: r.messages, meta: r.meta, text };
+}
+
+/** Completion suggestions for an argument. */
+export interface Completion {
+  values: string[];
+  total: number | undefined;
+  hasMore: boolean;
+}
+
+/**
+ * Something that happened on a server. Which fields are set depends on
+ * `kind`: `uri` for "resource_updated", `state`/`error` for
+ * "server_state", `log` for "log", and `gapFirst`..`gapLast` (the
+ * sequences this stream missed) for "gap".
+ */
+export interface Event {
+  sequence: number;
+  kind: EventKind;
+  server: string;
+  time: Date | undefined;
+  uri?: string;
+  state?: ServerState;
+  error?: string;
+  log?: LogMessage;
+  gapFirst?: number;
+  gapLast?: number;
+  /** For "poll_result": what a poll read (see {@link Client.startPoll}). */
+  poll?: PollResult;
+}
+
+/** A poll mcpd runs for a server that cannot send change notifications. */
+export type Poll = pb.Poll;
+
+/** What one poll read: a resource's contents or a tool's result, or an error. */
+export interface PollResult {
+  pollId: string;
+  /** The first read after the poll started (not a change). */
+  baseline: boolean;
+  resourceUri: string;
+  tool: string;
+  contents: ResourceContents[];
+  toolResult: ToolResult | undefined;
+  error: string;
+}
+
+/** A tool ranked by relevance to a search query. */
+export interface ToolMatch {
+  tool: Tool;
+  score: number;
+}
+
+export function toEvent(e: pb.Event | undefined): Event {
+  if (e === undefined) throw new Error("mcpd sent a subscription message without an event");
+  const base = { sequence: Number(e.sequence), server: e.server, time: date(e.time) };
+  switch (e.kind.case) {
+    case "resourceUpdated":
+      return { ...base, kind: "resource_updated", uri: e.kind.value.uri };
+    case "toolsChanged":
+      return { ...base, kind: "tools_changed" };
+    case "promptsChanged":
+      return { ...base, kind: "prompts_changed" };
+    case "resourcesChanged":
+      return { ...base, kind: "resources_changed" };
+    case "serverState":
+      return {
+        ...base,
+        kind: "server_state",
+        state: enumName(pb.ServerState, e.kind.value.state) as ServerState,
+        error: e.kind.value.error,
+      };
+    case "log":
+      return { ...base, kind: "log", log: toLogMessage(e.kind.value) };
+    case "pollResult": {
+      const p = e.kind.value;
+      return {
+        ...base,
+        kind: "poll_result",
+        poll: {
+          pollId: p.pollId,
+          baseline: p.baseline,
+          resourceUri: p.resourceUri,
+          tool: p.tool,
+          contents: p.contents,
+          toolResult: p.toolResult === undefined ? undefined : toToolResult(p.toolResult),
+          error: p.error,
+        },
+      };
+    }
+    case "gap":
+      return {
+        ...base,
+        kind: "gap",
+        gapFirst: Number(e.kind.value.firstSequence),
+        gapLast: Number(e.kind.value.lastSequence),
+      };
+    default:
+      throw new Error("mcpd sent an event of a kind this client does not know");
+  }
+}
+
+export function eventKindToProto(kind: EventKind): pb.EventKind {
+  return enumValue<pb.EventKind>(pb.EventKind as unknown as Record<string, number>, kind, "event kind");
+}
+
+export function logLevelToProto(level: LogLevel): pb.LogLevel {
+  return enumValue<pb.LogLevel>(pb.LogLevel as unknown as Record<string, number>, level, "log level");
+}
+
+export const REQUEST_KINDS: Record<ServerRequestKind, pb.ServerRequestKind> = {
+  sampling: pb.ServerRequestKind.SAMPLING,
+  elicitation: pb.ServerRequestKind.ELICITATION,
+  roots: pb.ServerRequestKind.ROOTS,
+  authorization: pb.ServerRequestKind.AUTHORIZATION,
+};
+
+// -- server configuration ------------------------------------------------
+
+/** A server configuration as the proto spells it (plain object). */
+export type ServerConfigInit = Exclude<MessageInitShape<typeof pb.ServerConfigSchema>, pb.ServerConfig>;
+
+/** Options every kind of server takes. */
+export interface ServerOptions {
+  /** Bounds each tool call (ms); unset: mcpd's default. */
+  callTimeoutMs?: number;
+  /** Bounds connecting (ms). */
+  connectTimeoutMs?: number;
+  protocolVersion?: string;
+  toolsAllow?: string[];
+  toolsDeny?: string[];
+  oauth?: MessageInitShape<typeof pb.OAuthConfigSchema>;
+}
+
+function duration(ms: number | undefined): MessageInitShape<typeof import("@bufbuild/protobuf/wkt").DurationSchema> | undefined {
+  if (ms === undefined) return undefined;
+  if (ms < 0) throw new RangeError("a timeout must not be negative");
+  const seconds = Math.floor(ms / 1000);
+  return { seconds: BigInt(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
+}
+
+export { duration as durationFromMs };
+
+function common(name: string, o: ServerOptions): ServerConfigInit {
+  const c: ServerConfigInit = { name };
+  const call = duration(o.callTimeoutMs);
+  const connect = duration(o.connectTimeoutMs);
+  if (call) c.callTimeout = call;
+  if (connect) c.connectTimeout = connect;
+  if (o.protocolVersion) c.protocolVersion = o.protocolVersion;
+  if (o.toolsAllow) c.toolsAllow = o.toolsAllow;
+  if (o.toolsDeny) c.toolsDeny = o.toolsDeny;
+  if (o.oauth) c.oauth = o.oauth;
+  return c;
+}
+
+/** Builders of server configurations, like the Python client's `ServerConfig`. */
+export const ServerConfig = {
+  /** A server run as a child process speaking MCP on stdin and stdout. */
+  stdio(
+    name: string,
+    command: string,
+    args: string[] = [],
+    opts: ServerOptions & { env?: Record<string, string>; cwd?: string } = {},
+  ): ServerConfigInit {
+    return {
+      ...common(name, opts),
+      transport: { case: "stdio", value: { command, args, env: opts.env ?? {}, cwd: opts.cwd ?? "" } },
+    };
+  },
+  /** A server at a Streamable HTTP endpoint. */
+  http(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> } = {}): ServerConfigInit {
+    return { ...common(name, opts), transport: { case: "http", value: { url, headers: opts.headers ?? {} } } };
+  },
+  /** A server at a legacy HTTP+SSE endpoint. */
+  sse(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> } = {}): ServerConfigInit {
+    return { ...common(name, opts), transport: { case: "sse", value: { url, headers: opts.headers ?? {} } } };
+  },
+  /** A remote server: Streamable HTTP, falling back to HTTP+SSE. */
+  remote(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> } = {}): ServerConfigInit {
+    return { ...common(name, opts), transport: { case: "remote", value: { url, headers: opts.headers ?? {} } } };
+  },
+};
+
+export function serverConfigMessage(c: ServerConfigInit): pb.ServerConfig {
+  return create(pb.ServerConfigSchema, c);
+}
+
+// -- server requests -------------------------------------------------------
+
+/** A server asks for an LLM completion. */
+export interface SamplingRequest {
+  kind: "sampling";
+  id: string;
+  server: string;
+  messages: { role: "user" | "assistant" | "unspecified"; content: Content[]; text: string }[];
+  systemPrompt: string;
+  maxTokens: number;
+  /** The full MCP request params (model preferences, temperature, ...). */
+  params: JsonObject | undefined;
+  deadline: Date | undefined;
+  /** The text of the last message (usually the user's question). */
+  text: string;
+}
+
+/** A server asks the user for input. */
+export interface ElicitationRequest {
+  kind: "elicitation";
+  id: string;
+  server: string;
+  /** "form" (answer matching requestedSchema) or "url" (open url). */
+  mode: string;
+  message: string;
+  requestedSchema: JsonObject | undefined;
+  url: string;
+  elicitationId: string;
+  deadline: Date | undefined;
+}
+
+/** A server asks for the client's roots. */
+export interface RootsRequest {
+  kind: "roots";
+  id: string;
+  server: string;
+  deadline: Date | undefined;
+}
+
+/** A server needs a person's OAuth consent at `authorizationUrl`. */
+export interface AuthorizationRequest {
+  kind: "authorization";
+  id: string;
+  server: string;
+  authorizationUrl: string;
+  expireTime: Date | undefined;
+  deadline: Date | undefined;
+}
+
+export type ServerRequest = SamplingRequest | ElicitationRequest | RootsRequest | AuthorizationRequest;
+
+/** The answer to a sampling request; a handler may also return a string. */
+export interface SamplingResult {
+  content: string | Content | Content[];
+  model?: string;
+  /** Default "endTurn". */
+  stopReason?: string;
+  /** Default "assistant". */
+  role?: "assistant" | "user";
+}
+
+/**
+ * The answer to an elicitation request. A handler may also return a plain
+ * object (accept with that content) or undefined/null (decline).
+ */
+export interface ElicitationResult {
+  action: "accept" | "decline" | "cancel";
+  content?: JsonObject;
+}
+
+/** A root: a URI string, or a URI with a name. */
+export type RootLike = string | { uri: string; name?: string };
+
+export function rootsToProto(roots: readonly RootLike[]): pb.Root[] {
+  return roots.map((r) => create(pb.RootSchema, typeof r === "string" ? { uri: r } : { uri: r.uri, name: r.name ?? "" }));
+}
+
+function roleName(r: pb.Role): "user" | "assistant" | "unspecified" {
+  return enumName(pb.Role, r) as "user" | "assistant" | "unspecified";
+}
+
+export function toServerRequest(r: pb.ServerRequest): ServerRequest | undefined {
+  const base = { id: r.id, server: r.server, deadline: date(r.deadline) };
+  switch (r.kind.case) {
+    case "sampling": {
+      const s = r.kind.value;
+      const messages = s.messages.map((m) => ({ role: roleName(m.role), content: m.content, text: contentText(m.content) }));
+      return {
+        ...base,
+        kind: "sampling",
+        messages,
+        systemPrompt: s.systemPrompt,
+        maxTokens: s.maxTokens,
+        params: s.params,
+        text: messages.length ? messages[messages.length - 1]!.text : "",
+      };
+    }
+    case "elicitation": {
+      const e = r.kind.value;
+      return {
+        ...base,
+        kind: "elicitation",
+        mode: e.mode,
+        message: e.message,
+        requestedSchema: e.requestedSchema,
+        url: e.url,
+        elicitationId: e.elicitationId,
+      };
+    }
+    case "roots":
+      return { ...base, kind: "roots" };
+    case "authorization":
+      return {
+        ...base,
+        kind: "authorization",
+        authorizationUrl: r.kind.value.authorizationUrl,
+        expireTime: date(r.kind.value.expireTime),
+      };
+    default:
+      return undefined;
+  }
+}
+
+function contentToProto(c: string | Content): Content {
+  return typeof c === "string" ? create(pb.ContentSchema, { kind: { case: "text", value: { text: c } } }) : c;
+}
+
+/** JSON-RPC error codes of the replies a client makes on its own. */
+export const METHOD_NOT_FOUND = -32601;
+export const INTERNAL_ERROR = -32603;
+
+export function errorReply(id: string, code: number, message: string): pb.ServerRequestReply {
+  return create(pb.ServerRequestReplySchema, { id, result: { case: "error", value: { code, message } } });
+}
+
+export function replyFor(req: ServerRequest, result: unknown): pb.ServerRequestReply {
+  const id = req.id;
+  switch (req.kind) {
+    case "sampling": {
+      const r: SamplingResult = typeof result === "string" ? { content: result } : (result as SamplingResult);
+      if (r === null || typeof r !== "object" || r.content === undefined) {
+        throw new TypeError("a sampling handler must return a SamplingResult or a string");
+      }
+      const blocks = Array.isArray(r.content) ? r.content : [r.content];
+      return create(pb.ServerRequestReplySchema, {
+        id,
+        result: {
+          case: "sampling",
+          value: {
+            role: r.role === "user" ? pb.Role.USER : pb.Role.ASSISTANT,
+            content: blocks.map(contentToProto),
+            model: r.model ?? "",
+            stopReason: r.stopReason ?? "endTurn",
+          },
+        },
+      });
+    }
+    case "elicitation": {
+      let r: ElicitationResult;
+      if (result === undefined || result === null) r = { action: "decline" };
+      else if (typeof result === "object" && "action" in result && typeof (result as ElicitationResult).action === "string") {
+        r = result as ElicitationResult;
+      } else if (typeof result === "object" && !Array.isArray(result)) r = { action: "accept", content: result as JsonObject };
+      else throw new TypeError("an elicitation handler must return an ElicitationResult, an object or undefined");
+      const action = enumValue<pb.ElicitationAction>(
+        pb.ElicitationAction as unknown as Record<string, number>,
+        r.action,
+        "elicitation action",
+      );
+      return create(pb.ServerRequestReplySchema, {
+        id,
+        result: { case: "elicitation", value: r.content === undefined ? { action } : { action, content: r.content } },
+      });
+    }
+    case "roots":
+      return create(pb.ServerRequestReplySchema, {
+        id,
+        result: { case: "roots", value: { roots: rootsToProto((result ?? []) as RootLike[]) } },
+      });
+    case "authorization": {
+      const url = result === undefined || result === null ? "" : typeof result === "string" ? result : (result as { redirectUrl?: string }).redirectUrl ?? "";
+      return create(pb.ServerRequestReplySchema, { id, result: { case: "authorization", value: { redirectUrl: url } } });
+    }
+  }
+}

@@ -1,0 +1,485 @@
+// The client against the real bin/mcpd, on every wire the daemon serves:
+// every RPC, streams, cancellation, resumed subscriptions, server requests
+// answered by callbacks, typed errors and the provider adapters.
+
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import {
+  Cancelled,
+  Client,
+  DeadlineExceeded,
+  FailedPrecondition,
+  InvalidArgument,
+  MCPDError,
+  NotFound,
+  ServerConfig,
+  ServerRequestError,
+  Unauthenticated,
+  Unavailable,
+  isProviderSafe,
+  type ElicitationRequest,
+  type Event,
+  type SamplingRequest,
+  type Wire,
+} from "../src/index.js";
+import { Daemon, EVERYTHING_BIN, MCPD_BIN, RPC_TIMEOUT_MS, UnixProxy, connectEverything, linesOf, poll, tempDir, testWires } from "./harness.js";
+
+const RECORDING_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "recording-server.js");
+const skip = MCPD_BIN === undefined ? "no mcpd binary (MCPD_BIN)" : false;
+const skipEverything = skip || (EVERYTHING_BIN === undefined ? "no server-everything (MCPD_EVERYTHING_BIN)" : false);
+
+let daemon: Daemon;
+
+before(async () => {
+  if (skip) return;
+  daemon = await new Daemon().start();
+  await daemon.demoReady();
+});
+
+after(async () => {
+  await daemon?.stop();
+});
+
+async function withClient<T>(wire: Wire, fn: (c: Client) => Promise<T>, target?: string): Promise<T> {
+  const c = target ? new Client(target, { wire, timeoutMs: RPC_TIMEOUT_MS }) : daemon.client(wire);
+  try {
+    return await fn(c);
+  } finally {
+    await c.close();
+  }
+}
+
+/** Reads until n resource_updated events of demo://clock; returns their sequences. */
+async function ticks(it: AsyncIterator<Event>, n: number): Promise<number[]> {
+  const out: number[] = [];
+  while (out.length < n) {
+    const r = await it.next();
+    assert.ok(!r.done, `stream ended after ${out}`);
+    assert.equal(r.value.kind, "resource_updated");
+    out.push(r.value.sequence);
+  }
+  return out;
+}
+
+const CLOCK: [string, string] = ["demo", "demo://clock"];
+
+for (const wire of testWires()) {
+  describe(`wire ${wire}`, { skip }, () => {
+    it("lists servers and tools and calls them", () =>
+      withClient(wire, async (c) => {
+        const servers = await c.servers();
+        const demo = servers.find((s) => s.name === "demo");
+        assert.ok(demo?.ready, JSON.stringify(servers.map((s) => [s.name, s.state])));
+        assert.equal((await c.getServer("demo")).transport, "stdio");
+        const tools = await c.listTools("demo");
+        assert.ok(tools.some((t) => t.name === "mcp__demo__add"));
+        const r = await c.callTool("mcp__demo__add", { a: 2, b: 3 });
+        assert.equal(r.text, "5");
+        assert.deepEqual(r.structured, { sum: 5 });
+        assert.equal(r.isError, false);
+        // A model's JSON argument string goes straight in; so does a server's own tool name.
+        assert.equal((await c.callTool("mcp__demo__echo", '{"message": "hi"}')).text, "hi");
+        assert.equal((await c.callTool("echo", { message: "bare" })).text, "bare");
+        const image = (await c.callTool("mcp__demo__image")).content[0]!;
+        assert.equal(image.kind.case, "image");
+        assert.equal(image.kind.case === "image" && image.kind.value.mimeType, "image/png");
+        const failed = await c.callTool("mcp__demo__fail", {});
+        assert.equal(failed.isError, true, "a failing tool is data, not an exception");
+      }));
+
+    it("streams progress, then the result", () =>
+      withClient(wire, async (c) => {
+        const items = [];
+        const stream = c.callToolStream("mcp__demo__slow", { steps: 3, delay_ms: 20 });
+        for await (const item of stream) items.push(item);
+        assert.deepEqual(
+          items.map((i) => i.type),
+          ["progress", "progress", "progress", "result"],
+        );
+        assert.deepEqual(
+          items.flatMap((i) => (i.type === "progress" ? [i.progress] : [])),
+          [1, 2, 3],
+        );
+        assert.equal(stream.result?.isError, false);
+      }));
+
+    it("reads resources, prompts and completions", () =>
+      withClient(wire, async (c) => {
+        const resources = await c.listResources("demo");
+        assert.ok(resources.some((r) => r.uri === "demo://readme"));
+        assert.ok((await c.listResourceTemplates("demo")).some((t) => t.uriTemplate === "demo://greeting/{name}"));
+        assert.match((await c.readResource("demo", "demo://readme")).text, /demo server/);
+        const logo = await c.readResource("demo", "demo://logo.png");
+        assert.ok(logo.blob && logo.blob.length > 0);
+        assert.ok((await c.listPrompts("demo")).some((p) => p.name === "greet"));
+        assert.match((await c.getPrompt("demo", "greet", { name: "Ada" })).text, /Ada/);
+        assert.deepEqual((await c.complete("demo", "style", "pi", { prompt: "greet" })).values, ["pirate"]);
+      }));
+
+    it("connects, restarts and disconnects a server; sets log level and roots", () =>
+      withClient(wire, async (c) => {
+        const name = `demo2-${wire}`;
+        const s = await c.connectServer(ServerConfig.stdio(name, MCPD_BIN!, ["demo-server"]), { replace: true });
+        assert.ok(s.ready, `${s.state} ${s.lastError}`);
+        await assert.rejects(c.connectServer(ServerConfig.stdio(name, MCPD_BIN!, ["demo-server"])), (e) => e instanceof MCPDError && e.codeName === "ALREADY_EXISTS");
+        const r = await c.restartServer(name);
+        assert.ok(r.restarts >= 1 || r.ready, `${r.state}`);
+        await c.setLogLevel(name, "debug");
+        await c.setRoots(["file:///srv/project", { uri: "file:///tmp", name: "tmp" }], { server: name });
+        await c.disconnectServer(name);
+        await assert.rejects(c.getServer(name), NotFound);
+      }));
+
+    it("disables and enables a server", () =>
+      withClient(wire, async (c) => {
+        const name = `toggled-${wire.replace(/[^a-z0-9]/g, "")}`;
+        assert.ok((await c.connectServer(ServerConfig.stdio(name, MCPD_BIN!, ["demo-server"]), { replace: true })).ready);
+        try {
+          const off = await c.setServerEnabled(name, false);
+          assert.equal(off.state, "disabled");
+          await assert.rejects(c.callTool(`mcp__${name}__echo`, { message: "x" }), FailedPrecondition);
+          const on = await c.setServerEnabled(name, true);
+          assert.ok(on.ready, `${on.state} ${on.lastError}`);
+        } finally {
+          await c.disconnectServer(name);
+        }
+      }));
+
+    it("searches tools and polls a resource and a tool", () =>
+      withClient(wire, async (c) => {
+        const matches = await c.searchTools("weather for a city", { limit: 2 });
+        assert.equal(matches[0]?.tool.name, "mcp__demo__weather");
+        assert.ok(matches[0]!.score > 0 && matches.length <= 2);
+        await assert.rejects(c.startPoll("demo", { resourceUri: "demo://clock", intervalMs: 500 }), InvalidArgument);
+        await assert.rejects(c.startPoll("demo", {}), TypeError);
+        const p = await c.startPoll("demo", { resourceUri: "demo://clock", intervalMs: 1000 });
+        try {
+          assert.ok((await c.listPolls()).some((x) => x.id === p.id));
+          const sub = c.subscribe({ pollIds: [p.id], afterSequence: 0, kinds: ["poll_result"] });
+          const seen = [];
+          for await (const ev of sub) {
+            assert.equal(ev.kind, "poll_result");
+            seen.push(ev.poll!);
+            if (seen.length === 2) break;
+          }
+          assert.equal(seen[0]!.pollId, p.id);
+          assert.ok(seen[0]!.baseline && seen[0]!.contents[0]?.data.case === "text");
+          assert.ok(!seen[1]!.baseline);
+        } finally {
+          await c.stopPoll(p.id);
+        }
+        await assert.rejects(c.stopPoll(p.id), NotFound);
+        const t = await c.startPoll("demo", { tool: "echo", arguments: { message: "hi" }, intervalMs: 1000 });
+        try {
+          const sub = c.subscribe({ pollIds: [t.id], afterSequence: 0, kinds: ["poll_result"] });
+          const first = (await sub.next()).value!;
+          sub.close();
+          assert.equal(first.poll?.tool, "mcp__demo__echo");
+          assert.equal(first.poll?.toolResult?.text, "hi");
+        } finally {
+          await c.stopPoll(t.id);
+        }
+      }));
+
+    it("serves the agent's own tools through mcpd", () =>
+      withClient(wire, async (c) => {
+        const name = `agent-${wire.replace(/[^a-z0-9]/g, "")}`;
+        let cancelled: (() => void) | undefined;
+        const wasCancelled = new Promise<void>((r) => (cancelled = r));
+        const serving = await c.serveTools(name, {
+          shout: {
+            description: "Shouts the text.",
+            inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+            run: async (args, ctx) => {
+              ctx.progress(1, 2, "half way");
+              return String(args["text"]).toUpperCase();
+            },
+          },
+          sum: { description: "Adds.", run: (args) => ({ sum: Number(args["a"]) + Number(args["b"]) }) },
+          fails: { description: "Fails.", run: () => { throw new Error("no luck"); } },
+          hangs: {
+            description: "Waits until cancelled.",
+            run: (_args, ctx) => new Promise((_, reject) => ctx.signal.addEventListener("abort", () => { cancelled!(); reject(new Error("cancelled")); })),
+          },
+        });
+        try {
+          assert.ok(serving.server?.ready, serving.server?.state);
+          await withClient(wire, async (other) => {
+            assert.equal((await other.callTool(`mcp__${name}__shout`, { text: "hi" })).text, "HI");
+            assert.deepEqual((await other.callTool(`mcp__${name}__sum`, { a: 2, b: 3 })).structured, { sum: 5 });
+            const failed = await other.callTool(`mcp__${name}__fails`, {});
+            assert.ok(failed.isError && failed.text.includes("no luck"), failed.text);
+            const items = [];
+            for await (const item of other.callToolStream(`mcp__${name}__shout`, { text: "yo" })) items.push(item);
+            assert.deepEqual(items.map((i) => i.type), ["progress", "result"]);
+            const ac = new AbortController();
+            const call = other.callTool(`mcp__${name}__hangs`, {}, { signal: ac.signal });
+            setTimeout(() => ac.abort(), 200);
+            await assert.rejects(call, Cancelled);
+            await wasCancelled; // the tool's signal aborted
+          });
+        } finally {
+          await serving.stop();
+        }
+        assert.equal(await serving.done, undefined);
+        await poll("the agent server to stop", async () => {
+          try {
+            return (await c.getServer(name)).state !== "ready";
+          } catch (e) {
+            return e instanceof NotFound;
+          }
+        });
+      }));
+
+    it("refuses authorization calls for a server without OAuth with typed errors", () =>
+      withClient(wire, async (c) => {
+        await assert.rejects(c.completeAuthorization("demo", "http://127.0.0.1:1/cb?code=x&state=y"), (e) => e instanceof FailedPrecondition || e instanceof InvalidArgument);
+        await assert.rejects(c.completeAuthorization("nope", "http://127.0.0.1:1/cb"), NotFound);
+        await c.forgetAuthorization("demo").catch((e: unknown) => {
+          assert.ok(e instanceof MCPDError && !["UNKNOWN", "INTERNAL"].includes(e.codeName), String(e));
+        });
+      }));
+
+    it("throws typed errors", () =>
+      withClient(wire, async (c) => {
+        await assert.rejects(c.getServer("nope"), (e) => e instanceof NotFound && e.code === 5 && e.codeName === "NOT_FOUND");
+        await assert.rejects(c.callTool("mcp__demo__nope"), NotFound);
+        // The server's own JSON-RPC error keeps the server name and code.
+        await assert.rejects(c.readResource("demo", "demo://missing"), (e) => {
+          assert.ok(e instanceof MCPDError, String(e));
+          assert.equal(e.server, "demo");
+          assert.equal(typeof e.jsonrpcCode, "number");
+          return true;
+        });
+        await assert.rejects(c.callTool("mcp__demo__add", "[1]"), TypeError);
+      }));
+
+    it("turns a deadline into DeadlineExceeded and an abort into Cancelled", () =>
+      withClient(wire, async (c) => {
+        await assert.rejects(c.callTool("mcp__demo__slow", { steps: 100, delay_ms: 100 }, { timeoutMs: 200 }), DeadlineExceeded);
+        const ac = new AbortController();
+        const call = c.callTool("mcp__demo__slow", { steps: 100, delay_ms: 100 }, { signal: ac.signal });
+        setTimeout(() => ac.abort(), 100);
+        await assert.rejects(call, Cancelled);
+      }));
+
+    it("is refused without the token by a daemon that wants one", async () => {
+      const tokenFile = path.join(tempDir(), "token");
+      fs.writeFileSync(tokenFile, "s3cret-token\n", { mode: 0o600 });
+      const d = await new Daemon(["--api-token-file", tokenFile]).start();
+      try {
+        const bad = d.client(wire, { token: "wrong" });
+        await assert.rejects(bad.servers(), Unauthenticated);
+        await bad.close();
+        const good = d.client(wire, { token: "s3cret-token" });
+        assert.ok(Array.isArray(await good.servers()));
+        await good.close();
+      } finally {
+        await d.stop();
+      }
+    });
+
+    it("reports an unreachable mcpd as Unavailable", async () => {
+      const c = new Client(`unix://${path.join(tempDir(), "none.sock")}`, { wire, timeoutMs: 5_000 });
+      await assert.rejects(c.servers(), Unavailable);
+      await c.close();
+    });
+
+    it("gives tools to models with provider-safe names it maps back", () =>
+      withClient(wire, async (c) => {
+        const longName = "a-very-long-server-name-" + "x".repeat(36);
+        await c.connectServer(ServerConfig.stdio(longName, MCPD_BIN!, ["demo-server"]), { replace: true });
+        try {
+          const openai = await c.toolsForOpenAI(longName);
+          const names = openai.map((t) => t.function.name);
+          assert.equal(names.length, 8);
+          assert.ok(names.every(isProviderSafe), String(names));
+          assert.ok(!names.some((n) => n.startsWith(`mcp__${longName}__`)), "want shortened names");
+          const echo = openai.find((t) => t.function.description.includes("Returns the given message"))!.function.name;
+          assert.equal((await c.callTool(echo, { message: "round trip" })).text, "round trip");
+          const responses = await c.toolsForOpenAI(longName, { api: "responses" });
+          assert.deepEqual(responses.map((t) => t.name), names);
+          // Another client, which never listed the tools, maps the name too.
+          await withClient(wire, async (fresh) => {
+            assert.equal((await fresh.callTool(echo, '{"message": "fresh"}')).text, "fresh");
+            const anthropic = await fresh.toolsForAnthropic(longName);
+            assert.deepEqual(new Set(anthropic.map((t) => t.name)), new Set(names));
+            assert.ok(anthropic.every((t) => t.input_schema["type"] === "object"));
+          });
+          const add = (await c.toolsForOpenAI("demo")).find((t) => t.function.name === "mcp__demo__add")!;
+          assert.deepEqual(add.function.parameters["required"], ["a", "b"]);
+        } finally {
+          await c.disconnectServer(longName);
+        }
+      }));
+
+    it("gives the Vercel AI SDK a tool set that generateText runs", () =>
+      withClient(wire, async (c) => {
+        const { generateText, jsonSchema, stepCountIs } = await import("ai");
+        const { MockLanguageModelV3 } = await import("ai/test");
+        const tools = await c.toolsForAISDK("demo", { jsonSchema });
+        // Without the SDK's jsonSchema, the built-in schemas pass its check too.
+        const plain = await c.toolsForAISDK("demo");
+        const { asSchema } = await import("ai");
+        assert.deepEqual(asSchema(plain["mcp__demo__add"]!.inputSchema as never).jsonSchema, tools["mcp__demo__add"]!.inputSchema.jsonSchema);
+        assert.ok(tools["mcp__demo__add"]);
+        let step = 0;
+        const model = new MockLanguageModelV3({
+          doGenerate: async () => {
+            step++;
+            const usage = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, text: 1, reasoning: 0 } };
+            if (step === 1) {
+              return {
+                content: [{ type: "tool-call", toolCallId: "call-1", toolName: "mcp__demo__add", input: JSON.stringify({ a: 19, b: 23 }) }],
+                finishReason: { unified: "tool-calls", raw: "tool_calls" },
+                usage,
+                warnings: [],
+              };
+            }
+            return { content: [{ type: "text", text: "done" }], finishReason: { unified: "stop", raw: "stop" }, usage, warnings: [] };
+          },
+        });
+        const result = await generateText({ model, tools, prompt: "What is 19 + 23?", stopWhen: stepCountIs(3) });
+        const toolResults = result.steps.flatMap((s) => s.toolResults);
+        assert.equal(toolResults.length, 1, JSON.stringify(result.steps.map((s) => s.content)));
+        assert.equal(toolResults[0]!.output, "42");
+      }));
+
+    it("resumes a subscription across a dropped connection without losing events", async () => {
+      const proxy = await new UnixProxy(path.join(tempDir(), "proxy.sock"), wire === "grpc" ? daemon.socket : daemon.httpSocket).start();
+      const direct = daemon.client(wire);
+      const viaProxy = new Client(proxy.target, { wire, timeoutMs: RPC_TIMEOUT_MS });
+      try {
+        // The reference stream keeps the upstream subscription of
+        // demo://clock alive while the proxied one is cut off.
+        const ref = direct.subscribe({ resources: [CLOCK], kinds: ["resource_updated"] });
+        await ticks(ref, 1);
+        const sub = viaProxy.subscribe({ resources: [CLOCK], kinds: ["resource_updated"] });
+        const [before] = await ticks(sub, 1);
+        let seq = 0;
+        while (seq < before!) [seq] = (await ticks(ref, 1)) as [number];
+        proxy.cut();
+        const during = await ticks(ref, 2);
+        assert.ok(during[0]! > before!);
+        proxy.allow();
+        const afterCut = await ticks(sub, 3);
+        const want = [...during, ...(await ticks(ref, 1))];
+        assert.deepEqual(afterCut, want, "nothing lost, nothing twice");
+        assert.ok(sub.reconnects >= 1, "the stream never reconnected");
+        assert.equal(sub.lastSequence, afterCut[2]);
+        sub.close();
+        ref.close();
+        assert.equal((await sub.next()).done, true);
+      } finally {
+        await viaProxy.close();
+        await direct.close();
+        await proxy.close();
+      }
+    });
+
+    it("replays buffered events with afterSequence", () =>
+      withClient(wire, async (c) => {
+        const sub = c.subscribe({ resources: [CLOCK], kinds: ["resource_updated"] });
+        const seqs = await ticks(sub, 3);
+        sub.close();
+        const replay = c.subscribe({ resources: [CLOCK], kinds: ["resource_updated"], afterSequence: seqs[0]! });
+        const got = await ticks(replay, 2);
+        replay.close();
+        assert.deepEqual(got, seqs.slice(1));
+      }));
+
+    it("cancels a call at the MCP server on abort, on a deadline and on break", async () => {
+      const dir = tempDir();
+      const record = path.join(dir, "record.txt");
+      await withClient(wire, async (c) => {
+        const name = `rec-${wire.replace(/[^a-z0-9]/g, "")}`;
+        const s = await c.connectServer(ServerConfig.stdio(name, process.execPath, [RECORDING_SERVER], { env: { RECORD_FILE: record } }), { replace: true });
+        assert.ok(s.ready, `${s.state} ${s.lastError}`);
+        const tool = `mcp__${name}__wait`;
+        try {
+          // An aborted signal.
+          const ac = new AbortController();
+          const call = c.callTool(tool, {}, { signal: ac.signal });
+          const [called] = await linesOf(record, "called ", 1);
+          ac.abort();
+          await assert.rejects(call, Cancelled);
+          const [cancelled] = await linesOf(record, "cancelled ", 1);
+          assert.equal(cancelled!.split(" ")[1], called!.split(" ")[1]);
+          // A stream left by break.
+          const stream = c.callToolStream(tool, {});
+          const pending = stream.next();
+          await linesOf(record, "called ", 2);
+          await stream.return();
+          await pending.catch(() => undefined);
+          await linesOf(record, "cancelled ", 2);
+          // A deadline.
+          await assert.rejects(c.callTool(tool, {}, { timeoutMs: 300 }), DeadlineExceeded);
+          const called3 = await linesOf(record, "called ", 3);
+          const cancelled3 = await linesOf(record, "cancelled ", 3);
+          assert.equal(cancelled3[2]!.split(" ")[1], called3[2]!.split(" ")[1]);
+        } finally {
+          await c.disconnectServer(name);
+        }
+      });
+    });
+
+    it("answers sampling, elicitation and roots with callbacks", { skip: skipEverything }, () =>
+      withClient(wire, async (c) => {
+        const ev = await connectEverything(c, `ev-${wire.replace(/[^a-z0-9]/g, "")}`);
+        const seen: (SamplingRequest | ElicitationRequest)[] = [];
+        c.onSampling(async (req) => {
+          seen.push(req);
+          await new Promise((r) => setTimeout(r, 1));
+          return { content: "answer to: " + req.text, model: "ts-model" };
+        });
+        c.onElicitation(async (req) => {
+          seen.push(req);
+          return { name: "Ada Lovelace" };
+        });
+        assert.ok(await c.handlersReady(RPC_TIMEOUT_MS), "mcpd did not confirm the handlers");
+        let r = await c.callTool(`mcp__${ev}__trigger-sampling-request`, { prompt: "a haiku", maxTokens: 20 });
+        assert.match(r.text, /ts-model/);
+        assert.match(r.text, /answer to: .*a haiku/);
+        const sampling = seen[0] as SamplingRequest;
+        assert.equal(sampling.kind, "sampling");
+        assert.equal(sampling.server, ev);
+        assert.equal(sampling.maxTokens, 20);
+        assert.equal(sampling.messages[0]!.role, "user");
+        assert.ok(sampling.deadline instanceof Date);
+        r = await c.callTool(`mcp__${ev}__trigger-elicitation-request`);
+        assert.match(r.text, /Ada Lovelace/);
+        const elicitation = seen[1] as ElicitationRequest;
+        assert.equal(elicitation.mode, "form");
+        assert.ok(elicitation.requestedSchema && "properties" in elicitation.requestedSchema);
+        // Registering roots later reopens the stream with the new kind.
+        let asked = false;
+        c.onRoots(() => {
+          asked = true;
+          return [{ uri: "file:///from/ts-handler", name: "handler" }, "file:///second"];
+        });
+        assert.ok(await c.handlersReady(RPC_TIMEOUT_MS));
+        await c.setRoots(["file:///ignored/ts"], { server: ev });
+        const text = await poll("the handler's roots", async () => {
+          const t = (await c.callTool(`mcp__${ev}__get-roots-list`)).text;
+          return t.includes("from/ts-handler") ? t : "";
+        });
+        assert.match(text, /file:\/\/\/second/);
+        assert.ok(asked);
+        // A refusal reaches the server as a JSON-RPC error.
+        c.onSampling(() => {
+          throw new ServerRequestError("no model here", -32001);
+        });
+        const refused = await c.callTool(`mcp__${ev}__trigger-sampling-request`, { prompt: "x", maxTokens: 5 }).catch((e: unknown) => e);
+        const refusedText = refused instanceof MCPDError ? refused.message : (refused as { text: string }).text;
+        assert.match(refusedText, /no model here|-32001/);
+        await c.disconnectServer(ev);
+      }),
+    );
+  });
+}
+
+// Keep the file list honest: a fixture the tests need must be built.
+assert.ok(fs.existsSync(RECORDING_SERVER) || skip, `missing ${RECORDING_SERVER}`);
