@@ -46,12 +46,17 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 	g.mu.Unlock()
 
 	if what&syncTools != 0 {
+		g.toolsMu.Lock()
 		next := map[string]*mcp.Tool{}
 		if ready {
 			tools, _ := g.mgr.Tools(server)
+			g.mu.Lock()
 			for _, t := range tools {
-				next[t.Name] = t.Tool
+				if !g.opts.ToolSearch || g.loaded[t.Name] {
+					next[t.Name] = t.Tool
+				}
 			}
+			g.mu.Unlock()
 		}
 		next = apply(items.tools, next, g.srv.RemoveTools, func(name string, t *mcp.Tool) {
 			g.srv.AddTool(publishedTool(name, t), g.callTool)
@@ -59,6 +64,7 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 		g.mu.Lock()
 		items.tools = next
 		g.mu.Unlock()
+		g.toolsMu.Unlock()
 	}
 	if what&syncPrompts != 0 {
 		next := map[string]*mcp.Prompt{}
