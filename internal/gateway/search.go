@@ -100,7 +100,11 @@ func (g *Gateway) searchTools(_ context.Context, req *mcp.CallToolRequest) (*mcp
 	if len(found) == 0 {
 		text.WriteString("No tool matches. Search again with other words.")
 	} else {
-		fmt.Fprintf(&text, "%d tools found; call them by these names:\n", len(found))
+		noun := "tools"
+		if len(found) == 1 {
+			noun = "tool"
+		}
+		fmt.Fprintf(&text, "Found %d %s, now available; call by these names:\n", len(found), noun)
 	}
 	for i, t := range found {
 		f := foundTool{Name: t.Name, Title: t.def().Title, Description: t.def().Description,
