@@ -113,9 +113,13 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	if g.opts.SessionTimeout <= 0 {
 		g.opts.SessionTimeout = 30 * time.Minute
 	}
+	instructions := "mcpd: the tools, prompts and resources of every MCP server this daemon is connected to. " +
+		"Tools and prompts are named mcp__<server>__<name>; resource URIs are mcpd://<server>/<the server's own URI>."
+	if g.opts.ToolSearch {
+		instructions += " Tools are listed once found: call " + searchToolName + " with the task in plain words, then call the tools it returns."
+	}
 	g.srv = mcp.NewServer(impl, &mcp.ServerOptions{
-		Instructions: "mcpd: the tools, prompts and resources of every MCP server this daemon is connected to. " +
-			"Tools and prompts are named mcp__<server>__<name>; resource URIs are mcpd://<server>/<the server's own URI>.",
+		Instructions: instructions,
 		// Declared from the start: servers come and go, and a host that
 		// saw no capability would never ask again.
 		HasTools:           true,
