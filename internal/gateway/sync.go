@@ -44,8 +44,8 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 
 	if what&syncTools != 0 {
 		g.toolsMu.Lock()
-		// Read again under the lock: a refresh that waited for it must
-		// not publish a state older than the one before it.
+		// The state is read under the lock: a refresh that waited for it
+		// must not publish a state older than the one before it did.
 		next := map[string]*mcp.Tool{}
 		if g.ready(server) {
 			tools, _ := g.mgr.Tools(server)
