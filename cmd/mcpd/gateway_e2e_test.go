@@ -131,7 +131,9 @@ func TestMCPEndpointGoClient(t *testing.T) {
 			if got := cs.InitializeResult().ProtocolVersion; got != version {
 				t.Errorf("negotiated protocol version: got %s, want %s", got, version)
 			}
-			waitTools(ctx, t, cs, "mcp__demo__echo", "mcp__demo__add", "mcp__ev__echo", "mcp__ev__get-sum")
+			if names := waitTools(ctx, t, cs, "mcp__demo__echo", "mcp__demo__add", "mcp__ev__echo", "mcp__ev__get-sum"); slices.Contains(names, "search_tools") {
+				t.Errorf("tools/list without --mcp-tool-search: got search_tools in %v", names)
+			}
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": "via the endpoint"}})
 			if err != nil {
 				t.Fatalf("call demo echo: %v", err)

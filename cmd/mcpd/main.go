@@ -220,6 +220,7 @@ type config struct {
 	metricsListen   string
 	httpListen      string
 	mcpListen       string
+	mcpToolSearch   bool
 	showVersion     bool // --version: print the version instead of serving
 	oauthStateDir   string
 	// oauthStateDirDefault: oauthStateDir is the per-user default, not
@@ -365,6 +366,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
 	fs.StringVar(&c.httpListen, "http-listen", "", "address to serve the MCPHub API on over HTTP as well (Connect protocol with JSON or binary, gRPC-Web and gRPC; HTTP/1.1 and h2c, or HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
 	fs.StringVar(&c.mcpListen, "mcp-listen", "", "address to serve every connected server as one MCP server on, at /mcp (Streamable HTTP, both protocol eras; HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
+	fs.BoolVar(&c.mcpToolSearch, "mcp-tool-search", false, "the MCP endpoint lists one tool, search_tools, instead of every server's tools; the tools a search finds (or a host calls by name) are then listed, for every host, until mcpd stops")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; served with TLS when --tls-cert is set; a non-loopback address needs TLS plus an API token (which scrapes then present) or mutual TLS")
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
 	fs.BoolVar(&c.strict, "strict", false, "exit with status 1, naming them, when configured servers do not come up on their first start (for CI and simulations)")

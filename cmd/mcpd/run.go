@@ -213,6 +213,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			Audit:           audit,
 			Implementation:  &mcp.Implementation{Name: "mcpd", Version: buildVersion()},
 			MaxMessageBytes: int64(c.maxMessageBytes),
+			ToolSearch:      c.mcpToolSearch,
 		})
 		gwCtx, stopGateway := context.WithCancel(ctx)
 		gwDone := make(chan struct{})

@@ -139,6 +139,9 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 				return nil, wireError(err)
 			}
 		}
+		if method == "tools/call" && g.opts.ToolSearch {
+			g.loadCalled(req.(*mcp.CallToolRequest).Params.Name)
+		}
 		var res mcp.Result
 		if method == "resources/read" {
 			res, err = g.readResource(ctx, req.(*mcp.ReadResourceRequest))
@@ -191,6 +194,10 @@ func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request)
 	switch method {
 	case "tools/call":
 		p := req.(*mcp.CallToolRequest).Params
+		if g.opts.ToolSearch && p.Name == searchToolName {
+			// It finds only what the caller may call.
+			return nil, rec, false, nil
+		}
 		if p.Name, err = g.resolveTool(caller, p.Name); err != nil {
 			return nil, rec, false, err
 		}
@@ -254,6 +261,9 @@ func (g *Gateway) filter(c access.Caller, res mcp.Result) {
 	switch r := res.(type) {
 	case *mcp.ListToolsResult:
 		r.Tools = slices.DeleteFunc(r.Tools, func(t *mcp.Tool) bool {
+			if g.opts.ToolSearch && t.Name == searchToolName {
+				return false
+			}
 			server, _, _ := SplitQualifiedName(t.Name)
 			return !g.allowed(c, access.Action{Verb: access.CallTool, Server: server, Tool: t.Name})
 		})

@@ -14,6 +14,8 @@
 // subscribed. A server's sampling, elicitation and roots requests made
 // while a host's request runs go to that host: on the request's stream for
 // the initialize era, as input-required results for 2026-07-28 (input.go).
+// With Options.ToolSearch the tools are listed only once a search_tools
+// call has found them (search.go).
 package gateway
 
 import (
@@ -46,6 +48,9 @@ type Options struct {
 	MaxMessageBytes int64
 	// SessionTimeout closes a legacy session idle this long; default 30m.
 	SessionTimeout time.Duration
+	// ToolSearch lists the one tool search_tools instead of every
+	// server's tools, and publishes the tools it finds (search.go).
+	ToolSearch bool
 }
 
 // Gateway is the MCP endpoint. Create it with New, serve Handler, run Run
@@ -60,7 +65,12 @@ type Gateway struct {
 	stateful, stateless http.Handler
 	callers             callerRefs
 
+	// toolsMu serialises the refreshes of the published tools, which
+	// both Run and search_tools make.
+	toolsMu sync.Mutex
+
 	mu        sync.Mutex
+	loaded    map[string]bool                         // qualified names of the tools search_tools loaded
 	published map[string]*serverItems                 // by server name
 	subs      map[subscription]func()                 // release of the upstream subscription
 	levels    map[*mcp.ServerSession]mcp.LoggingLevel // set by legacy hosts
@@ -88,7 +98,7 @@ type subscription struct {
 // has synchronised them.
 func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	g := &Gateway{mgr: mgr, published: make(map[string]*serverItems), subs: make(map[subscription]func()),
-		levels: make(map[*mcp.ServerSession]mcp.LoggingLevel)}
+		levels: make(map[*mcp.ServerSession]mcp.LoggingLevel), loaded: make(map[string]bool)}
 	if opts != nil {
 		g.opts = *opts
 	}
@@ -103,9 +113,13 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	if g.opts.SessionTimeout <= 0 {
 		g.opts.SessionTimeout = 30 * time.Minute
 	}
+	instructions := "mcpd: the tools, prompts and resources of every MCP server this daemon is connected to. " +
+		"Tools and prompts are named mcp__<server>__<name>; resource URIs are mcpd://<server>/<the server's own URI>."
+	if g.opts.ToolSearch {
+		instructions += " Tools are listed once found: call " + searchToolName + " with the task in plain words, then call the tools it returns."
+	}
 	g.srv = mcp.NewServer(impl, &mcp.ServerOptions{
-		Instructions: "mcpd: the tools, prompts and resources of every MCP server this daemon is connected to. " +
-			"Tools and prompts are named mcp__<server>__<name>; resource URIs are mcpd://<server>/<the server's own URI>.",
+		Instructions: instructions,
 		// Declared from the start: servers come and go, and a host that
 		// saw no capability would never ask again.
 		HasTools:           true,
@@ -115,6 +129,9 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
 	})
+	if g.opts.ToolSearch {
+		g.srv.AddTool(searchTool, g.searchTools)
+	}
 	g.srv.AddReceivingMiddleware(g.guard)
 	server := func(*http.Request) *mcp.Server { return g.srv }
 	g.stateful = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{

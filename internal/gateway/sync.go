@@ -29,10 +29,7 @@ const listTimeout = 30 * time.Second
 // with it: a server that is not ready (or gone) has none. The SDK sends
 // list_changed to the hosts when an item is added or removed.
 func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) {
-	ready := false
-	if st, err := g.mgr.Get(server); err == nil && st.State == mcpclient.StateReady {
-		ready = true
-	}
+	ready := g.ready(server)
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -46,12 +43,19 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 	g.mu.Unlock()
 
 	if what&syncTools != 0 {
+		g.toolsMu.Lock()
+		// The state is read under the lock: a refresh that waited for it
+		// must not publish a state older than the one before it did.
 		next := map[string]*mcp.Tool{}
-		if ready {
+		if g.ready(server) {
 			tools, _ := g.mgr.Tools(server)
+			g.mu.Lock()
 			for _, t := range tools {
-				next[t.Name] = t.Tool
+				if !g.opts.ToolSearch || g.loaded[t.Name] {
+					next[t.Name] = t.Tool
+				}
 			}
+			g.mu.Unlock()
 		}
 		next = apply(items.tools, next, g.srv.RemoveTools, func(name string, t *mcp.Tool) {
 			g.srv.AddTool(publishedTool(name, t), g.callTool)
@@ -59,6 +63,7 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 		g.mu.Lock()
 		items.tools = next
 		g.mu.Unlock()
+		g.toolsMu.Unlock()
 	}
 	if what&syncPrompts != 0 {
 		next := map[string]*mcp.Prompt{}
@@ -120,6 +125,12 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 			g.mu.Unlock()
 		}
 	}
+}
+
+// ready says whether server is READY.
+func (g *Gateway) ready(server string) bool {
+	st, err := g.mgr.Get(server)
+	return err == nil && st.State == mcpclient.StateReady
 }
 
 // apply turns the published items old into next: it removes what is gone

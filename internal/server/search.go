@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 
@@ -48,31 +47,11 @@ func (h *hub) SearchTools(ctx context.Context, req *mcpdv1.SearchToolsRequest) (
 	})
 	docs := make([]toolsearch.Document, len(tools))
 	for i, t := range tools {
-		docs[i] = searchDocument(t)
+		docs[i] = toolsearch.ToolDocument(t.Name, t.Tool)
 	}
 	out := &mcpdv1.SearchToolsResponse{Matches: []*mcpdv1.ToolMatch{}}
 	for _, m := range toolsearch.Rank(docs, req.GetQuery(), limit) {
 		out.Matches = append(out.Matches, &mcpdv1.ToolMatch{Tool: toolToProto(tools[m.Index]), Score: m.Score})
 	}
 	return out, nil
-}
-
-// searchDocument is what the search reads of a tool.
-func searchDocument(t mcpclient.Tool) toolsearch.Document {
-	d := toolsearch.Document{ID: t.Name, Name: t.Tool.Name, Title: t.Tool.Title, Description: t.Tool.Description}
-	if d.Title == "" && t.Tool.Annotations != nil {
-		d.Title = t.Tool.Annotations.Title
-	}
-	// The schema is open-ended JSON; only its top-level property names
-	// matter here, and a schema without them adds none.
-	var schema struct {
-		Properties map[string]json.RawMessage `json:"properties"`
-	}
-	if raw, err := json.Marshal(t.Tool.InputSchema); err == nil && json.Unmarshal(raw, &schema) == nil {
-		for name := range schema.Properties {
-			d.Parameters = append(d.Parameters, name)
-		}
-		slices.Sort(d.Parameters)
-	}
-	return d
 }

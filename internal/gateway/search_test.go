@@ -1,0 +1,117 @@
+package gateway
+
+import (
+	"context"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// agentTools are the tools of the in-process server the tests search.
+var agentTools = []*mcp.Tool{
+	{Name: "weather", Description: "Returns the weather forecast for a city.",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}},
+	{Name: "add", Description: "Adds two numbers.",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "number"}, "b": map[string]any{"type": "number"}}}},
+}
+
+// serveAgent serves agentTools as the server "app" of m.
+func serveAgent(ctx context.Context, t *testing.T, m *mcpclient.Manager) *mcpclient.AgentLink {
+	t.Helper()
+	link, _, err := m.ServeTools(ctx, mcpclient.AgentDeclaration{Server: "app", Tools: agentTools}, false)
+	if err != nil {
+		t.Fatalf("ServeTools: %v", err)
+	}
+	return link
+}
+
+// listed returns the names tools/list gives, sorted.
+func listed(ctx context.Context, t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// waitListed polls tools/list until it is want: the gateway follows the
+// Manager's events on a goroutine of its own.
+func waitListed(ctx context.Context, t *testing.T, cs *mcp.ClientSession, want ...string) {
+	t.Helper()
+	var got []string
+	for ctx.Err() == nil {
+		if got = listed(ctx, t, cs); slices.Equal(got, want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("tools/list: got %v, want %v", got, want)
+}
+
+// TestToolSearch: under ToolSearch the gateway lists search_tools only; a
+// search loads what it finds; a loaded tool is hidden while its server is
+// not ready and listed again, without a search, when it is.
+func TestToolSearch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bus := events.NewBus(nil)
+	defer bus.Close()
+	m := mcpclient.NewManager(&mcpclient.Options{Events: bus})
+	defer func() { _ = m.Close(context.Background()) }()
+	link := serveAgent(ctx, t, m)
+
+	g := New(m, &Options{ToolSearch: true})
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); g.Run(runCtx) }()
+	defer func() { stop(); <-ran; g.Close() }()
+	hs := httptest.NewServer(g.Handler())
+	defer hs.Close()
+
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+
+	if got := listed(ctx, t, cs); !slices.Equal(got, []string{searchToolName}) {
+		t.Fatalf("tools/list: got %v, want only %s", got, searchToolName)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: searchToolName, Arguments: map[string]any{"query": "forecast for a city"}})
+	if err != nil || res.IsError {
+		t.Fatalf("search_tools: %v, %+v", err, res)
+	}
+	sc, _ := res.StructuredContent.(map[string]any)
+	found, _ := sc["tools"].([]any)
+	if len(found) != 1 || found[0].(map[string]any)["name"] != "mcp__app__weather" {
+		t.Fatalf("search_tools: got %v, want mcp__app__weather alone", sc)
+	}
+	waitListed(ctx, t, cs, "mcp__app__weather", searchToolName)
+
+	link.Close() // the server stops: its loaded tool goes
+	waitListed(ctx, t, cs, searchToolName)
+	link = serveAgent(ctx, t, m) // and comes back with it
+	defer link.Close()
+	waitListed(ctx, t, cs, "mcp__app__weather", searchToolName)
+
+	for _, args := range []map[string]any{{}, {"query": "weather", "servers": []string{"nope"}}, {"query": 3}} {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: searchToolName, Arguments: args}); err == nil {
+			t.Errorf("search_tools %v: got no error, want invalid params", args)
+		}
+	}
+}
