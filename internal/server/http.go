@@ -73,7 +73,7 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
-		return http.ErrServerClosed
+		return nil // shut down before it began: nothing to serve
 	}
 	s.http = append(s.http, hs)
 	s.mu.Unlock()
