@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
 
 // The MCP endpoint (--mcp-listen) through bin/mcpd, with go-sdk clients in
@@ -489,4 +491,43 @@ func TestMCPEndpointGuards(t *testing.T) {
 			t.Errorf("mcpd exit code with a host connected: got %d, want 0\n%s", code, d.log.String())
 		}
 	})
+}
+
+// TestMCPEndpointAskRules calls through the MCP endpoint a tool an "ask"
+// rule holds: as on gRPC, it runs only when the agent registered for
+// approval requests approves it, and is refused, with an audit line naming
+// the rule, when the agent denies it or none is attached.
+func TestMCPEndpointAskRules(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--mcp-listen", addr, "--ask-tool", "mcp__demo__echo"}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	cs := connectMCP(ctx, t, "http://"+addr+"/mcp", mcpEras[0], "", nil)
+	waitTools(ctx, t, cs, "mcp__demo__echo")
+	echo := func(message string) (*mcp.CallToolResult, error) {
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": message}})
+	}
+
+	if _, err := echo("yes"); err == nil || !strings.Contains(err.Error(), "no agent is attached") {
+		t.Fatalf("ask-held call with no agent: got %v, want a refusal saying no agent is attached", err)
+	}
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	seen := make(chan *mcpdv1.ServerRequest, 10)
+	approvalAgent(agentCtx, t, d, seen)
+	res, err := echo("yes")
+	if err != nil || toolText(t, res) != "yes" {
+		t.Fatalf("approved call: got %v, %v", res, err)
+	}
+	if req := <-seen; req.GetApproval().GetTool() != "mcp__demo__echo" {
+		t.Errorf("approval request: got %v, want one for mcp__demo__echo", req)
+	}
+	if _, err := echo("no"); err == nil || !strings.Contains(err.Error(), "not today") {
+		t.Fatalf("denied call: got %v, want the agent's reason", err)
+	}
+	lines := auditLines(t, d)
+	if findAudit(lines, map[string]any{"method": "mcp tools/call", "code": "PermissionDenied", "denied_permission": "rule: ask mcp__demo__echo"}) == nil {
+		t.Errorf("no audit line of the refused call naming its rule in:\n%v", lines)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpd-project/mcpd/internal/access"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
 // This file is the MCP endpoint's one door to internal/access. Every HTTP
@@ -128,11 +130,20 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		rec.Caller = caller.Name
 		rec.Method = "mcp " + method
 		for _, act := range acts {
-			if err := g.opts.Access.Authorize(caller, act); err != nil {
-				rec.Code = "PermissionDenied"
+			err := g.opts.Access.Authorize(caller, act)
+			var need *access.ApprovalRequiredError
+			if errors.As(err, &need) {
+				err = g.approve(ctx, caller, need, act.Server, req)
+			}
+			if err != nil {
+				rec.Code = outcome(wireError(err))
 				var denied *access.DeniedError
-				if errors.As(err, &denied) {
+				var ruled *access.RuleDeniedError
+				switch {
+				case errors.As(err, &denied):
 					rec.Denied = denied.Permission
+				case errors.As(err, &ruled):
+					rec.Denied = "rule: " + ruled.Rule
 				}
 				rec.Duration = time.Since(start)
 				g.opts.Audit.Log(rec)
@@ -175,6 +186,8 @@ func outcome(err error) string {
 			return "Unavailable"
 		case codePermissionDenied:
 			return "PermissionDenied"
+		case codeAuthorizationRequired, codeFailedPrecondition:
+			return "FailedPrecondition"
 		}
 	}
 	return "Error"
@@ -283,4 +296,28 @@ func (g *Gateway) filter(c access.Caller, res mcp.Result) {
 			return !g.allowed(c, access.Action{Verb: access.ReadResource, Server: server, URI: uri})
 		})
 	}
+}
+
+// approve asks, as the gRPC edge does, the agent registered for approval
+// requests whether the tool call an "ask" rule holds may proceed. It
+// returns nil when approved, the caller's cancellation, or a
+// *access.RuleDeniedError saying why not.
+func (g *Gateway) approve(ctx context.Context, caller access.Caller, need *access.ApprovalRequiredError, server string, req mcp.Request) error {
+	var args map[string]any
+	if call, ok := req.(*mcp.CallToolRequest); ok && len(call.Params.Arguments) > 0 {
+		_ = json.Unmarshal(call.Params.Arguments, &args) // the handler refuses what does not decode
+	}
+	denied, err := g.mgr.AskApproval(ctx, server, &mcpclient.ApprovalRequest{
+		Tool:      need.Tool,
+		Arguments: args,
+		Rule:      need.Rule,
+		Caller:    caller.Name,
+	})
+	if err != nil {
+		return err
+	}
+	if denied != "" {
+		return need.Denied(denied)
+	}
+	return nil
 }

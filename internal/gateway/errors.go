@@ -28,6 +28,10 @@ const (
 	// codeAuthorizationRequired: the server needs an OAuth consent
 	// (gRPC FAILED_PRECONDITION with reason AUTHORIZATION_REQUIRED).
 	codeAuthorizationRequired = -32003
+	// codeFailedPrecondition: the request cannot succeed as things stand,
+	// for example the server is disabled (gRPC FAILED_PRECONDITION,
+	// ABORTED, ALREADY_EXISTS).
+	codeFailedPrecondition = -32004
 )
 
 // wireError maps an error of a Manager method to the JSON-RPC error a host
@@ -53,6 +57,14 @@ func wireError(err error) error {
 		return &jsonrpc.Error{Code: codeUnavailable, Message: err.Error()}
 	case errors.Is(err, mcpclient.ErrUnimplemented):
 		return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: err.Error()}
+	case errors.Is(err, mcpclient.ErrDisabled), errors.Is(err, mcpclient.ErrFailedPrecondition),
+		errors.Is(err, mcpclient.ErrAborted), errors.Is(err, mcpclient.ErrAlreadyExists):
+		// The request cannot succeed as things stand (gRPC
+		// FAILED_PRECONDITION, ABORTED, ALREADY_EXISTS): the message says
+		// why.
+		return &jsonrpc.Error{Code: codeFailedPrecondition, Message: err.Error()}
+	case errors.Is(err, context.Canceled):
+		return &jsonrpc.Error{Code: codeUnavailable, Message: "request cancelled"}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 }
