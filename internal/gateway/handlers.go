@@ -297,12 +297,17 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 // subscribe subscribes upstream to a resource a host wants updates of. The
 // interest is the host session's, until it unsubscribes or ends.
 //
-// The guard has authorized the subscription already; the SDK calls this
-// for subscriptions/listen too, without the HTTP request's caller, so a
-// bare URI resolves here among all servers, as it did there among the
-// caller's.
+// The guard has authorized the subscription already, resolving a bare URI
+// among the caller's servers; it resolves here among the same servers, so
+// that the subscription goes where the check looked. The SDK calls this for
+// subscriptions/listen too, without the HTTP request's caller: then a bare
+// URI resolves among all servers.
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	server, uri, _, err := g.resolveURI(nil, req.Params.URI)
+	var visible func(string) bool
+	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+		visible = g.visibleTo(g.callerOf(req))
+	}
+	server, uri, _, err := g.resolveURI(visible, req.Params.URI)
 	if err != nil {
 		return err
 	}

@@ -137,8 +137,8 @@ func (g *Gateway) awaitInput(ctx context.Context, s *suspended) (mcp.Result, mcp
 	if g.suspended == nil {
 		g.suspended = make(map[string]*suspended)
 	}
-	g.suspended[token] = s
-	g.mu.Unlock()
+	// The timer exists before the entry does: releaseSuspended stops the
+	// timer of every entry it finds.
 	s.expiry = time.AfterFunc(suspendedTimeout, func() {
 		g.mu.Lock()
 		_, waiting := g.suspended[token]
@@ -148,6 +148,8 @@ func (g *Gateway) awaitInput(ctx context.Context, s *suspended) (mcp.Result, mcp
 			s.detach()
 		}
 	})
+	g.suspended[token] = s
+	g.mu.Unlock()
 	return nil, inputs, token, nil
 }
 

@@ -87,12 +87,16 @@ func (g *Gateway) searchTools(_ context.Context, req *mcp.CallToolRequest) (*mcp
 	if args.Limit != nil {
 		limit = min(max(*args.Limit, 1), maxSearchLimit)
 	}
+	caller := g.callerOf(req)
+	visible := g.visibleTo(caller)
 	for _, s := range args.Servers {
-		if _, err := g.mgr.Get(s); err != nil {
+		// A server the caller may not see is as unknown as one that does
+		// not exist.
+		if _, err := g.mgr.Get(s); err != nil || !visible(s) {
 			return nil, invalidParams(fmt.Sprintf("unknown server %q", s))
 		}
 	}
-	found := g.rankTools(g.callerOf(req), args.Query, args.Servers, limit)
+	found := g.rankTools(caller, args.Query, args.Servers, limit)
 	g.loadTools(found)
 
 	out := make([]foundTool, 0, len(found))

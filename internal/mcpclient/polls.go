@@ -454,6 +454,12 @@ func (m *Manager) fallbackPoll(server, uri string, interval time.Duration) (rele
 			return nil, err
 		}
 		pl.mu.Lock()
+		if pl.closed {
+			// The Manager closed after the start: close missed this one.
+			pl.mu.Unlock()
+			p.halt()
+			return nil, errorf(ErrUnavailable, "mcpd is shutting down")
+		}
 		if other := pl.fallbacks[key]; other != nil {
 			// Another holder started one meanwhile: join it.
 			other.refs++
