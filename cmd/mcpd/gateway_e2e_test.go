@@ -531,3 +531,49 @@ func TestMCPEndpointAskRules(t *testing.T) {
 		t.Errorf("no audit line of the refused call naming its rule in:\n%v", lines)
 	}
 }
+
+// TestMCPEndpointSessionOwner: an MCP session belongs to the caller who
+// opened it; another caller who presents its id is refused.
+func TestMCPEndpointSessionOwner(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := startDaemon(ctx, t, daemonOptions{
+		args: []string{"--callers", permissionCallers(t), "--mcp-listen", addr},
+		env:  []string{"E2E_OUTSIDER_TOKEN=" + outsiderToken},
+	})
+	d.waitServer(bearer(ctx, adminToken), t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	url := "http://" + addr + "/mcp"
+	post := func(token, session, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", mcpEras[0])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	init := post(readerToken, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcpEras[0]+`","capabilities":{},"clientInfo":{"name":"owner","version":"0"}}}`)
+	session := init.Header.Get("Mcp-Session-Id")
+	if init.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize: got %d and session %q", init.StatusCode, session)
+	}
+	const list = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	if resp := post(adminToken, session, list); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another caller with the session's id: got %d, want 403", resp.StatusCode)
+	}
+	if resp := post(readerToken, session, list); resp.StatusCode != http.StatusOK {
+		t.Errorf("the session's own caller: got %d, want 200", resp.StatusCode)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -58,7 +59,18 @@ func (r *callerRefs) get(ref string) (access.Caller, bool) {
 // authenticate refuses an HTTP request whose credentials name no caller
 // (401, with WWW-Authenticate: Bearer) and passes the others on with
 // their caller's reference.
+//
+// A request with a bearer token also reaches the SDK with the caller as
+// the token's user, so that the SDK keeps each session to the caller who
+// opened it (another caller who learns a session's id gets 403).
 func (g *Gateway) authenticate(next http.Handler) http.Handler {
+	owned := auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		c, ok := g.callers.get(r.Header.Get(callerHeader))
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: "caller:" + c.Name}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var creds access.Credentials
 		if h := r.Header.Get("Authorization"); h != "" {
@@ -80,6 +92,10 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		defer done()
 		r.Header.Del(callerHeader)
 		r.Header.Set(callerHeader, ref)
+		if creds.Token != "" {
+			owned.ServeHTTP(w, r)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
