@@ -1,0 +1,332 @@
+"""The HTTP wire: mcpd's API as the Connect protocol over HTTP/1.1
+(``mcpd --http-listen``, docs/http.md), with nothing but the standard
+library and protobuf. Unary calls are binary protobuf POSTs
+(``application/proto``) over pooled keep-alive connections; server
+streams are ``application/connect+proto`` envelopes, one connection each.
+
+It offers the generated stub's calling convention (``stub.Method(request,
+metadata=, timeout=)``), so the Client's code is the same on both wires;
+failures raise :class:`~mcpd_grpc.MCPDError` directly.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import socket
+import threading
+import urllib.parse
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import _common
+from .errors import Cancelled, DeadlineExceeded, MCPDError, Unavailable, from_connect_error
+from .mcpd.v1 import mcpd_pb2 as pb
+
+if TYPE_CHECKING:
+    import ssl
+
+_SERVICE = "/mcpd.v1.MCPHub/"
+_SERVER_STREAMS = frozenset({"CallToolStream", "Subscribe"})
+_BIDI_STREAMS = frozenset({"HandleServerRequests", "ServeTools"})
+_ERROR_INFO = "google.rpc.ErrorInfo"
+_END_STREAM = 0x02
+
+#: The Connect code of an HTTP status, for an error without a Connect body
+#: (a proxy's answer): the protocol's own table.
+_CODE_OF_STATUS = {
+    400: "internal",
+    401: "unauthenticated",
+    403: "permission_denied",
+    404: "unimplemented",
+    429: "unavailable",
+    502: "unavailable",
+    503: "unavailable",
+    504: "unavailable",
+}
+
+#: Socket reads wait this much longer than a call's deadline, so that mcpd's
+#: DEADLINE_EXCEEDED (with its message) arrives before the client gives up.
+_READ_GRACE = 1.0
+
+
+def is_http_target(target: str) -> bool:
+    """Whether target is an ``http://`` or ``https://`` URL (the HTTP wire)."""
+    return target.startswith(("http://", "https://"))
+
+
+def needs_grpc(what: str) -> ValueError:
+    return ValueError(f"{what} needs the gRPC wire: the Connect protocol over HTTP/1.1 has no bidirectional streams; use a host:port target for this client")
+
+
+class HTTPStub:
+    """Calls MCPHub's methods over HTTP on a pool of keep-alive connections
+    (one per concurrent call, kept for the next). Thread-safe."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ca_file: Optional[_common.PathLike] = None,
+        cert_file: Optional[_common.PathLike] = None,
+        key_file: Optional[_common.PathLike] = None,
+    ) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if not parts.hostname or parts.query or parts.fragment:
+            raise ValueError(f"not an mcpd HTTP address: {url!r} (want http://host:port or https://host:port)")
+        if (cert_file is None) != (key_file is None):
+            raise ValueError("cert_file= and key_file= go together (a client certificate and its key)")
+        self._https = parts.scheme == "https"
+        if not self._https and (ca_file is not None or cert_file is not None):
+            raise ValueError("ca_file=/cert_file=/key_file= need an https:// target")
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._https else 80)
+        self._prefix = parts.path.rstrip("/") + _SERVICE
+        self._ssl: Optional[ssl.SSLContext] = None
+        if self._https:
+            import ssl  # https only: it costs milliseconds at start-up
+
+            ctx = ssl.create_default_context(cafile=None if ca_file is None else str(ca_file))
+            if cert_file is not None and key_file is not None:
+                ctx.load_cert_chain(str(cert_file), str(key_file))
+            self._ssl = ctx
+        self._lock = threading.Lock()
+        self._idle: List[http.client.HTTPConnection] = []
+        self._closed = False
+        self._methods: Dict[str, Callable[..., Any]] = {}
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        fn = self._methods.get(name)
+        if fn is not None:
+            return fn
+        method = pb.DESCRIPTOR.services_by_name["MCPHub"].methods_by_name.get(name)
+        if method is None:
+            raise AttributeError(name)
+        if name in _BIDI_STREAMS:
+            raise needs_grpc(name)
+        out = getattr(pb, method.output_type.name)
+        path = self._prefix + name
+        if name in _SERVER_STREAMS:
+
+            def stream(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> ServerStream:
+                return ServerStream(self, path, out, request, metadata, timeout)
+
+            fn = stream
+        else:
+
+            def unary(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> Any:
+                return self._unary(path, out, request, metadata, timeout)
+
+            fn = unary
+        self._methods[name] = fn
+        return fn
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def new_connection(self) -> http.client.HTTPConnection:
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, context=self._ssl)
+        return http.client.HTTPConnection(self._host, self._port)
+
+    def _take(self) -> Tuple[http.client.HTTPConnection, bool]:
+        with self._lock:
+            if self._closed:
+                raise ValueError("the client is closed")
+            if self._idle:
+                return self._idle.pop(), True
+        return self.new_connection(), False
+
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _unary(self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> Any:
+        body = request.SerializeToString()
+        headers = _headers("application/proto", metadata, timeout)
+        while True:
+            conn, reused = self._take()
+            conn.timeout = None if timeout is None else timeout + _READ_GRACE
+            if conn.sock is not None:
+                conn.sock.settimeout(conn.timeout)
+            try:
+                conn.request("POST", path, body, headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
+                conn.close()
+                if reused:  # mcpd closed the idle connection: the request never ran
+                    continue
+                raise _unreachable(self, e) from e
+            except socket.timeout as e:
+                conn.close()
+                raise DeadlineExceeded("the call's deadline passed before mcpd answered") from e
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                raise _unreachable(self, e) from e
+            except BaseException:
+                conn.close()
+                raise
+            if resp.will_close:
+                conn.close()
+            else:
+                self._give_back(conn)
+            if resp.status != 200:
+                raise _error_of(resp.status, data)
+            msg = out()
+            msg.ParseFromString(data)
+            return msg
+
+    def address(self) -> str:
+        return f"{'https' if self._https else 'http'}://{self._host}:{self._port}"
+
+
+class ServerStream:
+    """One server stream on its own connection: iterates over the response
+    messages; raises MCPDError when it ends with an error. ``cancel()``
+    from any thread closes the connection."""
+
+    def __init__(self, stub: HTTPStub, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> None:
+        self._stub = stub
+        self._out = out
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._done = False
+        self._resp: Optional[http.client.HTTPResponse] = None
+        self._error: Optional[BaseException] = None
+        self._conn = stub.new_connection()
+        self._conn.timeout = None if timeout is None else timeout + _READ_GRACE
+        payload = request.SerializeToString()
+        body = bytes([0]) + len(payload).to_bytes(4, "big") + payload
+        try:
+            # The request goes out now; the response headers may come with
+            # the first message only, so they are read by the first next().
+            self._conn.request("POST", path, body, _headers("application/connect+proto", metadata, timeout))
+        except (OSError, http.client.HTTPException) as e:
+            self._conn.close()
+            self._error = _unreachable(stub, e)
+
+    def __iter__(self) -> ServerStream:
+        return self
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            sock = self._conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked read
+            except OSError:
+                pass
+        self._conn.close()
+
+    def __next__(self) -> Any:
+        if self._error is not None:
+            err, self._error = self._error, None
+            self._done = True
+            raise err
+        if self._done:
+            raise StopIteration
+        try:
+            return self._read()
+        except (MCPDError, StopIteration):
+            self._finish()
+            raise
+        except socket.timeout as e:
+            self._finish()
+            raise DeadlineExceeded("the call's deadline passed") from e
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            self._finish()
+            if self._cancelled:
+                raise Cancelled("the stream was cancelled") from e
+            raise Unavailable("the stream to mcpd broke") from e
+
+    def _finish(self) -> None:
+        self._done = True
+        self._conn.close()
+
+    def _read(self) -> Any:
+        if self._cancelled:
+            raise Cancelled("the stream was cancelled")
+        resp = self._resp
+        if resp is None:
+            resp = self._resp = self._conn.getresponse()
+            if resp.status != 200:
+                raise _error_of(resp.status, resp.read())
+        head = resp.read(5)
+        if len(head) < 5:
+            if self._cancelled:
+                raise Cancelled("the stream was cancelled")
+            raise Unavailable("mcpd closed the stream without ending it")
+        size = int.from_bytes(head[1:5], "big")
+        data = resp.read(size)
+        if len(data) < size:
+            raise Unavailable("mcpd closed the stream in the middle of a message")
+        if head[0] & _END_STREAM:
+            err = _end_stream_error(data)
+            if err is not None:
+                raise err
+            raise StopIteration
+        msg = self._out()
+        msg.ParseFromString(data)
+        return msg
+
+
+def _headers(content_type: str, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> Dict[str, str]:
+    headers = {"content-type": content_type, "connect-protocol-version": "1"}
+    if timeout is not None:
+        headers["connect-timeout-ms"] = str(max(1, int(timeout * 1000)))
+    headers.update(metadata)
+    return headers
+
+
+def _unreachable(stub: HTTPStub, e: BaseException) -> Unavailable:
+    reason = getattr(e, "strerror", None) or type(e).__name__
+    return Unavailable(f"cannot reach mcpd at {stub.address()}: {reason}")
+
+
+def _error_of(status: int, body: bytes) -> MCPDError:
+    """The error of a non-200 answer: its Connect error body, or the
+    protocol's code for the HTTP status."""
+    import json  # on errors only: json is not loaded at start-up
+
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("code"), str):
+        return _connect_error(doc)
+    return from_connect_error(_CODE_OF_STATUS.get(status, "unknown"), f"mcpd answered HTTP {status}", None)
+
+
+def _end_stream_error(data: bytes) -> Optional[MCPDError]:
+    import json
+
+    try:
+        doc = json.loads(data or b"{}")
+    except ValueError:
+        return Unavailable("mcpd ended the stream with a malformed message")
+    err = doc.get("error") if isinstance(doc, dict) else None
+    return _connect_error(err) if isinstance(err, dict) else None
+
+
+def _connect_error(doc: Dict[str, Any]) -> MCPDError:
+    info: Optional[bytes] = None
+    for d in doc.get("details") or ():
+        if isinstance(d, dict) and d.get("type") == _ERROR_INFO and isinstance(d.get("value"), str):
+            value = d["value"]
+            try:
+                # Standard or URL-safe alphabet, padded or not.
+                info = base64.urlsafe_b64decode(value.replace("+", "-").replace("/", "_") + "=" * (-len(value) % 4))
+            except ValueError:
+                info = None
+            break
+    return from_connect_error(str(doc.get("code") or "unknown"), str(doc.get("message") or ""), info)
