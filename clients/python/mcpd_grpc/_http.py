@@ -4,6 +4,11 @@ library and protobuf. Unary calls are binary protobuf POSTs
 (``application/proto``) over pooled keep-alive connections; server
 streams are ``application/connect+proto`` envelopes, one connection each.
 
+HTTP/1.1 is spoken on the socket directly rather than with http.client:
+mcpd's answers are simple (a status, a few headers, a body of known
+length or chunks), and http.client's header parsing (the email package)
+costs tens of microseconds per call and milliseconds to import.
+
 It offers the generated stub's calling convention (``stub.Method(request,
 metadata=, timeout=)``), so the Client's code is the same on both wires;
 failures raise :class:`~mcpd_grpc.MCPDError` directly.
@@ -12,10 +17,8 @@ failures raise :class:`~mcpd_grpc.MCPDError` directly.
 from __future__ import annotations
 
 import base64
-import http.client
 import socket
 import threading
-import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _common
@@ -70,6 +73,8 @@ class HTTPStub:
         cert_file: Optional[_common.PathLike] = None,
         key_file: Optional[_common.PathLike] = None,
     ) -> None:
+        import urllib.parse  # once per client; cheap next to http.client
+
         parts = urllib.parse.urlsplit(url)
         if not parts.hostname or parts.query or parts.fragment:
             raise ValueError(f"not an mcpd HTTP address: {url!r} (want http://host:port or https://host:port)")
@@ -81,6 +86,8 @@ class HTTPStub:
         self._host = parts.hostname
         self._port = parts.port or (443 if self._https else 80)
         self._prefix = parts.path.rstrip("/") + _SERVICE
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self._host_header = f"{host}:{self._port}"
         self._ssl: Optional[ssl.SSLContext] = None
         if self._https:
             import ssl  # https only: it costs milliseconds at start-up
@@ -90,7 +97,7 @@ class HTTPStub:
                 ctx.load_cert_chain(str(cert_file), str(key_file))
             self._ssl = ctx
         self._lock = threading.Lock()
-        self._idle: List[http.client.HTTPConnection] = []
+        self._idle: List[Connection] = []
         self._closed = False
         self._methods: Dict[str, Callable[..., Any]] = {}
 
@@ -129,20 +136,35 @@ class HTTPStub:
         for conn in idle:
             conn.close()
 
-    def new_connection(self) -> http.client.HTTPConnection:
-        if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, context=self._ssl)
-        return http.client.HTTPConnection(self._host, self._port)
+    def new_connection(self, timeout: Optional[float]) -> Connection:
+        return Connection(self._host, self._port, self._ssl, timeout)
 
-    def _take(self) -> Tuple[http.client.HTTPConnection, bool]:
+    def request_head(self, path: str, content_type: str, metadata: Sequence[Tuple[str, str]], timeout: Optional[float], length: int) -> bytes:
+        lines = [
+            f"POST {path} HTTP/1.1",
+            f"Host: {self._host_header}",
+            f"Content-Type: {content_type}",
+            "Connect-Protocol-Version: 1",
+            f"Content-Length: {length}",
+        ]
+        if timeout is not None:
+            lines.append(f"Connect-Timeout-Ms: {max(1, int(timeout * 1000))}")
+        for k, v in metadata:
+            if "\r" in v or "\n" in v or "\r" in k or "\n" in k:
+                raise ValueError("a header has a line break")
+            lines.append(f"{k}: {v}")
+        lines += ["", ""]
+        return "\r\n".join(lines).encode("latin-1")
+
+    def _take(self, timeout: Optional[float]) -> Tuple[Connection, bool]:
         with self._lock:
-            if self._closed:
-                raise ValueError("the client is closed")
             if self._idle:
-                return self._idle.pop(), True
-        return self.new_connection(), False
+                conn = self._idle.pop()
+                conn.set_timeout(timeout)
+                return conn, True
+        return self.new_connection(timeout), False
 
-    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+    def _give_back(self, conn: Connection) -> None:
         with self._lock:
             if not self._closed:
                 self._idle.append(conn)
@@ -151,36 +173,43 @@ class HTTPStub:
 
     def _unary(self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> Any:
         body = request.SerializeToString()
-        headers = _headers("application/proto", metadata, timeout)
+        head = self.request_head(path, "application/proto", metadata, timeout, len(body))
         while True:
-            conn, reused = self._take()
-            conn.timeout = None if timeout is None else timeout + _READ_GRACE
-            if conn.sock is not None:
-                conn.sock.settimeout(conn.timeout)
+            with self._lock:
+                if self._closed:
+                    raise ValueError("the client is closed")
+            conn = None
+            reused = False
             try:
-                conn.request("POST", path, body, headers)
-                resp = conn.getresponse()
-                data = resp.read()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
+                conn, reused = self._take(timeout)
+                conn.send(head + body)
+                status, headers = conn.read_head()
+                data = conn.read_body(headers)
+            except (_Closed, ConnectionResetError, BrokenPipeError) as e:
+                if conn is None:
+                    raise _unreachable(self, e) from e
                 conn.close()
                 if reused:  # mcpd closed the idle connection: the request never ran
                     continue
                 raise _unreachable(self, e) from e
             except socket.timeout as e:
-                conn.close()
+                if conn is not None:
+                    conn.close()
                 raise DeadlineExceeded("the call's deadline passed before mcpd answered") from e
-            except (OSError, http.client.HTTPException) as e:
-                conn.close()
+            except (OSError, ValueError) as e:
+                if conn is not None:
+                    conn.close()
                 raise _unreachable(self, e) from e
             except BaseException:
-                conn.close()
+                if conn is not None:
+                    conn.close()
                 raise
-            if resp.will_close:
+            if headers.get("connection", "").lower() == "close":
                 conn.close()
             else:
                 self._give_back(conn)
-            if resp.status != 200:
-                raise _error_of(resp.status, data)
+            if status != 200:
+                raise _error_of(status, data)
             msg = out()
             msg.ParseFromString(data)
             return msg
@@ -200,18 +229,19 @@ class ServerStream:
         self._lock = threading.Lock()
         self._cancelled = False
         self._done = False
-        self._resp: Optional[http.client.HTTPResponse] = None
+        self._body: Optional[_Body] = None
         self._error: Optional[BaseException] = None
-        self._conn = stub.new_connection()
-        self._conn.timeout = None if timeout is None else timeout + _READ_GRACE
+        self._conn: Optional[Connection] = None
         payload = request.SerializeToString()
         body = bytes([0]) + len(payload).to_bytes(4, "big") + payload
         try:
             # The request goes out now; the response headers may come with
             # the first message only, so they are read by the first next().
-            self._conn.request("POST", path, body, _headers("application/connect+proto", metadata, timeout))
-        except (OSError, http.client.HTTPException) as e:
-            self._conn.close()
+            self._conn = stub.new_connection(timeout)
+            self._conn.send(stub.request_head(path, "application/connect+proto", metadata, timeout, len(body)) + body)
+        except OSError as e:
+            if self._conn is not None:
+                self._conn.close()
             self._error = _unreachable(stub, e)
 
     def __iter__(self) -> ServerStream:
@@ -220,13 +250,8 @@ class ServerStream:
     def cancel(self) -> None:
         with self._lock:
             self._cancelled = True
-            sock = self._conn.sock
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked read
-            except OSError:
-                pass
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.shutdown()  # wakes a blocked read
 
     def __next__(self) -> Any:
         if self._error is not None:
@@ -243,7 +268,7 @@ class ServerStream:
         except socket.timeout as e:
             self._finish()
             raise DeadlineExceeded("the call's deadline passed") from e
-        except (OSError, http.client.HTTPException, ValueError) as e:
+        except (OSError, ValueError) as e:
             self._finish()
             if self._cancelled:
                 raise Cancelled("the stream was cancelled") from e
@@ -251,16 +276,19 @@ class ServerStream:
 
     def _finish(self) -> None:
         self._done = True
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
 
     def _read(self) -> Any:
         if self._cancelled:
             raise Cancelled("the stream was cancelled")
-        resp = self._resp
+        assert self._conn is not None
+        resp = self._body
         if resp is None:
-            resp = self._resp = self._conn.getresponse()
-            if resp.status != 200:
-                raise _error_of(resp.status, resp.read())
+            status, headers = self._conn.read_head()
+            if status != 200:
+                raise _error_of(status, self._conn.read_body(headers))
+            resp = self._body = self._conn.body_reader(headers)
         head = resp.read(5)
         if len(head) < 5:
             if self._cancelled:
@@ -280,12 +308,133 @@ class ServerStream:
         return msg
 
 
-def _headers(content_type: str, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> Dict[str, str]:
-    headers = {"content-type": content_type, "connect-protocol-version": "1"}
-    if timeout is not None:
-        headers["connect-timeout-ms"] = str(max(1, int(timeout * 1000)))
-    headers.update(metadata)
-    return headers
+class _Closed(ConnectionError):
+    """The peer closed the connection before a response began."""
+
+
+_MAX_LINE = 65536
+_MAX_HEADERS = 100
+
+
+class Connection:
+    """One HTTP/1.1 connection: writes requests, reads responses."""
+
+    def __init__(self, host: str, port: int, ssl_context: Optional[ssl.SSLContext], timeout: Optional[float]) -> None:
+        sock = socket.create_connection((host, port), timeout=None if timeout is None else timeout + _READ_GRACE)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if ssl_context is not None:
+                sock = ssl_context.wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        self._rfile = sock.makefile("rb")
+
+    def set_timeout(self, timeout: Optional[float]) -> None:
+        self._sock.settimeout(None if timeout is None else timeout + _READ_GRACE)
+
+    def send(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def read_head(self) -> Tuple[int, Dict[str, str]]:
+        """The status and the headers (names in lower case) of a response."""
+        line = self._rfile.readline(_MAX_LINE + 1)
+        if not line:
+            raise _Closed("mcpd closed the connection")
+        parts = line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
+            raise ValueError("not an HTTP/1.1 response")
+        status = int(parts[1])
+        headers: Dict[str, str] = {}
+        for _ in range(_MAX_HEADERS + 1):
+            line = self._rfile.readline(_MAX_LINE + 1)
+            if line in (b"\r\n", b"\n"):
+                if status == 100:  # an interim answer: the real one follows
+                    return self.read_head()
+                return status, headers
+            if not line:
+                raise ValueError("the response ended in its headers")
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        raise ValueError("too many response headers")
+
+    def body_reader(self, headers: Dict[str, str]) -> _Body:
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            return _Chunked(self._rfile)
+        length = headers.get("content-length")
+        return _Plain(self._rfile, int(length) if length is not None else None)
+
+    def read_body(self, headers: Dict[str, str]) -> bytes:
+        """The whole body of a response."""
+        body = self.body_reader(headers)
+        out = body.read(None)
+        if body.length_unknown:
+            self.close()  # the body ran to the connection's end
+        return out
+
+    def shutdown(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self._rfile.close()
+        self._sock.close()
+
+
+class _Body:
+    length_unknown = False
+
+    def read(self, n: Optional[int]) -> bytes:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class _Plain(_Body):
+    def __init__(self, rfile: Any, length: Optional[int]) -> None:
+        self._rfile = rfile
+        self._left = length
+        self.length_unknown = length is None
+
+    def read(self, n: Optional[int]) -> bytes:
+        if self._left is None:
+            return bytes(self._rfile.read() if n is None else self._rfile.read(n))
+        want = self._left if n is None else min(n, self._left)
+        data = bytes(self._rfile.read(want))
+        self._left -= len(data)
+        return data
+
+
+class _Chunked(_Body):
+    def __init__(self, rfile: Any) -> None:
+        self._rfile = rfile
+        self._left = 0  # of the current chunk
+        self._eof = False
+
+    def read(self, n: Optional[int]) -> bytes:
+        out = bytearray()
+        while (n is None or len(out) < n) and not self._eof:
+            if self._left == 0:
+                line = self._rfile.readline(_MAX_LINE + 1)
+                if not line:
+                    break
+                size = int(line.split(b";", 1)[0].strip(), 16)
+                if size == 0:
+                    while self._rfile.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    self._eof = True
+                    break
+                self._left = size
+            want = self._left if n is None else min(self._left, n - len(out))
+            data = self._rfile.read(want)
+            if not data:
+                break
+            out += data
+            self._left -= len(data)
+            if self._left == 0:
+                self._rfile.readline(_MAX_LINE + 1)  # the chunk's CRLF
+        return bytes(out)
 
 
 def _unreachable(stub: HTTPStub, e: BaseException) -> Unavailable:

@@ -170,7 +170,11 @@ def test_mutual_tls_over_https(mcpd_bin: str, tmp_path: Path) -> None:
     server_ca, client_ca = CA(tmp_path, "server"), CA(tmp_path, "clients")
     cert, key = server_ca.issue("mcpd", server=True)
     callers = tmp_path / "callers.json"
-    callers.write_text(json.dumps({"callers": [{"name": "echoer", "spiffe_id": "spiffe://py.test/echoer", "permissions": {"servers": ["demo"], "tools": ["mcp__demo__echo"]}}]}))
+    callers.write_text(
+        json.dumps(
+            {"callers": [{"name": "echoer", "spiffe_id": "spiffe://py.test/echoer", "permissions": {"servers": ["demo"], "tools": ["mcp__demo__echo"]}}]}
+        )
+    )
     echoer = client_ca.issue("echoer", uri="spiffe://py.test/echoer")
     http_port = free_port()
     tls = ["--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-ca", str(client_ca.path), "--callers", str(callers)]
