@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 if TYPE_CHECKING:
+    import logging
+
     import grpc
+
+    #: The package's logger.
+    log: logging.Logger
 
 # grpc is imported where a gRPC channel is made, not here: a client on the
 # HTTP wire never loads it (docs/performance.md, "Cold start").
@@ -22,7 +26,16 @@ def new_stub(channel: Any) -> Any:
     return mcpd_pb2_grpc.MCPHubStub(channel)  # type: ignore[no-untyped-call]
 
 
-log = logging.getLogger("mcpd_grpc")
+def __getattr__(name: str) -> Any:
+    # logging loads when something is first logged, not at start-up.
+    if name == "log":
+        import logging
+
+        logger = logging.getLogger("mcpd_grpc")
+        globals()["log"] = logger
+        return logger
+    raise AttributeError(name)
+
 
 #: A file path argument.
 PathLike = Union[str, "os.PathLike[str]"]

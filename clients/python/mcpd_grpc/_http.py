@@ -73,19 +73,15 @@ class HTTPStub:
         cert_file: Optional[_common.PathLike] = None,
         key_file: Optional[_common.PathLike] = None,
     ) -> None:
-        import urllib.parse  # once per client; cheap next to http.client
-
-        parts = urllib.parse.urlsplit(url)
-        if not parts.hostname or parts.query or parts.fragment:
-            raise ValueError(f"not an mcpd HTTP address: {url!r} (want http://host:port or https://host:port)")
+        scheme, host, port, path = _split_url(url)
         if (cert_file is None) != (key_file is None):
             raise ValueError("cert_file= and key_file= go together (a client certificate and its key)")
-        self._https = parts.scheme == "https"
+        self._https = scheme == "https"
         if not self._https and (ca_file is not None or cert_file is not None):
             raise ValueError("ca_file=/cert_file=/key_file= need an https:// target")
-        self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
-        self._prefix = parts.path.rstrip("/") + _SERVICE
+        self._host = host
+        self._port = port or (443 if self._https else 80)
+        self._prefix = path.rstrip("/") + _SERVICE
         host = f"[{self._host}]" if ":" in self._host else self._host
         self._host_header = f"{host}:{self._port}"
         self._ssl: Optional[ssl.SSLContext] = None
@@ -435,6 +431,29 @@ class _Chunked(_Body):
             if self._left == 0:
                 self._rfile.readline(_MAX_LINE + 1)  # the chunk's CRLF
         return bytes(out)
+
+
+def _split_url(url: str) -> Tuple[str, str, int, str]:
+    """The scheme, host, port (0: the scheme's) and path of an http(s) URL
+    (urllib.parse would cost milliseconds at start-up)."""
+    bad = ValueError(f"not an mcpd HTTP address: {url!r} (want http://host:port or https://host:port)")
+    scheme, _, rest = url.partition("://")
+    hostport, slash, path = rest.partition("/")
+    if scheme not in ("http", "https") or not hostport or any(c in rest for c in "?#@ "):
+        raise bad
+    if hostport.startswith("["):
+        host, _, after = hostport[1:].partition("]")
+        if after and not after.startswith(":"):
+            raise bad
+        sep, port_text = after[:1], after[1:]
+    else:
+        host, sep, port_text = hostport.partition(":")
+    if not host or (port_text and not port_text.isdigit()) or (sep and not port_text):
+        raise bad
+    port = int(port_text) if port_text else 0
+    if port > 65535:
+        raise bad
+    return scheme, host, port, slash + path
 
 
 def _unreachable(stub: HTTPStub, e: BaseException) -> Unavailable:

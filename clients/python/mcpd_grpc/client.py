@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import _common
@@ -17,6 +15,8 @@ from .errors import InvalidArgument, MCPDError, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
 
 if TYPE_CHECKING:
+    import queue
+
     import grpc
 
     from .agent_tools import AgentTools, ToolServing
@@ -670,6 +670,8 @@ class _RequestWorker:
         self._call: Any = None
         self._error: Optional[BaseException] = None
         self._stopped = threading.Event()
+        from concurrent.futures import ThreadPoolExecutor  # only with handlers: not at start-up
+
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcpd-handler")
         self._thread = threading.Thread(target=self._run, name="mcpd-server-requests", daemon=True)
         self._thread.start()
@@ -703,6 +705,8 @@ class _RequestWorker:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
+        import queue
+
         import grpc
 
         delay = _common.RECONNECT_INITIAL
