@@ -10,6 +10,9 @@ everything, both over stdio) and each concurrency level it times
           N asyncio tasks calling concurrently;
   aio     mcpd_grpc.AsyncClient through mcpd (Unix socket), N tasks;
   sync    mcpd_grpc.Client through mcpd, N threads;
+  http    mcpd_grpc.Client on the HTTP wire (an http:// target: the Connect
+          protocol over HTTP/1.1 to mcpd's --http-listen on loopback TCP),
+          N threads;
   stub    the generated gRPC stub's CallTool through mcpd, N threads, with a
           request built once and the response left as protobuf: sync minus
           stub is what mcpd_grpc itself adds to a call;
@@ -22,7 +25,8 @@ skews them alike.
 
 Then the cold start: a fresh Python process, from its start to its first
 tool result, through an already running mcpd (import mcpd_grpc, Client,
-call_tool) and with the SDK spawning the server itself (import mcp,
+call_tool), the same on the HTTP wire (which never imports grpc), and
+with the SDK spawning the server itself (import mcp,
 stdio_client, initialize, call_tool); for reference also a bare interpreter
 that prints a line, and the generated stubs alone calling CallTool (import
 grpc and protobuf, no mcpd_grpc). The kinds alternate; the median of
@@ -171,7 +175,9 @@ class Method:
     is_async: bool
 
 
-async def bench_upstream(target: str, up: Upstream, levels: Sequence[int], duration: float, warmup: float, rounds: int, devnull: TextIO) -> list[Cell]:
+async def bench_upstream(
+    target: str, http_target: str, up: Upstream, levels: Sequence[int], duration: float, warmup: float, rounds: int, devnull: TextIO
+) -> list[Cell]:
     """Every method against one upstream, interleaved per concurrency
     level: rounds slices of duration/rounds seconds each, after warmup
     seconds of calls that are not counted."""
@@ -180,7 +186,7 @@ async def bench_upstream(target: str, up: Upstream, levels: Sequence[int], durat
     async with stdio_client(params, errlog=devnull) as (read, write), mcp.ClientSession(read, write) as session:
         await session.initialize()
         async with mcpd_grpc.AsyncClient(target, timeout=60) as aclient:
-            with mcpd_grpc.Client(target, timeout=60) as client, grpc.insecure_channel(target) as channel:
+            with mcpd_grpc.Client(target, timeout=60) as client, mcpd_grpc.Client(http_target, timeout=60) as hclient, grpc.insecure_channel(target) as channel:
                 stub = mcpd_pb2_grpc.MCPHubStub(channel)
                 request = mcpd_pb2.CallToolRequest(name=tool)
                 request.arguments.update({"message": MESSAGE})
@@ -195,6 +201,9 @@ async def bench_upstream(target: str, up: Upstream, levels: Sequence[int], durat
                 def sync() -> None:
                     client.call_tool(tool, {"message": MESSAGE})
 
+                def http() -> None:
+                    hclient.call_tool(tool, {"message": MESSAGE})
+
                 def raw() -> None:
                     stub.CallTool(request, timeout=60)
 
@@ -205,6 +214,7 @@ async def bench_upstream(target: str, up: Upstream, levels: Sequence[int], durat
                     "sdk": echo_text(await session.call_tool("echo", {"message": MESSAGE})),
                     "aio": (await aclient.call_tool(tool, {"message": MESSAGE})).text,
                     "sync": client.call_tool(tool, {"message": MESSAGE}).text,
+                    "http": hclient.call_tool(tool, {"message": MESSAGE}).text,
                     "stub": "".join(c.text.text for c in stub.CallTool(request, timeout=60).content),
                 }
                 for name, text in got.items():
@@ -216,6 +226,7 @@ async def bench_upstream(target: str, up: Upstream, levels: Sequence[int], durat
                     Method("sdk", sdk, True),
                     Method("aio", aio, True),
                     Method("sync", sync, False),
+                    Method("http", http, False),
                     Method("stub", raw, False),
                     Method("rtt", rtt, False),
                 ]
@@ -301,7 +312,7 @@ def cold_start(argv: list[str], want: str) -> float:
         proc.wait(timeout=60)
 
 
-def cold_starts(target: str, up: Upstream, runs: int) -> dict[str, float]:
+def cold_starts(target: str, http_target: str, up: Upstream, runs: int) -> dict[str, float]:
     """The median cold start (ms) of each kind against one upstream; the
     kinds alternate, each round in another order."""
     tool = f"mcp__{up.name}__echo"
@@ -309,6 +320,7 @@ def cold_starts(target: str, up: Upstream, runs: int) -> dict[str, float]:
         "python": [sys.executable, "-c", COLD_PYTHON, "", up.echo_text],
         "stub": [sys.executable, "-c", COLD_STUB, target, tool],
         "mcpd_grpc": [sys.executable, "-c", COLD_MCPD, target, tool],
+        "http": [sys.executable, "-c", COLD_MCPD, http_target, tool],
         "sdk": [sys.executable, "-c", COLD_SDK, up.command, json.dumps(up.args)],
     }
     names = list(kinds)
@@ -329,13 +341,30 @@ def bytecode_state() -> str:
     return "compiled (.pyc present)" if compiled else "NOT compiled: every cold start compiles grpc, protobuf and mcpd_grpc from source"
 
 
-def start_mcpd(binary: str, workdir: Path, upstreams: Sequence[Upstream]) -> tuple[subprocess.Popen[bytes], str]:
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_mcpd(binary: str, workdir: Path, upstreams: Sequence[Upstream]) -> tuple[subprocess.Popen[bytes], str, str]:
     config = {"mcpServers": {u.name: {"command": u.command, "args": u.args} for u in upstreams}}
     (workdir / "mcp.json").write_text(json.dumps(config))
     sock = workdir / "mcpd.sock"
+    http_target = f"http://127.0.0.1:{free_port()}"
     log = open(workdir / "mcpd.log", "wb")
     proc = subprocess.Popen(
-        [binary, "--listen", f"unix://{sock}", "--config", str(workdir / "mcp.json"), "--log-level", "warn"],
+        [
+            binary,
+            "--listen",
+            f"unix://{sock}",
+            "--http-listen",
+            http_target.removeprefix("http://"),
+            "--config",
+            str(workdir / "mcp.json"),
+            "--log-level",
+            "warn",
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -352,9 +381,9 @@ def start_mcpd(binary: str, workdir: Path, upstreams: Sequence[Upstream]) -> tup
             s = socket.socket(socket.AF_UNIX)
             s.connect(str(sock))
             s.close()
-            with mcpd_grpc.Client(target, timeout=10) as c:
-                if all(c.get_server(u.name).ready for u in upstreams):
-                    return proc, target
+            with mcpd_grpc.Client(target, timeout=10) as c, mcpd_grpc.Client(http_target, timeout=10) as h:
+                if all(c.get_server(u.name).ready for u in upstreams) and h.servers():
+                    return proc, target, http_target
         except (OSError, mcpd_grpc.MCPDError):
             pass
         time.sleep(0.05)
@@ -396,18 +425,21 @@ def main() -> int:
 
     print(f"python {sys.version.split()[0]}, mcp {_version('mcp')}, grpcio {_version('grpcio')}, protobuf {_version('protobuf')}, {os.cpu_count()} CPUs")
     print(f"bytecode: {bytecode_state()}")
-    print(f"tools/call echo, {args.duration:g}s per cell in {args.rounds} interleaved rounds, {args.warmup:g}s warm-up each; mcpd over a Unix socket\n")
+    print(
+        f"tools/call echo, {args.duration:g}s per cell in {args.rounds} interleaved rounds, {args.warmup:g}s warm-up each;"
+        " mcpd over a Unix socket (http: loopback TCP)\n"
+    )
 
     cells: list[Cell] = []
     cold: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="mcpd-pybench-") as tmp:
-        proc, target = start_mcpd(args.mcpd, Path(tmp), upstreams)
+        proc, target, http_target = start_mcpd(args.mcpd, Path(tmp), upstreams)
         try:
             for up in upstreams:
                 with open(os.devnull, "w") as devnull:  # the server's stderr
-                    cells += asyncio.run(bench_upstream(target, up, levels, args.duration, args.warmup, args.rounds, devnull))
+                    cells += asyncio.run(bench_upstream(target, http_target, up, levels, args.duration, args.warmup, args.rounds, devnull))
             for up in upstreams:
-                cold[up.name] = cold_starts(target, up, args.cold_runs)
+                cold[up.name] = cold_starts(target, http_target, up, args.cold_runs)
         finally:
             stop(proc)
 
@@ -420,27 +452,28 @@ def main() -> int:
 
     print(f"\nwhere the time of one call goes at {low} caller(s), p50 in ms:")
     for up in upstreams:
-        sdk, sync, raw, rtt = (find(up.name, m, low).p50_ms for m in ("sdk", "sync", "stub", "rtt"))
+        sdk, sync, http, raw, rtt = (find(up.name, m, low).p50_ms for m in ("sdk", "sync", "http", "stub", "rtt"))
         print(
             f"  {up.name:<11} sdk {sdk:.3f}   sync {sync:.3f} = stub {raw:.3f} + mcpd_grpc {sync - raw:+.3f};"
-            f"   stub = gRPC round trip (rtt) {rtt:.3f} + mcpd and the server {raw - rtt:+.3f}"
+            f"   stub = gRPC round trip (rtt) {rtt:.3f} + mcpd and the server {raw - rtt:+.3f};   http {http:.3f}"
         )
 
     print(f"\ncold start, fresh python process to its first tool result (median of {args.cold_runs}), ms:")
     for name, v in cold.items():
         print(
-            f"  {name:<11} python {v['python']:6.1f}   stub {v['stub']:6.1f}   mcpd_grpc {v['mcpd_grpc']:6.1f}   sdk {v['sdk']:7.1f}"
-            f"   ratio mcpd_grpc/sdk {v['mcpd_grpc'] / v['sdk']:.2f} (stub/sdk {v['stub'] / v['sdk']:.2f})"
+            f"  {name:<11} python {v['python']:6.1f}   stub {v['stub']:6.1f}   mcpd_grpc {v['mcpd_grpc']:6.1f}   http {v['http']:6.1f}   sdk {v['sdk']:7.1f}"
+            f"   ratio mcpd_grpc/sdk {v['mcpd_grpc'] / v['sdk']:.2f}, http/sdk {v['http'] / v['sdk']:.2f} (stub/sdk {v['stub'] / v['sdk']:.2f})"
         )
 
     print("\ntargets (through mcpd / sdk directly):")
     for up in upstreams:
-        for method in ("aio", "sync"):
+        for method in ("aio", "sync", "http"):
             sdk1, via1 = find(up.name, "sdk", low), find(up.name, method, low)
             sdk_top, via_top = find(up.name, "sdk", top), find(up.name, method, top)
             print(ratio_line(f"{up.name} {method} p50 ratio at {low}", via1.p50_ms / sdk1.p50_ms, 1.0, True))
             print(ratio_line(f"{up.name} {method} calls/s ratio at {top}", via_top.calls_per_s / sdk_top.calls_per_s, 1.0, False))
         print(ratio_line(f"{up.name} cold start ratio", cold[up.name]["mcpd_grpc"] / cold[up.name]["sdk"], 0.1, True))
+        print(ratio_line(f"{up.name} http cold start ratio", cold[up.name]["http"] / cold[up.name]["sdk"], 0.1, True))
 
     if args.json:
         Path(args.json).write_text(json.dumps({"cells": [dict(vars(c), calls_per_s=c.calls_per_s) for c in cells], "cold_start_ms": cold}, indent=2) + "\n")

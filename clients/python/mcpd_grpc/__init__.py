@@ -12,8 +12,9 @@ servers' sampling, elicitation and OAuth consent requests::
         result = mcpd.call_tool("mcp__demo__add", {"a": 2, "b": 3})
         print(result.text, result.structured)    # "5" {'sum': 5}
 
-:class:`Client` is synchronous and thread-safe; :class:`AsyncClient` has the
-same methods as coroutines (grpc.aio). Results are the dataclasses in
+:class:`Client` is synchronous and thread-safe, over gRPC or, given an
+``http://`` target, over mcpd's HTTP listener without loading grpc;
+:class:`AsyncClient` has the same methods as coroutines (grpc.aio). Results are the dataclasses in
 :mod:`mcpd_grpc.types`; errors are the exceptions in :mod:`mcpd_grpc.errors`.
 The generated stubs are in :mod:`mcpd_grpc.mcpd.v1`.
 """

@@ -2,20 +2,40 @@
 
 from __future__ import annotations
 
-import logging
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
-import grpc
+if TYPE_CHECKING:
+    import logging
 
-from .mcpd.v1 import mcpd_pb2_grpc as _pb_grpc
+    import grpc
 
-#: The stub's class, typed: the generated module (protoc 3.21) has no
-#: annotations, and a call to it from typed code is an error under mypy
-#: --strict.
-new_stub: Callable[[Any], Any] = _pb_grpc.MCPHubStub
+    #: The package's logger.
+    log: logging.Logger
 
-log = logging.getLogger("mcpd_grpc")
+# grpc is imported where a gRPC channel is made, not here: a client on the
+# HTTP wire never loads it (docs/performance.md, "Cold start").
+
+
+def new_stub(channel: Any) -> Any:
+    """The generated stub on channel (typed Any: the generated module has
+    no annotations, and a call to it from typed code is an error under
+    mypy --strict)."""
+    from .mcpd.v1 import mcpd_pb2_grpc
+
+    return mcpd_pb2_grpc.MCPHubStub(channel)  # type: ignore[no-untyped-call]
+
+
+def __getattr__(name: str) -> Any:
+    # logging loads when something is first logged, not at start-up.
+    if name == "log":
+        import logging
+
+        logger = logging.getLogger("mcpd_grpc")
+        globals()["log"] = logger
+        return logger
+    raise AttributeError(name)
+
 
 #: A file path argument.
 PathLike = Union[str, "os.PathLike[str]"]
@@ -91,6 +111,8 @@ def tls_credentials(
         with open(path, "rb") as f:
             return f.read()
 
+    import grpc
+
     return grpc.ssl_channel_credentials(
         root_certificates=read(ca_file),
         private_key=read(key_file),
@@ -108,10 +130,13 @@ def next_backoff(delay: float) -> float:
     return min(delay * 2, RECONNECT_MAX)
 
 
-def resumable(err: Optional[grpc.RpcError]) -> bool:
+def resumable(err: Any) -> bool:
     """Whether a resumable stream that ended with err (None: mcpd ended it
     cleanly) may be opened again."""
-    return err is None or err.code() == grpc.StatusCode.UNAVAILABLE
+    if err is None:
+        return True
+    code = err.code()
+    return code is not None and code.name == "UNAVAILABLE"
 
 
 class ReconnectPolicy:

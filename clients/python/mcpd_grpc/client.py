@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
-
-import grpc
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import _common
 from . import _convert as cv
 from . import names as _names
 from . import types as t
-from .errors import InvalidArgument, NotFound, from_rpc_error
+from .errors import InvalidArgument, MCPDError, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
 
 if TYPE_CHECKING:
+    import queue
+
+    import grpc
+
     from .agent_tools import AgentTools, ToolServing
 
 __all__ = ["Client", "Subscription", "ToolCallStream"]
@@ -37,15 +37,19 @@ class Client:
     """A synchronous client of one mcpd daemon. Thread-safe.
 
     Args:
-        target: ``host:port`` or ``unix:///path/to.sock``; default
-            ``$MCPD_ADDRESS``, else ``127.0.0.1:50051``.
+        target: ``host:port`` or ``unix:///path/to.sock`` (gRPC), or
+            ``http://host:port`` or ``https://host:port`` for the HTTP wire
+            (mcpd's ``--http-listen``: lower latency and a faster start,
+            without grpc; no server-request handlers or ``serve_tools``);
+            default ``$MCPD_ADDRESS``, else ``127.0.0.1:50051``.
         token: the API token, sent as ``authorization: Bearer <token>``;
             default ``$MCPD_API_TOKEN``, else none.
         timeout: default deadline in seconds of every unary RPC (None: no
             deadline). ``call_tool(timeout=)`` overrides it for that call.
         credentials: ``grpc.ChannelCredentials`` for a TLS target; default
             plaintext (loopback or Unix socket).
-        options: extra gRPC channel options, merged over the defaults.
+        options: extra gRPC channel options, merged over the defaults
+            (gRPC wire only).
         ca_file: PEM file of the CA that signed mcpd's certificate: turns
             on TLS (without it, but with ``cert_file``, the system roots).
         cert_file, key_file: PEM client certificate and key, for mcpd
@@ -68,13 +72,28 @@ class Client:
     ) -> None:
         self.target = _common.resolve_target(target)
         self._metadata = _common.resolve_metadata(token)
-        opts = _common.channel_options(options)
-        credentials = _common.tls_credentials(credentials, ca_file, cert_file, key_file)
-        if credentials is not None:
-            self._channel = grpc.secure_channel(self.target, credentials, opts)
+        self._channel: Any = None
+        #: The exceptions the wire raises for a failed call: the HTTP wire
+        #: raises MCPDError itself.
+        self._wire_errors: Tuple[Type[BaseException], ...] = ()
+        self._http = self.target.startswith(("http://", "https://"))
+        if self._http:
+            from . import _http
+
+            if credentials is not None or options is not None:
+                raise ValueError("credentials= and options= are for the gRPC wire; an http(s):// target takes ca_file=/cert_file=/key_file=")
+            self._stub: Any = _http.HTTPStub(self.target, ca_file=ca_file, cert_file=cert_file, key_file=key_file)
         else:
-            self._channel = grpc.insecure_channel(self.target, opts)
-        self._stub = _common.new_stub(self._channel)
+            import grpc
+
+            opts = _common.channel_options(options)
+            credentials = _common.tls_credentials(credentials, ca_file, cert_file, key_file)
+            if credentials is not None:
+                self._channel = grpc.secure_channel(self.target, credentials, opts)
+            else:
+                self._channel = grpc.insecure_channel(self.target, opts)
+            self._stub = _common.new_stub(self._channel)
+            self._wire_errors = (grpc.RpcError,)
         self._timeout = timeout
         self._lock = threading.Lock()
         self._to_qualified: Dict[str, str] = {}
@@ -105,7 +124,10 @@ class Client:
             worker.stop()
         for s in streams:
             s.close()
-        self._channel.close()
+        if self._channel is not None:
+            self._channel.close()
+        else:
+            self._stub.close()
 
     # -- plumbing ----------------------------------------------------------
 
@@ -113,7 +135,7 @@ class Client:
         timeout = self._timeout if timeout is _UNSET else timeout
         try:
             return method(request, metadata=self._metadata, timeout=timeout)
-        except grpc.RpcError as e:
+        except self._wire_errors as e:
             raise from_rpc_error(e) from e
 
     def _pages(self, method: Any, request_type: Any, field: str, server: Optional[str]) -> List[Any]:
@@ -236,7 +258,7 @@ class Client:
         req = cv.call_request(pb.CallToolStreamRequest, self._qualified(name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
         call = self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline)
-        return ToolCallStream(call)
+        return ToolCallStream(call, self._wire_errors)
 
     def serve_tools(self, tools: AgentTools, *, replace: bool = False, max_workers: int = 8) -> ToolServing:
         """Serves the agent's own tools (see :class:`~mcpd_grpc.AgentTools`)
@@ -245,6 +267,10 @@ class Client:
         serves them. Raises AlreadyExists when another agent serves that
         name (or a server of another kind has it) and ``replace`` is not
         set; PermissionDenied without the ``manage`` permission."""
+        if self._http:
+            from ._http import needs_grpc
+
+            raise needs_grpc("serve_tools")
         from .agent_tools import ToolServing  # on first use: it loads json
 
         serving = ToolServing(self._stub, self._metadata, tools, replace=replace, max_workers=max_workers)
@@ -470,6 +496,10 @@ class Client:
             return lambda h: self._on(kind, h)
         if not callable(handler):
             raise TypeError(f"{kind} handler must be callable")
+        if self._http:
+            from ._http import needs_grpc
+
+            raise needs_grpc(f"the {kind} handler (HandleServerRequests)")
         with self._lock:
             if self._closed:
                 raise ValueError("the client is closed")
@@ -506,8 +536,9 @@ class ToolCallStream:
     """Iterator over a streamed tool call: Progress and LogMessage items,
     then the ToolResult (also kept as ``.result``)."""
 
-    def __init__(self, call: Any) -> None:
+    def __init__(self, call: Any, wire_errors: Tuple[Type[BaseException], ...] = ()) -> None:
         self._call = call
+        self._wire_errors = wire_errors
         self.result: Optional[t.ToolResult] = None
 
     def __iter__(self) -> ToolCallStream:
@@ -517,7 +548,7 @@ class ToolCallStream:
         while True:
             try:
                 m = next(self._call)
-            except grpc.RpcError as e:
+            except self._wire_errors as e:
                 raise from_rpc_error(e) from e
             item = cv.stream_item(m)
             if item is None:
@@ -544,6 +575,7 @@ class Subscription:
 
     def __init__(self, client: Client, request: pb.SubscribeRequest, after: Optional[int], reconnect: bool, reconnect_timeout: Optional[float]) -> None:
         self._client = client
+        self._errors: Tuple[Type[BaseException], ...] = (MCPDError, *client._wire_errors)
         self._request = request
         self._resume = after
         self._reconnect = reconnect
@@ -596,12 +628,12 @@ class Subscription:
                 call = self._call
             if call is None:
                 call = self._open()
-            err: Optional[grpc.RpcError] = None
+            err: Optional[BaseException] = None
             try:
                 m = next(call)
             except StopIteration:
                 pass  # mcpd ended the stream: resume like after a drop
-            except grpc.RpcError as e:
+            except self._errors as e:
                 err = e
             else:
                 ev = cv.event(m.event)
@@ -612,10 +644,12 @@ class Subscription:
                     self._call = None
             if self._closed.is_set():
                 raise StopIteration
-            wait = policy.next_wait(time.monotonic(), self._opened_at) if self._reconnect and _common.resumable(err) else None
+            wait = policy.next_wait(time.monotonic(), self._opened_at) if self._reconnect and _resumable(err) else None
             if wait is None:
                 if err is None:
                     raise StopIteration
+                if isinstance(err, MCPDError):
+                    raise err
                 raise from_rpc_error(err) from err
             _common.log.debug("subscribe stream dropped; resuming after %s in %.2fs", self._resume, wait)
             if self._closed.wait(wait):
@@ -636,6 +670,8 @@ class _RequestWorker:
         self._call: Any = None
         self._error: Optional[BaseException] = None
         self._stopped = threading.Event()
+        from concurrent.futures import ThreadPoolExecutor  # only with handlers: not at start-up
+
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcpd-handler")
         self._thread = threading.Thread(target=self._run, name="mcpd-server-requests", daemon=True)
         self._thread.start()
@@ -669,6 +705,10 @@ class _RequestWorker:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
+        import queue
+
+        import grpc
+
         delay = _common.RECONNECT_INITIAL
         while not self._stopped.is_set():
             with self._cond:
@@ -735,6 +775,12 @@ class _RequestWorker:
             except Exception as e:
                 reply = cv.failure_reply(req, kind, e)
         outbox.put(pb.HandleServerRequestsRequest(reply=reply))
+
+
+def _resumable(err: Optional[BaseException]) -> bool:
+    if isinstance(err, MCPDError):
+        return err._code_name == "UNAVAILABLE"
+    return _common.resumable(err)
 
 
 def _drain(outbox: queue.Queue[Any]) -> Iterator[Any]:

@@ -13,9 +13,10 @@ has ``is_error`` set.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, Optional, Tuple
 
-import grpc
+if TYPE_CHECKING:
+    import grpc
 
 __all__ = [
     "Aborted",
@@ -56,6 +57,16 @@ _DETAILS_KEY = "grpc-status-details-bin"
 _ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 
 
+class _LazyStatusCode:
+    """A class attribute that is the class's grpc.StatusCode, imported on
+    first use."""
+
+    def __get__(self, obj: Any, owner: Any) -> Any:
+        import grpc
+
+        return grpc.StatusCode[owner.code_name]
+
+
 class MCPDError(Exception):
     """Base of every error from mcpd.
 
@@ -69,7 +80,10 @@ class MCPDError(Exception):
     """
 
     retryable = False
-    default_code = grpc.StatusCode.UNKNOWN
+    #: The name of the class's :class:`grpc.StatusCode`.
+    code_name = "UNKNOWN"
+    # grpc loads on first use of a code: the HTTP wire never imports it.
+    default_code: grpc.StatusCode = _LazyStatusCode()  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -84,7 +98,7 @@ class MCPDError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.code = code if code is not None else self.default_code
+        self._code_name = code.name if code is not None else self.code_name
         self.server = server
         self.jsonrpc_code = jsonrpc_code
         self.reason = reason
@@ -98,86 +112,93 @@ class MCPDError(Exception):
         if self.jsonrpc_code is not None:
             where.append(f"JSON-RPC {self.jsonrpc_code}")
         suffix = f" ({', '.join(where)})" if where else ""
-        return f"{self.code.name}: {self.message}{suffix}"
+        return f"{self._code_name}: {self.message}{suffix}"
+
+    @property
+    def code(self) -> grpc.StatusCode:
+        """The :class:`grpc.StatusCode` (``code.name`` is the code's name)."""
+        import grpc
+
+        return grpc.StatusCode[self._code_name]
 
 
 class Cancelled(MCPDError):
     """The call was cancelled."""
 
-    default_code = grpc.StatusCode.CANCELLED
+    code_name = "CANCELLED"
 
 
 class UnknownError(MCPDError):
     """An error with no closer code, e.g. a server-defined JSON-RPC code."""
 
-    default_code = grpc.StatusCode.UNKNOWN
+    code_name = "UNKNOWN"
 
 
 class InvalidArgument(MCPDError):
     """A bad request field or bad tool arguments (JSON-RPC -32602)."""
 
-    default_code = grpc.StatusCode.INVALID_ARGUMENT
+    code_name = "INVALID_ARGUMENT"
 
 
 class DeadlineExceeded(MCPDError):
     """The call's deadline passed."""
 
-    default_code = grpc.StatusCode.DEADLINE_EXCEEDED
+    code_name = "DEADLINE_EXCEEDED"
 
 
 class NotFound(MCPDError):
     """An unknown server, tool, prompt or resource."""
 
-    default_code = grpc.StatusCode.NOT_FOUND
+    code_name = "NOT_FOUND"
 
 
 class AlreadyExists(MCPDError):
     """A server of that name exists (pass ``replace=True``)."""
 
-    default_code = grpc.StatusCode.ALREADY_EXISTS
+    code_name = "ALREADY_EXISTS"
 
 
 class PermissionDenied(MCPDError):
     """Refused by policy (a denied tool, a command not allowed)."""
 
-    default_code = grpc.StatusCode.PERMISSION_DENIED
+    code_name = "PERMISSION_DENIED"
 
 
 class ResourceExhausted(MCPDError):
     """A limit was hit (e.g. a message too large)."""
 
-    default_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    code_name = "RESOURCE_EXHAUSTED"
 
 
 class FailedPrecondition(MCPDError):
     """The server cannot do this now (e.g. missing client capabilities, or,
     with ``reason`` ``"AUTHORIZATION_REQUIRED"``, a person's OAuth consent)."""
 
-    default_code = grpc.StatusCode.FAILED_PRECONDITION
+    code_name = "FAILED_PRECONDITION"
 
 
 class Aborted(MCPDError):
     """The operation was aborted."""
 
-    default_code = grpc.StatusCode.ABORTED
+    code_name = "ABORTED"
 
 
 class OutOfRange(MCPDError):
     """A value was out of range."""
 
-    default_code = grpc.StatusCode.OUT_OF_RANGE
+    code_name = "OUT_OF_RANGE"
 
 
 class Unimplemented(MCPDError):
     """The server or mcpd does not implement this (JSON-RPC -32601)."""
 
-    default_code = grpc.StatusCode.UNIMPLEMENTED
+    code_name = "UNIMPLEMENTED"
 
 
 class Internal(MCPDError):
     """An internal error in mcpd or a server."""
 
-    default_code = grpc.StatusCode.INTERNAL
+    code_name = "INTERNAL"
 
 
 class Unavailable(MCPDError):
@@ -185,23 +206,23 @@ class Unavailable(MCPDError):
     reconnecting, crashed, shutting down). Retrying later may succeed."""
 
     retryable = True
-    default_code = grpc.StatusCode.UNAVAILABLE
+    code_name = "UNAVAILABLE"
 
 
 class DataLoss(MCPDError):
     """Unrecoverable data loss."""
 
-    default_code = grpc.StatusCode.DATA_LOSS
+    code_name = "DATA_LOSS"
 
 
 class Unauthenticated(MCPDError):
     """A missing or wrong API token."""
 
-    default_code = grpc.StatusCode.UNAUTHENTICATED
+    code_name = "UNAUTHENTICATED"
 
 
 _BY_CODE = {
-    cls.default_code: cls
+    cls.code_name: cls
     for cls in (
         Cancelled,
         UnknownError,
@@ -233,14 +254,36 @@ class ServerRequestError(Exception):
         self.code = code
 
 
-def from_rpc_error(err: grpc.RpcError) -> MCPDError:
+def from_rpc_error(err: Any) -> MCPDError:
     """Returns the :class:`MCPDError` for a gRPC error (sync or aio)."""
-    code = _call(err, "code") or grpc.StatusCode.UNKNOWN
+    code = _call(err, "code")
     message = _call(err, "details") or ""
     info = _error_info(_call(err, "trailing_metadata") or ())
-    cls = _BY_CODE.get(code, MCPDError)
+    return _build(code.name if code is not None else "UNKNOWN", message, info)
+
+
+def from_connect_error(code: str, message: str, error_info: Optional[bytes]) -> MCPDError:
+    """Returns the :class:`MCPDError` for a Connect protocol error: its
+    ``code`` (``"invalid_argument"``), message, and the bytes of the
+    google.rpc.ErrorInfo among its details, if any."""
+    name = code.upper()
+    if name not in _BY_CODE and name != "UNKNOWN":
+        name = "UNKNOWN"
+    info = None
+    if error_info is not None:
+        try:
+            info = _decode_error_info(error_info)
+        except ValueError:
+            info = None
+    return _build(name, message, info)
+
+
+def _build(code_name: str, message: str, info: Optional[Tuple[str, str, Dict[str, str]]]) -> MCPDError:
+    cls = _BY_CODE.get(code_name, MCPDError)
+    err = cls(message)
+    err._code_name = code_name
     if info is None:
-        return cls(message, code=code)
+        return err
     reason, domain, metadata = info
     server: Optional[str] = None
     jsonrpc_code: Optional[int] = None
@@ -250,10 +293,12 @@ def from_rpc_error(err: grpc.RpcError) -> MCPDError:
             jsonrpc_code = int(metadata["jsonrpc_code"])
         except (KeyError, ValueError):
             pass
-    return cls(message, code=code, server=server, jsonrpc_code=jsonrpc_code, reason=reason, domain=domain, metadata=metadata)
+    err.server, err.jsonrpc_code = server, jsonrpc_code
+    err.reason, err.domain, err.metadata = reason, domain, dict(metadata)
+    return err
 
 
-def _call(err: grpc.RpcError, name: str) -> Any:
+def _call(err: Any, name: str) -> Any:
     fn = getattr(err, name, None)
     try:
         return fn() if callable(fn) else None

@@ -108,21 +108,41 @@ def run_async(coro: asyncio.Future[object], timeout: float = 60.0) -> object:
     return asyncio.run(bounded())
 
 
-class Daemon:
-    """One mcpd process listening on a Unix socket."""
+#: The Client's wires: gRPC (the default) and the Connect protocol over
+#: HTTP/1.1 (an http:// target, mcpd's --http-listen).
+WIRES = ["grpc", "http"]
 
-    def __init__(self, binary: str, workdir: Path, name: str, args: Optional[List[str]] = None, env: Optional[dict] = None) -> None:
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Daemon:
+    """One mcpd process listening on a Unix socket, and with http=True
+    also on HTTP (--http-listen) on a free loopback port."""
+
+    def __init__(self, binary: str, workdir: Path, name: str, args: Optional[List[str]] = None, env: Optional[dict] = None, http: bool = False) -> None:
         self.binary = binary
         self.workdir = workdir
         self.socket = workdir / f"{name}.sock"
         self.log = workdir / f"{name}.log"
         self.args = list(args or [])
         self.env = env
+        self.http_port = free_port() if http else 0
+        if http:
+            self.args += ["--http-listen", f"127.0.0.1:{self.http_port}"]
         self.proc: Optional[subprocess.Popen] = None
 
     @property
     def target(self) -> str:
         return f"unix://{self.socket}"
+
+    @property
+    def http_target(self) -> str:
+        assert self.http_port, "this daemon was started without http=True"
+        return f"http://127.0.0.1:{self.http_port}"
 
     def start(self) -> Daemon:
         env = dict(os.environ if self.env is None else self.env)
@@ -155,11 +175,17 @@ class Daemon:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.connect(str(self.socket))
-            return True
         except OSError:
             return False
         finally:
             s.close()
+        if not self.http_port:
+            return True
+        try:
+            socket.create_connection(("127.0.0.1", self.http_port), timeout=1).close()
+            return True
+        except OSError:
+            return False
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if mcpd has not exited in 15 s."""
@@ -184,9 +210,9 @@ class Daemon:
         except OSError:
             return ""
 
-    def client(self, **kwargs: object) -> Client:
+    def client(self, wire: str = "grpc", **kwargs: object) -> Client:
         kwargs.setdefault("timeout", RPC_TIMEOUT)
-        return Client(self.target, **kwargs)
+        return Client(self.http_target if wire == "http" else self.target, **kwargs)
 
 
 @pytest.fixture(scope="session")
@@ -214,7 +240,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def daemon(mcpd_bin: str, workdir: Path) -> Iterator[Daemon]:
     """The shared daemon: default config, i.e. the built-in demo server."""
-    d = Daemon(mcpd_bin, workdir, "shared").start()
+    d = Daemon(mcpd_bin, workdir, "shared", http=True).start()
     try:
         with d.client() as c:
             poll("the demo server to be ready", lambda: c.get_server("demo").ready)
@@ -226,6 +252,13 @@ def daemon(mcpd_bin: str, workdir: Path) -> Iterator[Daemon]:
 @pytest.fixture
 def client(daemon: Daemon) -> Iterator[Client]:
     with daemon.client() as c:
+        yield c
+
+
+@pytest.fixture(params=WIRES)
+def wire_client(request: pytest.FixtureRequest, daemon: Daemon) -> Iterator[Client]:
+    """A client of the shared daemon on each wire in turn."""
+    with daemon.client(request.param) as c:
         yield c
 
 

@@ -1,5 +1,6 @@
-"""The sync Client against a real mcpd serving the demo server (and
-server-everything for what the demo server lacks)."""
+"""The sync Client, on each wire (gRPC and HTTP), against a real mcpd
+serving the demo server (and server-everything for what the demo server
+lacks)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ from mcpd_grpc import (
 )
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def client(wire_client: Client) -> Client:
+    """Every test here runs on both wires."""
+    return wire_client
 
 
 def test_servers(client: Client) -> None:

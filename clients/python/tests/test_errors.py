@@ -42,9 +42,9 @@ def locked_daemon(mcpd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> It
         (lambda c: c.complete("demo", "nope", "", prompt="no-such-prompt"), mcpd_grpc.InvalidArgument, "demo", -32602),
     ],
 )
-def test_error_mapping(client: Client, call: object, exc: type, server: object, jsonrpc_code: object) -> None:
+def test_error_mapping(wire_client: Client, call: object, exc: type, server: object, jsonrpc_code: object) -> None:
     with pytest.raises(exc) as info:
-        call(client)  # type: ignore[operator]
+        call(wire_client)  # type: ignore[operator]
     e = info.value
     assert type(e) is exc, f"got {type(e).__name__}, want {exc.__name__}"
     assert isinstance(e, mcpd_grpc.MCPDError) and e.message, f"got {e!r}"

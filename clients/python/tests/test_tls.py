@@ -18,7 +18,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from test_remote import TCPDaemon
 
 import mcpd_grpc
-from conftest import RPC_TIMEOUT, poll, run_async
+from conftest import RPC_TIMEOUT, free_port, poll, run_async
 from mcpd_grpc import AsyncClient, Client
 
 
@@ -39,6 +39,22 @@ class CA:
             .not_valid_before(now - datetime.timedelta(hours=1))
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            # Key identifiers: Python 3.13's ssl verifies strictly (X.509 v3).
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=False,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .sign(self.key, hashes.SHA256())
         )
         self.path = folder / f"{name}-ca.pem"
@@ -60,6 +76,7 @@ class CA:
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(hours=1))
             .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
             .add_extension(
                 x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
                 critical=False,
@@ -144,3 +161,38 @@ def test_tls_arguments_checked() -> None:
         Client("127.0.0.1:1", cert_file="client.pem")
     with pytest.raises(ValueError, match="not both"):
         Client("127.0.0.1:1", ca_file="ca.pem", credentials=object())  # type: ignore[arg-type]
+
+
+def test_mutual_tls_over_https(mcpd_bin: str, tmp_path: Path) -> None:
+    # The HTTP wire builds its TLS from the same files; mcpd's HTTP listener
+    # serves HTTPS with the gRPC listener's certificate and asks for client
+    # certificates too.
+    server_ca, client_ca = CA(tmp_path, "server"), CA(tmp_path, "clients")
+    cert, key = server_ca.issue("mcpd", server=True)
+    callers = tmp_path / "callers.json"
+    callers.write_text(
+        json.dumps(
+            {"callers": [{"name": "echoer", "spiffe_id": "spiffe://py.test/echoer", "permissions": {"servers": ["demo"], "tools": ["mcp__demo__echo"]}}]}
+        )
+    )
+    echoer = client_ca.issue("echoer", uri="spiffe://py.test/echoer")
+    http_port = free_port()
+    tls = ["--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-ca", str(client_ca.path), "--callers", str(callers)]
+    d = TCPDaemon(mcpd_bin, tmp_path, "https", args=[*tls, "--http-listen", f"127.0.0.1:{http_port}"]).start()
+    try:
+        with Client(d.target, ca_file=server_ca.path, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
+            poll("the demo server over mTLS", lambda: c.get_server("demo").ready)
+        target = f"https://127.0.0.1:{http_port}"
+        with Client(target, ca_file=server_ca.path, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
+            assert [tool.name for tool in c.list_tools()] == ["mcp__demo__echo"]
+            assert c.call_tool("mcp__demo__echo", {"message": "https"}).text == "https"
+            with pytest.raises(mcpd_grpc.PermissionDenied):
+                c.call_tool("mcp__demo__add", {"a": 1, "b": 2})
+            items = list(c.call_tool_stream("mcp__demo__echo", {"message": "streamed"}))
+            assert items[-1].text == "streamed", items
+        # Without the CA the server's certificate is not trusted.
+        with Client(target, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
+            with pytest.raises(mcpd_grpc.Unavailable):
+                c.servers()
+    finally:
+        d.stop()

@@ -1,0 +1,500 @@
+"""The HTTP wire: mcpd's API as the Connect protocol over HTTP/1.1
+(``mcpd --http-listen``, docs/http.md), with nothing but the standard
+library and protobuf. Unary calls are binary protobuf POSTs
+(``application/proto``) over pooled keep-alive connections; server
+streams are ``application/connect+proto`` envelopes, one connection each.
+
+HTTP/1.1 is spoken on the socket directly rather than with http.client:
+mcpd's answers are simple (a status, a few headers, a body of known
+length or chunks), and http.client's header parsing (the email package)
+costs tens of microseconds per call and milliseconds to import.
+
+It offers the generated stub's calling convention (``stub.Method(request,
+metadata=, timeout=)``), so the Client's code is the same on both wires;
+failures raise :class:`~mcpd_grpc.MCPDError` directly.
+"""
+
+from __future__ import annotations
+
+import base64
+import socket
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import _common
+from .errors import Cancelled, DeadlineExceeded, MCPDError, Unavailable, from_connect_error
+from .mcpd.v1 import mcpd_pb2 as pb
+
+if TYPE_CHECKING:
+    import ssl
+
+_SERVICE = "/mcpd.v1.MCPHub/"
+_SERVER_STREAMS = frozenset({"CallToolStream", "Subscribe"})
+_BIDI_STREAMS = frozenset({"HandleServerRequests", "ServeTools"})
+_ERROR_INFO = "google.rpc.ErrorInfo"
+_END_STREAM = 0x02
+
+#: The Connect code of an HTTP status, for an error without a Connect body
+#: (a proxy's answer): the protocol's own table.
+_CODE_OF_STATUS = {
+    400: "internal",
+    401: "unauthenticated",
+    403: "permission_denied",
+    404: "unimplemented",
+    429: "unavailable",
+    502: "unavailable",
+    503: "unavailable",
+    504: "unavailable",
+}
+
+#: Socket reads wait this much longer than a call's deadline, so that mcpd's
+#: DEADLINE_EXCEEDED (with its message) arrives before the client gives up.
+_READ_GRACE = 1.0
+
+
+def is_http_target(target: str) -> bool:
+    """Whether target is an ``http://`` or ``https://`` URL (the HTTP wire)."""
+    return target.startswith(("http://", "https://"))
+
+
+def needs_grpc(what: str) -> ValueError:
+    return ValueError(f"{what} needs the gRPC wire: the Connect protocol over HTTP/1.1 has no bidirectional streams; use a host:port target for this client")
+
+
+class HTTPStub:
+    """Calls MCPHub's methods over HTTP on a pool of keep-alive connections
+    (one per concurrent call, kept for the next). Thread-safe."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ca_file: Optional[_common.PathLike] = None,
+        cert_file: Optional[_common.PathLike] = None,
+        key_file: Optional[_common.PathLike] = None,
+    ) -> None:
+        scheme, host, port, path = _split_url(url)
+        if (cert_file is None) != (key_file is None):
+            raise ValueError("cert_file= and key_file= go together (a client certificate and its key)")
+        self._https = scheme == "https"
+        if not self._https and (ca_file is not None or cert_file is not None):
+            raise ValueError("ca_file=/cert_file=/key_file= need an https:// target")
+        self._host = host
+        self._port = port or (443 if self._https else 80)
+        self._prefix = path.rstrip("/") + _SERVICE
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self._host_header = f"{host}:{self._port}"
+        self._ssl: Optional[ssl.SSLContext] = None
+        if self._https:
+            import ssl  # https only: it costs milliseconds at start-up
+
+            ctx = ssl.create_default_context(cafile=None if ca_file is None else str(ca_file))
+            if cert_file is not None and key_file is not None:
+                ctx.load_cert_chain(str(cert_file), str(key_file))
+            self._ssl = ctx
+        self._lock = threading.Lock()
+        self._idle: List[Connection] = []
+        self._closed = False
+        self._methods: Dict[str, Callable[..., Any]] = {}
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        fn = self._methods.get(name)
+        if fn is not None:
+            return fn
+        method = pb.DESCRIPTOR.services_by_name["MCPHub"].methods_by_name.get(name)
+        if method is None:
+            raise AttributeError(name)
+        if name in _BIDI_STREAMS:
+            raise needs_grpc(name)
+        out = getattr(pb, method.output_type.name)
+        path = self._prefix + name
+        if name in _SERVER_STREAMS:
+
+            def stream(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> ServerStream:
+                return ServerStream(self, path, out, request, metadata, timeout)
+
+            fn = stream
+        else:
+
+            def unary(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> Any:
+                return self._unary(path, out, request, metadata, timeout)
+
+            fn = unary
+        self._methods[name] = fn
+        return fn
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def new_connection(self, timeout: Optional[float]) -> Connection:
+        return Connection(self._host, self._port, self._ssl, timeout)
+
+    def request_head(self, path: str, content_type: str, metadata: Sequence[Tuple[str, str]], timeout: Optional[float], length: int) -> bytes:
+        lines = [
+            f"POST {path} HTTP/1.1",
+            f"Host: {self._host_header}",
+            f"Content-Type: {content_type}",
+            "Connect-Protocol-Version: 1",
+            f"Content-Length: {length}",
+        ]
+        if timeout is not None:
+            lines.append(f"Connect-Timeout-Ms: {max(1, int(timeout * 1000))}")
+        for k, v in metadata:
+            if "\r" in v or "\n" in v or "\r" in k or "\n" in k:
+                raise ValueError("a header has a line break")
+            lines.append(f"{k}: {v}")
+        lines += ["", ""]
+        return "\r\n".join(lines).encode("latin-1")
+
+    def _take(self, timeout: Optional[float]) -> Tuple[Connection, bool]:
+        with self._lock:
+            if self._idle:
+                conn = self._idle.pop()
+                conn.set_timeout(timeout)
+                return conn, True
+        return self.new_connection(timeout), False
+
+    def _give_back(self, conn: Connection) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _unary(self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> Any:
+        body = request.SerializeToString()
+        head = self.request_head(path, "application/proto", metadata, timeout, len(body))
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise ValueError("the client is closed")
+            conn = None
+            reused = False
+            try:
+                conn, reused = self._take(timeout)
+                conn.send(head + body)
+                status, headers = conn.read_head()
+                data = conn.read_body(headers)
+            except (_Closed, ConnectionResetError, BrokenPipeError) as e:
+                if conn is None:
+                    raise _unreachable(self, e) from e
+                conn.close()
+                if reused:  # mcpd closed the idle connection: the request never ran
+                    continue
+                raise _unreachable(self, e) from e
+            except socket.timeout as e:
+                if conn is not None:
+                    conn.close()
+                raise DeadlineExceeded("the call's deadline passed before mcpd answered") from e
+            except (OSError, ValueError) as e:
+                if conn is not None:
+                    conn.close()
+                raise _unreachable(self, e) from e
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
+            if headers.get("connection", "").lower() == "close":
+                conn.close()
+            else:
+                self._give_back(conn)
+            if status != 200:
+                raise _error_of(status, data)
+            msg = out()
+            msg.ParseFromString(data)
+            return msg
+
+    def address(self) -> str:
+        return f"{'https' if self._https else 'http'}://{self._host}:{self._port}"
+
+
+class ServerStream:
+    """One server stream on its own connection: iterates over the response
+    messages; raises MCPDError when it ends with an error. ``cancel()``
+    from any thread closes the connection."""
+
+    def __init__(self, stub: HTTPStub, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> None:
+        self._stub = stub
+        self._out = out
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._done = False
+        self._body: Optional[_Body] = None
+        self._error: Optional[BaseException] = None
+        self._conn: Optional[Connection] = None
+        payload = request.SerializeToString()
+        body = bytes([0]) + len(payload).to_bytes(4, "big") + payload
+        try:
+            # The request goes out now; the response headers may come with
+            # the first message only, so they are read by the first next().
+            self._conn = stub.new_connection(timeout)
+            self._conn.send(stub.request_head(path, "application/connect+proto", metadata, timeout, len(body)) + body)
+        except OSError as e:
+            if self._conn is not None:
+                self._conn.close()
+            self._error = _unreachable(stub, e)
+
+    def __iter__(self) -> ServerStream:
+        return self
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+        if self._conn is not None:
+            self._conn.shutdown()  # wakes a blocked read
+
+    def __next__(self) -> Any:
+        if self._error is not None:
+            err, self._error = self._error, None
+            self._done = True
+            raise err
+        if self._done:
+            raise StopIteration
+        try:
+            return self._read()
+        except (MCPDError, StopIteration):
+            self._finish()
+            raise
+        except socket.timeout as e:
+            self._finish()
+            raise DeadlineExceeded("the call's deadline passed") from e
+        except (OSError, ValueError) as e:
+            self._finish()
+            if self._cancelled:
+                raise Cancelled("the stream was cancelled") from e
+            raise Unavailable("the stream to mcpd broke") from e
+
+    def _finish(self) -> None:
+        self._done = True
+        if self._conn is not None:
+            self._conn.close()
+
+    def _read(self) -> Any:
+        if self._cancelled:
+            raise Cancelled("the stream was cancelled")
+        assert self._conn is not None
+        resp = self._body
+        if resp is None:
+            status, headers = self._conn.read_head()
+            if status != 200:
+                raise _error_of(status, self._conn.read_body(headers))
+            resp = self._body = self._conn.body_reader(headers)
+        head = resp.read(5)
+        if len(head) < 5:
+            if self._cancelled:
+                raise Cancelled("the stream was cancelled")
+            raise Unavailable("mcpd closed the stream without ending it")
+        size = int.from_bytes(head[1:5], "big")
+        data = resp.read(size)
+        if len(data) < size:
+            raise Unavailable("mcpd closed the stream in the middle of a message")
+        if head[0] & _END_STREAM:
+            err = _end_stream_error(data)
+            if err is not None:
+                raise err
+            raise StopIteration
+        msg = self._out()
+        msg.ParseFromString(data)
+        return msg
+
+
+class _Closed(ConnectionError):
+    """The peer closed the connection before a response began."""
+
+
+_MAX_LINE = 65536
+_MAX_HEADERS = 100
+
+
+class Connection:
+    """One HTTP/1.1 connection: writes requests, reads responses."""
+
+    def __init__(self, host: str, port: int, ssl_context: Optional[ssl.SSLContext], timeout: Optional[float]) -> None:
+        sock = socket.create_connection((host, port), timeout=None if timeout is None else timeout + _READ_GRACE)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if ssl_context is not None:
+                sock = ssl_context.wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        self._rfile = sock.makefile("rb")
+
+    def set_timeout(self, timeout: Optional[float]) -> None:
+        self._sock.settimeout(None if timeout is None else timeout + _READ_GRACE)
+
+    def send(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def read_head(self) -> Tuple[int, Dict[str, str]]:
+        """The status and the headers (names in lower case) of a response."""
+        line = self._rfile.readline(_MAX_LINE + 1)
+        if not line:
+            raise _Closed("mcpd closed the connection")
+        parts = line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
+            raise ValueError("not an HTTP/1.1 response")
+        status = int(parts[1])
+        headers: Dict[str, str] = {}
+        for _ in range(_MAX_HEADERS + 1):
+            line = self._rfile.readline(_MAX_LINE + 1)
+            if line in (b"\r\n", b"\n"):
+                if status == 100:  # an interim answer: the real one follows
+                    return self.read_head()
+                return status, headers
+            if not line:
+                raise ValueError("the response ended in its headers")
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        raise ValueError("too many response headers")
+
+    def body_reader(self, headers: Dict[str, str]) -> _Body:
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            return _Chunked(self._rfile)
+        length = headers.get("content-length")
+        return _Plain(self._rfile, int(length) if length is not None else None)
+
+    def read_body(self, headers: Dict[str, str]) -> bytes:
+        """The whole body of a response."""
+        body = self.body_reader(headers)
+        out = body.read(None)
+        if body.length_unknown:
+            self.close()  # the body ran to the connection's end
+        return out
+
+    def shutdown(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self._rfile.close()
+        self._sock.close()
+
+
+class _Body:
+    length_unknown = False
+
+    def read(self, n: Optional[int]) -> bytes:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class _Plain(_Body):
+    def __init__(self, rfile: Any, length: Optional[int]) -> None:
+        self._rfile = rfile
+        self._left = length
+        self.length_unknown = length is None
+
+    def read(self, n: Optional[int]) -> bytes:
+        if self._left is None:
+            return bytes(self._rfile.read() if n is None else self._rfile.read(n))
+        want = self._left if n is None else min(n, self._left)
+        data = bytes(self._rfile.read(want))
+        self._left -= len(data)
+        return data
+
+
+class _Chunked(_Body):
+    def __init__(self, rfile: Any) -> None:
+        self._rfile = rfile
+        self._left = 0  # of the current chunk
+        self._eof = False
+
+    def read(self, n: Optional[int]) -> bytes:
+        out = bytearray()
+        while (n is None or len(out) < n) and not self._eof:
+            if self._left == 0:
+                line = self._rfile.readline(_MAX_LINE + 1)
+                if not line:
+                    break
+                size = int(line.split(b";", 1)[0].strip(), 16)
+                if size == 0:
+                    while self._rfile.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    self._eof = True
+                    break
+                self._left = size
+            want = self._left if n is None else min(self._left, n - len(out))
+            data = self._rfile.read(want)
+            if not data:
+                break
+            out += data
+            self._left -= len(data)
+            if self._left == 0:
+                self._rfile.readline(_MAX_LINE + 1)  # the chunk's CRLF
+        return bytes(out)
+
+
+def _split_url(url: str) -> Tuple[str, str, int, str]:
+    """The scheme, host, port (0: the scheme's) and path of an http(s) URL
+    (urllib.parse would cost milliseconds at start-up)."""
+    bad = ValueError(f"not an mcpd HTTP address: {url!r} (want http://host:port or https://host:port)")
+    scheme, _, rest = url.partition("://")
+    hostport, slash, path = rest.partition("/")
+    if scheme not in ("http", "https") or not hostport or any(c in rest for c in "?#@ "):
+        raise bad
+    if hostport.startswith("["):
+        host, _, after = hostport[1:].partition("]")
+        if after and not after.startswith(":"):
+            raise bad
+        sep, port_text = after[:1], after[1:]
+    else:
+        host, sep, port_text = hostport.partition(":")
+    if not host or (port_text and not port_text.isdigit()) or (sep and not port_text):
+        raise bad
+    port = int(port_text) if port_text else 0
+    if port > 65535:
+        raise bad
+    return scheme, host, port, slash + path
+
+
+def _unreachable(stub: HTTPStub, e: BaseException) -> Unavailable:
+    reason = getattr(e, "strerror", None) or type(e).__name__
+    return Unavailable(f"cannot reach mcpd at {stub.address()}: {reason}")
+
+
+def _error_of(status: int, body: bytes) -> MCPDError:
+    """The error of a non-200 answer: its Connect error body, or the
+    protocol's code for the HTTP status."""
+    import json  # on errors only: json is not loaded at start-up
+
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("code"), str):
+        return _connect_error(doc)
+    return from_connect_error(_CODE_OF_STATUS.get(status, "unknown"), f"mcpd answered HTTP {status}", None)
+
+
+def _end_stream_error(data: bytes) -> Optional[MCPDError]:
+    import json
+
+    try:
+        doc = json.loads(data or b"{}")
+    except ValueError:
+        return Unavailable("mcpd ended the stream with a malformed message")
+    err = doc.get("error") if isinstance(doc, dict) else None
+    return _connect_error(err) if isinstance(err, dict) else None
+
+
+def _connect_error(doc: Dict[str, Any]) -> MCPDError:
+    info: Optional[bytes] = None
+    for d in doc.get("details") or ():
+        if isinstance(d, dict) and d.get("type") == _ERROR_INFO and isinstance(d.get("value"), str):
+            value = d["value"]
+            try:
+                # Standard or URL-safe alphabet, padded or not.
+                info = base64.urlsafe_b64decode(value.replace("+", "-").replace("/", "_") + "=" * (-len(value) % 4))
+            except ValueError:
+                info = None
+            break
+    return from_connect_error(str(doc.get("code") or "unknown"), str(doc.get("message") or ""), info)

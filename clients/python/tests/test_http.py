@@ -1,0 +1,129 @@
+"""The Client's HTTP wire (an http:// target, mcpd's --http-listen) beyond
+what test_client.py and test_errors.py run on both wires: tokens, threads,
+what it refuses, and that it never loads grpc."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+import mcpd_grpc
+from conftest import PYTHON, RPC_TIMEOUT, Daemon, example_env, free_port
+from mcpd_grpc import AgentTools, Client
+
+TOKEN = "http-token-93ab"
+
+
+@pytest.fixture(scope="module")
+def locked_http_daemon(mcpd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """A daemon with an API token, listening on HTTP too."""
+    tmp = tmp_path_factory.mktemp("locked-http")
+    token_file = tmp / "token"
+    token_file.write_text(TOKEN + "\n")
+    d = Daemon(mcpd_bin, tmp, "locked", ["--api-token-file", str(token_file)], http=True).start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def test_token(locked_http_daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MCPD_API_TOKEN", raising=False)
+    target = locked_http_daemon.http_target
+    with Client(target, timeout=RPC_TIMEOUT) as c:
+        with pytest.raises(mcpd_grpc.Unauthenticated):
+            c.servers()
+    with Client(target, token="wrong", timeout=RPC_TIMEOUT) as c:
+        with pytest.raises(mcpd_grpc.Unauthenticated):
+            c.list_tools()
+        with pytest.raises(mcpd_grpc.Unauthenticated):
+            next(c.subscribe(kinds=["log"]))
+        with pytest.raises(mcpd_grpc.Unauthenticated):
+            next(c.call_tool_stream("mcp__demo__echo", {"message": "x"}))
+    # The address and the token from the environment.
+    monkeypatch.setenv("MCPD_ADDRESS", target)
+    monkeypatch.setenv("MCPD_API_TOKEN", TOKEN)
+    with Client(timeout=RPC_TIMEOUT) as c:
+        assert c.target == target
+        assert [s.name for s in c.servers()] == ["demo"]
+        assert c.call_tool("mcp__demo__echo", {"message": "with token"}).text == "with token"
+
+
+def test_calls_from_many_threads(daemon: Daemon) -> None:
+    results: List[str] = []
+    errors: List[BaseException] = []
+    lock = threading.Lock()
+
+    def work(i: int) -> None:
+        try:
+            for j in range(20):
+                text = c.call_tool("mcp__demo__echo", {"message": f"{i}-{j}"}).text
+                with lock:
+                    results.append(text)
+        except BaseException as e:  # reported below
+            with lock:
+                errors.append(e)
+
+    with daemon.client("http") as c:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=RPC_TIMEOUT)
+        assert not errors, f"got {errors[:3]}"
+        assert sorted(results) == sorted(f"{i}-{j}" for i in range(16) for j in range(20))
+        # Connections are kept for the next calls, one per concurrent call at most.
+        assert 1 <= len(c._stub._idle) <= 16
+
+
+def test_server_requests_need_the_grpc_wire(daemon: Daemon) -> None:
+    with daemon.client("http") as c:
+        with pytest.raises(ValueError, match="gRPC wire"):
+            c.on_sampling(lambda req: "x")
+        with pytest.raises(ValueError, match="gRPC wire"):
+            c.serve_tools(AgentTools("agent"))
+        # The client still works.
+        assert c.get_server("demo").ready
+
+
+def test_unreachable_is_unavailable() -> None:
+    with Client(f"http://127.0.0.1:{free_port()}", timeout=5) as c:
+        with pytest.raises(mcpd_grpc.Unavailable) as info:
+            c.servers()
+        assert info.value.retryable and info.value.code.name == "UNAVAILABLE"
+
+
+def test_grpc_options_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="gRPC wire"):
+        Client("http://127.0.0.1:1", options=[("grpc.max_receive_message_length", 1)])
+    with pytest.raises(ValueError, match="https"):
+        Client("http://127.0.0.1:1", ca_file=tmp_path / "ca.pem")
+
+
+def test_the_http_wire_never_imports_grpc(daemon: Daemon) -> None:
+    # A fresh process: import, a client, a call, an error, a stream, close.
+    code = """
+import sys, mcpd_grpc
+with mcpd_grpc.Client(timeout=30) as c:
+    assert c.call_tool("mcp__demo__echo", {"message": "hi"}).text == "hi"
+    try:
+        c.get_server("nobody")
+    except mcpd_grpc.NotFound:
+        pass
+    else:
+        raise AssertionError("want NotFound")
+    items = list(c.call_tool_stream("mcp__demo__slow", {"steps": 2, "delay_ms": 1}))
+    assert items[-1].text, items
+print(" ".join(sorted(m for m in sys.modules if m == "grpc" or m.startswith(("grpc.", "mcpd_grpc.aio", "mcpd_grpc.mcpd.v1.mcpd_pb2_grpc")))))
+"""
+    out = subprocess.run([PYTHON, "-c", code], env=example_env(daemon.http_target), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [], f"the HTTP wire loaded {out.stdout.split()}"
+    # The check can fail: the gRPC wire in the same program loads grpc.
+    out = subprocess.run([PYTHON, "-c", code], env=example_env(daemon.target), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "grpc" in out.stdout.split()
