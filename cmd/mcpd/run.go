@@ -104,14 +104,14 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	// port fails the start.
 	var httpLis net.Listener
 	if c.httpListen != "" {
-		if httpLis, err = listenHTTP(c, token, log); err != nil {
+		if httpLis, err = listenHTTPAPI("--http-listen", c.httpListen, c, token, log); err != nil {
 			return err
 		}
 		defer httpLis.Close()
 	}
 	var mcpLis net.Listener
 	if c.mcpListen != "" {
-		if mcpLis, err = listenMCP(c, token, log); err != nil {
+		if mcpLis, err = listenHTTPAPI("--mcp-listen", c.mcpListen, c, token, log); err != nil {
 			return err
 		}
 		defer mcpLis.Close()
@@ -497,10 +497,11 @@ func checkStrictStart(ctx context.Context, mgr *mcpclient.Manager, merged *mcpco
 	return nil
 }
 
-// listenHTTP opens the HTTP listener under the rules of the gRPC one, with
-// TLS when the gRPC listener has it (offering HTTP/2 and HTTP/1.1).
-func listenHTTP(c *config, token string, log zerolog.Logger) (net.Listener, error) {
-	lis, err := listenFor("--http-listen", c.httpListen, guardedBeyondLoopback(c, token))
+// listenHTTPAPI opens the listener of an HTTP edge (--http-listen,
+// --mcp-listen) under the rules of the gRPC one, with TLS when the gRPC
+// listener has it (offering HTTP/2 and HTTP/1.1).
+func listenHTTPAPI(flag, addr string, c *config, token string, log zerolog.Logger) (net.Listener, error) {
+	lis, err := listenFor(flag, addr, guardedBeyondLoopback(c, token))
 	if err != nil {
 		return nil, err
 	}

@@ -176,6 +176,34 @@ func (e *ApprovalRequiredError) Denied(reason string) *RuleDeniedError {
 	return &RuleDeniedError{Tool: e.Tool, Rule: e.Rule, Reason: reason}
 }
 
+// Settle turns the answer to the approval request into the call's error:
+// nil when approved (denied is ""), err itself (the caller gave up), else
+// the refusal for the reason denied gives.
+func (e *ApprovalRequiredError) Settle(denied string, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case denied != "":
+		return e.Denied(denied)
+	}
+	return nil
+}
+
+// RefusedPermission names, for an audit line, what refused a request: the
+// missing permission of a *DeniedError, "rule: <rule>" of a
+// *RuleDeniedError, else "".
+func RefusedPermission(err error) string {
+	var denied *DeniedError
+	var ruled *RuleDeniedError
+	switch {
+	case errors.As(err, &denied):
+		return denied.Permission
+	case errors.As(err, &ruled):
+		return "rule: " + ruled.Rule
+	}
+	return ""
+}
+
 // SetRules replaces the tool rules; nil allows every call. Checks that run
 // meanwhile see either the old or the new rules.
 func (a *Authorizer) SetRules(rs *Rules) { a.rules.Store(rs) }

@@ -153,14 +153,7 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			if err != nil {
 				rec.Code = outcome(wireError(err))
-				var denied *access.DeniedError
-				var ruled *access.RuleDeniedError
-				switch {
-				case errors.As(err, &denied):
-					rec.Denied = denied.Permission
-				case errors.As(err, &ruled):
-					rec.Denied = "rule: " + ruled.Rule
-				}
+				rec.Denied = access.RefusedPermission(err)
 				rec.Duration = time.Since(start)
 				g.opts.Audit.Log(rec)
 				return nil, wireError(err)
@@ -323,17 +316,7 @@ func (g *Gateway) approve(ctx context.Context, caller access.Caller, need *acces
 	if call, ok := req.(*mcp.CallToolRequest); ok && len(call.Params.Arguments) > 0 {
 		_ = json.Unmarshal(call.Params.Arguments, &args) // the handler refuses what does not decode
 	}
-	denied, err := g.mgr.AskApproval(ctx, server, &mcpclient.ApprovalRequest{
-		Tool:      need.Tool,
-		Arguments: args,
-		Rule:      need.Rule,
-		Caller:    caller.Name,
-	})
-	if err != nil {
-		return err
-	}
-	if denied != "" {
-		return need.Denied(denied)
-	}
-	return nil
+	return need.Settle(g.mgr.AskApproval(ctx, server, &mcpclient.ApprovalRequest{
+		Tool: need.Tool, Arguments: args, Rule: need.Rule, Caller: caller.Name,
+	}))
 }

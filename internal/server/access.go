@@ -319,14 +319,7 @@ func (g *guard) check(ctx context.Context, caller access.Caller, r *request, sta
 func (g *guard) refused(caller access.Caller, rec access.Record, err error, start time.Time) {
 	rec.Caller = caller.Name
 	rec.Code = status.Code(toStatus(err)).String()
-	var denied *access.DeniedError
-	var ruled *access.RuleDeniedError
-	switch {
-	case errors.As(err, &denied):
-		rec.Denied = denied.Permission
-	case errors.As(err, &ruled):
-		rec.Denied = "rule: " + ruled.Rule
-	}
+	rec.Denied = access.RefusedPermission(err)
 	rec.Duration = time.Since(start)
 	g.audit.Log(rec)
 }

@@ -12,17 +12,7 @@ import (
 // the agent approves, the caller's own cancellation, or a
 // *access.RuleDeniedError saying why not.
 func (h *hub) approve(ctx context.Context, caller access.Caller, need *access.ApprovalRequiredError, server string, args map[string]any) error {
-	denied, err := h.mgr.AskApproval(ctx, server, &mcpclient.ApprovalRequest{
-		Tool:      need.Tool,
-		Arguments: args,
-		Rule:      need.Rule,
-		Caller:    caller.Name,
-	})
-	if err != nil {
-		return err
-	}
-	if denied != "" {
-		return need.Denied(denied)
-	}
-	return nil
+	return need.Settle(h.mgr.AskApproval(ctx, server, &mcpclient.ApprovalRequest{
+		Tool: need.Tool, Arguments: args, Rule: need.Rule, Caller: caller.Name,
+	}))
 }
