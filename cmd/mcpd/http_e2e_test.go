@@ -307,6 +307,12 @@ func TestHTTPListenerGuards(t *testing.T) {
 		if code != http.StatusTooManyRequests || !strings.Contains(body, `"code":"resource_exhausted"`) {
 			t.Errorf("a JSON request over --max-message-bytes: got %d %s, want 429 resource_exhausted", code, body)
 		}
+		// The limit is on the message, not on its JSON: 12 KB of escapes
+		// that make 2 KB of protobuf pass.
+		code, body = api.postJSON(ctx, t, "CallTool", `{"name": "mcp__demo__echo", "arguments": {"message": "`+strings.Repeat(`\u0041`, 2000)+`"}}`, nil)
+		if code != http.StatusOK || !strings.Contains(body, strings.Repeat("A", 2000)) {
+			t.Errorf("a JSON body over --max-message-bytes of a message under it: got %d %.200s, want 200", code, body)
+		}
 		if _, err := call.CallUnary(ctx, connect.NewRequest(&mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "small"})})); err != nil {
 			t.Errorf("a small request after the big ones: %v", err)
 		}

@@ -7,11 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
+	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	collectortracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -153,8 +155,10 @@ func testTraces(t *testing.T, protocol string) {
 		"remote": map[string]any{"type": "http", "url": httpURL},
 		"demo":   map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}},
 	}}
+	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	d := startDaemon(ctx, t, daemonOptions{
 		config: writeConfig(t, mustJSON(t, cfg)),
+		args:   []string{"--http-listen", httpAddr},
 		env: []string{
 			"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint,
 			"OTEL_EXPORTER_OTLP_PROTOCOL=" + protocol,
@@ -175,6 +179,17 @@ func testTraces(t *testing.T, protocol string) {
 	}
 	demoCtx := metadata.AppendToOutgoingContext(ctx, "traceparent", "00-"+demoTraceID+"-"+demoAgentSpn+"-01")
 	d.mustCall(demoCtx, t, "mcp__demo__echo", map[string]any{"message": "traced"})
+	// The HTTP listener: a Connect call with the traceparent header.
+	const (
+		httpTraceID   = "5bf92f3577b34da6a3ce929d0e0e4737"
+		httpAgentSpan = "10f067aa0ba902b8"
+	)
+	api := newHTTPAPI(t, httpAddr)
+	httpReq := connect.NewRequest(&mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "traced"})})
+	httpReq.Header().Set("traceparent", "00-"+httpTraceID+"-"+httpAgentSpan+"-01")
+	if _, err := rpc[mcpdv1.CallToolRequest, mcpdv1.CallToolResponse](api.http1, api.base, "CallTool").CallUnary(ctx, httpReq); err != nil {
+		t.Fatalf("CallTool over HTTP: %v", err)
+	}
 	// Stopping mcpd flushes the spans it still holds.
 	if code := d.signal(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("mcpd exit code %d, want 0", code)
@@ -234,6 +249,17 @@ func testTraces(t *testing.T, protocol string) {
 	}
 	if got := attr(demoCall.GetAttributes(), "network.transport"); got != "pipe" {
 		t.Errorf("demo tools/call network.transport: got %q, want pipe", got)
+	}
+	httpRPC := findSpan(t, spans, httpTraceID, "mcpd.v1.MCPHub/CallTool", tracepb.Span_SPAN_KIND_SERVER)
+	if got := hex.EncodeToString(httpRPC.GetParentSpanId()); got != httpAgentSpan {
+		t.Errorf("CallTool over HTTP: span's parent %s, want the agent's span %s", got, httpAgentSpan)
+	}
+	httpCall := findSpan(t, spans, httpTraceID, "tools/call echo", tracepb.Span_SPAN_KIND_CLIENT)
+	if got, want := hex.EncodeToString(httpCall.GetParentSpanId()), hex.EncodeToString(httpRPC.GetSpanId()); got != want {
+		t.Errorf("tools/call span of the HTTP call: parent %s, want %s", got, want)
+	}
+	if got := attr(httpRPC.GetAttributes(), "rpc.response.status_code"); got != "OK" {
+		t.Errorf("CallTool over HTTP: status %q, want OK", got)
 	}
 	// Health checks are probes: no spans.
 	for _, s := range spans {

@@ -12,15 +12,19 @@ import (
 
 	"connectrpc.com/vanguard"
 	"connectrpc.com/vanguard/vanguardgrpc"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
 
 // The HTTP listener serves the same services as the gRPC one, over the
 // Connect protocol (JSON and binary), gRPC-Web and gRPC, on HTTP/1.1 and
-// HTTP/2 (h2c in clear text). It holds no handler of its own: the
-// transcoder turns each request into a gRPC call of the very grpc.Server
-// behind the gRPC listener, so every interceptor (authentication,
-// permissions, audit, logging, metrics) and the one error mapping apply
-// unchanged.
+// HTTP/2 (h2c in clear text). It holds no handler of its own: a unary
+// MCPHub call runs the gRPC server's method handler, interceptor chain
+// and stats handler directly (http_unary.go), and every other request
+// (streams, health, reflection) is turned by the transcoder into a gRPC
+// call of the very grpc.Server behind the gRPC listener. Either way every
+// interceptor (authentication, permissions, audit, logging, metrics) and
+// the one error mapping apply unchanged.
 
 // httpReadHeaderTimeout bounds how long a client may take to send its
 // request headers, so that idle connections cannot pile up.
@@ -65,8 +69,16 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
 	protocols.SetUnencryptedHTTP2(true)
+	direct := s.unaryHTTPHandlers(&mcpdv1.MCPHub_ServiceDesc, opts.MaxMessageBytes)
+	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := direct[r.URL.Path]; ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	})
 	hs := &http.Server{
-		Handler:           connectWithoutHeader(handler),
+		Handler:           connectWithoutHeader(route),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 	}

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -184,6 +185,11 @@ type Server struct {
 	health *Health
 	hub    *hub
 	once   sync.Once
+	// unary and stats are the interceptor chain and the stats handler
+	// (nil without tracing) of gs, which the HTTP listener's direct
+	// unary calls run too.
+	unary grpc.UnaryServerInterceptor
+	stats stats.Handler
 
 	mu       sync.Mutex
 	http     []*http.Server // the HTTP listeners' servers (ServeHTTP)
@@ -247,13 +253,15 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpt))
 	stream = append(stream, recovery.StreamServerInterceptor(recoverOpt))
 
+	chain := chainUnary(unary)
 	gopts := append([]grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unary...),
+		grpc.UnaryInterceptor(chain),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.NumStreamWorkers(handlerWorkers),
 	}, opts.GRPCOptions...)
-	if tracing := opts.Telemetry.GRPCStatsHandler(); tracing != nil {
-		gopts = append(gopts, tracing)
+	tracing := opts.Telemetry.GRPCStatsHandler()
+	if tracing != nil {
+		gopts = append(gopts, grpc.StatsHandler(tracing))
 	}
 	if opts.LocalListener {
 		// The probe's wake-ups on both sides would land while the
@@ -289,7 +297,25 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	healthpb.RegisterHealthServer(gs, healthService{HealthServer: h.srv, stopping: hb.stopping})
 	reflection.Register(gs)
 	opts.Telemetry.InitializeGRPC(gs)
-	return &Server{grpc: gs, health: h, hub: hb}
+	return &Server{grpc: gs, health: h, hub: hb, unary: chain, stats: tracing}
+}
+
+// chainUnary is the interceptors as one, the first outermost, as
+// grpc.ChainUnaryInterceptor makes them; the HTTP listener's direct
+// calls run the same chain as the gRPC server.
+func chainUnary(interceptors []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return interceptors[0](ctx, req, info, nextUnary(interceptors, 1, info, handler))
+	}
+}
+
+func nextUnary(interceptors []grpc.UnaryServerInterceptor, i int, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler {
+	if i == len(interceptors) {
+		return handler
+	}
+	return func(ctx context.Context, req any) (any, error) {
+		return interceptors[i](ctx, req, info, nextUnary(interceptors, i+1, info, handler))
+	}
 }
 
 // Serve accepts connections on lis until Shutdown.

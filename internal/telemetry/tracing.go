@@ -23,7 +23,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 )
 
@@ -115,14 +114,14 @@ func (t *Telemetry) startTracing(ctx context.Context, opts *Options, version str
 	return nil
 }
 
-// GRPCStatsHandler returns the server option that makes a span of every
+// GRPCStatsHandler returns the stats handler that makes a span of every
 // RPC (health and reflection excepted), child of the trace context in the
 // call's metadata (traceparent); nil when tracing is off.
-func (t *Telemetry) GRPCStatsHandler() grpc.ServerOption {
+func (t *Telemetry) GRPCStatsHandler() stats.Handler {
 	if !t.Tracing() {
 		return nil
 	}
-	return grpc.StatsHandler(otelgrpc.NewServerHandler(
+	return otelgrpc.NewServerHandler(
 		otelgrpc.WithTracerProvider(t.provider),
 		otelgrpc.WithPropagators(t.propagator),
 		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()), // metrics come from grpcprom
@@ -130,7 +129,7 @@ func (t *Telemetry) GRPCStatsHandler() grpc.ServerOption {
 			return !strings.HasPrefix(info.FullMethodName, "/grpc.health.v1.") &&
 				!strings.HasPrefix(info.FullMethodName, "/grpc.reflection.")
 		}),
-	))
+	)
 }
 
 // HTTPTransport wraps base so that each request to a Streamable HTTP or
