@@ -38,7 +38,7 @@ def __getattr__(name: str) -> Any:
 
 
 #: A file path argument.
-PathLike = Union[str, "os.PathLike[str]"]
+PathLike = Union[str, os.PathLike[str]]  # not "os.PathLike[str]": a ForwardRef is compiled at import
 
 #: mcpd's default listen address.
 DEFAULT_TARGET = "127.0.0.1:50051"

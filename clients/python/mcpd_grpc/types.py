@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import datetime
 import enum
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    # The same frozen dataclasses, each built when first used: see _records.
+    from ._records import dataclass, field
 
 __all__ = [
     "Annotations",

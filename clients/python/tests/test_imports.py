@@ -9,7 +9,7 @@ import mcpd_grpc
 from conftest import PYTHON, example_env
 
 #: Loaded on first use only (docs/performance.md, "Cold start").
-LAZY = ["mcpd_grpc.aio", "json", "hashlib", "logging", "concurrent.futures", "queue"]
+LAZY = ["mcpd_grpc.aio", "json", "hashlib", "logging", "concurrent.futures", "queue", "dataclasses", "inspect"]
 
 
 def test_import_leaves_the_lazy_modules_out() -> None:
