@@ -7,13 +7,16 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -553,7 +556,8 @@ func TestAudit(t *testing.T) {
 		t.Run(map[bool]string{false: "default", true: "with arguments"}[withArgs], func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
-			args := []string{"--callers", permissionCallers(t)}
+			mcpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+			args := []string{"--callers", permissionCallers(t), "--mcp-listen", mcpAddr}
 			if withArgs {
 				args = append(args, "--audit-arguments")
 			}
@@ -601,6 +605,18 @@ func TestAudit(t *testing.T) {
 			if _, err := d.hub.SetLogLevel(admin, &mcpdv1.SetLogLevelRequest{Server: "demo", Level: mcpdv1.LogLevel_LOG_LEVEL_INFO}); err != nil {
 				t.Fatal(err)
 			}
+			// The same acts through the MCP endpoint.
+			host := connectMCP(ctx, t, "http://"+mcpAddr+"/mcp", mcpEras[0], adminToken, nil)
+			if _, err := host.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": argValue, "api_token": argSecret}}); err == nil {
+				t.Error("echo with an argument it does not take, over MCP: want an error")
+			}
+			if _, err := host.GetPrompt(ctx, &mcp.GetPromptParams{Name: "mcp__demo__greet", Arguments: map[string]string{"name": argValue, "password": argSecret}}); err != nil {
+				t.Fatalf("prompts/get over MCP: %v", err)
+			}
+			if err := host.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+				t.Fatalf("logging/setLevel over MCP: %v", err)
+			}
+			_ = host.Close()
 			if _, err := d.hub.SetRoots(admin, &mcpdv1.SetRootsRequest{Server: "demo", Roots: []*mcpdv1.Root{{Uri: "file:///tmp"}}}); err != nil {
 				t.Fatal(err)
 			}
@@ -639,6 +655,9 @@ func TestAudit(t *testing.T) {
 				{"caller": "reader", "method": "CallTool", "tool": "mcp__demo__add", "code": "PermissionDenied", "denied_permission": "tools"},
 				{"method": "ListServers", "code": "Unauthenticated"},
 				{"caller": "admin", "method": "DisconnectServer", "server": "demo", "code": "OK"},
+				{"caller": "admin", "method": "mcp tools/call", "server": "demo", "tool": "mcp__demo__echo", "code": "InvalidArgument"},
+				{"caller": "admin", "method": "mcp prompts/get", "server": "demo", "prompt": "greet", "code": "OK"},
+				{"caller": "admin", "method": "mcp logging/setLevel", "code": "OK"},
 			} {
 				line := findAudit(lines, want)
 				if line == nil {
@@ -672,6 +691,16 @@ func TestAudit(t *testing.T) {
 				want = map[string]any{"name": argValue, "password": "[REDACTED]"}
 				if got, _ := prompt["arguments"].(map[string]any); !maps.Equal(got, want) {
 					t.Errorf("audited prompt arguments: got %v, want %v", prompt["arguments"], want)
+				}
+				call = findAudit(lines, map[string]any{"method": "mcp tools/call", "code": "InvalidArgument"})
+				want = map[string]any{"message": argValue, "api_token": "[REDACTED]"}
+				if got, _ := call["arguments"].(map[string]any); !maps.Equal(got, want) {
+					t.Errorf("audited arguments of a call over MCP: got %v, want %v", call["arguments"], want)
+				}
+				prompt = findAudit(lines, map[string]any{"method": "mcp prompts/get"})
+				want = map[string]any{"name": argValue, "password": "[REDACTED]"}
+				if got, _ := prompt["arguments"].(map[string]any); !maps.Equal(got, want) {
+					t.Errorf("audited prompt arguments over MCP: got %v, want %v", prompt["arguments"], want)
 				}
 			}
 		})

@@ -122,10 +122,15 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
 		case "logging/setLevel":
+			// It acts (on the servers the caller may manage), so it is
+			// audited, as SetLogLevel is over gRPC.
+			start := time.Now()
+			caller := g.callerOf(req)
 			res, err := next(ctx, method, req)
 			if err == nil {
-				g.setLogLevel(ctx, g.callerOf(req), req)
+				g.setLogLevel(ctx, caller, req)
 			}
+			g.opts.Audit.Log(access.Record{Caller: caller.Name, Method: "mcp " + method, Code: outcome(err), Duration: time.Since(start)})
 			return res, err
 		case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
 			res, err := next(ctx, method, req)
@@ -224,8 +229,13 @@ func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request)
 			return nil, rec, false, err
 		}
 		server, _, _ := SplitQualifiedName(p.Name)
-		return []access.Action{{Verb: access.CallTool, Server: server, Tool: p.Name}},
-			access.Record{Server: server, Tool: p.Name}, true, nil
+		rec = access.Record{Server: server, Tool: p.Name}
+		if g.opts.Audit.Arguments() && len(p.Arguments) > 0 {
+			// Arguments that are not an object are the server's to refuse;
+			// the line then has none.
+			_ = json.Unmarshal(p.Arguments, &rec.Arguments)
+		}
+		return []access.Action{{Verb: access.CallTool, Server: server, Tool: p.Name}}, rec, true, nil
 	case "resources/read":
 		act, err := readAction(req.(*mcp.ReadResourceRequest).Params.URI)
 		return []access.Action{act}, access.Record{Server: act.Server, URI: act.URI}, true, err
@@ -250,8 +260,14 @@ func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request)
 			return nil, rec, false, err
 		}
 		p.Name = QualifiedName(server, prompt)
-		return []access.Action{{Verb: access.GetPrompt, Server: server, Prompt: prompt}},
-			access.Record{Server: server, Prompt: prompt}, true, nil
+		rec = access.Record{Server: server, Prompt: prompt}
+		if g.opts.Audit.Arguments() && p.Arguments != nil {
+			rec.Arguments = make(map[string]any, len(p.Arguments))
+			for k, v := range p.Arguments {
+				rec.Arguments[k] = v
+			}
+		}
+		return []access.Action{{Verb: access.GetPrompt, Server: server, Prompt: prompt}}, rec, true, nil
 	case "completion/complete":
 		p := req.(*mcp.CompleteRequest).Params
 		if p == nil || p.Ref == nil {
