@@ -136,6 +136,16 @@ func TestMCPEndpointGoClient(t *testing.T) {
 			if names := waitTools(ctx, t, cs, "mcp__demo__echo", "mcp__demo__add", "mcp__ev__echo", "mcp__ev__get-sum"); slices.Contains(names, "search_tools") {
 				t.Errorf("tools/list without --mcp-tool-search: got search_tools in %v", names)
 			}
+			if version >= "2026-07-28" {
+				// Lists are filtered per caller: never shared by a cache.
+				list, err := cs.ListTools(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if list.CacheScope != "private" {
+					t.Errorf("tools/list cacheScope: got %q, want private", list.CacheScope)
+				}
+			}
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": "via the endpoint"}})
 			if err != nil {
 				t.Fatalf("call demo echo: %v", err)
