@@ -476,18 +476,39 @@ func TestCallerPermissions(t *testing.T) {
 }
 
 // TestCallersReload rewrites the callers file and sends SIGHUP: the new
-// callers take effect, removed ones are refused, and a broken file keeps
-// the callers loaded before.
+// callers take effect, removed ones are refused (their open streams end
+// with UNAUTHENTICATED), and a broken file keeps the callers loaded
+// before, with their streams.
 func TestCallersReload(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	caller := func(name, token string) map[string]any {
-		return map[string]any{"name": name, "token_sha256": sha256Hex(token), "permissions": map[string]any{"servers": []string{"*"}}}
+		return map[string]any{"name": name, "token_sha256": sha256Hex(token), "permissions": map[string]any{
+			"servers": []string{"*"}, "manage": true, "server_requests": []string{"roots"},
+		}}
 	}
 	path := writeCallers(t, mustJSON(t, map[string]any{"callers": []any{caller("first", "first-token-1")}}))
 	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--callers", path}})
-	if _, err := d.hub.ListServers(bearer(ctx, "first-token-1"), &mcpdv1.ListServersRequest{}); err != nil {
+	first := bearer(ctx, "first-token-1")
+	if _, err := d.hub.ListServers(first, &mcpdv1.ListServersRequest{}); err != nil {
 		t.Fatalf("first caller: %v", err)
+	}
+	// The first caller's streams: events, and an agent's registration.
+	firstEvents, err := d.hub.Subscribe(first, &mcpdv1.SubscribeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstAgent, err := d.hub.HandleServerRequests(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := firstAgent.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+		Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := firstAgent.Recv(); err != nil {
+		t.Fatalf("first caller registers: %v", err)
 	}
 
 	replaceFile(t, path, mustJSON(t, map[string]any{"callers": []any{caller("second", "second-token-2")}}))
@@ -496,16 +517,51 @@ func TestCallersReload(t *testing.T) {
 		_, err := d.hub.ListServers(bearer(ctx, "second-token-2"), &mcpdv1.ListServersRequest{})
 		return err == nil, err
 	})
-	_, err := d.hub.ListServers(bearer(ctx, "first-token-1"), &mcpdv1.ListServersRequest{})
+	_, err = d.hub.ListServers(first, &mcpdv1.ListServersRequest{})
 	wantCode(t, err, codes.Unauthenticated)
+	for {
+		if _, err = firstEvents.Recv(); err != nil {
+			break
+		}
+	}
+	wantCode(t, err, codes.Unauthenticated)
+	for {
+		if _, err = firstAgent.Recv(); err != nil {
+			break
+		}
+	}
+	wantCode(t, err, codes.Unauthenticated)
+	if findAudit(auditLines(t, d), map[string]any{"caller": "first", "method": "Subscribe", "code": "Unauthenticated"}) == nil {
+		t.Errorf("no audit line of the ended Subscribe stream in:\n%v", auditLines(t, d))
+	}
 
+	// The second caller's stream outlives a broken reload and one that
+	// keeps the caller.
+	second := bearer(ctx, "second-token-2")
+	secondEvents, err := d.hub.Subscribe(second, &mcpdv1.SubscribeRequest{Kinds: []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_SERVER_STATE}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	replaceFile(t, path, `{"callers": [{"name": "broken"`)
 	d.send(t, syscall.SIGHUP)
 	poll(ctx, t, "the reload error is logged", func() (bool, error) {
 		return strings.Contains(d.log.String(), "keeping the previous callers"), nil
 	})
-	if _, err := d.hub.ListServers(bearer(ctx, "second-token-2"), &mcpdv1.ListServersRequest{}); err != nil {
+	if _, err := d.hub.ListServers(second, &mcpdv1.ListServersRequest{}); err != nil {
 		t.Errorf("second caller after a broken reload: %v", err)
+	}
+	replaceFile(t, path, mustJSON(t, map[string]any{"callers": []any{caller("second", "second-token-2"), caller("third", "third-token-3")}}))
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the third caller gets in", func() (bool, error) {
+		_, err := d.hub.ListServers(bearer(ctx, "third-token-3"), &mcpdv1.ListServersRequest{})
+		return err == nil, err
+	})
+	if _, err := d.hub.ConnectServer(second, &mcpdv1.ConnectServerRequest{Server: stdioConfig("demo", mcpdBinary(t), []string{"demo-server"}, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := secondEvents.Recv()
+	if err != nil || ev.GetEvent().GetServer() != "demo" {
+		t.Errorf("the second caller's stream after two reloads: got %v, %v, want an event of demo", ev, err)
 	}
 }
 

@@ -46,6 +46,8 @@ type Authorizer struct {
 	reloadMu  sync.Mutex
 	current   atomic.Pointer[callers] // nil without a callers file
 	rules     atomic.Pointer[Rules]   // nil: every call allowed
+	// reloaded is closed, and replaced, by each reload that takes effect.
+	reloaded atomic.Pointer[chan struct{}]
 }
 
 // New returns an Authorizer. It reads the callers file, if any, and fails
@@ -60,6 +62,10 @@ func New(opts *Options) (*Authorizer, error) {
 	}
 	if a.opts.APIToken != "" {
 		a.tokenHash = sha256.Sum256([]byte(a.opts.APIToken))
+	}
+	if a.opts.CallersFile != "" {
+		ch := make(chan struct{})
+		a.reloaded.Store(&ch)
 	}
 	if err := a.Reload(); err != nil {
 		return nil, err
@@ -86,6 +92,18 @@ func (a *Authorizer) Reload() error {
 		return err
 	}
 	a.current.Store(c)
+	next := make(chan struct{})
+	close(*a.reloaded.Swap(&next))
+	return nil
+}
+
+// Reloaded returns a channel that is closed when the callers file is next
+// reloaded with effect: an open stream then checks that its credentials
+// still name its caller. Nil (never ready) without a callers file.
+func (a *Authorizer) Reloaded() <-chan struct{} {
+	if ch := a.reloaded.Load(); ch != nil {
+		return *ch
+	}
 	return nil
 }
 

@@ -190,6 +190,16 @@ func TestCallersFileErrors(t *testing.T) {
 	}
 }
 
+func TestReloadedWithoutCallersFile(t *testing.T) {
+	a, err := New(&Options{APIToken: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Reloaded() != nil || a.Reload() != nil {
+		t.Error("without a callers file: want no reload channel and a reload that does nothing")
+	}
+}
+
 func TestReloadKeepsPreviousOnError(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, "callers.json", `{"callers": [{"name": "a", "token_sha256": "`+hashHex("tok-a")+`"}]}`)
@@ -197,9 +207,15 @@ func TestReloadKeepsPreviousOnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reloaded := a.Reloaded()
 	writeFile(t, dir, "callers.json", `{"callers": [{"name": "b", "token_sha256": "`+hashHex("tok-b")+`"}]}`)
 	if err := a.Reload(); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-reloaded:
+	default:
+		t.Error("Reloaded's channel is still open after a reload")
 	}
 	if c, err := a.Authenticate(Credentials{Token: "tok-b"}); err != nil || c.Name != "b" {
 		t.Fatalf("after reload: got %q, %v; want b", c.Name, err)
@@ -207,9 +223,15 @@ func TestReloadKeepsPreviousOnError(t *testing.T) {
 	if _, err := a.Authenticate(Credentials{Token: "tok-a"}); err == nil {
 		t.Errorf("removed caller a still authenticates")
 	}
+	reloaded = a.Reloaded()
 	writeFile(t, dir, "callers.json", `{"callers": [`)
 	if err := a.Reload(); err == nil {
 		t.Fatal("reload of a broken file: got no error")
+	}
+	select {
+	case <-reloaded:
+		t.Error("a reload that failed closed Reloaded's channel")
+	default:
 	}
 	if c, err := a.Authenticate(Credentials{Token: "tok-b"}); err != nil || c.Name != "b" {
 		t.Errorf("after a broken reload: got %q, %v; want b still", c.Name, err)

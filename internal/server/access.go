@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path"
+	"strconv"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
@@ -29,16 +30,7 @@ import (
 // the verified client certificate become the caller in ctx.
 func authenticate(authz *access.Authorizer, audit *access.Auditor) auth.AuthFunc {
 	return func(ctx context.Context) (context.Context, error) {
-		var creds access.Credentials
-		if tok, err := auth.AuthFromMD(ctx, "bearer"); err == nil {
-			creds.Token = tok
-		}
-		if p, ok := peer.FromContext(ctx); ok {
-			if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
-				creds.Certificate = ti.State.VerifiedChains[0][0]
-			}
-		}
-		caller, err := authz.Authenticate(creds)
+		caller, err := authz.Authenticate(credentialsOf(ctx))
 		if err != nil {
 			method, _ := grpc.Method(ctx)
 			audit.Log(access.Record{Method: path.Base(method), Code: codes.Unauthenticated.String()})
@@ -49,6 +41,21 @@ func authenticate(authz *access.Authorizer, audit *access.Auditor) auth.AuthFunc
 		}
 		return access.NewContext(ctx, caller), nil
 	}
+}
+
+// credentialsOf is what a request presents: its bearer token and its
+// verified client certificate.
+func credentialsOf(ctx context.Context) access.Credentials {
+	var creds access.Credentials
+	if tok, err := auth.AuthFromMD(ctx, "bearer"); err == nil {
+		creds.Token = tok
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
+			creds.Certificate = ti.State.VerifiedChains[0][0]
+		}
+	}
+	return creds
 }
 
 // guard authorizes every MCPHub request and audits the ones that act.
@@ -355,8 +362,20 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 
 func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	caller, _ := access.FromContext(ss.Context())
-	w := &guardedStream{ServerStream: ss, g: g, caller: caller, method: path.Base(info.FullMethod), start: time.Now()}
+	ctx, end := context.WithCancelCause(ss.Context())
+	defer end(nil)
+	if reloaded := g.authz.Reloaded(); reloaded != nil {
+		go g.watchCaller(ctx, end, caller, reloaded)
+	}
+	w := &guardedStream{ServerStream: ss, ctx: ctx, g: g, caller: caller, method: path.Base(info.FullMethod), start: time.Now()}
 	err := handler(srv, w)
+	var gone *callerGoneError
+	if errors.As(context.Cause(ctx), &gone) {
+		err = status.Error(codes.Unauthenticated, gone.Error())
+		if !w.req.audited {
+			g.audit.Log(access.Record{Caller: caller.Name, Method: w.method, Code: codes.Unauthenticated.String(), Duration: time.Since(w.start)})
+		}
+	}
 	if w.req.audited && !w.denied {
 		rec := w.req.record
 		rec.Caller = caller.Name
@@ -368,12 +387,40 @@ func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	return err
 }
 
+// callerGoneError ends a stream whose credentials no longer name its
+// caller after the callers file was reloaded.
+type callerGoneError struct{ caller string }
+
+func (e *callerGoneError) Error() string {
+	return "caller " + strconv.Quote(e.caller) + " is no longer in the callers file with these credentials"
+}
+
+// watchCaller ends a long-lived stream (with end) once a reload of the
+// callers file leaves its credentials naming no caller, or another one:
+// a reload applies to open streams, not only to new requests.
+func (g *guard) watchCaller(ctx context.Context, end context.CancelCauseFunc, caller access.Caller, reloaded <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reloaded:
+		}
+		// Taken before the check: a reload after it closes this one.
+		reloaded = g.authz.Reloaded()
+		if now, err := g.authz.Authenticate(credentialsOf(ctx)); err != nil || now.Name != caller.Name {
+			end(&callerGoneError{caller: caller.Name})
+			return
+		}
+	}
+}
+
 // guardedStream checks a stream's first message, which carries the
 // request (the registration, for HandleServerRequests), before the handler
 // sees it, and notes a tool result's is_error on its way out. The first
 // RecvMsg happens before the handler starts any goroutine of its own.
 type guardedStream struct {
 	grpc.ServerStream
+	ctx     context.Context // the stream's, ended early if its caller goes
 	g       *guard
 	caller  access.Caller
 	method  string
@@ -383,6 +430,8 @@ type guardedStream struct {
 	req     request
 	isError *bool
 }
+
+func (w *guardedStream) Context() context.Context { return w.ctx }
 
 func (w *guardedStream) RecvMsg(m any) error {
 	if err := w.ServerStream.RecvMsg(m); err != nil {
@@ -399,7 +448,7 @@ func (w *guardedStream) RecvMsg(m any) error {
 	}
 	w.req = describe(w.method, m, w.g.audit.Arguments())
 	w.req.record.Method = w.method
-	if err := w.g.check(w.ServerStream.Context(), w.caller, &w.req, w.start); err != nil {
+	if err := w.g.check(w.ctx, w.caller, &w.req, w.start); err != nil {
 		w.denied = true
 		return err
 	}
