@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -586,4 +589,79 @@ func TestMCPEndpointSessionOwner(t *testing.T) {
 	if resp := post(readerToken, session, list); resp.StatusCode != http.StatusOK {
 		t.Errorf("the session's own caller: got %d, want 200", resp.StatusCode)
 	}
+}
+
+// TestMCPEndpointCallerRemoved: a reload of the callers file that removes
+// a caller ends the open stream of its MCP session, and its next request
+// is refused.
+func TestMCPEndpointCallerRemoved(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	callers := permissionCallers(t)
+	d := startDaemon(ctx, t, daemonOptions{
+		args: []string{"--callers", callers, "--mcp-listen", addr},
+		env:  []string{"E2E_OUTSIDER_TOKEN=" + outsiderToken},
+	})
+	d.waitServer(bearer(ctx, adminToken), t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	url := "http://" + addr + "/mcp"
+	request := func(method, token, session, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", mcpEras[0])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	init := request(http.MethodPost, readerToken, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcpEras[0]+`","capabilities":{},"clientInfo":{"name":"removed","version":"0"}}}`)
+	session := init.Header.Get("Mcp-Session-Id")
+	if init.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize: got %d and session %q", init.StatusCode, session)
+	}
+	request(http.MethodPost, readerToken, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	stream := request(http.MethodGet, readerToken, session, "")
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("the session's standalone stream: got %d", stream.StatusCode)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, stream.Body)
+		ended <- err
+	}()
+
+	// The callers file without the reader.
+	var file map[string][]map[string]any
+	b, err := os.ReadFile(callers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	file["callers"] = slices.DeleteFunc(file["callers"], func(c map[string]any) bool { return c["name"] == "reader" })
+	replaceFile(t, callers, mustJSON(t, file))
+	d.send(t, syscall.SIGHUP)
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		t.Fatal("the removed caller's stream is still open")
+	}
+	if resp := request(http.MethodPost, readerToken, session, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the removed caller's next request: got %d, want 401", resp.StatusCode)
+	}
+	// The admin, who stays, still works.
+	admin := connectMCP(ctx, t, url, mcpEras[0], adminToken, nil)
+	waitTools(ctx, t, admin, "mcp__demo__echo")
 }

@@ -1,6 +1,7 @@
 package access
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
@@ -95,6 +96,31 @@ func (a *Authorizer) Reload() error {
 	next := make(chan struct{})
 	close(*a.reloaded.Swap(&next))
 	return nil
+}
+
+// Watch calls gone, once, when a reload of the callers file leaves creds
+// naming no caller, or another than caller; it returns then, or when ctx
+// ends. A long-lived request (a stream) runs it in a goroutine of its own,
+// so that a reload applies to it and not only to new requests. Without a
+// callers file it returns at once.
+func (a *Authorizer) Watch(ctx context.Context, caller Caller, creds Credentials, gone func()) {
+	reloaded := a.Reloaded()
+	if reloaded == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reloaded:
+		}
+		// Taken before the check: a reload after it closes this one.
+		reloaded = a.Reloaded()
+		if now, err := a.Authenticate(creds); err != nil || now.Name != caller.Name {
+			gone()
+			return
+		}
+	}
 }
 
 // Reloaded returns a channel that is closed when the callers file is next

@@ -88,6 +88,14 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
+		if g.opts.Access.Reloaded() != nil {
+			// A reload that removes the caller ends its open requests,
+			// the standalone stream of its session among them.
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			go g.opts.Access.Watch(ctx, caller, creds, cancel)
+			r = r.WithContext(ctx)
+		}
 		ref, done := g.callers.add(caller)
 		defer done()
 		r.Header.Del(callerHeader)

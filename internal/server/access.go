@@ -364,8 +364,8 @@ func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	caller, _ := access.FromContext(ss.Context())
 	ctx, end := context.WithCancelCause(ss.Context())
 	defer end(nil)
-	if reloaded := g.authz.Reloaded(); reloaded != nil {
-		go g.watchCaller(ctx, end, caller, reloaded)
+	if g.authz.Reloaded() != nil {
+		go g.authz.Watch(ctx, caller, credentialsOf(ctx), func() { end(&callerGoneError{caller: caller.Name}) })
 	}
 	w := &guardedStream{ServerStream: ss, ctx: ctx, g: g, caller: caller, method: path.Base(info.FullMethod), start: time.Now()}
 	err := handler(srv, w)
@@ -393,25 +393,6 @@ type callerGoneError struct{ caller string }
 
 func (e *callerGoneError) Error() string {
 	return "caller " + strconv.Quote(e.caller) + " is no longer in the callers file with these credentials"
-}
-
-// watchCaller ends a long-lived stream (with end) once a reload of the
-// callers file leaves its credentials naming no caller, or another one:
-// a reload applies to open streams, not only to new requests.
-func (g *guard) watchCaller(ctx context.Context, end context.CancelCauseFunc, caller access.Caller, reloaded <-chan struct{}) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-reloaded:
-		}
-		// Taken before the check: a reload after it closes this one.
-		reloaded = g.authz.Reloaded()
-		if now, err := g.authz.Authenticate(credentialsOf(ctx)); err != nil || now.Name != caller.Name {
-			end(&callerGoneError{caller: caller.Name})
-			return
-		}
-	}
 }
 
 // guardedStream checks a stream's first message, which carries the
