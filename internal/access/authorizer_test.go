@@ -1,6 +1,7 @@
 package access
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -295,4 +296,61 @@ func TestCallersFileYAML(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestWatch(t *testing.T) {
+	dir := t.TempDir()
+	file := func(names ...string) string {
+		var entries []string
+		for _, n := range names {
+			entries = append(entries, `{"name": "`+n+`", "token_sha256": "`+hashHex("tok-"+n)+`"}`)
+		}
+		return `{"callers": [` + strings.Join(entries, ",") + `]}`
+	}
+	path := writeFile(t, dir, "callers.json", file("a", "b"))
+	a, err := New(&Options{CallersFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := func(name string) (gone, returned chan struct{}, stop context.CancelFunc) {
+		caller, err := a.Authenticate(Credentials{Token: "tok-" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		gone, returned = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(returned)
+			a.Watch(ctx, caller, Credentials{Token: "tok-" + name}, func() { close(gone) })
+		}()
+		return gone, returned, cancel
+	}
+	goneA, returnedA, stopA := watch("a")
+	defer stopA()
+	goneB, returnedB, stopB := watch("b")
+
+	// A reload that keeps both, then one that drops a.
+	writeFile(t, dir, "callers.json", file("a", "b", "c"))
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "callers.json", file("b"))
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	<-goneA
+	<-returnedA
+	select {
+	case <-goneB:
+		t.Error("b is still in the file, yet its watch reported it gone")
+	default:
+	}
+	stopB()
+	<-returnedB
+
+	noFile, err := New(&Options{APIToken: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noFile.Watch(t.Context(), Caller{Name: TokenCallerName, all: true}, Credentials{Token: "tok"}, func() { t.Error("gone without a callers file") })
 }
