@@ -545,6 +545,30 @@ func TestMCPEndpointAskRules(t *testing.T) {
 	}
 }
 
+// mcpRequest sends one raw HTTP request of the initialize-era Streamable
+// HTTP transport to url with a bearer token, in session if not empty; the
+// body is closed when the test ends.
+func mcpRequest(ctx context.Context, t *testing.T, method, url, token, session, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", mcpEras[0])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
 // TestMCPEndpointSessionOwner: an MCP session belongs to the caller who
 // opened it; another caller who presents its id is refused.
 func TestMCPEndpointSessionOwner(t *testing.T) {
@@ -559,23 +583,7 @@ func TestMCPEndpointSessionOwner(t *testing.T) {
 	url := "http://" + addr + "/mcp"
 	post := func(token, session, body string) *http.Response {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-			req.Header.Set("Mcp-Protocol-Version", mcpEras[0])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		return resp
+		return mcpRequest(ctx, t, http.MethodPost, url, token, session, body)
 	}
 	init := post(readerToken, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcpEras[0]+`","capabilities":{},"clientInfo":{"name":"owner","version":"0"}}}`)
 	session := init.Header.Get("Mcp-Session-Id")
@@ -607,23 +615,7 @@ func TestMCPEndpointCallerRemoved(t *testing.T) {
 	url := "http://" + addr + "/mcp"
 	request := func(method, token, session, body string) *http.Response {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-			req.Header.Set("Mcp-Protocol-Version", mcpEras[0])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		return resp
+		return mcpRequest(ctx, t, method, url, token, session, body)
 	}
 	init := request(http.MethodPost, readerToken, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcpEras[0]+`","capabilities":{},"clientInfo":{"name":"removed","version":"0"}}}`)
 	session := init.Header.Get("Mcp-Session-Id")
