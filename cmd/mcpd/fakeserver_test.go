@@ -35,6 +35,7 @@ const (
 	fakeFreeze         = "freeze"            // legacy-only server whose tool "freeze" stops it reading anything
 	fakeRendezvous     = "rendezvous"        // real server that serves once its peers have started; tool "describe"
 	fakeFlood          = "flood"             // real server whose tool "flood" writes count log notifications of bytes bytes, then answers
+	fakeAskPair        = "ask-pair"          // real server whose tool "ask" waits for count calls, then asks each call's client to sample its tag
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
 	// fakeQuietClock is a real server whose resource fakeClockURI changes
 	// on every read, and which cannot notify (no resources.subscribe).
@@ -186,6 +187,8 @@ func runFakeServer(mode string) int {
 				}
 				return textResult("flooded " + strconv.Itoa(in.Count)), nil, nil
 			})
+	case fakeAskPair:
+		addAskPairTool(srv)
 	case fakeRendezvous:
 		if err := rendezvous(); err != nil {
 			fmt.Fprintln(os.Stderr, "fake:", err)
@@ -381,6 +384,53 @@ func addDescribeTool(srv *mcp.Server) {
 				return nil, describe{}, err
 			}
 			return nil, describe{Args: os.Args[1:], Cwd: cwd, Value: os.Getenv(fakeValueEnv), Procs: runtime.GOMAXPROCS(0)}, nil
+		})
+}
+
+// addAskPairTool adds the ask-pair fake's tool "ask": each call waits
+// until count calls have arrived (counting anew after each full group), so
+// that all of them are in flight at once, then asks for a sample of its tag (a 2026-07-28 input request,
+// which the SDK sends a legacy client as a sampling request) and returns
+// "<tag> answered by <the sample's text>".
+func addAskPairTool(srv *mcp.Server) {
+	var mu sync.Mutex
+	arrived := 0
+	all := make(chan struct{})
+	type askArgs struct {
+		Count int    `json:"count"`
+		Tag   string `json:"tag"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "ask", Description: "waits for count calls, then asks its client to sample tag"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in askArgs) (*mcp.CallToolResult, any, error) {
+			if len(req.Params.InputResponses) == 0 {
+				mu.Lock()
+				group := all
+				if arrived++; arrived >= in.Count {
+					close(all)
+					all, arrived = make(chan struct{}), 0
+				}
+				mu.Unlock()
+				select {
+				case <-group:
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"sample": &mcp.CreateMessageParams{
+					MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Tag}}},
+				}}, RequestState: in.Tag}, nil, nil
+			}
+			text := fmt.Sprintf("%T", req.Params.InputResponses["sample"])
+			switch r := req.Params.InputResponses["sample"].(type) {
+			case *mcp.CreateMessageResult:
+				if tc, ok := r.Content.(*mcp.TextContent); ok {
+					text = tc.Text
+				}
+			case *mcp.CreateMessageWithToolsResult:
+				if tc, ok := r.Content[0].(*mcp.TextContent); ok {
+					text = tc.Text
+				}
+			}
+			return textResult(in.Tag + " answered by " + text), nil, nil
 		})
 }
 

@@ -11,8 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -542,6 +544,53 @@ func TestMCPEndpointAskRules(t *testing.T) {
 	lines := auditLines(t, d)
 	if findAudit(lines, map[string]any{"method": "mcp tools/call", "code": "PermissionDenied", "denied_permission": "rule: ask mcp__demo__echo"}) == nil {
 		t.Errorf("no audit line of the refused call naming its rule in:\n%v", lines)
+	}
+}
+
+// TestMCPEndpointRequestsReachTheirHost: two hosts call the same tool at
+// once; the server asks each call's client for a sample (a 2026-07-28
+// input request, tied to its call), and each request reaches the host
+// whose call made it, not the host whose call started last. In each era
+// of host and with one of each.
+func TestMCPEndpointRequestsReachTheirHost(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	config := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"pair": {"command": %q, "env": {%q: %q}}}}`,
+		testBinary(t), fakeServerEnv, fakeAskPair))
+	_, url := startGateway(ctx, t, config)
+
+	// host connects a host whose sampling answer is its name.
+	host := func(t *testing.T, version, name string) *mcp.ClientSession {
+		return connectMCP(ctx, t, url, version, "", &mcp.ClientOptions{
+			CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+				return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: name}}, nil
+			},
+		})
+	}
+	for _, versions := range [][2]string{{mcpEras[0], mcpEras[0]}, {mcpEras[1], mcpEras[1]}, {mcpEras[0], mcpEras[1]}} {
+		t.Run(versions[0]+"+"+versions[1], func(t *testing.T) {
+			hosts := []*mcp.ClientSession{host(t, versions[0], "host-a"), host(t, versions[1], "host-b")}
+			waitTools(ctx, t, hosts[0], "mcp__pair__ask")
+			got := make([]string, len(hosts))
+			var wg sync.WaitGroup
+			for i, cs := range hosts {
+				tag := []string{"a", "b"}[i]
+				wg.Go(func() {
+					callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+					defer cancel()
+					res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "mcp__pair__ask", Arguments: map[string]any{"count": len(hosts), "tag": tag}})
+					if err != nil {
+						got[i] = err.Error()
+						return
+					}
+					got[i] = toolText(t, res)
+				})
+			}
+			wg.Wait()
+			if want := []string{"a answered by host-a", "b answered by host-b"}; !slices.Equal(got, want) {
+				t.Errorf("results: got %q, want %q", got, want)
+			}
+		})
 	}
 }
 

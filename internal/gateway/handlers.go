@@ -31,7 +31,8 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	caller := g.callerOf(req)
 	stateless := statelessHost(req.ProtocolVersion())
 	if !stateless {
-		stop := g.answerServerRequests(ctx, req.Session, caller, server)
+		var stop func()
+		ctx, stop = g.answerServerRequests(ctx, req.Session, caller, server)
 		defer stop()
 	}
 

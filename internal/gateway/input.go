@@ -78,7 +78,7 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 		broker := g.mgr.Requests()
 		kinds := g.answerable(caps, caller, server)
 		if broker == nil || len(kinds) == 0 {
-			res, err := do(ctx)
+			res, err := do(mcpclient.WithAnswerer(ctx, nil))
 			return res, nil, "", err
 		}
 		agent := broker.Attach([]string{server}, kinds)
@@ -92,7 +92,7 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 			cancelUp()
 		})
 		go func() {
-			res, err := do(upCtx)
+			res, err := do(mcpclient.WithAnswerer(upCtx, agent))
 			s.done <- outcomeOf{res, err}
 		}()
 	}
@@ -227,7 +227,8 @@ func (g *Gateway) maybeWithInput(ctx context.Context, req hostRequest, server, s
 	do func(context.Context) (mcp.Result, error)) (mcp.Result, mcp.InputRequestMap, string, error) {
 	if !statelessHost(req.ProtocolVersion()) {
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-			stop := g.answerServerRequests(ctx, ss, g.callerOf(req), server)
+			var stop func()
+			ctx, stop = g.answerServerRequests(ctx, ss, g.callerOf(req), server)
 			defer stop()
 		}
 		res, err := do(ctx)

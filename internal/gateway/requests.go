@@ -19,45 +19,40 @@ const codeDeclined = -1
 // whose tool call, prompt or read runs to the Manager's broker as the
 // answerer of the server's sampling, elicitation and roots requests, for
 // the kinds the host declared and the caller may answer, until stop. The
-// broker asks the newest attached answerer, so a request the server makes
-// meanwhile reaches this host, on the request's stream. (A 2026-07-28 host
-// takes no requests: input.go relays them as input-required results.)
-func (g *Gateway) answerServerRequests(ctx context.Context, ss *mcp.ServerSession, caller access.Caller, server string) (stop func()) {
+// returned context is the one to make the upstream request with: a request
+// the server makes as part of it goes to this host alone (or, when the
+// host answers nothing, to nobody), not to another host's concurrent call.
+// A request that carries nothing to tie it to the call (a legacy server's)
+// goes to the newest attached answerer, so it reaches this host, on the
+// request's stream, while this host's call is the latest. (A 2026-07-28
+// host takes no requests: input.go relays them as input-required results.)
+func (g *Gateway) answerServerRequests(ctx context.Context, ss *mcp.ServerSession, caller access.Caller, server string) (context.Context, func()) {
 	broker := g.mgr.Requests()
 	if broker == nil || ss == nil || server == "" {
-		return func() {}
+		return mcpclient.WithAnswerer(ctx, nil), func() {}
 	}
 	ip := ss.InitializeParams()
 	if ip == nil || ip.Capabilities == nil || ip.ProtocolVersion >= "2026-07-28" {
-		return func() {}
+		return mcpclient.WithAnswerer(ctx, nil), func() {}
 	}
-	var kinds []mcpclient.RequestKind
-	want := func(kind mcpclient.RequestKind, declared bool) {
-		if declared && g.allowed(caller, access.Action{Verb: access.AnswerRequests, Server: server, RequestKind: kind.String()}) {
-			kinds = append(kinds, kind)
-		}
-	}
-	caps := ip.Capabilities
-	want(mcpclient.KindSampling, caps.Sampling != nil)
-	want(mcpclient.KindElicitation, caps.Elicitation != nil)
-	want(mcpclient.KindRoots, caps.RootsV2 != nil)
+	kinds := g.answerable(ip.Capabilities, caller, server)
 	if len(kinds) == 0 {
-		return func() {}
+		return mcpclient.WithAnswerer(ctx, nil), func() {}
 	}
 	agent := broker.Attach([]string{server}, kinds)
-	ctx, cancel := context.WithCancel(ctx)
+	askCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
 			select {
-			case <-ctx.Done():
+			case <-askCtx.Done():
 				return
 			case req := <-agent.Requests():
-				wg.Go(func() { _ = broker.Answer(agent, req.ID, askHost(ctx, ss, req)) })
+				wg.Go(func() { _ = broker.Answer(agent, req.ID, askHost(askCtx, ss, req)) })
 			}
 		}
 	})
-	return func() {
+	return mcpclient.WithAnswerer(ctx, agent), func() {
 		broker.Detach(agent)
 		cancel()
 		wg.Wait()

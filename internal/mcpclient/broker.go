@@ -195,10 +195,41 @@ func (k RequestKind) String() string {
 // errNoAgent means no attached agent takes the request.
 var errNoAgent = fmt.Errorf("no agent is attached for this request")
 
+// callAnswererKey is the context key of WithAnswerer.
+type callAnswererKey struct{}
+
+// callAnswerer is the answerer a call's context names; agent may be nil.
+type callAnswerer struct{ agent *Agent }
+
+// WithAnswerer returns ctx for an upstream call whose own sampling,
+// elicitation and roots requests go to a alone, or, when a is nil, to
+// nobody (they are answered as with no agent). A server's request belongs
+// to a call when it arrives with the call's context: a 2026-07-28 server's
+// input requests do, through the SDK's multi-round-trip middleware. A
+// request on a legacy session carries nothing that ties it to a call and
+// still goes to the newest matching agent. Approval and authorization
+// requests are mcpd's own and are not pinned.
+func WithAnswerer(ctx context.Context, a *Agent) context.Context {
+	return context.WithValue(ctx, callAnswererKey{}, callAnswerer{a})
+}
+
+// pinned reports the agent that alone may answer req when ctx is a call's
+// that named one with WithAnswerer.
+func pinned(ctx context.Context, kind RequestKind) (callAnswerer, bool) {
+	switch kind {
+	case KindSampling, KindElicitation, KindRoots:
+		c, ok := ctx.Value(callAnswererKey{}).(callAnswerer)
+		return c, ok
+	}
+	return callAnswerer{}, false
+}
+
 // ask hands a request to the newest matching agent with room in its queue
-// and waits for the reply, the deadline, or ctx. It returns errNoAgent when
-// no agent takes the request, or when the agent detaches before replying.
+// (or only to the one ctx's call pinned: WithAnswerer) and waits for the
+// reply, the deadline, or ctx. It returns errNoAgent when no agent takes
+// the request, or when the agent detaches before replying.
 func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
+	only, isPinned := pinned(ctx, req.Kind)
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	req.Deadline, _ = ctx.Deadline()
@@ -209,7 +240,7 @@ func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
 	req.ID = strconv.FormatUint(b.nextID, 10)
 	for i := len(b.agents) - 1; i >= 0 && p.agent == nil; i-- {
 		a := b.agents[i]
-		if !a.wants(req.Server, req.Kind) {
+		if !a.wants(req.Server, req.Kind) || (isPinned && a != only.agent) {
 			continue
 		}
 		select {

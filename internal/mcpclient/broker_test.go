@@ -66,3 +66,56 @@ func TestBrokerApprove(t *testing.T) {
 		t.Errorf("caller gone: got %v, want context.Canceled", err)
 	}
 }
+
+// TestBrokerPinnedAnswerer: a call that names its answerer has its
+// server's requests answered by that agent alone, even when a newer one
+// takes them; approvals are not pinned.
+func TestBrokerPinnedAnswerer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := NewBroker(&BrokerOptions{Timeout: 20 * time.Second})
+	older := b.Attach([]string{"demo"}, []RequestKind{KindSampling})
+	defer b.Detach(older)
+	newer := b.Attach([]string{"demo"}, []RequestKind{KindSampling, KindElicitation, KindApproval})
+	defer b.Detach(newer)
+
+	// answer replies to one request of a with the agent's name.
+	answer := func(a *Agent, name string) {
+		req := <-a.Requests()
+		if err := b.Answer(a, req.ID, Reply{Error: &jsonrpc.Error{Message: name}}); err != nil {
+			t.Errorf("Answer: %v", err)
+		}
+	}
+	ask := func(ctx context.Context, kind RequestKind) (string, error) {
+		r, err := b.ask(ctx, &ServerRequest{Server: "demo", Kind: kind})
+		if err != nil {
+			return "", err
+		}
+		return r.Error.Message, nil
+	}
+
+	go answer(newer, "newer")
+	if got, err := ask(ctx, KindSampling); got != "newer" || err != nil {
+		t.Errorf("unpinned: got %q, %v; want the newest agent", got, err)
+	}
+	go answer(older, "older")
+	if got, err := ask(WithAnswerer(ctx, older), KindSampling); got != "older" || err != nil {
+		t.Errorf("pinned to the older agent: got %q, %v", got, err)
+	}
+	// The pinned agent does not take elicitation: nobody else is asked.
+	if got, err := ask(WithAnswerer(ctx, older), KindElicitation); !errors.Is(err, errNoAgent) {
+		t.Errorf("pinned, kind not taken: got %q, %v; want errNoAgent", got, err)
+	}
+	if got, err := ask(WithAnswerer(ctx, nil), KindSampling); !errors.Is(err, errNoAgent) {
+		t.Errorf("pinned to nobody: got %q, %v; want errNoAgent", got, err)
+	}
+	// Approvals are mcpd's questions, not the call's server's.
+	go answer(newer, "newer")
+	if got, err := ask(WithAnswerer(ctx, older), KindApproval); got != "newer" || err != nil {
+		t.Errorf("approval in a pinned call: got %q, %v; want the approver", got, err)
+	}
+	b.Detach(older)
+	if got, err := ask(WithAnswerer(ctx, older), KindSampling); !errors.Is(err, errNoAgent) {
+		t.Errorf("pinned agent detached: got %q, %v; want errNoAgent", got, err)
+	}
+}
