@@ -166,6 +166,12 @@ func (ca *testCA) pool() *x509.CertPool {
 // certPath, present that client certificate.
 func clientTLS(t *testing.T, serverCA *testCA, certPath, keyPath string) credentials.TransportCredentials {
 	t.Helper()
+	return credentials.NewTLS(clientTLSConfig(t, serverCA, certPath, keyPath))
+}
+
+// clientTLSConfig is clientTLS's configuration, for HTTP clients.
+func clientTLSConfig(t *testing.T, serverCA *testCA, certPath, keyPath string) *tls.Config {
+	t.Helper()
 	cfg := &tls.Config{RootCAs: serverCA.pool(), MinVersion: tls.VersionTLS12}
 	if certPath != "" {
 		pair, err := tls.LoadX509KeyPair(certPath, keyPath)
@@ -174,5 +180,5 @@ func clientTLS(t *testing.T, serverCA *testCA, certPath, keyPath string) credent
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}
-	return credentials.NewTLS(cfg)
+	return cfg
 }

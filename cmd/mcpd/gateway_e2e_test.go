@@ -599,18 +599,26 @@ func TestMCPEndpointRequestsReachTheirHost(t *testing.T) {
 // body is closed when the test ends.
 func mcpRequest(ctx context.Context, t *testing.T, method, url, token, session, body string) *http.Response {
 	t.Helper()
+	return mcpRequestWith(ctx, t, http.DefaultClient, method, url, token, session, body)
+}
+
+// mcpRequestWith is mcpRequest through client; an empty token sends none.
+func mcpRequestWith(ctx context.Context, t *testing.T, client *http.Client, method, url, token, session, body string) *http.Response {
+	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)
 		req.Header.Set("Mcp-Protocol-Version", mcpEras[0])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,6 +652,48 @@ func TestMCPEndpointSessionOwner(t *testing.T) {
 		t.Errorf("another caller with the session's id: got %d, want 403", resp.StatusCode)
 	}
 	if resp := post(readerToken, session, list); resp.StatusCode != http.StatusOK {
+		t.Errorf("the session's own caller: got %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestMCPEndpointSessionOwnerByCertificate: callers known by their client
+// certificate own their MCP sessions too.
+func TestMCPEndpointSessionOwnerByCertificate(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	serverCA := newCA(t, "server")
+	clientCA := newCA(t, "clients")
+	cert, key := serverCA.serverCert(t, "mcpd")
+	callers := writeCallers(t, `{"callers": [
+	  {"name": "alpha", "dns_name": "alpha.e2e.test", "permissions": {"servers": ["demo"]}},
+	  {"name": "beta", "dns_name": "beta.e2e.test", "permissions": {"servers": ["demo"]}}
+	]}`)
+	alphaCert, alphaKey := clientCA.issue(t, "alpha", certSpec{cn: "alpha", dns: []string{"alpha.e2e.test"}})
+	betaCert, betaKey := clientCA.issue(t, "beta", certSpec{cn: "beta", dns: []string{"beta.e2e.test"}})
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := startDaemon(ctx, t, daemonOptions{
+		args:  []string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA.path, "--callers", callers, "--mcp-listen", addr},
+		creds: clientTLS(t, serverCA, alphaCert, alphaKey),
+	})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	httpsClient := func(cert, key string) *http.Client {
+		tr := &http.Transport{TLSClientConfig: clientTLSConfig(t, serverCA, cert, key)}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr}
+	}
+	alpha, beta := httpsClient(alphaCert, alphaKey), httpsClient(betaCert, betaKey)
+	url := "https://" + addr + "/mcp"
+
+	init := mcpRequestWith(ctx, t, alpha, http.MethodPost, url, "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcpEras[0]+`","capabilities":{},"clientInfo":{"name":"owner","version":"0"}}}`)
+	session := init.Header.Get("Mcp-Session-Id")
+	if init.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize: got %d and session %q", init.StatusCode, session)
+	}
+	const list = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	if resp := mcpRequestWith(ctx, t, beta, http.MethodPost, url, "", session, list); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another caller's certificate with the session's id: got %d, want 403", resp.StatusCode)
+	}
+	if resp := mcpRequestWith(ctx, t, alpha, http.MethodPost, url, "", session, list); resp.StatusCode != http.StatusOK {
 		t.Errorf("the session's own caller: got %d, want 200", resp.StatusCode)
 	}
 }

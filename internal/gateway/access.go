@@ -60,9 +60,11 @@ func (r *callerRefs) get(ref string) (access.Caller, bool) {
 // (401, with WWW-Authenticate: Bearer) and passes the others on with
 // their caller's reference.
 //
-// A request with a bearer token also reaches the SDK with the caller as
-// the token's user, so that the SDK keeps each session to the caller who
-// opened it (another caller who learns a session's id gets 403).
+// Every request reaches the SDK with the caller as its bearer token's
+// user, so that the SDK keeps each session to the caller who opened it
+// (another caller who learns a session's id gets 403). A caller known by
+// its certificate, or the anonymous caller, sent no token: the caller's
+// reference stands in for one.
 func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	owned := auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 		c, ok := g.callers.get(r.Header.Get(callerHeader))
@@ -100,11 +102,10 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		defer done()
 		r.Header.Del(callerHeader)
 		r.Header.Set(callerHeader, ref)
-		if creds.Token != "" {
-			owned.ServeHTTP(w, r)
-			return
+		if creds.Token == "" {
+			r.Header.Set("Authorization", "Bearer "+ref)
 		}
-		next.ServeHTTP(w, r)
+		owned.ServeHTTP(w, r)
 	})
 }
 
