@@ -101,6 +101,7 @@ func NewBroker(opts *BrokerOptions) *Broker {
 
 // Agent is one attached answerer of server requests.
 type Agent struct {
+	owner    string        // the caller it answers for (OnBehalfOf)
 	servers  []string      // empty: all
 	kinds    []RequestKind // empty: all
 	requests chan *ServerRequest
@@ -116,10 +117,11 @@ func (a *Agent) wants(server string, kind RequestKind) bool {
 		((len(a.kinds) == 0 && kind != KindAuthorization && kind != KindApproval) || slices.Contains(a.kinds, kind))
 }
 
-// Attach registers an agent for the given servers and kinds (empty means
-// all). Detach it when its stream ends.
-func (b *Broker) Attach(servers []string, kinds []RequestKind) *Agent {
+// Attach registers an agent of owner (a caller's name) for the given
+// servers and kinds (empty means all). Detach it when its stream ends.
+func (b *Broker) Attach(owner string, servers []string, kinds []RequestKind) *Agent {
 	a := &Agent{
+		owner:    owner,
 		servers:  slices.Clone(servers),
 		kinds:    slices.Clone(kinds),
 		requests: make(chan *ServerRequest, b.queueSize),
@@ -195,8 +197,11 @@ func (k RequestKind) String() string {
 // errNoAgent means no attached agent takes the request.
 var errNoAgent = fmt.Errorf("no agent is attached for this request")
 
-// callAnswererKey is the context key of WithAnswerer.
-type callAnswererKey struct{}
+// Context keys of WithAnswerer and OnBehalfOf.
+type (
+	callAnswererKey struct{}
+	onBehalfOfKey   struct{}
+)
 
 // callAnswerer is the answerer a call's context names; agent may be nil.
 type callAnswerer struct{ agent *Agent }
@@ -208,28 +213,34 @@ type callAnswerer struct{ agent *Agent }
 // input requests do, through the SDK's multi-round-trip middleware. A
 // request on a legacy session carries nothing that ties it to a call and
 // still goes to the newest matching agent. Approval and authorization
-// requests are mcpd's own and are not pinned.
+// requests are mcpd's own and are not routed by the call.
 func WithAnswerer(ctx context.Context, a *Agent) context.Context {
 	return context.WithValue(ctx, callAnswererKey{}, callAnswerer{a})
 }
 
-// pinned reports the agent that alone may answer req when ctx is a call's
-// that named one with WithAnswerer.
-func pinned(ctx context.Context, kind RequestKind) (callAnswerer, bool) {
-	switch kind {
-	case KindSampling, KindElicitation, KindRoots:
-		c, ok := ctx.Value(callAnswererKey{}).(callAnswerer)
-		return c, ok
-	}
-	return callAnswerer{}, false
+// OnBehalfOf returns ctx for upstream calls made for owner (a caller's
+// name): the sampling, elicitation and roots requests that belong to such
+// a call (see WithAnswerer) go to the newest of owner's agents that takes
+// them, and only when owner has none to the newest of any.
+func OnBehalfOf(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, onBehalfOfKey{}, owner)
 }
 
 // ask hands a request to the newest matching agent with room in its queue
-// (or only to the one ctx's call pinned: WithAnswerer) and waits for the
-// reply, the deadline, or ctx. It returns errNoAgent when no agent takes
-// the request, or when the agent detaches before replying.
+// (routed by the call's context: WithAnswerer, OnBehalfOf) and waits for
+// the reply, the deadline, or ctx. It returns errNoAgent when no agent
+// takes the request, or when the agent detaches before replying.
 func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
-	only, isPinned := pinned(ctx, req.Kind)
+	var (
+		only              callAnswerer
+		owner             string
+		isPinned, isOwned bool
+	)
+	switch req.Kind {
+	case KindSampling, KindElicitation, KindRoots:
+		only, isPinned = ctx.Value(callAnswererKey{}).(callAnswerer)
+		owner, isOwned = ctx.Value(onBehalfOfKey{}).(string)
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	req.Deadline, _ = ctx.Deadline()
@@ -238,16 +249,29 @@ func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
 	b.mu.Lock()
 	b.nextID++
 	req.ID = strconv.FormatUint(b.nextID, 10)
-	for i := len(b.agents) - 1; i >= 0 && p.agent == nil; i-- {
-		a := b.agents[i]
-		if !a.wants(req.Server, req.Kind) || (isPinned && a != only.agent) {
-			continue
+	// offer hands req to the newest agent that matches and has room.
+	offer := func(match func(*Agent) bool) {
+		for i := len(b.agents) - 1; i >= 0 && p.agent == nil; i-- {
+			a := b.agents[i]
+			if !a.wants(req.Server, req.Kind) || !match(a) {
+				continue
+			}
+			select {
+			case a.requests <- req:
+				p.agent = a
+			default: // full: a stalled agent must not stall the server
+			}
 		}
-		select {
-		case a.requests <- req:
-			p.agent = a
-		default: // full: a stalled agent must not stall the server
-		}
+	}
+	anyAgent := func(*Agent) bool { return true }
+	switch {
+	case isPinned:
+		offer(func(a *Agent) bool { return a == only.agent })
+	case isOwned:
+		offer(func(a *Agent) bool { return a.owner == owner })
+		offer(anyAgent)
+	default:
+		offer(anyAgent)
 	}
 	if p.agent != nil {
 		b.pending[req.ID] = p

@@ -15,13 +15,13 @@ func TestBrokerApprove(t *testing.T) {
 	b := NewBroker(&BrokerOptions{Timeout: 20 * time.Second})
 
 	// An agent registered for every kind predates approvals: it gets none.
-	all := b.Attach(nil, nil)
+	all := b.Attach("", nil, nil)
 	defer b.Detach(all)
 	if _, err := b.Approve(ctx, "demo", &ApprovalRequest{Tool: "mcp__demo__echo"}); !errors.Is(err, ErrNoApprover) {
 		t.Fatalf("with only an all-kinds agent: got %v, want ErrNoApprover", err)
 	}
 
-	agent := b.Attach([]string{"demo"}, []RequestKind{KindApproval})
+	agent := b.Attach("", []string{"demo"}, []RequestKind{KindApproval})
 	defer b.Detach(agent)
 	if _, err := b.Approve(ctx, "other", &ApprovalRequest{Tool: "mcp__other__echo"}); !errors.Is(err, ErrNoApprover) {
 		t.Fatalf("another server: got %v, want ErrNoApprover", err)
@@ -55,7 +55,7 @@ func TestBrokerApprove(t *testing.T) {
 
 	// An agent that never answers.
 	short := NewBroker(&BrokerOptions{Timeout: 100 * time.Millisecond})
-	silent := short.Attach(nil, []RequestKind{KindApproval})
+	silent := short.Attach("", nil, []RequestKind{KindApproval})
 	defer short.Detach(silent)
 	if _, err := short.Approve(ctx, "demo", &ApprovalRequest{Tool: "mcp__demo__echo"}); !errors.Is(err, ErrApprovalTimeout) {
 		t.Errorf("unanswered: got %v, want ErrApprovalTimeout", err)
@@ -67,16 +67,17 @@ func TestBrokerApprove(t *testing.T) {
 	}
 }
 
-// TestBrokerPinnedAnswerer: a call that names its answerer has its
-// server's requests answered by that agent alone, even when a newer one
-// takes them; approvals are not pinned.
-func TestBrokerPinnedAnswerer(t *testing.T) {
+// TestBrokerRoutesByCall: a call that names its answerer has its server's
+// requests answered by that agent alone, even when a newer one takes them;
+// a call made on behalf of a caller prefers that caller's agents; neither
+// routes approvals.
+func TestBrokerRoutesByCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := NewBroker(&BrokerOptions{Timeout: 20 * time.Second})
-	older := b.Attach([]string{"demo"}, []RequestKind{KindSampling})
+	older := b.Attach("alice", []string{"demo"}, []RequestKind{KindSampling})
 	defer b.Detach(older)
-	newer := b.Attach([]string{"demo"}, []RequestKind{KindSampling, KindElicitation, KindApproval})
+	newer := b.Attach("bob", []string{"demo"}, []RequestKind{KindSampling, KindElicitation, KindApproval})
 	defer b.Detach(newer)
 
 	// answer replies to one request of a with the agent's name.
@@ -102,6 +103,25 @@ func TestBrokerPinnedAnswerer(t *testing.T) {
 	if got, err := ask(WithAnswerer(ctx, older), KindSampling); got != "older" || err != nil {
 		t.Errorf("pinned to the older agent: got %q, %v", got, err)
 	}
+	go answer(older, "older")
+	if got, err := ask(OnBehalfOf(ctx, "alice"), KindSampling); got != "older" || err != nil {
+		t.Errorf("on behalf of alice: got %q, %v; want alice's agent", got, err)
+	}
+	// alice has no agent for elicitation, carol none at all: the newest
+	// agent is asked.
+	go answer(newer, "newer")
+	if got, err := ask(OnBehalfOf(ctx, "alice"), KindElicitation); got != "newer" || err != nil {
+		t.Errorf("on behalf of alice, kind she does not take: got %q, %v; want the newest agent", got, err)
+	}
+	go answer(newer, "newer")
+	if got, err := ask(OnBehalfOf(ctx, "carol"), KindSampling); got != "newer" || err != nil {
+		t.Errorf("on behalf of carol: got %q, %v; want the newest agent", got, err)
+	}
+	// Pinning wins over the owner.
+	go answer(older, "older")
+	if got, err := ask(WithAnswerer(OnBehalfOf(ctx, "bob"), older), KindSampling); got != "older" || err != nil {
+		t.Errorf("pinned and on behalf of bob: got %q, %v; want the pinned agent", got, err)
+	}
 	// The pinned agent does not take elicitation: nobody else is asked.
 	if got, err := ask(WithAnswerer(ctx, older), KindElicitation); !errors.Is(err, errNoAgent) {
 		t.Errorf("pinned, kind not taken: got %q, %v; want errNoAgent", got, err)
@@ -111,7 +131,7 @@ func TestBrokerPinnedAnswerer(t *testing.T) {
 	}
 	// Approvals are mcpd's questions, not the call's server's.
 	go answer(newer, "newer")
-	if got, err := ask(WithAnswerer(ctx, older), KindApproval); got != "newer" || err != nil {
+	if got, err := ask(OnBehalfOf(WithAnswerer(ctx, older), "alice"), KindApproval); got != "newer" || err != nil {
 		t.Errorf("approval in a pinned call: got %q, %v; want the approver", got, err)
 	}
 	b.Detach(older)

@@ -39,7 +39,9 @@ func authenticate(authz *access.Authorizer, audit *access.Auditor) auth.AuthFunc
 		if caller.Name != access.AnonymousCallerName {
 			logging.AddFields(ctx, logging.Fields{"caller", caller.Name})
 		}
-		return access.NewContext(ctx, caller), nil
+		// The server requests of the caller's calls go to its own agents
+		// first.
+		return mcpclient.OnBehalfOf(access.NewContext(ctx, caller), caller.Name), nil
 	}
 }
 

@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,5 +135,72 @@ func TestServerRequestsFollowReload(t *testing.T) {
 	}
 	if got := seen(); len(got) != 0 {
 		t.Errorf("the agent got %d requests after its permission was withdrawn, want none", len(got))
+	}
+}
+
+// TestServerRequestsGoToTheCallersAgent: alice and bob each attach an
+// agent; a 2026-07-28 server's requests, which belong to the call that
+// made them, reach the agent of the caller who called (not the newest
+// agent), and a caller without an agent gets the newest one's answer.
+func TestServerRequestsGoToTheCallersAgent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "callers.json")
+	var callers []string
+	for _, name := range []string{"alice", "bob", "carol"} {
+		if err := os.WriteFile(filepath.Join(dir, name+".token"), []byte(name+"-token"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// alice connects the server.
+		manage := name == "alice"
+		callers = append(callers, fmt.Sprintf(`{"name": %q, "token_file": "%s.token", "permissions": {"servers": ["*"], "tools": ["*"], "manage": %t, "server_requests": ["sampling", "elicitation", "roots"]}}`, name, name, manage))
+	}
+	if err := os.WriteFile(path, []byte(`{"callers": [`+strings.Join(callers, ",")+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	authz, err := access.New(&access.Options{CallersFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Calls without a token are alice's.
+	withToken := func(ctx context.Context) context.Context {
+		if md, _ := metadata.FromOutgoingContext(ctx); len(md.Get("authorization")) == 0 {
+			return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer alice-token")
+		}
+		return ctx
+	}
+	e := newEnv(t, &envOptions{server: Options{Access: authz}, requestTimeout: time.Minute, dialOpts: []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(withToken(ctx), method, req, reply, cc, opts...)
+		}),
+	}})
+	ctx := testContext(t)
+	as := func(name string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+name+"-token")
+	}
+	e.connect(t, "s", newSurfaceServer(t, eras[0].versions).srv)
+	// Each agent answers with its caller's name, alice's first, bob's
+	// newest.
+	for _, name := range []string{"alice", "bob"} {
+		attachAgent(t, as(name), e, nil, func(r *mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply {
+			switch {
+			case r.GetElicitation() != nil:
+				content, _ := structpb.NewStruct(map[string]any{"name": name})
+				return &mcpdv1.ServerRequestReply{Id: r.GetId(), Result: &mcpdv1.ServerRequestReply_Elicitation{
+					Elicitation: &mcpdv1.ElicitationResult{Action: mcpdv1.ElicitationAction_ELICITATION_ACTION_ACCEPT, Content: content}}}
+			case r.GetSampling() != nil:
+				return &mcpdv1.ServerRequestReply{Id: r.GetId(), Result: &mcpdv1.ServerRequestReply_Sampling{Sampling: &mcpdv1.SamplingResult{
+					Role: mcpdv1.Role_ROLE_ASSISTANT, Model: "m", Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: name}}}}}}}
+			}
+			return nil
+		})
+	}
+	for caller, want := range map[string]string{"alice": "alice", "bob": "bob", "carol": "bob"} {
+		res, err := e.client.CallTool(as(caller), &mcpdv1.CallToolRequest{Name: "mcp__s__ask"})
+		if err != nil {
+			t.Fatalf("%s calls ask: %v", caller, err)
+		}
+		if got, w := res.GetContent()[0].GetText().GetText(), "elicit:accept:"+want+" sample:"+want; got != w {
+			t.Errorf("%s's call: the tool saw %q, want %q", caller, got, w)
+		}
 	}
 }

@@ -206,7 +206,8 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 		}
 		kinds = append(kinds, kind)
 	}
-	agent := h.broker.Attach(reg.GetServers(), kinds)
+	caller, _ := access.FromContext(ctx)
+	agent := h.broker.Attach(caller.Name, reg.GetServers(), kinds)
 	defer h.broker.Detach(agent)
 	if err := stream.Send(&mcpdv1.HandleServerRequestsResponse{
 		Message: &mcpdv1.HandleServerRequestsResponse_Registered{Registered: reg},
