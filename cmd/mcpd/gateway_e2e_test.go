@@ -315,6 +315,65 @@ func TestMCPStdioGoClient(t *testing.T) {
 	}
 }
 
+// TestMCPStdioBatch: a 2025-03-26 host's JSON-RPC batch reaches mcpd as
+// one, and its answers come back to the host as one batch; a later
+// revision's batch, which mcpd refuses, comes back as one batch of errors.
+func TestMCPStdioBatch(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	_, url := startGateway(ctx, t, "")
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__demo__echo")
+	const batch = `[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__demo__add","arguments":{"a":40,"b":2}}},` +
+		`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","id":"three","method":"ping"}]`
+	for version, want := range map[string]string{"2025-03-26": `{"2":"42","three":"{}"}`, "2025-11-25": `{"2":"error","three":"error"}`} {
+		t.Run(version, func(t *testing.T) {
+			cmd := exec.CommandContext(ctx, mcpdBinary(t), "mcp-stdio", "--connect", url)
+			cmd.Env = daemonEnv()
+			cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+` + batch + "\n")
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("mcp-stdio: %v", err)
+			}
+			var answers []struct {
+				ID     any             `json:"id"`
+				Result json.RawMessage `json:"result"`
+				Error  *struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			for line := range strings.Lines(string(out)) {
+				if strings.HasPrefix(line, "[") {
+					if answers != nil {
+						t.Errorf("more than one batch in %q", out)
+					}
+					if err := json.Unmarshal([]byte(line), &answers); err != nil {
+						t.Fatalf("batch %q: %v", line, err)
+					}
+				}
+			}
+			got := map[string]string{}
+			for _, a := range answers {
+				switch {
+				case a.Error != nil:
+					got[fmt.Sprint(a.ID)] = "error"
+					if !strings.Contains(a.Error.Message, "batch") {
+						t.Errorf("error %q: want it to say batches are refused", a.Error.Message)
+					}
+				case strings.Contains(string(a.Result), `"42"`):
+					got[fmt.Sprint(a.ID)] = "42"
+				default:
+					got[fmt.Sprint(a.ID)] = string(a.Result)
+				}
+			}
+			if b, _ := json.Marshal(got); string(b) != want {
+				t.Errorf("answers: got %s, want %s; output:\n%s", b, want, out)
+			}
+		})
+	}
+}
+
 // TestMCPEndpointPermissions: the endpoint applies the callers file with
 // the gRPC edge's check: lists show what the caller may use, calls beyond
 // its permissions are refused, an unknown token gets 401.

@@ -39,12 +39,13 @@ const stdioRetry = time.Second
 
 // runMCPStdio is `mcpd mcp-stdio`: it bridges an MCP host that starts
 // stdio servers to a running mcpd's MCP endpoint (--mcp-listen). Each
-// newline-delimited message from stdin is POSTed to the endpoint; each
-// message mcpd answers with, as JSON or as server-sent events, and each
-// message on the session's standalone stream, is written to stdout. The
-// bridge reads the messages only to learn the session id and protocol
-// version, which Streamable HTTP carries in headers; it works for both
-// protocol eras. MCPD_API_TOKEN, if set, is sent as the bearer token.
+// newline-delimited message (or JSON-RPC batch) from stdin is POSTed to
+// the endpoint; each message mcpd answers with, as JSON or as server-sent
+// events, and each message on the session's standalone stream, is written
+// to stdout (the answers to a batch as one batch). The bridge reads the
+// messages only to learn the session id and protocol version, which
+// Streamable HTTP carries in headers, and to gather a batch's answers; it
+// works for both protocol eras. MCPD_API_TOKEN, if set, is sent as the bearer token.
 func runMCPStdio(args []string, lookup func(string) (string, bool), stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcpd mcp-stdio", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -131,19 +132,27 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 		if len(line) == 0 {
 			continue
 		}
+		body := bytes.Clone(line)
+		if line[0] == '[' {
+			// A JSON-RPC batch (2025-03-26 only): mcpd answers it as one,
+			// or refuses it for a later revision.
+			if batch, ok := decodeBatch(line); ok {
+				wg.Go(func() { b.post(ctx, batch, true, body) })
+			}
+			continue
+		}
 		msg, err := jsonrpc.DecodeMessage(line)
 		if err != nil {
 			continue // not a message: nothing to answer
 		}
-		body := bytes.Clone(line)
 		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "initialize" {
 			// The session starts with this answer: what follows needs
 			// its id.
-			b.post(ctx, msg, body)
+			b.post(ctx, []jsonrpc.Message{msg}, false, body)
 			b.startStandalone(streamCtx, &streams)
 			continue
 		}
-		wg.Go(func() { b.post(ctx, msg, body) })
+		wg.Go(func() { b.post(ctx, []jsonrpc.Message{msg}, false, body) })
 	}
 	wg.Wait()
 	cancel()
@@ -154,12 +163,34 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 	return nil
 }
 
-// post sends one message and relays what mcpd answers.
-func (b *bridge) post(ctx context.Context, msg jsonrpc.Message, body []byte) {
-	req, _ := msg.(*jsonrpc.Request)
+// decodeBatch returns the messages of a JSON-RPC batch, or false when
+// line is not one (an empty batch included).
+func decodeBatch(line []byte) ([]jsonrpc.Message, bool) {
+	var raw []json.RawMessage
+	if json.Unmarshal(line, &raw) != nil || len(raw) == 0 {
+		return nil, false
+	}
+	msgs := make([]jsonrpc.Message, len(raw))
+	for i, r := range raw {
+		msg, err := jsonrpc.DecodeMessage(r)
+		if err != nil {
+			return nil, false
+		}
+		msgs[i] = msg
+	}
+	return msgs, true
+}
+
+// post sends one message, or a batch of them (body is then the batch),
+// and relays what mcpd answers.
+func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, body []byte) {
+	var req *jsonrpc.Request // a lone request, whose headers it sets
+	if !batch {
+		req, _ = msgs[0].(*jsonrpc.Request)
+	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.endpoint, bytes.NewReader(body))
 	if err != nil {
-		b.fail(req, err.Error())
+		b.fail(msgs, batch, err.Error())
 		return
 	}
 	hreq.Header.Set("Content-Type", "application/json")
@@ -168,7 +199,7 @@ func (b *bridge) post(ctx context.Context, msg jsonrpc.Message, body []byte) {
 	resp, err := b.client.Do(hreq)
 	if err != nil {
 		if ctx.Err() == nil {
-			b.fail(req, "mcpd is not reachable: "+err.Error())
+			b.fail(msgs, batch, "mcpd is not reachable: "+err.Error())
 		}
 		return
 	}
@@ -183,10 +214,54 @@ func (b *bridge) post(ctx context.Context, msg jsonrpc.Message, body []byte) {
 		return
 	case resp.StatusCode >= 300:
 		text, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		b.fail(req, fmt.Sprintf("mcpd answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(text))))
+		b.fail(msgs, batch, fmt.Sprintf("mcpd answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(text))))
 		return
 	}
-	b.relay(resp, req != nil && req.Method == "initialize")
+	var answers *batchAnswers
+	if batch {
+		answers = newBatchAnswers(msgs)
+	}
+	b.relay(resp, req != nil && req.Method == "initialize", answers)
+	if answers != nil {
+		b.writeBatch(answers.flush())
+	}
+}
+
+// batchAnswers gathers the responses to a batch's requests, which mcpd may
+// send one by one as events, to write them to the host as one batch.
+type batchAnswers struct {
+	want int          // requests in the batch
+	ids  map[any]bool // their ids (Raw), until answered
+	got  []jsonrpc.Message
+}
+
+func newBatchAnswers(msgs []jsonrpc.Message) *batchAnswers {
+	a := &batchAnswers{ids: make(map[any]bool)}
+	for _, m := range msgs {
+		if r, ok := m.(*jsonrpc.Request); ok && r.IsCall() {
+			a.ids[r.ID.Raw()] = true
+			a.want++
+		}
+	}
+	return a
+}
+
+// take keeps msg if it answers one of the batch's requests.
+func (a *batchAnswers) take(msg jsonrpc.Message) bool {
+	r, ok := msg.(*jsonrpc.Response)
+	if !ok || !a.ids[r.ID.Raw()] {
+		return false
+	}
+	delete(a.ids, r.ID.Raw())
+	a.got = append(a.got, msg)
+	return true
+}
+
+// flush returns the answers gathered and forgets them.
+func (a *batchAnswers) flush() []jsonrpc.Message {
+	got := a.got
+	a.got = nil
+	return got
 }
 
 // setHeaders adds the bearer token, the session id and the protocol
@@ -246,10 +321,14 @@ func headerValue(v string) string {
 
 // relay writes the messages of an answer, JSON or server-sent events, to
 // stdout. From the answer to initialize it learns the protocol version.
-func (b *bridge) relay(resp *http.Response, initialize bool) {
-	write := func(data []byte) {
-		msg, err := jsonrpc.DecodeMessage(data)
-		if err != nil {
+// The answers to a batch's requests go to answers, and out as one batch
+// as soon as all have come.
+func (b *bridge) relay(resp *http.Response, initialize bool, answers *batchAnswers) {
+	one := func(msg jsonrpc.Message) {
+		if answers != nil && answers.take(msg) {
+			if len(answers.ids) == 0 {
+				b.writeBatch(answers.flush())
+			}
 			return
 		}
 		if r, ok := msg.(*jsonrpc.Response); ok && initialize && r.Error == nil {
@@ -263,6 +342,15 @@ func (b *bridge) relay(resp *http.Response, initialize bool) {
 			}
 		}
 		b.write(msg)
+	}
+	write := func(data []byte) {
+		if msgs, ok := decodeBatch(data); ok {
+			for _, msg := range msgs {
+				one(msg)
+			}
+		} else if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+			one(msg)
+		}
 	}
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		data, err := io.ReadAll(io.LimitReader(resp.Body, stdioMaxLine))
@@ -365,13 +453,22 @@ func (b *bridge) endSession() {
 	}
 }
 
-// fail answers a request that mcpd could not answer, so that the host
-// does not wait for it.
-func (b *bridge) fail(req *jsonrpc.Request, msg string) {
-	if req == nil || !req.IsCall() {
+// fail answers the requests among msgs that mcpd could not answer, so
+// that the host does not wait for them; a batch's as one batch.
+func (b *bridge) fail(msgs []jsonrpc.Message, batch bool, text string) {
+	var answers []jsonrpc.Message
+	for _, m := range msgs {
+		if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
+			answers = append(answers, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: text}})
+		}
+	}
+	if batch {
+		b.writeBatch(answers)
 		return
 	}
-	b.write(&jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}})
+	for _, a := range answers {
+		b.write(a)
+	}
 }
 
 func (b *bridge) write(msg jsonrpc.Message) {
@@ -379,6 +476,26 @@ func (b *bridge) write(msg jsonrpc.Message) {
 	if err != nil {
 		return
 	}
+	b.writeLine(data)
+}
+
+// writeBatch writes msgs as one JSON-RPC batch; none writes nothing.
+func (b *bridge) writeBatch(msgs []jsonrpc.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	items := make([]json.RawMessage, 0, len(msgs))
+	for _, m := range msgs {
+		if data, err := jsonrpc.EncodeMessage(m); err == nil {
+			items = append(items, data)
+		}
+	}
+	if data, err := json.Marshal(items); err == nil {
+		b.writeLine(data)
+	}
+}
+
+func (b *bridge) writeLine(data []byte) {
 	b.outMu.Lock()
 	defer b.outMu.Unlock()
 	_, _ = b.out.Write(append(data, '\n'))
