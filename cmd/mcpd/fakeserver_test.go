@@ -35,7 +35,7 @@ const (
 	fakeFreeze         = "freeze"            // legacy-only server whose tool "freeze" stops it reading anything
 	fakeRendezvous     = "rendezvous"        // real server that serves once its peers have started; tool "describe"
 	fakeFlood          = "flood"             // real server whose tool "flood" writes count log notifications of bytes bytes, then answers
-	fakeAskPair        = "ask-pair"          // real server whose tool "ask" waits for count calls, then asks each call's client to sample its tag
+	fakeAskPair        = "ask-pair"          // real server whose tool "ask" waits for count calls of a group, then asks each call's client to sample its tag
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
 	// fakeQuietClock is a real server whose resource fakeClockURI changes
 	// on every read, and which cannot notify (no resources.subscribe).
@@ -388,26 +388,29 @@ func addDescribeTool(srv *mcp.Server) {
 }
 
 // addAskPairTool adds the ask-pair fake's tool "ask": each call waits
-// until count calls have arrived (counting anew after each full group), so
-// that all of them are in flight at once, then asks for a sample of its tag (a 2026-07-28 input request,
-// which the SDK sends a legacy client as a sampling request) and returns
-// "<tag> answered by <the sample's text>".
+// until count calls of its group have arrived, so that all of them are in
+// flight at once, then asks for a sample of its tag (a 2026-07-28 input
+// request, which the SDK sends a legacy client as a sampling request) and
+// returns "<tag> answered by <the sample's text>".
 func addAskPairTool(srv *mcp.Server) {
 	var mu sync.Mutex
-	arrived := 0
-	all := make(chan struct{})
+	arrived := map[string]int{}
+	all := map[string]chan struct{}{}
 	type askArgs struct {
+		Group string `json:"group"`
 		Count int    `json:"count"`
 		Tag   string `json:"tag"`
 	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "ask", Description: "waits for count calls, then asks its client to sample tag"},
+	mcp.AddTool(srv, &mcp.Tool{Name: "ask", Description: "waits for count calls of group, then asks its client to sample tag"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in askArgs) (*mcp.CallToolResult, any, error) {
 			if len(req.Params.InputResponses) == 0 {
 				mu.Lock()
-				group := all
-				if arrived++; arrived >= in.Count {
-					close(all)
-					all, arrived = make(chan struct{}), 0
+				if all[in.Group] == nil {
+					all[in.Group] = make(chan struct{})
+				}
+				group := all[in.Group]
+				if arrived[in.Group]++; arrived[in.Group] == in.Count {
+					close(group)
 				}
 				mu.Unlock()
 				select {

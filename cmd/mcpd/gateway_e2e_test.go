@@ -317,21 +317,32 @@ func TestMCPStdioGoClient(t *testing.T) {
 
 // TestMCPStdioBatch: a 2025-03-26 host's JSON-RPC batch reaches mcpd as
 // one, and its answers come back to the host as one batch; a later
-// revision's batch, which mcpd refuses, comes back as one batch of errors.
+// revision's batch, and a batch with a message that does not parse, which
+// mcpd refuses, come back as one batch of errors.
 func TestMCPStdioBatch(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	_, url := startGateway(ctx, t, "")
 	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__demo__echo")
-	const batch = `[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__demo__add","arguments":{"a":40,"b":2}}},` +
-		`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","id":"three","method":"ping"}]`
-	for version, want := range map[string]string{"2025-03-26": `{"2":"42","three":"{}"}`, "2025-11-25": `{"2":"error","three":"error"}`} {
-		t.Run(version, func(t *testing.T) {
+	const (
+		add   = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__demo__add","arguments":{"a":40,"b":2}}}`
+		note  = `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`
+		ping  = `{"jsonrpc":"2.0","id":"three","method":"ping"}`
+		batch = "[" + add + "," + note + "," + ping + "]"
+	)
+	for _, tc := range []struct {
+		name, version, batch, want string
+	}{
+		{"2025-03-26", "2025-03-26", batch, `{"2":"42","three":"{}"}`},
+		{"2025-11-25", "2025-11-25", batch, `{"2":"error","three":"error"}`},
+		{"a message that does not parse", "2025-03-26", "[" + add + `,{"jsonrpc":"1.0","id":7},` + ping + "]", `{"2":"error","three":"error"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.CommandContext(ctx, mcpdBinary(t), "mcp-stdio", "--connect", url)
 			cmd.Env = daemonEnv()
-			cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}
+			cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + tc.version + `","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}
 {"jsonrpc":"2.0","method":"notifications/initialized"}
-` + batch + "\n")
+` + tc.batch + "\n")
 			out, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("mcp-stdio: %v", err)
@@ -358,8 +369,8 @@ func TestMCPStdioBatch(t *testing.T) {
 				switch {
 				case a.Error != nil:
 					got[fmt.Sprint(a.ID)] = "error"
-					if !strings.Contains(a.Error.Message, "batch") {
-						t.Errorf("error %q: want it to say batches are refused", a.Error.Message)
+					if !strings.Contains(a.Error.Message, "mcpd answered HTTP 400") {
+						t.Errorf("error %q: want it to say mcpd refused the batch", a.Error.Message)
 					}
 				case strings.Contains(string(a.Result), `"42"`):
 					got[fmt.Sprint(a.ID)] = "42"
@@ -367,8 +378,8 @@ func TestMCPStdioBatch(t *testing.T) {
 					got[fmt.Sprint(a.ID)] = string(a.Result)
 				}
 			}
-			if b, _ := json.Marshal(got); string(b) != want {
-				t.Errorf("answers: got %s, want %s; output:\n%s", b, want, out)
+			if b, _ := json.Marshal(got); string(b) != tc.want {
+				t.Errorf("answers: got %s, want %s; output:\n%s", b, tc.want, out)
 			}
 		})
 	}
@@ -606,17 +617,18 @@ func TestMCPEndpointAskRules(t *testing.T) {
 	}
 }
 
-// TestMCPEndpointRequestsReachTheirHost: two hosts call the same tool at
-// once; the server asks each call's client for a sample (a 2026-07-28
-// input request, tied to its call), and each request reaches the host
-// whose call made it, not the host whose call started last. In each era
-// of host and with one of each.
+// TestMCPEndpointRequestsReachTheirHost: two hosts and a gRPC agent-less
+// caller call the same tool at once; the server asks each call's client
+// for a sample (a 2026-07-28 input request, tied to its call), and each
+// host's request reaches that host, not the host whose call started last;
+// the gRPC call's reaches no host (it has no agent to go to, and is
+// declined). In each era of host and with one of each.
 func TestMCPEndpointRequestsReachTheirHost(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	config := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"pair": {"command": %q, "env": {%q: %q}}}}`,
 		testBinary(t), fakeServerEnv, fakeAskPair))
-	_, url := startGateway(ctx, t, config)
+	d, url := startGateway(ctx, t, config)
 
 	// host connects a host whose sampling answer is its name.
 	host := func(t *testing.T, version, name string) *mcp.ClientSession {
@@ -627,17 +639,20 @@ func TestMCPEndpointRequestsReachTheirHost(t *testing.T) {
 		})
 	}
 	for _, versions := range [][2]string{{mcpEras[0], mcpEras[0]}, {mcpEras[1], mcpEras[1]}, {mcpEras[0], mcpEras[1]}} {
-		t.Run(versions[0]+"+"+versions[1], func(t *testing.T) {
+		group := versions[0] + "+" + versions[1]
+		t.Run(group, func(t *testing.T) {
 			hosts := []*mcp.ClientSession{host(t, versions[0], "host-a"), host(t, versions[1], "host-b")}
 			waitTools(ctx, t, hosts[0], "mcp__pair__ask")
-			got := make([]string, len(hosts))
+			callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			args := func(tag string) map[string]any {
+				return map[string]any{"group": group, "count": len(hosts) + 1, "tag": tag}
+			}
+			got := make([]string, len(hosts)+1)
 			var wg sync.WaitGroup
 			for i, cs := range hosts {
-				tag := []string{"a", "b"}[i]
 				wg.Go(func() {
-					callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-					defer cancel()
-					res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "mcp__pair__ask", Arguments: map[string]any{"count": len(hosts), "tag": tag}})
+					res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "mcp__pair__ask", Arguments: args([]string{"a", "b"}[i])})
 					if err != nil {
 						got[i] = err.Error()
 						return
@@ -645,9 +660,20 @@ func TestMCPEndpointRequestsReachTheirHost(t *testing.T) {
 					got[i] = toolText(t, res)
 				})
 			}
+			wg.Go(func() {
+				res, err := d.call(callCtx, t, "mcp__pair__ask", args("grpc"), 0)
+				if err != nil {
+					got[len(hosts)] = err.Error()
+					return
+				}
+				got[len(hosts)] = text(res)
+			})
 			wg.Wait()
-			if want := []string{"a answered by host-a", "b answered by host-b"}; !slices.Equal(got, want) {
-				t.Errorf("results: got %q, want %q", got, want)
+			if want := []string{"a answered by host-a", "b answered by host-b"}; !slices.Equal(got[:len(hosts)], want) {
+				t.Errorf("the hosts' results: got %q, want %q", got[:len(hosts)], want)
+			}
+			if strings.Contains(got[len(hosts)], "host-") {
+				t.Errorf("the gRPC call's result: got %q, want no host's answer in it", got[len(hosts)])
 			}
 		})
 	}
@@ -743,10 +769,10 @@ func TestMCPEndpointSessionOwnerByCertificate(t *testing.T) {
 	alpha, beta := httpsClient(alphaCert, alphaKey), httpsClient(betaCert, betaKey)
 	url := "https://" + addr + "/mcp"
 
-	init := mcpRequestWith(ctx, t, alpha, http.MethodPost, url, "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcpEras[0]+`","capabilities":{},"clientInfo":{"name":"owner","version":"0"}}}`)
-	session := init.Header.Get("Mcp-Session-Id")
-	if init.StatusCode != http.StatusOK || session == "" {
-		t.Fatalf("initialize: got %d and session %q", init.StatusCode, session)
+	opened := mcpRequestWith(ctx, t, alpha, http.MethodPost, url, "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcpEras[0]+`","capabilities":{},"clientInfo":{"name":"owner","version":"0"}}}`)
+	session := opened.Header.Get("Mcp-Session-Id")
+	if opened.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize: got %d and session %q", opened.StatusCode, session)
 	}
 	const list = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
 	if resp := mcpRequestWith(ctx, t, beta, http.MethodPost, url, "", session, list); resp.StatusCode != http.StatusForbidden {

@@ -137,6 +137,8 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 			// A JSON-RPC batch (2025-03-26 only): mcpd answers it as one,
 			// or refuses it for a later revision.
 			if batch, ok := decodeBatch(line); ok {
+				// mcpd refuses a batch with a message that does not
+				// parse; the requests that do are then answered.
 				wg.Go(func() { b.post(ctx, batch, true, body) })
 			}
 			continue
@@ -163,34 +165,35 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 	return nil
 }
 
-// decodeBatch returns the messages of a JSON-RPC batch, or false when
-// line is not one (an empty batch included).
+// decodeBatch returns the messages of a JSON-RPC batch that parse, or
+// false when line is not a batch (an empty one included).
 func decodeBatch(line []byte) ([]jsonrpc.Message, bool) {
 	var raw []json.RawMessage
 	if json.Unmarshal(line, &raw) != nil || len(raw) == 0 {
 		return nil, false
 	}
-	msgs := make([]jsonrpc.Message, len(raw))
-	for i, r := range raw {
-		msg, err := jsonrpc.DecodeMessage(r)
-		if err != nil {
-			return nil, false
+	var msgs []jsonrpc.Message
+	for _, r := range raw {
+		if msg, err := jsonrpc.DecodeMessage(r); err == nil {
+			msgs = append(msgs, msg)
 		}
-		msgs[i] = msg
 	}
 	return msgs, true
 }
 
 // post sends one message, or a batch of them (body is then the batch),
-// and relays what mcpd answers.
+// and relays what mcpd answers. A request mcpd leaves unanswered (mcpd
+// unreachable, a refusal, an answer that ended early) is answered with an
+// error, so that the host does not wait for it.
 func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, body []byte) {
 	var req *jsonrpc.Request // a lone request, whose headers it sets
 	if !batch {
 		req, _ = msgs[0].(*jsonrpc.Request)
 	}
+	waiting := newAnswers(msgs, batch)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.endpoint, bytes.NewReader(body))
 	if err != nil {
-		b.fail(msgs, batch, err.Error())
+		b.settle(waiting, err.Error())
 		return
 	}
 	hreq.Header.Set("Content-Type", "application/json")
@@ -199,7 +202,7 @@ func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, b
 	resp, err := b.client.Do(hreq)
 	if err != nil {
 		if ctx.Err() == nil {
-			b.fail(msgs, batch, "mcpd is not reachable: "+err.Error())
+			b.settle(waiting, "mcpd is not reachable: "+err.Error())
 		}
 		return
 	}
@@ -214,54 +217,71 @@ func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, b
 		return
 	case resp.StatusCode >= 300:
 		text, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		b.fail(msgs, batch, fmt.Sprintf("mcpd answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(text))))
+		b.settle(waiting, fmt.Sprintf("mcpd answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(text))))
 		return
 	}
-	var answers *batchAnswers
-	if batch {
-		answers = newBatchAnswers(msgs)
+	b.relay(resp, req != nil && req.Method == "initialize", waiting)
+	text := "mcpd's answer ended without one to this request"
+	if ctx.Err() != nil {
+		text = "" // the bridge is stopping: nothing is made up
 	}
-	b.relay(resp, req != nil && req.Method == "initialize", answers)
-	if answers != nil {
-		b.writeBatch(answers.flush())
-	}
+	b.settle(waiting, text)
 }
 
-// batchAnswers gathers the responses to a batch's requests, which mcpd may
-// send one by one as events, to write them to the host as one batch.
-type batchAnswers struct {
-	want int          // requests in the batch
-	ids  map[any]bool // their ids (Raw), until answered
-	got  []jsonrpc.Message
+// answers tracks the requests of one POST until mcpd answers them; a
+// batch's answers, which mcpd may send one by one as events, are held to
+// go to the host as one batch.
+type answers struct {
+	batch   bool
+	pending map[any]jsonrpc.ID // requests not answered yet, by ID.Raw()
+	held    []jsonrpc.Message  // a batch's answers so far
 }
 
-func newBatchAnswers(msgs []jsonrpc.Message) *batchAnswers {
-	a := &batchAnswers{ids: make(map[any]bool)}
+func newAnswers(msgs []jsonrpc.Message, batch bool) *answers {
+	a := &answers{batch: batch, pending: make(map[any]jsonrpc.ID)}
 	for _, m := range msgs {
 		if r, ok := m.(*jsonrpc.Request); ok && r.IsCall() {
-			a.ids[r.ID.Raw()] = true
-			a.want++
+			a.pending[r.ID.Raw()] = r.ID
 		}
 	}
 	return a
 }
 
-// take keeps msg if it answers one of the batch's requests.
-func (a *batchAnswers) take(msg jsonrpc.Message) bool {
+// take notes msg if it answers a pending request, and reports whether it
+// holds msg (a batch's answer) rather than letting it be written now.
+func (a *answers) take(msg jsonrpc.Message) bool {
 	r, ok := msg.(*jsonrpc.Response)
-	if !ok || !a.ids[r.ID.Raw()] {
+	if !ok {
 		return false
 	}
-	delete(a.ids, r.ID.Raw())
-	a.got = append(a.got, msg)
-	return true
+	if _, ok := a.pending[r.ID.Raw()]; !ok {
+		return false
+	}
+	delete(a.pending, r.ID.Raw())
+	if a.batch {
+		a.held = append(a.held, msg)
+	}
+	return a.batch
 }
 
-// flush returns the answers gathered and forgets them.
-func (a *batchAnswers) flush() []jsonrpc.Message {
-	got := a.got
-	a.got = nil
-	return got
+// settle writes what a holds, with an error answer carrying text for each
+// request still pending (none when text is empty), and forgets them.
+func (b *bridge) settle(a *answers, text string) {
+	out := a.held
+	if text != "" {
+		for _, id := range a.pending {
+			out = append(out, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: text}})
+		}
+		clear(a.pending)
+	}
+	a.held = nil
+	if a.batch {
+		b.writeBatch(out)
+		return
+	}
+	for _, m := range out {
+		b.write(m)
+	}
 }
 
 // setHeaders adds the bearer token, the session id and the protocol
@@ -321,13 +341,13 @@ func headerValue(v string) string {
 
 // relay writes the messages of an answer, JSON or server-sent events, to
 // stdout. From the answer to initialize it learns the protocol version.
-// The answers to a batch's requests go to answers, and out as one batch
-// as soon as all have come.
-func (b *bridge) relay(resp *http.Response, initialize bool, answers *batchAnswers) {
+// The answers to a batch's requests are held in waiting, and go out as
+// one batch as soon as all have come.
+func (b *bridge) relay(resp *http.Response, initialize bool, waiting *answers) {
 	one := func(msg jsonrpc.Message) {
-		if answers != nil && answers.take(msg) {
-			if len(answers.ids) == 0 {
-				b.writeBatch(answers.flush())
+		if waiting.take(msg) {
+			if len(waiting.pending) == 0 {
+				b.settle(waiting, "")
 			}
 			return
 		}
@@ -450,24 +470,6 @@ func (b *bridge) endSession() {
 	b.setHeaders(h, nil)
 	if resp, err := b.client.Do(h); err == nil {
 		resp.Body.Close()
-	}
-}
-
-// fail answers the requests among msgs that mcpd could not answer, so
-// that the host does not wait for them; a batch's as one batch.
-func (b *bridge) fail(msgs []jsonrpc.Message, batch bool, text string) {
-	var answers []jsonrpc.Message
-	for _, m := range msgs {
-		if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
-			answers = append(answers, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: text}})
-		}
-	}
-	if batch {
-		b.writeBatch(answers)
-		return
-	}
-	for _, a := range answers {
-		b.write(a)
 	}
 }
 

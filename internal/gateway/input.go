@@ -81,7 +81,7 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 			res, err := do(mcpclient.WithAnswerer(ctx, nil))
 			return res, nil, "", err
 		}
-		agent := broker.Attach(caller.Name, []string{server}, kinds)
+		agent := broker.AttachToCall(caller.Name, []string{server}, kinds)
 		// The upstream request outlives this HTTP request when it needs
 		// input; its own deadline (the Manager's) still bounds it, and it
 		// is cancelled when the host goes away or does not come back.

@@ -39,7 +39,7 @@ func (g *Gateway) answerServerRequests(ctx context.Context, ss *mcp.ServerSessio
 	if len(kinds) == 0 {
 		return mcpclient.WithAnswerer(ctx, nil), func() {}
 	}
-	agent := broker.Attach(caller.Name, []string{server}, kinds)
+	agent := broker.AttachToCall(caller.Name, []string{server}, kinds)
 	askCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {

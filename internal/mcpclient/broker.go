@@ -102,6 +102,7 @@ func NewBroker(opts *BrokerOptions) *Broker {
 // Agent is one attached answerer of server requests.
 type Agent struct {
 	owner    string        // the caller it answers for (OnBehalfOf)
+	callOnly bool          // AttachToCall
 	servers  []string      // empty: all
 	kinds    []RequestKind // empty: all
 	requests chan *ServerRequest
@@ -120,13 +121,20 @@ func (a *Agent) wants(server string, kind RequestKind) bool {
 // Attach registers an agent of owner (a caller's name) for the given
 // servers and kinds (empty means all). Detach it when its stream ends.
 func (b *Broker) Attach(owner string, servers []string, kinds []RequestKind) *Agent {
-	a := &Agent{
-		owner:    owner,
-		servers:  slices.Clone(servers),
-		kinds:    slices.Clone(kinds),
-		requests: make(chan *ServerRequest, b.queueSize),
-		gone:     make(chan struct{}),
-	}
+	return b.attach(&Agent{owner: owner, servers: slices.Clone(servers), kinds: slices.Clone(kinds)})
+}
+
+// AttachToCall registers an agent for the requests of one call, which the
+// call pins to it with WithAnswerer: it takes no request that belongs to
+// another call, only those and the ones that belong to no call (a legacy
+// server's, which go to the newest agent).
+func (b *Broker) AttachToCall(owner string, servers []string, kinds []RequestKind) *Agent {
+	return b.attach(&Agent{owner: owner, callOnly: true, servers: slices.Clone(servers), kinds: slices.Clone(kinds)})
+}
+
+func (b *Broker) attach(a *Agent) *Agent {
+	a.requests = make(chan *ServerRequest, b.queueSize)
+	a.gone = make(chan struct{})
 	b.mu.Lock()
 	b.agents = append(b.agents, a)
 	b.mu.Unlock()
@@ -197,11 +205,18 @@ func (k RequestKind) String() string {
 // errNoAgent means no attached agent takes the request.
 var errNoAgent = fmt.Errorf("no agent is attached for this request")
 
-// Context keys of WithAnswerer and OnBehalfOf.
+// Context keys of WithAnswerer, OnBehalfOf and callBound.
 type (
 	callAnswererKey struct{}
 	onBehalfOfKey   struct{}
+	callBoundKey    struct{}
 )
+
+// callBound marks ctx as an upstream request's: a server's request that
+// arrives with it belongs to that request (see WithAnswerer).
+func callBound(ctx context.Context) context.Context {
+	return context.WithValue(ctx, callBoundKey{}, true)
+}
 
 // callAnswerer is the answerer a call's context names; agent may be nil.
 type callAnswerer struct{ agent *Agent }
@@ -232,14 +247,15 @@ func OnBehalfOf(ctx context.Context, owner string) context.Context {
 // takes the request, or when the agent detaches before replying.
 func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
 	var (
-		only              callAnswerer
-		owner             string
-		isPinned, isOwned bool
+		only                     callAnswerer
+		owner                    string
+		isPinned, isOwned, bound bool
 	)
 	switch req.Kind {
 	case KindSampling, KindElicitation, KindRoots:
 		only, isPinned = ctx.Value(callAnswererKey{}).(callAnswerer)
 		owner, isOwned = ctx.Value(onBehalfOfKey{}).(string)
+		bound = ctx.Value(callBoundKey{}) != nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
@@ -263,12 +279,13 @@ func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
 			}
 		}
 	}
-	anyAgent := func(*Agent) bool { return true }
+	// A call's request goes to no other call's agent.
+	anyAgent := func(a *Agent) bool { return !bound || !a.callOnly }
 	switch {
 	case isPinned:
 		offer(func(a *Agent) bool { return a == only.agent })
 	case isOwned:
-		offer(func(a *Agent) bool { return a.owner == owner })
+		offer(func(a *Agent) bool { return a.owner == owner && anyAgent(a) })
 		offer(anyAgent)
 	default:
 		offer(anyAgent)

@@ -69,8 +69,9 @@ func TestBrokerApprove(t *testing.T) {
 
 // TestBrokerRoutesByCall: a call that names its answerer has its server's
 // requests answered by that agent alone, even when a newer one takes them;
-// a call made on behalf of a caller prefers that caller's agents; neither
-// routes approvals.
+// a call made on behalf of a caller prefers that caller's agents; an agent
+// attached for one call gets no other call's requests; approvals are not
+// routed by the call.
 func TestBrokerRoutesByCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -80,11 +81,13 @@ func TestBrokerRoutesByCall(t *testing.T) {
 	newer := b.Attach("bob", []string{"demo"}, []RequestKind{KindSampling, KindElicitation, KindApproval})
 	defer b.Detach(newer)
 
-	// answer replies to one request of a with the agent's name.
+	// answer replies to one request of a with the agent's name (when the
+	// routing is wrong, the test ends without one).
 	answer := func(a *Agent, name string) {
-		req := <-a.Requests()
-		if err := b.Answer(a, req.ID, Reply{Error: &jsonrpc.Error{Message: name}}); err != nil {
-			t.Errorf("Answer: %v", err)
+		select {
+		case req := <-a.Requests():
+			_ = b.Answer(a, req.ID, Reply{Error: &jsonrpc.Error{Message: name}})
+		case <-ctx.Done():
 		}
 	}
 	ask := func(ctx context.Context, kind RequestKind) (string, error) {
@@ -134,6 +137,27 @@ func TestBrokerRoutesByCall(t *testing.T) {
 	if got, err := ask(OnBehalfOf(WithAnswerer(ctx, older), "alice"), KindApproval); got != "newer" || err != nil {
 		t.Errorf("approval in a pinned call: got %q, %v; want the approver", got, err)
 	}
+	// A call's own agent, the newest: it takes the requests pinned to it
+	// and those of no call, never another call's.
+	call := b.AttachToCall("alice", []string{"demo"}, []RequestKind{KindSampling})
+	defer b.Detach(call)
+	go answer(call, "call")
+	if got, err := ask(WithAnswerer(callBound(ctx), call), KindSampling); got != "call" || err != nil {
+		t.Errorf("pinned to the call's agent: got %q, %v", got, err)
+	}
+	go answer(call, "call")
+	if got, err := ask(ctx, KindSampling); got != "call" || err != nil {
+		t.Errorf("a request of no call: got %q, %v; want the newest agent, the call's", got, err)
+	}
+	go answer(older, "older")
+	if got, err := ask(OnBehalfOf(callBound(ctx), "alice"), KindSampling); got != "older" || err != nil {
+		t.Errorf("another call on behalf of alice: got %q, %v; want alice's agent, not her call's", got, err)
+	}
+	go answer(newer, "newer")
+	if got, err := ask(callBound(ctx), KindSampling); got != "newer" || err != nil {
+		t.Errorf("another call: got %q, %v; want the newest agent but the call's", got, err)
+	}
+
 	b.Detach(older)
 	if got, err := ask(WithAnswerer(ctx, older), KindSampling); !errors.Is(err, errNoAgent) {
 		t.Errorf("pinned agent detached: got %q, %v; want errNoAgent", got, err)

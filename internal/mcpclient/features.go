@@ -129,7 +129,7 @@ func request[T any](ctx context.Context, m *Manager, server, op string, do func(
 
 func onSession[T any](ctx context.Context, u *upstream, op string, do func(context.Context, *mcp.ClientSession) (T, error)) (T, error) {
 	var zero T
-	ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
+	ctx, cancel := context.WithTimeout(callBound(ctx), u.callTimeout(0))
 	defer cancel()
 	cs, err := u.awaitReady(ctx)
 	if err != nil {

@@ -104,6 +104,7 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 	if !u.cfg.AllowsTool(toolName) {
 		return nil, errorf(ErrPermissionDenied, "tool %q of server %q is denied by the server's tool filter", toolName, u.cfg.Name)
 	}
+	ctx = callBound(ctx)
 	// The deadline covers waiting for a reconnecting server and for a slot.
 	timeout := u.callTimeout(opts.Timeout)
 	extendUpTo := time.Duration(0)
