@@ -69,6 +69,14 @@ _CHANNEL_OPTIONS: Dict[str, Any] = {
 }
 
 
+#: The scheme of the HTTP wire over a Unix socket (``--http-listen
+#: unix:///path``): ``http+unix:///path/to.sock``.
+HTTP_UNIX_SCHEME = "http+unix://"
+
+#: The target prefixes of the HTTP wire (the sync Client's).
+HTTP_SCHEMES = ("http://", "https://", HTTP_UNIX_SCHEME)
+
+
 def resolve_target(target: Optional[str]) -> str:
     """The target argument, else $MCPD_ADDRESS, else 127.0.0.1:50051.
 

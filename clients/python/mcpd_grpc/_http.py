@@ -51,9 +51,7 @@ _CODE_OF_STATUS = {
 _READ_GRACE = 1.0
 
 
-def is_http_target(target: str) -> bool:
-    """Whether target is an ``http://`` or ``https://`` URL (the HTTP wire)."""
-    return target.startswith(("http://", "https://"))
+_UNIX_SCHEME = _common.HTTP_UNIX_SCHEME
 
 
 def needs_grpc(what: str) -> ValueError:
@@ -72,9 +70,17 @@ class HTTPStub:
         cert_file: Optional[_common.PathLike] = None,
         key_file: Optional[_common.PathLike] = None,
     ) -> None:
-        scheme, host, port, path = _split_url(url)
         if (cert_file is None) != (key_file is None):
             raise ValueError("cert_file= and key_file= go together (a client certificate and its key)")
+        #: The Unix socket's path, for an http+unix:// target.
+        self._unix: Optional[str] = None
+        if url.startswith(_UNIX_SCHEME):
+            scheme, host, port, path = "http", "localhost", 80, ""
+            self._unix = url[len(_UNIX_SCHEME) :]
+            if not self._unix.startswith("/"):
+                raise ValueError(f"not an mcpd HTTP address: {url!r} (want http+unix:///absolute/path.sock)")
+        else:
+            scheme, host, port, path = _split_url(url)
         self._https = scheme == "https"
         if not self._https and (ca_file is not None or cert_file is not None):
             raise ValueError("ca_file=/cert_file=/key_file= need an https:// target")
@@ -132,7 +138,7 @@ class HTTPStub:
             conn.close()
 
     def new_connection(self, timeout: Optional[float]) -> Connection:
-        return Connection(self._host, self._port, self._ssl, timeout)
+        return Connection(self._host, self._port, self._ssl, timeout, self._unix)
 
     def request_head(self, path: str, content_type: str, metadata: Sequence[Tuple[str, str]], timeout: Optional[float], length: int) -> bytes:
         lines = [
@@ -210,6 +216,8 @@ class HTTPStub:
             return msg
 
     def address(self) -> str:
+        if self._unix is not None:
+            return _UNIX_SCHEME + self._unix
         return f"{'https' if self._https else 'http'}://{self._host}:{self._port}"
 
 
@@ -321,11 +329,23 @@ def _address_host(host: str) -> Union[str, bytes]:
 class Connection:
     """One HTTP/1.1 connection: writes requests, reads responses."""
 
-    def __init__(self, host: str, port: int, ssl_context: Optional[ssl.SSLContext], timeout: Optional[float]) -> None:
+    def __init__(self, host: str, port: int, ssl_context: Optional[ssl.SSLContext], timeout: Optional[float], unix: Optional[str] = None) -> None:
+        sock_timeout = None if timeout is None else timeout + _READ_GRACE
+        if unix is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(sock_timeout)
+                sock.connect(unix)
+            except BaseException:
+                sock.close()
+                raise
+            self._sock = sock
+            self._rfile = sock.makefile("rb")
+            return
         # create_connection hands the host to getaddrinfo, which takes bytes
         # too (typeshed says str only).
         address = (_address_host(host), port)
-        sock = socket.create_connection(address, timeout=None if timeout is None else timeout + _READ_GRACE)  # type: ignore[arg-type]
+        sock = socket.create_connection(address, timeout=sock_timeout)  # type: ignore[arg-type]
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if ssl_context is not None:
@@ -445,7 +465,7 @@ class _Chunked(_Body):
 def _split_url(url: str) -> Tuple[str, str, int, str]:
     """The scheme, host, port (0: the scheme's) and path of an http(s) URL
     (urllib.parse would cost milliseconds at start-up)."""
-    bad = ValueError(f"not an mcpd HTTP address: {url!r} (want http://host:port or https://host:port)")
+    bad = ValueError(f"not an mcpd HTTP address: {url!r} (want http://host:port, https://host:port or http+unix:///path.sock)")
     scheme, _, rest = url.partition("://")
     hostport, slash, path = rest.partition("/")
     if scheme not in ("http", "https") or not hostport or any(c in rest for c in "?#@ "):

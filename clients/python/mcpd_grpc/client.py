@@ -38,9 +38,10 @@ class Client:
 
     Args:
         target: ``host:port`` or ``unix:///path/to.sock`` (gRPC), or
-            ``http://host:port`` or ``https://host:port`` for the HTTP wire
-            (mcpd's ``--http-listen``: lower latency and a faster start,
-            without grpc; no server-request handlers or ``serve_tools``);
+            ``http://host:port``, ``https://host:port`` or
+            ``http+unix:///path/to.sock`` for the HTTP wire (mcpd's
+            ``--http-listen``: lower latency and a faster start, without
+            grpc; no server-request handlers or ``serve_tools``);
             default ``$MCPD_ADDRESS``, else ``127.0.0.1:50051``.
         token: the API token, sent as ``authorization: Bearer <token>``;
             default ``$MCPD_API_TOKEN``, else none.
@@ -76,12 +77,12 @@ class Client:
         #: The exceptions the wire raises for a failed call: the HTTP wire
         #: raises MCPDError itself.
         self._wire_errors: Tuple[Type[BaseException], ...] = ()
-        self._http = self.target.startswith(("http://", "https://"))
+        self._http = self.target.startswith(_common.HTTP_SCHEMES)
         if self._http:
             from . import _http
 
             if credentials is not None or options is not None:
-                raise ValueError("credentials= and options= are for the gRPC wire; an http(s):// target takes ca_file=/cert_file=/key_file=")
+                raise ValueError("credentials= and options= are for the gRPC wire; an https:// target takes ca_file=/cert_file=/key_file=")
             self._stub: Any = _http.HTTPStub(self.target, ca_file=ca_file, cert_file=cert_file, key_file=key_file)
         else:
             import grpc

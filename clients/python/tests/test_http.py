@@ -12,7 +12,7 @@ from typing import Iterator, List
 import pytest
 
 import mcpd_grpc
-from conftest import PYTHON, RPC_TIMEOUT, Daemon, example_env, free_port
+from conftest import PYTHON, RPC_TIMEOUT, Daemon, example_env, free_port, poll
 from mcpd_grpc import AgentTools, Client
 
 TOKEN = "http-token-93ab"
@@ -104,9 +104,9 @@ def test_grpc_options_are_refused(tmp_path: Path) -> None:
         Client("http://127.0.0.1:1", ca_file=tmp_path / "ca.pem")
 
 
-def test_the_http_wire_never_imports_grpc(daemon: Daemon) -> None:
-    # A fresh process: import, a client, a call, an error, a stream, close.
-    code = """
+#: A fresh process's import, client, call, error, stream and close; it
+#: prints the grpc modules it loaded.
+_NO_GRPC_CODE = """
 import sys, mcpd_grpc
 with mcpd_grpc.Client(timeout=30) as c:
     assert c.call_tool("mcp__demo__echo", {"message": "hi"}).text == "hi"
@@ -120,10 +120,65 @@ with mcpd_grpc.Client(timeout=30) as c:
     assert items[-1].text, items
 print(" ".join(sorted(m for m in sys.modules if m == "grpc" or m.startswith(("grpc.", "mcpd_grpc.aio", "mcpd_grpc.mcpd.v1.mcpd_pb2_grpc")))))
 """
-    out = subprocess.run([PYTHON, "-c", code], env=example_env(daemon.http_target), capture_output=True, text=True, timeout=60)
+
+
+def grpc_modules_loaded(target: str) -> List[str]:
+    out = subprocess.run([PYTHON, "-c", _NO_GRPC_CODE], env=example_env(target), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [], f"the HTTP wire loaded {out.stdout.split()}"
+    return out.stdout.split()
+
+
+def test_the_http_wire_never_imports_grpc(daemon: Daemon) -> None:
+    assert grpc_modules_loaded(daemon.http_target) == [], "the HTTP wire loaded grpc"
     # The check can fail: the gRPC wire in the same program loads grpc.
-    out = subprocess.run([PYTHON, "-c", code], env=example_env(daemon.target), capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert "grpc" in out.stdout.split()
+    assert "grpc" in grpc_modules_loaded(daemon.target)
+
+
+@pytest.fixture(scope="module")
+def unix_http_daemon(mcpd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """A daemon whose HTTP listener is a Unix socket."""
+    tmp = tmp_path_factory.mktemp("unix-http")
+    d = Daemon(mcpd_bin, tmp, "unix", ["--http-listen", f"unix://{tmp / 'http.sock'}"]).start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def test_http_over_a_unix_socket(unix_http_daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = f"http+unix://{unix_http_daemon.workdir / 'http.sock'}"
+    with Client(target, timeout=RPC_TIMEOUT) as c:
+        poll("the demo server to be ready", lambda: c.get_server("demo").ready)
+        assert c.call_tool("mcp__demo__echo", {"message": "over a socket"}).text == "over a socket"
+        with pytest.raises(mcpd_grpc.NotFound):
+            c.get_server("nobody")
+        items = list(c.call_tool_stream("mcp__demo__slow", {"steps": 2, "delay_ms": 1}))
+        assert items[-1].text, items
+        # Concurrent calls, each on a pooled connection of its own.
+        texts: List[str] = []
+
+        def call() -> None:
+            texts.append(c.call_tool("mcp__demo__echo", {"message": "t"}).text)
+
+        threads = [threading.Thread(target=call) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert texts == ["t"] * 8
+    monkeypatch.setenv("MCPD_ADDRESS", target)
+    with Client(timeout=RPC_TIMEOUT) as c:
+        assert c.target == target
+        assert c.call_tool("mcp__demo__echo", {"message": "from the environment"}).text == "from the environment"
+    assert grpc_modules_loaded(target) == [], "the HTTP wire over a Unix socket loaded grpc"
+
+
+def test_http_unix_targets(tmp_path: Path) -> None:
+    missing = f"http+unix://{tmp_path / 'none.sock'}"
+    with Client(missing, timeout=5) as c:
+        with pytest.raises(mcpd_grpc.Unavailable, match="http\\+unix://"):
+            c.servers()
+    with pytest.raises(ValueError, match="absolute"):
+        Client("http+unix://relative.sock")
+    with pytest.raises(ValueError, match="https"):
+        Client(missing, ca_file=tmp_path / "ca.pem")
