@@ -244,6 +244,12 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	stream = append(stream,
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), notProbe),
 		selector.StreamServerInterceptor(g.stream, notProbe))
+	// Recovery is innermost (below), so that the log, the metrics and the
+	// audit see a handler's panic as INTERNAL; it is also outermost but for
+	// the metrics, so that a panic in an interceptor (authentication, the
+	// permission check, the audit) fails its call, not the daemon.
+	unary = append([]grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recoverOpt)}, unary...)
+	stream = append([]grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recoverOpt)}, stream...)
 	if opts.Telemetry != nil {
 		// Outermost, so that the metrics count refused calls too.
 		u, s := opts.Telemetry.GRPCInterceptors()
