@@ -364,7 +364,9 @@ func (b *bridge) relay(resp *http.Response, initialize bool, waiting *answers) {
 		b.write(msg)
 	}
 	write := func(data []byte) {
-		if msgs, ok := decodeBatch(data); ok {
+		data = bytes.TrimSpace(data)
+		if len(data) > 0 && data[0] == '[' {
+			msgs, _ := decodeBatch(data)
 			for _, msg := range msgs {
 				one(msg)
 			}
