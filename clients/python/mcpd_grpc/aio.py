@@ -66,8 +66,10 @@ _UNSET: Any = object()
 
 class AsyncClient:
     """An asyncio client of one mcpd daemon; see :class:`~mcpd_grpc.Client`
-    for the arguments. Every RPC method is a coroutine; :meth:`subscribe`
-    and :meth:`call_tool_stream` return async iterators.
+    for the arguments (it speaks gRPC only: an ``http://``, ``https://`` or
+    ``http+unix://`` target, the sync Client's HTTP wire, is refused). Every
+    RPC method is a coroutine; :meth:`subscribe` and :meth:`call_tool_stream`
+    return async iterators.
 
     Handlers (``on_sampling`` ...) may be ``async def`` or plain functions
     (run in a thread). They are served by a task that starts as soon as one
@@ -88,6 +90,11 @@ class AsyncClient:
         key_file: Optional[_common.PathLike] = None,
     ) -> None:
         self.target = _common.resolve_target(target)
+        if self.target.startswith(_common.HTTP_SCHEMES):
+            # grpc would take the URL for a host name and fail each call.
+            raise ValueError(
+                f"AsyncClient speaks gRPC: give it mcpd's --listen address (host:port or unix:///path), not {self.target!r}; the HTTP wire is the sync Client's"
+            )
         self._metadata = _common.resolve_metadata(token)
         opts = _common.channel_options(options)
         credentials = _common.tls_credentials(credentials, ca_file, cert_file, key_file)

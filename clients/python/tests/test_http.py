@@ -13,7 +13,7 @@ import pytest
 
 import mcpd_grpc
 from conftest import PYTHON, RPC_TIMEOUT, Daemon, example_env, free_port, poll
-from mcpd_grpc import AgentTools, Client
+from mcpd_grpc import AgentTools, AsyncClient, Client
 
 TOKEN = "http-token-93ab"
 
@@ -102,6 +102,15 @@ def test_grpc_options_are_refused(tmp_path: Path) -> None:
         Client("http://127.0.0.1:1", options=[("grpc.max_receive_message_length", 1)])
     with pytest.raises(ValueError, match="https"):
         Client("http://127.0.0.1:1", ca_file=tmp_path / "ca.pem")
+
+
+def test_async_client_refuses_http_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    for target in ("http://127.0.0.1:1", "https://127.0.0.1:1", "http+unix:///run/mcpd-http.sock"):
+        with pytest.raises(ValueError, match="sync Client"):
+            AsyncClient(target)
+    monkeypatch.setenv("MCPD_ADDRESS", "http://127.0.0.1:1")
+    with pytest.raises(ValueError, match="--listen address"):
+        AsyncClient()
 
 
 #: A fresh process's import, client, call, error, stream and close; it
