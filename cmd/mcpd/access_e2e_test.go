@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -761,4 +762,78 @@ func TestAudit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCallersAgentsAnswerTheirCalls: alice and bob each attach a sampling
+// agent; a 2026-07-28 server's sampling request, which belongs to the call
+// that made it, reaches the agent of the caller who called, not the newest
+// agent (bob's).
+func TestCallersAgentsAnswerTheirCalls(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	tokens := map[string]string{"alice": "alice-token-5c1e", "bob": "bob-token-92fd"}
+	var callers []any
+	for _, name := range []string{"alice", "bob"} {
+		callers = append(callers, map[string]any{"name": name, "token_sha256": sha256Hex(tokens[name]), "permissions": map[string]any{
+			"servers": []string{"*"}, "tools": []string{"*"}, "server_requests": []string{"sampling"},
+		}})
+	}
+	callersFile := writeCallers(t, mustJSON(t, map[string]any{"callers": callers}))
+	config := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"pair": {"command": %q, "env": {%q: %q}}}}`,
+		testBinary(t), fakeServerEnv, fakeAskPair))
+	d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--callers", callersFile}})
+	d.waitServer(bearer(ctx, tokens["alice"]), t, "pair", mcpdv1.ServerState_SERVER_STATE_READY)
+	for _, name := range []string{"alice", "bob"} { // bob's agent is the newest
+		samplingAgent(bearer(ctx, tokens[name]), t, d, name)
+	}
+	for _, name := range []string{"alice", "bob"} {
+		resp, err := d.call(bearer(ctx, tokens[name]), t, "mcp__pair__ask", map[string]any{"group": name, "count": 1, "tag": name}, 0)
+		if err != nil {
+			t.Fatalf("%s calls ask: %v", name, err)
+		}
+		if got, want := text(resp), name+" answered by "+name; got != want {
+			t.Errorf("%s's call: got %q, want %q", name, got, want)
+		}
+	}
+}
+
+// samplingAgent attaches, with ctx's credentials, an agent that answers
+// every sampling request with the text answer, until the test ends.
+func samplingAgent(ctx context.Context, t *testing.T, d *daemon, answer string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := d.hub.HandleServerRequests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+		Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetRegistered() == nil {
+		t.Fatalf("registration: %v %v", m, err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			reply := &mcpdv1.SamplingResult{Role: mcpdv1.Role_ROLE_ASSISTANT, Model: "m",
+				Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: answer}}}}}
+			if err := stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{
+				Reply: &mcpdv1.ServerRequestReply{Id: m.GetRequest().GetId(), Result: &mcpdv1.ServerRequestReply_Sampling{Sampling: reply}},
+			}}); err != nil {
+				return
+			}
+		}
+	}()
 }
