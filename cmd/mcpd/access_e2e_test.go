@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
@@ -477,23 +478,41 @@ func TestCallerPermissions(t *testing.T) {
 }
 
 // TestCallersReload rewrites the callers file and sends SIGHUP: the new
-// callers take effect, removed ones are refused (their open streams end
-// with UNAUTHENTICATED), and a broken file keeps the callers loaded
-// before, with their streams.
+// callers take effect, removed ones are refused (their open streams and
+// their tool calls in flight end with UNAUTHENTICATED, the calls upstream
+// too), and a broken file keeps the callers loaded before, with their
+// streams.
 func TestCallersReload(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	caller := func(name, token string) map[string]any {
 		return map[string]any{"name": name, "token_sha256": sha256Hex(token), "permissions": map[string]any{
-			"servers": []string{"*"}, "manage": true, "server_requests": []string{"roots"},
+			"servers": []string{"*"}, "tools": []string{"*"}, "manage": true, "server_requests": []string{"roots"},
 		}}
 	}
 	path := writeCallers(t, mustJSON(t, map[string]any{"callers": []any{caller("first", "first-token-1")}}))
-	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--callers", path}})
+	metrics := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--callers", path, "--metrics-listen", metrics}})
 	first := bearer(ctx, "first-token-1")
 	if _, err := d.hub.ListServers(first, &mcpdv1.ListServersRequest{}); err != nil {
 		t.Fatalf("first caller: %v", err)
 	}
+	// The first caller's tool call, which would run for hours.
+	if _, err := d.hub.ConnectServer(first, &mcpdv1.ConnectServerRequest{Server: stdioConfig("held", mcpdBinary(t), []string{"demo-server"}, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]string{"server": "held"}
+	inFlight := func() float64 {
+		v, _ := scrapeMetrics(ctx, t, metrics).value("mcpd_calls_in_flight", held)
+		return v
+	}
+	long, _ := structpb.NewStruct(map[string]any{"steps": 1000, "delay_ms": 60000})
+	callDone := make(chan error, 1)
+	go func() {
+		_, err := d.hub.CallTool(first, &mcpdv1.CallToolRequest{Name: "mcp__held__slow", Arguments: long})
+		callDone <- err
+	}()
+	poll(ctx, t, "the first caller's call reaches the server", func() (bool, error) { return inFlight() == 1, nil })
 	// The first caller's streams: events, and an agent's registration.
 	firstEvents, err := d.hub.Subscribe(first, &mcpdv1.SubscribeRequest{})
 	if err != nil {
@@ -520,6 +539,13 @@ func TestCallersReload(t *testing.T) {
 	})
 	_, err = d.hub.ListServers(first, &mcpdv1.ListServersRequest{})
 	wantCode(t, err, codes.Unauthenticated)
+	select {
+	case err = <-callDone:
+		wantCode(t, err, codes.Unauthenticated)
+	case <-ctx.Done():
+		t.Fatal("the removed caller's tool call ran on")
+	}
+	poll(ctx, t, "the call upstream ends", func() (bool, error) { return inFlight() == 0, nil })
 	for {
 		if _, err = firstEvents.Recv(); err != nil {
 			break
@@ -532,8 +558,10 @@ func TestCallersReload(t *testing.T) {
 		}
 	}
 	wantCode(t, err, codes.Unauthenticated)
-	if findAudit(auditLines(t, d), map[string]any{"caller": "first", "method": "Subscribe", "code": "Unauthenticated"}) == nil {
-		t.Errorf("no audit line of the ended Subscribe stream in:\n%v", auditLines(t, d))
+	for _, method := range []string{"Subscribe", "CallTool"} {
+		if findAudit(auditLines(t, d), map[string]any{"caller": "first", "method": method, "code": "Unauthenticated"}) == nil {
+			t.Errorf("no audit line of the ended %s in:\n%v", method, auditLines(t, d))
+		}
 	}
 
 	// The second caller's stream outlives a broken reload and one that

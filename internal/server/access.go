@@ -313,6 +313,9 @@ func (g *guard) check(ctx context.Context, caller access.Caller, r *request, sta
 				err = g.approve(ctx, caller, need, act.Server, args)
 			}
 		}
+		if gone := callerGone(ctx); err != nil && gone != nil {
+			err = gone // the wait for approval ended by a reload
+		}
 		if err != nil {
 			rec := r.record
 			rec.Server, rec.Tool, rec.URI, rec.Prompt = act.Server, act.Tool, act.URI, act.Prompt
@@ -344,10 +347,15 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	r := describe(method, req, g.audit.Arguments())
 	r.record.Method = method
 	g.describePoll(req, &r)
+	ctx, unwatch := g.watchCaller(ctx, caller)
+	defer unwatch()
 	if err := g.check(ctx, caller, &r, start); err != nil {
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
+	if gone := callerGone(ctx); gone != nil {
+		resp, err = nil, toStatus(gone)
+	}
 	if r.audited {
 		rec := r.record
 		rec.Caller = caller.Name
@@ -362,6 +370,30 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	return resp, err
 }
 
+// watchCaller gives a unary call a context that ends when a reload of the
+// callers file leaves the call's credentials naming no caller, or another,
+// as a stream's does: a removed caller's long tool call, or its wait for
+// an approval, does not run on. unwatch stops the watch. Without a callers
+// file nothing is watched and the call pays nothing for it.
+func (g *guard) watchCaller(ctx context.Context, caller access.Caller) (_ context.Context, unwatch func()) {
+	if g.authz.Reloaded() == nil {
+		return ctx, func() {}
+	}
+	ctx, end := context.WithCancelCause(ctx)
+	go g.authz.Watch(ctx, caller, credentialsOf(ctx), func() { end(&callerGoneError{caller: caller.Name}) })
+	return ctx, func() { end(nil) }
+}
+
+// callerGone returns the error that ended ctx if a reload removed its
+// caller (see watchCaller), else nil.
+func callerGone(ctx context.Context) *callerGoneError {
+	var gone *callerGoneError
+	if errors.As(context.Cause(ctx), &gone) {
+		return gone
+	}
+	return nil
+}
+
 func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	caller, _ := access.FromContext(ss.Context())
 	ctx, end := context.WithCancelCause(ss.Context())
@@ -371,9 +403,8 @@ func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	}
 	w := &guardedStream{ServerStream: ss, ctx: ctx, g: g, caller: caller, method: path.Base(info.FullMethod), start: time.Now()}
 	err := handler(srv, w)
-	var gone *callerGoneError
-	if errors.As(context.Cause(ctx), &gone) {
-		err = status.Error(codes.Unauthenticated, gone.Error())
+	if gone := callerGone(ctx); gone != nil {
+		err = toStatus(gone)
 		if !w.req.audited {
 			g.audit.Log(access.Record{Caller: caller.Name, Method: w.method, Code: codes.Unauthenticated.String(), Duration: time.Since(w.start)})
 		}
@@ -396,6 +427,8 @@ type callerGoneError struct{ caller string }
 func (e *callerGoneError) Error() string {
 	return "caller " + strconv.Quote(e.caller) + " is no longer in the callers file with these credentials"
 }
+
+func (e *callerGoneError) Unwrap() error { return access.ErrUnauthenticated }
 
 // guardedStream checks a stream's first message, which carries the
 // request (the registration, for HandleServerRequests), before the handler

@@ -11,7 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -89,44 +91,15 @@ func TestDescribe(t *testing.T) {
 // that: the next requests are not forwarded to the agent, and the server
 // gets an error at once instead of waiting for the deadline.
 func TestServerRequestsFollowReload(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "callers.json")
-	write := func(kinds string) {
-		t.Helper()
-		content := `{"callers": [{"name": "agent", "token_file": "agent.token", "permissions": {"servers": ["*"], "tools": ["*"], "manage": true, "server_requests": [` + kinds + `]}}]}`
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "agent.token"), []byte("agent-token"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	write(`"sampling", "elicitation", "roots"`)
-	authz, err := access.New(&access.Options{CallersFile: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	withToken := func(ctx context.Context) context.Context {
-		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer agent-token")
-	}
-	e := newEnv(t, &envOptions{server: Options{Access: authz}, requestTimeout: time.Minute, dialOpts: []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			return invoker(withToken(ctx), method, req, reply, cc, opts...)
-		}),
-		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-			return streamer(withToken(ctx), desc, cc, method, opts...)
-		}),
-	}})
+	callers := newCallersFile(t, map[string]string{"agent": `{"servers": ["*"], "tools": ["*"], "manage": true, "server_requests": ["sampling", "elicitation", "roots"]}`})
+	e := newEnv(t, &envOptions{server: Options{Access: callers.authz}, requestTimeout: time.Minute, dialOpts: callers.defaultCaller("agent")})
 	ctx := testContext(t)
 	e.connect(t, "s", newSurfaceServer(t, eras[0].versions).srv)
 	actx, cancelAgent := context.WithCancel(ctx)
 	defer cancelAgent()
 	seen := attachAgent(t, actx, e, nil, func(r *mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply { return nil })
 
-	write("")
-	if err := authz.Reload(); err != nil {
-		t.Fatal(err)
-	}
+	callers.rewrite(t, map[string]string{"agent": `{"servers": ["*"], "tools": ["*"], "manage": true, "server_requests": []}`})
 	// Without the check the agent, which never answers, would hold the
 	// call until the one-minute request timeout; the test's own deadline
 	// is shorter.
@@ -143,36 +116,13 @@ func TestServerRequestsFollowReload(t *testing.T) {
 // made them, reach the agent of the caller who called (not the newest
 // agent), and a caller without an agent gets the newest one's answer.
 func TestServerRequestsGoToTheCallersAgent(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "callers.json")
-	var callers []string
+	perms := map[string]string{}
 	for _, name := range []string{"alice", "bob", "carol"} {
-		if err := os.WriteFile(filepath.Join(dir, name+".token"), []byte(name+"-token"), 0o600); err != nil {
-			t.Fatal(err)
-		}
 		// alice connects the server.
-		manage := name == "alice"
-		callers = append(callers, fmt.Sprintf(`{"name": %q, "token_file": "%s.token", "permissions": {"servers": ["*"], "tools": ["*"], "manage": %t, "server_requests": ["sampling", "elicitation", "roots"]}}`, name, name, manage))
+		perms[name] = fmt.Sprintf(`{"servers": ["*"], "tools": ["*"], "manage": %t, "server_requests": ["sampling", "elicitation", "roots"]}`, name == "alice")
 	}
-	if err := os.WriteFile(path, []byte(`{"callers": [`+strings.Join(callers, ",")+`]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	authz, err := access.New(&access.Options{CallersFile: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Calls without a token are alice's.
-	withToken := func(ctx context.Context) context.Context {
-		if md, _ := metadata.FromOutgoingContext(ctx); len(md.Get("authorization")) == 0 {
-			return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer alice-token")
-		}
-		return ctx
-	}
-	e := newEnv(t, &envOptions{server: Options{Access: authz}, requestTimeout: time.Minute, dialOpts: []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			return invoker(withToken(ctx), method, req, reply, cc, opts...)
-		}),
-	}})
+	callers := newCallersFile(t, perms)
+	e := newEnv(t, &envOptions{server: Options{Access: callers.authz}, requestTimeout: time.Minute, dialOpts: callers.defaultCaller("alice")})
 	ctx := testContext(t)
 	as := func(name string) context.Context {
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+name+"-token")
@@ -202,5 +152,96 @@ func TestServerRequestsGoToTheCallersAgent(t *testing.T) {
 		if got, w := res.GetContent()[0].GetText().GetText(), "elicit:accept:"+want+" sample:"+want; got != w {
 			t.Errorf("%s's call: the tool saw %q, want %q", caller, got, w)
 		}
+	}
+}
+
+// TestApprovalWaitEndsWithItsCaller holds alice's call with an "ask" rule
+// before an agent that never answers, then reloads a callers file without
+// alice: the call ends with UNAUTHENTICATED at once, not when the wait
+// for the agent times out.
+func TestApprovalWaitEndsWithItsCaller(t *testing.T) {
+	alice := `{"servers": ["*"], "tools": ["*"], "manage": true}`
+	approver := `{"servers": ["*"], "server_requests": ["approval"]}`
+	callers := newCallersFile(t, map[string]string{"alice": alice, "approver": approver})
+	callers.authz.SetRules(access.NewRules([]access.Rule{{Effect: access.Ask, Pattern: access.NewGlob("mcp__s__*")}}, 0))
+	e := newEnv(t, &envOptions{server: Options{Access: callers.authz}, requestTimeout: time.Hour, dialOpts: callers.defaultCaller("alice")})
+	ctx := testContext(t)
+	e.connect(t, "s", newSurfaceServer(t, eras[0].versions).srv)
+	seen := attachAgent(t, metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer approver-token"), e,
+		[]mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL},
+		func(*mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply { return nil })
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__s__ask"})
+		done <- err
+	}()
+	waitFor(t, func() bool { return len(seen()) == 1 }) // the approval request reaches the agent
+
+	callers.rewrite(t, map[string]string{"approver": approver})
+	if err := <-done; status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("alice's call after she was removed: got %v, want UNAUTHENTICATED", err)
+	}
+}
+
+// callersFile is a callers file of a test and the authorizer that loaded
+// it. Each caller's token is "<name>-token".
+type callersFile struct {
+	path  string
+	authz *access.Authorizer
+}
+
+// newCallersFile writes a callers file with one caller per entry of perms
+// (its permissions object, as JSON) and loads it.
+func newCallersFile(t *testing.T, perms map[string]string) *callersFile {
+	t.Helper()
+	f := &callersFile{path: filepath.Join(t.TempDir(), "callers.json")}
+	f.write(t, perms)
+	authz, err := access.New(&access.Options{CallersFile: f.path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.authz = authz
+	return f
+}
+
+// rewrite replaces the callers with perms and reloads the file.
+func (f *callersFile) rewrite(t *testing.T, perms map[string]string) {
+	t.Helper()
+	f.write(t, perms)
+	if err := f.authz.Reload(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *callersFile) write(t *testing.T, perms map[string]string) {
+	t.Helper()
+	var entries []string
+	for name, p := range perms {
+		if err := os.WriteFile(filepath.Join(filepath.Dir(f.path), name+".token"), []byte(name+"-token"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, fmt.Sprintf(`{"name": %q, "token_file": "%s.token", "permissions": %s}`, name, name, p))
+	}
+	if err := os.WriteFile(f.path, []byte(`{"callers": [`+strings.Join(entries, ",")+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// defaultCaller returns dial options that send name's token with every
+// call and stream that carries no token of its own.
+func (f *callersFile) defaultCaller(name string) []grpc.DialOption {
+	withToken := func(ctx context.Context) context.Context {
+		if md, _ := metadata.FromOutgoingContext(ctx); len(md.Get("authorization")) == 0 {
+			return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+name+"-token")
+		}
+		return ctx
+	}
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(withToken(ctx), method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(withToken(ctx), desc, cc, method, opts...)
+		}),
 	}
 }
