@@ -180,7 +180,7 @@ func TestMisbehavingServers(t *testing.T) {
 	t.Run("InvalidName", func(t *testing.T) {
 		t.Parallel()
 		ctx := testContext(t) // its own: a parallel subtest may wait for a slot
-		for _, name := range []string{"bad name", "a__b", ""} {
+		for _, name := range []string{"bad name", "a__b", "ends_", ""} {
 			_, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{
 				Server: stdioConfig(name, testBinary(t), nil, map[string]string{fakeServerEnv: fakeNoisy}),
 			})

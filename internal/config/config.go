@@ -179,7 +179,7 @@ func ValidateName(name string) error {
 	return nil
 }
 
-const nameRule = `names are 1-64 characters from A-Z a-z 0-9 _ - without "__", so that mcp__<server>__<tool> splits unambiguously`
+const nameRule = `names are 1-64 characters from A-Z a-z 0-9 _ - without "__" and not ending in "_", so that mcp__<server>__<tool> splits unambiguously`
 
 func nameProblem(name string) string {
 	if name == "" {
@@ -195,6 +195,10 @@ func nameProblem(name string) string {
 	}
 	if strings.Contains(name, "__") {
 		return fmt.Sprintf(`server name %q contains "__" (%s)`, name, nameRule)
+	}
+	// mcp__a___b would split as server "a", tool "_b".
+	if strings.HasSuffix(name, "_") {
+		return fmt.Sprintf(`server name %q ends in "_" (%s)`, name, nameRule)
 	}
 	return ""
 }

@@ -337,6 +337,7 @@ func TestConnectServerValidation(t *testing.T) {
 		{"empty name", stdio("")},
 		{"bad character", stdio("a.b")},
 		{"double underscore", stdio("a__b")},
+		{"trailing underscore", stdio("a_")},
 		{"too long", stdio(string(make([]byte, 65)))},
 		{"no transport", &mcpdv1.ServerConfig{Name: "x"}},
 		{"no command", &mcpdv1.ServerConfig{Name: "x", Transport: &mcpdv1.ServerConfig_Stdio{Stdio: &mcpdv1.StdioConfig{}}}},

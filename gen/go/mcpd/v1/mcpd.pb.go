@@ -579,7 +579,7 @@ func (ElicitationAction) EnumDescriptor() ([]byte, []int) {
 type ServerConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Identifies the server: 1 to 64 characters of [A-Za-z0-9_-], without "__"
-	// (qualified tool names are mcp__<server>__<tool>).
+	// and not ending in "_" (qualified tool names are mcp__<server>__<tool>).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Says how mcpd reaches the server.
 	//

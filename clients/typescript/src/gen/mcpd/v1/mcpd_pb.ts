@@ -22,7 +22,7 @@ export const file_mcpd_v1_mcpd: GenFile = /*@__PURE__*/
 export type ServerConfig = Message<"mcpd.v1.ServerConfig"> & {
   /**
    * Identifies the server: 1 to 64 characters of [A-Za-z0-9_-], without "__"
-   * (qualified tool names are mcp__<server>__<tool>).
+   * and not ending in "_" (qualified tool names are mcp__<server>__<tool>).
    *
    * @generated from field: string name = 1;
    */
