@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -201,7 +202,7 @@ func TestToolRulesAsk(t *testing.T) {
 	if got := text(d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "yes"})); got != "yes" {
 		t.Errorf("approved call: got %q, want yes", got)
 	}
-	req := <-seen
+	req := nextApproval(ctx, t, seen)
 	a := req.GetApproval()
 	if req.GetServer() != "demo" || a.GetTool() != "mcp__demo__echo" || a.GetRule() != "ask mcp__demo__*" || a.GetCaller() == "" {
 		t.Errorf("approval request: got server %q, %v; want server demo, tool mcp__demo__echo, rule ask mcp__demo__*, a caller", req.GetServer(), a)
@@ -218,20 +219,20 @@ func TestToolRulesAsk(t *testing.T) {
 	if m, err := stream.Recv(); err != nil || m.GetResult() == nil {
 		t.Errorf("approved stream: got %v, %v; want the result", m, err)
 	}
-	<-seen
+	nextApproval(ctx, t, seen)
 
 	// Denied by the agent: PERMISSION_DENIED with its reason.
 	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "no"}, 0)
 	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), "not today") {
 		t.Errorf("denied: got %q, want the agent's reason", st.Message())
 	}
-	<-seen
+	nextApproval(ctx, t, seen)
 	// Not answered within --server-request-timeout.
 	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "later"}, 0)
 	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), "in time") {
 		t.Errorf("timed out: got %q, want it to say no agent answered in time", st.Message())
 	}
-	<-seen
+	nextApproval(ctx, t, seen)
 	// Other servers' tools need no approval.
 	if got := text(d.mustCall(ctx, t, "mcp__other__echo", map[string]any{"message": "later"})); got != "later" {
 		t.Errorf("unruled call: got %q, want later", got)
@@ -242,4 +243,81 @@ func TestToolRulesAsk(t *testing.T) {
 		_, err := d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "yes"}, 0)
 		return err != nil && strings.Contains(err.Error(), "no agent is attached"), nil
 	})
+}
+
+// TestServerToolsAsk connects a server whose config asks for approval of
+// some of its tools: those calls go to the approving agent, the daemon's
+// rules are only tightened (its allow of a tool still asks, its deny
+// still refuses without asking), other tools run, and the asks come back
+// from the state file after a restart.
+func TestServerToolsAsk(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	stateFile := filepath.Join(shortTempDir(t), "state.json")
+	opts := daemonOptions{config: emptyConfig(t), args: []string{
+		"--state-file", stateFile,
+		"--allow-tool", "mcp__asked__weather", "--deny-tool", "mcp__asked__add",
+	}}
+	d := startDaemon(ctx, t, opts)
+	cfg := stdioConfig("asked", mcpdBinary(t), []string{"demo-server"}, nil)
+	cfg.ToolsAsk = []string{"e*", "weather", "add"}
+	if _, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	seen := make(chan *mcpdv1.ServerRequest, 10)
+	approvalAgent(agentCtx, t, d, seen)
+
+	if got := text(d.mustCall(ctx, t, "mcp__asked__echo", map[string]any{"message": "yes"})); got != "yes" {
+		t.Errorf("approved echo: got %q, want yes", got)
+	}
+	if r := nextApproval(ctx, t, seen).GetApproval(); r.GetTool() != "mcp__asked__echo" || r.GetRule() != "ask mcp__asked__e*" {
+		t.Errorf("approval request: got tool %q rule %q, want mcp__asked__echo by ask mcp__asked__e*", r.GetTool(), r.GetRule())
+	}
+	// The daemon's more specific allow does not undo the server's ask.
+	_, err := d.call(ctx, t, "mcp__asked__weather", map[string]any{"message": "no"}, 0)
+	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), `rule "ask mcp__asked__weather"`) || !strings.Contains(st.Message(), "not today") {
+		t.Errorf("weather: got %q, want the agent's refusal under ask mcp__asked__weather", st.Message())
+	}
+	nextApproval(ctx, t, seen)
+	// The daemon's deny refuses without asking.
+	_, err = d.call(ctx, t, "mcp__asked__add", map[string]any{"message": "yes", "a": 1, "b": 2}, 0)
+	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), `rule "deny mcp__asked__add"`) {
+		t.Errorf("add: got %q, want the daemon's deny", st.Message())
+	}
+	// A tool the server does not ask for runs without asking.
+	if res := d.mustCall(ctx, t, "mcp__asked__image", nil); res.GetIsError() {
+		t.Errorf("image: got an error result %v", res)
+	}
+	select {
+	case r := <-seen:
+		t.Errorf("the agent was asked about %s, want only echo and weather", r.GetApproval().GetTool())
+	default:
+	}
+	stopAgent()
+
+	// After a restart the server comes back from the state file, and asks
+	// again (no agent now: refused for want of one).
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code %d, want 0", code)
+	}
+	d2 := startDaemon(ctx, t, opts)
+	d2.waitServer(ctx, t, "asked", mcpdv1.ServerState_SERVER_STATE_READY)
+	_, err = d2.call(ctx, t, "mcp__asked__echo", map[string]any{"message": "yes"}, 0)
+	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), `rule "ask mcp__asked__e*"`) {
+		t.Errorf("echo after a restart: got %q, want it held by ask mcp__asked__e*", st.Message())
+	}
+}
+
+// nextApproval returns the next request approvalAgent saw, failing the
+// test if none comes before ctx ends.
+func nextApproval(ctx context.Context, t *testing.T, seen <-chan *mcpdv1.ServerRequest) *mcpdv1.ServerRequest {
+	t.Helper()
+	select {
+	case r := <-seen:
+		return r
+	case <-ctx.Done():
+		t.Fatal("the approval agent was not asked")
+		return nil
+	}
 }

@@ -47,6 +47,7 @@ type Authorizer struct {
 	reloadMu  sync.Mutex
 	current   atomic.Pointer[callers] // nil without a callers file
 	rules     atomic.Pointer[Rules]   // nil: every call allowed
+	asks      atomic.Pointer[ServerAsks]
 	// reloaded is closed, and replaced, by each reload that takes effect.
 	reloaded atomic.Pointer[chan struct{}]
 }

@@ -208,7 +208,20 @@ func RefusedPermission(err error) string {
 // meanwhile see either the old or the new rules.
 func (a *Authorizer) SetRules(rs *Rules) { a.rules.Store(rs) }
 
-// checkRules applies the tool rules to a call of tool.
+// ServerAsks returns, for a qualified tool name, the pattern of the
+// "ask" its server's own config adds to the tool rules (a server's
+// toolsAsk, qualified: "mcp__github__create_*"), or "" when there is none.
+type ServerAsks func(tool string) string
+
+// SetServerAsks sets where the servers' own asks come from. They only
+// tighten: a call the rules allow needs approval when its server asks
+// for it, and a call the rules hold or deny stays so whatever the server
+// says. That is what lets a caller who may connect servers, but not write
+// the rules, attach asks to the servers it connects.
+func (a *Authorizer) SetServerAsks(asks ServerAsks) { a.asks.Store(&asks) }
+
+// checkRules applies the tool rules, then the servers' asks, to a call of
+// tool.
 func (a *Authorizer) checkRules(tool string) error {
 	eff, rule := a.rules.Load().Decide(tool)
 	name := "default " + eff.String()
@@ -220,6 +233,11 @@ func (a *Authorizer) checkRules(tool string) error {
 		return &RuleDeniedError{Tool: tool, Rule: name}
 	case Ask:
 		return &ApprovalRequiredError{Tool: tool, Rule: name}
+	}
+	if asks := a.asks.Load(); asks != nil && *asks != nil {
+		if p := (*asks)(tool); p != "" {
+			return &ApprovalRequiredError{Tool: tool, Rule: Ask.String() + " " + p}
+		}
 	}
 	return nil
 }

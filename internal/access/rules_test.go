@@ -2,6 +2,7 @@ package access
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -98,5 +99,48 @@ func TestAuthorizeAppliesRulesToEveryCaller(t *testing.T) {
 	a.SetRules(nil)
 	if err := call("mcp__demo__delete_all"); err != nil {
 		t.Errorf("without rules: got %v, want nil", err)
+	}
+}
+
+// TestServerAsksOnlyTighten: a server's asks make an allowed call ask, and
+// leave a call the rules hold or deny as it was.
+func TestServerAsksOnlyTighten(t *testing.T) {
+	a, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anyone, err := a.Authenticate(Credentials{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetRules(NewRules([]Rule{rule(Allow, "mcp__s__write_file"), rule(Deny, "mcp__s__delete_*"), rule(Ask, "mcp__s__move")}, Allow))
+	a.SetServerAsks(func(tool string) string {
+		if strings.HasPrefix(tool, "mcp__s__") && tool != "mcp__s__read" {
+			return "mcp__s__*"
+		}
+		return ""
+	})
+	for _, tc := range []struct {
+		tool, want string // want: "" (runs), or the deciding rule of an ask or a deny
+		deny       bool
+	}{
+		{"mcp__s__read", "", false},
+		{"mcp__other__write_file", "", false},
+		{"mcp__s__write_file", "ask mcp__s__*", false}, // the rules' more specific allow does not undo the server's ask
+		{"mcp__s__delete_all", "deny mcp__s__delete_*", true},
+		{"mcp__s__move", "ask mcp__s__move", false},
+	} {
+		err := a.Authorize(anyone, Action{Verb: CallTool, Server: "s", Tool: tc.tool})
+		var ask *ApprovalRequiredError
+		var denied *RuleDeniedError
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: got %v, want it to run", tc.tool, err)
+		case tc.want == "":
+		case tc.deny && (!errors.As(err, &denied) || denied.Rule != tc.want):
+			t.Errorf("%s: got %v, want denied by %q", tc.tool, err, tc.want)
+		case !tc.deny && (!errors.As(err, &ask) || ask.Rule != tc.want):
+			t.Errorf("%s: got %v, want approval asked by %q", tc.tool, err, tc.want)
+		}
 	}
 }

@@ -129,6 +129,12 @@ type Server struct {
 	// "*" (e.g. "get_*"; "*" alone matches every tool). Deny wins.
 	ToolsAllow []string
 	ToolsDeny  []string
+	// ToolsAsk lists tools, in the same form, whose calls wait for an
+	// agent's approval. It only adds to the daemon's tool rules: a call
+	// the rules allow asks, one they hold or deny stays so. That makes it
+	// safe to take from a caller who may connect servers but not write
+	// the rules.
+	ToolsAsk []string
 	// StrictCapabilities lists tools only when the server declares the
 	// tools capability. By default mcpd also asks a server that omits it,
 	// as hand-written servers often do, and uses the answer.
@@ -296,6 +302,11 @@ func (s *Server) Validate() error {
 			add("toolsDeny[%d]: %s", i, q)
 		}
 	}
+	for i, p := range s.ToolsAsk {
+		if q := patternProblem(p); q != "" {
+			add("toolsAsk[%d]: %s", i, q)
+		}
+	}
 	if len(ps) == 0 {
 		return nil
 	}
@@ -357,6 +368,17 @@ func (s *Server) AllowsTool(name string) bool {
 	return !slices.ContainsFunc(s.ToolsDeny, func(p string) bool { return matchTool(p, name) })
 }
 
+// AsksTool returns the first ToolsAsk pattern that matches the tool named
+// name (the server's own name), or "" when none does.
+func (s *Server) AsksTool(name string) string {
+	for _, p := range s.ToolsAsk {
+		if matchTool(p, name) {
+			return p
+		}
+	}
+	return ""
+}
+
 func matchTool(pattern, name string) bool {
 	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
 		return strings.HasPrefix(name, prefix)
@@ -389,6 +411,7 @@ func (s *Server) Equal(o *Server) bool {
 		s.StrictCapabilities == o.StrictCapabilities &&
 		slices.Equal(s.ToolsAllow, o.ToolsAllow) &&
 		slices.Equal(s.ToolsDeny, o.ToolsDeny) &&
+		slices.Equal(s.ToolsAsk, o.ToolsAsk) &&
 		s.Trace == o.Trace &&
 		slices.Equal(s.TraceRedact, o.TraceRedact) &&
 		slices.Equal(s.Warnings, o.Warnings)
@@ -407,6 +430,7 @@ func (s *Server) Clone() *Server {
 	c.OAuth = s.OAuth.Clone()
 	c.ToolsAllow = slices.Clone(s.ToolsAllow)
 	c.ToolsDeny = slices.Clone(s.ToolsDeny)
+	c.ToolsAsk = slices.Clone(s.ToolsAsk)
 	c.Permissions = s.Permissions.Clone()
 	c.AlwaysAllow = slices.Clone(s.AlwaysAllow)
 	c.TraceRedact = slices.Clone(s.TraceRedact)
@@ -513,6 +537,9 @@ func (s Server) String() string {
 	}
 	if len(s.ToolsDeny) > 0 {
 		fmt.Fprintf(&b, " deny=[%s]", strings.Join(s.ToolsDeny, " "))
+	}
+	if len(s.ToolsAsk) > 0 {
+		fmt.Fprintf(&b, " ask=[%s]", strings.Join(s.ToolsAsk, " "))
 	}
 	return b.String()
 }

@@ -160,6 +160,7 @@ func TestValidate(t *testing.T) {
 		{name: "negative connect timeout", base: stdioServer, edit: func(s *Server) { s.ConnectTimeout = -1 }, errs: []string{"connect timeout"}},
 		{name: "star inside pattern", base: stdioServer, edit: func(s *Server) { s.ToolsAllow = []string{"ok", "a*b"} }, errs: []string{`toolsAllow[1]: tool pattern "a*b" may only end with "*"`}},
 		{name: "empty pattern", base: stdioServer, edit: func(s *Server) { s.ToolsDeny = []string{""} }, errs: []string{"toolsDeny[0]: empty tool pattern"}},
+		{name: "bad ask pattern", base: stdioServer, edit: func(s *Server) { s.ToolsAsk = []string{"ok", "*_x"} }, errs: []string{`toolsAsk[1]: tool pattern "*_x" may only end with "*"`}},
 		{name: "several problems", base: stdioServer, edit: func(s *Server) {
 			s.Name, s.Command, s.URL = "", "", "https://x"
 		}, errs: []string{"server name is empty", "needs a command", "takes no url"}},
@@ -245,7 +246,7 @@ func fullServer() *Server {
 		Name: "s", Kind: TransportStdio, Command: "c", Args: []string{"a"}, Env: map[string]string{"K": "v"}, Cwd: "/d",
 		URL: "https://h/", Headers: map[string]string{"H": "v"},
 		CallTimeout: time.Second, ConnectTimeout: time.Second, ProtocolVersion: "2025-06-18",
-		ToolsAllow: []string{"a"}, ToolsDeny: []string{"d"},
+		ToolsAllow: []string{"a"}, ToolsDeny: []string{"d"}, ToolsAsk: []string{"w*"},
 	}
 }
 
@@ -336,6 +337,7 @@ func TestClone(t *testing.T) {
 	c.Headers["H"] = "changed"
 	c.ToolsAllow[0] = "changed"
 	c.ToolsDeny[0] = "changed"
+	c.ToolsAsk[0] = "changed"
 	if !orig.Equal(fullServer()) {
 		t.Errorf("Clone: changing the copy changed the original: got %v", orig)
 	}
@@ -382,8 +384,8 @@ func TestString(t *testing.T) {
 		{
 			name: "options",
 			s: Server{Name: "o", Kind: TransportStdio, Command: "c", ConnectTimeout: time.Second, ProtocolVersion: "2025-06-18",
-				ToolsAllow: []string{"a", "b_*"}, ToolsDeny: []string{"d"}},
-			want: "o (stdio): c connect-timeout=1s protocol=2025-06-18 allow=[a b_*] deny=[d]",
+				ToolsAllow: []string{"a", "b_*"}, ToolsDeny: []string{"d"}, ToolsAsk: []string{"w*"}},
+			want: "o (stdio): c connect-timeout=1s protocol=2025-06-18 allow=[a b_*] deny=[d] ask=[w*]",
 		},
 	}
 	for _, tt := range tests {

@@ -94,8 +94,8 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 // "serverUrl" (Windsurf) is read as "url". "disabled": true parks the
 // entry: it is listed in [File.Disabled] and not started. mcpd reads these
 // option fields in an entry: "timeout" and "connectTimeout" (seconds, a
-// number), "protocolVersion", "toolsAllow" and "toolsDeny" (arrays of tool
-// patterns), "strictCapabilities", "permissions" (tool rules on the
+// number), "protocolVersion", "toolsAllow", "toolsDeny" and "toolsAsk"
+// (arrays of tool patterns), "strictCapabilities", "permissions" (tool rules on the
 // server's own tool names), "alwaysAllow" and "autoApprove" (tools that
 // run without asking), "trace" and "traceRedact". Any other field is
 // reported in the server's [Server.Warnings] and otherwise ignored.
@@ -205,6 +205,7 @@ type entry struct {
 	ProtocolVersion string            `json:"protocolVersion"`
 	ToolsAllow      []string          `json:"toolsAllow"`
 	ToolsDeny       []string          `json:"toolsDeny"`
+	ToolsAsk        []string          `json:"toolsAsk"`
 	// StrictCapabilities: see Server.StrictCapabilities.
 	StrictCapabilities bool       `json:"strictCapabilities"`
 	OAuth              *OAuth     `json:"oauth"`
@@ -339,6 +340,7 @@ func (e *entry) server(name string, lookup func(string) (string, bool), warnings
 		ProtocolVersion: e.ProtocolVersion,
 		ToolsAllow:      e.ToolsAllow,
 		ToolsDeny:       e.ToolsDeny,
+		ToolsAsk:        e.ToolsAsk,
 		AlwaysAllow:     append(slices.Clone(e.AlwaysAllow), e.AutoApprove...),
 		Trace:           e.Trace,
 		TraceRedact:     e.TraceRedact,

@@ -36,6 +36,7 @@ func MarshalEntry(s *Server) (data []byte, secrets []string, err error) {
 		ProtocolVersion: s.ProtocolVersion,
 		ToolsAllow:      s.ToolsAllow,
 		ToolsDeny:       s.ToolsDeny,
+		ToolsAsk:        s.ToolsAsk,
 		Timeout:         s.CallTimeout.Seconds(),
 		ConnectTimeout:  s.ConnectTimeout.Seconds(),
 	}
@@ -97,6 +98,7 @@ type persistedEntry struct {
 	ProtocolVersion string            `json:"protocolVersion,omitempty"`
 	ToolsAllow      []string          `json:"toolsAllow,omitempty"`
 	ToolsDeny       []string          `json:"toolsDeny,omitempty"`
+	ToolsAsk        []string          `json:"toolsAsk,omitempty"`
 	OAuth           *OAuth            `json:"oauth,omitempty"`
 }
 

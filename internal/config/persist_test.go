@@ -17,7 +17,7 @@ func TestMarshalEntryRoundTrip(t *testing.T) {
 	servers := []Server{
 		{Name: "gh", Kind: TransportStdio, Command: "npx", Args: []string{"-y", "server-github"},
 			Env: map[string]string{"GITHUB_TOKEN": secret, "odd-name": secret}, Cwd: "/srv",
-			CallTimeout: 30 * time.Second, ToolsDeny: []string{"delete_*"}},
+			CallTimeout: 30 * time.Second, ToolsDeny: []string{"delete_*"}, ToolsAsk: []string{"create_*"}},
 		{Name: "docs", Kind: TransportHTTP, URL: "https://h.example/mcp?key=" + secret,
 			Headers:        map[string]string{"Authorization": "Bearer " + secret},
 			ConnectTimeout: 2500 * time.Millisecond, ProtocolVersion: "2025-06-18",

@@ -460,6 +460,24 @@ func (m *Manager) lookup(name string) (*upstream, error) {
 	return u, nil
 }
 
+// ToolAsk returns the qualified pattern of the server's own ToolsAsk entry
+// that matches the qualified tool name, or "" when there is none or no
+// such server. It is the [access.ServerAsks] of the daemon.
+func (m *Manager) ToolAsk(tool string) string {
+	server, own, ok := SplitQualifiedToolName(tool)
+	if !ok {
+		return ""
+	}
+	u, err := m.lookup(server)
+	if err != nil {
+		return ""
+	}
+	if p := u.cfg.AsksTool(own); p != "" {
+		return QualifiedToolName(server, p)
+	}
+	return ""
+}
+
 func (m *Manager) snapshot() []*upstream {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -39,6 +39,7 @@ func serverConfigFromProto(pc *mcpdv1.ServerConfig) (config.Server, error) {
 		ProtocolVersion: pc.GetProtocolVersion(),
 		ToolsAllow:      pc.GetToolsAllow(),
 		ToolsDeny:       pc.GetToolsDeny(),
+		ToolsAsk:        pc.GetToolsAsk(),
 		Trace:           pc.GetTrace(),
 
 		StrictCapabilities: pc.GetStrictCapabilities(),

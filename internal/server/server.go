@@ -208,6 +208,9 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		// With no callers file the Authorizer cannot fail.
 		authz, _ = access.New(&access.Options{APIToken: opts.APIToken})
 	}
+	// The servers' own asks (toolsAsk) are read from mgr's configs, for
+	// every edge that shares authz (the MCP endpoint too).
+	authz.SetServerAsks(mgr.ToolAsk)
 	g := &guard{authz: authz, audit: opts.Audit, qualify: mgr.QualifyToolName, poll: mgr.Poll}
 	log := interceptorLogger(opts.Logger)
 	logOpts := []logging.Option{

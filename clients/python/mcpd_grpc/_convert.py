@@ -328,6 +328,7 @@ def server_config_to_proto(c: Union[t.ServerConfig, pb.ServerConfig]) -> pb.Serv
     out = pb.ServerConfig(name=c.name, protocol_version=c.protocol_version, strict_capabilities=c.strict_capabilities)
     out.tools_allow.extend(c.tools_allow)
     out.tools_deny.extend(c.tools_deny)
+    out.tools_ask.extend(c.tools_ask)
     call_timeout, connect_timeout = duration(c.call_timeout), duration(c.connect_timeout)
     if call_timeout is not None:
         out.call_timeout.CopyFrom(call_timeout)

@@ -402,7 +402,9 @@ class ServerConfig:
 
     Timeouts are in seconds; ``None`` means the daemon's default.
     ``tools_allow`` / ``tools_deny`` filter tools by the server's own names (a
-    trailing ``*`` matches a prefix; deny wins).
+    trailing ``*`` matches a prefix; deny wins). Calls of the tools in
+    ``tools_ask`` (same form) wait for an agent's approval; it only adds to
+    the daemon's tool rules, never loosens them.
     """
 
     name: str
@@ -418,6 +420,7 @@ class ServerConfig:
     protocol_version: str = ""
     tools_allow: Tuple[str, ...] = ()
     tools_deny: Tuple[str, ...] = ()
+    tools_ask: Tuple[str, ...] = ()
     oauth: Optional[OAuthConfig] = None
     strict_capabilities: bool = False
     """List tools only when the server declares the tools capability."""
@@ -507,7 +510,7 @@ class ServerConfig:
         raise ValueError(f"server {name!r}: unknown type {kind!r}")
 
 
-_OPTION_NAMES = ("call_timeout", "connect_timeout", "protocol_version", "tools_allow", "tools_deny", "strict_capabilities")
+_OPTION_NAMES = ("call_timeout", "connect_timeout", "protocol_version", "tools_allow", "tools_deny", "tools_ask", "strict_capabilities")
 
 
 def _options(options: Mapping[str, Any]) -> Dict[str, Any]:
@@ -515,7 +518,7 @@ def _options(options: Mapping[str, Any]) -> Dict[str, Any]:
     if unknown:
         raise TypeError(f"unknown server options: {', '.join(sorted(unknown))}")
     out = dict(options)
-    for k in ("tools_allow", "tools_deny"):
+    for k in ("tools_allow", "tools_deny", "tools_ask"):
         if k in out:
             out[k] = tuple(out[k])
     return out

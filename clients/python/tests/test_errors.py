@@ -67,6 +67,18 @@ def test_denied_tool_is_permission_denied(client: Client, mcpd_bin: str) -> None
         client.disconnect_server("denying")
 
 
+def test_asked_tool_waits_for_approval(client: Client, mcpd_bin: str) -> None:
+    client.connect_server(ServerConfig.stdio("asking", mcpd_bin, ["demo-server"], tools_ask=["ech*"]), replace=True)
+    try:
+        assert "mcp__asking__echo" in {t.name for t in client.list_tools("asking")}  # asking does not hide it
+        with pytest.raises(mcpd_grpc.PermissionDenied) as info:  # no agent answers approval requests here
+            client.call_tool("mcp__asking__echo", {"message": "x"})
+        assert "ask mcp__asking__ech*" in info.value.message
+        assert client.call_tool("mcp__asking__add", {"a": 1, "b": 2}).text == "3"
+    finally:
+        client.disconnect_server("asking")
+
+
 def test_unavailable_is_retryable(tmp_path: Path) -> None:
     with Client(f"unix://{tmp_path}/none.sock", timeout=5) as c:
         with pytest.raises(mcpd_grpc.Unavailable) as info:

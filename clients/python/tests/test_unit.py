@@ -175,11 +175,11 @@ class TestConvert:
             cv.to_struct({"a": object()})
 
     def test_server_config(self) -> None:
-        c = ServerConfig.stdio("fs", "npx", ["-y", "pkg"], env={"TOKEN": "s3cret"}, call_timeout=1.5, tools_deny=["rm*"])
+        c = ServerConfig.stdio("fs", "npx", ["-y", "pkg"], env={"TOKEN": "s3cret"}, call_timeout=1.5, tools_deny=["rm*"], tools_ask=["write*"])
         assert "s3cret" not in repr(c) and "TOKEN" in repr(c)
         p = cv.server_config_to_proto(c)
         assert p.stdio.command == "npx" and list(p.stdio.args) == ["-y", "pkg"] and p.stdio.env["TOKEN"] == "s3cret"
-        assert p.call_timeout.ToNanoseconds() == 1_500_000_000 and list(p.tools_deny) == ["rm*"]
+        assert p.call_timeout.ToNanoseconds() == 1_500_000_000 and list(p.tools_deny) == ["rm*"] and list(p.tools_ask) == ["write*"]
         h = cv.server_config_to_proto(ServerConfig.from_mcp_json("web", {"type": "sse", "url": "http://127.0.0.1:1/sse", "headers": {"A": "b"}}))
         assert h.WhichOneof("transport") == "sse" and h.sse.headers["A"] == "b"
         j = ServerConfig.from_mcp_json("x", {"command": "srv", "args": ["a"]})

@@ -326,6 +326,8 @@ export interface ServerOptions {
   protocolVersion?: string;
   toolsAllow?: string[];
   toolsDeny?: string[];
+  /** Tools whose calls wait for an agent's approval; only adds to mcpd's tool rules. */
+  toolsAsk?: string[];
   oauth?: MessageInitShape<typeof pb.OAuthConfigSchema>;
 }
 
@@ -347,6 +349,7 @@ function common(name: string, o: ServerOptions): ServerConfigInit {
   if (o.protocolVersion) c.protocolVersion = o.protocolVersion;
   if (o.toolsAllow) c.toolsAllow = o.toolsAllow;
   if (o.toolsDeny) c.toolsDeny = o.toolsDeny;
+  if (o.toolsAsk) c.toolsAsk = o.toolsAsk;
   if (o.oauth) c.oauth = o.oauth;
   return c;
 }

@@ -133,6 +133,22 @@ for (const wire of testWires()) {
         await assert.rejects(c.getServer(name), NotFound);
       }));
 
+    it("connects a server whose tools ask for approval", () =>
+      withClient(wire, async (c) => {
+        const name = `asking-${wire.replace(/[^a-z0-9]/g, "")}`;
+        assert.ok((await c.connectServer(ServerConfig.stdio(name, MCPD_BIN!, ["demo-server"], { toolsAsk: ["ech*"] }), { replace: true })).ready);
+        try {
+          // No agent answers approval requests here: the call is refused, naming the ask.
+          await assert.rejects(
+            c.callTool(`mcp__${name}__echo`, { message: "x" }),
+            (e) => e instanceof MCPDError && e.codeName === "PERMISSION_DENIED" && e.message.includes(`ask mcp__${name}__ech*`),
+          );
+          assert.equal((await c.callTool(`mcp__${name}__add`, { a: 1, b: 2 })).text, "3");
+        } finally {
+          await c.disconnectServer(name);
+        }
+      }));
+
     it("disables and enables a server", () =>
       withClient(wire, async (c) => {
         const name = `toggled-${wire.replace(/[^a-z0-9]/g, "")}`;

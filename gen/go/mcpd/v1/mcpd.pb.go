@@ -605,6 +605,11 @@ type ServerConfig struct {
 	// Lists tools to hide and refuse, by the server's own names; a trailing "*"
 	// matches a prefix. Deny wins over allow.
 	ToolsDeny []string `protobuf:"bytes,9,rep,name=tools_deny,json=toolsDeny,proto3" json:"tools_deny,omitempty"`
+	// Lists tools whose calls wait for an agent's approval, by the server's own
+	// names; a trailing "*" matches a prefix. These only add to the daemon's
+	// tool rules: a call the rules allow asks, one they hold or deny stays so
+	// (see docs/tools.md).
+	ToolsAsk []string `protobuf:"bytes,14,rep,name=tools_ask,json=toolsAsk,proto3" json:"tools_ask,omitempty"`
 	// Configures OAuth for an HTTP or SSE server. Unset means the defaults: a
 	// server that answers 401 is authorized with the authorization code grant,
 	// a dynamically registered client and a person's consent.
@@ -732,6 +737,13 @@ func (x *ServerConfig) GetToolsAllow() []string {
 func (x *ServerConfig) GetToolsDeny() []string {
 	if x != nil {
 		return x.ToolsDeny
+	}
+	return nil
+}
+
+func (x *ServerConfig) GetToolsAsk() []string {
+	if x != nil {
+		return x.ToolsAsk
 	}
 	return nil
 }
@@ -8449,7 +8461,7 @@ var File_mcpd_v1_mcpd_proto protoreflect.FileDescriptor
 
 const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\n" +
-	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\x04\n" +
+	"\x12mcpd/v1/mcpd.proto\x12\amcpd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x04\n" +
 	"\fServerConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x05stdio\x18\x02 \x01(\v2\x14.mcpd.v1.StdioConfigH\x00R\x05stdio\x12)\n" +
@@ -8463,7 +8475,8 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\vtools_allow\x18\b \x03(\tR\n" +
 	"toolsAllow\x12\x1d\n" +
 	"\n" +
-	"tools_deny\x18\t \x03(\tR\ttoolsDeny\x12*\n" +
+	"tools_deny\x18\t \x03(\tR\ttoolsDeny\x12\x1b\n" +
+	"\ttools_ask\x18\x0e \x03(\tR\btoolsAsk\x12*\n" +
 	"\x05oauth\x18\v \x01(\v2\x14.mcpd.v1.OAuthConfigR\x05oauth\x12/\n" +
 	"\x13strict_capabilities\x18\f \x01(\bR\x12strictCapabilities\x12\x14\n" +
 	"\x05trace\x18\r \x01(\bR\x05traceB\v\n" +

@@ -909,7 +909,7 @@ class Server(_message.Message):
     def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., transport: _Optional[_Union[Transport, str]] = ..., protocol_version: _Optional[str] = ..., server_info: _Optional[_Union[Implementation, _Mapping]] = ..., instructions: _Optional[str] = ..., capabilities: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., restarts: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., state_changed_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env_names: _Optional[_Iterable[str]] = ..., header_names: _Optional[_Iterable[str]] = ..., pid: _Optional[int] = ..., authorization_url: _Optional[str] = ..., authorization_expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., scope: _Optional[_Union[ConfigScope, str]] = ..., source: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., config_warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ServerConfig(_message.Message):
-    __slots__ = ["call_timeout", "connect_timeout", "http", "name", "oauth", "protocol_version", "remote", "sse", "stdio", "strict_capabilities", "tools_allow", "tools_deny", "trace"]
+    __slots__ = ["call_timeout", "connect_timeout", "http", "name", "oauth", "protocol_version", "remote", "sse", "stdio", "strict_capabilities", "tools_allow", "tools_ask", "tools_deny", "trace"]
     CALL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     CONNECT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     HTTP_FIELD_NUMBER: _ClassVar[int]
@@ -921,6 +921,7 @@ class ServerConfig(_message.Message):
     STDIO_FIELD_NUMBER: _ClassVar[int]
     STRICT_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     TOOLS_ALLOW_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_ASK_FIELD_NUMBER: _ClassVar[int]
     TOOLS_DENY_FIELD_NUMBER: _ClassVar[int]
     TRACE_FIELD_NUMBER: _ClassVar[int]
     call_timeout: _duration_pb2.Duration
@@ -934,9 +935,10 @@ class ServerConfig(_message.Message):
     stdio: StdioConfig
     strict_capabilities: bool
     tools_allow: _containers.RepeatedScalarFieldContainer[str]
+    tools_ask: _containers.RepeatedScalarFieldContainer[str]
     tools_deny: _containers.RepeatedScalarFieldContainer[str]
     trace: bool
-    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioConfig, _Mapping]] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., sse: _Optional[_Union[HttpConfig, _Mapping]] = ..., remote: _Optional[_Union[HttpConfig, _Mapping]] = ..., call_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., connect_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., protocol_version: _Optional[str] = ..., tools_allow: _Optional[_Iterable[str]] = ..., tools_deny: _Optional[_Iterable[str]] = ..., oauth: _Optional[_Union[OAuthConfig, _Mapping]] = ..., strict_capabilities: bool = ..., trace: bool = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., stdio: _Optional[_Union[StdioConfig, _Mapping]] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., sse: _Optional[_Union[HttpConfig, _Mapping]] = ..., remote: _Optional[_Union[HttpConfig, _Mapping]] = ..., call_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., connect_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., protocol_version: _Optional[str] = ..., tools_allow: _Optional[_Iterable[str]] = ..., tools_deny: _Optional[_Iterable[str]] = ..., tools_ask: _Optional[_Iterable[str]] = ..., oauth: _Optional[_Union[OAuthConfig, _Mapping]] = ..., strict_capabilities: bool = ..., trace: bool = ...) -> None: ...
 
 class ServerRequest(_message.Message):
     __slots__ = ["approval", "authorization", "deadline", "elicitation", "id", "roots", "sampling", "server"]
