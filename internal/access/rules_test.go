@@ -67,14 +67,7 @@ func TestRulesDefault(t *testing.T) {
 }
 
 func TestAuthorizeAppliesRulesToEveryCaller(t *testing.T) {
-	a, err := New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	anyone, err := a.Authenticate(Credentials{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, anyone := withoutCallersFile(t)
 	a.SetRules(NewRules([]Rule{rule(Deny, "mcp__*__delete_*"), rule(Ask, "mcp__demo__echo")}, Allow))
 	call := func(tool string) error {
 		return a.Authorize(anyone, Action{Verb: CallTool, Server: "demo", Tool: tool})
@@ -105,14 +98,7 @@ func TestAuthorizeAppliesRulesToEveryCaller(t *testing.T) {
 // TestServerAsksOnlyTighten: a server's asks make an allowed call ask, and
 // leave a call the rules hold or deny as it was.
 func TestServerAsksOnlyTighten(t *testing.T) {
-	a, err := New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	anyone, err := a.Authenticate(Credentials{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, anyone := withoutCallersFile(t)
 	a.SetRules(NewRules([]Rule{rule(Allow, "mcp__s__write_file"), rule(Deny, "mcp__s__delete_*"), rule(Ask, "mcp__s__move")}, Allow))
 	a.SetServerAsks(func(tool string) string {
 		if strings.HasPrefix(tool, "mcp__s__") && tool != "mcp__s__read" {
@@ -143,4 +129,19 @@ func TestServerAsksOnlyTighten(t *testing.T) {
 			t.Errorf("%s: got %v, want approval asked by %q", tc.tool, err, tc.want)
 		}
 	}
+}
+
+// withoutCallersFile returns an Authorizer without a callers file and the
+// caller every request then is.
+func withoutCallersFile(t *testing.T) (*Authorizer, Caller) {
+	t.Helper()
+	a, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anyone, err := a.Authenticate(Credentials{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, anyone
 }
