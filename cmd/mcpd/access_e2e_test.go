@@ -518,18 +518,7 @@ func TestCallersReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	firstAgent, err := d.hub.HandleServerRequests(first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := firstAgent.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
-		Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS}},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := firstAgent.Recv(); err != nil {
-		t.Fatalf("first caller registers: %v", err)
-	}
+	firstAgent := registerAgent(first, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS)
 
 	replaceFile(t, path, mustJSON(t, map[string]any{"callers": []any{caller("second", "second-token-2")}}))
 	d.send(t, syscall.SIGHUP)
@@ -830,19 +819,7 @@ func TestCallersAgentsAnswerTheirCalls(t *testing.T) {
 func samplingAgent(ctx context.Context, t *testing.T, d *daemon, answer string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := d.hub.HandleServerRequests(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
-		Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, err := stream.Recv(); err != nil || m.GetRegistered() == nil {
-		t.Fatalf("registration: %v %v", m, err)
-	}
+	stream := registerAgent(ctx, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING)
 	done := make(chan struct{})
 	t.Cleanup(func() {
 		cancel()

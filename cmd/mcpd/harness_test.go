@@ -375,6 +375,27 @@ func (d *daemon) connectFake(ctx context.Context, t *testing.T, name, mode strin
 	return d.connect(ctx, t, name, testBinary(t), nil, map[string]string{fakeServerEnv: mode})
 }
 
+// registerAgent opens HandleServerRequests with ctx (and its credentials)
+// and registers for kinds of every server; it returns once mcpd has
+// confirmed the registration.
+func registerAgent(ctx context.Context, t *testing.T, d *daemon, kinds ...mcpdv1.ServerRequestKind) mcpdv1.MCPHub_HandleServerRequestsClient {
+	t.Helper()
+	stream, err := d.hub.HandleServerRequests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+		Register: &mcpdv1.ServerRequestRegistration{Kinds: kinds},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetRegistered() == nil {
+		t.Fatalf("registration: %v %v", m, err)
+	}
+	return stream
+}
+
 func stdioConfig(name, command string, args []string, env map[string]string) *mcpdv1.ServerConfig {
 	return &mcpdv1.ServerConfig{
 		Name: name,

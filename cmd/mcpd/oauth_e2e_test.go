@@ -284,19 +284,7 @@ type authorizationAgent struct {
 func startAuthorizationAgent(ctx context.Context, t *testing.T, d *daemon) *authorizationAgent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := d.hub.HandleServerRequests(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
-		Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_AUTHORIZATION}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, err := stream.Recv(); err != nil || m.GetRegistered() == nil {
-		t.Fatalf("registration: %v %v", m, err)
-	}
+	stream := registerAgent(ctx, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_AUTHORIZATION)
 	a := &authorizationAgent{stream: stream, requests: make(chan *mcpdv1.ServerRequest, 16)}
 	done := make(chan struct{})
 	go func() {

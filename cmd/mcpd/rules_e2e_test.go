@@ -139,19 +139,7 @@ func readFile(t *testing.T, path string) string {
 // unanswered. It hands every request it gets to seen.
 func approvalAgent(ctx context.Context, t *testing.T, d *daemon, seen chan<- *mcpdv1.ServerRequest) {
 	t.Helper()
-	stream, err := d.hub.HandleServerRequests(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
-		Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, err := stream.Recv(); err != nil || m.GetRegistered() == nil {
-		t.Fatalf("registration: %v %v", m, err)
-	}
+	stream := registerAgent(ctx, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL)
 	done := make(chan struct{})
 	t.Cleanup(func() { <-done })
 	go func() {

@@ -315,21 +315,7 @@ func (a *testAgent) count() int { return len(a.answered) }
 
 func startAgent(ctx context.Context, t *testing.T, d *daemon) *testAgent {
 	t.Helper()
-	stream, err := d.hub.HandleServerRequests(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
-		Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{
-			mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION,
-		}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, err := stream.Recv(); err != nil || m.GetRegistered() == nil {
-		t.Fatalf("registration: %v %v", m, err)
-	}
+	stream := registerAgent(ctx, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION)
 	a := &testAgent{answered: make(chan struct{}, 100)}
 	done := make(chan struct{})
 	go func() {
