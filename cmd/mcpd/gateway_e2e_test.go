@@ -581,7 +581,8 @@ func TestMCPEndpointGuards(t *testing.T) {
 // TestMCPEndpointAskRules calls through the MCP endpoint a tool an "ask"
 // rule holds: as on gRPC, it runs only when the agent registered for
 // approval requests approves it, and is refused, with an audit line naming
-// the rule, when the agent denies it or none is attached.
+// the rule, when the agent denies it or none is attached. A server's own
+// toolsAsk holds its calls there too.
 func TestMCPEndpointAskRules(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -605,15 +606,30 @@ func TestMCPEndpointAskRules(t *testing.T) {
 	if err != nil || toolText(t, res) != "yes" {
 		t.Fatalf("approved call: got %v, %v", res, err)
 	}
-	if req := <-seen; req.GetApproval().GetTool() != "mcp__demo__echo" {
+	if req := nextApproval(ctx, t, seen); req.GetApproval().GetTool() != "mcp__demo__echo" {
 		t.Errorf("approval request: got %v, want one for mcp__demo__echo", req)
 	}
 	if _, err := echo("no"); err == nil || !strings.Contains(err.Error(), "not today") {
 		t.Fatalf("denied call: got %v, want the agent's reason", err)
 	}
+	nextApproval(ctx, t, seen)
 	lines := auditLines(t, d)
 	if findAudit(lines, map[string]any{"method": "mcp tools/call", "code": "PermissionDenied", "denied_permission": "rule: ask mcp__demo__echo"}) == nil {
 		t.Errorf("no audit line of the refused call naming its rule in:\n%v", lines)
+	}
+
+	cfg := stdioConfig("asked", mcpdBinary(t), []string{"demo-server"}, nil)
+	cfg.ToolsAsk = []string{"ech*"}
+	if _, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	waitTools(ctx, t, cs, "mcp__asked__echo")
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__asked__echo", Arguments: map[string]any{"message": "no"}})
+	if err == nil || !strings.Contains(err.Error(), `ask mcp__asked__ech*`) || !strings.Contains(err.Error(), "not today") {
+		t.Fatalf("a call the server's toolsAsk holds: got %v, want the agent's refusal under ask mcp__asked__ech*", err)
+	}
+	if req := nextApproval(ctx, t, seen); req.GetApproval().GetTool() != "mcp__asked__echo" {
+		t.Errorf("approval request: got %v, want one for mcp__asked__echo", req)
 	}
 }
 

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -282,7 +284,18 @@ func TestServerToolsAsk(t *testing.T) {
 		t.Errorf("the agent was asked about %s, want only echo and weather", r.GetApproval().GetTool())
 	default:
 	}
+	// A poll of an asked tool is approved when it starts, and stopped
+	// without asking (here: with no agent left to ask).
+	poll, err := d.hub.StartPoll(ctx, &mcpdv1.StartPollRequest{Server: "asked", Interval: durationpb.New(time.Hour),
+		Target: &mcpdv1.StartPollRequest_Tool{Tool: &mcpdv1.PollToolCall{Name: "echo", Arguments: mustStruct(t, map[string]any{"message": "yes"})}}})
+	if err != nil {
+		t.Fatalf("StartPoll of echo: %v", err)
+	}
+	nextApproval(ctx, t, seen)
 	stopAgent()
+	if _, err := d.hub.StopPoll(ctx, &mcpdv1.StopPollRequest{Id: poll.GetPoll().GetId()}); err != nil {
+		t.Errorf("StopPoll of an asked tool without an agent: %v", err)
+	}
 
 	// After a restart the server comes back from the state file, and asks
 	// again (no agent now: refused for want of one).

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
-	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -110,17 +109,19 @@ func (a *Authorizer) Watch(ctx context.Context, caller Caller, creds Credentials
 		return
 	}
 	for {
+		// reloaded is taken before the check, so a reload after the check
+		// closes it. The first check covers a reload that came between the
+		// request's authentication and this watch.
+		if now, err := a.Authenticate(creds); err != nil || now.Name != caller.Name {
+			gone()
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-reloaded:
 		}
-		// Taken before the check: a reload after it closes this one.
 		reloaded = a.Reloaded()
-		if now, err := a.Authenticate(creds); err != nil || now.Name != caller.Name {
-			gone()
-			return
-		}
 	}
 }
 
@@ -283,6 +284,22 @@ func (a *Authorizer) authorizeCaller(caller Caller, act Action) error {
 // Allowed is Authorize as a filter: whether caller may perform act. A
 // tool call that needs approval counts as allowed: lists show the tool.
 func (a *Authorizer) Allowed(caller Caller, act Action) bool {
-	err := a.Authorize(caller, act)
-	return err == nil || errors.Is(err, ErrApprovalRequired)
+	if a.authorizeCaller(caller, act) != nil {
+		return false
+	}
+	if act.Verb != CallTool {
+		return true
+	}
+	// Only a deny hides a tool; an ask, the rules' or a server's, lists
+	// it, so the servers' asks need not be looked up.
+	eff, _ := a.rules.Load().Decide(act.Tool)
+	return eff != Deny
+}
+
+// Permits reports whether caller's own permissions allow act, without the
+// tool rules: nil, a *DeniedError or ErrUnauthenticated. It is for acting
+// on what the caller already runs (stopping its poll of a tool), which no
+// rule should hold up or refuse.
+func (a *Authorizer) Permits(caller Caller, act Action) error {
+	return a.authorizeCaller(caller, act)
 }

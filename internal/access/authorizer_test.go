@@ -348,6 +348,25 @@ func TestWatch(t *testing.T) {
 	stopB()
 	<-returnedB
 
+	// A watch that starts after the reload that dropped its caller (the
+	// request was authenticated just before it) reports it gone at once.
+	late, err := a.Authenticate(Credentials{Token: "tok-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "callers.json", file("c"))
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	goneLate := false
+	// Its request is over too: the check must come before any wait.
+	over, cancel := context.WithCancel(t.Context())
+	cancel()
+	a.Watch(over, late, Credentials{Token: "tok-b"}, func() { goneLate = true })
+	if !goneLate {
+		t.Error("a watch that started after its caller was removed did not report it gone")
+	}
+
 	noFile, err := New(&Options{APIToken: "tok"})
 	if err != nil {
 		t.Fatal(err)

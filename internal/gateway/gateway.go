@@ -106,6 +106,9 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	if g.opts.Access == nil {
 		g.opts.Access, _ = access.New(nil) // no file to read: cannot fail
 	}
+	// The servers' own asks (toolsAsk) are read from mgr's configs, as
+	// server.New sets them for the gRPC edge on the same Authorizer.
+	g.opts.Access.SetServerAsks(mgr.ToolAsk)
 	impl := g.opts.Implementation
 	if impl == nil {
 		impl = &mcp.Implementation{Name: "mcpd", Version: "dev"}

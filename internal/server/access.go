@@ -109,6 +109,10 @@ type approver func(ctx context.Context, caller access.Caller, need *access.Appro
 // request is what guard knows of one request.
 type request struct {
 	actions []access.Action
+	// own are actions on what the caller already runs (the poll a
+	// StopPoll ends): its permissions must allow them, no tool rule
+	// holds them up.
+	own     []access.Action
 	audited bool // the request acts on something: it gets an audit line
 	record  access.Record
 	// arguments are a tool call's arguments, for an approval request.
@@ -219,11 +223,19 @@ func describe(method string, msg any, withArgs bool) request {
 		return request{actions: acts}
 	case *mcpdv1.StartPollRequest:
 		act := startPollAction(m)
-		return request{
+		r := request{
 			actions: []access.Action{act},
 			audited: true,
 			record:  access.Record{Method: method, Server: act.Server, URI: act.URI, Tool: act.Tool},
 		}
+		if tool := m.GetTool(); tool != nil {
+			// An approval of the poll shows what each call will send.
+			r.arguments = tool.GetArguments().AsMap
+			if withArgs {
+				r.record.Arguments = r.arguments()
+			}
+		}
+		return r
 	case *mcpdv1.StopPollRequest:
 		// The poll's own permission is added by guard.describePoll, which
 		// can look the poll up.
@@ -264,8 +276,10 @@ func describe(method string, msg any, withArgs bool) request {
 }
 
 // describePoll adds to a StopPoll request the permission of the poll it
-// stops: that of reading its resource or calling its tool. An unknown
-// poll needs none: the handler answers NOT_FOUND.
+// stops: that of reading its resource or calling its tool, without the
+// tool rules (stopping a poll needs no approval, and a tool denied since
+// the poll started may still be stopped). An unknown poll needs none: the
+// handler answers NOT_FOUND.
 func (g *guard) describePoll(msg any, r *request) {
 	m, ok := msg.(*mcpdv1.StopPollRequest)
 	if !ok || g.poll == nil {
@@ -276,7 +290,7 @@ func (g *guard) describePoll(msg any, r *request) {
 		return
 	}
 	act := pollAction(st.Spec)
-	r.actions = append(r.actions, act)
+	r.own = append(r.own, act)
 	r.record.Server, r.record.URI, r.record.Tool = act.Server, act.URI, act.Tool
 }
 
@@ -300,6 +314,14 @@ func callTool(method, name string, args func() map[string]any, withArgs bool) re
 // check authorizes every action of r, asking for approval where a tool
 // rule says "ask"; a refusal is audited.
 func (g *guard) check(ctx context.Context, caller access.Caller, r *request, start time.Time) error {
+	for _, act := range r.own {
+		if err := g.authz.Permits(caller, act); err != nil {
+			rec := r.record
+			rec.Server, rec.Tool, rec.URI = act.Server, act.Tool, act.URI
+			g.refused(caller, rec, err, start)
+			return toStatus(err)
+		}
+	}
 	for _, act := range r.actions {
 		err := g.authz.Authorize(caller, act)
 		var need *access.ApprovalRequiredError
@@ -353,8 +375,10 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
-	if gone := callerGone(ctx); gone != nil {
-		resp, err = nil, toStatus(gone)
+	if gone := callerGone(ctx); gone != nil && err != nil {
+		// The call failed because the reload ended it. One that was done
+		// by then keeps its answer: what it did stands.
+		err = toStatus(gone)
 	}
 	if r.audited {
 		rec := r.record

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -158,13 +160,18 @@ func TestServerRequestsGoToTheCallersAgent(t *testing.T) {
 // TestApprovalWaitEndsWithItsCaller holds alice's call with an "ask" rule
 // before an agent that never answers, then reloads a callers file without
 // alice: the call ends with UNAUTHENTICATED at once, not when the wait
-// for the agent times out.
+// for the agent times out, and is audited so.
 func TestApprovalWaitEndsWithItsCaller(t *testing.T) {
 	alice := `{"servers": ["*"], "tools": ["*"], "manage": true}`
 	approver := `{"servers": ["*"], "server_requests": ["approval"]}`
 	callers := newCallersFile(t, map[string]string{"alice": alice, "approver": approver})
 	callers.authz.SetRules(access.NewRules([]access.Rule{{Effect: access.Ask, Pattern: access.NewGlob("mcp__s__*")}}, 0))
-	e := newEnv(t, &envOptions{server: Options{Access: callers.authz}, requestTimeout: time.Hour, dialOpts: callers.defaultCaller("alice")})
+	// Written before the call's answer goes out, read after it came.
+	var audit bytes.Buffer
+	e := newEnv(t, &envOptions{
+		server:         Options{Access: callers.authz, Audit: access.NewAuditor(zerolog.New(&audit), nil)},
+		requestTimeout: time.Hour, dialOpts: callers.defaultCaller("alice"),
+	})
 	ctx := testContext(t)
 	e.connect(t, "s", newSurfaceServer(t, eras[0].versions).srv)
 	seen := attachAgent(t, metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer approver-token"), e,
@@ -180,6 +187,9 @@ func TestApprovalWaitEndsWithItsCaller(t *testing.T) {
 	callers.rewrite(t, map[string]string{"approver": approver})
 	if err := <-done; status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("alice's call after she was removed: got %v, want UNAUTHENTICATED", err)
+	}
+	if want := `"caller":"alice","method":"CallTool","server":"s","tool":"mcp__s__ask","code":"Unauthenticated"`; !strings.Contains(audit.String(), want) {
+		t.Errorf("audit log: want a line with %s in:\n%s", want, audit.String())
 	}
 }
 

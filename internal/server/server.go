@@ -208,8 +208,8 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		// With no callers file the Authorizer cannot fail.
 		authz, _ = access.New(&access.Options{APIToken: opts.APIToken})
 	}
-	// The servers' own asks (toolsAsk) are read from mgr's configs, for
-	// every edge that shares authz (the MCP endpoint too).
+	// The servers' own asks (toolsAsk) are read from mgr's configs; the
+	// MCP endpoint (gateway.New) sets the same on its Authorizer.
 	authz.SetServerAsks(mgr.ToolAsk)
 	g := &guard{authz: authz, audit: opts.Audit, qualify: mgr.QualifyToolName, poll: mgr.Poll}
 	log := interceptorLogger(opts.Logger)

@@ -1,0 +1,40 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/mcpd-project/mcpd/internal/access"
+	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// TestGatewaySetsServerAsks: the endpoint's Authorizer holds a call of a
+// tool its server's toolsAsk names, whatever else was built on it.
+func TestGatewaySetsServerAsks(t *testing.T) {
+	m := mcpclient.NewManager(nil)
+	defer func() { _ = m.Close(context.Background()) }()
+	cfg := config.Server{Name: "s", Kind: config.TransportStdio, Command: "unused", ToolsAsk: []string{"write_*"}}
+	if err := m.AddStopped(cfg, mcpclient.StateDisabled, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	authz, err := access.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(m, &Options{Access: authz})
+	defer g.Close()
+	anyone, err := authz.Authenticate(access.Credentials{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ask *access.ApprovalRequiredError
+	err = authz.Authorize(anyone, access.Action{Verb: access.CallTool, Server: "s", Tool: "mcp__s__write_file"})
+	if !errors.As(err, &ask) || ask.Rule != "ask mcp__s__write_*" {
+		t.Errorf("a call of a tool the server asks for: got %v, want approval required by ask mcp__s__write_*", err)
+	}
+	if err := authz.Authorize(anyone, access.Action{Verb: access.CallTool, Server: "s", Tool: "mcp__s__read_file"}); err != nil {
+		t.Errorf("a call of another tool: got %v, want nil", err)
+	}
+}
