@@ -202,7 +202,7 @@ type callersFile struct {
 
 // newCallersFile writes a callers file with one caller per entry of perms
 // (its permissions object, as JSON) and loads it.
-func newCallersFile(t *testing.T, perms map[string]string) *callersFile {
+func newCallersFile(t testing.TB, perms map[string]string) *callersFile {
 	t.Helper()
 	f := &callersFile{path: filepath.Join(t.TempDir(), "callers.json")}
 	f.write(t, perms)
@@ -215,7 +215,7 @@ func newCallersFile(t *testing.T, perms map[string]string) *callersFile {
 }
 
 // rewrite replaces the callers with perms and reloads the file.
-func (f *callersFile) rewrite(t *testing.T, perms map[string]string) {
+func (f *callersFile) rewrite(t testing.TB, perms map[string]string) {
 	t.Helper()
 	f.write(t, perms)
 	if err := f.authz.Reload(); err != nil {
@@ -223,7 +223,7 @@ func (f *callersFile) rewrite(t *testing.T, perms map[string]string) {
 	}
 }
 
-func (f *callersFile) write(t *testing.T, perms map[string]string) {
+func (f *callersFile) write(t testing.TB, perms map[string]string) {
 	t.Helper()
 	var entries []string
 	for name, p := range perms {
@@ -253,5 +253,32 @@ func (f *callersFile) defaultCaller(name string) []grpc.DialOption {
 		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 			return streamer(withToken(ctx), desc, cc, method, opts...)
 		}),
+	}
+}
+
+// BenchmarkGuardedCall is a unary call through the interceptor chain
+// without a callers file and with one, whose calls are also watched for a
+// reload that removes their caller (see guard.watchCaller).
+func BenchmarkGuardedCall(b *testing.B) {
+	for _, withCallers := range []bool{false, true} {
+		name := "without callers file"
+		if withCallers {
+			name = "with callers file"
+		}
+		b.Run(name, func(b *testing.B) {
+			o := &envOptions{}
+			if withCallers {
+				callers := newCallersFile(b, map[string]string{"agent": `{"servers": ["*"]}`})
+				o.server.Access, o.dialOpts = callers.authz, callers.defaultCaller("agent")
+			}
+			e := newEnv(b, o)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.client.ListServers(ctx, &mcpdv1.ListServersRequest{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -96,7 +96,7 @@ type envOptions struct {
 	requestTimeout time.Duration
 }
 
-func newEnv(t *testing.T, o *envOptions) *env {
+func newEnv(t testing.TB, o *envOptions) *env {
 	t.Helper()
 	if o == nil {
 		o = &envOptions{}
