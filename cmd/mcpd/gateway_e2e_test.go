@@ -806,9 +806,24 @@ func TestMCPEndpointCallerRemoved(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	callers := permissionCallers(t)
+	// holder may call the slow tool, and will be removed with a call in
+	// flight.
+	var file map[string][]map[string]any
+	b, err := os.ReadFile(callers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	const holderToken = "holder-token-5c2e"
+	file["callers"] = append(file["callers"], map[string]any{"name": "holder", "token_sha256": sha256Hex(holderToken),
+		"permissions": map[string]any{"servers": []string{"demo"}, "tools": []string{"mcp__demo__slow"}}})
+	replaceFile(t, callers, mustJSON(t, file))
 	d := startDaemon(ctx, t, daemonOptions{
-		args: []string{"--callers", callers, "--mcp-listen", addr},
+		args: []string{"--callers", callers, "--mcp-listen", addr, "--metrics-listen", metrics},
 		env:  []string{"E2E_OUTSIDER_TOKEN=" + outsiderToken},
 	})
 	d.waitServer(bearer(ctx, adminToken), t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
@@ -832,17 +847,23 @@ func TestMCPEndpointCallerRemoved(t *testing.T) {
 		_, err := io.Copy(io.Discard, stream.Body)
 		ended <- err
 	}()
+	// The holder calls in each era.
+	held := make(chan error, len(mcpEras))
+	for _, era := range mcpEras {
+		holder := connectMCP(ctx, t, url, era, holderToken, nil)
+		go func() {
+			_, err := holder.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__slow", Arguments: map[string]any{"steps": 1000, "delay_ms": 60000}})
+			held <- err
+		}()
+	}
+	inFlight := func() float64 {
+		v, _ := scrapeMetrics(ctx, t, metrics).value("mcpd_calls_in_flight", map[string]string{"server": "demo"})
+		return v
+	}
+	poll(ctx, t, "the holder's calls reach the server", func() (bool, error) { return inFlight() == float64(len(mcpEras)), nil })
 
-	// The callers file without the reader.
-	var file map[string][]map[string]any
-	b, err := os.ReadFile(callers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &file); err != nil {
-		t.Fatal(err)
-	}
-	file["callers"] = slices.DeleteFunc(file["callers"], func(c map[string]any) bool { return c["name"] == "reader" })
+	// The callers file without the reader and the holder.
+	file["callers"] = slices.DeleteFunc(file["callers"], func(c map[string]any) bool { return c["name"] == "reader" || c["name"] == "holder" })
 	replaceFile(t, callers, mustJSON(t, file))
 	d.send(t, syscall.SIGHUP)
 	select {
@@ -850,10 +871,68 @@ func TestMCPEndpointCallerRemoved(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the removed caller's stream is still open")
 	}
+	for range mcpEras {
+		select {
+		case <-held:
+		case <-ctx.Done():
+			t.Fatal("the removed caller's tool call ran on")
+		}
+	}
+	poll(ctx, t, "the calls upstream end", func() (bool, error) { return inFlight() == 0, nil })
+	if findAudit(auditLines(t, d), map[string]any{"caller": "holder", "method": "mcp tools/call", "code": "Unauthenticated"}) == nil {
+		t.Errorf("no audit line of the removed caller's ended call in:\n%v", auditLines(t, d))
+	}
 	if resp := request(http.MethodPost, readerToken, session, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("the removed caller's next request: got %d, want 401", resp.StatusCode)
 	}
 	// The admin, who stays, still works.
 	admin := connectMCP(ctx, t, url, mcpEras[0], adminToken, nil)
 	waitTools(ctx, t, admin, "mcp__demo__echo")
+}
+
+// TestMCPEndpointClosedRequest: a host that closes the HTTP request of a
+// tool call, without notifications/cancelled, ends the call upstream (the
+// endpoint keeps no events, so its answer could never be delivered).
+func TestMCPEndpointClosedRequest(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--mcp-listen", addr, "--metrics-listen", metrics}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	url := "http://" + addr + "/mcp"
+	init := mcpRequest(ctx, t, http.MethodPost, url, "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcpEras[0]+`","capabilities":{},"clientInfo":{"name":"closer","version":"0"}}}`)
+	session := init.Header.Get("Mcp-Session-Id")
+	if init.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize: got %d and session %q", init.StatusCode, session)
+	}
+	mcpRequest(ctx, t, http.MethodPost, url, "", session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	inFlight := func() float64 {
+		v, _ := scrapeMetrics(ctx, t, metrics).value("mcpd_calls_in_flight", map[string]string{"server": "demo"})
+		return v
+	}
+	// The answer's headers come with its first event, so the request is
+	// made aside; closing its context closes the connection.
+	callCtx, closeCall := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__demo__slow","arguments":{"steps":1000,"delay_ms":60000}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", mcpEras[0])
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	poll(ctx, t, "the call reaches the server", func() (bool, error) { return inFlight() == 1, nil })
+	closeCall()
+	<-done
+	poll(ctx, t, "the call upstream ends", func() (bool, error) { return inFlight() == 0, nil })
 }

@@ -28,9 +28,11 @@ import (
 //
 // The SDK hands a request's handler the HTTP headers but not the HTTP
 // request's context, so the caller travels as a reference: authenticate
-// stores it under a random key for the life of the HTTP request and puts
-// the key in a header of mcpd's own, after deleting whatever a client sent
-// under that name.
+// stores it, with the HTTP request's context, under a random key for the
+// life of the HTTP request and puts the key in a header of mcpd's own,
+// after deleting whatever a client sent under that name. guard ends a
+// handler when its HTTP request ends: no answer could reach the host then
+// (the endpoint keeps no events to resume from).
 
 // callerHeader carries the reference to the request's caller from
 // authenticate to the MCP handlers. A client cannot set it: authenticate
@@ -40,20 +42,26 @@ const callerHeader = "Mcpd-Caller-Ref"
 // callerRefs holds the callers of the HTTP requests in flight.
 type callerRefs struct{ m sync.Map }
 
-func (r *callerRefs) add(c access.Caller) (ref string, done func()) {
+// httpRequest is what callerRefs holds of one HTTP request.
+type httpRequest struct {
+	caller access.Caller
+	ctx    context.Context
+}
+
+func (r *callerRefs) add(c access.Caller, ctx context.Context) (ref string, done func()) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	ref = hex.EncodeToString(b[:])
-	r.m.Store(ref, c)
+	r.m.Store(ref, httpRequest{caller: c, ctx: ctx})
 	return ref, func() { r.m.Delete(ref) }
 }
 
-func (r *callerRefs) get(ref string) (access.Caller, bool) {
+func (r *callerRefs) get(ref string) (httpRequest, bool) {
 	v, ok := r.m.Load(ref)
 	if !ok {
-		return access.Caller{}, false
+		return httpRequest{}, false
 	}
-	return v.(access.Caller), true
+	return v.(httpRequest), true
 }
 
 // authenticate refuses an HTTP request whose credentials name no caller
@@ -67,11 +75,11 @@ func (r *callerRefs) get(ref string) (access.Caller, bool) {
 // reference stands in for one.
 func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	owned := auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
-		c, ok := g.callers.get(r.Header.Get(callerHeader))
+		hr, ok := g.callers.get(r.Header.Get(callerHeader))
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: "caller:" + c.Name}, nil
+		return &auth.TokenInfo{UserID: "caller:" + hr.caller.Name}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var creds access.Credentials
@@ -93,12 +101,12 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		if g.opts.Access.Reloaded() != nil {
 			// A reload that removes the caller ends its open requests,
 			// the standalone stream of its session among them.
-			ctx, cancel := context.WithCancel(r.Context())
-			defer cancel()
-			go g.opts.Access.Watch(ctx, caller, creds, cancel)
+			ctx, cancel := context.WithCancelCause(r.Context())
+			defer cancel(nil)
+			go g.opts.Access.Watch(ctx, caller, creds, func() { cancel(errCallerRemoved) })
 			r = r.WithContext(ctx)
 		}
-		ref, done := g.callers.add(caller)
+		ref, done := g.callers.add(caller, r.Context())
 		defer done()
 		r.Header.Del(callerHeader)
 		r.Header.Set(callerHeader, ref)
@@ -109,15 +117,51 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// errCallerRemoved ends the requests of a caller that a reload of the
+// callers file removed; audit lines name it Unauthenticated.
+var errCallerRemoved = &jsonrpc.Error{Code: codePermissionDenied, Message: "the caller is no longer in the callers file with these credentials"}
+
+// settle is the error a request that failed with err answers: the
+// caller's removal, if that is what ended it, else err.
+func settle(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errCallerRemoved) {
+		return errCallerRemoved
+	}
+	return err
+}
+
 // callerOf returns the caller of an MCP request; a request that came
 // another way (none does) is a caller with no permission.
 func (g *Gateway) callerOf(req mcp.Request) access.Caller {
+	return g.httpRequestOf(req).caller
+}
+
+// httpRequestOf returns what authenticate kept of the HTTP request that
+// carried req; its ctx is nil for a request that came another way.
+func (g *Gateway) httpRequestOf(req mcp.Request) httpRequest {
 	extra := req.GetExtra()
 	if extra == nil || extra.Header == nil {
-		return access.Caller{}
+		return httpRequest{}
 	}
-	c, _ := g.callers.get(extra.Header.Get(callerHeader))
-	return c
+	hr, _ := g.callers.get(extra.Header.Get(callerHeader))
+	return hr
+}
+
+// withinHTTPRequest returns ctx, ended also when the HTTP request that
+// carried req ends (with its cause: errCallerRemoved when a reload
+// removed the caller), and the function that releases it. A notification
+// is left alone: its HTTP request ends before it is handled.
+func (g *Gateway) withinHTTPRequest(ctx context.Context, method string, req mcp.Request) (context.Context, func()) {
+	hctx := g.httpRequestOf(req).ctx
+	if hctx == nil || strings.HasPrefix(method, "notifications/") {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(hctx, func() { cancel(context.Cause(hctx)) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
 }
 
 func (g *Gateway) allowed(c access.Caller, act access.Action) bool {
@@ -139,7 +183,7 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			if err == nil {
 				g.setLogLevel(ctx, caller, req)
 			}
-			g.opts.Audit.Log(access.Record{Caller: caller.Name, Method: "mcp " + method, Code: outcome(err), Duration: time.Since(start)})
+			g.opts.Audit.Log(access.Record{Caller: caller.Name, Method: "mcp " + method, Code: outcome(settle(ctx, err)), Duration: time.Since(start)})
 			return res, err
 		case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
 			res, err := next(ctx, method, req)
@@ -154,6 +198,8 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil {
 			return nil, err
 		}
+		ctx, release := g.withinHTTPRequest(ctx, method, req)
+		defer release()
 		if len(acts) == 0 && !audited {
 			return next(ctx, method, req)
 		}
@@ -163,10 +209,10 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			err := g.opts.Access.Authorize(caller, act)
 			var need *access.ApprovalRequiredError
 			if errors.As(err, &need) {
-				err = g.approve(ctx, caller, need, act.Server, req)
+				err = settle(ctx, g.approve(ctx, caller, need, act.Server, req))
 			}
 			if err != nil {
-				rec.Code = outcome(wireError(err))
+				rec.Code = outcome(err)
 				rec.Denied = access.RefusedPermission(err)
 				rec.Duration = time.Since(start)
 				g.opts.Audit.Log(rec)
@@ -182,6 +228,7 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		} else {
 			res, err = next(ctx, method, req)
 		}
+		err = settle(ctx, err)
 		if audited {
 			rec.Code = outcome(err)
 			if r, ok := res.(*mcp.CallToolResult); ok && err == nil {
@@ -201,7 +248,9 @@ func outcome(err error) string {
 	switch {
 	case err == nil:
 		return "OK"
-	case errors.As(err, &je):
+	case errors.Is(err, errCallerRemoved):
+		return "Unauthenticated"
+	case errors.As(wireError(err), &je):
 		switch je.Code {
 		case jsonrpc.CodeInvalidParams:
 			return "InvalidArgument"
