@@ -261,8 +261,8 @@ func TestServerToolsAsk(t *testing.T) {
 	if got := text(d.mustCall(ctx, t, "mcp__asked__echo", map[string]any{"message": "yes"})); got != "yes" {
 		t.Errorf("approved echo: got %q, want yes", got)
 	}
-	if r := nextApproval(ctx, t, seen).GetApproval(); r.GetTool() != "mcp__asked__echo" || r.GetRule() != "ask mcp__asked__e*" {
-		t.Errorf("approval request: got tool %q rule %q, want mcp__asked__echo by ask mcp__asked__e*", r.GetTool(), r.GetRule())
+	if r := nextApproval(ctx, t, seen).GetApproval(); r.GetTool() != "mcp__asked__echo" || r.GetRule() != "ask mcp__asked__e*" || r.GetPollInterval() != nil {
+		t.Errorf("approval request: got tool %q rule %q poll interval %v, want mcp__asked__echo by ask mcp__asked__e*, no poll", r.GetTool(), r.GetRule(), r.GetPollInterval())
 	}
 	// The daemon's more specific allow does not undo the server's ask.
 	_, err := d.call(ctx, t, "mcp__asked__weather", map[string]any{"message": "no"}, 0)
@@ -291,7 +291,9 @@ func TestServerToolsAsk(t *testing.T) {
 	if err != nil {
 		t.Fatalf("StartPoll of echo: %v", err)
 	}
-	nextApproval(ctx, t, seen)
+	if iv := nextApproval(ctx, t, seen).GetApproval().GetPollInterval(); iv.AsDuration() != time.Hour {
+		t.Errorf("the poll's approval request: got poll_interval %v, want 1h", iv)
+	}
 	stopAgent()
 	if _, err := d.hub.StopPoll(ctx, &mcpdv1.StopPollRequest{Id: poll.GetPoll().GetId()}); err != nil {
 		t.Errorf("StopPoll of an asked tool without an agent: %v", err)

@@ -338,6 +338,10 @@ type ApprovalRequest struct {
 	Rule string
 	// Caller names who made the call.
 	Caller string
+	// PollInterval is set when the approval is for a poll of the tool:
+	// approved, it is called with Arguments every PollInterval until the
+	// poll stops, without asking again.
+	PollInterval time.Duration
 }
 
 // ApprovalReply is an agent's answer to an ApprovalRequest.

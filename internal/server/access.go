@@ -104,7 +104,7 @@ func (g *guard) qualifyTool(caller access.Caller, msg any) error {
 
 // approver asks for the approval a tool call needs and returns nil when it
 // is given, else why not.
-type approver func(ctx context.Context, caller access.Caller, need *access.ApprovalRequiredError, server string, args map[string]any) error
+type approver func(ctx context.Context, need *access.ApprovalRequiredError, server string, req mcpclient.ApprovalRequest) error
 
 // request is what guard knows of one request.
 type request struct {
@@ -117,6 +117,9 @@ type request struct {
 	record  access.Record
 	// arguments are a tool call's arguments, for an approval request.
 	arguments func() map[string]any
+	// pollInterval is a StartPoll's of a tool: its approval covers every
+	// call of the poll.
+	pollInterval time.Duration
 }
 
 // describe is the one table from a request message to its actions and
@@ -229,8 +232,13 @@ func describe(method string, msg any, withArgs bool) request {
 			record:  access.Record{Method: method, Server: act.Server, URI: act.URI, Tool: act.Tool},
 		}
 		if tool := m.GetTool(); tool != nil {
-			// An approval of the poll shows what each call will send.
+			// An approval of the poll shows what each call will send, and
+			// how often.
 			r.arguments = tool.GetArguments().AsMap
+			r.pollInterval = mcpclient.DefaultPollInterval
+			if iv := m.GetInterval(); iv != nil {
+				r.pollInterval = iv.AsDuration()
+			}
 			if withArgs {
 				r.record.Arguments = r.arguments()
 			}
@@ -328,11 +336,11 @@ func (g *guard) check(ctx context.Context, caller access.Caller, r *request, sta
 		if errors.As(err, &need) {
 			err = need.Denied("no agent can approve it")
 			if g.approve != nil {
-				var args map[string]any
+				req := mcpclient.ApprovalRequest{Caller: caller.Name, PollInterval: r.pollInterval}
 				if r.arguments != nil {
-					args = r.arguments()
+					req.Arguments = r.arguments()
 				}
-				err = g.approve(ctx, caller, need, act.Server, args)
+				err = g.approve(ctx, need, act.Server, req)
 			}
 		}
 		if gone := callerGone(ctx); err != nil && gone != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -89,6 +90,9 @@ func serverRequestToProto(req *mcpclient.ServerRequest) (*mcpdv1.HandleServerReq
 	case mcpclient.KindApproval:
 		p := req.Approval
 		a := &mcpdv1.ApprovalRequest{Tool: p.Tool, Rule: p.Rule, Caller: p.Caller}
+		if p.PollInterval > 0 {
+			a.PollInterval = durationpb.New(p.PollInterval)
+		}
 		var err error
 		if a.Arguments, err = jsonStruct(p.Arguments); err != nil {
 			return nil, fmt.Errorf("approval arguments: %w", err)

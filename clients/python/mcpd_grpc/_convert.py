@@ -676,6 +676,7 @@ def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.Elicitatio
             rule=ap.rule,
             caller=ap.caller,
             deadline=deadline,
+            poll_interval=ap.poll_interval.ToTimedelta().total_seconds() if ap.HasField("poll_interval") else None,
         )
     return None
 

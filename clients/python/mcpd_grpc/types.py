@@ -878,7 +878,10 @@ class AuthorizationRequest:
 class ApprovalRequest:
     """mcpd asks whether a tool call that an ``ask`` tool rule holds may
     run: ``tool`` is the qualified name, ``server`` its server, ``rule`` the
-    rule that asked, ``caller`` who made the call."""
+    rule that asked, ``caller`` who made the call. ``poll_interval``
+    (seconds) is set when the approval is for a poll of the tool: approved,
+    mcpd calls it with ``arguments`` that often until the poll stops,
+    without asking again."""
 
     id: str
     server: str
@@ -888,6 +891,7 @@ class ApprovalRequest:
     rule: str = ""
     caller: str = ""
     deadline: Optional[datetime.datetime] = None
+    poll_interval: Optional[float] = None
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,13 @@ def test_approval_handler(mcpd_bin: str, tmp_path: Path) -> None:
                 c.call_tool("mcp__demo__echo", {"message": "no"})
             req = seen[0]
             assert req.server == "demo" and req.tool == "mcp__demo__echo" and req.rule == "ask mcp__demo__echo"
-            assert req.annotations.get("readOnlyHint") is True and req.deadline is not None
+            assert req.annotations.get("readOnlyHint") is True and req.deadline is not None and req.poll_interval is None
             # Tools no rule holds are not asked about.
             assert c.call_tool("mcp__demo__add", {"a": 1, "b": 2}).text == "3"
             assert len(seen) == 2
+            # A poll of the tool is asked about once, saying how often it calls.
+            p = c.start_poll("demo", tool="echo", arguments={"message": "yes"}, interval=7)
+            c.stop_poll(p.id)
+            assert len(seen) == 3 and seen[2].poll_interval == 7 and seen[2].arguments == {"message": "yes"}
     finally:
         d.stop()

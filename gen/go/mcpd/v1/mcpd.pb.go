@@ -6655,7 +6655,11 @@ type ApprovalRequest struct {
 	// Gives the rule that asked, for example "ask mcp__*__delete_*".
 	Rule string `protobuf:"bytes,4,opt,name=rule,proto3" json:"rule,omitempty"`
 	// Names the caller that made the call.
-	Caller        string `protobuf:"bytes,5,opt,name=caller,proto3" json:"caller,omitempty"`
+	Caller string `protobuf:"bytes,5,opt,name=caller,proto3" json:"caller,omitempty"`
+	// Is set when the approval is for a poll (StartPoll) of the tool: approved,
+	// mcpd calls it with these arguments every poll_interval until the poll
+	// stops, without asking again.
+	PollInterval  *durationpb.Duration `protobuf:"bytes,6,opt,name=poll_interval,json=pollInterval,proto3" json:"poll_interval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6723,6 +6727,13 @@ func (x *ApprovalRequest) GetCaller() string {
 		return x.Caller
 	}
 	return ""
+}
+
+func (x *ApprovalRequest) GetPollInterval() *durationpb.Duration {
+	if x != nil {
+		return x.PollInterval
+	}
+	return nil
 }
 
 // ApprovalResult answers an ApprovalRequest.
@@ -8877,13 +8888,14 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\"8\n" +
 	"\x13AuthorizationResult\x12!\n" +
-	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\"\xc3\x01\n" +
+	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\"\x83\x02\n" +
 	"\x0fApprovalRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x125\n" +
 	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\x129\n" +
 	"\vannotations\x18\x03 \x01(\v2\x17.google.protobuf.StructR\vannotations\x12\x12\n" +
 	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
-	"\x06caller\x18\x05 \x01(\tR\x06caller\"D\n" +
+	"\x06caller\x18\x05 \x01(\tR\x06caller\x12>\n" +
+	"\rpoll_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\fpollInterval\"D\n" +
 	"\x0eApprovalResult\x12\x1a\n" +
 	"\bapproved\x18\x01 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"Y\n" +
@@ -9332,94 +9344,95 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	121, // 112: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
 	120, // 113: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
 	120, // 114: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
-	14,  // 115: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	96,  // 116: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
-	98,  // 117: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
-	99,  // 118: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
-	97,  // 119: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
-	13,  // 120: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
-	120, // 121: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	120, // 122: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
-	30,  // 123: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
-	120, // 124: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
-	32,  // 125: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
-	86,  // 126: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
-	41,  // 127: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
-	14,  // 128: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
-	101, // 129: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
-	102, // 130: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
-	120, // 131: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
-	120, // 132: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
-	121, // 133: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
-	104, // 134: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
-	119, // 135: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
-	120, // 136: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
-	110, // 137: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
-	110, // 138: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
-	104, // 139: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
-	119, // 140: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
-	121, // 141: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
-	37,  // 142: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
-	32,  // 143: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
-	114, // 144: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
-	29,  // 145: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
-	15,  // 146: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	17,  // 147: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	19,  // 148: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	21,  // 149: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
-	23,  // 150: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	25,  // 151: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	27,  // 152: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	31,  // 153: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	39,  // 154: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	43,  // 155: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	46,  // 156: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	49,  // 157: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	51,  // 158: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	55,  // 159: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	58,  // 160: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	61,  // 161: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	63,  // 162: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	67,  // 163: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	74,  // 164: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	91,  // 165: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	93,  // 166: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	95,  // 167: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
-	103, // 168: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
-	106, // 169: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
-	108, // 170: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
-	112, // 171: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
-	16,  // 172: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	18,  // 173: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	20,  // 174: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	22,  // 175: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
-	24,  // 176: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	26,  // 177: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	28,  // 178: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	32,  // 179: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	40,  // 180: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	44,  // 181: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	47,  // 182: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	50,  // 183: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	52,  // 184: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	56,  // 185: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	60,  // 186: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	62,  // 187: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	65,  // 188: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	68,  // 189: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	76,  // 190: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	92,  // 191: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	94,  // 192: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	100, // 193: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
-	105, // 194: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
-	107, // 195: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
-	109, // 196: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
-	113, // 197: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
-	172, // [172:198] is the sub-list for method output_type
-	146, // [146:172] is the sub-list for method input_type
-	146, // [146:146] is the sub-list for extension type_name
-	146, // [146:146] is the sub-list for extension extendee
-	0,   // [0:146] is the sub-list for field type_name
+	119, // 115: mcpd.v1.ApprovalRequest.poll_interval:type_name -> google.protobuf.Duration
+	14,  // 116: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	96,  // 117: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
+	98,  // 118: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
+	99,  // 119: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
+	97,  // 120: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
+	13,  // 121: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
+	120, // 122: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	120, // 123: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	30,  // 124: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
+	120, // 125: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
+	32,  // 126: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
+	86,  // 127: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
+	41,  // 128: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
+	14,  // 129: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
+	101, // 130: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
+	102, // 131: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
+	120, // 132: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	120, // 133: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
+	121, // 134: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
+	104, // 135: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
+	119, // 136: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
+	120, // 137: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
+	110, // 138: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
+	110, // 139: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
+	104, // 140: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
+	119, // 141: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
+	121, // 142: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
+	37,  // 143: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
+	32,  // 144: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
+	114, // 145: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
+	29,  // 146: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
+	15,  // 147: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	17,  // 148: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	19,  // 149: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	21,  // 150: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
+	23,  // 151: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	25,  // 152: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	27,  // 153: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	31,  // 154: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	39,  // 155: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	43,  // 156: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	46,  // 157: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	49,  // 158: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	51,  // 159: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	55,  // 160: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	58,  // 161: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	61,  // 162: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	63,  // 163: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	67,  // 164: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	74,  // 165: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	91,  // 166: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	93,  // 167: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	95,  // 168: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
+	103, // 169: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
+	106, // 170: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
+	108, // 171: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
+	112, // 172: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
+	16,  // 173: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	18,  // 174: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	20,  // 175: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	22,  // 176: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
+	24,  // 177: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	26,  // 178: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	28,  // 179: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	32,  // 180: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	40,  // 181: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	44,  // 182: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	47,  // 183: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	50,  // 184: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	52,  // 185: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	56,  // 186: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	60,  // 187: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	62,  // 188: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	65,  // 189: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	68,  // 190: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	76,  // 191: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	92,  // 192: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	94,  // 193: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	100, // 194: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
+	105, // 195: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
+	107, // 196: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
+	109, // 197: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
+	113, // 198: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
+	173, // [173:199] is the sub-list for method output_type
+	147, // [147:173] is the sub-list for method input_type
+	147, // [147:147] is the sub-list for extension type_name
+	147, // [147:147] is the sub-list for extension extendee
+	0,   // [0:147] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }

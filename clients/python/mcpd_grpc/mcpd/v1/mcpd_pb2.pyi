@@ -72,18 +72,20 @@ class Annotations(_message.Message):
     def __init__(self, audience: _Optional[_Iterable[_Union[Role, str]]] = ..., priority: _Optional[float] = ..., last_modified: _Optional[str] = ...) -> None: ...
 
 class ApprovalRequest(_message.Message):
-    __slots__ = ["annotations", "arguments", "caller", "rule", "tool"]
+    __slots__ = ["annotations", "arguments", "caller", "poll_interval", "rule", "tool"]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     CALLER_FIELD_NUMBER: _ClassVar[int]
+    POLL_INTERVAL_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
     TOOL_FIELD_NUMBER: _ClassVar[int]
     annotations: _struct_pb2.Struct
     arguments: _struct_pb2.Struct
     caller: str
+    poll_interval: _duration_pb2.Duration
     rule: str
     tool: str
-    def __init__(self, tool: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., annotations: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., rule: _Optional[str] = ..., caller: _Optional[str] = ...) -> None: ...
+    def __init__(self, tool: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., annotations: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., rule: _Optional[str] = ..., caller: _Optional[str] = ..., poll_interval: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ApprovalResult(_message.Message):
     __slots__ = ["approved", "reason"]
