@@ -818,27 +818,9 @@ func TestCallersAgentsAnswerTheirCalls(t *testing.T) {
 // every sampling request with the text answer, until the test ends.
 func samplingAgent(ctx context.Context, t *testing.T, d *daemon, answer string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	stream := registerAgent(ctx, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING)
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	go func() {
-		defer close(done)
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			reply := &mcpdv1.SamplingResult{Role: mcpdv1.Role_ROLE_ASSISTANT, Model: "m",
-				Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: answer}}}}}
-			if err := stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{
-				Reply: &mcpdv1.ServerRequestReply{Id: m.GetRequest().GetId(), Result: &mcpdv1.ServerRequestReply_Sampling{Sampling: reply}},
-			}}); err != nil {
-				return
-			}
-		}
-	}()
+	answerAgent(ctx, t, d, func(req *mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply {
+		reply := &mcpdv1.SamplingResult{Role: mcpdv1.Role_ROLE_ASSISTANT, Model: "m",
+			Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: answer}}}}}
+		return &mcpdv1.ServerRequestReply{Id: req.GetId(), Result: &mcpdv1.ServerRequestReply_Sampling{Sampling: reply}}
+	}, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING)
 }

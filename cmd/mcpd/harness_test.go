@@ -396,6 +396,36 @@ func registerAgent(ctx context.Context, t *testing.T, d *daemon, kinds ...mcpdv1
 	return stream
 }
 
+// answerAgent registers an agent for kinds (see registerAgent) and answers
+// each request it gets with answer's reply; a nil reply leaves the request
+// unanswered. It stops when ctx ends or the test does.
+func answerAgent(ctx context.Context, t *testing.T, d *daemon, answer func(*mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply, kinds ...mcpdv1.ServerRequestKind) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	stream := registerAgent(ctx, t, d, kinds...)
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			reply := answer(m.GetRequest())
+			if reply == nil {
+				continue
+			}
+			if err := stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{Reply: reply}}); err != nil {
+				return
+			}
+		}
+	}()
+}
+
 func stdioConfig(name, command string, args []string, env map[string]string) *mcpdv1.ServerConfig {
 	return &mcpdv1.ServerConfig{
 		Name: name,

@@ -141,37 +141,22 @@ func readFile(t *testing.T, path string) string {
 // unanswered. It hands every request it gets to seen.
 func approvalAgent(ctx context.Context, t *testing.T, d *daemon, seen chan<- *mcpdv1.ServerRequest) {
 	t.Helper()
-	stream := registerAgent(ctx, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL)
-	done := make(chan struct{})
-	t.Cleanup(func() { <-done })
-	go func() {
-		defer close(done)
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			req := m.GetRequest()
-			select {
-			case seen <- req:
-			default:
-			}
-			var result *mcpdv1.ApprovalResult
-			switch req.GetApproval().GetArguments().GetFields()["message"].GetStringValue() {
-			case "yes":
-				result = &mcpdv1.ApprovalResult{Approved: true}
-			case "no":
-				result = &mcpdv1.ApprovalResult{Reason: "not today"}
-			default:
-				continue
-			}
-			if err := stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{
-				Reply: &mcpdv1.ServerRequestReply{Id: req.GetId(), Result: &mcpdv1.ServerRequestReply_Approval{Approval: result}},
-			}}); err != nil {
-				return
-			}
+	answerAgent(ctx, t, d, func(req *mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply {
+		select {
+		case seen <- req:
+		default:
 		}
-	}()
+		var result *mcpdv1.ApprovalResult
+		switch req.GetApproval().GetArguments().GetFields()["message"].GetStringValue() {
+		case "yes":
+			result = &mcpdv1.ApprovalResult{Approved: true}
+		case "no":
+			result = &mcpdv1.ApprovalResult{Reason: "not today"}
+		default:
+			return nil
+		}
+		return &mcpdv1.ServerRequestReply{Id: req.GetId(), Result: &mcpdv1.ServerRequestReply_Approval{Approval: result}}
+	}, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL)
 }
 
 // TestToolRulesAsk sends calls that an "ask" rule holds to an agent that

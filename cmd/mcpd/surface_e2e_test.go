@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -315,46 +314,26 @@ func (a *testAgent) count() int { return len(a.answered) }
 
 func startAgent(ctx context.Context, t *testing.T, d *daemon) *testAgent {
 	t.Helper()
-	stream := registerAgent(ctx, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION)
 	a := &testAgent{answered: make(chan struct{}, 100)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			req := m.GetRequest()
-			reply := &mcpdv1.ServerRequestReply{Id: req.GetId()}
-			switch {
-			case req.GetSampling() != nil:
-				prompt := req.GetSampling().GetMessages()[0].GetContent()[0].GetText().GetText()
-				reply.Result = &mcpdv1.ServerRequestReply_Sampling{Sampling: &mcpdv1.SamplingResult{
-					Role: mcpdv1.Role_ROLE_ASSISTANT, Model: "agent-model", StopReason: "endTurn",
-					Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: "answer to: " + prompt}}}},
-				}}
-			case req.GetElicitation() != nil:
-				content, _ := structpb.NewStruct(map[string]any{"name": "Ada Lovelace"})
-				reply.Result = &mcpdv1.ServerRequestReply_Elicitation{Elicitation: &mcpdv1.ElicitationResult{
-					Action: mcpdv1.ElicitationAction_ELICITATION_ACTION_ACCEPT, Content: content,
-				}}
-			default:
-				continue
-			}
-			if err := stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{Reply: reply}}); err != nil {
-				return
-			}
-			a.answered <- struct{}{}
+	answerAgent(ctx, t, d, func(req *mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply {
+		reply := &mcpdv1.ServerRequestReply{Id: req.GetId()}
+		switch {
+		case req.GetSampling() != nil:
+			prompt := req.GetSampling().GetMessages()[0].GetContent()[0].GetText().GetText()
+			reply.Result = &mcpdv1.ServerRequestReply_Sampling{Sampling: &mcpdv1.SamplingResult{
+				Role: mcpdv1.Role_ROLE_ASSISTANT, Model: "agent-model", StopReason: "endTurn",
+				Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: "answer to: " + prompt}}}},
+			}}
+		case req.GetElicitation() != nil:
+			content, _ := structpb.NewStruct(map[string]any{"name": "Ada Lovelace"})
+			reply.Result = &mcpdv1.ServerRequestReply_Elicitation{Elicitation: &mcpdv1.ElicitationResult{
+				Action: mcpdv1.ElicitationAction_ELICITATION_ACTION_ACCEPT, Content: content,
+			}}
+		default:
+			return nil
 		}
-	}()
-	t.Cleanup(func() {
-		_ = stream.CloseSend()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("agent stream did not end")
-		}
-	})
+		a.answered <- struct{}{}
+		return reply
+	}, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION)
 	return a
 }
