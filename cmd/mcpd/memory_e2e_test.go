@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -25,6 +26,21 @@ import (
 // It is generous for a shared machine: what matters is bounded against
 // unbounded, and without the bounds these loads took mcpd past 800 MiB.
 const rssBound = 256 << 20
+
+// memoryTimeout bounds each memory test's context instead of testTimeout:
+// the loads move hundreds of MiB through mcpd, which under the race
+// detector on a busy two-core machine (other packages' tests run beside
+// them in make test) took past 60 s. It is a guard against a hang, not a
+// measure of speed.
+const memoryTimeout = 3 * time.Minute
+
+// memoryContext is testContext with memoryTimeout.
+func memoryContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), memoryTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
 
 // The flood: as many log notifications as the server can write.
 const (
@@ -155,7 +171,7 @@ func readLogs(sub mcpdv1.MCPHub_SubscribeClient, last string) (logs, gaps int, e
 // bounded, the subscriber gets through to the last notification, and both
 // the flooding server and another one answer calls during and after.
 func TestMemoryNotificationFlood(t *testing.T) {
-	ctx := testContext(t)
+	ctx := memoryContext(t)
 	d := memoryDaemon(ctx, t, fakeFlood)
 	sub := d.subscribe(ctx, t, "load", mcpdv1.EventKind_EVENT_KIND_LOG)
 
@@ -197,7 +213,7 @@ func TestMemoryHugeResults(t *testing.T) {
 		resultBytes  = 6 << 20
 		maxRecvBytes = 16 << 20 // mcpd's --max-message-bytes
 	)
-	ctx := testContext(t)
+	ctx := memoryContext(t)
 	d := memoryDaemon(ctx, t, fakeBig)
 	stop := make(chan struct{})
 	other := d.echoes(ctx, t, "other", stop)
@@ -243,7 +259,7 @@ func TestMemoryStalledSubscriber(t *testing.T) {
 		count = 6000
 		size  = 64 << 10
 	)
-	ctx := testContext(t)
+	ctx := memoryContext(t)
 	d := memoryDaemon(ctx, t, fakeFlood)
 	stalled := d.subscribe(ctx, t, "load", mcpdv1.EventKind_EVENT_KIND_LOG)
 	reading := d.subscribe(ctx, t, "load", mcpdv1.EventKind_EVENT_KIND_LOG)
@@ -308,7 +324,7 @@ func TestMemoryLimitFlag(t *testing.T) {
 			if _, set := os.LookupEnv("GOMEMLIMIT"); set && tc.env == nil {
 				t.Skip("GOMEMLIMIT is set in the test's environment")
 			}
-			ctx := testContext(t)
+			ctx := memoryContext(t)
 			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: tc.args, env: tc.env})
 			var got string
 			for line := range strings.Lines(d.log.String()) {
