@@ -566,11 +566,16 @@ build-typescript: $(STAMP_TS) ## Type-check (strict) and compile clients/typescr
 	'$(TSC)' -p examples/typescript/tsconfig.json
 
 # TS_TEST_FLAGS go to node --test (e.g. --test-name-pattern=subscription).
+# A test file (each runs in its own process) or a test that runs longer
+# than TS_TEST_TIMEOUT_MS fails; the slowest file takes well under a
+# minute. The run exits when its tests are done even if one left a handle
+# open. A hang fails the run instead of stalling it.
+TS_TEST_TIMEOUT_MS ?= 300000
 .PHONY: test-typescript
 test-typescript: build-typescript build $(STAMP_NPM) ## Run the TypeScript client's tests against bin/mcpd on Node 20 and 22
 	@for node in $(TS_NODES); do \
 		echo "test-typescript: $$node $$("$$node" --version)"; \
-		(cd $(TS_DIR) && $(TEST_ENV) "$$node" --test --test-concurrency=1 $(TS_TEST_FLAGS) build/test/*.test.js) || exit 1; \
+		(cd $(TS_DIR) && $(TEST_ENV) "$$node" --test --test-concurrency=1 --test-timeout=$(TS_TEST_TIMEOUT_MS) --test-force-exit $(TS_TEST_FLAGS) build/test/*.test.js) || exit 1; \
 	done
 
 # The TypeScript benchmark (bench/typescript; a report, not a test): the

@@ -54,6 +54,8 @@ func runFakeServer(mode string) int {
 		return serveStdio(&mcp.StdioTransport{})
 	case "ignore-discover":
 		return serveStdio(&droppingStdio{drop: "server/discover"})
+	case "ticking", "ticking-legacy":
+		return serveTicking(mode == "ticking-legacy")
 	}
 	return serveStdio(&mcp.StdioTransport{})
 }
@@ -96,6 +98,44 @@ func fakeMCPServer() *mcp.Server {
 func serveStdio(t mcp.Transport) int {
 	if err := fakeMCPServer().Run(context.Background(), t); err != nil {
 		fmt.Fprintln(os.Stderr, "fake server:", err)
+		return 1
+	}
+	return 0
+}
+
+// tickURI is the resource of a ticking fake server: it changes, and its
+// subscribers are told, every 20ms.
+const tickURI = "test://tick"
+
+// serveTicking serves tickURI on stdio, in the legacy era or in both. It
+// says on stderr when a resource is subscribed or unsubscribed.
+func serveTicking(legacy bool) int {
+	opts := &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			fmt.Fprintln(os.Stderr, "subscribed "+req.Params.URI)
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			fmt.Fprintln(os.Stderr, "unsubscribed "+req.Params.URI)
+			return nil
+		},
+	}
+	if legacy {
+		opts.SupportedProtocolVersions = legacyVersions
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "ticking", Version: "0.1"}, opts)
+	srv.AddResource(&mcp.Resource{URI: tickURI, Name: "tick"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: tickURI, Text: time.Now().String()}}}, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for range time.Tick(20 * time.Millisecond) {
+			_ = srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: tickURI})
+		}
+	}()
+	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "ticking server:", err)
 		return 1
 	}
 	return 0

@@ -85,6 +85,9 @@ type Options struct {
 	// Trace, if set, says which servers have their JSON-RPC messages
 	// logged at debug level, beside those whose config says so.
 	Trace func(server string) bool
+	// UnsubscribeDelay is how long an upstream resource subscription is
+	// kept after its last holder lets go; default 2s, negative: none.
+	UnsubscribeDelay time.Duration
 }
 
 func (o *Options) withDefaults() *Options {
@@ -97,6 +100,9 @@ func (o *Options) withDefaults() *Options {
 	}
 	if out.ProbeTimeout <= 0 {
 		out.ProbeTimeout = 5 * time.Second
+	}
+	if out.UnsubscribeDelay == 0 {
+		out.UnsubscribeDelay = 2 * time.Second
 	}
 	if out.ConnectTimeout <= 0 {
 		out.ConnectTimeout = 30 * time.Second
@@ -431,6 +437,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.closed = true
 	m.mu.Unlock()
 	m.polls.close()
+	m.settings.close()
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	var wg sync.WaitGroup
@@ -440,6 +447,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	stopped := make(chan struct{})
 	go func() {
 		wg.Wait()
+		m.settings.delayed.Wait() // unsubscribes under way find their servers stopped
 		close(stopped)
 	}()
 	select {

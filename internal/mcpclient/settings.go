@@ -22,22 +22,35 @@ var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error"
 // upstreams: a restarted or replaced server gets it replayed.
 type settings struct {
 	mu           sync.Mutex
-	calls        map[string]callLock       // server -> lock held across its subscribe and unsubscribe calls
-	subs         map[string]map[string]int // server -> uri -> interested streams
+	calls        map[string]callLock             // server -> lock held across its subscribe and unsubscribe calls
+	subs         map[string]map[string]*interest // server -> uri -> the upstream subscription's holders
 	levels       map[string]mcp.LoggingLevel
 	roots        map[string][]*mcp.Root // per-server roots, overriding defaultRoots
 	defaultRoots []*mcp.Root
+
+	closed  bool           // the Manager closed: no more delayed unsubscribes
+	delayed sync.WaitGroup // delayed unsubscribes pending or running
+}
+
+// interest is an upstream resource subscription: the streams holding it
+// and, once none does, the delayed unsubscribe that ends it.
+type interest struct {
+	holders int
+	release *time.Timer // pending while holders is 0, else nil
+	gen     int         // tells a stale release from the latest
 }
 
 func newSettings() *settings {
 	return &settings{
 		calls:  make(map[string]callLock),
-		subs:   make(map[string]map[string]int),
+		subs:   make(map[string]map[string]*interest),
 		levels: make(map[string]mcp.LoggingLevel),
 		roots:  make(map[string][]*mcp.Root),
 	}
 }
 
+// resources are the URIs subscribed upstream on a server: held, or let go
+// of less than the unsubscribe delay ago.
 func (s *settings) resources(server string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -95,38 +108,127 @@ func (s *settings) rootsFor(server string) []*mcp.Root {
 	return s.defaultRoots
 }
 
-// addInterest counts one more interest and says whether it is the first.
-func (s *settings) addInterest(server, uri string) bool {
+// addInterest counts one more holder of a resource's subscription and says
+// whether it is the first, which subscribes upstream. A subscription let
+// go of but not yet unsubscribed is taken over as it is.
+func (s *settings) addInterest(server, uri string) (first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.subs[server] == nil {
-		s.subs[server] = make(map[string]int)
+		s.subs[server] = make(map[string]*interest)
 	}
-	s.subs[server][uri]++
-	return s.subs[server][uri] == 1
+	in := s.subs[server][uri]
+	if in == nil {
+		s.subs[server][uri] = &interest{holders: 1}
+		return true
+	}
+	if in.release != nil {
+		if in.release.Stop() {
+			s.delayed.Done()
+		} // else it is waiting for the lock, and will find a holder
+		in.release = nil
+	}
+	in.holders++
+	return false
 }
 
-// dropInterest counts one interest less and says whether it was the last.
-func (s *settings) dropInterest(server, uri string) bool {
+// forget drops a subscription whose upstream subscribe failed.
+func (s *settings) forget(server, uri string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.subs[server][uri] - 1
-	if n > 0 {
-		s.subs[server][uri] = n
-		return false
-	}
+	s.remove(server, uri)
+}
+
+func (s *settings) remove(server, uri string) {
 	delete(s.subs[server], uri)
 	if len(s.subs[server]) == 0 {
 		delete(s.subs, server)
 	}
+}
+
+// dropInterest counts one holder less and says whether it was the last.
+func (s *settings) dropInterest(server, uri string) (last bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.subs[server][uri]
+	if in == nil || in.holders == 0 {
+		return false
+	}
+	in.holders--
+	return in.holders == 0
+}
+
+// delayRelease arranges for unsubscribe(server, uri) to run after delay
+// unless the subscription gets a holder again meanwhile. With no delay,
+// or once the Manager closed, it forgets the subscription and returns
+// false: the caller unsubscribes now.
+func (s *settings) delayRelease(server, uri string, delay time.Duration, unsubscribe func(server, uri string, gen int)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.subs[server][uri]
+	if in == nil || in.holders > 0 {
+		return true // nothing to release
+	}
+	if delay < 0 || s.closed {
+		s.remove(server, uri)
+		return false
+	}
+	in.gen++
+	gen := in.gen
+	s.delayed.Add(1)
+	in.release = time.AfterFunc(delay, func() {
+		defer s.delayed.Done()
+		unsubscribe(server, uri, gen)
+	})
 	return true
+}
+
+// endRelease says whether the delayed unsubscribe gen is still due, and
+// forgets the subscription if it is.
+func (s *settings) endRelease(server, uri string, gen int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.subs[server][uri]
+	if in == nil || in.holders > 0 || in.release == nil || in.gen != gen {
+		return false
+	}
+	s.remove(server, uri)
+	return true
+}
+
+// close cancels the pending delayed unsubscribes (the servers are being
+// stopped) and refuses new ones; wait for those running with delayed.
+func (s *settings) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for server, byURI := range s.subs {
+		for uri, in := range byURI {
+			if in.release == nil {
+				continue
+			}
+			if in.release.Stop() {
+				s.delayed.Done()
+			}
+			s.remove(server, uri)
+		}
+	}
 }
 
 // SubscribeResource adds one interest in updates of a resource. The first
 // interest subscribes upstream (at once if the server is ready, else when
 // its session comes up, and again after every restart); release drops the
-// interest, and the last release unsubscribes. Updates arrive as
+// interest, and Options.UnsubscribeDelay after the last release mcpd
+// unsubscribes, unless an interest came back meanwhile. Updates arrive as
 // KindResourceUpdated events on the bus.
+//
+// The delay spares the server a subscribe right after an unsubscribe when
+// a stream reconnects, and that pair is what loses subscriptions on a
+// 2026-07-28 session: go-sdk servers (v1.8.0) keep one subscription per
+// session and URI, and the ending subscriptions/listen, whose cancellation
+// the SDK's client sends in the background, removes it when it unwinds,
+// which may be after the new listen made it. An unsubscribe that does go
+// out waits listenSettle for that unwinding before the next subscribe.
 func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (release func(), err error) {
 	if uri == "" {
 		return nil, errorf(ErrInvalidArgument, "resource uri is required")
@@ -155,7 +257,7 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 			ctx, unbind := u.bindRun(ctx)
 			defer unbind()
 			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-				m.settings.dropInterest(server, uri)
+				m.settings.forget(server, uri)
 				return nil, u.classify(ctx, "resources/subscribe", err)
 			}
 		}
@@ -194,7 +296,10 @@ func canNotify(cs *mcp.ClientSession) bool {
 func (m *Manager) ResourceInterest(server, uri string) int {
 	m.settings.mu.Lock()
 	defer m.settings.mu.Unlock()
-	return m.settings.subs[server][uri]
+	if in := m.settings.subs[server][uri]; in != nil {
+		return in.holders
+	}
+	return 0
 }
 
 func (m *Manager) releaseResource(server, uri string) {
@@ -204,13 +309,37 @@ func (m *Manager) releaseResource(server, uri string) {
 	if !m.settings.dropInterest(server, uri) {
 		return
 	}
+	if !m.settings.delayRelease(server, uri, m.opts.UnsubscribeDelay, m.unsubscribeUnheld) {
+		m.unsubscribe(server, uri)
+	}
+}
+
+// unsubscribeUnheld is the delayed unsubscribe gen, if still due.
+func (m *Manager) unsubscribeUnheld(server, uri string, gen int) {
+	lock := m.settings.subscribing(server)
+	lock.Lock()
+	defer lock.Unlock()
+	if m.settings.endRelease(server, uri, gen) {
+		m.unsubscribe(server, uri)
+	}
+}
+
+// listenSettle is how long an upstream unsubscribe on a 2026-07-28 session
+// holds back the server's next subscribe (see SubscribeResource). The
+// unwinding takes a few goroutine hand-offs, well under a millisecond on
+// an idle machine.
+const listenSettle = 250 * time.Millisecond
+
+// unsubscribe ends the upstream subscription of a ready server; the caller
+// holds the server's subscribing lock.
+func (m *Manager) unsubscribe(server, uri string) {
 	u, err := m.lookup(server)
 	if err != nil {
 		return
 	}
 	cs, err := u.ready()
 	if err != nil {
-		return
+		return // the next session subscribes only to what is wanted then
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
 	defer cancel()
@@ -218,6 +347,10 @@ func (m *Manager) releaseResource(server, uri string) {
 	defer unbind()
 	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
 		u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", uri).Msg("unsubscribing")
+		return
+	}
+	if isStateless(cs) {
+		time.Sleep(listenSettle)
 	}
 }
 

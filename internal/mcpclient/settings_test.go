@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/events"
 )
 
 // TestSubscribeWhileSessionCatchesUp subscribes to a resource in the moment
@@ -259,6 +260,7 @@ func TestReleaseWhileSessionSetsUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	barrier()
+	eventually(ctx, t, "the server unsubscribed after the delay", func() bool { return unsubscribes.Load() >= 1 })
 	if n := unsubscribes.Load(); n != 1 {
 		t.Errorf("the server saw %d resources/unsubscribe of %s, want 1", n, testDocURI)
 	}
@@ -295,5 +297,144 @@ func TestSubscribeGivesUpWaitingAtItsDeadline(t *testing.T) {
 	defer m.settings.mu.Unlock()
 	if _, ok := m.settings.calls["no-such-server"]; ok {
 		t.Error("an unknown server name got a subscription lock")
+	}
+}
+
+// tickingManager is a Manager with an event bus and the given unsubscribe
+// delay (0: the default), for the ticking fake servers.
+func tickingManager(t *testing.T, delay time.Duration) (*Manager, *events.Bus) {
+	t.Helper()
+	bus := events.NewBus(nil)
+	m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, Events: bus, UnsubscribeDelay: delay})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		bus.Close()
+	})
+	return m, bus
+}
+
+// connectTicking connects a ticking fake server named s and checks its era.
+func connectTicking(ctx context.Context, t *testing.T, m *Manager, mode string) {
+	t.Helper()
+	want := "2026-07-28"
+	if mode == "ticking-legacy" {
+		want = "2025-11-25"
+	}
+	st, err := m.Connect(ctx, fakeServer("s", mode), false)
+	if err != nil || st.State != StateReady || st.ProtocolVersion != want {
+		t.Fatalf("connect: %v %v %q, want READY in %s (%s)", st.State, err, st.ProtocolVersion, want, st.LastError)
+	}
+}
+
+// nextTick waits for an update of tickURI on sub, up to a bound that only
+// guards against a hang: the server ticks every 20ms.
+func nextTick(ctx context.Context, sub *events.Subscription) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := sub.Next(ctx)
+	return err
+}
+
+// stderrCount counts the lines of the server's stderr tail that are line.
+func stderrCount(t *testing.T, m *Manager, line string) int {
+	t.Helper()
+	st, err := m.Get("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range st.StderrTail {
+		if l == line {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSubscribeAgainAtOnce lets go of a resource's subscription and takes
+// it again straight away, as a stream that reconnects does, on stdio
+// servers of both eras: updates must keep coming. With the unsubscribe
+// delay the upstream subscription is kept meanwhile. Without it, the
+// unsubscribe and the subscribe go out one after the other, which on a
+// 2026-07-28 go-sdk server loses the subscription unless the subscribe
+// waits for the ended listen to unwind.
+func TestSubscribeAgainAtOnce(t *testing.T) {
+	for _, mode := range []string{"ticking", "ticking-legacy"} {
+		for name, delay := range map[string]time.Duration{"kept": 0, "unsubscribed": -1} {
+			t.Run(mode+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				ctx := testContext(t)
+				m, bus := tickingManager(t, delay)
+				connectTicking(ctx, t, m, mode)
+				for round := range 5 {
+					sub := bus.Subscribe(events.Filter{Servers: []string{"s"}, Kinds: []events.Kind{events.KindResourceUpdated}}, nil)
+					release, err := m.SubscribeResource(ctx, "s", tickURI)
+					if err != nil {
+						sub.Close()
+						t.Fatal(err)
+					}
+					err = nextTick(ctx, sub)
+					sub.Close()
+					release()
+					if err != nil {
+						t.Fatalf("round %d: no update of %s: %v", round, tickURI, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestUnsubscribeDelay checks that mcpd keeps an upstream subscription for
+// the unsubscribe delay after its last holder lets go, hands it to a new
+// holder within the delay without asking the server again, and unsubscribes
+// once the delay passes unheld.
+func TestUnsubscribeDelay(t *testing.T) {
+	ctx := testContext(t)
+	const delay = time.Second
+	m, bus := tickingManager(t, delay)
+	connectTicking(ctx, t, m, "ticking")
+	sub := bus.Subscribe(events.Filter{Servers: []string{"s"}, Kinds: []events.Kind{events.KindResourceUpdated}}, nil)
+	defer sub.Close()
+
+	release, err := m.SubscribeResource(ctx, "s", tickURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if n := m.ResourceInterest("s", tickURI); n != 0 {
+		t.Errorf("interest after the release: %d, want 0", n)
+	}
+	if err := nextTick(ctx, sub); err != nil {
+		t.Fatalf("no update while the subscription is kept: %v", err)
+	}
+	release, err = m.SubscribeResource(ctx, "s", tickURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * delay) // held: the first release's delay passes harmlessly
+	if err := nextTick(ctx, sub); err != nil {
+		t.Fatalf("no update after taking the subscription again: %v", err)
+	}
+	if n := stderrCount(t, m, "subscribed "+tickURI); n != 1 {
+		t.Errorf("the server saw %d subscribes, want 1", n)
+	}
+	if n := stderrCount(t, m, "unsubscribed "+tickURI); n != 0 {
+		t.Errorf("the server saw %d unsubscribes while the subscription was held, want 0", n)
+	}
+
+	release()
+	eventually(ctx, t, "the server unsubscribed after the delay", func() bool {
+		return stderrCount(t, m, "unsubscribed "+tickURI) == 1
+	})
+	if n := m.ResourceInterest("s", tickURI); n != 0 {
+		t.Errorf("interest: %d, want 0", n)
+	}
+	if rs := m.settings.resources("s"); len(rs) != 0 {
+		t.Errorf("still subscribed upstream to %v", rs)
 	}
 }

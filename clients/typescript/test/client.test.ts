@@ -52,11 +52,20 @@ async function withClient<T>(wire: Wire, fn: (c: Client) => Promise<T>, target?:
   }
 }
 
-/** Reads until n resource_updated events of demo://clock; returns their sequences. */
+/**
+ * Reads until n resource_updated events of demo://clock; returns their
+ * sequences. The clock ticks every second, so each event has RPC_TIMEOUT_MS
+ * to come: a subscription that gets none fails here, not at the runner's
+ * timeout.
+ */
 async function ticks(it: AsyncIterator<Event>, n: number): Promise<number[]> {
   const out: number[] = [];
   while (out.length < n) {
-    const r = await it.next();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no resource_updated event within ${RPC_TIMEOUT_MS} ms; got ${out}`)), RPC_TIMEOUT_MS);
+    });
+    const r = await Promise.race([it.next(), late]).finally(() => clearTimeout(timer));
     assert.ok(!r.done, `stream ended after ${out}`);
     assert.equal(r.value.kind, "resource_updated");
     out.push(r.value.sequence);
