@@ -21,6 +21,9 @@ import (
 	"github.com/mcpd-project/mcpd/internal/events"
 )
 
+// refusedURI is a resource the surface server refuses subscriptions to.
+const refusedURI = "test://refused"
+
 // surfaceServer is a go-sdk server with resources, prompts, completion,
 // subscriptions, progress, logs and server-to-client requests.
 type surfaceServer struct {
@@ -36,6 +39,9 @@ func newSurfaceServer(t *testing.T, versions []string) *surfaceServer {
 		SupportedProtocolVersions: versions,
 		PageSize:                  2,
 		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			if req.Params.URI == refusedURI {
+				return mcp.ResourceNotFoundError(refusedURI)
+			}
 			s.subscribed <- req.Params.URI
 			return nil
 		},
@@ -503,6 +509,33 @@ func TestPromptAndResourceListChanges(t *testing.T) {
 }
 
 // interest reports how many streams hold a resource subscription.
+// TestSubscribeRefused: a legacy server's refusal of a subscription ends
+// the stream with the server's error, mapped as every upstream error is. A 2026-07-28 server's refusal is
+// not seen (the Go SDK opens subscriptions/listen without waiting for its
+// answer): the stream stays open, holding its interest, as documented.
+func TestSubscribeRefused(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			ctx := testContext(t)
+			e.connect(t, "s", newSurfaceServer(t, era.versions).srv)
+			stream, err := e.client.Subscribe(ctx, &mcpdv1.SubscribeRequest{Resources: []*mcpdv1.ResourceRef{{Server: "s", Uri: refusedURI}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if era.name == "legacy" {
+				_, err := stream.Recv()
+				wantCode(t, err, codes.InvalidArgument) // go-sdk refuses with -32602
+				if n := interest(e, "s", refusedURI); n != 0 {
+					t.Errorf("interest after the refusal: %d, want 0", n)
+				}
+				return
+			}
+			waitFor(t, func() bool { return interest(e, "s", refusedURI) == 1 })
+		})
+	}
+}
+
 func interest(e *env, server, uri string) int {
 	return e.mgr.ResourceInterest(server, uri)
 }
