@@ -152,7 +152,6 @@ func (b *lockedBuffer) String() string {
 func remoteManager(t *testing.T, ropts *RemoteOptions) (*Manager, *events.Bus, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
-	bus := events.NewBus(nil)
 	var o RemoteOptions
 	if ropts != nil {
 		o = *ropts
@@ -160,12 +159,21 @@ func remoteManager(t *testing.T, ropts *RemoteOptions) (*Manager, *events.Bus, *
 	if o.HTTPClient == nil {
 		o.HTTPClient = testHTTPClient(t)
 	}
-	m := NewManager(&Options{
+	m, bus := busManager(t, &Options{
 		Logger:       zerolog.New(logs).Level(zerolog.DebugLevel),
 		ProbeTimeout: 20 * time.Second,
 		Dialer:       NewRemoteDialer(&o),
-		Events:       bus,
 	})
+	return m, bus, logs
+}
+
+// busManager is a Manager with opts and an event bus, both closed when the
+// test ends.
+func busManager(t *testing.T, opts *Options) (*Manager, *events.Bus) {
+	t.Helper()
+	bus := events.NewBus(nil)
+	opts.Events = bus
+	m := NewManager(opts)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -174,7 +182,7 @@ func remoteManager(t *testing.T, ropts *RemoteOptions) (*Manager, *events.Bus, *
 		}
 		bus.Close()
 	})
-	return m, bus, logs
+	return m, bus
 }
 
 func remoteConfig(name string, kind config.TransportKind, url string) config.Server {

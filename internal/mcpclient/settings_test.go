@@ -304,17 +304,7 @@ func TestSubscribeGivesUpWaitingAtItsDeadline(t *testing.T) {
 // delay (0: the default), for the ticking fake servers.
 func tickingManager(t *testing.T, delay time.Duration) (*Manager, *events.Bus) {
 	t.Helper()
-	bus := events.NewBus(nil)
-	m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, Events: bus, UnsubscribeDelay: delay})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		bus.Close()
-	})
-	return m, bus
+	return busManager(t, &Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, UnsubscribeDelay: delay})
 }
 
 // connectTicking connects a ticking fake server named s and checks its era.

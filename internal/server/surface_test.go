@@ -508,11 +508,11 @@ func TestPromptAndResourceListChanges(t *testing.T) {
 	}
 }
 
-// interest reports how many streams hold a resource subscription.
 // TestSubscribeRefused: a legacy server's refusal of a subscription ends
-// the stream with the server's error, mapped as every upstream error is. A 2026-07-28 server's refusal is
-// not seen (the Go SDK opens subscriptions/listen without waiting for its
-// answer): the stream stays open, holding its interest, as documented.
+// the stream with the server's error, mapped as every upstream error is.
+// A 2026-07-28 server's refusal is not seen (the Go SDK opens
+// subscriptions/listen without waiting for its answer): the stream stays
+// open, holding its interest, as documented.
 func TestSubscribeRefused(t *testing.T) {
 	for _, era := range eras {
 		t.Run(era.name, func(t *testing.T) {
@@ -536,6 +536,7 @@ func TestSubscribeRefused(t *testing.T) {
 	}
 }
 
+// interest reports how many streams hold a resource subscription.
 func interest(e *env, server, uri string) int {
 	return e.mgr.ResourceInterest(server, uri)
 }
