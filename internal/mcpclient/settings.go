@@ -28,8 +28,13 @@ type settings struct {
 	roots        map[string][]*mcp.Root // per-server roots, overriding defaultRoots
 	defaultRoots []*mcp.Root
 
-	closed  bool           // the Manager closed: no more delayed unsubscribes
-	delayed sync.WaitGroup // delayed unsubscribes pending or running
+	// settling notes when an unsubscribe went out to a 2026-07-28
+	// session, for the next subscribe of the URI to wait listenSettle.
+	settling map[string]map[string]time.Time // server -> uri -> when
+
+	closed   bool           // the Manager closed: no more delayed unsubscribes
+	delayed  sync.WaitGroup // delayed unsubscribes pending or running
+	releases int            // delayed unsubscribes ever scheduled, for their gen
 }
 
 // interest is an upstream resource subscription: the streams holding it
@@ -37,15 +42,16 @@ type settings struct {
 type interest struct {
 	holders int
 	release *time.Timer // pending while holders is 0, else nil
-	gen     int         // tells a stale release from the latest
+	gen     int         // which release is pending: a stale one finds another
 }
 
 func newSettings() *settings {
 	return &settings{
-		calls:  make(map[string]callLock),
-		subs:   make(map[string]map[string]*interest),
-		levels: make(map[string]mcp.LoggingLevel),
-		roots:  make(map[string][]*mcp.Root),
+		calls:    make(map[string]callLock),
+		subs:     make(map[string]map[string]*interest),
+		settling: make(map[string]map[string]time.Time),
+		levels:   make(map[string]mcp.LoggingLevel),
+		roots:    make(map[string][]*mcp.Root),
 	}
 }
 
@@ -173,7 +179,8 @@ func (s *settings) delayRelease(server, uri string, delay time.Duration, unsubsc
 		s.remove(server, uri)
 		return false
 	}
-	in.gen++
+	s.releases++
+	in.gen = s.releases
 	gen := in.gen
 	s.delayed.Add(1)
 	in.release = time.AfterFunc(delay, func() {
@@ -215,6 +222,47 @@ func (s *settings) close() {
 	}
 }
 
+// listenSettle is how long a subscribe of a URI waits after an
+// unsubscribe of it went out to a 2026-07-28 session (see
+// SubscribeResource). The ended listen unwinds in a few goroutine
+// hand-offs, well under a millisecond on an idle machine.
+const listenSettle = 250 * time.Millisecond
+
+// unsubscribed notes that an unsubscribe of uri went out to a 2026-07-28
+// session now, and forgets the notes that no longer hold anything back.
+func (s *settings) unsubscribed(server, uri string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for u, at := range s.settling[server] {
+		if now.Sub(at) >= listenSettle {
+			delete(s.settling[server], u)
+		}
+	}
+	if s.settling[server] == nil {
+		s.settling[server] = make(map[string]time.Time)
+	}
+	s.settling[server][uri] = now
+}
+
+// settleLeft says how long a subscribe of uri has still to wait.
+func (s *settings) settleLeft(server, uri string) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.settling[server][uri]
+	if !ok {
+		return 0
+	}
+	left := listenSettle - time.Since(at)
+	if left <= 0 {
+		delete(s.settling[server], uri)
+		if len(s.settling[server]) == 0 {
+			delete(s.settling, server)
+		}
+	}
+	return left
+}
+
 // SubscribeResource adds one interest in updates of a resource. The first
 // interest subscribes upstream (at once if the server is ready, else when
 // its session comes up, and again after every restart); release drops the
@@ -227,8 +275,9 @@ func (s *settings) close() {
 // 2026-07-28 session: go-sdk servers (v1.8.0) keep one subscription per
 // session and URI, and the ending subscriptions/listen, whose cancellation
 // the SDK's client sends in the background, removes it when it unwinds,
-// which may be after the new listen made it. An unsubscribe that does go
-// out waits listenSettle for that unwinding before the next subscribe.
+// which may be after the new listen made it. After an unsubscribe that
+// does go out, a subscribe of the same URI waits listenSettle for that
+// unwinding.
 func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (release func(), err error) {
 	if uri == "" {
 		return nil, errorf(ErrInvalidArgument, "resource uri is required")
@@ -240,8 +289,22 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 	// A new session catching up holds the lock for up to its connect
 	// timeout; the caller's deadline bounds the wait.
 	lock := m.settings.subscribing(server)
-	if err := lock.lockContext(ctx); err != nil {
-		return nil, err
+	for {
+		if err := lock.lockContext(ctx); err != nil {
+			return nil, err
+		}
+		left := m.settings.settleLeft(server, uri)
+		if left <= 0 {
+			break
+		}
+		lock.Unlock()
+		t := time.NewTimer(left)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
 	}
 	defer lock.Unlock()
 	// Looked up under the lock: a server replaced meanwhile has caught up
@@ -324,12 +387,6 @@ func (m *Manager) unsubscribeUnheld(server, uri string, gen int) {
 	}
 }
 
-// listenSettle is how long an upstream unsubscribe on a 2026-07-28 session
-// holds back the server's next subscribe (see SubscribeResource). The
-// unwinding takes a few goroutine hand-offs, well under a millisecond on
-// an idle machine.
-const listenSettle = 250 * time.Millisecond
-
 // unsubscribe ends the upstream subscription of a ready server; the caller
 // holds the server's subscribing lock.
 func (m *Manager) unsubscribe(server, uri string) {
@@ -345,13 +402,7 @@ func (m *Manager) unsubscribe(server, uri string) {
 	defer cancel()
 	ctx, unbind := u.bindRun(ctx)
 	defer unbind()
-	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
-		u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", uri).Msg("unsubscribing")
-		return
-	}
-	if isStateless(cs) {
-		time.Sleep(listenSettle)
-	}
+	u.unsubscribe(ctx, cs, uri)
 }
 
 // SetLogLevel sets the minimum level of log messages a server sends. A

@@ -171,6 +171,9 @@ type run struct {
 type interests interface {
 	// resources lists the URIs of the server agents subscribed to.
 	resources(server string) []string
+	// unsubscribed notes that an unsubscribe of uri went out to a
+	// 2026-07-28 session.
+	unsubscribed(server, uri string)
 	// logLevel is the level set with SetLogLevel, or "".
 	logLevel(server string) mcp.LoggingLevel
 	// subscribing is held across every upstream subscribe and unsubscribe
@@ -519,12 +522,22 @@ func (u *upstream) catchUp(ctx context.Context, cs *mcp.ClientSession, level mcp
 	}
 	u.subscribeAll(ctx, cs, missed)
 	for _, uri := range uris {
-		if slices.Contains(wanted, uri) {
-			continue
+		if !slices.Contains(wanted, uri) {
+			u.unsubscribe(ctx, cs, uri)
 		}
-		if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
-			u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", uri).Msg("unsubscribing")
-		}
+	}
+}
+
+// unsubscribe ends the subscription of uri on cs. On a 2026-07-28 session
+// it notes when, so that the next subscribe of uri waits for the ended
+// listen to unwind (see Manager.SubscribeResource).
+func (u *upstream) unsubscribe(ctx context.Context, cs *mcp.ClientSession, uri string) {
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", uri).Msg("unsubscribing")
+		return
+	}
+	if isStateless(cs) && u.wants != nil {
+		u.wants.unsubscribed(u.cfg.Name, uri)
 	}
 }
 
