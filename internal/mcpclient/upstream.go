@@ -875,13 +875,15 @@ func (u *upstream) awaitSession(ctx context.Context, ended *mcp.ClientSession) (
 		switch {
 		case err == nil && cs != ended:
 			return cs, nil
-		case err != nil && state != StateConnecting && state != StateReconnecting:
+		case err == nil, state == StateReady:
+			// The session ended, or is being closed (the server is still
+			// ready, without a session), and the run has not moved on yet.
+			err = errorf(ErrUnavailable, "server %q lost its session", u.cfg.Name)
+		case state != StateConnecting && state != StateReconnecting:
 			return nil, err
-		case err != nil && u.waitingForAgent():
+		case u.waitingForAgent():
 			// No agent serves it: waiting would only use up the deadline.
 			return nil, err
-		case err == nil:
-			err = errorf(ErrUnavailable, "server %q lost its session", u.cfg.Name)
 		}
 		select {
 		case <-changed:
