@@ -566,10 +566,12 @@ build-typescript: $(STAMP_TS) ## Type-check (strict) and compile clients/typescr
 	'$(TSC)' -p examples/typescript/tsconfig.json
 
 # TS_TEST_FLAGS go to node --test (e.g. --test-name-pattern=subscription).
-# A test file (each runs in its own process) or a test that runs longer
-# than TS_TEST_TIMEOUT_MS fails; the slowest file takes well under a
-# minute. The run exits when its tests are done even if one left a handle
-# open. A hang fails the run instead of stalling it.
+# A hang fails the run instead of stalling it: the suites that start
+# daemons end within their own bound (test/harness.ts SUITE_TIMEOUT_MS),
+# naming the test they were in; a test file (each runs in its own process,
+# the slowest in well under a minute) that runs longer than
+# TS_TEST_TIMEOUT_MS is ended, and its daemons with it; and the run exits
+# when its tests are done even if one left a handle open.
 TS_TEST_TIMEOUT_MS ?= 300000
 .PHONY: test-typescript
 test-typescript: build-typescript build $(STAMP_NPM) ## Run the TypeScript client's tests against bin/mcpd on Node 20 and 22

@@ -25,7 +25,7 @@ import {
   type SamplingRequest,
   type Wire,
 } from "../src/index.js";
-import { Daemon, EVERYTHING_BIN, MCPD_BIN, RPC_TIMEOUT_MS, UnixProxy, connectEverything, linesOf, poll, tempDir, testWires } from "./harness.js";
+import { Daemon, EVERYTHING_BIN, MCPD_BIN, RPC_TIMEOUT_MS, SUITE_TIMEOUT_MS, UnixProxy, connectEverything, linesOf, poll, tempDir, testWires } from "./harness.js";
 
 const RECORDING_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "recording-server.js");
 const skip = MCPD_BIN === undefined ? "no mcpd binary (MCPD_BIN)" : false;
@@ -76,7 +76,7 @@ async function ticks(it: AsyncIterator<Event>, n: number): Promise<number[]> {
 const CLOCK: [string, string] = ["demo", "demo://clock"];
 
 for (const wire of testWires()) {
-  describe(`wire ${wire}`, { skip }, () => {
+  describe(`wire ${wire}`, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     it("lists servers and tools and calls them", () =>
       withClient(wire, async (c) => {
         const servers = await c.servers();

@@ -7,7 +7,7 @@ import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { Daemon, MCPD_BIN, testWires } from "./harness.js";
+import { Daemon, MCPD_BIN, SUITE_TIMEOUT_MS, testWires } from "./harness.js";
 
 const EXAMPLES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "examples");
 const skip = MCPD_BIN === undefined ? "no mcpd binary (MCPD_BIN)" : false;
@@ -22,7 +22,7 @@ after(async () => {
   await daemon?.stop();
 });
 
-describe("examples/typescript", { skip }, () => {
+describe("examples/typescript", { skip, timeout: SUITE_TIMEOUT_MS }, () => {
   for (const wire of testWires()) {
     it(`agent_loop answers with the tool's result (wire ${wire})`, async () => {
       const env: NodeJS.ProcessEnv = { ...process.env, MCPD_ADDRESS: daemon.target(wire), MCPD_WIRE: wire };

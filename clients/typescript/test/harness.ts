@@ -19,6 +19,21 @@ export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 /** Bound of one RPC in tests, and of the polling loops. */
 export const RPC_TIMEOUT_MS = 30_000;
 export const POLL_TIMEOUT_MS = 20_000;
+/**
+ * Bound of a suite that starts daemons (the slowest takes about 15 s). A
+ * suite still running then fails, and names the test it was in as
+ * cancelled; node's --test-timeout (the Makefile's) is the outer bound of
+ * a whole file.
+ */
+export const SUITE_TIMEOUT_MS = 120_000;
+
+/** The daemons running, killed if the test process exits without stopping them. */
+const running = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const p of running) p.kill("SIGKILL");
+});
+// The runner ends a file that outlives its timeout with SIGTERM.
+process.once("SIGTERM", () => process.exit(143));
 
 const required = process.env["MCPD_E2E_REQUIRED"] === "1";
 
@@ -124,7 +139,10 @@ export class Daemon {
     const args = ["--listen", grpc, "--log-level", "debug", ...this.args];
     if (http !== undefined) args.push("--http-listen", http);
     const out = fs.openSync(this.log, "a");
-    this.proc = spawn(MCPD_BIN, args, { stdio: ["ignore", out, out], env, cwd: this.dir });
+    const proc = spawn(MCPD_BIN, args, { stdio: ["ignore", out, out], env, cwd: this.dir });
+    this.proc = proc;
+    running.add(proc);
+    proc.once("exit", () => running.delete(proc));
     fs.closeSync(out);
     const deadline = performance.now() + RPC_TIMEOUT_MS;
     const ready = async (): Promise<boolean> => {

@@ -8,7 +8,7 @@ import * as net from "node:net";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Client, MCPDError, Unauthenticated, type Wire } from "../src/index.js";
-import { Daemon, MCPD_BIN, RPC_TIMEOUT_MS, hasHttpListener, poll, tempDir, testWires } from "./harness.js";
+import { Daemon, MCPD_BIN, RPC_TIMEOUT_MS, SUITE_TIMEOUT_MS, hasHttpListener, poll, tempDir, testWires } from "./harness.js";
 
 const skip = MCPD_BIN === undefined ? "no mcpd binary (MCPD_BIN)" : false;
 
@@ -75,7 +75,7 @@ after(async () => {
 });
 
 for (const wire of testWires()) {
-  describe(`TLS, wire ${wire}`, { skip }, () => {
+  describe(`TLS, wire ${wire}`, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
     it("calls over TLS with the CA and a token", async () => {
       const c = new Client(addr["tls"]![wire], { wire, caFile: path.join(dir, "ca.pem"), token: "tls-token", timeoutMs: RPC_TIMEOUT_MS });
       try {
