@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"net"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -336,4 +338,51 @@ func startAgent(ctx context.Context, t *testing.T, d *daemon) *testAgent {
 		return reply
 	}, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION)
 	return a
+}
+
+// TestSubscribeAgainAtOnce subscribes to demo://clock through bin/mcpd,
+// closes the stream after an update and opens the next one at once, as a
+// client that reconnects does. Every stream gets updates, and the demo
+// server, which speaks 2026-07-28, sees one subscriptions/listen for them
+// all: mcpd keeps the upstream subscription while the streams come and go
+// (an unsubscribe and subscribe in a row could lose it; docs/events.md).
+func TestSubscribeAgainAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--metrics-listen", addr}})
+	if st := d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY); st.GetProtocolVersion() != "2026-07-28" {
+		t.Fatalf("demo server speaks %q, want 2026-07-28", st.GetProtocolVersion())
+	}
+	listens := func() float64 {
+		n, _ := scrapeMetrics(ctx, t, addr).value("mcp_client_operation_duration_seconds",
+			map[string]string{"server": "demo", "mcp_method_name": "subscriptions/listen"})
+		return n
+	}
+	before := listens()
+	const rounds = 4
+	for round := range rounds {
+		sctx, cancel := context.WithCancel(ctx)
+		sub, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{
+			Resources: []*mcpdv1.ResourceRef{{Server: "demo", Uri: "demo://clock"}},
+			Kinds:     []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_RESOURCE_UPDATED},
+		})
+		if err != nil {
+			cancel()
+			t.Fatalf("round %d: Subscribe: %v", round, err)
+		}
+		// The clock ticks every second; a lost subscription gets nothing
+		// until the test's deadline.
+		ev, err := sub.Recv()
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: no update of demo://clock: %v", round, err)
+		}
+		if got := ev.GetEvent().GetResourceUpdated().GetUri(); got != "demo://clock" {
+			t.Fatalf("round %d: got %v, want an update of demo://clock", round, ev)
+		}
+	}
+	if n := listens() - before; n != 1 {
+		t.Errorf("the demo server got %v subscriptions/listen for %d streams in a row, want 1", n, rounds)
+	}
 }
