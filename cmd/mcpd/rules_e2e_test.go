@@ -269,6 +269,15 @@ func TestServerToolsAsk(t *testing.T) {
 		t.Errorf("the agent was asked about %s, want only echo and weather", r.GetApproval().GetTool())
 	default:
 	}
+	// A poll that will be refused is refused before anyone is asked.
+	_, err = d.hub.StartPoll(ctx, &mcpdv1.StartPollRequest{Server: "asked", Interval: durationpb.New(500 * time.Millisecond),
+		Target: &mcpdv1.StartPollRequest_Tool{Tool: &mcpdv1.PollToolCall{Name: "echo", Arguments: mustStruct(t, map[string]any{"message": "yes"})}}})
+	wantCode(t, err, codes.InvalidArgument)
+	select {
+	case r := <-seen:
+		t.Errorf("the agent was asked about a poll every 500ms (%v), want it refused first", r.GetApproval().GetPollInterval())
+	default:
+	}
 	// A poll of an asked tool is approved when it starts, and stopped
 	// without asking (here: with no agent left to ask).
 	poll, err := d.hub.StartPoll(ctx, &mcpdv1.StartPollRequest{Server: "asked", Interval: durationpb.New(time.Hour),

@@ -78,8 +78,10 @@ func pollSpecFromProto(req *mcpdv1.StartPollRequest) (mcpclient.PollSpec, error)
 	if err != nil {
 		return mcpclient.PollSpec{}, err
 	}
-	if req.GetInterval() != nil && interval == 0 {
-		return mcpclient.PollSpec{}, invalidf("interval must be at least %v", mcpclient.MinPollInterval)
+	// Checked here, not only by the Manager, so that a poll that will be
+	// refused is refused before anyone is asked to approve it.
+	if req.GetInterval() != nil && interval < mcpclient.MinPollInterval {
+		return mcpclient.PollSpec{}, invalidf("interval %v is below the minimum of %v", interval, mcpclient.MinPollInterval)
 	}
 	spec := mcpclient.PollSpec{Server: req.GetServer(), Interval: interval}
 	switch t := req.GetTarget().(type) {
