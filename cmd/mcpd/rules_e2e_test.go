@@ -269,14 +269,20 @@ func TestServerToolsAsk(t *testing.T) {
 		t.Errorf("the agent was asked about %s, want only echo and weather", r.GetApproval().GetTool())
 	default:
 	}
-	// A poll that will be refused is refused before anyone is asked.
-	_, err = d.hub.StartPoll(ctx, &mcpdv1.StartPollRequest{Server: "asked", Interval: durationpb.New(500 * time.Millisecond),
-		Target: &mcpdv1.StartPollRequest_Tool{Tool: &mcpdv1.PollToolCall{Name: "echo", Arguments: mustStruct(t, map[string]any{"message": "yes"})}}})
-	wantCode(t, err, codes.InvalidArgument)
-	select {
-	case r := <-seen:
-		t.Errorf("the agent was asked about a poll every 500ms (%v), want it refused first", r.GetApproval().GetPollInterval())
-	default:
+	// A poll that will be refused is refused before anyone is asked: too
+	// often, or the tool of another server.
+	for _, bad := range []*mcpdv1.StartPollRequest{
+		{Server: "asked", Interval: durationpb.New(500 * time.Millisecond), Target: &mcpdv1.StartPollRequest_Tool{Tool: &mcpdv1.PollToolCall{Name: "echo"}}},
+		{Server: "asked", Target: &mcpdv1.StartPollRequest_Tool{Tool: &mcpdv1.PollToolCall{Name: "mcp__other__echo"}}},
+	} {
+		bad.GetTool().Arguments = mustStruct(t, map[string]any{"message": "yes"})
+		_, err = d.hub.StartPoll(ctx, bad)
+		wantCode(t, err, codes.InvalidArgument)
+		select {
+		case r := <-seen:
+			t.Errorf("the agent was asked about a poll of %s every %v, want it refused first", r.GetApproval().GetTool(), r.GetApproval().GetPollInterval().AsDuration())
+		default:
+		}
 	}
 	// A poll of an asked tool is approved when it starts, and stopped
 	// without asking (here: with no agent left to ask).

@@ -79,7 +79,8 @@ func pollSpecFromProto(req *mcpdv1.StartPollRequest) (mcpclient.PollSpec, error)
 		return mcpclient.PollSpec{}, err
 	}
 	// Checked here, not only by the Manager, so that a poll that will be
-	// refused is refused before anyone is asked to approve it.
+	// refused is refused before anyone is asked to approve it (as is the
+	// tool of another server below).
 	if req.GetInterval() != nil && interval < mcpclient.MinPollInterval {
 		return mcpclient.PollSpec{}, invalidf("interval %v is below the minimum of %v", interval, mcpclient.MinPollInterval)
 	}
@@ -96,6 +97,9 @@ func pollSpecFromProto(req *mcpdv1.StartPollRequest) (mcpclient.PollSpec, error)
 	}
 	if spec.URI == "" && spec.Tool == "" {
 		return spec, invalidf("a poll needs a resource_uri or a tool name")
+	}
+	if server, _, ok := mcpclient.SplitQualifiedToolName(spec.Tool); ok && server != spec.Server {
+		return spec, invalidf("tool %q is not a tool of server %q", spec.Tool, spec.Server)
 	}
 	return spec, nil
 }
