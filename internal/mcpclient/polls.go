@@ -125,7 +125,7 @@ type poll struct {
 // (it need not be ready: the poll waits for it). Exceeding Options.MaxPolls
 // is ErrResourceExhausted.
 func (m *Manager) StartPoll(spec PollSpec) (PollStatus, error) {
-	if err := checkPollSpec(&spec); err != nil {
+	if err := CheckPollSpec(&spec); err != nil {
 		return PollStatus{}, err
 	}
 	if _, err := m.lookup(spec.Server); err != nil {
@@ -186,7 +186,10 @@ func comparePollIDs(a, b string) int {
 	return strings.Compare(a, b)
 }
 
-func checkPollSpec(spec *PollSpec) error {
+// CheckPollSpec refuses a spec StartPoll would refuse, as
+// ErrInvalidArgument, and otherwise normalizes it: a qualified tool name
+// becomes the server's own, a zero interval DefaultPollInterval.
+func CheckPollSpec(spec *PollSpec) error {
 	if spec.Server == "" {
 		return errorf(ErrInvalidArgument, "server is required")
 	}
@@ -437,7 +440,7 @@ func publishResourceUpdated(m *Manager) func(*poll, json.RawMessage, error, bool
 // stops it.
 func (m *Manager) fallbackPoll(server, uri string, interval time.Duration) (release func(), err error) {
 	spec := PollSpec{Server: server, URI: uri, Interval: interval}
-	if err := checkPollSpec(&spec); err != nil {
+	if err := CheckPollSpec(&spec); err != nil {
 		return nil, err
 	}
 	pl := m.polls

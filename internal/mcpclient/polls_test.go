@@ -28,7 +28,7 @@ func TestCheckPollSpec(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := tt.spec
-			err := checkPollSpec(&spec)
+			err := CheckPollSpec(&spec)
 			if tt.wantErr {
 				if !errors.Is(err, ErrInvalidArgument) {
 					t.Fatalf("got %v, want ErrInvalidArgument", err)

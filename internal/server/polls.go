@@ -58,17 +58,13 @@ func pollAction(spec mcpclient.PollSpec) access.Action {
 	return access.Action{Verb: access.CallTool, Server: spec.Server, Tool: spec.QualifiedTool()}
 }
 
-// startPollAction is pollAction for a StartPoll request, before the
-// Manager checks it.
+// startPollAction is pollAction for a StartPoll request.
 func startPollAction(req *mcpdv1.StartPollRequest) access.Action {
 	spec, err := pollSpecFromProto(req)
 	if err != nil {
 		// Refused as INVALID_ARGUMENT by the handler; the server alone
 		// decides who may get that far.
 		return access.Action{Verb: access.ViewServer, Server: req.GetServer()}
-	}
-	if _, tool, ok := mcpclient.SplitQualifiedToolName(spec.Tool); ok {
-		spec.Tool = tool
 	}
 	return pollAction(spec)
 }
@@ -78,11 +74,8 @@ func pollSpecFromProto(req *mcpdv1.StartPollRequest) (mcpclient.PollSpec, error)
 	if err != nil {
 		return mcpclient.PollSpec{}, err
 	}
-	// Checked here, not only by the Manager, so that a poll that will be
-	// refused is refused before anyone is asked to approve it (as is the
-	// tool of another server below).
-	if req.GetInterval() != nil && interval < mcpclient.MinPollInterval {
-		return mcpclient.PollSpec{}, invalidf("interval %v is below the minimum of %v", interval, mcpclient.MinPollInterval)
+	if req.GetInterval() != nil && interval == 0 {
+		return mcpclient.PollSpec{}, invalidf("interval must be at least %v", mcpclient.MinPollInterval)
 	}
 	spec := mcpclient.PollSpec{Server: req.GetServer(), Interval: interval}
 	switch t := req.GetTarget().(type) {
@@ -98,10 +91,9 @@ func pollSpecFromProto(req *mcpdv1.StartPollRequest) (mcpclient.PollSpec, error)
 	if spec.URI == "" && spec.Tool == "" {
 		return spec, invalidf("a poll needs a resource_uri or a tool name")
 	}
-	if server, _, ok := mcpclient.SplitQualifiedToolName(spec.Tool); ok && server != spec.Server {
-		return spec, invalidf("tool %q is not a tool of server %q", spec.Tool, spec.Server)
-	}
-	return spec, nil
+	// The Manager's checks too, so that a poll it would refuse (too often,
+	// another server's tool) is refused before anyone is asked to approve it.
+	return spec, mcpclient.CheckPollSpec(&spec)
 }
 
 func pollToProto(st mcpclient.PollStatus) *mcpdv1.Poll {
