@@ -140,9 +140,14 @@ def next_backoff(delay: float) -> float:
 
 def resumable(err: Any) -> bool:
     """Whether a resumable stream that ended with err (None: mcpd ended it
-    cleanly) may be opened again."""
+    cleanly; an MCPDError on the HTTP wire, a grpc.RpcError on gRPC) may be
+    opened again."""
+    from .errors import MCPDError
+
     if err is None:
         return True
+    if isinstance(err, MCPDError):
+        return err._code_name == "UNAVAILABLE"
     code = err.code()
     return code is not None and code.name == "UNAVAILABLE"
 

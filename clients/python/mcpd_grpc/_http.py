@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _common
 from .errors import Cancelled, DeadlineExceeded, MCPDError, Unavailable, from_connect_error
@@ -48,19 +48,23 @@ _CODE_OF_STATUS = {
 
 #: Socket reads wait this much longer than a call's deadline, so that mcpd's
 #: DEADLINE_EXCEEDED (with its message) arrives before the client gives up.
-_READ_GRACE = 1.0
+READ_GRACE = 1.0
 
 
 _UNIX_SCHEME = _common.HTTP_UNIX_SCHEME
+
+C = TypeVar("C")
 
 
 def needs_grpc(what: str) -> ValueError:
     return ValueError(f"{what} needs the gRPC wire: the Connect protocol over HTTP/1.1 has no bidirectional streams; use a host:port target for this client")
 
 
-class HTTPStub:
-    """Calls MCPHub's methods over HTTP on a pool of keep-alive connections
-    (one per concurrent call, kept for the next). Thread-safe."""
+class StubBase(Generic[C]):
+    """What both HTTP stubs share: the address, TLS, the pool of idle
+    connections (C), and the generated stub's calling convention
+    (``stub.Method(request, metadata=, timeout=)``); a subclass makes the
+    unary and server-stream callables."""
 
     def __init__(
         self,
@@ -97,10 +101,12 @@ class HTTPStub:
             if cert_file is not None and key_file is not None:
                 ctx.load_cert_chain(str(cert_file), str(key_file))
             self._ssl = ctx
-        self._lock = threading.Lock()
-        self._idle: List[Connection] = []
-        self._closed = False
         self._methods: Dict[str, Callable[..., Any]] = {}
+        #: Kept-alive connections free for the next call.
+        self._idle: List[C] = []
+        self._closed = False
+        #: Guards _idle and _closed where calls come from many threads.
+        self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -115,30 +121,15 @@ class HTTPStub:
             raise needs_grpc(name)
         out = getattr(pb, method.output_type.name)
         path = self._prefix + name
-        if name in _SERVER_STREAMS:
-
-            def stream(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> ServerStream:
-                return ServerStream(self, path, out, request, metadata, timeout)
-
-            fn = stream
-        else:
-
-            def unary(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> Any:
-                return self._unary(path, out, request, metadata, timeout)
-
-            fn = unary
+        fn = self._stream_method(path, out) if name in _SERVER_STREAMS else self._unary_method(path, out)
         self._methods[name] = fn
         return fn
 
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+    def _unary_method(self, path: str, out: Any) -> Callable[..., Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
 
-    def new_connection(self, timeout: Optional[float]) -> Connection:
-        return Connection(self._host, self._port, self._ssl, timeout, self._unix)
+    def _stream_method(self, path: str, out: Any) -> Callable[..., Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
 
     def request_head(self, path: str, content_type: str, metadata: Sequence[Tuple[str, str]], timeout: Optional[float], length: int) -> bytes:
         lines = [
@@ -156,6 +147,38 @@ class HTTPStub:
             lines.append(f"{k}: {v}")
         lines += ["", ""]
         return "\r\n".join(lines).encode("latin-1")
+
+    def address(self) -> str:
+        if self._unix is not None:
+            return _UNIX_SCHEME + self._unix
+        return f"{'https' if self._https else 'http'}://{self._host}:{self._port}"
+
+
+class HTTPStub(StubBase["Connection"]):
+    """Calls MCPHub's methods over HTTP on a pool of keep-alive connections
+    (one per concurrent call, kept for the next). Thread-safe."""
+
+    def _unary_method(self, path: str, out: Any) -> Callable[..., Any]:
+        def unary(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> Any:
+            return self._unary(path, out, request, metadata, timeout)
+
+        return unary
+
+    def _stream_method(self, path: str, out: Any) -> Callable[..., Any]:
+        def stream(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> ServerStream:
+            return ServerStream(self, path, out, request, metadata, timeout)
+
+        return stream
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def new_connection(self, timeout: Optional[float]) -> Connection:
+        return Connection(self._host, self._port, self._ssl, timeout, self._unix)
 
     def _take(self, timeout: Optional[float]) -> Tuple[Connection, bool]:
         with self._lock:
@@ -186,13 +209,13 @@ class HTTPStub:
                 conn.send(head + body)
                 status, headers = conn.read_head()
                 data = conn.read_body(headers)
-            except (_Closed, ConnectionResetError, BrokenPipeError) as e:
+            except (Closed, ConnectionResetError, BrokenPipeError) as e:
                 if conn is None:
-                    raise _unreachable(self, e) from e
+                    raise unreachable(self, e) from e
                 conn.close()
                 if reused:  # mcpd closed the idle connection: the request never ran
                     continue
-                raise _unreachable(self, e) from e
+                raise unreachable(self, e) from e
             except socket.timeout as e:
                 if conn is not None:
                     conn.close()
@@ -200,7 +223,7 @@ class HTTPStub:
             except (OSError, ValueError) as e:
                 if conn is not None:
                     conn.close()
-                raise _unreachable(self, e) from e
+                raise unreachable(self, e) from e
             except BaseException:
                 if conn is not None:
                     conn.close()
@@ -210,15 +233,10 @@ class HTTPStub:
             else:
                 self._give_back(conn)
             if status != 200:
-                raise _error_of(status, data)
+                raise error_of(status, data)
             msg = out()
             msg.ParseFromString(data)
             return msg
-
-    def address(self) -> str:
-        if self._unix is not None:
-            return _UNIX_SCHEME + self._unix
-        return f"{'https' if self._https else 'http'}://{self._host}:{self._port}"
 
 
 class ServerStream:
@@ -235,8 +253,7 @@ class ServerStream:
         self._body: Optional[_Body] = None
         self._error: Optional[BaseException] = None
         self._conn: Optional[Connection] = None
-        payload = request.SerializeToString()
-        body = bytes([0]) + len(payload).to_bytes(4, "big") + payload
+        body = envelope(request)
         try:
             # The request goes out now; the response headers may come with
             # the first message only, so they are read by the first next().
@@ -245,7 +262,7 @@ class ServerStream:
         except OSError as e:
             if self._conn is not None:
                 self._conn.close()
-            self._error = _unreachable(stub, e)
+            self._error = unreachable(stub, e)
 
     def __iter__(self) -> ServerStream:
         return self
@@ -290,33 +307,90 @@ class ServerStream:
         if resp is None:
             status, headers = self._conn.read_head()
             if status != 200:
-                raise _error_of(status, self._conn.read_body(headers))
+                raise error_of(status, self._conn.read_body(headers))
             resp = self._body = self._conn.body_reader(headers)
-        head = resp.read(5)
-        if len(head) < 5:
+        head = resp.read(ENVELOPE_HEAD)
+        if len(head) < ENVELOPE_HEAD:
             if self._cancelled:
                 raise Cancelled("the stream was cancelled")
-            raise Unavailable("mcpd closed the stream without ending it")
-        size = int.from_bytes(head[1:5], "big")
-        data = resp.read(size)
-        if len(data) < size:
-            raise Unavailable("mcpd closed the stream in the middle of a message")
-        if head[0] & _END_STREAM:
-            err = _end_stream_error(data)
-            if err is not None:
-                raise err
+            raise stream_cut(head)
+        data = resp.read(envelope_size(head))
+        msg = stream_message(head, data, self._out)
+        if msg is None:
             raise StopIteration
-        msg = self._out()
-        msg.ParseFromString(data)
         return msg
 
 
-class _Closed(ConnectionError):
+class Closed(ConnectionError):
     """The peer closed the connection before a response began."""
 
 
-_MAX_LINE = 65536
-_MAX_HEADERS = 100
+MAX_LINE = 65536
+MAX_HEADERS = 100
+#: What ends a chunked body's trailers (b"": the connection's end).
+END_OF_TRAILERS = (b"\r\n", b"\n", b"")
+#: The five bytes before each message of a stream: flags and length.
+ENVELOPE_HEAD = 5
+
+
+def status_of(line: bytes) -> int:
+    """The status of a response's first line."""
+    if not line:
+        raise Closed("mcpd closed the connection")
+    parts = line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
+        raise ValueError("not an HTTP/1.1 response")
+    return int(parts[1])
+
+
+def add_header(headers: Dict[str, str], line: bytes) -> bool:
+    """Adds a header line to headers (names in lower case); True at the
+    blank line that ends them."""
+    if line in (b"\r\n", b"\n"):
+        return True
+    if not line:
+        raise ValueError("the response ended in its headers")
+    name, _, value = line.decode("latin-1").partition(":")
+    headers[name.strip().lower()] = value.strip()
+    return False
+
+
+def chunk_size(line: bytes) -> int:
+    """The size in a chunked body's size line."""
+    return int(line.split(b";", 1)[0].strip(), 16)
+
+
+def envelope(request: Any) -> bytes:
+    """A stream's request: one message in the Connect envelope."""
+    payload: bytes = request.SerializeToString()
+    return bytes([0]) + len(payload).to_bytes(4, "big") + payload
+
+
+def envelope_size(head: bytes) -> int:
+    return int.from_bytes(head[1:ENVELOPE_HEAD], "big")
+
+
+def stream_cut(head: bytes) -> Unavailable:
+    """The error of a stream whose connection ended before its end message
+    (head: what came of the next envelope)."""
+    if head:
+        return Unavailable("mcpd closed the stream in the middle of a message")
+    return Unavailable("mcpd closed the stream without ending it")
+
+
+def stream_message(head: bytes, data: bytes, out: Any) -> Any:
+    """The message of one envelope, or None at the stream's clean end;
+    raises the error the stream ended with."""
+    if len(data) < envelope_size(head):
+        raise Unavailable("mcpd closed the stream in the middle of a message")
+    if head[0] & _END_STREAM:
+        err = _end_stream_error(data)
+        if err is not None:
+            raise err
+        return None
+    msg = out()
+    msg.ParseFromString(data)
+    return msg
 
 
 def _address_host(host: str) -> Union[str, bytes]:
@@ -330,7 +404,7 @@ class Connection:
     """One HTTP/1.1 connection: writes requests, reads responses."""
 
     def __init__(self, host: str, port: int, ssl_context: Optional[ssl.SSLContext], timeout: Optional[float], unix: Optional[str] = None) -> None:
-        sock_timeout = None if timeout is None else timeout + _READ_GRACE
+        sock_timeout = None if timeout is None else timeout + READ_GRACE
         if unix is not None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -357,31 +431,20 @@ class Connection:
         self._rfile = sock.makefile("rb")
 
     def set_timeout(self, timeout: Optional[float]) -> None:
-        self._sock.settimeout(None if timeout is None else timeout + _READ_GRACE)
+        self._sock.settimeout(None if timeout is None else timeout + READ_GRACE)
 
     def send(self, data: bytes) -> None:
         self._sock.sendall(data)
 
     def read_head(self) -> Tuple[int, Dict[str, str]]:
         """The status and the headers (names in lower case) of a response."""
-        line = self._rfile.readline(_MAX_LINE + 1)
-        if not line:
-            raise _Closed("mcpd closed the connection")
-        parts = line.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-            raise ValueError("not an HTTP/1.1 response")
-        status = int(parts[1])
+        status = status_of(self._rfile.readline(MAX_LINE + 1))
         headers: Dict[str, str] = {}
-        for _ in range(_MAX_HEADERS + 1):
-            line = self._rfile.readline(_MAX_LINE + 1)
-            if line in (b"\r\n", b"\n"):
+        for _ in range(MAX_HEADERS + 1):
+            if add_header(headers, self._rfile.readline(MAX_LINE + 1)):
                 if status == 100:  # an interim answer: the real one follows
                     return self.read_head()
                 return status, headers
-            if not line:
-                raise ValueError("the response ended in its headers")
-            name, _, value = line.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
         raise ValueError("too many response headers")
 
     def body_reader(self, headers: Dict[str, str]) -> _Body:
@@ -441,13 +504,13 @@ class _Chunked(_Body):
         out = bytearray()
         while (n is None or len(out) < n) and not self._eof:
             if self._left == 0:
-                line = self._rfile.readline(_MAX_LINE + 1)
+                line = self._rfile.readline(MAX_LINE + 1)
                 if not line:
                     break
-                size = int(line.split(b";", 1)[0].strip(), 16)
+                size = chunk_size(line)
                 if size == 0:
-                    while self._rfile.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
+                    while self._rfile.readline(MAX_LINE + 1) not in END_OF_TRAILERS:
+                        pass
                     self._eof = True
                     break
                 self._left = size
@@ -458,7 +521,7 @@ class _Chunked(_Body):
             out += data
             self._left -= len(data)
             if self._left == 0:
-                self._rfile.readline(_MAX_LINE + 1)  # the chunk's CRLF
+                self._rfile.readline(MAX_LINE + 1)  # the chunk's CRLF
         return bytes(out)
 
 
@@ -485,12 +548,12 @@ def _split_url(url: str) -> Tuple[str, str, int, str]:
     return scheme, host, port, slash + path
 
 
-def _unreachable(stub: HTTPStub, e: BaseException) -> Unavailable:
+def unreachable(stub: StubBase[Any], e: BaseException) -> Unavailable:
     reason = getattr(e, "strerror", None) or type(e).__name__
     return Unavailable(f"cannot reach mcpd at {stub.address()}: {reason}")
 
 
-def _error_of(status: int, body: bytes) -> MCPDError:
+def error_of(status: int, body: bytes) -> MCPDError:
     """The error of a non-200 answer: its Connect error body, or the
     protocol's code for the HTTP status."""
     import json  # on errors only: json is not loaded at start-up

@@ -1,5 +1,6 @@
-"""The asyncio mcpd client (grpc.aio), with the same methods as the sync
-:class:`~mcpd_grpc.Client`; create and use it inside a running event loop."""
+"""The asyncio mcpd client, with the same methods as the sync
+:class:`~mcpd_grpc.Client`, on either wire: gRPC (grpc.aio) or the HTTP
+wire (asyncio streams); create and use it inside a running event loop."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import inspect
 import time
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
 
 import grpc
 import grpc.aio
@@ -16,9 +17,10 @@ from . import _common
 from . import _convert as cv
 from . import names as _names
 from . import types as t
+from ._http_aio import EOF as _HTTP_EOF
 from .agent_tools import AgentTools, AsyncToolServing
 from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem
-from .errors import Cancelled, InvalidArgument, NotFound, from_rpc_error
+from .errors import Cancelled, InvalidArgument, MCPDError, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
 
 #: grpc.aio's end-of-stream marker for call.read(); grpc-stubs lacks it.
@@ -66,10 +68,11 @@ _UNSET: Any = object()
 
 class AsyncClient:
     """An asyncio client of one mcpd daemon; see :class:`~mcpd_grpc.Client`
-    for the arguments (it speaks gRPC only: an ``http://``, ``https://`` or
-    ``http+unix://`` target, the sync Client's HTTP wire, is refused). Every
-    RPC method is a coroutine; :meth:`subscribe` and :meth:`call_tool_stream`
-    return async iterators.
+    for the arguments and the two wires. Every RPC method is a coroutine;
+    :meth:`subscribe` and :meth:`call_tool_stream` return async iterators.
+    On the HTTP wire (an ``http://``, ``https://`` or ``http+unix://``
+    target) it has no handlers and no :meth:`serve_tools`, like the sync
+    Client there.
 
     Handlers (``on_sampling`` ...) may be ``async def`` or plain functions
     (run in a thread). They are served by a task that starts as soon as one
@@ -90,19 +93,27 @@ class AsyncClient:
         key_file: Optional[_common.PathLike] = None,
     ) -> None:
         self.target = _common.resolve_target(target)
-        if self.target.startswith(_common.HTTP_SCHEMES):
-            # grpc would take the URL for a host name and fail each call.
-            raise ValueError(
-                f"AsyncClient speaks gRPC: give it mcpd's --listen address (host:port or unix:///path), not {self.target!r}; the HTTP wire is the sync Client's"
-            )
         self._metadata = _common.resolve_metadata(token)
-        opts = _common.channel_options(options)
-        credentials = _common.tls_credentials(credentials, ca_file, cert_file, key_file)
-        if credentials is not None:
-            self._channel = grpc.aio.secure_channel(self.target, credentials, opts)
+        self._channel: Any = None
+        #: The exceptions a failed call raises: the HTTP wire raises
+        #: MCPDError itself.
+        self._wire_errors: Tuple[Type[BaseException], ...] = (MCPDError,)
+        self._http = self.target.startswith(_common.HTTP_SCHEMES)
+        if self._http:
+            from ._http_aio import AsyncHTTPStub
+
+            if credentials is not None or options is not None:
+                raise ValueError("credentials= and options= are for the gRPC wire; an https:// target takes ca_file=/cert_file=/key_file=")
+            self._stub: Any = AsyncHTTPStub(self.target, ca_file=ca_file, cert_file=cert_file, key_file=key_file)
         else:
-            self._channel = grpc.aio.insecure_channel(self.target, opts)
-        self._stub = _common.new_stub(self._channel)
+            opts = _common.channel_options(options)
+            credentials = _common.tls_credentials(credentials, ca_file, cert_file, key_file)
+            if credentials is not None:
+                self._channel = grpc.aio.secure_channel(self.target, credentials, opts)
+            else:
+                self._channel = grpc.aio.insecure_channel(self.target, opts)
+            self._stub = _common.new_stub(self._channel)
+            self._wire_errors = (MCPDError, grpc.RpcError)
         self._timeout = timeout
         self._to_qualified: Dict[str, str] = {}
         self._handlers: Dict[str, Callable[[Any], Any]] = {}
@@ -131,7 +142,10 @@ class AsyncClient:
             await worker.stop()
         for s in list(self._streams):
             s.close()
-        await self._channel.close(None)
+        if self._channel is not None:
+            await self._channel.close(None)
+        else:
+            self._stub.close()
 
     # -- plumbing ----------------------------------------------------------
 
@@ -240,6 +254,10 @@ class AsyncClient:
     async def serve_tools(self, tools: AgentTools, *, replace: bool = False) -> AsyncToolServing:
         """Serves the agent's own tools (see :meth:`Client.serve_tools`).
         Async tools run on this loop, sync ones in its executor."""
+        if self._http:
+            from ._http import needs_grpc
+
+            raise needs_grpc("serve_tools")
         serving = await AsyncToolServing.open(self._stub, self._metadata, tools, replace=replace)
         self._streams.add(serving)
         return serving
@@ -396,6 +414,10 @@ class AsyncClient:
             return lambda h: self._on(kind, h)
         if not callable(handler):
             raise TypeError(f"{kind} handler must be callable")
+        if self._http:
+            from ._http import needs_grpc
+
+            raise needs_grpc(f"the {kind} handler (HandleServerRequests)")
         if self._closed:
             raise ValueError("the client is closed")
         new_kind = kind not in self._handlers
@@ -449,7 +471,7 @@ class AsyncToolCallStream:
                 if self._cancelled:
                     raise Cancelled("the call was cancelled") from None
                 raise
-            if m is _AIO_EOF:
+            if m is _AIO_EOF or m is _HTTP_EOF:
                 raise StopAsyncIteration
             item = cv.stream_item(m)
             if item is None:
@@ -526,17 +548,17 @@ class AsyncSubscription:
             call = self._call
             if call is None:
                 call = self._open()
-            err: Optional[grpc.RpcError] = None
+            err: Optional[BaseException] = None
             try:
                 m = await call.read()
-            except grpc.RpcError as e:
+            except self._client._wire_errors as e:
                 err = e
             except asyncio.CancelledError:
                 if self._closed:
                     raise StopAsyncIteration from None
                 raise
             else:
-                if m is not _AIO_EOF:
+                if m is not _AIO_EOF and m is not _HTTP_EOF:
                     ev = cv.event(m.event)
                     self._resume = self.last_sequence = ev.sequence
                     return ev
@@ -548,6 +570,8 @@ class AsyncSubscription:
             if wait is None:
                 if err is None:
                     raise StopAsyncIteration
+                if isinstance(err, MCPDError):
+                    raise err
                 raise from_rpc_error(err) from err
             _common.log.debug("subscribe stream dropped; resuming after %s in %.2fs", self._resume, wait)
             if self._wake is None:

@@ -645,7 +645,7 @@ class Subscription:
                     self._call = None
             if self._closed.is_set():
                 raise StopIteration
-            wait = policy.next_wait(time.monotonic(), self._opened_at) if self._reconnect and _resumable(err) else None
+            wait = policy.next_wait(time.monotonic(), self._opened_at) if self._reconnect and _common.resumable(err) else None
             if wait is None:
                 if err is None:
                     raise StopIteration
@@ -776,12 +776,6 @@ class _RequestWorker:
             except Exception as e:
                 reply = cv.failure_reply(req, kind, e)
         outbox.put(pb.HandleServerRequestsRequest(reply=reply))
-
-
-def _resumable(err: Optional[BaseException]) -> bool:
-    if isinstance(err, MCPDError):
-        return err._code_name == "UNAVAILABLE"
-    return _common.resumable(err)
 
 
 def _drain(outbox: queue.Queue[Any]) -> Iterator[Any]:

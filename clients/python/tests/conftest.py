@@ -210,9 +210,13 @@ class Daemon:
         except OSError:
             return ""
 
+    def target_of(self, wire: str) -> str:
+        """The address of the wire, "grpc" or "http"."""
+        return self.http_target if wire == "http" else self.target
+
     def client(self, wire: str = "grpc", **kwargs: object) -> Client:
         kwargs.setdefault("timeout", RPC_TIMEOUT)
-        return Client(self.http_target if wire == "http" else self.target, **kwargs)
+        return Client(self.target_of(wire), **kwargs)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""AsyncClient: every method, against the shared daemon."""
+"""AsyncClient: every method, against the shared daemon, on both wires."""
 
 from __future__ import annotations
 
@@ -7,26 +7,29 @@ import json
 import pytest
 
 import mcpd_grpc
-from conftest import CLOCK, RPC_TIMEOUT, Daemon, run_async
+from conftest import CLOCK, RPC_TIMEOUT, WIRES, Daemon, run_async
 from mcpd_grpc import AsyncClient, EventKind, ImageContent, Progress, ServerConfig, ServerState, ToolResult
 
 
-def test_async_surface(daemon: Daemon, mcpd_bin: str) -> None:
+@pytest.mark.parametrize("wire", WIRES)
+def test_async_surface(daemon: Daemon, mcpd_bin: str, wire: str) -> None:
+    name = f"aio-demo-{wire}"
+
     async def body() -> None:
-        async with AsyncClient(daemon.target, timeout=RPC_TIMEOUT) as c:
+        async with AsyncClient(daemon.target_of(wire), timeout=RPC_TIMEOUT) as c:
             # servers
             servers = await c.servers()
             assert "demo" in [s.name for s in servers]
             assert (await c.get_server("demo")).state is ServerState.READY
-            s = await c.connect_server(ServerConfig.stdio("aio-demo", mcpd_bin, ["demo-server"], tools_deny=["fail"]))
+            s = await c.connect_server(ServerConfig.stdio(name, mcpd_bin, ["demo-server"], tools_deny=["fail"]))
             assert s.ready and s.tool_count == 7, f"got {s}"
             with pytest.raises(mcpd_grpc.AlreadyExists):
-                await c.connect_server(ServerConfig.stdio("aio-demo", mcpd_bin, ["demo-server"]))
-            restarted = await c.restart_server("aio-demo")
+                await c.connect_server(ServerConfig.stdio(name, mcpd_bin, ["demo-server"]))
+            restarted = await c.restart_server(name)
             assert restarted.ready and restarted.pid != s.pid
-            await c.disconnect_server("aio-demo")
+            await c.disconnect_server(name)
             with pytest.raises(mcpd_grpc.NotFound):
-                await c.get_server("aio-demo")
+                await c.get_server(name)
 
             # tools
             tools = await c.list_tools("demo")
@@ -78,9 +81,10 @@ def test_async_surface(daemon: Daemon, mcpd_bin: str) -> None:
     run_async(body())
 
 
-def test_async_stream_cancel(daemon: Daemon) -> None:
+@pytest.mark.parametrize("wire", WIRES)
+def test_async_stream_cancel(daemon: Daemon, wire: str) -> None:
     async def body() -> None:
-        async with AsyncClient(daemon.target, timeout=RPC_TIMEOUT) as c:
+        async with AsyncClient(daemon.target_of(wire), timeout=RPC_TIMEOUT) as c:
             async with c.call_tool_stream("mcp__demo__slow", {"steps": 100, "delay_ms": 50}) as stream:
                 first = await stream.__anext__()
                 assert isinstance(first, Progress)

@@ -13,15 +13,16 @@ import pytest
 import pytest_asyncio
 
 import mcpd_grpc
-from conftest import POLL_TIMEOUT, RPC_TIMEOUT, Daemon
+from conftest import POLL_TIMEOUT, RPC_TIMEOUT, WIRES, Daemon
 from mcpd_grpc import AsyncClient, Progress, ServerConfig, ToolResult
 
 RECORDING_SERVER = Path(__file__).resolve().parent / "recording_server.py"
 
 
-@pytest_asyncio.fixture
-async def aclient(daemon: Daemon) -> AsyncIterator[AsyncClient]:
-    async with AsyncClient(daemon.target, timeout=RPC_TIMEOUT) as c:
+@pytest_asyncio.fixture(params=WIRES)
+async def aclient(daemon: Daemon, request: pytest.FixtureRequest) -> AsyncIterator[AsyncClient]:
+    """A client of the shared daemon on each wire in turn."""
+    async with AsyncClient(daemon.target_of(request.param), timeout=RPC_TIMEOUT) as c:
         yield c
 
 
@@ -34,7 +35,7 @@ class Recorder(NamedTuple):
 async def recorder(aclient: AsyncClient, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Recorder]:
     """Connects recording_server.py under a name of its own (the daemon is
     shared) and disconnects it after the test."""
-    name = "rec-" + request.node.name.replace("_", "-")[-40:]
+    name = "rec-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[-40:].strip("-")
     record = tmp_path / "record.txt"
     record.touch()
     s = await aclient.connect_server(ServerConfig.stdio(name, sys.executable, [str(RECORDING_SERVER)], env={"RECORD_FILE": str(record)}))

@@ -10,7 +10,7 @@ from typing import Iterator, List
 import pytest
 
 import mcpd_grpc
-from conftest import CLOCK, RPC_TIMEOUT, Daemon, UnixProxy, run_async, until_live
+from conftest import CLOCK, RPC_TIMEOUT, WIRES, Daemon, UnixProxy, run_async, until_live
 from mcpd_grpc import AsyncClient, Client, EventKind, ServerState
 
 
@@ -77,8 +77,8 @@ def test_async_subscription_survives_a_dropped_connection(daemon: Daemon, proxy:
 
 @pytest.fixture
 def own_daemon(mcpd_bin: str, tmp_path: Path) -> Iterator[Daemon]:
-    """A daemon of this test's own, with a tiny event buffer."""
-    d = Daemon(mcpd_bin, tmp_path, "own", ["--event-buffer", "4"]).start()
+    """A daemon of this test's own, with a tiny event buffer, on both wires."""
+    d = Daemon(mcpd_bin, tmp_path, "own", ["--event-buffer", "4"], http=True).start()
     try:
         yield d
     finally:
@@ -105,6 +105,21 @@ def test_subscription_survives_a_daemon_restart(own_daemon: Daemon) -> None:
         assert ev, "no event from the restarted daemon"
         assert sub.reconnects >= 1
         sub.close()
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_async_subscription_survives_a_daemon_restart(own_daemon: Daemon, wire: str) -> None:
+    async def body() -> None:
+        async with AsyncClient(own_daemon.target_of(wire), timeout=RPC_TIMEOUT) as c:
+            sub = c.subscribe(servers=["demo"], resources=[CLOCK], kinds=["resource_updated"], reconnect_timeout=RPC_TIMEOUT)
+            assert (await sub.__anext__()).kind is EventKind.RESOURCE_UPDATED  # live before the restart
+            await asyncio.to_thread(own_daemon.stop)  # the stream ends: UNAVAILABLE, or the connection's end
+            await asyncio.to_thread(own_daemon.start)  # the same addresses
+            assert (await sub.__anext__()).kind is EventKind.RESOURCE_UPDATED
+            assert sub.reconnects >= 1
+            await sub.aclose()
+
+    run_async(body())
 
 
 def test_gap_events_reach_the_caller(own_daemon: Daemon) -> None:

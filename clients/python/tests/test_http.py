@@ -4,6 +4,7 @@ what it refuses, and that it never loads grpc."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import threading
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Iterator, List
 import pytest
 
 import mcpd_grpc
-from conftest import PYTHON, RPC_TIMEOUT, Daemon, example_env, free_port, poll
+from conftest import PYTHON, RPC_TIMEOUT, Daemon, example_env, free_port, poll, run_async
 from mcpd_grpc import AgentTools, AsyncClient, Client
 
 TOKEN = "http-token-93ab"
@@ -104,13 +105,33 @@ def test_grpc_options_are_refused(tmp_path: Path) -> None:
         Client("http://127.0.0.1:1", ca_file=tmp_path / "ca.pem")
 
 
-def test_async_client_refuses_http_targets(monkeypatch: pytest.MonkeyPatch) -> None:
-    for target in ("http://127.0.0.1:1", "https://127.0.0.1:1", "http+unix:///run/mcpd-http.sock"):
-        with pytest.raises(ValueError, match="sync Client"):
-            AsyncClient(target)
-    monkeypatch.setenv("MCPD_ADDRESS", "http://127.0.0.1:1")
-    with pytest.raises(ValueError, match="--listen address"):
-        AsyncClient()
+def test_async_client_on_the_http_wire(daemon: Daemon, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What test_aio.py and test_asyncio.py do not run on both wires: the
+    address from the environment, pooled connections, and what the wire
+    refuses."""
+    with pytest.raises(ValueError, match="gRPC wire"):
+        AsyncClient("http://127.0.0.1:1", options=[("grpc.max_receive_message_length", 1)])
+    with pytest.raises(ValueError, match="https"):
+        AsyncClient("http://127.0.0.1:1", ca_file=tmp_path / "ca.pem")
+    monkeypatch.setenv("MCPD_ADDRESS", daemon.http_target)
+
+    async def body() -> None:
+        async with AsyncClient(timeout=RPC_TIMEOUT) as c:
+            assert c.target == daemon.http_target
+            results = await asyncio.gather(*(c.call_tool("mcp__demo__echo", {"message": str(i)}) for i in range(16)))
+            assert [r.text for r in results] == [str(i) for i in range(16)]
+            # Connections are kept for the next calls, one per concurrent call at most.
+            assert 1 <= len(c._stub._idle) <= 16
+            with pytest.raises(ValueError, match="gRPC wire"):
+                c.on_approval(lambda req: True)
+            with pytest.raises(ValueError, match="gRPC wire"):
+                await c.serve_tools(AgentTools("agent"))
+            assert (await c.get_server("demo")).ready
+        async with AsyncClient(f"http://127.0.0.1:{free_port()}", timeout=5) as c:
+            with pytest.raises(mcpd_grpc.Unavailable):
+                await c.servers()
+
+    run_async(body())
 
 
 #: A fresh process's import, client, call, error, stream and close; it
@@ -180,6 +201,14 @@ def test_http_over_a_unix_socket(unix_http_daemon: Daemon, monkeypatch: pytest.M
         assert c.target == target
         assert c.call_tool("mcp__demo__echo", {"message": "from the environment"}).text == "from the environment"
     assert grpc_modules_loaded(target) == [], "the HTTP wire over a Unix socket loaded grpc"
+
+    async def aio() -> None:
+        async with AsyncClient(target, timeout=RPC_TIMEOUT) as c:
+            assert (await c.call_tool("mcp__demo__echo", {"message": "async socket"})).text == "async socket"
+            items = [i async for i in c.call_tool_stream("mcp__demo__slow", {"steps": 2, "delay_ms": 1})]
+            assert items[-1].text, items
+
+    run_async(aio())
 
 
 def test_http_unix_targets(tmp_path: Path) -> None:

@@ -194,5 +194,18 @@ def test_mutual_tls_over_https(mcpd_bin: str, tmp_path: Path) -> None:
         with Client(target, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
             with pytest.raises(mcpd_grpc.Unavailable):
                 c.servers()
+
+        async def over_https() -> None:
+            async with AsyncClient(target, ca_file=server_ca.path, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
+                assert (await c.call_tool("mcp__demo__echo", {"message": "async https"})).text == "async https"
+                with pytest.raises(mcpd_grpc.PermissionDenied):
+                    await c.call_tool("mcp__demo__add", {"a": 1, "b": 2})
+                items = [i async for i in c.call_tool_stream("mcp__demo__echo", {"message": "streamed"})]
+                assert items[-1].text == "streamed", items
+            async with AsyncClient(target, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
+                with pytest.raises(mcpd_grpc.Unavailable):
+                    await c.servers()
+
+        run_async(over_https())
     finally:
         d.stop()

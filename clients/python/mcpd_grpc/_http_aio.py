@@ -1,0 +1,297 @@
+"""The HTTP wire for asyncio: the calls of :mod:`mcpd_grpc._http` on
+asyncio streams, for an :class:`~mcpd_grpc.AsyncClient` with an
+``http://``, ``https://`` or ``http+unix://`` target. Unary calls share a
+pool of keep-alive connections (one per concurrent call, kept for the
+next); each server stream has a connection of its own.
+
+Cancelling the task that awaits a call closes the call's connection, and
+mcpd cancels the call upstream when its client goes away. A server
+stream's ``read()`` returns :data:`EOF` at the stream's clean end, like
+grpc.aio's ``call.read()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable, Dict, Optional, Sequence, Tuple, TypeVar
+
+from ._http import (
+    END_OF_TRAILERS,
+    ENVELOPE_HEAD,
+    MAX_HEADERS,
+    MAX_LINE,
+    READ_GRACE,
+    Closed,
+    StubBase,
+    add_header,
+    chunk_size,
+    envelope,
+    envelope_size,
+    error_of,
+    status_of,
+    stream_cut,
+    stream_message,
+    unreachable,
+)
+from .errors import Cancelled, DeadlineExceeded, MCPDError, Unavailable
+
+#: What a server stream's read() returns at the stream's clean end.
+EOF: object = object()
+
+T = TypeVar("T")
+
+
+class AsyncHTTPStub(StubBase["Connection"]):
+    """Calls MCPHub's methods over HTTP from one event loop: ``await
+    stub.Method(request, metadata=, timeout=)`` for a unary call,
+    ``stub.Method(...)`` an :class:`AsyncServerStream` for a server
+    stream. Failures raise :class:`~mcpd_grpc.MCPDError`. Its pool needs
+    no lock: everything runs on the loop's thread."""
+
+    def _unary_method(self, path: str, out: Any) -> Callable[..., Any]:
+        async def unary(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> Any:
+            return await self._unary(path, out, request, metadata, timeout)
+
+        return unary
+
+    def _stream_method(self, path: str, out: Any) -> Callable[..., Any]:
+        def stream(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> AsyncServerStream:
+            return AsyncServerStream(self, path, out, request, metadata, timeout)
+
+        return stream
+
+    def close(self) -> None:
+        """Closes the idle connections; a call under way closes its own
+        when it ends."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    async def connect(self) -> Connection:
+        if self._unix is not None:
+            reader, writer = await asyncio.open_unix_connection(self._unix, limit=MAX_LINE)
+        else:
+            # asyncio sets TCP_NODELAY on its TCP connections.
+            server_hostname = self._host if self._ssl is not None else None
+            reader, writer = await asyncio.open_connection(self._host, self._port, ssl=self._ssl, server_hostname=server_hostname, limit=MAX_LINE)
+        return Connection(reader, writer)
+
+    async def _unary(self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> Any:
+        body = request.SerializeToString()
+        data = self.request_head(path, "application/proto", metadata, timeout, len(body)) + body
+        while True:
+            if self._closed:
+                raise ValueError("the client is closed")
+            reused = bool(self._idle)
+            try:
+                conn = self._idle.pop() if reused else await bounded(self.connect(), timeout, _LATE)
+            except OSError as e:
+                raise unreachable(self, e) from e
+            try:
+                status, headers, answer = await bounded(conn.exchange(data), timeout, _LATE)
+            except (Closed, ConnectionResetError, BrokenPipeError) as e:
+                conn.close()
+                if reused:  # mcpd closed the idle connection: the request never ran
+                    continue
+                raise unreachable(self, e) from e
+            except (OSError, ValueError, EOFError) as e:
+                conn.close()
+                raise unreachable(self, e) from e
+            except BaseException:
+                # A cancelled task among them: closing the connection is what
+                # makes mcpd cancel the call upstream.
+                conn.close()
+                raise
+            if conn.reusable(headers) and not self._closed:
+                self._idle.append(conn)
+            else:
+                conn.close()
+            if status != 200:
+                raise error_of(status, answer)
+            msg = out()
+            msg.ParseFromString(answer)
+            return msg
+
+
+_LATE = "the call's deadline passed before mcpd answered"
+
+
+async def bounded(aw: Awaitable[T], timeout: Optional[float], what: str) -> T:
+    """Awaits aw for up to a call's deadline and a grace (so that mcpd's own
+    DEADLINE_EXCEEDED, with its message, comes first); DeadlineExceeded
+    after that."""
+    if timeout is None:
+        return await aw
+    try:
+        return await asyncio.wait_for(aw, timeout + READ_GRACE)
+    except asyncio.TimeoutError as e:
+        raise DeadlineExceeded(what) from e
+
+
+class Connection:
+    """One HTTP/1.1 connection on asyncio streams."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self._writer = writer
+        self._to_eof = False  # the last body ran to the connection's end
+
+    async def send(self, data: bytes) -> None:
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def exchange(self, data: bytes) -> Tuple[int, Dict[str, str], bytes]:
+        """Sends a request; the response's status, headers and body."""
+        await self.send(data)
+        status, headers = await self.read_head()
+        return status, headers, await self.read_body(headers)
+
+    async def read_head(self) -> Tuple[int, Dict[str, str]]:
+        """The status and the headers (names in lower case) of a response."""
+        while True:
+            status = status_of(await self.reader.readline())
+            headers: Dict[str, str] = {}
+            for _ in range(MAX_HEADERS + 1):
+                if add_header(headers, await self.reader.readline()):
+                    break
+            else:
+                raise ValueError("too many response headers")
+            if status != 100:  # an interim answer: the real one follows
+                return status, headers
+
+    async def read_body(self, headers: Dict[str, str]) -> bytes:
+        body = Body(self.reader, headers)
+        self._to_eof = body.length_unknown
+        return await body.read(None)
+
+    def reusable(self, headers: Dict[str, str]) -> bool:
+        return not self._to_eof and headers.get("connection", "").lower() != "close"
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+async def _read_upto(reader: asyncio.StreamReader, n: int) -> bytes:
+    """n bytes, fewer only at the connection's end."""
+    try:
+        return await reader.readexactly(n)
+    except asyncio.IncompleteReadError as e:
+        return e.partial
+
+
+class Body:
+    """A response's body: Content-Length, chunked, or to the connection's
+    end."""
+
+    def __init__(self, reader: asyncio.StreamReader, headers: Dict[str, str]) -> None:
+        self._reader = reader
+        self._chunked = headers.get("transfer-encoding", "").lower() == "chunked"
+        length = None if self._chunked else headers.get("content-length")
+        self._left: Optional[int] = int(length) if length is not None else None
+        self.length_unknown = not self._chunked and length is None
+        self._eof = False
+
+    async def read(self, n: Optional[int]) -> bytes:
+        """Up to n bytes (None: all), fewer only at the body's end."""
+        if self._chunked:
+            return await self._read_chunked(n)
+        if self._left is None:
+            return await (self._reader.read() if n is None else _read_upto(self._reader, n))
+        data = await _read_upto(self._reader, self._left if n is None else min(n, self._left))
+        self._left -= len(data)
+        return data
+
+    async def _read_chunked(self, n: Optional[int]) -> bytes:
+        out = bytearray()
+        while (n is None or len(out) < n) and not self._eof:
+            if not self._left:
+                line = await self._reader.readline()
+                if not line:
+                    break
+                self._left = chunk_size(line)
+                if self._left == 0:
+                    while await self._reader.readline() not in END_OF_TRAILERS:
+                        pass
+                    self._eof = True
+                    break
+            assert self._left is not None
+            data = await _read_upto(self._reader, self._left if n is None else min(self._left, n - len(out)))
+            if not data:
+                break
+            out += data
+            self._left -= len(data)
+            if self._left == 0:
+                await self._reader.readline()  # the chunk's CRLF
+        return bytes(out)
+
+
+class AsyncServerStream:
+    """One server stream on its own connection, opened by the first
+    ``read()``: each ``await read()`` returns the next message, or
+    :data:`EOF` at the end; it raises MCPDError when the stream ends with
+    an error. ``cancel()`` closes the connection."""
+
+    def __init__(self, stub: AsyncHTTPStub, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> None:
+        self._stub = stub
+        self._out = out
+        self._timeout = timeout
+        body = envelope(request)
+        self._request = stub.request_head(path, "application/connect+proto", metadata, timeout, len(body)) + body
+        self._conn: Optional[Connection] = None
+        self._body: Optional[Body] = None
+        self._cancelled = False
+        self._done = False
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self._finish()
+
+    def _finish(self) -> None:
+        self._done = True
+        if self._conn is not None:
+            self._conn.close()
+
+    async def read(self) -> Any:
+        if self._cancelled:
+            raise Cancelled("the stream was cancelled")
+        if self._done:
+            return EOF
+        try:
+            # Each read waits up to the call's deadline, as the sync wire's
+            # socket timeout does.
+            msg = await bounded(self._next(), self._timeout, "the call's deadline passed")
+        except MCPDError:
+            self._finish()
+            raise
+        except (OSError, ValueError, EOFError) as e:
+            self._finish()
+            if self._cancelled:
+                raise Cancelled("the stream was cancelled") from e
+            raise Unavailable("the stream to mcpd broke") from e
+        except BaseException:
+            self._finish()  # the task was cancelled: mcpd cancels the call
+            raise
+        if msg is EOF:
+            self._finish()
+        return msg
+
+    async def _next(self) -> Any:
+        if self._conn is None:
+            try:
+                self._conn = await self._stub.connect()
+                await self._conn.send(self._request)
+            except OSError as e:
+                raise unreachable(self._stub, e) from e
+        if self._body is None:
+            status, headers = await self._conn.read_head()
+            if status != 200:
+                raise error_of(status, await self._conn.read_body(headers))
+            self._body = Body(self._conn.reader, headers)
+        head = await self._body.read(ENVELOPE_HEAD)
+        if len(head) < ENVELOPE_HEAD:
+            if self._cancelled:
+                raise Cancelled("the stream was cancelled")
+            raise stream_cut(head)
+        msg = stream_message(head, await self._body.read(envelope_size(head)), self._out)
+        return EOF if msg is None else msg
