@@ -9,6 +9,7 @@ everything, both over stdio) and each concurrency level it times
   sdk     mcp.ClientSession over mcp.client.stdio.stdio_client, one session,
           N asyncio tasks calling concurrently;
   aio     mcpd_grpc.AsyncClient through mcpd (Unix socket), N tasks;
+  ahttp   mcpd_grpc.AsyncClient on the HTTP wire (as http below), N tasks;
   sync    mcpd_grpc.Client through mcpd, N threads;
   http    mcpd_grpc.Client on the HTTP wire (an http:// target: the Connect
           protocol over HTTP/1.1 to mcpd's --http-listen on loopback TCP),
@@ -185,7 +186,7 @@ async def bench_upstream(
     params = StdioServerParameters(command=up.command, args=up.args)
     async with stdio_client(params, errlog=devnull) as (read, write), mcp.ClientSession(read, write) as session:
         await session.initialize()
-        async with mcpd_grpc.AsyncClient(target, timeout=60) as aclient:
+        async with mcpd_grpc.AsyncClient(target, timeout=60) as aclient, mcpd_grpc.AsyncClient(http_target, timeout=60) as ahclient:
             with mcpd_grpc.Client(target, timeout=60) as client, mcpd_grpc.Client(http_target, timeout=60) as hclient, grpc.insecure_channel(target) as channel:
                 stub = mcpd_pb2_grpc.MCPHubStub(channel)
                 request = mcpd_pb2.CallToolRequest(name=tool)
@@ -197,6 +198,9 @@ async def bench_upstream(
 
                 async def aio() -> None:
                     await aclient.call_tool(tool, {"message": MESSAGE})
+
+                async def ahttp() -> None:
+                    await ahclient.call_tool(tool, {"message": MESSAGE})
 
                 def sync() -> None:
                     client.call_tool(tool, {"message": MESSAGE})
@@ -213,6 +217,7 @@ async def bench_upstream(
                 got = {
                     "sdk": echo_text(await session.call_tool("echo", {"message": MESSAGE})),
                     "aio": (await aclient.call_tool(tool, {"message": MESSAGE})).text,
+                    "ahttp": (await ahclient.call_tool(tool, {"message": MESSAGE})).text,
                     "sync": client.call_tool(tool, {"message": MESSAGE}).text,
                     "http": hclient.call_tool(tool, {"message": MESSAGE}).text,
                     "stub": "".join(c.text.text for c in stub.CallTool(request, timeout=60).content),
@@ -225,6 +230,7 @@ async def bench_upstream(
                 methods = [
                     Method("sdk", sdk, True),
                     Method("aio", aio, True),
+                    Method("ahttp", ahttp, True),
                     Method("sync", sync, False),
                     Method("http", http, False),
                     Method("stub", raw, False),
@@ -467,7 +473,7 @@ def main() -> int:
 
     print("\ntargets (through mcpd / sdk directly):")
     for up in upstreams:
-        for method in ("aio", "sync", "http"):
+        for method in ("aio", "ahttp", "sync", "http"):
             sdk1, via1 = find(up.name, "sdk", low), find(up.name, method, low)
             sdk_top, via_top = find(up.name, "sdk", top), find(up.name, method, top)
             print(ratio_line(f"{up.name} {method} p50 ratio at {low}", via1.p50_ms / sdk1.p50_ms, 1.0, True))
