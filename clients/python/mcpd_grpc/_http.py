@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _common
@@ -107,6 +108,8 @@ class StubBase(Generic[C]):
         self._closed = False
         #: Guards _idle and _closed where calls come from many threads.
         self._lock = threading.Lock()
+        #: The server streams still open, cancelled by close().
+        self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -166,16 +169,24 @@ class HTTPStub(StubBase["Connection"]):
 
     def _stream_method(self, path: str, out: Any) -> Callable[..., Any]:
         def stream(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> ServerStream:
-            return ServerStream(self, path, out, request, metadata, timeout)
+            s = ServerStream(self, path, out, request, metadata, timeout)
+            with self._lock:
+                self._streams.add(s)
+            return s
 
         return stream
 
     def close(self) -> None:
+        """Closes the idle connections and cancels the open streams; a
+        unary call under way closes its connection when it ends."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+            streams = list(self._streams)
         for conn in idle:
             conn.close()
+        for s in streams:
+            s.cancel()
 
     def new_connection(self, timeout: Optional[float]) -> Connection:
         return Connection(self._host, self._port, self._ssl, timeout, self._unix)

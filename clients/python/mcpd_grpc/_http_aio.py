@@ -56,17 +56,21 @@ class AsyncHTTPStub(StubBase["Connection"]):
 
     def _stream_method(self, path: str, out: Any) -> Callable[..., Any]:
         def stream(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> AsyncServerStream:
-            return AsyncServerStream(self, path, out, request, metadata, timeout)
+            s = AsyncServerStream(self, path, out, request, metadata, timeout)
+            self._streams.add(s)
+            return s
 
         return stream
 
     def close(self) -> None:
-        """Closes the idle connections; a call under way closes its own
-        when it ends."""
+        """Closes the idle connections and cancels the open streams; a
+        unary call under way closes its connection when it ends."""
         self._closed = True
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+        for s in list(self._streams):
+            s.cancel()
 
     async def connect(self) -> Connection:
         if self._unix is not None:

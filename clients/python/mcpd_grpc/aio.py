@@ -249,7 +249,9 @@ class AsyncClient:
         then its ToolResult."""
         req = cv.call_request(pb.CallToolStreamRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
-        return AsyncToolCallStream(self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline))
+        stream = AsyncToolCallStream(self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline))
+        self._streams.add(stream)  # close() cancels it
+        return stream
 
     async def serve_tools(self, tools: AgentTools, *, replace: bool = False) -> AsyncToolServing:
         """Serves the agent's own tools (see :meth:`Client.serve_tools`).
@@ -484,6 +486,10 @@ class AsyncToolCallStream:
         """Cancels the call (and the MCP request upstream)."""
         self._cancelled = True
         self._call.cancel()
+
+    def close(self) -> None:
+        """Same as :meth:`cancel`; the client's ``close()`` calls it."""
+        self.cancel()
 
     async def __aenter__(self) -> AsyncToolCallStream:
         return self

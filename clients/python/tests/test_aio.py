@@ -94,5 +94,10 @@ def test_async_stream_cancel(daemon: Daemon, wire: str) -> None:
                 await stream.__anext__()
             # The call is cancelled; the daemon is still fine.
             assert (await c.call_tool("mcp__demo__echo", {"message": "after"})).text == "after"
+            # Closing the client ends the streams still open.
+            stream = c.call_tool_stream("mcp__demo__slow", {"steps": 100, "delay_ms": 50})
+            assert isinstance(await stream.__anext__(), Progress)
+        with pytest.raises(mcpd_grpc.Cancelled):
+            await stream.__anext__()
 
     run_async(body())

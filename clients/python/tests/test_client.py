@@ -9,7 +9,7 @@ import json
 import pytest
 
 import mcpd_grpc
-from conftest import CLOCK, Daemon, poll, until_live
+from conftest import CLOCK, WIRES, Daemon, poll, until_live
 from mcpd_grpc import (
     AudioContent,
     Client,
@@ -139,6 +139,16 @@ def test_call_tool_stream_cancel(client: Client) -> None:
     with client.call_tool_stream("mcp__demo__slow", {"steps": 100, "delay_ms": 50}) as stream:
         first = next(stream)
         assert isinstance(first, Progress)
+    with pytest.raises(mcpd_grpc.Cancelled):
+        next(stream)
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_close_cancels_open_streams(daemon: Daemon, wire: str) -> None:
+    c = daemon.client(wire)
+    stream = c.call_tool_stream("mcp__demo__slow", {"steps": 100, "delay_ms": 50})
+    assert isinstance(next(stream), Progress)
+    c.close()
     with pytest.raises(mcpd_grpc.Cancelled):
         next(stream)
 
