@@ -151,6 +151,11 @@ class StubBase(Generic[C]):
         lines += ["", ""]
         return "\r\n".join(lines).encode("latin-1")
 
+    def is_closed(self) -> bool:
+        # A method, not the attribute: another thread may set it between
+        # two reads, and type checkers keep an attribute narrowed.
+        return self._closed
+
     def address(self) -> str:
         if self._unix is not None:
             return _UNIX_SCHEME + self._unix
@@ -169,9 +174,14 @@ class HTTPStub(StubBase["Connection"]):
 
     def _stream_method(self, path: str, out: Any) -> Callable[..., Any]:
         def stream(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> ServerStream:
+            with self._lock:
+                if self._closed:
+                    raise ValueError("the client is closed")
             s = ServerStream(self, path, out, request, metadata, timeout)
             with self._lock:
                 self._streams.add(s)
+            if self.is_closed():  # close() ran while the stream was being opened
+                s.cancel()
             return s
 
         return stream
@@ -224,7 +234,7 @@ class HTTPStub(StubBase["Connection"]):
                 if conn is None:
                     raise unreachable(self, e) from e
                 conn.close()
-                if reused:  # mcpd closed the idle connection: the request never ran
+                if reused and not conn.answered:  # mcpd closed the idle connection: the request never ran
                     continue
                 raise unreachable(self, e) from e
             except socket.timeout as e:
@@ -283,6 +293,9 @@ class ServerStream:
             self._cancelled = True
         if self._conn is not None:
             self._conn.shutdown()  # wakes a blocked read
+            # A read under way holds the buffer's lock until the shutdown
+            # ends it, so closing waits for it.
+            self._conn.close()
 
     def __next__(self) -> Any:
         if self._error is not None:
@@ -354,6 +367,16 @@ def status_of(line: bytes) -> int:
     return int(parts[1])
 
 
+def interim(status: int) -> bool:
+    """Whether a status is an interim answer (1xx) that the real one
+    follows."""
+    return 100 <= status < 200 and status != 101
+
+
+#: The error of a response that ends before its body does.
+TRUNCATED = "mcpd closed the connection in the middle of a response"
+
+
 def add_header(headers: Dict[str, str], line: bytes) -> bool:
     """Adds a header line to headers (names in lower case); True at the
     blank line that ends them."""
@@ -414,6 +437,11 @@ def _address_host(host: str) -> Union[str, bytes]:
 class Connection:
     """One HTTP/1.1 connection: writes requests, reads responses."""
 
+    #: Whether a byte of the last response came: a request that failed
+    #: before that may be sent again on a new connection if this one was
+    #: idle (mcpd closed it), one that failed after it may not.
+    answered = False
+
     def __init__(self, host: str, port: int, ssl_context: Optional[ssl.SSLContext], timeout: Optional[float], unix: Optional[str] = None) -> None:
         sock_timeout = None if timeout is None else timeout + READ_GRACE
         if unix is not None:
@@ -449,14 +477,19 @@ class Connection:
 
     def read_head(self) -> Tuple[int, Dict[str, str]]:
         """The status and the headers (names in lower case) of a response."""
-        status = status_of(self._rfile.readline(MAX_LINE + 1))
-        headers: Dict[str, str] = {}
-        for _ in range(MAX_HEADERS + 1):
-            if add_header(headers, self._rfile.readline(MAX_LINE + 1)):
-                if status == 100:  # an interim answer: the real one follows
-                    return self.read_head()
+        self.answered = False
+        while True:
+            line = self._rfile.readline(MAX_LINE + 1)
+            self.answered = self.answered or bool(line)
+            status = status_of(line)
+            headers: Dict[str, str] = {}
+            for _ in range(MAX_HEADERS + 1):
+                if add_header(headers, self._rfile.readline(MAX_LINE + 1)):
+                    break
+            else:
+                raise ValueError("too many response headers")
+            if not interim(status):
                 return status, headers
-        raise ValueError("too many response headers")
 
     def body_reader(self, headers: Dict[str, str]) -> _Body:
         if headers.get("transfer-encoding", "").lower() == "chunked":
@@ -468,6 +501,8 @@ class Connection:
         """The whole body of a response."""
         body = self.body_reader(headers)
         out = body.read(None)
+        if body.incomplete:
+            raise Closed(TRUNCATED)
         if body.length_unknown:
             self.close()  # the body ran to the connection's end
         return out
@@ -486,6 +521,11 @@ class Connection:
 class _Body:
     length_unknown = False
 
+    @property
+    def incomplete(self) -> bool:
+        """Whether the connection ended before the body did."""
+        return False
+
     def read(self, n: Optional[int]) -> bytes:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -495,6 +535,10 @@ class _Plain(_Body):
         self._rfile = rfile
         self._left = length
         self.length_unknown = length is None
+
+    @property
+    def incomplete(self) -> bool:
+        return bool(self._left)
 
     def read(self, n: Optional[int]) -> bytes:
         if self._left is None:
@@ -510,6 +554,10 @@ class _Chunked(_Body):
         self._rfile = rfile
         self._left = 0  # of the current chunk
         self._eof = False
+
+    @property
+    def incomplete(self) -> bool:
+        return not self._eof
 
     def read(self, n: Optional[int]) -> bytes:
         out = bytearray()

@@ -2,7 +2,7 @@
 asyncio streams, for an :class:`~mcpd_grpc.AsyncClient` with an
 ``http://``, ``https://`` or ``http+unix://`` target. Unary calls share a
 pool of keep-alive connections (one per concurrent call, kept for the
-next); each server stream has a connection of its own.
+next); each server stream has a connection of its own, opened at once.
 
 Cancelling the task that awaits a call closes the call's connection, and
 mcpd cancels the call upstream when its client goes away. A server
@@ -13,6 +13,7 @@ grpc.aio's ``call.read()``.
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any, Awaitable, Callable, Dict, Optional, Sequence, Tuple, TypeVar
 
 from ._http import (
@@ -21,6 +22,7 @@ from ._http import (
     MAX_HEADERS,
     MAX_LINE,
     READ_GRACE,
+    TRUNCATED,
     Closed,
     StubBase,
     add_header,
@@ -28,6 +30,7 @@ from ._http import (
     envelope,
     envelope_size,
     error_of,
+    interim,
     status_of,
     stream_cut,
     stream_message,
@@ -39,6 +42,8 @@ from .errors import Cancelled, DeadlineExceeded, MCPDError, Unavailable
 EOF: object = object()
 
 T = TypeVar("T")
+
+_LATE = "the call's deadline passed before mcpd answered"
 
 
 class AsyncHTTPStub(StubBase["Connection"]):
@@ -56,6 +61,8 @@ class AsyncHTTPStub(StubBase["Connection"]):
 
     def _stream_method(self, path: str, out: Any) -> Callable[..., Any]:
         def stream(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> AsyncServerStream:
+            if self._closed:
+                raise ValueError("the client is closed")
             s = AsyncServerStream(self, path, out, request, metadata, timeout)
             self._streams.add(s)
             return s
@@ -81,22 +88,34 @@ class AsyncHTTPStub(StubBase["Connection"]):
             reader, writer = await asyncio.open_connection(self._host, self._port, ssl=self._ssl, server_hostname=server_hostname, limit=MAX_LINE)
         return Connection(reader, writer)
 
+    def _take_idle(self) -> Optional[Connection]:
+        """An idle connection that mcpd has not closed, if there is one."""
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.usable():
+                return conn
+            conn.close()
+        return None
+
     async def _unary(self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> Any:
         body = request.SerializeToString()
         data = self.request_head(path, "application/proto", metadata, timeout, len(body)) + body
+        deadline = _deadline(timeout)
         while True:
             if self._closed:
                 raise ValueError("the client is closed")
-            reused = bool(self._idle)
+            conn = self._take_idle()
+            reused = conn is not None
             try:
-                conn = self._idle.pop() if reused else await bounded(self.connect(), timeout, _LATE)
+                if conn is None:
+                    conn = await bounded(self.connect(), deadline, _LATE)
             except OSError as e:
                 raise unreachable(self, e) from e
             try:
-                status, headers, answer = await bounded(conn.exchange(data), timeout, _LATE)
+                status, headers, answer = await bounded(conn.exchange(data), deadline, _LATE)
             except (Closed, ConnectionResetError, BrokenPipeError) as e:
                 conn.close()
-                if reused:  # mcpd closed the idle connection: the request never ran
+                if reused and not conn.answered:  # mcpd closed the idle connection: the request never ran
                     continue
                 raise unreachable(self, e) from e
             except (OSError, ValueError, EOFError) as e:
@@ -118,19 +137,42 @@ class AsyncHTTPStub(StubBase["Connection"]):
             return msg
 
 
-_LATE = "the call's deadline passed before mcpd answered"
-
-
-async def bounded(aw: Awaitable[T], timeout: Optional[float], what: str) -> T:
-    """Awaits aw for up to a call's deadline and a grace (so that mcpd's own
-    DEADLINE_EXCEEDED, with its message, comes first); DeadlineExceeded
-    after that."""
+def _deadline(timeout: Optional[float]) -> Optional[float]:
+    """The loop time by which a call with this deadline gives up waiting
+    for mcpd: its deadline and a grace, so that mcpd's own
+    DEADLINE_EXCEEDED, with its message, comes first."""
     if timeout is None:
-        return await aw
-    try:
-        return await asyncio.wait_for(aw, timeout + READ_GRACE)
-    except asyncio.TimeoutError as e:
-        raise DeadlineExceeded(what) from e
+        return None
+    return asyncio.get_running_loop().time() + timeout + READ_GRACE
+
+
+if sys.version_info >= (3, 11):
+
+    async def bounded(aw: Awaitable[T], deadline: Optional[float], what: str) -> T:
+        """Awaits aw until the loop time deadline (None: no limit);
+        DeadlineExceeded after that."""
+        if deadline is None:
+            return await aw
+        timeout = asyncio.timeout_at(deadline)
+        try:
+            async with timeout:
+                return await aw
+        except TimeoutError as e:
+            if timeout.expired():
+                raise DeadlineExceeded(what) from e
+            raise  # a socket's own ETIMEDOUT
+
+else:
+
+    async def bounded(aw: Awaitable[T], deadline: Optional[float], what: str) -> T:
+        """Awaits aw until the loop time deadline (None: no limit);
+        DeadlineExceeded after that."""
+        if deadline is None:
+            return await aw
+        try:
+            return await asyncio.wait_for(aw, deadline - asyncio.get_running_loop().time())
+        except asyncio.TimeoutError as e:  # not the builtin TimeoutError before 3.11
+            raise DeadlineExceeded(what) from e
 
 
 class Connection:
@@ -140,6 +182,8 @@ class Connection:
         self.reader = reader
         self._writer = writer
         self._to_eof = False  # the last body ran to the connection's end
+        #: Whether a byte of the last response came (see _http.Connection).
+        self.answered = False
 
     async def send(self, data: bytes) -> None:
         self._writer.write(data)
@@ -153,24 +197,35 @@ class Connection:
 
     async def read_head(self) -> Tuple[int, Dict[str, str]]:
         """The status and the headers (names in lower case) of a response."""
+        self.answered = False
         while True:
-            status = status_of(await self.reader.readline())
+            line = await self.reader.readline()
+            self.answered = self.answered or bool(line)
+            status = status_of(line)
             headers: Dict[str, str] = {}
             for _ in range(MAX_HEADERS + 1):
                 if add_header(headers, await self.reader.readline()):
                     break
             else:
                 raise ValueError("too many response headers")
-            if status != 100:  # an interim answer: the real one follows
+            if not interim(status):
                 return status, headers
 
     async def read_body(self, headers: Dict[str, str]) -> bytes:
+        """The whole body of a response."""
         body = Body(self.reader, headers)
+        out = await body.read(None)
+        if body.incomplete:
+            raise Closed(TRUNCATED)
         self._to_eof = body.length_unknown
-        return await body.read(None)
+        return out
 
     def reusable(self, headers: Dict[str, str]) -> bool:
         return not self._to_eof and headers.get("connection", "").lower() != "close"
+
+    def usable(self) -> bool:
+        """Whether an idle connection is still open at both ends."""
+        return not self.reader.at_eof() and not self._writer.is_closing()
 
     def close(self) -> None:
         self._writer.close()
@@ -195,6 +250,11 @@ class Body:
         self._left: Optional[int] = int(length) if length is not None else None
         self.length_unknown = not self._chunked and length is None
         self._eof = False
+
+    @property
+    def incomplete(self) -> bool:
+        """Whether the connection ended before the body did."""
+        return not self._eof if self._chunked else bool(self._left)
 
     async def read(self, n: Optional[int]) -> bytes:
         """Up to n bytes (None: all), fewer only at the body's end."""
@@ -231,10 +291,12 @@ class Body:
 
 
 class AsyncServerStream:
-    """One server stream on its own connection, opened by the first
-    ``read()``: each ``await read()`` returns the next message, or
-    :data:`EOF` at the end; it raises MCPDError when the stream ends with
-    an error. ``cancel()`` closes the connection."""
+    """One server stream on its own connection. The request goes out at
+    once (inside a running loop; otherwise at the first ``read()``): a
+    subscription's "from now" is when it was made. Each ``await read()``
+    returns the next message, or :data:`EOF` at the end; it raises
+    MCPDError when the stream ends with an error. ``cancel()`` closes the
+    connection."""
 
     def __init__(self, stub: AsyncHTTPStub, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> None:
         self._stub = stub
@@ -246,9 +308,17 @@ class AsyncServerStream:
         self._body: Optional[Body] = None
         self._cancelled = False
         self._done = False
+        self._opening: Optional[asyncio.Task[Optional[BaseException]]] = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._opening = loop.create_task(self._open())
 
     def cancel(self) -> None:
         self._cancelled = True
+        if self._opening is not None:
+            self._opening.cancel()
         self._finish()
 
     def _finish(self) -> None:
@@ -256,15 +326,40 @@ class AsyncServerStream:
         if self._conn is not None:
             self._conn.close()
 
+    def _is_cancelled(self) -> bool:
+        # A method, not the attribute: cancel() may set it while read()
+        # awaits, and type checkers keep an attribute narrowed across awaits.
+        return self._cancelled
+
+    async def _open(self) -> Optional[BaseException]:
+        """Connects and sends the request; the error (kept for the first
+        read, so that no task ends with an exception nobody retrieves)."""
+        try:
+            conn = await bounded(self._stub.connect(), _deadline(self._timeout), _LATE)
+        except OSError as e:
+            return unreachable(self._stub, e)
+        except MCPDError as e:
+            return e
+        self._conn = conn
+        if self._done:  # cancelled, or given up on, while connecting
+            self._finish()
+            return None
+        try:
+            await conn.send(self._request)
+        except OSError as e:
+            return unreachable(self._stub, e)
+        return None
+
     async def read(self) -> Any:
         if self._cancelled:
+            self._finish()
             raise Cancelled("the stream was cancelled")
         if self._done:
             return EOF
         try:
             # Each read waits up to the call's deadline, as the sync wire's
             # socket timeout does.
-            msg = await bounded(self._next(), self._timeout, "the call's deadline passed")
+            msg = await bounded(self._next(), _deadline(self._timeout), "the call's deadline passed")
         except MCPDError:
             self._finish()
             raise
@@ -273,20 +368,30 @@ class AsyncServerStream:
             if self._cancelled:
                 raise Cancelled("the stream was cancelled") from e
             raise Unavailable("the stream to mcpd broke") from e
+        except asyncio.CancelledError:
+            self._finish()
+            if self._is_cancelled() and not _task_cancelling():
+                raise Cancelled("the stream was cancelled") from None
+            # The reading task was cancelled: mcpd cancels the call when its
+            # connection closes, and the stream is over.
+            self._cancelled = True
+            raise
         except BaseException:
-            self._finish()  # the task was cancelled: mcpd cancels the call
+            self._cancelled = True
+            self._finish()
             raise
         if msg is EOF:
             self._finish()
         return msg
 
     async def _next(self) -> Any:
-        if self._conn is None:
-            try:
-                self._conn = await self._stub.connect()
-                await self._conn.send(self._request)
-            except OSError as e:
-                raise unreachable(self._stub, e) from e
+        if self._opening is None:
+            self._opening = asyncio.get_running_loop().create_task(self._open())
+        err = await asyncio.shield(self._opening) if not self._opening.done() else self._opening.result()
+        if err is not None:
+            raise err
+        if self._cancelled or self._conn is None:
+            raise Cancelled("the stream was cancelled")
         if self._body is None:
             status, headers = await self._conn.read_head()
             if status != 200:
@@ -299,3 +404,12 @@ class AsyncServerStream:
             raise stream_cut(head)
         msg = stream_message(head, await self._body.read(envelope_size(head)), self._out)
         return EOF if msg is None else msg
+
+
+def _task_cancelling() -> bool:
+    """Whether the current task is being cancelled (Python 3.11 and later
+    can tell; before, a CancelledError after our own cancel() counts as
+    ours)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling()) if cancelling is not None else False

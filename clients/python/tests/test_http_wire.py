@@ -1,0 +1,227 @@
+"""The HTTP wire's HTTP/1.1 against a scripted server on loopback, for
+what mcpd's own server seldom or never does: a connection it closes while
+idle, one reset in the middle of an answer, a body cut short, interim
+answers, chunked bodies with trailers. Each case runs on the sync Client
+and the AsyncClient."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import threading
+from typing import Callable, Iterator, List
+
+import pytest
+
+import mcpd_grpc
+from conftest import run_async
+from mcpd_grpc import AsyncClient, Client
+from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
+
+WIRES = ["sync", "async"]
+
+ANSWER = pb.CallToolResponse(content=[pb.Content(text=pb.TextContent(text="ok"))]).SerializeToString()
+OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/proto\r\nContent-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
+
+
+class Conn:
+    """One accepted connection, as the script sees it."""
+
+    def __init__(self, sock: socket.socket, server: ScriptedServer) -> None:
+        self.sock = sock
+        self._server = server
+        self._buf = b""
+
+    def read_request(self) -> bool:
+        """Reads one request; False when the client closed the connection."""
+        while b"\r\n\r\n" not in self._buf:
+            data = self.sock.recv(65536)
+            if not data:
+                return False
+            self._buf += data
+        head, _, rest = self._buf.partition(b"\r\n\r\n")
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+        while len(rest) < length:
+            rest += self.sock.recv(65536)
+        self._buf = rest[length:]
+        with self._server.lock:
+            self._server.requests.append(head.split(b" ", 2)[1].decode())
+        return True
+
+    def reset(self) -> None:
+        """Closes with a TCP reset."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.sock.close()
+
+
+class ScriptedServer:
+    """Accepts connections on loopback; each runs script(conn, index)."""
+
+    def __init__(self, script: Callable[[Conn, int], None]) -> None:
+        self.lock = threading.Lock()
+        self.requests: List[str] = []
+        self.connections = 0
+        self._script = script
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._threads: List[threading.Thread] = []
+        self._spawn(self._accept)
+
+    def _spawn(self, fn: Callable[..., None], *args: object) -> None:
+        th = threading.Thread(target=fn, args=args, daemon=True)
+        th.start()
+        self._threads.append(th)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                index = self.connections
+                self.connections += 1
+            self._spawn(self._run, Conn(sock, self), index)
+
+    def _run(self, conn: Conn, index: int) -> None:
+        try:
+            self._script(conn, index)
+        except OSError:
+            pass
+        finally:
+            conn.sock.close()
+
+    def close(self) -> None:
+        self._listener.close()
+        for th in self._threads[1:]:
+            th.join(timeout=5)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Callable[[Conn, int], None]], ScriptedServer]]:
+    servers: List[ScriptedServer] = []
+
+    def start(script: Callable[[Conn, int], None]) -> ScriptedServer:
+        servers.append(ScriptedServer(script))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def calls(wire: str, url: str, n: int, pause: float = 0.0) -> List[str]:
+    """n calls in a row on one client; the text of each result, or the
+    name of the error it raised."""
+
+    def outcome(e: mcpd_grpc.MCPDError) -> str:
+        return type(e).__name__
+
+    if wire == "sync":
+        import time
+
+        out = []
+        with Client(url, timeout=10) as c:
+            for i in range(n):
+                if i and pause:
+                    time.sleep(pause)
+                try:
+                    out.append(c.call_tool("mcp__x__echo").text)
+                except mcpd_grpc.MCPDError as e:
+                    out.append(outcome(e))
+        return out
+
+    async def body() -> List[str]:
+        out = []
+        async with AsyncClient(url, timeout=10) as c:
+            for i in range(n):
+                if i and pause:
+                    await asyncio.sleep(pause)
+                try:
+                    out.append((await c.call_tool("mcp__x__echo")).text)
+                except mcpd_grpc.MCPDError as e:
+                    out.append(outcome(e))
+        return out
+
+    return run_async(body())  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_an_idle_connection_closed_by_mcpd_is_replaced(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    def script(conn: Conn, index: int) -> None:
+        if conn.read_request():
+            conn.sock.sendall(OK)  # kept alive by the client, then closed here
+        if index > 0:
+            while conn.read_request():
+                conn.sock.sendall(OK)
+
+    server = serve(script)
+    assert calls(wire, server.url, 2, pause=0.2) == ["ok", "ok"]
+    assert len(server.requests) == 2 and server.connections == 2
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_reset_after_the_answer_began_is_not_sent_again(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    def script(conn: Conn, index: int) -> None:
+        if conn.read_request():
+            conn.sock.sendall(OK)
+        if conn.read_request():
+            conn.sock.sendall(b"HTTP/1.1 200 OK\r\n")
+            conn.reset()
+
+    server = serve(script)
+    assert calls(wire, server.url, 2) == ["ok", "Unavailable"]
+    # The tool may have run: the request is not sent a second time.
+    assert len(server.requests) == 2 and server.connections == 1
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_body_cut_short_is_unavailable(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    def script(conn: Conn, index: int) -> None:
+        if conn.read_request():
+            conn.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER[:3]))
+
+    server = serve(script)
+    assert calls(wire, server.url, 1) == ["Unavailable"]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_interim_answers_chunks_and_trailers(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (ANSWER[:4], ANSWER[4:]))
+    answer = (
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked + b"0\r\nX-Trailer: yes\r\n\r\n"
+    )
+
+    def script(conn: Conn, index: int) -> None:
+        while conn.read_request():
+            conn.sock.sendall(answer)
+
+    server = serve(script)
+    # The second call reuses the connection: the first answer was read whole.
+    assert calls(wire, server.url, 2) == ["ok", "ok"]
+    assert server.connections == 1
+
+
+def test_an_async_stream_is_opened_at_once(serve: Callable[..., ScriptedServer]) -> None:
+    """A subscription's "from now" is when it was made, not its first read."""
+    got = threading.Event()
+
+    def script(conn: Conn, index: int) -> None:
+        if conn.read_request():
+            got.set()
+            conn.read_request()  # until the client goes away
+
+    server = serve(script)
+
+    async def body() -> None:
+        async with AsyncClient(server.url, timeout=10) as c:
+            sub = c.subscribe(kinds=["log"], reconnect=False)
+            assert await asyncio.to_thread(got.wait, 10), "the stream's request was not sent before its first read"
+            sub.close()
+            assert [e async for e in sub] == []
+
+    run_async(body())
+    assert server.requests == ["/mcpd.v1.MCPHub/Subscribe"]
