@@ -99,25 +99,35 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			c.readErr = c.readError(ctx, err)
 			return nil, c.readErr
 		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		switch line[0] {
-		case '{':
-			msg, err := decodeMessage(line)
-			if err != nil {
-				c.skip(line, err)
-				continue
-			}
+		msg := c.decodeLine(bytes.TrimSpace(line))
+		// Decoding copies what it keeps: a huge line's buffer goes now,
+		// not when the next huge line comes.
+		c.dropLongBuffer()
+		if msg != nil {
 			return msg, nil
-		case '[':
-			if msg := c.decodeBatch(line); msg != nil {
-				return msg, nil
-			}
-		default:
-			c.skip(line, nil)
 		}
+	}
+}
+
+// decodeLine is the message of a line (the first of a batch), or nil for
+// a line to skip.
+func (c *lineConn) decodeLine(line []byte) jsonrpc.Message {
+	if len(line) == 0 {
+		return nil
+	}
+	switch line[0] {
+	case '{':
+		msg, err := decodeMessage(line)
+		if err != nil {
+			c.skip(line, err)
+			return nil
+		}
+		return msg
+	case '[':
+		return c.decodeBatch(line)
+	default:
+		c.skip(line, nil)
+		return nil
 	}
 }
 
@@ -131,9 +141,6 @@ func (c *lineConn) readLine() ([]byte, error) {
 		return line, c.checkLen(line)
 	case err != bufio.ErrBufferFull:
 		return nil, err
-	}
-	if cap(c.long) > keepLongLineBytes {
-		c.long = nil
 	}
 	c.long = append(c.long[:0], line...)
 	for {
@@ -151,6 +158,14 @@ func (c *lineConn) readLine() ([]byte, error) {
 		default:
 			return nil, err
 		}
+	}
+}
+
+// dropLongBuffer lets go of the buffer that assembled a line when it is
+// over keepLongLineBytes.
+func (c *lineConn) dropLongBuffer() {
+	if cap(c.long) > keepLongLineBytes {
+		c.long = nil
 	}
 }
 

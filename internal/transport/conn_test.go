@@ -169,6 +169,7 @@ func TestReadLineLimit(t *testing.T) {
 	}{
 		{name: "fits the reader buffer", max: 1 << 20, size: 1000},
 		{name: "spans reader buffers", max: 1 << 20, size: 3*readBufferSize + 17},
+		{name: "longer than the buffer kept", max: 4 << 20, size: keepLongLineBytes + 17},
 		{name: "exactly the limit", max: overhead + 500, size: 500},
 		{name: "one byte over the limit", max: overhead + 500, size: 501, wantErr: true},
 		{name: "over a small limit", max: 1024, size: 2000, wantErr: true},
@@ -206,6 +207,12 @@ func TestReadLineLimit(t *testing.T) {
 			}
 			if len(params.S) != tt.size {
 				t.Errorf("payload: got %d bytes, want %d", len(params.S), tt.size)
+			}
+			// The line is decoded: a buffer over keepLongLineBytes is not held.
+			if lc, ok := conn.(*lineConn); !ok {
+				t.Errorf("connection: got %T, want *lineConn", conn)
+			} else if cap(lc.long) > keepLongLineBytes {
+				t.Errorf("after the line: holding a %d-byte buffer, want at most %d", cap(lc.long), keepLongLineBytes)
 			}
 		})
 	}

@@ -26,6 +26,11 @@ type envelope struct {
 // hot path of every call that garbage is most of mcpd's GC work. Raw
 // fields are copies, so line may be reused.
 func decodeMessage(line []byte) (jsonrpc.Message, error) {
+	// As the SDK does first: a value nested deeper is refused, and the
+	// parser would take quadratic time over some (a deep "id").
+	if err := checkDepth(line); err != nil {
+		return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
+	}
 	var env envelope
 	if _, err := segjson.Parse(line, &env, segjson.DontMatchCaseInsensitiveStructFields); err != nil {
 		return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
@@ -52,4 +57,42 @@ func decodeMessage(line []byte) (jsonrpc.Message, error) {
 		resp.Error = env.Error
 	}
 	return resp, nil
+}
+
+// maxDepth is how deeply the SDK lets JSON values nest in a message.
+const maxDepth = 1000
+
+var errTooDeep = fmt.Errorf("json: exceeded maximum nesting depth of %d", maxDepth)
+
+// checkDepth refuses JSON with arrays and objects nested more than
+// maxDepth deep, counting brackets outside strings in one pass.
+func checkDepth(data []byte) error {
+	depth := 0
+	inString, escaped := false, false
+	for _, b := range data {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			inString = true
+		case '{', '[':
+			if depth++; depth > maxDepth {
+				return errTooDeep
+			}
+		case '}', ']':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -39,6 +40,27 @@ func TestDecodeMessageMatchesSDK(t *testing.T) {
 	for _, line := range decodeCases {
 		checkDecodeMatches(t, []byte(line))
 	}
+	for _, line := range deepCases() {
+		checkDecodeMatches(t, []byte(line))
+	}
+}
+
+// deepCases nest values at the SDK's limit of 1000 and one past it, in
+// each field, with brackets inside strings that do not count. A deep
+// "id" also took quadratic time to parse before the depth was checked.
+func deepCases() []string {
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	var out []string
+	for _, n := range []int{maxDepth - 1, maxDepth, 20000} {
+		out = append(out,
+			`{"jsonrpc":"2.0","id":1,"result":`+nest(n)+`}`,
+			`{"jsonrpc":"2.0","id":1,"method":"m","params":`+nest(n)+`}`,
+			`{"jsonrpc":"2.0","id":`+nest(n)+`,"result":{}}`,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m","data":`+nest(n)+`}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"s":"`+strings.Repeat(`[\"`, n)+`"}}`,
+		)
+	}
+	return out
 }
 
 func FuzzDecodeMessage(f *testing.F) {
