@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +15,8 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -90,6 +94,40 @@ func TestHTTPListener(t *testing.T) {
 		code, body = api.postJSON(ctx, t, "CallTool", `{"name": "mcp__demo__nope"}`, nil)
 		if code != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) {
 			t.Errorf("CallTool of an unknown tool: got %d %s, want 404 not_found", code, body)
+		}
+		// The content type with its charset, as .NET's JsonContent and
+		// others send it.
+		code, body = api.postJSON(ctx, t, "CallTool", `{"name": "mcp__demo__echo", "arguments": {"message": "with a charset"}}`,
+			http.Header{"Content-Type": {"application/json; charset=utf-8"}})
+		if code != http.StatusOK || !strings.Contains(body, `"text":"with a charset"`) {
+			t.Errorf("CallTool as application/json; charset=utf-8: got %d %s", code, body)
+		}
+	})
+
+	t.Run("get", func(t *testing.T) {
+		// A method without side effects answers Connect's GET form.
+		resp, err := api.http1.Get(api.base + "/mcpd.v1.MCPHub/GetServer?encoding=json&message=" + url.QueryEscape(`{"name":"demo"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"name":"demo"`) {
+			t.Errorf("GET GetServer: got %d %s", resp.StatusCode, b)
+		}
+		get := rpc[mcpdv1.ListToolsRequest, mcpdv1.ListToolsResponse](api.http1, api.base, "ListTools", connect.WithHTTPGet(), connect.WithProtoJSON())
+		tools, err := get.CallUnary(ctx, connect.NewRequest(&mcpdv1.ListToolsRequest{Server: "demo"}))
+		if err != nil || len(tools.Msg.GetTools()) == 0 {
+			t.Errorf("ListTools over GET: got %v, %v", tools, err)
+		}
+		// One with side effects does not.
+		resp, err = api.http1.Get(api.base + "/mcpd.v1.MCPHub/RestartServer?encoding=json&message=" + url.QueryEscape(`{"name":"demo"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("GET RestartServer: got %d, want 405", resp.StatusCode)
 		}
 	})
 
@@ -315,6 +353,55 @@ func TestHTTPListenerGuards(t *testing.T) {
 		}
 		if _, err := call.CallUnary(ctx, connect.NewRequest(&mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "small"})})); err != nil {
 			t.Errorf("a small request after the big ones: %v", err)
+		}
+		// A body far over the limit is not read to its end before the
+		// refusal (nor before authentication): the server stops reading.
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go func() {
+			chunk := []byte(strings.Repeat("z", 64<<10))
+			for {
+				if _, err := pw.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, api.base+"/mcpd.v1.MCPHub/CallTool", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := api.http1.Do(req)
+		if err != nil {
+			t.Fatalf("an endless body: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"code":"resource_exhausted"`) {
+			t.Errorf("an endless body: got %d %s, want 429 resource_exhausted", resp.StatusCode, b)
+		}
+	})
+
+	t.Run("answer size", func(t *testing.T) {
+		// An answer over the limit is refused on both listeners alike: the
+		// tools of two demo servers (about 3 KB each, each server's own
+		// answer under the limit) over 4096 bytes.
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+		demo := fmt.Sprintf(`{"command": %q, "args": ["demo-server"]}`, mcpdBinary(t))
+		config := writeConfig(t, `{"mcpServers": {"one": `+demo+`, "two": `+demo+`}}`)
+		d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--http-listen", addr, "--max-message-bytes", "4096"}})
+		d.waitServer(ctx, t, "one", mcpdv1.ServerState_SERVER_STATE_READY)
+		d.waitServer(ctx, t, "two", mcpdv1.ServerState_SERVER_STATE_READY)
+		api := newHTTPAPI(t, addr)
+		if _, err := d.hub.ListTools(ctx, &mcpdv1.ListToolsRequest{}); status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("ListTools over gRPC: got %v, want resource_exhausted (the answer must be over 4096 bytes for this test)", err)
+		}
+		list := rpc[mcpdv1.ListToolsRequest, mcpdv1.ListToolsResponse](api.http1, api.base, "ListTools")
+		if _, err := list.CallUnary(ctx, connect.NewRequest(&mcpdv1.ListToolsRequest{})); connect.CodeOf(err) != connect.CodeResourceExhausted {
+			t.Errorf("ListTools over HTTP: got %v, want resource_exhausted as over gRPC", err)
+		}
+		if _, err := list.CallUnary(ctx, connect.NewRequest(&mcpdv1.ListToolsRequest{Server: "one"})); err != nil {
+			t.Errorf("ListTools of one server over HTTP: %v", err)
 		}
 	})
 

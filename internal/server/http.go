@@ -27,8 +27,13 @@ import (
 // the one error mapping apply unchanged.
 
 // httpReadHeaderTimeout bounds how long a client may take to send its
-// request headers, so that idle connections cannot pile up.
+// request headers.
 const httpReadHeaderTimeout = 10 * time.Second
+
+// httpIdleTimeout closes a keep-alive connection (HTTP/1.1, or HTTP/2 with
+// no stream open) that has been idle this long, so that idle connections
+// cannot pile up.
+const httpIdleTimeout = 2 * time.Minute
 
 // transcodeBufferFactor sizes the transcoder's message buffer against the
 // largest message mcpd accepts: JSON takes up to a few times the bytes of
@@ -69,7 +74,7 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
 	protocols.SetUnencryptedHTTP2(true)
-	direct := s.unaryHTTPHandlers(&mcpdv1.MCPHub_ServiceDesc, opts.MaxMessageBytes)
+	direct := s.unaryHTTPHandlers(&mcpdv1.MCPHub_ServiceDesc, mcpdv1.File_mcpd_v1_mcpd_proto.Services().ByName("MCPHub"), opts.MaxMessageBytes)
 	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, ok := direct[r.URL.Path]; ok {
 			h.ServeHTTP(w, r)
@@ -81,6 +86,7 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 		Handler:           connectWithoutHeader(route),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
+		IdleTimeout:       httpIdleTimeout,
 	}
 	s.mu.Lock()
 	if s.stopping {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // The HTTP listener's unary MCPHub methods skip the transcoder: a
@@ -36,21 +39,52 @@ import (
 
 // unaryHTTPHandlers returns the direct handler of every unary MCPHub
 // method, by request path.
-func (s *Server) unaryHTTPHandlers(desc *grpc.ServiceDesc, maxMessageBytes int) map[string]http.Handler {
-	opts := []connect.HandlerOption{connect.WithCodec(protoCodec{}), connect.WithCodec(jsonCodec{})}
+func (s *Server) unaryHTTPHandlers(desc *grpc.ServiceDesc, service protoreflect.ServiceDescriptor, maxMessageBytes int) map[string]http.Handler {
+	opts := []connect.HandlerOption{
+		connect.WithCodec(protoCodec{}),
+		connect.WithCodec(jsonCodec{name: "json"}),
+		connect.WithCodec(jsonCodec{name: "json; charset=utf-8"}),
+	}
+	bodyLimit := int64(0)
 	if maxMessageBytes > 0 {
 		// The limit is the gRPC listener's, on the protobuf message
 		// (encodedMessage.decode); a JSON body may take a few times that.
-		opts = append(opts, connect.WithReadMaxBytes(int(min(int64(maxMessageBytes)*transcodeBufferFactor, math.MaxInt32))))
+		bodyLimit = min(int64(maxMessageBytes)*transcodeBufferFactor, math.MaxInt32)
+		opts = append(opts, connect.WithReadMaxBytes(int(bodyLimit)))
 	}
 	handlers := make(map[string]http.Handler, len(desc.Methods))
 	for _, m := range desc.Methods {
 		method := "/" + desc.ServiceName + "/" + m.MethodName
 		call := s.unaryCall(method, m.Handler, maxMessageBytes)
-		handlers[method] = withPeer(connect.NewUnaryHandler(method, call, opts...))
+		methodOpts := opts
+		if md := service.Methods().ByName(protoreflect.Name(m.MethodName)); md != nil {
+			// A method without side effects may be called with GET, as
+			// the Connect protocol (and the transcoder) allow.
+			if mo, ok := md.Options().(*descriptorpb.MethodOptions); ok && mo.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
+				methodOpts = append(slices.Clip(opts), connect.WithIdempotency(connect.IdempotencyNoSideEffects))
+			}
+		}
+		handlers[method] = withBodyLimit(bodyLimit, withPeer(connect.NewUnaryHandler(method, call, methodOpts...)))
 	}
 	return handlers
 }
+
+// withBodyLimit stops reading a request body a little past limit (0: no
+// limit): connect-go refuses a body over its read limit, but would read
+// the rest of it first, before the call is even authenticated.
+func withBodyLimit(limit int64, h http.Handler) http.Handler {
+	if limit <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, limit+bodyLimitSlack)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// bodyLimitSlack is what a body may hold beyond a message's limit: the
+// envelope of the gRPC and streaming framings.
+const bodyLimitSlack = 1 << 10
 
 // unaryCall runs one unary method as grpc.Server would: the stats
 // handler (tracing) around the interceptor chain around the method.
@@ -58,7 +92,11 @@ func (s *Server) unaryCall(method string, handler grpc.MethodHandler, maxMessage
 	return func(ctx context.Context, req *connect.Request[encodedMessage]) (*connect.Response[message], error) {
 		req.Msg.max = maxMessageBytes
 		stream := &headerStream{method: method}
-		ctx = metadata.NewIncomingContext(ctx, incomingMetadata(req.Header()))
+		md, err := incomingMetadata(req.Header())
+		if err != nil {
+			return nil, connectError(err)
+		}
+		ctx = metadata.NewIncomingContext(ctx, md)
 		ctx = grpc.NewContextWithServerTransportStream(ctx, stream)
 		var begin time.Time
 		if s.stats != nil {
@@ -70,6 +108,14 @@ func (s *Server) unaryCall(method string, handler grpc.MethodHandler, maxMessage
 			}
 		}
 		res, err := handler(s.hub, ctx, req.Msg.decode, s.unary)
+		if err == nil && maxMessageBytes > 0 {
+			// The gRPC listener's send limit (MaxSendMsgSize).
+			if m, ok := res.(proto.Message); ok {
+				if size := proto.Size(m); size > maxMessageBytes {
+					err = status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", size, maxMessageBytes)
+				}
+			}
+		}
 		if s.stats != nil {
 			s.stats.HandleRPC(ctx, &stats.End{BeginTime: begin, EndTime: time.Now(), Error: err})
 		}
@@ -131,8 +177,9 @@ func (a remoteAddr) String() string  { return string(a) }
 
 // incomingMetadata is the gRPC metadata of an HTTP request's headers:
 // every header but those of the wire itself, names in lower case, the
-// values of "-bin" headers decoded.
-func incomingMetadata(h http.Header) metadata.MD {
+// values of "-bin" headers decoded (comma-joined values apart). A "-bin"
+// value that is not base64 fails the call, as on the gRPC listener.
+func incomingMetadata(h http.Header) (metadata.MD, error) {
 	md := make(metadata.MD, len(h))
 	for name, values := range h {
 		key := strings.ToLower(name)
@@ -141,18 +188,20 @@ func incomingMetadata(h http.Header) metadata.MD {
 		}
 		if strings.HasSuffix(key, "-bin") {
 			decoded := make([]string, 0, len(values))
-			for _, v := range values {
-				b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(v, "="))
-				if err != nil {
-					continue
+			for _, joined := range values {
+				for v := range strings.SplitSeq(joined, ",") {
+					b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(strings.TrimSpace(v), "="))
+					if err != nil {
+						return nil, status.Errorf(codes.Internal, "malformed binary header %s: %v", key, err)
+					}
+					decoded = append(decoded, string(b))
 				}
-				decoded = append(decoded, string(b))
 			}
 			values = decoded
 		}
 		md[key] = values
 	}
-	return md
+	return md, nil
 }
 
 // wireHeader reports the headers that belong to the protocol or the
@@ -294,9 +343,11 @@ func (protoCodec) Unmarshal(b []byte, v any) error {
 	return nil
 }
 
-type jsonCodec struct{}
+// jsonCodec is registered under both names connect-go gives JSON, with and
+// without the charset parameter.
+type jsonCodec struct{ name string }
 
-func (jsonCodec) Name() string { return "json" }
+func (c jsonCodec) Name() string { return c.name }
 
 func (jsonCodec) Marshal(v any) ([]byte, error) {
 	msg, err := unwrap(v)
