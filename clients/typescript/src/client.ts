@@ -236,14 +236,21 @@ export class Client {
     setMaxListeners(0, this.closing.signal);
   }
 
-  /** Stops the request handlers and open streams and closes the connections. Idempotent. */
+  /**
+   * Stops the request handlers and open streams and closes the connections.
+   * Idempotent. A handler still running (a person's answer, a model call)
+   * is not waited for: it finishes on its own, and its reply goes nowhere.
+   */
   async close(): Promise<void> {
     if (this.closing.signal.aborted) return;
     this.closing.abort(new Cancelled("the client is closed"));
     const worker = this.worker;
     this.worker = undefined;
-    await worker?.stop();
-    this.conn.close();
+    try {
+      await worker?.stop();
+    } finally {
+      this.conn.close();
+    }
   }
 
   /** Whether close() was called. */
@@ -253,20 +260,22 @@ export class Client {
 
   // -- plumbing -------------------------------------------------------------
 
-  /** The signal of one call: the caller's, if any, and the client's close(). */
-  private callSignal(signal: AbortSignal | undefined): AbortSignal {
-    return signal === undefined ? this.closing.signal : AbortSignal.any([signal, this.closing.signal]);
-  }
-
   private async rpc<T>(call: (opts: ConnectCallOptions) => Promise<T>, opts: CallOptions = {}, timeoutMs = opts.timeoutMs ?? this.timeoutMs): Promise<T> {
     if (this.closed) throw new Cancelled("the client is closed");
-    const signal = this.callSignal(opts.signal);
+    // The call's signal: the caller's, if any, and the client's close().
+    // Not AbortSignal.any, which keeps every combined signal alive for as
+    // long as the client's own (nodejs/node#55351): the listener goes when
+    // the call does.
+    const l = opts.signal === undefined ? undefined : linked(opts.signal, this.closing.signal);
+    const signal = l?.controller.signal ?? this.closing.signal;
     try {
       const callOpts: ConnectCallOptions = { signal };
       if (timeoutMs !== undefined) callOpts.timeoutMs = timeoutMs;
       return await call(callOpts);
     } catch (e) {
       throw toMCPDError(e, signal.aborted);
+    } finally {
+      l?.dispose();
     }
   }
 
@@ -382,6 +391,7 @@ export class Client {
    * call upstream.
    */
   callToolStream(name: string, args?: ToolArguments, opts: ToolCallOptions = {}): ToolCallStream {
+    if (this.closed) throw new Cancelled("the client is closed");
     const req = this.callRequest(name, args, opts);
     const deadline = opts.timeoutMs !== undefined ? opts.timeoutMs + CALL_TIMEOUT_GRACE_MS : undefined;
     return new ToolCallStream((signal) => {
@@ -630,6 +640,7 @@ export class ToolCallStream implements AsyncIterableIterator<t.StreamItem> {
   /** The result, once it arrived. */
   result: t.ToolResult | undefined;
   private readonly it: AsyncIterator<pb.CallToolStreamResponse>;
+  private pending: Promise<IteratorResult<pb.CallToolStreamResponse>>;
   private done = false;
 
   constructor(
@@ -637,6 +648,15 @@ export class ToolCallStream implements AsyncIterableIterator<t.StreamItem> {
     private readonly abort: { controller: AbortController; dispose: () => void },
   ) {
     this.it = open(abort.controller.signal)[Symbol.asyncIterator]();
+    // The call starts now, and a failure before the first next() (mcpd
+    // down, a cancel()) is kept for it rather than left unhandled.
+    this.pending = this.read();
+  }
+
+  private read(): Promise<IteratorResult<pb.CallToolStreamResponse>> {
+    const p = this.it.next();
+    p.catch(() => undefined); // read (and thrown) by next()
+    return p;
   }
 
   [Symbol.asyncIterator](): ToolCallStream {
@@ -647,13 +667,14 @@ export class ToolCallStream implements AsyncIterableIterator<t.StreamItem> {
     while (!this.done) {
       let r: IteratorResult<pb.CallToolStreamResponse>;
       try {
-        r = await this.it.next();
+        r = await this.pending;
       } catch (e) {
         const aborted = this.abort.controller.signal.aborted;
         this.finish();
         throw toMCPDError(e, aborted);
       }
       if (r.done) break;
+      this.pending = this.read();
       const item = t.toStreamItem(r.value);
       if (item === undefined) continue;
       if (item.type === "result") this.result = item;
@@ -734,9 +755,18 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
   }
 
   async next(): Promise<IteratorResult<t.Event>> {
+    try {
+      return await this.nextEvent();
+    } catch (e) {
+      this.release();
+      throw e;
+    }
+  }
+
+  private async nextEvent(): Promise<IteratorResult<t.Event>> {
     const policy = new ReconnectPolicy(this.reconnectTimeoutMs);
     for (;;) {
-      if (this.closed) return { value: undefined, done: true };
+      if (this.closed) return this.ended();
       if (this.pending === undefined) this.openStream();
       let err: MCPDError | undefined;
       const stream = this.stream;
@@ -754,10 +784,10 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
       }
       this.pending = undefined;
       stream?.abort();
-      if (this.closed) return { value: undefined, done: true };
+      if (this.closed) return this.ended();
       const wait = this.reconnect && resumable(err) ? policy.nextWait(performance.now(), this.openedAt) : undefined;
       if (wait === undefined) {
-        if (err === undefined) return { value: undefined, done: true };
+        if (err === undefined) return this.ended();
         throw err;
       }
       await sleep(wait, this.life.controller.signal);
@@ -768,8 +798,19 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
   /** Ends the subscription; a pending next() returns done. */
   close(): void {
     this.life.controller.abort(new Cancelled("the subscription is closed"));
+    this.release();
+  }
+
+  /** The end of the iteration: nothing listens on the client's or the caller's signal any more. */
+  private ended(): IteratorResult<t.Event> {
+    this.release();
+    return { value: undefined, done: true };
+  }
+
+  private release(): void {
     this.life.dispose();
     this.streamDispose?.();
+    this.streamDispose = undefined;
   }
 
   async return(): Promise<IteratorResult<t.Event>> {
@@ -949,7 +990,6 @@ class RequestWorker {
   private readonly stopping = new AbortController();
   private readonly waiters = new Set<() => void>();
   private readonly running: Promise<void>;
-  private readonly inflight = new Set<Promise<void>>();
 
   constructor(
     private readonly conn: OpenTransport,
@@ -988,13 +1028,13 @@ class RequestWorker {
     return this.have === this.want;
   }
 
+  /** Ends the stream; handlers still running finish on their own, and their replies go nowhere. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.stopping.abort();
     this.stream?.abort();
     this.notify();
     await this.running;
-    await Promise.allSettled([...this.inflight]);
   }
 
   private async run(): Promise<void> {
@@ -1014,9 +1054,9 @@ class RequestWorker {
             this.have = gen;
             this.notify();
           } else if (msg.message.case === "request") {
-            const p = this.handle(msg.message.value, outbox);
-            this.inflight.add(p);
-            void p.finally(() => this.inflight.delete(p));
+            // handle() catches the handler's failures; only a log callback
+            // that throws is left, and must not end the process.
+            this.handle(msg.message.value, outbox).catch(() => undefined);
           }
         }
       } catch (e) {

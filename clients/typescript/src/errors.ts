@@ -244,6 +244,9 @@ function connectionFailed(err: unknown): boolean {
  */
 export function toMCPDError(reason: unknown, aborted?: boolean): MCPDError {
   if (reason instanceof MCPDError) return reason;
+  // A call aborted with an MCPDError as the signal's reason (close(),
+  // cancel()) fails with a ConnectError around it: the reason is the error.
+  if (reason instanceof ConnectError && reason.code === Code.Canceled && reason.cause instanceof MCPDError) return reason.cause;
   let err = ConnectError.from(reason);
   if (
     err.code !== Code.Unavailable &&

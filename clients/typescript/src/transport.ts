@@ -133,7 +133,12 @@ export interface TransportOptions {
 }
 
 export function openTransport(o: TransportOptions): OpenTransport {
-  const secure = o.tls !== undefined;
+  // https:// needs no TLS material (the system roots then); TLS material
+  // makes a host:port or unix: target TLS.
+  if (o.tls !== undefined && o.target.startsWith("http://")) {
+    throw new TypeError("ca, cert and key need an https:// target (or a host:port or unix: one)");
+  }
+  const secure = o.tls !== undefined || o.target.startsWith("https://");
   const { baseUrl, socketPath } = parseTarget(o.target, secure);
   const interceptors: Interceptor[] = [];
   if (o.token) {
@@ -164,7 +169,10 @@ export function openTransport(o: TransportOptions): OpenTransport {
   } else if (o.wire === "connect-h2") {
     transport = createConnectTransport({ ...common, httpVersion: "2", sessionManager: h2() });
   } else {
-    const agentOptions = { keepAlive: true, maxSockets: o.maxSockets ?? 64, ...(o.tls ?? {}) };
+    // No cap on sockets by default, as Node's own agent: a stream holds its
+    // socket for as long as it runs, and capped sockets would make every
+    // other call wait behind the streams.
+    const agentOptions = { keepAlive: true, maxSockets: o.maxSockets ?? Infinity, ...(o.tls ?? {}) };
     agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
     const nodeOptions: http.RequestOptions = { agent };
     if (socketPath !== undefined) nodeOptions.socketPath = socketPath;

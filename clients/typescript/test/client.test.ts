@@ -503,6 +503,29 @@ for (const wire of testWires()) {
         await c.disconnectServer(ev);
       }),
     );
+
+    it("closes without waiting for a handler that is still running", { skip: skipEverything }, async () => {
+      const c = daemon.client(wire);
+      const ev = await connectEverything(c, `evclose-${wire.replace(/[^a-z0-9]/g, "")}`);
+      let asked!: () => void;
+      const handlerRuns = new Promise<void>((r) => (asked = r));
+      c.onSampling(() => {
+        asked();
+        return new Promise<never>(() => undefined); // a person who never answers
+      });
+      assert.ok(await c.handlersReady(RPC_TIMEOUT_MS), "mcpd did not confirm the handler");
+      const call = c.callTool(`mcp__${ev}__trigger-sampling-request`, { prompt: "x", maxTokens: 5 }).catch((e: unknown) => e);
+      await handlerRuns;
+      const closed = await Promise.race([c.close().then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), RPC_TIMEOUT_MS))]);
+      assert.ok(closed, "close() waited for the running handler");
+      assert.ok((await call) instanceof MCPDError);
+      const other = daemon.client(wire);
+      try {
+        await other.disconnectServer(ev);
+      } finally {
+        await other.close();
+      }
+    });
   });
 }
 

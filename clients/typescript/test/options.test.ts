@@ -1,6 +1,7 @@
 // Client options without a daemon: targets, wires, tokens, TLS files.
 
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { describe, it } from "node:test";
 import { Client, DEFAULT_TARGET, DEFAULT_WIRE } from "../src/index.js";
 
@@ -47,7 +48,50 @@ describe("Client options", () => {
     const c = new Client("127.0.0.1:1");
     await c.close();
     await c.close(); // idempotent
-    await assert.rejects(c.servers(), (e: Error) => e.name === "Cancelled");
+    await assert.rejects(c.servers(), (e: Error) => e.name === "Cancelled" && e.message === "CANCELLED: the client is closed");
     assert.throws(() => c.subscribe(), (e: Error) => e.name === "Cancelled");
+    assert.throws(() => c.callToolStream("mcp__demo__echo"), (e: Error) => e.name === "Cancelled");
+  });
+
+  it("takes TLS from an https:// target, and refuses TLS files with an http:// one", async () => {
+    // No CA given: the system roots. The call fails, but as a TLS or
+    // connection failure, not as "Protocol https: not supported".
+    const c = new Client("https://127.0.0.1:1", { timeoutMs: 5_000 });
+    await assert.rejects(c.servers(), (e: Error) => e.name === "Unavailable" && !/protocol/i.test(e.message));
+    await c.close();
+    assert.throws(() => new Client("http://127.0.0.1:1", { ca: "-----BEGIN CERTIFICATE-----" }), TypeError);
+  });
+
+  it("keeps no failure of a stream nobody reads for the process to crash on", async () => {
+    // mcpd is not there: the stream fails before anything reads it. Node
+    // ends the process on an unhandled rejection; the test runner reports it.
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown): void => void unhandled.push(e);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const c = new Client("127.0.0.1:1", { timeoutMs: 5_000 });
+      const cancelled = c.callToolStream("mcp__demo__echo", { message: "x" });
+      cancelled.cancel();
+      const failed = c.callToolStream("mcp__demo__echo", { message: "x" });
+      await new Promise((r) => setTimeout(r, 200));
+      await assert.rejects(failed.next(), (e: Error) => e.name === "Unavailable");
+      await c.close();
+      await new Promise((r) => setImmediate(r));
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+  });
+
+  it("leaves no listener on the caller's signal after calls and failed subscriptions", async () => {
+    const c = new Client("127.0.0.1:1", { timeoutMs: 5_000 });
+    const ac = new AbortController();
+    for (let i = 0; i < 5; i++) {
+      await assert.rejects(c.servers({ signal: ac.signal }));
+      const sub = c.subscribe({ reconnect: false, signal: ac.signal });
+      await assert.rejects(sub.next());
+    }
+    assert.equal(getEventListeners(ac.signal, "abort").length, 0);
+    await c.close();
   });
 });
