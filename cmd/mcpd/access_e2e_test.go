@@ -341,6 +341,29 @@ func TestCallerPermissions(t *testing.T) {
 		if err := register(admin, nil, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING); err != nil {
 			t.Errorf("admin registers for sampling of every server: %v", err)
 		}
+
+		// A registration sent again on the stream is checked as the first.
+		sctx, cancel := context.WithCancel(reader)
+		defer cancel()
+		stream, err := d.hub.HandleServerRequests(sctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kinds := range [][]mcpdv1.ServerRequestKind{
+			{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS},
+			{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING},
+		} {
+			if err := stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+				Register: &mcpdv1.ServerRequestRegistration{Servers: []string{"demo"}, Kinds: kinds},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m, err := stream.Recv(); err != nil || m.GetRegistered() == nil {
+			t.Fatalf("reader's first registration: got %v, %v", m, err)
+		}
+		_, err = stream.Recv()
+		denied(t, err, "server_requests")
 	})
 
 	t.Run("events", func(t *testing.T) {

@@ -103,8 +103,8 @@ func NewBroker(opts *BrokerOptions) *Broker {
 type Agent struct {
 	owner    string        // the caller it answers for (OnBehalfOf)
 	callOnly bool          // AttachToCall
-	servers  []string      // empty: all
-	kinds    []RequestKind // empty: all
+	servers  []string      // empty: all; under Broker.mu
+	kinds    []RequestKind // empty: all; under Broker.mu
 	requests chan *ServerRequest
 	gone     chan struct{}
 	once     sync.Once
@@ -139,6 +139,14 @@ func (b *Broker) attach(a *Agent) *Agent {
 	b.agents = append(b.agents, a)
 	b.mu.Unlock()
 	return a
+}
+
+// Update replaces what an attached agent answers (a registration sent
+// again on its stream); requests it holds stay its own.
+func (b *Broker) Update(a *Agent, servers []string, kinds []RequestKind) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a.servers, a.kinds = slices.Clone(servers), slices.Clone(kinds)
 }
 
 // Detach removes an agent. Requests it had not answered are answered by

@@ -185,6 +185,19 @@ var requestKindFromProto = map[mcpdv1.ServerRequestKind]mcpclient.RequestKind{
 	mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL:      mcpclient.KindApproval,
 }
 
+// requestKinds is a registration's kinds.
+func requestKinds(reg *mcpdv1.ServerRequestRegistration) ([]mcpclient.RequestKind, error) {
+	var kinds []mcpclient.RequestKind
+	for _, k := range reg.GetKinds() {
+		kind, ok := requestKindFromProto[k]
+		if !ok {
+			return nil, invalidf("register.kinds: %v is not a request kind", k)
+		}
+		kinds = append(kinds, kind)
+	}
+	return kinds, nil
+}
+
 func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.HandleServerRequestsRequest, mcpdv1.HandleServerRequestsResponse]) error {
 	ctx := stream.Context()
 	first, err := stream.Recv()
@@ -198,13 +211,9 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 	if reg == nil {
 		return toStatus(invalidf("the first message must be register"))
 	}
-	var kinds []mcpclient.RequestKind
-	for _, k := range reg.GetKinds() {
-		kind, ok := requestKindFromProto[k]
-		if !ok {
-			return toStatus(invalidf("register.kinds: %v is not a request kind", k))
-		}
-		kinds = append(kinds, kind)
+	kinds, err := requestKinds(reg)
+	if err != nil {
+		return toStatus(err)
 	}
 	caller, _ := access.FromContext(ctx)
 	agent := h.broker.Attach(caller.Name, reg.GetServers(), kinds)
@@ -216,8 +225,10 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 	}
 
 	// Replies are read on their own goroutine; it ends when the stream
-	// does (Recv fails once the handler returns).
+	// does (Recv fails once the handler returns). A registration sent
+	// again goes to the loop below, which confirms it on the stream.
 	recvErr := make(chan error, 1)
+	regs := make(chan *mcpdv1.ServerRequestRegistration)
 	go func() {
 		for {
 			msg, err := stream.Recv()
@@ -225,9 +236,17 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				recvErr <- err
 				return
 			}
+			if again := msg.GetRegister(); again != nil {
+				select {
+				case regs <- again:
+				case <-ctx.Done():
+					return
+				}
+				continue
+			}
 			reply := msg.GetReply()
 			if reply == nil {
-				recvErr <- toStatus(invalidf("after register, only reply messages are accepted"))
+				recvErr <- toStatus(invalidf("a message must be register or reply"))
 				return
 			}
 			r, err := replyFromProto(reply)
@@ -271,6 +290,31 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				continue
 			}
 			if err := stream.Send(msg); err != nil {
+				return err
+			}
+		case again := <-regs:
+			// The agent added handlers: it takes the new kinds from now on
+			// without a new stream, so that the replies of requests it
+			// holds still have a stream to go back on.
+			kinds, err := requestKinds(again)
+			if err != nil {
+				return toStatus(err)
+			}
+			// The same permissions as the first registration, which the
+			// guard checked before this handler ran.
+			reg := describe(mcpdv1.MCPHub_HandleServerRequests_FullMethodName, &mcpdv1.HandleServerRequestsRequest{
+				Message: &mcpdv1.HandleServerRequestsRequest_Register{Register: again},
+			}, false)
+			for _, act := range reg.actions {
+				if err := h.access.Authorize(caller, act); err != nil {
+					h.log.Warn().Str("caller", caller.Name).Str("server", act.Server).Str("kind", act.RequestKind).Msg("server request registration refused")
+					return toStatus(err)
+				}
+			}
+			h.broker.Update(agent, again.GetServers(), kinds)
+			if err := stream.Send(&mcpdv1.HandleServerRequestsResponse{
+				Message: &mcpdv1.HandleServerRequestsResponse_Registered{Registered: again},
+			}); err != nil {
 				return err
 			}
 		case err := <-recvErr:

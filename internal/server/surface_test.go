@@ -674,6 +674,61 @@ func TestServerRequestsWithoutAgent(t *testing.T) {
 	}
 }
 
+// TestServerRequestsRegisterAgain adds a kind on an open stream: mcpd
+// confirms the second registration and routes the new kind to the agent,
+// without a new stream.
+func TestServerRequestsRegisterAgain(t *testing.T) {
+	e := newEnv(t, &envOptions{requestTimeout: 5 * time.Second})
+	ctx := testContext(t)
+	e.connect(t, "s", newSurfaceServer(t, eras[0].versions).srv)
+	stream, err := e.client.HandleServerRequests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	register := func(kinds ...mcpdv1.ServerRequestKind) {
+		t.Helper()
+		if err := stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+			Register: &mcpdv1.ServerRequestRegistration{Kinds: kinds},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := stream.Recv()
+		if err != nil || !slices.Equal(m.GetRegistered().GetKinds(), kinds) {
+			t.Fatalf("registration of %v: got %v %v", kinds, m, err)
+		}
+	}
+	register(mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION)
+	register(mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ELICITATION, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			r := m.GetRequest()
+			reply := &mcpdv1.ServerRequestReply{Id: r.GetId()}
+			if r.GetSampling() != nil {
+				reply.Result = &mcpdv1.ServerRequestReply_Sampling{Sampling: &mcpdv1.SamplingResult{Role: mcpdv1.Role_ROLE_ASSISTANT, Model: "m",
+					Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: "again"}}}}}}
+			} else {
+				reply.Result = &mcpdv1.ServerRequestReply_Elicitation{Elicitation: &mcpdv1.ElicitationResult{Action: mcpdv1.ElicitationAction_ELICITATION_ACTION_DECLINE}}
+			}
+			_ = stream.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{Reply: reply}})
+		}
+	}()
+	res, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__s__ask"})
+	if err != nil {
+		t.Fatalf("CallTool: %v (the sampling request needs the second registration)", err)
+	}
+	if got := res.GetContent()[0].GetText().GetText(); !strings.Contains(got, "sample:again") {
+		t.Errorf("tool saw %q, want the agent's sampling answer", got)
+	}
+	_ = stream.CloseSend()
+	<-done
+}
+
 // TestHandleServerRequestsProtocol checks the stream's first message: a
 // client that closes its side, or replies, before registering gets
 // INVALID_ARGUMENT, never UNKNOWN.

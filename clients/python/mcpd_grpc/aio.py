@@ -5,10 +5,11 @@ wire (asyncio streams); create and use it inside a running event loop."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import time
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
 
 import grpc
 import grpc.aio
@@ -591,7 +592,10 @@ class AsyncSubscription:
 
 class _AsyncRequestWorker:
     """Owns the HandleServerRequests stream of an AsyncClient: one task
-    reads requests and reopens the stream; each request runs as a task."""
+    reads requests and reopens the stream; each request runs as a task. A
+    handler of a new kind is registered on the open stream (mcpd confirms
+    each registration in turn), so that replies of requests under way keep
+    their stream."""
 
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
@@ -599,7 +603,9 @@ class _AsyncRequestWorker:
         self._want = 0
         self._have = -1
         self._call: Any = None
-        self._reopened: Any = None  # the call reregister cancelled
+        #: Generations of the registrations sent on the open stream that
+        #: mcpd has not confirmed yet.
+        self._unconfirmed: Deque[int] = collections.deque()
         self._error: Optional[BaseException] = None
         self._stopped = False
         self._wake = asyncio.Event()
@@ -609,9 +615,20 @@ class _AsyncRequestWorker:
 
     def reregister(self) -> None:
         self._want += 1
-        if self._call is not None:
-            self._reopened = self._call
-            self._call.cancel()
+        call = self._call
+        if call is not None:
+            self._unconfirmed.append(self._want)
+            task = asyncio.get_running_loop().create_task(self._write(call, cv.registration(sorted(self._client._handlers))))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, call: Any, msg: Any) -> None:
+        """Writes one message on the stream, in turn with the others."""
+        try:
+            async with self._write_lock:
+                await call.write(msg)
+        except Exception as e:  # the stream ended: a reply goes nowhere, the next stream registers anew
+            _common.log.debug("server-request stream message not sent: %s", e)
 
     async def wait_ready(self, timeout: Optional[float]) -> bool:
         def ready() -> bool:
@@ -651,12 +668,14 @@ class _AsyncRequestWorker:
     async def _run(self) -> None:
         delay = _common.RECONNECT_INITIAL
         while not self._is_stopped():
-            gen = self._want
+            self._unconfirmed.clear()
+            self._unconfirmed.append(self._want)
             kinds = sorted(self._client._handlers)
             call = self._call = self._client._stub.HandleServerRequests(metadata=self._client._metadata)
             err: Optional[grpc.RpcError] = None
             try:
-                await call.write(cv.registration(kinds))
+                async with self._write_lock:
+                    await call.write(cv.registration(kinds))
                 while True:
                     msg = await call.read()
                     if msg is _AIO_EOF:
@@ -664,27 +683,20 @@ class _AsyncRequestWorker:
                     which = msg.WhichOneof("message")
                     if which == "registered":
                         delay = _common.RECONNECT_INITIAL
-                        await self._set_have(gen)
+                        if self._unconfirmed:
+                            await self._set_have(self._unconfirmed.popleft())
                     elif which == "request":
                         task = asyncio.get_running_loop().create_task(self._handle(msg.request, call))
                         self._tasks.add(task)
                         task.add_done_callback(self._tasks.discard)
             except grpc.RpcError as e:
                 err = await _settled_error(call, e)
-            except asyncio.CancelledError:
-                # A read of a call that reregister cancelled ends this way:
-                # open the stream again with the new kinds.
-                if self._stopped or self._reopened is not call:
-                    raise
             finally:
                 if self._call is call:
                     self._call = None
-                if self._have == gen:
-                    self._have = -1
+                self._have = -1
             if self._is_stopped():
                 break
-            if gen != self._want:
-                continue
             if err is not None and err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) and not _status_lost(err):
                 self._error = from_rpc_error(err)
                 async with self._cond:
@@ -716,8 +728,4 @@ class _AsyncRequestWorker:
                 reply = cv.reply_for(req, result)
             except Exception as e:
                 reply = cv.failure_reply(req, kind, e)
-        try:
-            async with self._write_lock:
-                await call.write(pb.HandleServerRequestsRequest(reply=reply))
-        except Exception as e:  # the stream ended; mcpd declines the request
-            _common.log.debug("server-request reply not sent: %s", e)
+        await self._write(call, pb.HandleServerRequestsRequest(reply=reply))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import _common
 from . import _convert as cv
@@ -660,8 +661,10 @@ class Subscription:
 
 class _RequestWorker:
     """Owns the HandleServerRequests stream of a Client: one thread reads
-    requests and reopens the stream after drops or when the registered
-    kinds change; handlers run on a small pool and queue their replies."""
+    requests and reopens the stream after drops; a handler of a new kind
+    is registered on the open stream (mcpd confirms each registration in
+    turn), so that replies of requests under way keep their stream.
+    Handlers run on a small pool and queue their replies."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
@@ -669,6 +672,10 @@ class _RequestWorker:
         self._want = 0  # registration generation the handlers need
         self._have = -1  # generation mcpd confirmed on the open stream
         self._call: Any = None
+        #: The open stream's outbox, and the generations of the
+        #: registrations sent on it that mcpd has not confirmed yet.
+        self._outbox: Optional[queue.Queue[Any]] = None
+        self._unconfirmed: Deque[int] = collections.deque()
         self._error: Optional[BaseException] = None
         self._stopped = threading.Event()
         from concurrent.futures import ThreadPoolExecutor  # only with handlers: not at start-up
@@ -680,9 +687,13 @@ class _RequestWorker:
     def reregister(self) -> None:
         with self._cond:
             self._want += 1
-            call = self._call
-        if call is not None:
-            call.cancel()  # _run opens a stream with the new kinds
+            if self._outbox is not None:
+                self._register(self._outbox)
+
+    def _register(self, outbox: queue.Queue[Any]) -> None:
+        """Sends the current kinds on a stream (under _cond)."""
+        self._unconfirmed.append(self._want)
+        outbox.put(cv.registration(self._client._handler_kinds()))
 
     def wait_ready(self, timeout: Optional[float]) -> bool:
         with self._cond:
@@ -712,18 +723,15 @@ class _RequestWorker:
 
         delay = _common.RECONNECT_INITIAL
         while not self._stopped.is_set():
-            with self._cond:
-                gen = self._want
-            kinds = self._client._handler_kinds()
             outbox: queue.Queue[Any] = queue.Queue()
-            outbox.put(cv.registration(kinds))
+            with self._cond:
+                self._unconfirmed.clear()
+                self._register(outbox)
+                self._outbox = outbox
             call = self._client._stub.HandleServerRequests(_drain(outbox), metadata=self._client._metadata)
             with self._cond:
                 self._call = call
-                # Handlers registered between the snapshot and now found no
-                # call to cancel: reopen with their kinds at once.
-                stale = gen != self._want
-            if self._stopped.is_set() or stale:
+            if self._stopped.is_set():
                 call.cancel()
             err: Optional[grpc.RpcError] = None
             try:
@@ -732,7 +740,8 @@ class _RequestWorker:
                     if which == "registered":
                         delay = _common.RECONNECT_INITIAL
                         with self._cond:
-                            self._have = gen
+                            if self._unconfirmed:
+                                self._have = self._unconfirmed.popleft()
                             self._cond.notify_all()
                     elif which == "request":
                         self._pool.submit(self._handle, msg.request, outbox)
@@ -744,13 +753,10 @@ class _RequestWorker:
                 outbox.put(_END)
                 with self._cond:
                     self._call = None
-                    if self._have == gen:
-                        self._have = -1
-                    restart = gen != self._want
+                    self._outbox = None
+                    self._have = -1
             if self._stopped.is_set():
                 break
-            if restart:
-                continue
             if err is not None and err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
                 with self._cond:
                     self._error = from_rpc_error(err)

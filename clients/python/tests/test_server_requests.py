@@ -52,7 +52,7 @@ def test_sync_handlers(daemon: Daemon, everything: str) -> None:
         assert isinstance(elicitation, ElicitationRequest) and elicitation.mode == "form"
         assert "name" in elicitation.requested_schema["properties"]
 
-        # Registering roots later reopens the stream with the new kind.
+        # Registering roots later adds the kind on the open stream.
         roots_asked = threading.Event()
 
         @c.on_roots
@@ -72,6 +72,52 @@ def test_sync_handlers(daemon: Daemon, everything: str) -> None:
         assert _handler_threads(), "want the handler thread while the client is open"
     # close() stops the stream and its thread.
     assert not [t for t in _handler_threads() if t.name == "mcpd-server-requests" and t.is_alive()]
+
+
+def test_a_new_kind_keeps_the_replies_under_way(daemon: Daemon, everything: str) -> None:
+    """A handler registered while another one runs does not take the
+    running one's stream away: its reply still reaches the server."""
+    with daemon.client() as c:
+        asked, release = threading.Event(), threading.Event()
+
+        @c.on_sampling
+        def sample(req: SamplingRequest) -> SamplingResult:
+            asked.set()
+            release.wait(RPC_TIMEOUT)
+            return SamplingResult("late answer", model="py-model")
+
+        assert c.handlers_ready(RPC_TIMEOUT)
+        result: List[str] = []
+        call = threading.Thread(target=lambda: result.append(c.call_tool(f"mcp__{everything}__trigger-sampling-request", {"prompt": "p", "maxTokens": 5}).text))
+        call.start()
+        assert asked.wait(RPC_TIMEOUT), "the sampling handler was not asked"
+        c.on_roots(lambda req: ["file:///while-sampling"])
+        assert c.handlers_ready(RPC_TIMEOUT), "mcpd did not confirm the new kind"
+        release.set()
+        call.join(RPC_TIMEOUT)
+        assert result and "late answer" in result[0], result
+
+
+def test_async_a_new_kind_keeps_the_replies_under_way(daemon: Daemon, everything: str) -> None:
+    async def body() -> None:
+        async with AsyncClient(daemon.target, timeout=RPC_TIMEOUT) as c:
+            asked, release = asyncio.Event(), asyncio.Event()
+
+            @c.on_sampling
+            async def sample(req: SamplingRequest) -> SamplingResult:
+                asked.set()
+                await release.wait()
+                return SamplingResult("late async answer", model="py-model")
+
+            assert await c.handlers_ready(RPC_TIMEOUT)
+            call = asyncio.ensure_future(c.call_tool(f"mcp__{everything}__trigger-sampling-request", {"prompt": "p", "maxTokens": 5}))
+            await asyncio.wait_for(asked.wait(), RPC_TIMEOUT)
+            c.on_roots(lambda req: ["file:///while-sampling"])
+            assert await c.handlers_ready(RPC_TIMEOUT), "mcpd did not confirm the new kind"
+            release.set()
+            assert "late async answer" in (await call).text
+
+    run_async(body())
 
 
 def test_refusals_and_failing_handlers(daemon: Daemon, everything: str) -> None:

@@ -987,6 +987,9 @@ class RequestWorker {
   private error: MCPDError | undefined;
   private stopped = false;
   private stream: AbortController | undefined;
+  /** The open stream's outbox, and the generations of the registrations sent on it not yet confirmed. */
+  private outbox: Outbox<pb.HandleServerRequestsRequest> | undefined;
+  private unconfirmed: number[] = [];
   private readonly stopping = new AbortController();
   private readonly waiters = new Set<() => void>();
   private readonly running: Promise<void>;
@@ -999,9 +1002,17 @@ class RequestWorker {
     this.running = this.run();
   }
 
+  /** A handler of a new kind: registered on the open stream, whose pending requests keep it for their replies. */
   reregister(): void {
     this.want++;
-    this.stream?.abort();
+    if (this.outbox !== undefined) this.register(this.outbox);
+  }
+
+  /** Sends the current kinds; mcpd confirms each registration in turn. */
+  private register(outbox: Outbox<pb.HandleServerRequestsRequest>): void {
+    this.unconfirmed.push(this.want);
+    const kinds = [...this.handlers.keys()].sort().map((k) => t.REQUEST_KINDS[k]);
+    outbox.push(create(pb.HandleServerRequestsRequestSchema, { message: { case: "register", value: { kinds } } }));
   }
 
   private notify(): void {
@@ -1041,17 +1052,18 @@ class RequestWorker {
     let delay = RECONNECT_INITIAL_MS;
     const hub = createClient(pb.MCPHub, this.conn.bidi());
     while (!this.stopped) {
-      const gen = this.want;
-      const kinds = [...this.handlers.keys()].sort().map((k) => t.REQUEST_KINDS[k]);
       const outbox = new Outbox<pb.HandleServerRequestsRequest>();
       const stream = (this.stream = new AbortController());
-      outbox.push(create(pb.HandleServerRequestsRequestSchema, { message: { case: "register", value: { kinds } } }));
+      this.unconfirmed = [];
+      this.register(outbox);
+      this.outbox = outbox;
       let err: unknown;
       try {
         for await (const msg of hub.handleServerRequests(outbox, { signal: stream.signal })) {
           if (msg.message.case === "registered") {
             delay = RECONNECT_INITIAL_MS;
-            this.have = gen;
+            const gen = this.unconfirmed.shift();
+            if (gen !== undefined) this.have = gen;
             this.notify();
           } else if (msg.message.case === "request") {
             // handle() catches the handler's failures; only a log callback
@@ -1063,10 +1075,10 @@ class RequestWorker {
         err = e;
       } finally {
         outbox.end();
-        if (this.have === gen) this.have = -1;
+        this.outbox = undefined;
+        this.have = -1;
       }
       if (this.stopped) break;
-      if (gen !== this.want) continue; // reregister aborted it: open again with the new kinds
       if (err !== undefined) {
         const code = toMCPDError(err, stream.signal.aborted).code;
         if (code !== Code.Unavailable && code !== Code.Canceled) {

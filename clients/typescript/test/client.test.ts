@@ -479,7 +479,7 @@ for (const wire of testWires()) {
         const elicitation = seen[1] as ElicitationRequest;
         assert.equal(elicitation.mode, "form");
         assert.ok(elicitation.requestedSchema && "properties" in elicitation.requestedSchema);
-        // Registering roots later reopens the stream with the new kind.
+        // Registering roots later adds the kind on the open stream.
         let asked = false;
         c.onRoots(() => {
           asked = true;
@@ -500,6 +500,29 @@ for (const wire of testWires()) {
         const refused = await c.callTool(`mcp__${ev}__trigger-sampling-request`, { prompt: "x", maxTokens: 5 }).catch((e: unknown) => e);
         const refusedText = refused instanceof MCPDError ? refused.message : (refused as { text: string }).text;
         assert.match(refusedText, /no model here|-32001/);
+        await c.disconnectServer(ev);
+      }),
+    );
+
+    it("keeps a reply under way when a handler of a new kind is registered", { skip: skipEverything }, () =>
+      withClient(wire, async (c) => {
+        const ev = await connectEverything(c, `evkind-${wire.replace(/[^a-z0-9]/g, "")}`);
+        let asked!: () => void;
+        const handlerRuns = new Promise<void>((r) => (asked = r));
+        let release!: () => void;
+        const released = new Promise<void>((r) => (release = r));
+        c.onSampling(async () => {
+          asked();
+          await released;
+          return { content: "late answer", model: "ts-model" };
+        });
+        assert.ok(await c.handlersReady(RPC_TIMEOUT_MS));
+        const call = c.callTool(`mcp__${ev}__trigger-sampling-request`, { prompt: "p", maxTokens: 5 });
+        await handlerRuns;
+        c.onRoots(() => ["file:///while-sampling"]);
+        assert.ok(await c.handlersReady(RPC_TIMEOUT_MS), "mcpd did not confirm the new kind");
+        release();
+        assert.match((await call).text, /late answer/);
         await c.disconnectServer(ev);
       }),
     );

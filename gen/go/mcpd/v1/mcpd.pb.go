@@ -5574,7 +5574,10 @@ type isHandleServerRequestsRequest_Message interface {
 }
 
 type HandleServerRequestsRequest_Register struct {
-	// Registers what the agent answers; it must be the first message.
+	// Registers what the agent answers; it must be the first message. A
+	// later one replaces the registration on the same stream (mcpd
+	// confirms each with registered), so that an agent adding a handler
+	// keeps the stream its pending requests came on.
 	Register *ServerRequestRegistration `protobuf:"bytes,1,opt,name=register,proto3,oneof"`
 }
 
@@ -5717,7 +5720,8 @@ type isHandleServerRequestsResponse_Message interface {
 }
 
 type HandleServerRequestsResponse_Registered struct {
-	// Confirms the registration; it is the first message.
+	// Confirms a registration: the first message, and the answer to each
+	// later one, in order.
 	Registered *ServerRequestRegistration `protobuf:"bytes,1,opt,name=registered,proto3,oneof"`
 }
 

@@ -2745,7 +2745,10 @@ export type HandleServerRequestsRequest = Message<"mcpd.v1.HandleServerRequestsR
    */
   message: {
     /**
-     * Registers what the agent answers; it must be the first message.
+     * Registers what the agent answers; it must be the first message. A
+     * later one replaces the registration on the same stream (mcpd
+     * confirms each with registered), so that an agent adding a handler
+     * keeps the stream its pending requests came on.
      *
      * @generated from field: mcpd.v1.ServerRequestRegistration register = 1;
      */
@@ -2811,7 +2814,8 @@ export type HandleServerRequestsResponse = Message<"mcpd.v1.HandleServerRequests
    */
   message: {
     /**
-     * Confirms the registration; it is the first message.
+     * Confirms a registration: the first message, and the answer to each
+     * later one, in order.
      *
      * @generated from field: mcpd.v1.ServerRequestRegistration registered = 1;
      */
