@@ -302,10 +302,10 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 			}
 			// The same permissions as the first registration, which the
 			// guard checked before this handler ran.
-			reg := describe(mcpdv1.MCPHub_HandleServerRequests_FullMethodName, &mcpdv1.HandleServerRequestsRequest{
+			asked := describe(mcpdv1.MCPHub_HandleServerRequests_FullMethodName, &mcpdv1.HandleServerRequestsRequest{
 				Message: &mcpdv1.HandleServerRequestsRequest_Register{Register: again},
 			}, false)
-			for _, act := range reg.actions {
+			for _, act := range asked.actions {
 				if err := h.access.Authorize(caller, act); err != nil {
 					h.log.Warn().Str("caller", caller.Name).Str("server", act.Server).Str("kind", act.RequestKind).Msg("server request registration refused")
 					return toStatus(err)
