@@ -606,6 +606,9 @@ class _AsyncRequestWorker:
         #: Generations of the registrations sent on the open stream that
         #: mcpd has not confirmed yet.
         self._unconfirmed: Deque[int] = collections.deque()
+        #: Whether a registration went out again on the open stream (an
+        #: mcpd older than that refuses it, and the stream is opened anew).
+        self._again = False
         self._error: Optional[BaseException] = None
         self._stopped = False
         self._wake = asyncio.Event()
@@ -617,6 +620,7 @@ class _AsyncRequestWorker:
         self._want += 1
         call = self._call
         if call is not None:
+            self._again = True
             self._unconfirmed.append(self._want)
             task = asyncio.get_running_loop().create_task(self._write(call, cv.registration(sorted(self._client._handlers))))
             self._tasks.add(task)
@@ -670,6 +674,7 @@ class _AsyncRequestWorker:
         while not self._is_stopped():
             self._unconfirmed.clear()
             self._unconfirmed.append(self._want)
+            self._again = False
             kinds = sorted(self._client._handlers)
             call = self._call = self._client._stub.HandleServerRequests(metadata=self._client._metadata)
             err: Optional[grpc.RpcError] = None
@@ -697,6 +702,9 @@ class _AsyncRequestWorker:
                 self._have = -1
             if self._is_stopped():
                 break
+            if err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT and self._again:
+                _common.log.debug("mcpd refused a registration sent again (an older mcpd); opening a new stream")
+                continue
             if err is not None and err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) and not _status_lost(err):
                 self._error = from_rpc_error(err)
                 async with self._cond:

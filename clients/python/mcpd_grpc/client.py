@@ -676,6 +676,9 @@ class _RequestWorker:
         #: registrations sent on it that mcpd has not confirmed yet.
         self._outbox: Optional[queue.Queue[Any]] = None
         self._unconfirmed: Deque[int] = collections.deque()
+        #: Whether a registration went out again on the open stream (an
+        #: mcpd older than that refuses it, and the stream is opened anew).
+        self._again = False
         self._error: Optional[BaseException] = None
         self._stopped = threading.Event()
         from concurrent.futures import ThreadPoolExecutor  # only with handlers: not at start-up
@@ -688,6 +691,7 @@ class _RequestWorker:
         with self._cond:
             self._want += 1
             if self._outbox is not None:
+                self._again = True
                 self._register(self._outbox)
 
     def _register(self, outbox: queue.Queue[Any]) -> None:
@@ -726,6 +730,7 @@ class _RequestWorker:
             outbox: queue.Queue[Any] = queue.Queue()
             with self._cond:
                 self._unconfirmed.clear()
+                self._again = False
                 self._register(outbox)
                 self._outbox = outbox
             call = self._client._stub.HandleServerRequests(_drain(outbox), metadata=self._client._metadata)
@@ -757,6 +762,9 @@ class _RequestWorker:
                     self._have = -1
             if self._stopped.is_set():
                 break
+            if err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT and self._again:
+                _common.log.debug("mcpd refused a registration sent again (an older mcpd); opening a new stream")
+                continue
             if err is not None and err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
                 with self._cond:
                     self._error = from_rpc_error(err)

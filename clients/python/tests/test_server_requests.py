@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 from typing import List
 
 from conftest import RPC_TIMEOUT, Daemon, poll, run_async
 from mcpd_grpc import (
     AsyncClient,
+    Client,
     ElicitationRequest,
     ElicitationResult,
     Root,
@@ -207,3 +209,65 @@ def test_handlers_registered_while_the_loop_is_not_running(daemon: Daemon, every
         assert "early answer" in text, text
     finally:
         loop.close()
+
+
+class _OlderMcpd:
+    """An mcpd before registrations could be sent again on the stream: it
+    refuses a second register with INVALID_ARGUMENT, as those did. Runs
+    grpcio's server in process, on a Unix socket."""
+
+    def __init__(self, path: str) -> None:
+        from concurrent import futures
+
+        import grpc
+
+        from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
+        from mcpd_grpc.mcpd.v1 import mcpd_pb2_grpc
+
+        self.registrations: List[List[int]] = []
+        older = self
+
+        class Hub(mcpd_pb2_grpc.MCPHubServicer):  # type: ignore[misc]
+            def HandleServerRequests(self, requests: object, context: grpc.ServicerContext) -> object:
+                first = True
+                for msg in requests:  # type: ignore[attr-defined]
+                    if msg.WhichOneof("message") != "register":
+                        continue
+                    if not first:
+                        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "after register, only reply messages are accepted")
+                    first = False
+                    older.registrations.append(list(msg.register.kinds))
+                    yield pb.HandleServerRequestsResponse(registered=msg.register)
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        mcpd_pb2_grpc.add_MCPHubServicer_to_server(Hub(), self.server)  # type: ignore[no-untyped-call]
+        self.server.add_insecure_port(f"unix://{path}")
+        self.server.start()
+
+    def stop(self) -> None:
+        self.server.stop(grace=None)
+
+
+def test_an_older_mcpd_gets_a_new_stream_for_a_new_kind(tmp_path: Path) -> None:
+    """Against an mcpd that refuses a registration sent again, both clients
+    open a new stream with every kind, as they did before."""
+    older = _OlderMcpd(str(tmp_path / "older.sock"))
+    try:
+        with Client(f"unix://{tmp_path / 'older.sock'}", timeout=RPC_TIMEOUT) as c:
+            c.on_sampling(lambda req: "x")
+            assert c.handlers_ready(RPC_TIMEOUT)
+            c.on_roots(lambda req: [])
+            assert c.handlers_ready(RPC_TIMEOUT), f"no stream with the new kind: {older.registrations}"
+
+        async def body() -> None:
+            async with AsyncClient(f"unix://{tmp_path / 'older.sock'}", timeout=RPC_TIMEOUT) as c:
+                c.on_sampling(lambda req: "x")
+                assert await c.handlers_ready(RPC_TIMEOUT)
+                c.on_roots(lambda req: [])
+                assert await c.handlers_ready(RPC_TIMEOUT), f"no stream with the new kind: {older.registrations}"
+
+        run_async(body())
+    finally:
+        older.stop()
+    sampling_roots = sorted([1, 3])
+    assert [sorted(k) for k in older.registrations] == [[1], sampling_roots, [1], sampling_roots]

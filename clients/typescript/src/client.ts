@@ -990,6 +990,8 @@ class RequestWorker {
   /** The open stream's outbox, and the generations of the registrations sent on it not yet confirmed. */
   private outbox: Outbox<pb.HandleServerRequestsRequest> | undefined;
   private unconfirmed: number[] = [];
+  /** Whether a registration went out again on the open stream (an mcpd older than that refuses it; the stream is then opened anew). */
+  private again = false;
   private readonly stopping = new AbortController();
   private readonly waiters = new Set<() => void>();
   private readonly running: Promise<void>;
@@ -1005,7 +1007,9 @@ class RequestWorker {
   /** A handler of a new kind: registered on the open stream, whose pending requests keep it for their replies. */
   reregister(): void {
     this.want++;
-    if (this.outbox !== undefined) this.register(this.outbox);
+    if (this.outbox === undefined) return;
+    this.again = true;
+    this.register(this.outbox);
   }
 
   /** Sends the current kinds; mcpd confirms each registration in turn. */
@@ -1055,6 +1059,7 @@ class RequestWorker {
       const outbox = new Outbox<pb.HandleServerRequestsRequest>();
       const stream = (this.stream = new AbortController());
       this.unconfirmed = [];
+      this.again = false;
       this.register(outbox);
       this.outbox = outbox;
       let err: unknown;
@@ -1081,6 +1086,7 @@ class RequestWorker {
       if (this.stopped) break;
       if (err !== undefined) {
         const code = toMCPDError(err, stream.signal.aborted).code;
+        if (code === Code.InvalidArgument && this.again) continue; // an older mcpd: a new stream with every kind
         if (code !== Code.Unavailable && code !== Code.Canceled) {
           this.error = toMCPDError(err);
           this.notify();
