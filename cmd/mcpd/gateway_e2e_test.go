@@ -936,3 +936,101 @@ func TestMCPEndpointClosedRequest(t *testing.T) {
 	<-done
 	poll(ctx, t, "the call upstream ends", func() (bool, error) { return inFlight() == 0, nil })
 }
+
+// TestMCPEndpointRequestState holds a 2026-07-28 host's requestState to the
+// request it was issued for: presented with another method, or another
+// tool, it is refused (it used to resume the suspended call and hand its
+// result to a read or a prompt, which ended mcpd), and the right retry
+// still completes the call.
+func TestMCPEndpointRequestState(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	config := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"pair": {"command": %q, "env": {%q: %q}}, "demo": {"command": %q, "args": ["demo-server"]}}}`,
+		testBinary(t), fakeServerEnv, fakeAskPair, mcpdBinary(t)))
+	d, url := startGateway(ctx, t, config)
+	d.waitServer(ctx, t, "pair", mcpdv1.ServerState_SERVER_STATE_READY)
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	first := statelessPost(ctx, t, url, "tools/call", "mcp__pair__ask", map[string]any{
+		"name": "mcp__pair__ask", "arguments": map[string]any{"group": "state", "count": 1, "tag": "t"},
+	})
+	var asked struct {
+		Result struct {
+			InputRequests map[string]any `json:"inputRequests"`
+			RequestState  string         `json:"requestState"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(first, &asked); err != nil || asked.Result.RequestState == "" || len(asked.Result.InputRequests) != 1 {
+		t.Fatalf("the first call: got %s (%v), want an input-required result", first, err)
+	}
+	state := asked.Result.RequestState
+	var id string
+	for k := range asked.Result.InputRequests {
+		id = k
+	}
+	responses := map[string]any{id: map[string]any{"role": "assistant", "model": "m", "content": map[string]any{"type": "text", "text": "the host"}}}
+
+	for _, misuse := range []struct{ method, name string }{
+		{"resources/read", "demo://readme"},
+		{"prompts/get", "mcp__demo__greet"},
+		{"tools/call", "mcp__demo__echo"},
+	} {
+		params := map[string]any{"requestState": state, "inputResponses": responses}
+		if misuse.method == "resources/read" {
+			params["uri"] = misuse.name
+		} else {
+			params["name"] = misuse.name
+		}
+		got := statelessPost(ctx, t, url, misuse.method, misuse.name, params)
+		if !strings.Contains(string(got), "requestState belongs to another request") {
+			t.Errorf("%s %s with the call's requestState: got %s, want it refused", misuse.method, misuse.name, got)
+		}
+	}
+
+	done := statelessPost(ctx, t, url, "tools/call", "mcp__pair__ask", map[string]any{
+		"name": "mcp__pair__ask", "arguments": map[string]any{"group": "state", "count": 1, "tag": "t"},
+		"requestState": state, "inputResponses": responses,
+	})
+	if !strings.Contains(string(done), "t answered by the host") {
+		t.Errorf("the retry: got %s, want the call's result", done)
+	}
+}
+
+// statelessPost sends one 2026-07-28 request to the endpoint, as a host
+// that can answer sampling, and returns the JSON-RPC response.
+func statelessPost(ctx context.Context, t *testing.T, url, method, name string, params map[string]any) []byte {
+	t.Helper()
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    mcpEras[1],
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"sampling": map[string]any{}},
+	}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", mcpEras[1])
+	req.Header.Set("Mcp-Method", method)
+	req.Header.Set("Mcp-Name", name)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	// An event stream holds the response as its data line.
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"jsonrpc"`) {
+			return []byte(data)
+		}
+	}
+	return b
+}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -71,6 +72,13 @@ func wireError(err error) error {
 
 func invalidParams(msg string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+}
+
+// internalError is the answer to a request whose upstream outcome is not
+// of the kind it asked for (which the binding of a requestState to its
+// request rules out): an error, not a panic.
+func internalError(method string, got mcp.Result) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: an outcome of type %T", method, got)}
 }
 
 // toolError is how a failed tool call reaches the host. An unknown tool or

@@ -70,7 +70,8 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	done := make(chan outcome, 1)
 	go func() {
 		if stateless {
-			res, inputs, state, err := g.withInput(ctx, req.ClientCapabilities(), caller, server, req.Params.RequestState, req.Params.InputResponses, call)
+			key := inputKey("tools/call", req.Params.Name, caller)
+			res, inputs, state, err := g.withInput(ctx, req.ClientCapabilities(), caller, server, key, req.Params.RequestState, req.Params.InputResponses, call)
 			done <- outcome{res, inputs, state, err}
 			return
 		}
@@ -217,14 +218,18 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 		}
 		return res, nil
 	}
-	out, inputs, state, err := g.maybeWithInput(ctx, req, server, req.Params.RequestState, req.Params.InputResponses, read)
+	key := inputKey("resources/read", req.Params.URI, g.callerOf(req))
+	out, inputs, state, err := g.maybeWithInput(ctx, req, server, key, req.Params.RequestState, req.Params.InputResponses, read)
 	switch {
 	case err != nil:
 		return nil, wireError(err)
 	case inputs != nil:
 		return &mcp.ReadResourceResult{InputRequests: inputs, RequestState: state}, nil
 	}
-	res := out.(*mcp.ReadResourceResult)
+	res, ok := out.(*mcp.ReadResourceResult)
+	if !ok {
+		return nil, internalError("resources/read", out)
+	}
 	cp := *res
 	cp.Meta = withoutServerInfo(res.Meta)
 	if bare {
@@ -252,14 +257,18 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 		}
 		return res, nil
 	}
-	out, inputs, state, err := g.maybeWithInput(ctx, req, server, req.Params.RequestState, req.Params.InputResponses, get)
+	key := inputKey("prompts/get", req.Params.Name, g.callerOf(req))
+	out, inputs, state, err := g.maybeWithInput(ctx, req, server, key, req.Params.RequestState, req.Params.InputResponses, get)
 	switch {
 	case err != nil:
 		return nil, wireError(err)
 	case inputs != nil:
 		return &mcp.GetPromptResult{InputRequests: inputs, RequestState: state}, nil
 	}
-	res := out.(*mcp.GetPromptResult)
+	res, ok := out.(*mcp.GetPromptResult)
+	if !ok {
+		return nil, internalError("prompts/get", out)
+	}
 	cp := *res
 	cp.Meta = withoutServerInfo(res.Meta)
 	cp.Messages = make([]*mcp.PromptMessage, 0, len(res.Messages))

@@ -40,6 +40,9 @@ const suspendedTimeout = 2 * time.Minute
 // suspended is an upstream request that runs while its host supplies the
 // server's requests.
 type suspended struct {
+	// of names the request it suspends (inputKey): only a retry of that
+	// request, by the same caller, resumes it.
+	of     string
 	agent  *mcpclient.Agent
 	detach func()         // detaches the agent and cancels the upstream request
 	done   chan outcomeOf // cap 1: the upstream request's outcome
@@ -52,18 +55,33 @@ type outcomeOf struct {
 	err error
 }
 
+// inputKey names a host's request for its suspended upstream request: the
+// method, what it targets as the host named it, and the caller.
+func inputKey(method, target string, caller access.Caller) string {
+	return method + "\x00" + target + "\x00" + caller.Name
+}
+
 // withInput runs do, the upstream request of a 2026-07-28 host's call,
 // prompt or read, relaying the server's requests as input-required
-// results. state and responses are the host's retry, if it is one. It
-// returns the outcome, or the input requests and the state to return.
-func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, caller access.Caller, server, state string,
+// results. key names the host's request (inputKey); state and responses
+// are the host's retry, if it is one. It returns the outcome, or the
+// input requests and the state to return.
+func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, caller access.Caller, server, key, state string,
 	responses mcp.InputResponseMap, do func(context.Context) (mcp.Result, error)) (mcp.Result, mcp.InputRequestMap, string, error) {
 	var s *suspended
 	if state != "" {
 		g.mu.Lock()
 		s = g.suspended[state]
-		delete(g.suspended, state)
+		other := s != nil && s.of != key
+		if !other {
+			delete(g.suspended, state)
+		}
 		g.mu.Unlock()
+		if other {
+			// Another request, or another caller, presenting it: refused, and
+			// the suspended request still waits for its own retry.
+			return nil, nil, "", invalidParams("requestState belongs to another request")
+		}
 		if s == nil {
 			return nil, nil, "", invalidParams("requestState names no request waiting for input (unknown, used or expired)")
 		}
@@ -86,7 +104,7 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 		// input; its own deadline (the Manager's) still bounds it, and it
 		// is cancelled when the host goes away or does not come back.
 		upCtx, cancelUp := context.WithCancel(context.WithoutCancel(ctx))
-		s = &suspended{agent: agent, done: make(chan outcomeOf, 1), asked: map[string]*mcpclient.ServerRequest{}}
+		s = &suspended{of: key, agent: agent, done: make(chan outcomeOf, 1), asked: map[string]*mcpclient.ServerRequest{}}
 		s.detach = sync.OnceFunc(func() {
 			broker.Detach(agent)
 			cancelUp()
@@ -223,7 +241,7 @@ type hostRequest interface {
 // maybeWithInput runs do through withInput for a 2026-07-28 host, and
 // plainly for the others (their server requests reach them on the
 // session: answerServerRequests).
-func (g *Gateway) maybeWithInput(ctx context.Context, req hostRequest, server, state string, responses mcp.InputResponseMap,
+func (g *Gateway) maybeWithInput(ctx context.Context, req hostRequest, server, key, state string, responses mcp.InputResponseMap,
 	do func(context.Context) (mcp.Result, error)) (mcp.Result, mcp.InputRequestMap, string, error) {
 	if !statelessHost(req.ProtocolVersion()) {
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
@@ -234,7 +252,7 @@ func (g *Gateway) maybeWithInput(ctx context.Context, req hostRequest, server, s
 		res, err := do(ctx)
 		return res, nil, "", err
 	}
-	return g.withInput(ctx, req.ClientCapabilities(), g.callerOf(req), server, state, responses, do)
+	return g.withInput(ctx, req.ClientCapabilities(), g.callerOf(req), server, key, state, responses, do)
 }
 
 // statelessHost reports whether a request comes from a 2026-07-28 host.
