@@ -3,7 +3,11 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/config"
@@ -36,5 +40,17 @@ func TestGatewaySetsServerAsks(t *testing.T) {
 	}
 	if err := authz.Authorize(anyone, access.Action{Verb: access.CallTool, Server: "s", Tool: "mcp__s__read_file"}); err != nil {
 		t.Errorf("a call of another tool: got %v, want nil", err)
+	}
+}
+
+// TestRecoverPanics: a handler that panics fails its request with an
+// internal error instead of ending the process.
+func TestRecoverPanics(t *testing.T) {
+	g := &Gateway{}
+	h := g.recoverPanics(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
+	res, err := h(context.Background(), "tools/call", nil)
+	var je *jsonrpc.Error
+	if res != nil || !errors.As(err, &je) || je.Code != jsonrpc.CodeInternalError || strings.Contains(je.Message, "boom") {
+		t.Errorf("got %v, %v; want an internal error that does not quote the panic", res, err)
 	}
 }

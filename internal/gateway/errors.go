@@ -95,3 +95,17 @@ func toolError(err error) (*mcp.CallToolResult, error) {
 	}
 	return nil, we
 }
+
+// recoverPanics turns a panic in a request's handler into an internal
+// error for that request, logged as the gRPC listener's recovery does.
+func (g *Gateway) recoverPanics(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				g.log.Error().Interface("panic", p).Str("method", method).Msg("recovered from panic in handler")
+				res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+			}
+		}()
+		return next(ctx, method, req)
+	}
+}

@@ -140,6 +140,9 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 		g.srv.AddTool(searchTool, g.searchTools)
 	}
 	g.srv.AddReceivingMiddleware(g.guard)
+	// Outermost: a panic in a handler fails its request, not mcpd (the
+	// SDK runs handlers on goroutines without a recover).
+	g.srv.AddReceivingMiddleware(g.recoverPanics)
 	server := func(*http.Request) *mcp.Server { return g.srv }
 	g.stateful = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
 		MaxRequestBodyBytes: g.opts.MaxMessageBytes,
