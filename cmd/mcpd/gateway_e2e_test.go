@@ -445,6 +445,29 @@ func TestMCPEndpointPermissions(t *testing.T) {
 				!strings.Contains(err.Error(), "ambiguous") {
 				t.Errorf("admin calls the bare name echo (two servers have it): got %v, want an ambiguity error", err)
 			}
+			// So does a bare URI to subscribe to, in either era (a
+			// 2026-07-28 listen resolved it among every server: ambiguous
+			// here, and with one server's template, the wrong server).
+			updates := make(chan string, 16)
+			watcher := connectMCP(ctx, t, url, version, readerToken, &mcp.ClientOptions{
+				ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+					select {
+					case updates <- req.Params.URI:
+					default:
+					}
+				},
+			})
+			if err := watcher.Subscribe(ctx, &mcp.SubscribeParams{URI: "demo://clock"}); err != nil {
+				t.Fatalf("reader subscribes to the bare demo://clock: %v", err)
+			}
+			select {
+			case uri := <-updates:
+				if uri != "demo://clock" {
+					t.Errorf("update: got %q, want demo://clock", uri)
+				}
+			case <-time.After(15 * time.Second):
+				t.Errorf("no update of the bare demo://clock in 15 s (the clock ticks every second)")
+			}
 		})
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "x", Version: "0"}, nil)

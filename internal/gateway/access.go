@@ -136,6 +136,18 @@ func (g *Gateway) callerOf(req mcp.Request) access.Caller {
 	return g.httpRequestOf(req).caller
 }
 
+// callerKey holds, in a request's context, the caller the guard checked.
+type callerKey struct{}
+
+// callerIn is the caller of a request the guard passed, from its context,
+// or else from the request itself.
+func (g *Gateway) callerIn(ctx context.Context, req mcp.Request) access.Caller {
+	if caller, ok := ctx.Value(callerKey{}).(access.Caller); ok {
+		return caller
+	}
+	return g.callerOf(req)
+}
+
 // httpRequestOf returns what authenticate kept of the HTTP request that
 // carried req; its ctx is nil for a request that came another way.
 func (g *Gateway) httpRequestOf(req mcp.Request) httpRequest {
@@ -198,6 +210,10 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil {
 			return nil, err
 		}
+		// What the SDK calls on the request's behalf without its Extra
+		// (SubscribeHandler for subscriptions/listen) finds the caller here,
+		// and resolves names among the servers the guard checked.
+		ctx = context.WithValue(ctx, callerKey{}, caller)
 		ctx, release := g.withinHTTPRequest(ctx, method, req)
 		defer release()
 		if len(acts) == 0 && !audited {

@@ -313,11 +313,9 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 // subscriptions/listen too, without the HTTP request's caller: then a bare
 // URI resolves among all servers.
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	var visible func(string) bool
-	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
-		visible = g.visibleTo(g.callerOf(req))
-	}
-	server, uri, _, err := g.resolveURI(visible, req.Params.URI)
+	// Among the servers the caller sees, as the guard resolved it: the SDK
+	// calls this for subscriptions/listen without the request's Extra.
+	server, uri, _, err := g.resolveURI(g.visibleTo(g.callerIn(ctx, req)), req.Params.URI)
 	if err != nil {
 		return err
 	}
