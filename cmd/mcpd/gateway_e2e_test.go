@@ -1057,3 +1057,66 @@ func statelessPost(ctx context.Context, t *testing.T, url, method, name string, 
 	}
 	return b
 }
+
+// TestMCPStdioStateless: through mcp-stdio, a 2026-07-28 host's
+// notifications/cancelled cancels its call at the server (each request is
+// a POST of its own, which the bridge ends), and closing stdin ends a
+// subscriptions/listen, so that the bridge exits.
+func TestMCPStdioStateless(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d, url := startGateway(ctx, t, "")
+	d.connectFake(ctx, t, "slow", fakeSlow)
+	d.waitServer(ctx, t, "slow", mcpdv1.ServerState_SERVER_STATE_READY)
+	cmd := exec.CommandContext(ctx, mcpdBinary(t), "mcp-stdio", "--connect", url)
+	cmd.Env = daemonEnv()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout = &syncWriter{w: &out}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	send := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"mcp__slow__sleep","arguments":{"ms":60000,"tag":"stdio"},` + meta + `}}`)
+	d.waitStderr(ctx, t, "slow", fakeSleepStarted+" stdio")
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,` + meta + `}}`)
+	d.waitStderr(ctx, t, "slow", fakeSleepCancelled+" stdio")
+
+	send(`{"jsonrpc":"2.0","id":6,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + meta + `}}`)
+	if err := stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("mcp-stdio: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("mcp-stdio did not exit after stdin closed with a listen open; stdout: %s", out.String())
+	}
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

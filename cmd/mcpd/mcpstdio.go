@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,10 +115,21 @@ type bridge struct {
 	session  string // Mcp-Session-Id, once mcpd gave one
 	version  string // the negotiated protocol version (initialize era)
 	standing bool   // the standalone stream was started
+	// inflight are the POSTs of requests not answered yet, by the request's
+	// id: a 2026-07-28 request is cancelled by ending its POST, and a
+	// subscriptions/listen ends with stdin.
+	inflight map[string]inflightPost
+}
+
+// inflightPost is one request's POST under way.
+type inflightPost struct {
+	method string
+	cancel context.CancelFunc
 }
 
 // run relays until stdin ends and the requests in flight are answered (or
-// ctx ends), then ends the session.
+// ctx ends), then ends the session. A subscriptions/listen, which is never
+// answered, ends with stdin.
 func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 	// The standalone stream lives until stdin ends; requests until they
 	// are answered.
@@ -147,15 +159,26 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 		if err != nil {
 			continue // not a message: nothing to answer
 		}
-		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "initialize" {
+		req, _ := msg.(*jsonrpc.Request)
+		if req != nil && req.Method == "initialize" {
 			// The session starts with this answer: what follows needs
 			// its id.
 			b.post(ctx, []jsonrpc.Message{msg}, false, body)
 			b.startStandalone(streamCtx, &streams)
 			continue
 		}
-		wg.Go(func() { b.post(ctx, []jsonrpc.Message{msg}, false, body) })
+		if req != nil && req.Method == "notifications/cancelled" {
+			b.cancelRequest(req)
+		}
+		postCtx, done := b.track(ctx, req)
+		wg.Go(func() {
+			defer done()
+			b.post(postCtx, []jsonrpc.Message{msg}, false, body)
+		})
 	}
+	// The host is gone: a listen would never end; other requests are
+	// still answered.
+	b.endListens()
 	wg.Wait()
 	cancel()
 	b.endSession()
@@ -163,6 +186,71 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 		return fmt.Errorf("read stdin: %w", err)
 	}
 	return nil
+}
+
+// track registers the POST of a request (a call with an id), and returns
+// its context and what ends the tracking.
+func (b *bridge) track(ctx context.Context, req *jsonrpc.Request) (context.Context, func()) {
+	if req == nil || !req.IsCall() {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	key := idKey(req.ID.Raw())
+	b.mu.Lock()
+	if b.inflight == nil {
+		b.inflight = make(map[string]inflightPost)
+	}
+	b.inflight[key] = inflightPost{method: req.Method, cancel: cancel}
+	b.mu.Unlock()
+	return ctx, func() {
+		b.mu.Lock()
+		delete(b.inflight, key)
+		b.mu.Unlock()
+		cancel()
+	}
+}
+
+// cancelRequest ends the POST of the request a notifications/cancelled
+// names: mcpd cancels a request whose HTTP request goes away (the only way
+// for a 2026-07-28 request; a session's request also hears of the
+// notification itself, which is sent on).
+func (b *bridge) cancelRequest(note *jsonrpc.Request) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(note.Params, &p) != nil || p.RequestID == nil {
+		return
+	}
+	b.mu.Lock()
+	post, ok := b.inflight[idKey(p.RequestID)]
+	b.mu.Unlock()
+	if ok {
+		post.cancel()
+	}
+}
+
+// endListens ends the subscriptions/listen requests under way.
+func (b *bridge) endListens() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, post := range b.inflight {
+		if post.method == "subscriptions/listen" {
+			post.cancel()
+		}
+	}
+}
+
+// idKey is a request id as a map key: numbers and strings apart.
+func idKey(id any) string {
+	switch v := id.(type) {
+	case string:
+		return "s:" + v
+	case float64:
+		return "n:" + strconv.FormatFloat(v, 'g', -1, 64)
+	case int64:
+		return "n:" + strconv.FormatInt(v, 10)
+	}
+	return fmt.Sprintf("?:%v", id)
 }
 
 // decodeBatch returns the messages of a JSON-RPC batch that parse, or
