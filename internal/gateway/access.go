@@ -258,14 +258,22 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// outcome names an MCP request's outcome in an audit line.
+// outcome names an MCP request's outcome in an audit line. A server's own
+// error answer is told apart from mcpd's by its type, not its code: the
+// codes mcpd gives its own errors are codes servers use too.
 func outcome(err error) string {
 	var je *jsonrpc.Error
+	var rpc *mcpclient.RPCError
 	switch {
 	case err == nil:
 		return "OK"
 	case errors.Is(err, errCallerRemoved):
 		return "Unauthenticated"
+	case errors.As(err, &rpc):
+		if rpc.Code == jsonrpc.CodeInvalidParams {
+			return "InvalidArgument"
+		}
+		return "Error"
 	case errors.As(wireError(err), &je):
 		switch je.Code {
 		case jsonrpc.CodeInvalidParams:

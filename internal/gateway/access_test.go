@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -52,5 +53,34 @@ func TestRecoverPanics(t *testing.T) {
 	var je *jsonrpc.Error
 	if res != nil || !errors.As(err, &je) || je.Code != jsonrpc.CodeInternalError || strings.Contains(je.Message, "boom") {
 		t.Errorf("got %v, %v; want an internal error that does not quote the panic", res, err)
+	}
+}
+
+// TestServerErrorsStayTheServers: a server's own error answer whose code
+// mcpd also uses for its own errors (-32000 for "could not run", -32001
+// for a permission) is passed on as the server's protocol error and
+// audited as an error, not taken for mcpd's.
+func TestServerErrorsStayTheServers(t *testing.T) {
+	for _, code := range []int64{codeUnavailable, codePermissionDenied} {
+		upstream := fmt.Errorf("tools/call x: %w", &mcpclient.RPCError{Server: "s", Code: code, Message: "the server's own"})
+		res, err := toolError(upstream)
+		var je *jsonrpc.Error
+		if res != nil || !errors.As(err, &je) || je.Code != code || je.Message != "the server's own" {
+			t.Errorf("toolError of the server's %d: got %v, %v; want its own error, as a protocol error", code, res, err)
+		}
+		if got := outcome(upstream); got != "Error" {
+			t.Errorf("outcome of the server's %d: got %q, want Error", code, got)
+		}
+	}
+	// mcpd's own: a call that could not run is a tool result; a refusal is
+	// audited as one.
+	if res, err := toolError(fmt.Errorf("calling: %w", mcpclient.ErrUnavailable)); err != nil || res == nil || !res.IsError {
+		t.Errorf("toolError of UNAVAILABLE: got %v, %v; want an isError result", res, err)
+	}
+	if got := outcome(access.ErrPermissionDenied); got != "PermissionDenied" {
+		t.Errorf("outcome of a refusal: got %q, want PermissionDenied", got)
+	}
+	if got := outcome(&mcpclient.RPCError{Code: jsonrpc.CodeInvalidParams}); got != "InvalidArgument" {
+		t.Errorf("outcome of the server's -32602: got %q, want InvalidArgument", got)
 	}
 }

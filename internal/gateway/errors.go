@@ -87,13 +87,24 @@ func internalError(method string, got mcp.Result) error {
 // session lost mid-call) is a tool result with isError set, which the
 // host's model can read and act on.
 func toolError(err error) (*mcp.CallToolResult, error) {
-	we := wireError(err)
-	var je *jsonrpc.Error
-	if errors.As(we, &je) && je.Code == codeUnavailable {
+	if couldNotRun(err) {
 		res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
 		return res, nil
 	}
-	return nil, we
+	return nil, wireError(err)
+}
+
+// couldNotRun reports an error of mcpd's of a call that could not run or
+// finish (UNAVAILABLE, RESOURCE_EXHAUSTED, the deadline), told by its
+// type: a server's own error answer with the same JSON-RPC code (-32000
+// is any server's generic error) stays the server's answer.
+func couldNotRun(err error) bool {
+	var rpc *mcpclient.RPCError
+	var je *jsonrpc.Error
+	if errors.As(err, &rpc) || errors.As(err, &je) {
+		return false
+	}
+	return errors.Is(err, mcpclient.ErrUnavailable) || errors.Is(err, mcpclient.ErrResourceExhausted) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // recoverPanics turns a panic in a request's handler into an internal
