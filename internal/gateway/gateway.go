@@ -230,11 +230,32 @@ func (g *Gateway) handle(ctx context.Context, ev events.Event) {
 		g.syncServer(ctx, ev.Server, syncResources)
 	case events.KindServerState:
 		g.syncServer(ctx, ev.Server, syncAll)
+	case events.KindGap:
+		// Events went by unseen (the bus's ring moved on while a sync was
+		// slow): bring every server up to date, those gone included.
+		g.resyncAll(ctx)
 	case events.KindResourceUpdated:
 		// Hosts that subscribed by the server's own URI hear of it by
 		// that URI; the SDK tells only the subscribers of each.
 		_ = g.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: ResourceURI(ev.Server, ev.URI)})
 		_ = g.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: ev.URI})
+	}
+}
+
+// resyncAll syncs every server the Manager has and every server the
+// gateway publishes items of (a server gone has none afterwards).
+func (g *Gateway) resyncAll(ctx context.Context) {
+	names := map[string]bool{}
+	for _, st := range g.mgr.List() {
+		names[st.Config.Name] = true
+	}
+	g.mu.Lock()
+	for name := range g.published {
+		names[name] = true
+	}
+	g.mu.Unlock()
+	for name := range names {
+		g.syncServer(ctx, name, syncAll)
 	}
 }
 

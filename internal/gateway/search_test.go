@@ -115,3 +115,39 @@ func TestToolSearch(t *testing.T) {
 		}
 	}
 }
+
+// TestGapResyncs: when events went by unseen (a gap), the gateway syncs
+// every server, so that what it lists does not stay stale for good.
+func TestGapResyncs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bus := events.NewBus(nil)
+	defer bus.Close()
+	m := mcpclient.NewManager(&mcpclient.Options{Events: bus})
+	defer func() { _ = m.Close(context.Background()) }()
+	// Not running: no event reaches the gateway but the ones handed here.
+	g := New(m, nil)
+	defer g.Close()
+	hs := httptest.NewServer(g.Handler())
+	defer hs.Close()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+
+	link := serveAgent(ctx, t, m)
+	g.handle(ctx, events.Event{Kind: events.KindGap})
+	if got := listed(ctx, t, cs); !slices.Equal(got, []string{"mcp__app__add", "mcp__app__weather"}) {
+		t.Errorf("tools/list after a gap: got %v, want the tools of app, which no event announced", got)
+	}
+	link.Close()
+	for g.ready("app") && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond) // the Manager notes the agent's leaving on its own goroutine
+	}
+	g.handle(ctx, events.Event{Kind: events.KindGap})
+	if got := listed(ctx, t, cs); len(got) != 0 {
+		t.Errorf("tools/list after a gap: got %v, want none: app is gone", got)
+	}
+}
