@@ -1120,3 +1120,60 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestMCPEndpointAskOnceAcrossInput: a 2026-07-28 host's call that an ask
+// rule holds is approved once, not again on each retry that brings the
+// input the server asked for.
+func TestMCPEndpointAskOnceAcrossInput(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	config := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"pair": {"command": %q, "env": {%q: %q}}}}`,
+		testBinary(t), fakeServerEnv, fakeAskPair))
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--mcp-listen", addr, "--ask-tool", "mcp__pair__ask"}})
+	d.waitServer(ctx, t, "pair", mcpdv1.ServerState_SERVER_STATE_READY)
+	url := "http://" + addr + "/mcp"
+	var mu sync.Mutex
+	approvals := 0
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	answerAgent(agentCtx, t, d, func(req *mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply {
+		mu.Lock()
+		approvals++
+		mu.Unlock()
+		return &mcpdv1.ServerRequestReply{Id: req.GetId(), Result: &mcpdv1.ServerRequestReply_Approval{Approval: &mcpdv1.ApprovalResult{Approved: true}}}
+	}, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL)
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return approvals
+	}
+
+	args := map[string]any{"group": "once", "count": 1, "tag": "t"}
+	first := statelessPost(ctx, t, url, "tools/call", "mcp__pair__ask", map[string]any{"name": "mcp__pair__ask", "arguments": args})
+	var asked struct {
+		Result struct {
+			InputRequests map[string]any `json:"inputRequests"`
+			RequestState  string         `json:"requestState"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(first, &asked); err != nil || asked.Result.RequestState == "" {
+		t.Fatalf("the first call: got %s (%v), want an input-required result", first, err)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("approvals after the first call: got %d, want 1", n)
+	}
+	responses := map[string]any{}
+	for id := range asked.Result.InputRequests {
+		responses[id] = map[string]any{"role": "assistant", "model": "m", "content": map[string]any{"type": "text", "text": "the host"}}
+	}
+	done := statelessPost(ctx, t, url, "tools/call", "mcp__pair__ask", map[string]any{
+		"name": "mcp__pair__ask", "arguments": args, "requestState": asked.Result.RequestState, "inputResponses": responses,
+	})
+	if !strings.Contains(string(done), "t answered by the host") {
+		t.Fatalf("the retry: got %s, want the call's result", done)
+	}
+	if n := count(); n != 1 {
+		t.Errorf("approvals after the retry: got %d, want still 1", n)
+	}
+}

@@ -225,7 +225,13 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			err := g.opts.Access.Authorize(caller, act)
 			var need *access.ApprovalRequiredError
 			if errors.As(err, &need) {
-				err = settle(ctx, g.approve(ctx, caller, need, act.Server, req))
+				if g.resumesApproved(caller, method, req) {
+					// A 2026-07-28 retry carrying the input a call asked
+					// for: the call was approved when it began.
+					err = nil
+				} else {
+					err = settle(ctx, g.approve(ctx, caller, need, act.Server, req))
+				}
 			}
 			if err != nil {
 				rec.Code = outcome(err)
@@ -256,6 +262,19 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, err
 	}
+}
+
+// resumesApproved reports a tool call that resumes, for its caller, a call
+// suspended for input: one that passed the guard, its approval included.
+func (g *Gateway) resumesApproved(caller access.Caller, method string, req mcp.Request) bool {
+	call, ok := req.(*mcp.CallToolRequest)
+	if method != "tools/call" || !ok || call.Params.RequestState == "" {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.suspended[call.Params.RequestState]
+	return s != nil && s.of == inputKey(method, call.Params.Name, caller)
 }
 
 // outcome names an MCP request's outcome in an audit line. A server's own
