@@ -1074,8 +1074,8 @@ func TestMCPStdioStateless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	cmd.Stdout = &syncWriter{w: &out}
+	var out syncBuffer
+	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -1107,18 +1107,6 @@ func TestMCPStdioStateless(t *testing.T) {
 		<-exited
 		t.Fatalf("mcp-stdio did not exit after stdin closed with a listen open; stdout: %s", out.String())
 	}
-}
-
-// syncWriter serializes writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // TestMCPEndpointAskOnceAcrossInput: a 2026-07-28 host's call that an ask

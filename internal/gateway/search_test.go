@@ -31,6 +31,20 @@ func serveAgent(ctx context.Context, t *testing.T, m *mcpclient.Manager) *mcpcli
 	return link
 }
 
+// connectHost serves g over HTTP and connects a host to it, for the test.
+func connectHost(ctx context.Context, t *testing.T, g *Gateway) *mcp.ClientSession {
+	t.Helper()
+	hs := httptest.NewServer(g.Handler())
+	t.Cleanup(hs.Close)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
 // listed returns the names tools/list gives, sorted.
 func listed(ctx context.Context, t *testing.T, cs *mcp.ClientSession) []string {
 	t.Helper()
@@ -79,15 +93,7 @@ func TestToolSearch(t *testing.T) {
 	ran := make(chan struct{})
 	go func() { defer close(ran); g.Run(runCtx) }()
 	defer func() { stop(); <-ran; g.Close() }()
-	hs := httptest.NewServer(g.Handler())
-	defer hs.Close()
-
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer cs.Close()
+	cs := connectHost(ctx, t, g)
 
 	if got := listed(ctx, t, cs); !slices.Equal(got, []string{searchToolName}) {
 		t.Fatalf("tools/list: got %v, want only %s", got, searchToolName)
@@ -128,14 +134,7 @@ func TestGapResyncs(t *testing.T) {
 	// Not running: no event reaches the gateway but the ones handed here.
 	g := New(m, nil)
 	defer g.Close()
-	hs := httptest.NewServer(g.Handler())
-	defer hs.Close()
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer cs.Close()
+	cs := connectHost(ctx, t, g)
 
 	link := serveAgent(ctx, t, m)
 	g.handle(ctx, events.Event{Kind: events.KindGap})
