@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,7 +100,7 @@ func fetchResourceMetadata(ctx context.Context, c *http.Client, u string) (*oaut
 		return nil, errorf(ErrAuthorizationFailed, "resource metadata URL: %v", err)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := c.Do(req)
+	resp, err := withSafeRedirects(c).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("fetch protected resource metadata: %w", err)
 	}
@@ -147,6 +148,30 @@ func authServerMetadata(ctx context.Context, c *http.Client, issuer string) (*oa
 
 // httpsOrLoopback refuses plain HTTP except to a loopback host, so that
 // tokens and codes never cross a network in clear.
+// withSafeRedirects is c following a redirect only to a URL the first
+// one could have been (https, or plain http to loopback), and never from
+// https down to http.
+func withSafeRedirects(c *http.Client) *http.Client {
+	safe := *c
+	next := c.CheckRedirect
+	safe.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := httpsOrLoopback(req.URL.String()); err != nil {
+			return fmt.Errorf("redirected: %v", err)
+		}
+		if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+			return errors.New("redirected from https to http")
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &safe
+}
+
 func httpsOrLoopback(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {

@@ -107,6 +107,19 @@ func (sa *serverAuth) endFlowIf(f *flow, err error) bool {
 	return sa.endFlow(err)
 }
 
+// givenClient is the client the config names for asm: credentials from
+// the config, else a Client ID Metadata Document the server takes; nil
+// when mcpd registers one itself.
+func givenClient(cfg *config.OAuth, asm *oauthex.AuthServerMeta) *clientRecord {
+	if c := configuredClient(cfg, asm.TokenEndpointAuthMethodsSupported); c != nil {
+		return c
+	}
+	if cfg != nil && cfg.ClientMetadataURL != "" && asm.ClientIDMetadataDocumentSupported {
+		return &clientRecord{ID: cfg.ClientMetadataURL, AuthMethod: config.AuthMethodNone, How: "metadata-document"}
+	}
+	return nil
+}
+
 // ensureClient returns the client to authorize as, in the order the issue
 // of registration takes: credentials from the config, then a Client ID
 // Metadata Document, then a registration made before (for the same
@@ -117,15 +130,8 @@ func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect
 	stored := sa.rec.Client
 	sa.mu.Unlock()
 	asm := meta.asm
-	if cfg != nil && cfg.ClientID != "" {
-		method := cfg.AuthMethod
-		if method == "" {
-			method = chooseAuthMethod(asm.TokenEndpointAuthMethodsSupported, cfg.ClientSecret != "")
-		}
-		return &clientRecord{ID: cfg.ClientID, Secret: cfg.ClientSecret, AuthMethod: method, How: "preregistered"}, nil
-	}
-	if cfg != nil && cfg.ClientMetadataURL != "" && asm.ClientIDMetadataDocumentSupported {
-		return &clientRecord{ID: cfg.ClientMetadataURL, AuthMethod: config.AuthMethodNone, How: "metadata-document"}, nil
+	if given := givenClient(cfg, asm); given != nil {
+		return given, nil
 	}
 	if stored != nil && stored.How == "dynamic" && stored.RedirectURI == redirect {
 		return stored, nil

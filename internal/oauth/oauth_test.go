@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,12 @@ type testAS struct {
 	tokenCalls  atomic.Int32
 	grantTypes  []string
 	lastAuthReq url.Values
+	// refreshedBy is the client each refresh came from (its client_id, or
+	// its Basic user).
+	refreshedBy []string
+	// movedTo, when set, is the authorization server the resource's
+	// metadata names instead of this one.
+	movedTo string
 }
 
 func newTestAS(t *testing.T) *testAS {
@@ -47,7 +54,13 @@ func newTestAS(t *testing.T) *testAS {
 	t.Cleanup(as.srv.Close)
 	base := func() string { return as.srv.URL }
 	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{"resource": base() + "/mcp", "authorization_servers": []string{base()}, "scopes_supported": []string{"read"}})
+		as.mu.Lock()
+		issuer := as.movedTo
+		as.mu.Unlock()
+		if issuer == "" {
+			issuer = base()
+		}
+		writeJSON(w, map[string]any{"resource": base() + "/mcp", "authorization_servers": []string{issuer}, "scopes_supported": []string{"read"}})
 	})
 	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{
@@ -98,6 +111,11 @@ func newTestAS(t *testing.T) *testAS {
 			delete(as.challenges, r.PostForm.Get("code"))
 			scopes = strings.Fields(scope)
 		case "refresh_token":
+			by := r.PostForm.Get("client_id")
+			if id, _, ok := r.BasicAuth(); ok {
+				by = id
+			}
+			as.refreshedBy = append(as.refreshedBy, by)
 			if !as.refresh[r.PostForm.Get("refresh_token")] {
 				w.WriteHeader(http.StatusBadRequest)
 				writeJSON(w, map[string]any{"error": "invalid_grant"})
@@ -513,4 +531,93 @@ func TestConfigureWhileAuthorizing(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestRefreshAsTheConfiguredClient: a token issued to a pre-registered
+// client is refreshed as that client (it went out with no client_id, which
+// authorization servers refuse, and the person had to consent again).
+func TestRefreshAsTheConfiguredClient(t *testing.T) {
+	as := newTestAS(t)
+	as.expiresIn = 1 // within the refresh margin: renewed before every use
+	m := newManager(t, t.TempDir())
+	c := client(m, as, &config.OAuth{ClientID: "pre", ClientSecret: "s3cret"})
+	_, _ = post(t, c, as)
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("request: got %v %v, want 200", resp, err)
+	}
+	as.mu.Lock()
+	by := slices.Clone(as.refreshedBy)
+	as.mu.Unlock()
+	if len(by) == 0 || slices.ContainsFunc(by, func(id string) bool { return id != "pre" }) {
+		t.Errorf("refreshes came from %q, want every one from the configured client pre", by)
+	}
+}
+
+// TestRefreshUnreachableKeepsToken: a refresh that does not reach the
+// authorization server fails the request but keeps the refresh token, so
+// that no new consent is needed once it is back.
+func TestRefreshUnreachableKeepsToken(t *testing.T) {
+	as := newTestAS(t)
+	net := &failingTokenEndpoint{}
+	m, err := New(&Options{HTTPClient: &http.Client{Transport: net}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetRedirectURL("http://127.0.0.1:1" + CallbackPath)
+	c := client(m, as, nil)
+	_, _ = post(t, c, as)
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	as.mu.Lock()
+	clear(as.tokens) // the access token is refused: a refresh is due
+	as.mu.Unlock()
+	net.down.Store(true)
+	if _, err := post(t, c, as); err == nil || errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("request while the token endpoint is down: got %v, want a failure that is not a consent", err)
+	}
+	net.down.Store(false)
+	if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("request once it is back: got %v %v, want 200 after a refresh, without consent", resp, err)
+	}
+}
+
+// TestRefreshStaysWithItsIssuer: when the resource names another
+// authorization server, the refresh token is not sent there; a new
+// consent is asked for instead.
+func TestRefreshStaysWithItsIssuer(t *testing.T) {
+	as, other := newTestAS(t), newTestAS(t)
+	m := newManager(t, t.TempDir())
+	c := client(m, as, nil)
+	_, _ = post(t, c, as)
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	as.mu.Lock()
+	clear(as.tokens)
+	as.movedTo = other.srv.URL
+	as.mu.Unlock()
+	if _, err := post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Errorf("request after the move: got %v, want ErrAuthorizationRequired", err)
+	}
+	if n := other.tokenCalls.Load(); n != 0 {
+		t.Errorf("the other authorization server got %d token requests, want none (the refresh token is the first one's)", n)
+	}
+}
+
+// TestMetadataRedirectsStaySafe: a metadata fetch follows no redirect to
+// plain http off loopback.
+func TestMetadataRedirectsStaySafe(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// .invalid never resolves: nothing is reached even if followed.
+		http.Redirect(w, r, "http://metadata.invalid/prm", http.StatusFound)
+	}))
+	defer srv.Close()
+	_, err := fetchResourceMetadata(context.Background(), http.DefaultClient, srv.URL+"/.well-known/oauth-protected-resource")
+	if err == nil || !strings.Contains(err.Error(), "redirected") {
+		t.Errorf("a redirect to http off loopback: got %v, want it refused as such", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -188,21 +189,35 @@ func (sa *serverAuth) endFlow(err error) bool {
 	return true
 }
 
-// refresh renews the token with its refresh token. A refused refresh
-// drops the token, so that the next 401 asks for consent again.
-func (sa *serverAuth) refresh(ctx context.Context) error {
+// refresh renews the token with its refresh token, at the authorization
+// server that issued it only, as the client it was issued to. A refused
+// refresh drops the token, so that the next 401 asks for consent again;
+// one that did not reach the server keeps it. challenges are those of the
+// answer that asked for a new token, if any (a server may name its
+// metadata only there).
+func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challenge) error {
 	sa.mu.Lock()
 	t := sa.rec.Token
-	client := sa.rec.Client
+	stored := sa.rec.Client
+	cfg := sa.cfg
 	issuer := sa.rec.Issuer
 	resource := sa.resource
 	sa.mu.Unlock()
 	if t == nil || t.RefreshToken == "" {
 		return errorf(ErrAuthorizationFailed, "no refresh token")
 	}
-	meta, err := discover(ctx, sa.m.opts.HTTPClient, resource, nil)
+	meta, err := discover(ctx, sa.m.opts.HTTPClient, resource, challenges)
 	if err != nil {
 		return err
+	}
+	if issuer != "" && meta.asm.Issuer != issuer {
+		// The refresh token is the issuer's: it goes to no other server.
+		sa.dropToken()
+		return errorf(ErrAuthorizationFailed, "the authorization server is no longer the one that issued the token")
+	}
+	client := givenClient(cfg, meta.asm)
+	if client == nil {
+		client = stored
 	}
 	ca := sa.clientAuth(client)
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {t.RefreshToken}, "resource": {meta.resource}}
@@ -214,7 +229,7 @@ func (sa *serverAuth) refresh(ctx context.Context) error {
 	}
 	nt, err := tokenRequest(ctx, sa.m.opts.HTTPClient, meta.asm.TokenEndpoint, form, ca, meta.asm.Issuer, dk)
 	if err != nil {
-		if te, ok := errors.AsType[*tokenError](err); ok && te.Status >= 400 && te.Status < 500 {
+		if refusedGrant(err) {
 			sa.dropToken()
 		}
 		return err
@@ -231,6 +246,14 @@ func (sa *serverAuth) refresh(ctx context.Context) error {
 	sa.setToken(nt, issuer)
 	sa.m.log.Info().Str("server", sa.name).Msg("oauth token refreshed")
 	return nil
+}
+
+// refusedGrant reports a token endpoint's refusal of a grant (400 or 401:
+// invalid_grant, invalid_client ...), after which the token is no use;
+// other failures (unreachable, 429, 5xx) say nothing about it.
+func refusedGrant(err error) bool {
+	te, ok := errors.AsType[*tokenError](err)
+	return ok && (te.Status == http.StatusBadRequest || te.Status == http.StatusUnauthorized)
 }
 
 // clientAuth returns how to authenticate the client to the token endpoint.
@@ -268,11 +291,17 @@ func (sa *serverAuth) authorize(ctx context.Context, challenges []oauthex.Challe
 		return sa.consentError()
 	}
 	if !stepUp && sent != nil && sent.RefreshToken != "" {
-		if err := sa.refresh(ctx); err == nil {
+		err := sa.refresh(ctx, challenges)
+		switch {
+		case err == nil:
 			return nil
+		case sa.token() != nil:
+			// The refresh did not reach a verdict (the authorization server
+			// unreachable, a timeout, a 429): the token is kept for the
+			// next try, and this request fails.
+			return err
 		}
 		sa.m.log.Info().Str("server", sa.name).Msg("oauth refresh refused; authorizing again")
-		sa.dropToken()
 	}
 	err := sa.authorizeLocked(ctx, challenges, sent, stepUp)
 	if err != nil && !errors.Is(err, ErrAuthorizationRequired) && ctx.Err() == nil {
@@ -415,7 +444,7 @@ func (sa *serverAuth) renewIfStale(ctx context.Context, seen *tokenRecord) error
 		return nil
 	}
 	if seen.RefreshToken != "" {
-		return sa.refresh(ctx)
+		return sa.refresh(ctx, nil)
 	}
 	sa.mu.Lock()
 	grant := sa.cfg.EffectiveGrant()
