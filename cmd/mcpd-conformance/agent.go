@@ -36,6 +36,10 @@ type agent struct {
 	// sendMu serialises Send and CloseSend, which gRPC forbids running
 	// concurrently.
 	sendMu sync.Mutex
+	// closed is set, under sendMu, when close closed the agent's side: a
+	// reply that comes after (a consent still returning when the scenario
+	// has seen its outcome) has nowhere to go, and is no failure.
+	closed bool
 
 	mu  sync.Mutex
 	err error // the first failure to answer, if any
@@ -106,8 +110,8 @@ func (a *agent) serve(ctx context.Context) {
 			}}
 		}
 		fmt.Fprintf(a.log, "mcpd-conformance: answering %s request %s\n", requestKind(req), req.GetId())
-		if err := a.send(reply); err != nil {
-			if ctx.Err() == nil {
+		if sent, err := a.send(reply); err != nil || !sent {
+			if err != nil && ctx.Err() == nil {
 				a.fail(fmt.Errorf("HandleServerRequests: reply: %w", err))
 			}
 			return
@@ -115,10 +119,15 @@ func (a *agent) serve(ctx context.Context) {
 	}
 }
 
-func (a *agent) send(reply *mcpdv1.ServerRequestReply) error {
+// send sends a reply, unless close closed the agent's side already (sent
+// is then false).
+func (a *agent) send(reply *mcpdv1.ServerRequestReply) (sent bool, err error) {
 	a.sendMu.Lock()
 	defer a.sendMu.Unlock()
-	return a.stream.Send(&mcpdv1.HandleServerRequestsRequest{
+	if a.closed {
+		return false, nil
+	}
+	return true, a.stream.Send(&mcpdv1.HandleServerRequestsRequest{
 		Message: &mcpdv1.HandleServerRequestsRequest_Reply{Reply: reply},
 	})
 }
@@ -186,6 +195,7 @@ func (a *agent) fail(err error) {
 // shut down. close is idempotent.
 func (a *agent) close() error {
 	a.sendMu.Lock()
+	a.closed = true
 	_ = a.stream.CloseSend()
 	a.sendMu.Unlock()
 	timer := time.NewTimer(agentCloseTimeout)
