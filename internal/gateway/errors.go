@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -77,8 +76,8 @@ func invalidParams(msg string) error {
 // internalError is the answer to a request whose upstream outcome is not
 // of the kind it asked for (which the binding of a requestState to its
 // request rules out): an error, not a panic.
-func internalError(method string, got mcp.Result) error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: an outcome of type %T", method, got)}
+func internalError(method string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: method + ": internal error"}
 }
 
 // toolError is how a failed tool call reaches the host. An unknown tool or

@@ -228,7 +228,7 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	}
 	res, ok := out.(*mcp.ReadResourceResult)
 	if !ok {
-		return nil, internalError("resources/read", out)
+		return nil, internalError("resources/read")
 	}
 	cp := *res
 	cp.Meta = withoutServerInfo(res.Meta)
@@ -267,7 +267,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 	}
 	res, ok := out.(*mcp.GetPromptResult)
 	if !ok {
-		return nil, internalError("prompts/get", out)
+		return nil, internalError("prompts/get")
 	}
 	cp := *res
 	cp.Meta = withoutServerInfo(res.Meta)

@@ -31,6 +31,18 @@ func serveAgent(ctx context.Context, t *testing.T, m *mcpclient.Manager) *mcpcli
 	return link
 }
 
+// newTestManager is a Manager with an event bus, closed when the test ends.
+func newTestManager(t *testing.T) *mcpclient.Manager {
+	t.Helper()
+	bus := events.NewBus(nil)
+	m := mcpclient.NewManager(&mcpclient.Options{Events: bus})
+	t.Cleanup(func() {
+		_ = m.Close(context.Background())
+		bus.Close()
+	})
+	return m
+}
+
 // connectHost serves g over HTTP and connects a host to it, for the test.
 func connectHost(ctx context.Context, t *testing.T, g *Gateway) *mcp.ClientSession {
 	t.Helper()
@@ -82,10 +94,7 @@ func waitListed(ctx context.Context, t *testing.T, cs *mcp.ClientSession, want .
 func TestToolSearch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bus := events.NewBus(nil)
-	defer bus.Close()
-	m := mcpclient.NewManager(&mcpclient.Options{Events: bus})
-	defer func() { _ = m.Close(context.Background()) }()
+	m := newTestManager(t)
 	link := serveAgent(ctx, t, m)
 
 	g := New(m, &Options{ToolSearch: true})
@@ -127,10 +136,7 @@ func TestToolSearch(t *testing.T) {
 func TestGapResyncs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bus := events.NewBus(nil)
-	defer bus.Close()
-	m := mcpclient.NewManager(&mcpclient.Options{Events: bus})
-	defer func() { _ = m.Close(context.Background()) }()
+	m := newTestManager(t)
 	// Not running: no event reaches the gateway but the ones handed here.
 	g := New(m, nil)
 	defer g.Close()

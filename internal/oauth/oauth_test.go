@@ -420,19 +420,27 @@ func (f *failingTokenEndpoint) RoundTrip(r *http.Request) (*http.Response, error
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func TestCompleteUnreachableStaysPending(t *testing.T) {
-	as := newTestAS(t)
+// newFailingManager is a Manager whose token endpoint requests fail while
+// the returned switch is down.
+func newFailingManager(t *testing.T) (*failingTokenEndpoint, *Manager) {
+	t.Helper()
 	net := &failingTokenEndpoint{}
 	m, err := New(&Options{HTTPClient: &http.Client{Transport: net}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.SetRedirectURL("http://127.0.0.1:1" + CallbackPath)
+	return net, m
+}
+
+func TestCompleteUnreachableStaysPending(t *testing.T) {
+	as := newTestAS(t)
+	net, m := newFailingManager(t)
 	c := client(m, as, nil)
 	_, _ = post(t, c, as)
 	redirect := consent(t, m)
 	net.down.Store(true)
-	err = m.Complete(context.Background(), "srv", redirect)
+	err := m.Complete(context.Background(), "srv", redirect)
 	if !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrAuthorizationFailed) {
 		t.Fatalf("Complete with the token endpoint unreachable: got %v, want ErrUnreachable", err)
 	}
@@ -561,12 +569,7 @@ func TestRefreshAsTheConfiguredClient(t *testing.T) {
 // that no new consent is needed once it is back.
 func TestRefreshUnreachableKeepsToken(t *testing.T) {
 	as := newTestAS(t)
-	net := &failingTokenEndpoint{}
-	m, err := New(&Options{HTTPClient: &http.Client{Transport: net}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.SetRedirectURL("http://127.0.0.1:1" + CallbackPath)
+	net, m := newFailingManager(t)
 	c := client(m, as, nil)
 	_, _ = post(t, c, as)
 	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
