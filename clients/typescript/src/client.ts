@@ -113,9 +113,14 @@ export interface AgentTool {
   run: (args: JsonObject, context: AgentToolContext) => unknown;
 }
 
-/** A tool result an agent tool may return. */
+/**
+ * A tool result an agent tool may return. A block of `content` is a
+ * string (text), a {@link t.Content}, or a block in MCP's JSON shape
+ * (`{ type: "text", text: "..." }`; `image` and `audio` with base64
+ * `data` and `mimeType`; `resource_link`; `resource`).
+ */
 export interface ToolResultInit {
-  content: (string | t.Content)[];
+  content: (string | t.Content | JsonObject)[];
   structured?: JsonValue;
   isError?: boolean;
 }
@@ -286,8 +291,12 @@ export class Client {
   ): Promise<T[]> {
     const out: T[] = [];
     let pageToken = "";
+    // One deadline for the whole listing, not a fresh one per page.
+    const timeoutMs = opts?.timeoutMs ?? this.timeoutMs;
+    const end = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
     do {
-      const resp = await this.rpc((o) => list({ server: server ?? "", pageToken }, o), opts);
+      const left = end === undefined ? undefined : Math.max(1, Math.ceil(end - performance.now()));
+      const resp = await this.rpc((o) => list({ server: server ?? "", pageToken }, o), opts, left);
       out.push(resp);
       pageToken = resp.nextPageToken;
     } while (pageToken);
@@ -370,16 +379,16 @@ export class Client {
     } catch (e) {
       // mcpd's own refusal of an unknown name carries no JSON-RPC code.
       if (!(e instanceof NotFound || e instanceof InvalidArgument) || e.jsonrpcCode !== undefined) throw e;
-      const retry = await this.retryName(name, req.name);
+      const retry = await this.retryName(name, req.name, opts.signal);
       if (retry === undefined) throw e;
       req.name = retry;
       return await call();
     }
   }
 
-  private async retryName(name: string, tried: string): Promise<string | undefined> {
+  private async retryName(name: string, tried: string, signal: AbortSignal | undefined): Promise<string | undefined> {
     if (tried !== name) return undefined;
-    const names = providerNames((await this.listTools()).map((x) => x.name));
+    const names = providerNames((await this.listTools(undefined, signal === undefined ? undefined : { signal })).map((x) => x.name));
     for (const [q, p] of names) this.toQualified.set(p, q);
     const q = this.toQualified.get(name);
     return q !== undefined && q !== name ? q : undefined;
@@ -631,6 +640,7 @@ export class Client {
 
   /** Waits until mcpd routes requests of every registered kind to this client; false on timeout. */
   async handlersReady(timeoutMs = 10_000): Promise<boolean> {
+    if (this.closed) return false;
     return this.worker === undefined ? true : this.worker.waitReady(timeoutMs);
   }
 }
@@ -933,7 +943,7 @@ function agentResult(value: unknown): pb.CallToolResponse {
   if (value !== null && typeof value === "object" && "content" in value && Array.isArray((value as ToolResultInit).content)) {
     const r = value as ToolResultInit;
     const out = create(pb.CallToolResponseSchema, {
-      content: r.content.map((c) => (typeof c === "string" ? text(c) : c)),
+      content: r.content.map((c, i) => contentBlock(c, i)),
       isError: r.isError ?? false,
     });
     if (r.structured !== undefined) out.structuredContent = fromJson(ValueSchema, r.structured);
@@ -943,6 +953,45 @@ function agentResult(value: unknown): pb.CallToolResponse {
   const out = create(pb.CallToolResponseSchema, { content: [text(JSON.stringify(json))] });
   if (json !== null && typeof json === "object" && !Array.isArray(json)) out.structuredContent = fromJson(ValueSchema, json);
   return out;
+}
+
+/**
+ * One block of an agent tool's result: a string, a {@link t.Content}, or a
+ * block in MCP's JSON shape (`{ type: "text", text }`, `image`, `audio`,
+ * `resource_link`, `resource`), as an MCP server would return it.
+ */
+function contentBlock(c: unknown, i: number): t.Content {
+  if (typeof c === "string") return create(pb.ContentSchema, { kind: { case: "text", value: { text: c } } });
+  if (c === null || typeof c !== "object") throw new TypeError(`content[${i}] is not a content block`);
+  if ("kind" in c) return create(pb.ContentSchema, c as t.Content);
+  const b = c as Record<string, unknown>;
+  const str = (k: string): string => {
+    const v = b[k];
+    if (v === undefined) return "";
+    if (typeof v !== "string") throw new TypeError(`content[${i}].${k} must be a string`);
+    return v;
+  };
+  const bytes = (k: string): Uint8Array => Buffer.from(str(k), "base64");
+  switch (b.type) {
+    case "text":
+      return create(pb.ContentSchema, { kind: { case: "text", value: { text: str("text") } } });
+    case "image":
+    case "audio":
+      return create(pb.ContentSchema, { kind: { case: b.type, value: { data: bytes("data"), mimeType: str("mimeType") } } });
+    case "resource_link": {
+      const link = create(pb.ResourceLinkSchema, { uri: str("uri"), name: str("name"), title: str("title"), description: str("description"), mimeType: str("mimeType") });
+      if (typeof b.size === "number") link.size = BigInt(b.size);
+      return create(pb.ContentSchema, { kind: { case: "resourceLink", value: link } });
+    }
+    case "resource": {
+      const r = b.resource as Record<string, unknown> | undefined;
+      if (r === null || typeof r !== "object") throw new TypeError(`content[${i}].resource must be an object`);
+      const data: pb.ResourceContents["data"] =
+        typeof r.blob === "string" ? { case: "blob", value: Buffer.from(r.blob, "base64") } : { case: "text", value: typeof r.text === "string" ? r.text : "" };
+      return create(pb.ContentSchema, { kind: { case: "resource", value: { uri: typeof r.uri === "string" ? r.uri : "", mimeType: typeof r.mimeType === "string" ? r.mimeType : "", data } } });
+    }
+  }
+  throw new TypeError(`content[${i}] is not a content block: its type is ${JSON.stringify(b.type)}`);
 }
 
 /** A queue read as an async iterable: the request side of a bidirectional stream. */
@@ -1040,7 +1089,7 @@ class RequestWorker {
       });
     }
     if (this.error !== undefined) throw this.error;
-    return this.have === this.want;
+    return !this.stopped && this.have === this.want;
   }
 
   /** Ends the stream; handlers still running finish on their own, and their replies go nowhere. */

@@ -225,6 +225,17 @@ for (const wire of testWires()) {
           },
           sum: { description: "Adds.", run: (args) => ({ sum: Number(args["a"]) + Number(args["b"]) }) },
           fails: { description: "Fails.", run: () => { throw new Error("no luck"); } },
+          blocks: {
+            description: "Returns MCP-shaped content blocks.",
+            run: () => ({
+              content: [
+                { type: "text", text: "as MCP says" },
+                { type: "image", data: Buffer.from("png!").toString("base64"), mimeType: "image/png" },
+                { type: "resource_link", uri: "demo://r", name: "r", size: 4 },
+              ],
+            }),
+          },
+          badBlock: { description: "Returns a block of no known type.", run: () => ({ content: [{ type: "video" }] }) },
           hangs: {
             description: "Waits until cancelled.",
             run: (_args, ctx) => new Promise((_, reject) => ctx.signal.addEventListener("abort", () => { cancelled!(); reject(new Error("cancelled")); })),
@@ -237,6 +248,15 @@ for (const wire of testWires()) {
             assert.deepEqual((await other.callTool(`mcp__${name}__sum`, { a: 2, b: 3 })).structured, { sum: 5 });
             const failed = await other.callTool(`mcp__${name}__fails`, {});
             assert.ok(failed.isError && failed.text.includes("no luck"), failed.text);
+            const blocks = await other.callTool(`mcp__${name}__blocks`, {});
+            assert.deepEqual(blocks.content.map((b) => b.kind.case), ["text", "image", "resourceLink"]);
+            assert.equal(blocks.text, "as MCP says");
+            const image = blocks.content[1]!.kind;
+            assert.ok(image.case === "image" && Buffer.from(image.value.data).toString() === "png!" && image.value.mimeType === "image/png");
+            const link = blocks.content[2]!.kind;
+            assert.ok(link.case === "resourceLink" && link.value.uri === "demo://r" && link.value.size === 4n);
+            const bad = await other.callTool(`mcp__${name}__badBlock`, {});
+            assert.ok(bad.isError && bad.text.includes("content[0]"), bad.text);
             const items = [];
             for await (const item of other.callToolStream(`mcp__${name}__shout`, { text: "yo" })) items.push(item);
             assert.deepEqual(items.map((i) => i.type), ["progress", "result"]);
@@ -541,6 +561,7 @@ for (const wire of testWires()) {
       await handlerRuns;
       const closed = await Promise.race([c.close().then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), RPC_TIMEOUT_MS))]);
       assert.ok(closed, "close() waited for the running handler");
+      assert.equal(await c.handlersReady(100), false, "a closed client's handlers are not ready");
       assert.ok((await call) instanceof MCPDError);
       const other = daemon.client(wire);
       try {
