@@ -160,8 +160,11 @@ class AsyncClient:
     async def _pages(self, method: Any, request_type: Any, field: str, server: Optional[str]) -> List[Any]:
         out: List[Any] = []
         token = ""
+        # One deadline for the whole listing, not a fresh one per page.
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
         while True:
-            resp = await self._rpc(method, request_type(server=server or "", page_token=token))
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+            resp = await self._rpc(method, request_type(server=server or "", page_token=token), timeout)
             out.extend(getattr(resp, field))
             token = resp.next_page_token
             if not token:

@@ -143,8 +143,11 @@ class Client:
     def _pages(self, method: Any, request_type: Any, field: str, server: Optional[str]) -> List[Any]:
         out: List[Any] = []
         token = ""
+        # One deadline for the whole listing, not a fresh one per page.
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
         while True:
-            resp = self._rpc(method, request_type(server=server or "", page_token=token))
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+            resp = self._rpc(method, request_type(server=server or "", page_token=token), timeout)
             out.extend(getattr(resp, field))
             token = resp.next_page_token
             if not token:

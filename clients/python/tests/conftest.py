@@ -284,6 +284,28 @@ def everything(daemon: Daemon, everything_bin: str) -> str:
     return "ev"
 
 
+class FakeMcpd:
+    """A fake of some MCPHub methods (a servicer subclass), served by
+    grpcio's server in process on a Unix socket, for client behaviour that
+    needs mcpd to answer in a particular way."""
+
+    def __init__(self, hub: object, path: str) -> None:
+        from concurrent import futures
+
+        import grpc
+
+        from mcpd_grpc.mcpd.v1 import mcpd_pb2_grpc
+
+        self.target = f"unix://{path}"
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        mcpd_pb2_grpc.add_MCPHubServicer_to_server(hub, self.server)  # type: ignore[no-untyped-call]
+        self.server.add_insecure_port(self.target)
+        self.server.start()
+
+    def stop(self) -> None:
+        self.server.stop(grace=None)
+
+
 class UnixProxy:
     """A byte-level proxy from one Unix socket to another, so a test can
     cut every connection (and refuse new ones) while mcpd keeps running,

@@ -5,15 +5,19 @@ lacks)."""
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 
 import mcpd_grpc
-from conftest import CLOCK, WIRES, Daemon, poll, until_live
+from conftest import CLOCK, WIRES, Daemon, FakeMcpd, poll, run_async, until_live
 from mcpd_grpc import (
+    AsyncClient,
     AudioContent,
     Client,
     ConfigScope,
+    DeadlineExceeded,
     EmbeddedResource,
     EventKind,
     ImageContent,
@@ -95,6 +99,37 @@ def test_list_tools_follows_pages(client: Client, monkeypatch: pytest.MonkeyPatc
     assert add.input_schema["properties"]["a"]["type"] == "number"
     weather = next(t for t in tools if t.tool_name == "weather")
     assert weather.output_schema is not None and weather.output_schema["type"] == "object"
+
+
+def test_a_listing_has_one_deadline(tmp_path: Path) -> None:
+    """The pages of one listing share the client's timeout: four pages of
+    0.3 s each do not fit in 0.7 s, on either client."""
+    import grpc
+
+    from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
+    from mcpd_grpc.mcpd.v1 import mcpd_pb2_grpc
+
+    class Hub(mcpd_pb2_grpc.MCPHubServicer):  # type: ignore[misc]
+        def ListTools(self, request: pb.ListToolsRequest, context: grpc.ServicerContext) -> pb.ListToolsResponse:
+            time.sleep(0.3)
+            page = int(request.page_token or "0")
+            return pb.ListToolsResponse(tools=[pb.Tool(name=f"mcp__s__t{page}")], next_page_token=str(page + 1) if page < 3 else "")
+
+    fake = FakeMcpd(Hub(), str(tmp_path / "fake.sock"))
+    try:
+        with Client(fake.target, timeout=10) as c:
+            assert len(c.list_tools()) == 4
+        with Client(fake.target, timeout=0.7) as c, pytest.raises(DeadlineExceeded):
+            c.list_tools()
+
+        async def listing() -> None:
+            async with AsyncClient(fake.target, timeout=0.7) as c:
+                await c.list_tools()
+
+        with pytest.raises(DeadlineExceeded):
+            run_async(listing())
+    finally:
+        fake.stop()
 
 
 @pytest.mark.parametrize(

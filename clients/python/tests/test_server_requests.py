@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import List
 
-from conftest import RPC_TIMEOUT, Daemon, poll, run_async
+from conftest import RPC_TIMEOUT, Daemon, FakeMcpd, poll, run_async
 from mcpd_grpc import (
     AsyncClient,
     Client,
@@ -211,14 +211,11 @@ def test_handlers_registered_while_the_loop_is_not_running(daemon: Daemon, every
         loop.close()
 
 
-class _OlderMcpd:
+class _OlderMcpd(FakeMcpd):
     """An mcpd before registrations could be sent again on the stream: it
-    refuses a second register with INVALID_ARGUMENT, as those did. Runs
-    grpcio's server in process, on a Unix socket."""
+    refuses a second register with INVALID_ARGUMENT, as those did."""
 
     def __init__(self, path: str) -> None:
-        from concurrent import futures
-
         import grpc
 
         from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
@@ -239,13 +236,7 @@ class _OlderMcpd:
                     older.registrations.append(list(msg.register.kinds))
                     yield pb.HandleServerRequestsResponse(registered=msg.register)
 
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        mcpd_pb2_grpc.add_MCPHubServicer_to_server(Hub(), self.server)  # type: ignore[no-untyped-call]
-        self.server.add_insecure_port(f"unix://{path}")
-        self.server.start()
-
-    def stop(self) -> None:
-        self.server.stop(grace=None)
+        super().__init__(Hub(), path)
 
 
 def test_an_older_mcpd_gets_a_new_stream_for_a_new_kind(tmp_path: Path) -> None:
