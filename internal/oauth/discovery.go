@@ -143,11 +143,24 @@ func authServerMetadata(ctx context.Context, c *http.Client, issuer string) (*oa
 			RegistrationEndpoint:  base + "/register",
 		}
 	}
+	// The person's browser goes to the authorization endpoint, the code
+	// and any refresh token to the token endpoint, and a registration may
+	// come back with a client secret: none of them in clear.
+	for _, e := range []struct{ name, url string }{
+		{"authorization_endpoint", asm.AuthorizationEndpoint},
+		{"token_endpoint", asm.TokenEndpoint},
+		{"registration_endpoint", asm.RegistrationEndpoint},
+	} {
+		if e.url == "" {
+			continue
+		}
+		if err := httpsOrLoopback(e.url); err != nil {
+			return nil, errorf(ErrAuthorizationFailed, "authorization server metadata: %s: %v", e.name, err)
+		}
+	}
 	return asm, nil
 }
 
-// httpsOrLoopback refuses plain HTTP except to a loopback host, so that
-// tokens and codes never cross a network in clear.
 // withSafeRedirects is c following a redirect only to a URL the first
 // one could have been (https, or plain http to loopback), and never from
 // https down to http.
@@ -172,6 +185,8 @@ func withSafeRedirects(c *http.Client) *http.Client {
 	return &safe
 }
 
+// httpsOrLoopback refuses plain HTTP except to a loopback host, so that
+// tokens and codes never cross a network in clear.
 func httpsOrLoopback(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {

@@ -624,3 +624,33 @@ func TestMetadataRedirectsStaySafe(t *testing.T) {
 		t.Errorf("a redirect to http off loopback: got %v, want it refused as such", err)
 	}
 }
+
+// TestEndpointsInClearRefused: authorization server metadata that sends
+// the person, the code or a registration over plain http off loopback is
+// refused before anything goes there.
+func TestEndpointsInClearRefused(t *testing.T) {
+	for _, field := range []string{"authorization_endpoint", "token_endpoint", "registration_endpoint"} {
+		t.Run(field, func(t *testing.T) {
+			var srv *httptest.Server
+			srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/.well-known/oauth-authorization-server" {
+					http.NotFound(w, r)
+					return
+				}
+				meta := map[string]any{
+					"issuer": srv.URL, "authorization_endpoint": srv.URL + "/authorize", "token_endpoint": srv.URL + "/token",
+					"registration_endpoint": srv.URL + "/register", "response_types_supported": []string{"code"},
+					"code_challenge_methods_supported": []string{"S256"},
+				}
+				// .invalid never resolves: nothing is reached even if used.
+				meta[field] = "http://auth.invalid/x"
+				writeJSON(w, meta)
+			}))
+			defer srv.Close()
+			_, err := authServerMetadata(context.Background(), http.DefaultClient, srv.URL)
+			if err == nil || !strings.Contains(err.Error(), field) {
+				t.Errorf("metadata with %s over plain http off loopback: got %v, want it refused", field, err)
+			}
+		})
+	}
+}
