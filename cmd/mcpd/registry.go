@@ -60,8 +60,10 @@ func errText(err error) string {
 
 // newRegistry returns a registry that keeps its state in stateFile (none
 // if empty), after reading what the file holds. A state file that exists
-// and cannot be read is an error.
-func newRegistry(mgr *mcpclient.Manager, log zerolog.Logger, stateFile string) (*registry, error) {
+// and cannot be read is an error. policy checks the servers the file
+// restores as ConnectServer checked them: one it now refuses comes back
+// FAILED, saying why.
+func newRegistry(mgr *mcpclient.Manager, log zerolog.Logger, stateFile string, policy *server.CommandPolicy) (*registry, error) {
 	r := &registry{
 		mgr: mgr, log: log, state: stateFile,
 		api: make(map[string]mcpconfig.Entry), apiJSON: make(map[string]json.RawMessage),
@@ -70,7 +72,7 @@ func newRegistry(mgr *mcpclient.Manager, log zerolog.Logger, stateFile string) (
 	if stateFile == "" {
 		return r, nil
 	}
-	if err := r.readState(); err != nil {
+	if err := r.readState(policy); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -85,7 +87,7 @@ type stateDoc struct {
 	Enabled    []string                   `json:"enabled,omitempty"`
 }
 
-func (r *registry) readState() error {
+func (r *registry) readState(policy *server.CommandPolicy) error {
 	data, err := os.ReadFile(r.state)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -93,7 +95,7 @@ func (r *registry) readState() error {
 	if err != nil {
 		return fmt.Errorf("read state file: %w", err)
 	}
-	merged, err := mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeAPI, Path: r.state, Inline: data}}, os.LookupEnv)
+	merged, err := mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeAPI, Path: r.state, Inline: data, State: true}}, os.LookupEnv)
 	if err != nil {
 		return fmt.Errorf("state file: %w", err)
 	}
@@ -102,6 +104,11 @@ func (r *registry) readState() error {
 		return fmt.Errorf("state file %s: %w", r.state, err)
 	}
 	for _, e := range merged.Entries {
+		if e.Err == nil {
+			if err := policy.Check(e.Server); err != nil {
+				e.Err = fmt.Errorf("restored from the state file: %w", err)
+			}
+		}
 		r.api[e.Name] = e
 		r.apiJSON[e.Name] = doc.MCPServers[e.Name]
 	}

@@ -181,7 +181,8 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{Logger: log, MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
 	})
 	tel.ObserveServers(mgr.ServerSamples)
-	servers, err := newRegistry(mgr, log, c.stateFile)
+	commands := &server.CommandPolicy{Allowed: c.allowCommands}
+	servers, err := newRegistry(mgr, log, c.stateFile, commands)
 	if err != nil {
 		return err
 	}
@@ -190,7 +191,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		Logger:        log,
 		Access:        authz,
 		Audit:         audit,
-		Commands:      &server.CommandPolicy{Allowed: c.allowCommands},
+		Commands:      commands,
 		LocalListener: isLocal(lis),
 		Telemetry:     tel,
 		GRPCOptions:   grpcOpts,

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -292,6 +295,57 @@ func TestServerToggles(t *testing.T) {
 	}
 	if s := string(data); strings.Contains(s, `"on"`) || strings.Contains(s, `"api"`) || !strings.Contains(s, `"parked"`) {
 		t.Errorf("state file after enabling on and disconnecting api: want parked only among on, api, parked:\n%s", s)
+	}
+}
+
+// TestStateFileRestoresAsGiven: a restarted mcpd restores what
+// ConnectServer was given, not more: a "${VAR}" in a value stays text
+// (it does not reach into mcpd's environment), and a command that
+// --allow-command no longer allows comes back FAILED.
+func TestStateFileRestoresAsGiven(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	const secret = "daemon-secret-5be0"
+	var mu sync.Mutex
+	var paths []string
+	recorder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	defer recorder.Close()
+	stateFile := filepath.Join(shortTempDir(t), "mcpd-state.json")
+	opts := daemonOptions{args: []string{"--state-file", stateFile}, env: []string{"E2E_DAEMON_SECRET=" + secret}}
+	d := startDaemon(ctx, t, opts)
+	d.connect(ctx, t, "api", mcpdBinary(t), []string{"demo-server"}, nil)
+	literal := recorder.URL + "/c/${E2E_DAEMON_SECRET}"
+	lit := &mcpdv1.ServerConfig{Name: "lit", Transport: &mcpdv1.ServerConfig_Http{Http: &mcpdv1.HttpConfig{Url: literal}}}
+	if _, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: lit}); err != nil {
+		t.Fatalf("connect lit: %v", err)
+	}
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code %d, want 0", code)
+	}
+
+	opts.args = append(opts.args, "--allow-command", "/bin/true")
+	d2 := startDaemon(ctx, t, opts)
+	api := d2.waitServer(ctx, t, "api", mcpdv1.ServerState_SERVER_STATE_FAILED)
+	if !strings.Contains(api.GetLastError(), "--allow-command") {
+		t.Errorf("restored api server: got last error %q, want it refused by --allow-command", api.GetLastError())
+	}
+	if got := d2.waitServer(ctx, t, "lit", mcpdv1.ServerState_SERVER_STATE_FAILED).GetUrl(); got != literal {
+		t.Errorf("restored lit server: got url %q, want %q as given", got, literal)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(paths) < 2 {
+		t.Fatalf("the recorder saw %q, want a request from each daemon", paths)
+	}
+	for _, p := range paths {
+		if strings.Contains(p, secret) {
+			t.Errorf("a restored server reached %q: the daemon's variable was filled in", p)
+		}
 	}
 }
 

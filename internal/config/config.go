@@ -292,6 +292,14 @@ func (s *Server) Validate() error {
 	if s.ConnectTimeout < 0 {
 		add("connect timeout %v is negative", s.ConnectTimeout)
 	}
+	// The bound a file's timeouts have, so that a server connected through
+	// the API reads back from the state file.
+	if s.CallTimeout > maxTimeoutSeconds*time.Second {
+		add("call timeout %v is more than %d seconds", s.CallTimeout, maxTimeoutSeconds)
+	}
+	if s.ConnectTimeout > maxTimeoutSeconds*time.Second {
+		add("connect timeout %v is more than %d seconds", s.ConnectTimeout, maxTimeoutSeconds)
+	}
 	for i, p := range s.ToolsAllow {
 		if q := patternProblem(p); q != "" {
 			add("toolsAllow[%d]: %s", i, q)

@@ -107,6 +107,26 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 // an object, no "mcpServers" or "servers" key, or one of those not an
 // object. Problems with single entries are reported in [File.Invalid].
 func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
+	return parse(data, parseOptions{expand: expandWith(lookup)})
+}
+
+// parseOptions say how a file is read.
+type parseOptions struct {
+	expand expander
+	// shared: the file belongs to another program, whose own top-level
+	// keys are no news.
+	shared bool
+}
+
+// expander resolves the ${VAR} references in value v of field of server.
+type expander func(server, field, v string) (string, error)
+
+// expandWith is the expander of a .mcp.json file: every reference expands.
+func expandWith(lookup func(string) (string, bool)) expander {
+	return func(_, _, v string) (string, error) { return Expand(v, lookup) }
+}
+
+func parse(data []byte, opts parseOptions) (*File, error) {
 	data = stripJSONC(data)
 	if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
 		return nil, fmt.Errorf("parse config: %w", describeSyntaxError(data, err))
@@ -136,7 +156,9 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 			continue
 		}
 		if m.key != keyMCPServers && m.key != keyServers {
-			f.Warnings = append(f.Warnings, fmt.Sprintf("top-level key %q is not understood by mcpd; ignored", m.key))
+			if !opts.shared {
+				f.Warnings = append(f.Warnings, fmt.Sprintf("top-level key %q is not understood by mcpd; ignored", m.key))
+			}
 			continue
 		}
 		if seenKeys[m.key] {
@@ -172,7 +194,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 			f.Invalid = append(f.Invalid, &EntryError{Name: name, Err: fmt.Errorf("%w: %s", ErrInvalid, c.dup)})
 			continue
 		}
-		s, disabled, err := parseEntry(name, c.raw, lookup)
+		s, disabled, err := parseEntry(name, c.raw, opts.expand)
 		switch {
 		case disabled:
 			f.Disabled = append(f.Disabled, name)
@@ -318,19 +340,19 @@ const maxTimeoutSeconds = 365 * 24 * 60 * 60
 // used. disabled reports "disabled": true; such an entry is parsed too (its
 // error then matters only if it is enabled later), because people park
 // half-written entries this way.
-func parseEntry(name string, raw json.RawMessage, lookup func(string) (string, bool)) (_ Server, disabled bool, _ error) {
+func parseEntry(name string, raw json.RawMessage, ex expander) (_ Server, disabled bool, _ error) {
 	var e entry
 	err := json.Unmarshal(raw, &e)
 	if err != nil {
 		return Server{Name: name}, e.Disabled, describeDecodeError(err)
 	}
-	s, err := e.server(name, lookup, entryWarnings(raw))
+	s, err := e.server(name, ex, entryWarnings(raw))
 	return s, e.Disabled, err
 }
 
 // server turns the entry into a valid Server, or says why it cannot.
 // warnings are what the entry holds that mcpd does not understand.
-func (e *entry) server(name string, lookup func(string) (string, bool), warnings []string) (Server, error) {
+func (e *entry) server(name string, ex expander, warnings []string) (Server, error) {
 	var err error
 
 	var ps problems
@@ -375,7 +397,7 @@ func (e *entry) server(name string, lookup func(string) (string, bool), warnings
 	}
 
 	expand := func(field, v string) string {
-		out, err := Expand(v, lookup)
+		out, err := ex(name, field, v)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", field, err))
 		}

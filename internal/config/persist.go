@@ -20,25 +20,28 @@ import (
 //     (upper case, other characters as '_').
 //
 // Command, args, cwd, options and the other OAuth fields are written as
-// they are. secrets reports the references written.
+// they are, "${" and all: read back as a state file (a [Layer] with
+// State), only the references above expand, so every other value means
+// what it meant to ConnectServer. secrets reports the references written.
 func MarshalEntry(s *Server) (data []byte, secrets []string, err error) {
-	ref := func(name string) string {
+	ref := func(field string) string {
+		name, _ := stateRef(s.Name, field)
 		secrets = append(secrets, name)
 		return "${" + name + "}"
 	}
-	field := func(parts ...string) string {
-		return ref(envName(append([]string{"MCPD", s.Name}, parts...)...))
-	}
 	e := persistedEntry{
-		Command:         s.Command,
-		Args:            s.Args,
-		Cwd:             s.Cwd,
-		ProtocolVersion: s.ProtocolVersion,
-		ToolsAllow:      s.ToolsAllow,
-		ToolsDeny:       s.ToolsDeny,
-		ToolsAsk:        s.ToolsAsk,
-		Timeout:         s.CallTimeout.Seconds(),
-		ConnectTimeout:  s.ConnectTimeout.Seconds(),
+		Command:            s.Command,
+		Args:               s.Args,
+		Cwd:                s.Cwd,
+		ProtocolVersion:    s.ProtocolVersion,
+		ToolsAllow:         s.ToolsAllow,
+		ToolsDeny:          s.ToolsDeny,
+		ToolsAsk:           s.ToolsAsk,
+		Timeout:            s.CallTimeout.Seconds(),
+		ConnectTimeout:     s.ConnectTimeout.Seconds(),
+		StrictCapabilities: s.StrictCapabilities,
+		Trace:              s.Trace,
+		TraceRedact:        s.TraceRedact,
 	}
 	if s.Kind != TransportAuto {
 		e.Type = s.Kind.String()
@@ -46,40 +49,78 @@ func MarshalEntry(s *Server) (data []byte, secrets []string, err error) {
 	if len(s.Env) > 0 {
 		e.Env = make(map[string]string, len(s.Env))
 		for k := range maps.Keys(s.Env) {
-			if isVarName(k) {
-				e.Env[k] = ref(k)
-			} else {
-				e.Env[k] = field("ENV", k)
-			}
+			e.Env[k] = ref("env." + k)
 		}
 	}
 	if len(s.Headers) > 0 {
 		e.Headers = make(map[string]string, len(s.Headers))
 		for k := range maps.Keys(s.Headers) {
-			e.Headers[k] = field(k)
+			e.Headers[k] = ref("headers." + k)
 		}
 	}
 	e.URL = s.URL
 	if u, perr := url.Parse(s.URL); s.URL != "" && (perr != nil || u.User != nil || u.RawQuery != "") {
-		e.URL = field("URL")
+		e.URL = ref("url")
 	}
 	if s.OAuth != nil {
 		o := s.OAuth.Clone()
-		secret := func(v *string, parts ...string) {
+		secret := func(v *string, field string) {
 			if *v != "" {
-				*v = field(parts...)
+				*v = ref(field)
 			}
 		}
-		secret(&o.ClientSecret, "OAUTH", "CLIENT_SECRET")
-		secret(&o.Assertion, "OAUTH", "ASSERTION")
+		secret(&o.ClientSecret, "oauth.clientSecret")
+		secret(&o.Assertion, "oauth.assertion")
 		if o.IdP != nil {
-			secret(&o.IdP.ClientSecret, "OAUTH", "IDP", "CLIENT_SECRET")
-			secret(&o.IdP.IDToken, "OAUTH", "IDP", "ID_TOKEN")
+			secret(&o.IdP.ClientSecret, "oauth.idp.clientSecret")
+			secret(&o.IdP.IDToken, "oauth.idp.idToken")
 		}
 		e.OAuth = o
 	}
 	data, err = json.Marshal(e)
 	return data, secrets, err
+}
+
+// stateRef is the variable MarshalEntry names in field of server's entry
+// (a field as parse names it: "url", "env.NAME", "headers.NAME",
+// "oauth.clientSecret", ...), and whether the field holds one.
+func stateRef(server, field string) (string, bool) {
+	mcpd := func(parts ...string) string { return envName(append([]string{"MCPD", server}, parts...)...) }
+	if k, ok := strings.CutPrefix(field, "env."); ok {
+		if isVarName(k) {
+			return k, true
+		}
+		return mcpd("ENV", k), true
+	}
+	if k, ok := strings.CutPrefix(field, "headers."); ok {
+		return mcpd(k), true
+	}
+	switch field {
+	case "url":
+		return mcpd("URL"), true
+	case "oauth.clientSecret":
+		return mcpd("OAUTH", "CLIENT_SECRET"), true
+	case "oauth.assertion":
+		return mcpd("OAUTH", "ASSERTION"), true
+	case "oauth.idp.clientSecret":
+		return mcpd("OAUTH", "IDP", "CLIENT_SECRET"), true
+	case "oauth.idp.idToken":
+		return mcpd("OAUTH", "IDP", "ID_TOKEN"), true
+	}
+	return "", false
+}
+
+// stateExpander expands only a value that is exactly the reference
+// MarshalEntry writes in its field; every other value is literal. A caller
+// who may connect servers thus cannot have ${ANY_VAR} of mcpd's
+// environment filled in when the state file is read again.
+func stateExpander(lookup func(string) (string, bool)) expander {
+	return func(server, field, v string) (string, error) {
+		if name, ok := stateRef(server, field); ok && v == "${"+name+"}" {
+			return Expand(v, lookup)
+		}
+		return v, nil
+	}
 }
 
 // persistedEntry is an entry as MarshalEntry writes it: the fields of
@@ -100,6 +141,10 @@ type persistedEntry struct {
 	ToolsDeny       []string          `json:"toolsDeny,omitempty"`
 	ToolsAsk        []string          `json:"toolsAsk,omitempty"`
 	OAuth           *OAuth            `json:"oauth,omitempty"`
+
+	StrictCapabilities bool     `json:"strictCapabilities,omitempty"`
+	Trace              bool     `json:"trace,omitempty"`
+	TraceRedact        []string `json:"traceRedact,omitempty"`
 }
 
 // envName joins parts into an environment variable name: upper case,

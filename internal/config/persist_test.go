@@ -9,9 +9,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// TestMarshalEntryRoundTrip: an entry read back with the referenced
-// variables set is the server that was written, and the written text
-// holds none of its secrets.
+// TestMarshalEntryRoundTrip: an entry read back as a state file, with the
+// referenced variables set, is the server that was written, and the
+// written text holds none of its secrets. A "${" that ConnectServer took
+// as text stays text: it never reaches into mcpd's environment.
 func TestMarshalEntryRoundTrip(t *testing.T) {
 	const secret = "s3cret-value-91f2"
 	servers := []Server{
@@ -23,11 +24,17 @@ func TestMarshalEntryRoundTrip(t *testing.T) {
 			ConnectTimeout: 2500 * time.Millisecond, ProtocolVersion: "2025-06-18",
 			OAuth: &OAuth{ClientID: "mcpd", ClientSecret: secret, Scopes: []string{"read"}}},
 		{Name: "plain", Kind: TransportAuto, URL: "https://h.example/mcp"},
+		{Name: "options", Kind: TransportStdio, Command: "srv", StrictCapabilities: true, Trace: true, TraceRedact: []string{"query"}},
+		{Name: "literal", Kind: TransportHTTP, URL: "http://127.0.0.1:1/c/${AWS_SECRET_ACCESS_KEY}",
+			OAuth: &OAuth{ClientID: "${GITHUB_TOKEN}"}},
+		{Name: "literal-stdio", Kind: TransportStdio, Command: "${HOME}/bin/srv", Cwd: "${HOME}",
+			Args: []string{"-c", `echo "${GITHUB_TOKEN}"`, "${name}", "${", "${HOME:-/x}"}},
 	}
 	env := map[string]string{
 		"GITHUB_TOKEN": secret, "MCPD_GH_ENV_ODD_NAME": secret,
 		"MCPD_DOCS_URL": "https://h.example/mcp?key=" + secret, "MCPD_DOCS_AUTHORIZATION": "Bearer " + secret,
 		"MCPD_DOCS_OAUTH_CLIENT_SECRET": secret,
+		"AWS_SECRET_ACCESS_KEY":         secret, "HOME": secret,
 	}
 	var b strings.Builder
 	b.WriteString(`{"mcpServers": {`)
@@ -45,22 +52,42 @@ func TestMarshalEntryRoundTrip(t *testing.T) {
 		b.WriteString(`"` + s.Name + `": ` + string(data))
 	}
 	b.WriteString("}}")
-	f, err := Parse([]byte(b.String()), mapLookup(env))
+	m, err := LoadLayers([]Layer{{Scope: ScopeAPI, Path: "state.json", Inline: []byte(b.String()), State: true}}, mapLookup(env))
 	if err != nil {
-		t.Fatalf("Parse: %v", err)
-	}
-	if len(f.Invalid) > 0 {
-		t.Fatalf("Parse: invalid entries %v", f.Invalid)
+		t.Fatalf("LoadLayers: %v", err)
 	}
 	want := map[string]Server{}
 	for _, s := range servers {
 		want[s.Name] = s
 	}
 	got := map[string]Server{}
-	for _, s := range f.Servers {
-		got[s.Name] = s
+	for _, e := range m.Entries {
+		if e.Err != nil {
+			t.Errorf("%s: %v", e.Name, e.Err)
+		}
+		got[e.Name] = e.Server
 	}
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Server{})); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Server{}), cmpopts.IgnoreFields(Server{}, "Source")); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+// TestTimeoutBoundShared: a timeout ConnectServer accepts is one a file
+// (and so the state file) accepts too.
+func TestTimeoutBoundShared(t *testing.T) {
+	for _, d := range []time.Duration{maxTimeoutSeconds * time.Second, maxTimeoutSeconds*time.Second + time.Second} {
+		s := Server{Name: "x", Kind: TransportStdio, Command: "srv", CallTimeout: d, ConnectTimeout: d}
+		valid := s.Validate() == nil
+		data, _, err := MarshalEntry(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Parse([]byte(`{"mcpServers": {"x": `+string(data)+`}}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parsed := len(f.Servers) == 1; parsed != valid {
+			t.Errorf("timeout %v: Validate ok %v, read back from a file ok %v (%v)", d, valid, parsed, f.Invalid)
+		}
 	}
 }

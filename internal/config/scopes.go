@@ -81,6 +81,10 @@ type Layer struct {
 	// file without a "mcpServers" or "servers" key holds no servers
 	// instead of being an error.
 	Shared bool
+	// State marks mcpd's own state file (see [MarshalEntry]): its values
+	// are read back as they were written, and only the references written
+	// for secrets expand.
+	State bool
 }
 
 // Entry is one server of a merged configuration.
@@ -161,7 +165,11 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 				return nil, fmt.Errorf("load config: %w", err)
 			}
 		}
-		f, err := Parse(data, lookup)
+		opts := parseOptions{expand: expandWith(lookup), shared: l.Shared}
+		if l.State {
+			opts.expand = stateExpander(lookup)
+		}
+		f, err := parse(data, opts)
 		if l.Shared && errors.Is(err, errNoServersKey) {
 			f, err = &File{}, nil
 		}

@@ -159,4 +159,11 @@ func TestLoadLayersShared(t *testing.T) {
 	if _, err := LoadLayers([]Layer{{Scope: ScopeUser, Path: editor, Optional: true}}, nil); err == nil {
 		t.Errorf("own file without servers: got nil error, want one")
 	}
+	// Claude Code's ~/.claude.json: its own keys are no warnings there.
+	claude := writeFile(t, dir, ".claude.json", `{"numStartups": 42, "projects": {}, "oauthAccount": {},
+		"mcpServers": {"a": {"command": "echo"}}}`)
+	m, err = LoadLayers([]Layer{{Scope: ScopeUser, Path: claude, Optional: true, Shared: true}}, nil)
+	if err != nil || len(m.Entries) != 1 || len(m.Warnings) != 0 {
+		t.Errorf("shared file with servers: got %d entries, warnings %q, %v; want 1 entry and no warnings", len(m.Entries), m.Warnings, err)
+	}
 }

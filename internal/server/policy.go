@@ -10,7 +10,8 @@ import (
 )
 
 // CommandPolicy restricts which commands ConnectServer may start. Servers
-// from the daemon's own config file are trusted and not checked.
+// from the daemon's own config file are trusted and not checked; the ones
+// a state file restores came from ConnectServer and are checked again.
 type CommandPolicy struct {
 	// Allowed lists the commands a request may name, compared as exact
 	// strings (so "npx" does not allow "/tmp/npx"). Empty allows every
