@@ -170,6 +170,7 @@ func TestCallersFileErrors(t *testing.T) {
 		{"duplicate name", `{"callers": [{"name": "a", "common_name": "x"}, {"name": "a", "common_name": "y"}]}`, "another caller"},
 		{"bad hash", `{"callers": [{"name": "a", "token_sha256": "abc"}]}`, "64 hexadecimal"},
 		{"literal token", `{"callers": [{"name": "a", "token": "sekret-literal"}]}`, "${VAR}"},
+		{"token as a default", `{"callers": [{"name": "a", "token": "${NOPE_UNSET:-sekret-literal}"}]}`, "no default"},
 		{"unset variable", `{"callers": [{"name": "a", "token": "${NOPE_UNSET}"}]}`, "NOPE_UNSET"},
 		{"missing token file", `{"callers": [{"name": "a", "token_file": "nope"}]}`, "token_file"},
 		{"same token", `{"callers": [{"name": "a", "token_sha256": "` + hashHex("x") + `"}, {"name": "b", "token_sha256": "` + hashHex("x") + `"}]}`, "same token"},

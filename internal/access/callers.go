@@ -194,8 +194,9 @@ func (c *callers) add(e callerEntry, dir string, lookup func(string) (string, bo
 	if e.Token != "" {
 		// A token in clear text in the file would be one more copy of
 		// the secret to guard: only a ${VAR} reference is accepted.
-		if !strings.HasPrefix(e.Token, "${") || !strings.HasSuffix(e.Token, "}") || strings.Count(e.Token, "${") != 1 {
-			return errors.New("token: want a ${VAR} reference; store a literal token as token_sha256 or in a token_file")
+		// Nor as a ${VAR:-default}, whose default is the token in clear.
+		if !strings.HasPrefix(e.Token, "${") || !strings.HasSuffix(e.Token, "}") || strings.Count(e.Token, "${") != 1 || strings.Contains(e.Token, ":-") {
+			return errors.New("token: want a ${VAR} reference (no default); store a literal token as token_sha256 or in a token_file")
 		}
 		tok, err := config.Expand(e.Token, lookup)
 		if err != nil {
