@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"google.golang.org/grpc/credentials"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
@@ -80,6 +83,7 @@ func TestHealthCommand(t *testing.T) {
 		{"server", nil, []string{"--listen", sock, "--service", "mcpd.server/demo"}, 0, "SERVING\n"},
 		{"unknown server", nil, []string{"--listen", sock, "--service", "mcpd.server/nope"}, 1, ""}, // NOT_FOUND
 		{"nothing listening", nil, []string{"--listen", "unix://" + filepath.Join(shortTempDir(t), "none.sock"), "--timeout", "200ms"}, 1, ""},
+		{"daemon's TLS variables ignored", []string{"MCPD_TLS_CERT=/nonexistent.pem", "MCPD_TLS_KEY=/nonexistent.pem", "MCPD_TLS_CA=/nonexistent.pem"}, []string{"--listen", sock}, 0, "SERVING\n"},
 		{"bad flag", nil, []string{"--listen", sock, "--nope"}, 2, ""},
 		{"extra argument", nil, []string{"--listen", sock, "extra"}, 2, ""},
 	} {
@@ -108,4 +112,73 @@ func TestHealthCommand(t *testing.T) {
 			t.Errorf("mcpd health after mcpd stopped: exit %d, stdout %q; want exit 1", code, out)
 		}
 	})
+}
+
+// TestHealthTLS checks `mcpd health` against a mcpd serving TLS, with a
+// token and with mutual TLS: the exec probe of the shared Deployment. The
+// token is not needed (health is exempt), the certificate is checked.
+func TestHealthTLS(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	serverCA, otherCA, clientCA := newCA(t, "server"), newCA(t, "other"), newCA(t, "clients")
+	// Only the name "mcpd": dialing 127.0.0.1 needs --tls-server-name.
+	cert, key := serverCA.issue(t, "mcpd", certSpec{cn: "mcpd", dns: []string{"mcpd"}, server: true})
+	clientCert, clientKey := clientCA.issue(t, "probe", certSpec{cn: "probe"})
+	notPEM := filepath.Join(shortTempDir(t), "not.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The harness's client checks the name "mcpd" too.
+	harnessTLS := func(certPath, keyPath string) credentials.TransportCredentials {
+		cfg := clientTLSConfig(t, serverCA, certPath, keyPath)
+		cfg.ServerName = "mcpd"
+		return credentials.NewTLS(cfg)
+	}
+	tokenAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	startDaemon(ctx, t, daemonOptions{
+		listen: tokenAddr,
+		args:   []string{"--tls-cert", cert, "--tls-key", key},
+		env:    []string{"MCPD_API_TOKEN=health-tls-token-5e1a"},
+		creds:  harnessTLS("", ""),
+	}) // SERVING once the demo server has started
+	mutualAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	startDaemon(ctx, t, daemonOptions{
+		listen: mutualAddr,
+		config: emptyConfig(t),
+		args:   []string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA.path},
+		creds:  harnessTLS(clientCert, clientKey),
+	})
+	verified := []string{"--tls-ca", serverCA.path, "--tls-server-name", "mcpd"}
+
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string // in stderr
+	}{
+		{"verified, no token", append([]string{"--listen", tokenAddr}, verified...), 0, ""},
+		{"one server", append([]string{"--listen", tokenAddr, "--service", "mcpd.server/demo"}, verified...), 0, ""},
+		{"plaintext to TLS", []string{"--listen", tokenAddr, "--timeout", "500ms"}, 1, ""},
+		{"name not in the certificate", []string{"--listen", tokenAddr, "--tls-ca", serverCA.path}, 1, "127.0.0.1"},
+		{"another CA", []string{"--listen", tokenAddr, "--tls-ca", otherCA.path, "--tls-server-name", "mcpd"}, 1, "certificate"},
+		{"system CAs", []string{"--listen", tokenAddr, "--tls", "--tls-server-name", "mcpd"}, 1, "certificate"},
+		{"mutual TLS", append([]string{"--listen", mutualAddr, "--tls-client-cert", clientCert, "--tls-client-key", clientKey}, verified...), 0, ""},
+		{"mutual TLS without a client certificate", append([]string{"--listen", mutualAddr}, verified...), 1, ""},
+		{"missing CA file", []string{"--listen", tokenAddr, "--tls-ca", filepath.Join(shortTempDir(t), "none.pem")}, 2, "--tls-ca"},
+		{"CA file without certificates", []string{"--listen", tokenAddr, "--tls-ca", notPEM}, 2, "no PEM certificates"},
+		{"client certificate without key", append([]string{"--listen", mutualAddr, "--tls-client-cert", clientCert}, verified...), 2, "go together"},
+		{"client key that does not load", append([]string{"--listen", mutualAddr, "--tls-client-cert", clientCert, "--tls-client-key", notPEM}, verified...), 2, "--tls-client-cert"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"health"}, tc.args...)
+			code, out, errOut := runMCPD(t, nil, args...)
+			wantOut := ""
+			if tc.wantCode == 0 {
+				wantOut = "SERVING\n"
+			}
+			if code != tc.wantCode || out != wantOut || !strings.Contains(errOut, tc.wantErr) {
+				t.Errorf("mcpd %q: exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr with %q", args, code, out, errOut, tc.wantCode, wantOut, tc.wantErr)
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -310,13 +312,38 @@ func checkMcpdContainer(t *testing.T, bin string, spec *corev1.PodSpec, c *corev
 		t.Errorf("container %s: memory request %s is below --memory-limit=%s", c.Name, req.String(), limit)
 	}
 
-	tokenFile := flagValue(t, c.Args, "api-token-file")
-	m, key := mountFor(t, c, tokenFile)
+	checkSecretFile(t, spec, c, c.Args, "api-token-file", "mcpd-api-token", "token")
+}
+
+// checkSecretFile checks that the file that flag --name in args names, in
+// container c, is key wantKey of Secret wantSecret, readable by the group
+// (fsGroup) and by no others.
+func checkSecretFile(t *testing.T, spec *corev1.PodSpec, c *corev1.Container, args []string, name, wantSecret, wantKey string) {
+	t.Helper()
+	path := flagValue(t, args, name)
+	m, rel := mountFor(t, c, path)
 	v := volume(t, spec, m.Name)
-	if v.Secret == nil || v.Secret.SecretName != "mcpd-api-token" || key != "token" {
-		t.Errorf("container %s: --api-token-file=%s is not key token of Secret mcpd-api-token (volume %s: %+v)", c.Name, tokenFile, m.Name, v.VolumeSource)
-	} else if mode := v.Secret.DefaultMode; mode == nil || *mode&0o040 == 0 || *mode&0o007 != 0 {
-		t.Errorf("container %s: Secret defaultMode %v: want group-readable (fsGroup) and nothing for others", c.Name, mode)
+	if v.Secret == nil {
+		t.Errorf("container %s: --%s=%s is on volume %s, not a Secret: %+v", c.Name, name, path, m.Name, v.VolumeSource)
+		return
+	}
+	key, mode := rel, v.Secret.DefaultMode
+	if len(v.Secret.Items) > 0 {
+		key = ""
+		for _, item := range v.Secret.Items {
+			if item.Path == rel {
+				key = item.Key
+				if item.Mode != nil {
+					mode = item.Mode
+				}
+			}
+		}
+	}
+	if v.Secret.SecretName != wantSecret || key != wantKey {
+		t.Errorf("container %s: --%s=%s is key %q of Secret %s, want key %s of Secret %s", c.Name, name, path, key, v.Secret.SecretName, wantKey, wantSecret)
+	}
+	if mode == nil || *mode&0o040 == 0 || *mode&0o007 != 0 {
+		t.Errorf("container %s: --%s=%s: mode %v, want group-readable (fsGroup) and nothing for others", c.Name, name, path, mode)
 	}
 }
 
@@ -371,14 +398,17 @@ func checkConfigMap(t *testing.T, m *manifests, spec *corev1.PodSpec, c *corev1.
 
 // pod is mcpd run on this machine the way a manifest runs it: each volume
 // the container mounts is a directory under root, filled from the layout's
-// ConfigMap and a test token for the Secret, and every path in the
-// arguments, probes and config is moved under root (and the image's
-// binary path to bin/mcpd).
+// ConfigMap and the test's data for each Secret (secrets: name, key,
+// data), and every path in the arguments, probes and config is moved under
+// root (and the image's binary path to bin/mcpd).
 type pod struct {
 	root, bin, token string
 }
 
-func newPod(t *testing.T, bin string, m *manifests, spec *corev1.PodSpec, c *corev1.Container) *pod {
+// testToken is the token of the Secret mcpd-api-token in the tests.
+const testToken = "test-token-for-the-manifests"
+
+func newPod(t *testing.T, bin string, m *manifests, spec *corev1.PodSpec, c *corev1.Container, secrets map[string]map[string]string) *pod {
 	t.Helper()
 	// A short root: the Unix socket's path must fit in 108 bytes.
 	root, err := os.MkdirTemp("", "mcpd-pod-")
@@ -386,7 +416,7 @@ func newPod(t *testing.T, bin string, m *manifests, spec *corev1.PodSpec, c *cor
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	p := &pod{root: root, bin: bin, token: "test-token-for-the-manifests"}
+	p := &pod{root: root, bin: bin, token: testToken}
 	for _, mount := range c.VolumeMounts {
 		dir := filepath.Join(root, mount.MountPath)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -399,7 +429,22 @@ func newPod(t *testing.T, bin string, m *manifests, spec *corev1.PodSpec, c *cor
 				p.write(t, filepath.Join(dir, key), p.mapString(data))
 			}
 		case v.Secret != nil:
-			p.write(t, filepath.Join(dir, "token"), p.token)
+			data, ok := secrets[v.Secret.SecretName]
+			if !ok {
+				t.Fatalf("volume %s: the test has no data for Secret %s", mount.Name, v.Secret.SecretName)
+			}
+			if len(v.Secret.Items) == 0 {
+				for key, value := range data {
+					p.write(t, filepath.Join(dir, key), value)
+				}
+			}
+			for _, item := range v.Secret.Items {
+				value, ok := data[item.Key]
+				if !ok {
+					t.Fatalf("volume %s: Secret %s has no key %s in the test", mount.Name, v.Secret.SecretName, item.Key)
+				}
+				p.write(t, filepath.Join(dir, item.Path), value)
+			}
 		}
 	}
 	return p
@@ -438,27 +483,10 @@ func (p *pod) start(t *testing.T, c *corev1.Container, listen string) (stop func
 	t.Helper()
 	args := p.mapArgs(c.Args)
 	if listen != "" {
-		for i, a := range args {
-			if strings.HasPrefix(a, "--listen=") {
-				args[i] = "--listen=" + listen
-			}
-		}
+		args = withListen(args, listen)
 	}
 	args = append(args, "--stop-grace=500ms")
-	env := cleanEnv()
-	if sc := c.SecurityContext; sc != nil && sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
-		// Outside its volumes the container can write nothing, not even
-		// its home directory (where mcpd's default OAuth state directory
-		// lies): a home under a regular file cannot be made, even by root.
-		home := filepath.Join(p.root, "read-only-root")
-		p.write(t, home, "")
-		env = append(env, "HOME="+filepath.Join(home, "home", "nonroot"), "XDG_STATE_HOME=")
-	}
-	for _, e := range c.Env {
-		env = append(env, e.Name+"="+e.Value)
-	}
-	cmd := exec.Command(p.bin, args...)
-	cmd.Env = env
+	cmd := p.command(t, c, args)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
@@ -495,13 +523,49 @@ func (p *pod) start(t *testing.T, c *corev1.Container, listen string) (stop func
 	return stop
 }
 
-// runProbe runs an exec probe's command, mapped, and returns its exit code.
-func (p *pod) runProbe(t *testing.T, probe *corev1.Probe) (int, string) {
+// withListen returns args with --listen=listen for their --listen.
+func withListen(args []string, listen string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		if strings.HasPrefix(a, "--listen=") {
+			out[i] = "--listen=" + listen
+		}
+	}
+	return out
+}
+
+// command is mcpd with args (already mapped) in the container's
+// environment.
+func (p *pod) command(t *testing.T, c *corev1.Container, args []string) *exec.Cmd {
+	t.Helper()
+	env := cleanEnv()
+	if sc := c.SecurityContext; sc != nil && sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
+		// Outside its volumes the container can write nothing, not even
+		// its home directory (where mcpd's default OAuth state directory
+		// lies): a home under a regular file cannot be made, even by root.
+		home := filepath.Join(p.root, "read-only-root")
+		p.write(t, home, "")
+		env = append(env, "HOME="+filepath.Join(home, "home", "nonroot"), "XDG_STATE_HOME=")
+	}
+	for _, e := range c.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	cmd := exec.Command(p.bin, args...)
+	cmd.Env = env
+	return cmd
+}
+
+// runProbe runs an exec probe's command, mapped and with --listen replaced
+// by listen when it is not empty, and returns its exit code.
+func (p *pod) runProbe(t *testing.T, probe *corev1.Probe, listen string) (int, string) {
 	t.Helper()
 	if probe == nil || probe.Exec == nil {
 		t.Fatalf("probe %+v: want an exec probe", probe)
 	}
 	args := p.mapArgs(probe.Exec.Command)
+	if listen != "" {
+		args = withListen(args, listen)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(probe.TimeoutSeconds)*time.Second+5*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
@@ -574,29 +638,32 @@ func TestSidecar(t *testing.T) {
 		}
 	}
 
-	p := newPod(t, bin, m, spec, mcpd)
+	p := newPod(t, bin, m, spec, mcpd, map[string]map[string]string{"mcpd-api-token": {"token": testToken}})
 	for name, probe := range probes {
-		if code, out := p.runProbe(t, probe); code == 0 {
+		if code, out := p.runProbe(t, probe, ""); code == 0 {
 			t.Errorf("%s probe passed with no mcpd running: %s", name, out)
 		}
 	}
 	p.start(t, mcpd, "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn := dial(t, "unix://"+filepath.Join(p.root, sock))
+	conn := dial(t, "unix://"+filepath.Join(p.root, sock), insecure.NewCredentials())
 	waitServing(ctx, t, conn, "mcpd.server/demo")
 	checkToken(ctx, t, conn, p.token)
 	for name, probe := range probes {
-		if code, out := p.runProbe(t, probe); code != 0 {
+		if code, out := p.runProbe(t, probe, ""); code != 0 {
 			t.Errorf("%s probe failed against a serving mcpd: exit %d: %s", name, code, out)
 		}
 	}
 }
 
-// TestShared checks deploy/kubernetes/shared: a Deployment serving TCP
-// with a token, the kubelet's gRPC probes on its port, and Services that
-// select its pods, and then runs mcpd with the manifest's flags and files
-// on a loopback port.
+// TestShared checks deploy/kubernetes/shared: a Deployment serving TLS
+// and a token on every address of the pod, probed by `mcpd health` over
+// TLS, and Services that select its pods; and then runs it. mcpd with the
+// manifest's flags, --listen included, passes the check that refuses an
+// unguarded non-loopback listener (checkGuarded); it serves TLS and the
+// token on a loopback port; and the probes pass once it does and fail
+// before.
 func TestShared(t *testing.T) {
 	t.Parallel()
 	bin := mcpdBinary(t)
@@ -629,9 +696,14 @@ func TestShared(t *testing.T) {
 	if grpcPort == nil || grpcPort.Name == "" || grpcPort.Protocol != corev1.ProtocolTCP {
 		t.Fatalf("ports %+v: want a named TCP port %d, the --listen port", mcpd.Ports, port)
 	}
-	for name, probe := range map[string]*corev1.Probe{"startup": mcpd.StartupProbe, "readiness": mcpd.ReadinessProbe, "liveness": mcpd.LivenessProbe} {
-		if probe == nil || probe.GRPC == nil || probe.GRPC.Port != int32(port) || probe.GRPC.Service != nil && *probe.GRPC.Service != "" {
-			t.Errorf("%s probe: %+v, want grpc on port %d, service \"\"", name, probe, port)
+	// mcpd refuses a non-loopback listener without TLS (and a token).
+	checkSecretFile(t, spec, mcpd, mcpd.Args, "tls-cert", "mcpd-tls", "tls.crt")
+	checkSecretFile(t, spec, mcpd, mcpd.Args, "tls-key", "mcpd-tls", "tls.key")
+	probes := map[string]*corev1.Probe{"startup": mcpd.StartupProbe, "readiness": mcpd.ReadinessProbe, "liveness": mcpd.LivenessProbe}
+	serverName := ""
+	for name, probe := range probes {
+		if n := checkTLSProbe(t, spec, mcpd, name, probe, port); n != "" {
+			serverName = n
 		}
 	}
 	if pre := mcpd.Lifecycle; pre == nil || pre.PreStop == nil || pre.PreStop.Sleep == nil {
@@ -653,20 +725,147 @@ func TestShared(t *testing.T) {
 			if sp.TargetPort.String() != grpcPort.Name && sp.TargetPort.IntValue() != port || sp.Protocol != corev1.ProtocolTCP {
 				t.Errorf("Service %s port %s: target %s, want mcpd's port %s (%d)", s.Name, sp.Name, sp.TargetPort.String(), grpcPort.Name, port)
 			}
+			// No standard appProtocol names gRPC over TLS, and
+			// kubernetes.io/h2c tells proxies the port is plaintext.
+			if sp.AppProtocol != nil {
+				t.Errorf("Service %s port %s: appProtocol %s; the port serves gRPC over TLS only", s.Name, sp.Name, *sp.AppProtocol)
+			}
 		}
 		// Pods that do not set enableServiceLinks: false get this
 		// Service's variables; none may be one of mcpd's settings.
 		checkServiceLinks(t, bin, s)
 	}
 
-	p := newPod(t, bin, m, spec, mcpd)
+	if serverName == "" {
+		t.FailNow() // checkTLSProbe said why
+	}
+
+	certs := newTestCerts(t, serverName)
+	p := newPod(t, bin, m, spec, mcpd, map[string]map[string]string{
+		"mcpd-api-token": {"token": testToken},
+		"mcpd-tls":       {"tls.crt": certs.cert, "tls.key": certs.key, "ca.crt": certs.ca},
+	})
+	checkGuarded(t, p, mcpd, listen)
+
 	addr := freeLoopback(t)
+	for name, probe := range probes {
+		if code, out := p.runProbe(t, probe, addr); code == 0 {
+			t.Errorf("%s probe passed with no mcpd running: %s", name, out)
+		}
+	}
 	p.start(t, mcpd, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn := dial(t, "passthrough:///"+addr)
+	conn := dial(t, "passthrough:///"+addr, credentials.NewTLS(&tls.Config{RootCAs: certs.pool, ServerName: serverName, MinVersion: tls.VersionTLS12}))
 	waitServing(ctx, t, conn, "mcpd.server/demo")
 	checkToken(ctx, t, conn, p.token)
+	// The port speaks TLS only: a plaintext client, such as the kubelet's
+	// gRPC probe, gets no answer.
+	plainCtx, plainCancel := context.WithTimeout(ctx, 2*time.Second)
+	defer plainCancel()
+	plain := dial(t, "passthrough:///"+addr, insecure.NewCredentials())
+	if resp, err := healthpb.NewHealthClient(plain).Check(plainCtx, &healthpb.HealthCheckRequest{}); err == nil {
+		t.Errorf("plaintext health check of the TLS port: %v, want an error", resp)
+	}
+	for name, probe := range probes {
+		if code, out := p.runProbe(t, probe, addr); code != 0 {
+			t.Errorf("%s probe failed against a serving mcpd: exit %d: %s", name, code, out)
+		}
+	}
+}
+
+// checkTLSProbe checks that probe runs `mcpd health` over TLS against
+// port on the pod's loopback, trusting ca.crt of Secret mcpd-tls, and
+// returns the name it checks in mcpd's certificate ("" after an error).
+func checkTLSProbe(t *testing.T, spec *corev1.PodSpec, c *corev1.Container, name string, probe *corev1.Probe, port int) string {
+	t.Helper()
+	if probe == nil || probe.Exec == nil || len(probe.Exec.Command) < 2 ||
+		probe.Exec.Command[0] != image.BinaryPath || probe.Exec.Command[1] != "health" {
+		t.Errorf("%s probe: %+v, want exec %s health (the kubelet's gRPC probe is plaintext)", name, probe, image.BinaryPath)
+		return ""
+	}
+	args := probe.Exec.Command[2:]
+	listen := flagValue(t, args, "listen")
+	host, p, err := net.SplitHostPort(listen)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() || p != strconv.Itoa(port) {
+		t.Errorf("%s probe: --listen=%s, want the pod's loopback, port %d", name, listen, port)
+	}
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--service="); ok && v != "" {
+			t.Errorf("%s probe: --service=%s, want mcpd as a whole", name, v)
+		}
+	}
+	checkSecretFile(t, spec, c, args, "tls-ca", "mcpd-tls", "ca.crt")
+	serverName := flagValue(t, args, "tls-server-name")
+	if serverName == "" {
+		t.Errorf("%s probe: empty --tls-server-name", name)
+	}
+	return serverName
+}
+
+// refusedListener is in mcpd's error when its safety check refuses a
+// non-loopback listener.
+const refusedListener = "is not a loopback address"
+
+// checkGuarded shows that mcpd's safety check accepts the container's
+// flags as they are, --listen included with only its port changed: a
+// non-loopback listener needs TLS plus a credential. It binds nothing
+// beyond loopback: the test holds 127.0.0.1:PORT, and Linux refuses to
+// bind the wildcard address to a port a loopback socket listens on, so
+// mcpd passes the check, which comes first, and then fails to bind. The
+// same flags without TLS must fail at the check, which shows it ran.
+func checkGuarded(t *testing.T, p *pod, c *corev1.Container, listen string) {
+	t.Helper()
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		t.Fatalf("--listen=%s: %v", listen, err)
+	}
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, port, _ := net.SplitHostPort(held.Addr().String())
+	args := withListen(p.mapArgs(c.Args), net.JoinHostPort(host, port))
+	withoutTLS := slices.DeleteFunc(slices.Clone(args), func(a string) bool { return strings.HasPrefix(a, "--tls-") })
+	for _, tc := range []struct {
+		what         string
+		args         []string
+		want, reject string
+	}{
+		{"the manifest's flags", args, syscall.EADDRINUSE.Error(), refusedListener},
+		{"the manifest's flags without TLS", withoutTLS, refusedListener, ""},
+	} {
+		code, out := p.runToExit(t, c, tc.args)
+		if code != 1 || !strings.Contains(out, tc.want) || tc.reject != "" && strings.Contains(out, tc.reject) {
+			t.Errorf("mcpd with %s (%q) and %s held: exit %d, output:\n%s\nwant exit 1 with %q", tc.what, tc.args, held.Addr(), code, out, tc.want)
+		}
+	}
+}
+
+// runToExit runs mcpd with args (mapped) in the container's environment
+// and returns its exit code and output. mcpd must exit within 30s.
+func (p *pod) runToExit(t *testing.T, c *corev1.Container, args []string) (int, string) {
+	t.Helper()
+	cmd := p.command(t, c, args)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("mcpd %q kept running; killed:\n%s", args, out.String())
+	}
+	return cmd.ProcessState.ExitCode(), out.String()
 }
 
 // checkServiceLinks checks that none of the variables Kubernetes derives
@@ -736,9 +935,9 @@ func freeLoopback(t *testing.T) string {
 	return lis.Addr().String()
 }
 
-func dial(t *testing.T, target string) *grpc.ClientConn {
+func dial(t *testing.T, target string, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
