@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -37,6 +39,8 @@ const (
 	fakeFlood          = "flood"             // real server whose tool "flood" writes count log notifications of bytes bytes, then answers
 	fakeAskPair        = "ask-pair"          // real server whose tool "ask" waits for count calls of a group, then asks each call's client to sample its tag
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
+	fakeStubborn       = "stubborn"          // real server that ignores SIGTERM and, once its stdin closes, creates the file fakeMarkEnv names and hangs
+	fakeMarkEnv        = "MCPD_FAKE_MARK"
 	// fakeQuietClock is a real server whose resource fakeClockURI changes
 	// on every read, and which cannot notify (no resources.subscribe).
 	fakeQuietClock = "quiet-clock"
@@ -205,6 +209,8 @@ func runFakeServer(mode string) int {
 			fmt.Fprintln(os.Stderr, "fake:", err)
 			return 1
 		}
+	case fakeStubborn:
+		signal.Ignore(syscall.SIGTERM)
 	default:
 		fmt.Fprintf(os.Stderr, "fake: unknown mode %q\n", mode)
 		return 2
@@ -216,6 +222,12 @@ func runFakeServer(mode string) int {
 	}
 	if err := srv.Run(context.Background(), t); err != nil {
 		fmt.Fprintln(os.Stderr, "fake: run:", err)
+	}
+	if mode == fakeStubborn {
+		if err := os.WriteFile(os.Getenv(fakeMarkEnv), nil, 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "fake:", err)
+		}
+		time.Sleep(time.Hour) // until SIGKILL
 	}
 	return 0
 }

@@ -202,10 +202,14 @@ func (r *registry) desired() map[string]want {
 	return out
 }
 
-// reconcile brings the manager to desired(); r.mu is held.
+// reconcile brings the manager to desired(); r.mu is held. Once ctx is
+// done (mcpd stops), it leaves the rest as it is.
 func (r *registry) reconcile(ctx context.Context) {
 	next := r.desired()
 	for name := range r.applied {
+		if ctx.Err() != nil {
+			return
+		}
 		if _, still := next[name]; !still {
 			if err := r.mgr.Disconnect(ctx, name); err != nil && !errors.Is(err, mcpclient.ErrNotFound) {
 				r.log.Warn().Str("server", name).Err(err).Msg("disconnect")
@@ -214,6 +218,9 @@ func (r *registry) reconcile(ctx context.Context) {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(next)) {
+		if ctx.Err() != nil {
+			return
+		}
 		w := next[name]
 		if old, had := r.applied[name]; had && old.same(w) {
 			if _, err := r.mgr.Get(name); err == nil {

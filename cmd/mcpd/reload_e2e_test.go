@@ -171,3 +171,57 @@ func TestEarlyHangup(t *testing.T) {
 		t.Errorf("mcpd after an early SIGHUP and a SIGTERM: got %v, want exit status 0", err)
 	}
 }
+
+// TestStopDuringReload: a reload that stops servers slow to stop does not
+// hold up SIGTERM. The servers ignore SIGTERM, so each stop takes twice
+// --stop-grace; mcpd must begin shutting down while the reload's stops
+// are still under way, and still leave no process behind.
+func TestStopDuringReload(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	dir := shortTempDir(t)
+	mark := func(n string) string { return filepath.Join(dir, n+".stopping") }
+	names := []string{"s1", "s2", "s3"}
+	servers := map[string]any{}
+	for _, n := range names {
+		servers[n] = map[string]any{"command": testBinary(t), "env": map[string]string{fakeServerEnv: fakeStubborn, fakeMarkEnv: mark(n)}}
+	}
+	path := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": servers}))
+	d := startDaemon(ctx, t, daemonOptions{config: path, args: []string{"--stop-grace", "3s"}})
+	pids := map[string]int{}
+	for _, n := range names {
+		pids[n] = int(d.waitServer(ctx, t, n, mcpdv1.ServerState_SERVER_STATE_READY).GetPid())
+	}
+
+	replaceFile(t, path, `{"mcpServers": {}}`)
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the reload stops a server", func() (bool, error) {
+		for _, n := range names {
+			if _, err := os.Stat(mark(n)); err == nil {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	d.send(t, syscall.SIGTERM)
+	poll(ctx, t, "mcpd begins shutting down", func() (bool, error) {
+		return strings.Contains(d.log.String(), "shutting down"), nil
+	})
+	alive := 0
+	for _, pid := range pids {
+		if !processGone(pid) {
+			alive++
+		}
+	}
+	if alive == 0 {
+		t.Errorf("mcpd began shutting down only after the reload had stopped every server")
+	}
+	if code := d.wait(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("mcpd exit code %d, want 0", code)
+	}
+	for n, pid := range pids {
+		if !processGone(pid) {
+			t.Errorf("server %s (pid %d) outlived mcpd", n, pid)
+		}
+	}
+}

@@ -267,6 +267,23 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		}
 	}
 
+	// A reload's servers stop and start off this loop, so that a signal
+	// to stop is seen meanwhile; a reload that comes while one is applied
+	// replaces any not yet begun.
+	reloads := make(chan *mcpconfig.Merged, 1)
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		for merged := range reloads {
+			servers.apply(ctx, merged)
+		}
+	}()
+	endReloads := sync.OnceFunc(func() {
+		close(reloads)
+		<-reloaded // it ends within one server's stop once ctx is done
+	})
+	defer endReloads()
+
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
@@ -306,7 +323,11 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			log.Info().Msg("reloading config")
 			logSources(log, merged)
 			applyRules(authz, c, merged, log)
-			servers.apply(ctx, merged)
+			select {
+			case <-reloads:
+			default:
+			}
+			reloads <- merged
 		}
 	}
 	stopMCP()
@@ -317,6 +338,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	// deadline so that a drained RPC budget cannot skip it.
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), c.shutdownTimeout+3*c.stopGrace)
 	defer cancelStop()
+	endReloads()
 	if err := mgr.Close(stopCtx); err != nil {
 		return fmt.Errorf("stop servers: %w", err)
 	}
