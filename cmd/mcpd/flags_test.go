@@ -159,6 +159,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "memory-limit with a unit Go does not take", args: []string{"--memory-limit", "1GB"}, wantErr: "memory-limit"},
 		{name: "memory-limit too large", args: []string{"--memory-limit", "9000000TiB"}, wantErr: "memory-limit"},
 		{name: "negative max-procs", args: []string{"--max-procs", "-1"}, wantErr: "--max-procs -1"},
+		{name: "no polls", args: []string{"--max-polls", "0"}, wantErr: "--max-polls 0"},
+		{name: "negative max-inflight-calls", args: []string{"--max-inflight-calls", "-1"}, wantErr: "--max-inflight-calls -1"},
 		{name: "bad environment value", env: map[string]string{"MCPD_STOP_GRACE": "soon"}, wantErr: "MCPD_STOP_GRACE"},
 		{name: "bad flag value", args: []string{"--call-timeout", "forever"}, wantErr: "call-timeout"},
 		{name: "unknown flag", args: []string{"--api-token", "x"}, wantErr: "api-token"},

@@ -436,6 +436,12 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	if c.maxProcs < 0 {
 		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)
 	}
+	if c.maxPolls < 1 {
+		return nil, fmt.Errorf("--max-polls %d: want at least 1", c.maxPolls)
+	}
+	if c.maxInFlight < 0 {
+		return nil, fmt.Errorf("--max-inflight-calls %d: want 0 (no cap) or more", c.maxInFlight)
+	}
 	if c.oauthStateDir == "" {
 		c.oauthStateDir = defaultOAuthStateDir(lookup)
 		c.oauthStateDirDefault = true
