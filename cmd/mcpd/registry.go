@@ -211,6 +211,10 @@ func (r *registry) reconcile(ctx context.Context) {
 			return
 		}
 		if _, still := next[name]; !still {
+			if r.agentServes(name, want{}) {
+				delete(r.applied, name)
+				continue
+			}
 			if err := r.mgr.Disconnect(ctx, name); err != nil && !errors.Is(err, mcpclient.ErrNotFound) {
 				r.log.Warn().Str("server", name).Err(err).Msg("disconnect")
 			}
@@ -222,6 +226,9 @@ func (r *registry) reconcile(ctx context.Context) {
 			return
 		}
 		w := next[name]
+		if r.agentServes(name, w) {
+			continue
+		}
 		if old, had := r.applied[name]; had && old.same(w) {
 			if _, err := r.mgr.Get(name); err == nil {
 				r.mgr.Relabel(name, w.cfg.Source)
@@ -249,6 +256,17 @@ func (r *registry) reconcile(ctx context.Context) {
 		}
 		r.applied[name] = w
 	}
+}
+
+// agentServes reports whether an agent's ServeTools stream has the name
+// for a server that w, the files' wish, does not make (one it took over
+// with replace, or a name no file had): like a server added through the
+// API, it overrides the files, so a reload neither replaces, relabels nor
+// removes it. It stays until DisconnectServer; the next reload then
+// brings back the files' entry of that name.
+func (r *registry) agentServes(name string, w want) bool {
+	st, err := r.mgr.Get(name)
+	return err == nil && st.Config.Kind == mcpconfig.TransportAgent && w.cfg.Kind != mcpconfig.TransportAgent
 }
 
 // Connect adds a server through the API and remembers it (see registry).

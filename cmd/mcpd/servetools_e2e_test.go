@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -489,6 +490,48 @@ func TestServeToolsConfigEntry(t *testing.T) {
 	}
 	agent.stop()
 	d.waitServer(ctx, t, "app", mcpdv1.ServerState_SERVER_STATE_STOPPED)
+}
+
+// TestServeToolsOverridesFiles: a server an agent serves overrides the
+// files' entry of its name, as a ConnectServer one does: a reload that
+// changes or adds that entry leaves the agent serving.
+func TestServeToolsOverridesFiles(t *testing.T) {
+	ctx := testContext(t)
+	demo := func(args ...string) map[string]any {
+		return map[string]any{"command": mcpdBinary(t), "args": append([]string{"demo-server"}, args...)}
+	}
+	path := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{"taken": demo()}}))
+	d := startDaemon(ctx, t, daemonOptions{config: path})
+	d.waitServer(ctx, t, "taken", mcpdv1.ServerState_SERVER_STATE_READY)
+	took, _, err := serveTools(ctx, t, d, &mcpdv1.ToolServerDeclaration{Server: "taken", Tools: agentTools(), Replace: true})
+	if err != nil {
+		t.Fatalf("ServeTools taking over a file's server: %v", err)
+	}
+	fresh, _, err := serveTools(ctx, t, d, &mcpdv1.ToolServerDeclaration{Server: "fresh", Tools: agentTools()})
+	if err != nil {
+		t.Fatalf("ServeTools: %v", err)
+	}
+
+	// The reload goes through the names in order: once zz-marker is
+	// there, it has been through the other two.
+	replaceFile(t, path, mustJSON(t, map[string]any{"mcpServers": map[string]any{"taken": demo("v2"), "fresh": demo(), "zz-marker": demo()}}))
+	d.send(t, syscall.SIGHUP)
+	d.waitServer(ctx, t, "zz-marker", mcpdv1.ServerState_SERVER_STATE_READY)
+	for name, agent := range map[string]*toolAgent{"taken": took, "fresh": fresh} {
+		st, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := st.GetServer(); s.GetTransport() != mcpdv1.Transport_TRANSPORT_AGENT || s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY || s.GetScope() == mcpdv1.ConfigScope_CONFIG_SCOPE_FLAG {
+			t.Errorf("%s after the reload: got %v %v scope %v, want the agent's server, READY, not the file's", name, s.GetTransport(), s.GetState(), s.GetScope())
+			continue
+		}
+		outcome := callAsync(ctx, d, &mcpdv1.CallToolRequest{Name: "mcp__" + name + "__echo", Arguments: mustStruct(t, map[string]any{"text": "hi"})})
+		agent.answer(t, agent.nextCall(ctx, t).GetId(), agentText("still mine"))
+		if o := waitOutcome(ctx, t, outcome); o.err != nil || text(o.resp) != "still mine" {
+			t.Errorf("%s after the reload: got %v, %v; want the agent's answer", name, o.resp, o.err)
+		}
+	}
 }
 
 // TestServeToolsPermission checks that serving tools needs the manage
