@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -452,4 +453,78 @@ func TestMetricsServerRequests(t *testing.T) {
 		}
 		scrapeMetrics(ctx, t, addr).want(t, "mcpd_server_requests_total", labels, was+1)
 	}
+}
+
+// TestMetricsServerChurn connects, calls and disconnects servers under
+// names of its own, as any caller with ConnectServer may: once a server is
+// gone, no series names it, counters and histograms included, and a
+// server connected again under a name that was used starts from zero.
+func TestMetricsServerChurn(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--metrics-listen", addr}})
+	const n = 5
+	for i := range n {
+		name := fmt.Sprintf("tmp-%d", i)
+		d.connect(ctx, t, name, mcpdBinary(t), []string{"demo-server"}, nil)
+		d.mustCall(ctx, t, "mcp__"+name+"__echo", map[string]any{"message": "x"})
+		// The demo server's stderr line at start is counted on a goroutine
+		// of its own: wait for it, so that it cannot come after the
+		// disconnect.
+		waitMetric(ctx, t, addr, "mcpd_server_stderr_lines_total", map[string]string{"server": name}, 1)
+		if _, err := d.hub.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{Name: name}); err != nil {
+			t.Fatalf("DisconnectServer %s: %v", name, err)
+		}
+	}
+	s := scrapeMetrics(ctx, t, addr)
+	for name, f := range s.families {
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "server" && strings.HasPrefix(lp.GetValue(), "tmp-") {
+					t.Errorf("%s{server=%q}: a series of a disconnected server", name, lp.GetValue())
+				}
+			}
+		}
+	}
+
+	d.connect(ctx, t, "tmp-0", mcpdBinary(t), []string{"demo-server"}, nil)
+	d.mustCall(ctx, t, "mcp__tmp-0__echo", map[string]any{"message": "again"})
+	again := scrapeMetrics(ctx, t, addr)
+	again.want(t, "mcpd_tool_calls_total", map[string]string{"server": "tmp-0", "tool": "echo", "outcome": "ok"}, 1)
+	again.want(t, "mcp_client_operation_duration_seconds", map[string]string{
+		"server": "tmp-0", "mcp_method_name": "tools/call", "gen_ai_tool_name": "echo"}, 1)
+	again.want(t, "mcpd_server_state", map[string]string{"server": "tmp-0", "state": "ready"}, 1)
+}
+
+// TestMetricsRefusedCalls: tool calls that a deny rule, or an ask rule
+// nobody approved, refuses count as permission_denied, over gRPC (unary
+// and streaming) and through the MCP endpoint alike, as the other ways a
+// call ends count.
+func TestMetricsRefusedCalls(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	mcpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--metrics-listen", addr, "--mcp-listen", mcpAddr,
+		"--deny-tool", "mcp__demo__fail", "--ask-tool", "mcp__demo__echo"}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	_, err := d.call(ctx, t, "mcp__demo__fail", map[string]any{"message": "x"}, 0)
+	wantCode(t, err, codes.PermissionDenied)
+	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "x"}, 0) // no agent approves it
+	wantCode(t, err, codes.PermissionDenied)
+	stream, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{Name: "mcp__demo__fail"})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	wantCode(t, err, codes.PermissionDenied)
+	cs := connectMCP(ctx, t, "http://"+mcpAddr+"/mcp", "2025-11-25", "", nil)
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__fail"}); err == nil {
+		t.Error("the MCP endpoint called a denied tool")
+	}
+
+	s := scrapeMetrics(ctx, t, addr)
+	s.want(t, "mcpd_tool_calls_total", map[string]string{"server": "demo", "tool": "fail", "outcome": "permission_denied"}, 3)
+	s.want(t, "mcpd_tool_calls_total", map[string]string{"server": "demo", "tool": "echo", "outcome": "permission_denied"}, 1)
 }

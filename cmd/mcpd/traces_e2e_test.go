@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,9 +96,10 @@ func startOTLPReceiver(t *testing.T, protocol string) (*otlpReceiver, string) {
 	return r, "http://" + lis.Addr().String()
 }
 
-// traceSeen is what the HTTP server's tool saw of a call's trace context.
+// traceSeen is what the HTTP server's tool saw of a call's trace context:
+// the traceparent header, and the traceparent and tracestate in _meta.
 type traceSeen struct {
-	header, meta string
+	header, meta, metaState string
 }
 
 // startTracedHTTPServer serves a go-sdk Streamable HTTP server on loopback
@@ -117,6 +119,7 @@ func startTracedHTTPServer(t *testing.T) (url string, seen func() []traceSeen) {
 				s.header = req.Extra.Header.Get("traceparent")
 			}
 			s.meta, _ = req.Params.Meta["traceparent"].(string)
+			s.metaState, _ = req.Params.Meta["tracestate"].(string)
 			mu.Lock()
 			got = append(got, s)
 			mu.Unlock()
@@ -297,4 +300,131 @@ func attr(attrs []*commonpb.KeyValue, key string) string {
 		}
 	}
 	return ""
+}
+
+// headerTransport adds one header to every request.
+type headerTransport struct{ key, value string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.key, h.value)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPEndpointTraces: a host calls a tool through the MCP endpoint, in
+// each era, with its trace context in the request's _meta (SEP-414), then
+// with it in the HTTP headers only. Each call is a server span, child of
+// the host's span; the upstream request's span is a child of that one; the
+// server receives the upstream span's context, with the host's tracestate
+// (which belongs to the host's trace).
+func TestMCPEndpointTraces(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	receiver, endpoint := startOTLPReceiver(t, "http/protobuf")
+	httpURL, seen := startTracedHTTPServer(t)
+	cfg := map[string]any{"mcpServers": map[string]any{"remote": map[string]any{"type": "http", "url": httpURL}}}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{
+		config: writeConfig(t, mustJSON(t, cfg)),
+		args:   []string{"--mcp-listen", addr},
+		env:    []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint},
+	})
+	d.waitServer(ctx, t, "remote", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	type hostCall struct {
+		version, trace, span string
+		inHeader             bool
+	}
+	calls := []hostCall{
+		{"2025-11-25", "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", false},
+		{"2025-11-25", "1af7651916cd43dd8448eb211c80319c", "c7ad6b7169203331", true},
+		{"2026-07-28", "2af7651916cd43dd8448eb211c80319c", "d7ad6b7169203331", false},
+		{"2026-07-28", "3af7651916cd43dd8448eb211c80319c", "e7ad6b7169203331", true},
+	}
+	for _, c := range calls {
+		traceparent := "00-" + c.trace + "-" + c.span + "-01"
+		tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}
+		params := &mcp.CallToolParams{Name: "mcp__remote__whoami"}
+		if c.inHeader {
+			tr.HTTPClient = &http.Client{Transport: headerTransport{"traceparent", traceparent}}
+		} else {
+			params.Meta = mcp.Meta{"traceparent": traceparent, "tracestate": "host=1"}
+		}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "0"}, nil).
+			Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: c.version})
+		if err != nil {
+			t.Fatalf("connect at %s: %v", c.version, err)
+		}
+		if _, err := cs.CallTool(ctx, params); err != nil {
+			t.Fatalf("%s: tools/call: %v", c.version, err)
+		}
+		cs.Close()
+	}
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code %d, want 0", code)
+	}
+
+	spans, _ := receiver.snapshot()
+	got := seen()
+	for _, c := range calls {
+		served := findSpan(t, spans, c.trace, "tools/call mcp__remote__whoami", tracepb.Span_SPAN_KIND_SERVER)
+		if p := hex.EncodeToString(served.GetParentSpanId()); p != c.span {
+			t.Errorf("%+v: the endpoint's span has parent %s, want the host's span", c, p)
+		}
+		if v := attr(served.GetAttributes(), "mcp.method.name"); v != "tools/call" {
+			t.Errorf("%+v: the endpoint's span: mcp.method.name %q", c, v)
+		}
+		upstream := findSpan(t, spans, c.trace, "tools/call whoami", tracepb.Span_SPAN_KIND_CLIENT)
+		if p, want := hex.EncodeToString(upstream.GetParentSpanId()), hex.EncodeToString(served.GetSpanId()); p != want {
+			t.Errorf("%+v: the upstream span has parent %s, want the endpoint's span %s", c, p, want)
+		}
+		wantParent := "00-" + c.trace + "-" + hex.EncodeToString(upstream.GetSpanId()) + "-01"
+		wantState := "host=1"
+		if c.inHeader {
+			wantState = ""
+		}
+		i := slices.IndexFunc(got, func(s traceSeen) bool { return s.meta == wantParent })
+		if i < 0 {
+			t.Errorf("%+v: the server saw no _meta.traceparent %s (saw %+v)", c, wantParent, got)
+			continue
+		}
+		if got[i].header != wantParent || got[i].metaState != wantState {
+			t.Errorf("%+v: the server saw header %q and tracestate %q; want %q and %q", c, got[i].header, got[i].metaState, wantParent, wantState)
+		}
+	}
+}
+
+// TestTraceContextNotPassedOnWhenOff: with tracing off, the trace context a
+// host puts in _meta through the MCP endpoint, or an agent in a call's
+// meta over gRPC, does not reach the server.
+func TestTraceContextNotPassedOnWhenOff(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	httpURL, seen := startTracedHTTPServer(t)
+	cfg := map[string]any{"mcpServers": map[string]any{"remote": map[string]any{"type": "http", "url": httpURL}}}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{config: writeConfig(t, mustJSON(t, cfg)), args: []string{"--mcp-listen", addr}})
+	d.waitServer(ctx, t, "remote", mcpdv1.ServerState_SERVER_STATE_READY)
+	// A map per call: the SDK adds to a 2026-07-28 request's _meta.
+	meta := func() map[string]any {
+		return map[string]any{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "host=1"}
+	}
+	for _, version := range mcpEras {
+		cs := connectMCP(ctx, t, "http://"+addr+"/mcp", version, "", nil)
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__remote__whoami", Meta: meta()}); err != nil {
+			t.Fatalf("%s: tools/call: %v", version, err)
+		}
+	}
+	if _, err := d.hub.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__remote__whoami", Meta: mustStruct(t, meta())}); err != nil {
+		t.Fatalf("CallTool: %v", err)
+	}
+	got := seen()
+	if len(got) != 3 {
+		t.Fatalf("the server's tool ran %d times, want 3", len(got))
+	}
+	for _, s := range got {
+		if s != (traceSeen{}) {
+			t.Errorf("with tracing off the server saw trace context %+v, want none", s)
+		}
+	}
 }

@@ -54,6 +54,8 @@ type Bus struct {
 	wake    chan struct{}
 	waiting bool
 	closed  bool
+	// published, if set, is told the kind of every event Publish stores.
+	published func(Kind)
 }
 
 // NewBus returns an empty bus. opts may be nil.
@@ -81,9 +83,30 @@ func (b *Bus) Publish(e Event) uint64 {
 	}
 	size := e.Size() // outside the lock: it walks Data
 	b.mu.Lock()
+	seq, published := b.publishLocked(e, size)
+	b.mu.Unlock()
+	if seq != 0 && published != nil {
+		published(e.Kind)
+	}
+	return seq
+}
+
+// OnPublish has published told the kind of every event Publish stores from
+// now on, in place of any earlier func: the one place where every
+// publisher's events are counted. published runs after the event is
+// stored, outside the bus lock, on the publisher's goroutine; it must be
+// quick and must not block.
+func (b *Bus) OnPublish(published func(Kind)) {
+	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.published = published
+}
+
+// publishLocked is Publish under b.mu; it returns e's sequence (0 when the
+// bus is closed) and the OnPublish func.
+func (b *Bus) publishLocked(e Event, size int64) (uint64, func(Kind)) {
 	if b.closed {
-		return 0
+		return 0, nil
 	}
 	b.last++
 	e.Sequence = b.last
@@ -98,7 +121,7 @@ func (b *Bus) Publish(e Event) uint64 {
 		b.wake = make(chan struct{})
 		b.waiting = false
 	}
-	return e.Sequence
+	return e.Sequence, b.published
 }
 
 // storeLocked writes e, whose sequence is b.last, into the ring, then

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -813,5 +814,36 @@ func TestSizeCountsRawJSON(t *testing.T) {
 	ev := Event{Kind: KindPollResult, Data: json.RawMessage(make([]byte, 10000))}
 	if got := ev.Size(); got < 10000 {
 		t.Errorf("Size of an event with 10000 bytes of JSON: got %d", got)
+	}
+}
+
+// TestOnPublish: the OnPublish func hears of every event the bus stores,
+// once, by kind, and of nothing it refuses; a later func replaces it.
+func TestOnPublish(t *testing.T) {
+	b := NewBus(nil)
+	var mu sync.Mutex
+	seen := map[Kind]int{}
+	b.OnPublish(func(k Kind) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[k]++
+	})
+	for _, k := range []Kind{KindServerState, KindPollResult, KindResourceUpdated, KindPollResult, KindGap, 0} {
+		b.Publish(Event{Server: "s", Kind: k})
+	}
+	mu.Lock()
+	want := map[Kind]int{KindServerState: 1, KindPollResult: 2, KindResourceUpdated: 1}
+	if !maps.Equal(seen, want) {
+		t.Errorf("told %v, want %v", seen, want)
+	}
+	mu.Unlock()
+
+	other := 0
+	b.OnPublish(func(Kind) { other++ })
+	b.Publish(Event{Server: "s", Kind: KindLog})
+	b.Close()
+	b.Publish(Event{Server: "s", Kind: KindLog})
+	if other != 1 || seen[KindLog] != 0 {
+		t.Errorf("after the func was replaced and the bus closed: new func told %d times, old %d; want 1 and 0", other, seen[KindLog])
 	}
 }

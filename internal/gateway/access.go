@@ -238,6 +238,10 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 				rec.Denied = access.RefusedPermission(err)
 				rec.Duration = time.Since(start)
 				g.opts.Audit.Log(rec)
+				if act.Verb == access.CallTool && rec.Code == "PermissionDenied" {
+					// Counted as the gRPC edge counts its refusals.
+					g.mgr.ToolCallRefused(act.Tool)
+				}
 				return nil, wireError(err)
 			}
 		}

@@ -15,7 +15,9 @@
 // while a host's request runs go to that host: on the request's stream for
 // the initialize era, as input-required results for 2026-07-28 (input.go).
 // With Options.ToolSearch the tools are listed only once a search_tools
-// call has found them (search.go).
+// call has found them (search.go). With tracing on, every request is a
+// span in the host's trace: the trace context of its _meta (SEP-414), or
+// of its HTTP headers.
 package gateway
 
 import (
@@ -140,6 +142,9 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 		g.srv.AddTool(searchTool, g.searchTools)
 	}
 	g.srv.AddReceivingMiddleware(g.guard)
+	// A span per request, child of the host's trace context, as the gRPC
+	// edge makes one per RPC; around the guard, so that a refusal has one.
+	g.srv.AddReceivingMiddleware(mgr.Telemetry().ServerMiddleware())
 	// Outermost: a panic in a handler fails its request, not mcpd (the
 	// SDK runs handlers on goroutines without a recover).
 	g.srv.AddReceivingMiddleware(g.recoverPanics)

@@ -233,7 +233,7 @@ type callAnswerer struct{ agent *Agent }
 // elicitation and roots requests go to a alone, or, when a is nil, to
 // nobody (they are answered as with no agent). A server's request belongs
 // to a call when it arrives with the call's context: a 2026-07-28 server's
-// input requests do, through the SDK's multi-round-trip middleware. A
+// input requests do, through inputMiddleware (requests.go). A
 // request on a legacy session carries nothing that ties it to a call and
 // still goes to the newest matching agent. Approval and authorization
 // requests are mcpd's own and are not routed by the call.

@@ -152,6 +152,10 @@ type Manager struct {
 func NewManager(opts *Options) *Manager {
 	m := &Manager{opts: opts.withDefaults(), servers: make(map[string]*upstream), settings: newSettings()}
 	m.polls = newPoller(m, m.opts.MaxPolls)
+	if bus, tel := m.opts.Events, m.opts.Telemetry; bus != nil && tel != nil {
+		// Counted where every event passes, servers' and polls' alike.
+		bus.OnPublish(func(k events.Kind) { tel.EventPublished(k.String()) })
+	}
 	return m
 }
 
@@ -162,6 +166,10 @@ func (m *Manager) Events() *events.Bus { return m.opts.Events }
 // Requests returns the broker that hands server requests to agents, nil if
 // none was given.
 func (m *Manager) Requests() *Broker { return m.opts.Requests }
+
+// Telemetry returns what records the servers' metrics and traces, nil if
+// none was given; the edges in front of the Manager record through it too.
+func (m *Manager) Telemetry() *telemetry.Telemetry { return m.opts.Telemetry }
 
 // Connect adds a server and waits, up to ctx, until it is ready or has
 // failed. A server that fails stays registered in StateFailed so that its
@@ -325,6 +333,8 @@ func (m *Manager) Disconnect(ctx context.Context, name string) error {
 	if m.opts.OAuth != nil {
 		m.opts.OAuth.Release(name) // its tokens stay for the next connect
 	}
+	// Its series go with it: server names are the callers' to choose.
+	m.opts.Telemetry.ForgetServer(name)
 	return nil
 }
 
@@ -412,10 +422,35 @@ func (m *Manager) CallTool(ctx context.Context, name string, args map[string]any
 		return nil, err
 	}
 	res, err := u.callTool(ctx, tool, args, opts)
-	if m.opts.Telemetry != nil {
+	if m.opts.Telemetry != nil && m.has(server) {
+		// A call that ended after its server was removed is not
+		// counted: its series would outlive the server.
 		m.opts.Telemetry.ToolCall(server, u.toolLabel(tool), callOutcome(res, err))
 	}
 	return res, err
+}
+
+// ToolCallRefused counts, in the tool calls metric, a call of the tool
+// (by qualified name) that an edge refused for want of a permission: the
+// caller's permissions, a deny rule, or an ask rule whose approval was
+// not given. It counts as permission_denied, by the tool's name if the
+// server lists it, as CallTool counts the calls it makes; a call of a
+// server mcpd does not have counts nowhere, its name being the caller's.
+func (m *Manager) ToolCallRefused(name string) {
+	server, tool, ok := SplitQualifiedToolName(name)
+	if m.opts.Telemetry == nil || !ok {
+		return
+	}
+	if u, err := m.lookup(server); err == nil {
+		m.opts.Telemetry.ToolCall(server, u.toolLabel(tool), callOutcome(nil, ErrPermissionDenied))
+	}
+}
+
+// has reports whether a server of that name is registered.
+func (m *Manager) has(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.servers[name] != nil
 }
 
 // WaitStarted waits until every server registered now has had its first

@@ -28,6 +28,9 @@ func (u *upstream) clientOptions() *mcp.ClientOptions {
 		ResourceUpdatedHandler:      u.onResourceUpdated,
 		LoggingMessageHandler:       u.onLog,
 		ProgressNotificationHandler: u.onProgress,
+		// inputMiddleware answers input-required results instead, the
+		// way legacy sessions' requests are answered (requests.go).
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	}
 	if u.opts.Requests != nil {
 		// Sampling and elicitation go to an attached agent; without one

@@ -10,11 +10,16 @@ import (
 	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
 
-// stateNames are the states a server's state metric lists.
-var stateNames = []string{
-	StateConnecting.String(), StateReady.String(), StateReconnecting.String(),
-	StateFailed.String(), StateStopped.String(), StateDisabled.String(),
-}
+// stateNames are the states a server's state metric lists: every State,
+// found by name (they run from StateConnecting up to the first without
+// one), so that a state added later gets its series too.
+var stateNames = func() []string {
+	var names []string
+	for s := StateConnecting; s.String() != "unknown"; s++ {
+		names = append(names, s.String())
+	}
+	return names
+}()
 
 // ServerSamples returns every server's state and call counters for the
 // metrics (telemetry.Telemetry.ObserveServers).

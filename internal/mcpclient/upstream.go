@@ -179,6 +179,8 @@ type interests interface {
 	// subscribing is held across every upstream subscribe and unsubscribe
 	// call of a server that follows a change of interest (see goReady).
 	subscribing(server string) callLock
+	// rootsFor is the roots set with SetRoots for the server.
+	rootsFor(server string) []*mcp.Root
 }
 
 func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp.Root) *upstream {
@@ -203,9 +205,10 @@ func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp
 	}
 	u.client = mcp.NewClient(opts.ClientInfo, u.clientOptions())
 	u.client.AddReceivingMiddleware(u.rootsMiddleware)
+	// Innermost: the span and duration of a request cover all its rounds.
+	u.client.AddSendingMiddleware(u.inputMiddleware)
 	up := telemetry.Upstream{Server: cfg.Name, Transport: u.transportName}
 	u.client.AddSendingMiddleware(opts.Telemetry.SendingMiddleware(up))
-	u.client.AddReceivingMiddleware(opts.Telemetry.ReceivingMiddleware(up))
 	u.setRoots(roots)
 	return u
 }
@@ -788,9 +791,7 @@ func (u *upstream) setState(state State, lastErr string) {
 func (u *upstream) publish(e events.Event) {
 	if u.opts.Events != nil {
 		e.Server = u.cfg.Name
-		if u.opts.Events.Publish(e) != 0 {
-			u.opts.Telemetry.EventPublished(e.Kind.String())
-		}
+		u.opts.Events.Publish(e)
 	}
 }
 

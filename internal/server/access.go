@@ -380,6 +380,7 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	ctx, unwatch := g.watchCaller(ctx, caller)
 	defer unwatch()
 	if err := g.check(ctx, caller, &r, start); err != nil {
+		countRefusedCall(info.Server, req, err)
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
@@ -433,7 +434,7 @@ func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	if g.authz.Reloaded() != nil {
 		go g.authz.Watch(ctx, caller, credentialsOf(ctx), func() { end(&callerGoneError{caller: caller.Name}) })
 	}
-	w := &guardedStream{ServerStream: ss, ctx: ctx, g: g, caller: caller, method: path.Base(info.FullMethod), start: time.Now()}
+	w := &guardedStream{ServerStream: ss, ctx: ctx, g: g, srv: srv, caller: caller, method: path.Base(info.FullMethod), start: time.Now()}
 	err := handler(srv, w)
 	if gone := callerGone(ctx); gone != nil {
 		err = toStatus(gone)
@@ -470,6 +471,7 @@ type guardedStream struct {
 	grpc.ServerStream
 	ctx     context.Context // the stream's, ended early if its caller goes
 	g       *guard
+	srv     any // the service the stream is for
 	caller  access.Caller
 	method  string
 	start   time.Time
@@ -498,6 +500,7 @@ func (w *guardedStream) RecvMsg(m any) error {
 	w.req.record.Method = w.method
 	if err := w.g.check(w.ctx, w.caller, &w.req, w.start); err != nil {
 		w.denied = true
+		countRefusedCall(w.srv, m, err)
 		return err
 	}
 	return nil
@@ -533,6 +536,20 @@ func (h *hub) eventAllowed(ctx context.Context, ev events.Event) bool {
 		return h.allowed(ctx, access.Action{Verb: access.CallTool, Server: ev.Server, Tool: ev.Tool})
 	}
 	return h.allowed(ctx, access.Action{Verb: access.ViewServer, Server: ev.Server})
+}
+
+// countRefusedCall counts a tool call that check refused for want of a
+// permission in mcpd_tool_calls_total, as permission_denied: the refusal
+// comes before the handler, which counts the calls it makes. srv is the
+// service the interceptor serves, the hub for MCPHub's.
+func countRefusedCall(srv, msg any, err error) {
+	h, ok := srv.(*hub)
+	if !ok || status.Code(err) != codes.PermissionDenied {
+		return
+	}
+	if name := toolName(msg); name != "" {
+		h.mgr.ToolCallRefused(name)
+	}
 }
 
 // toolName is the tool name of a tool-call request, "" for any other.

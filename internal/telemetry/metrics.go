@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 )
@@ -80,6 +81,24 @@ func (m instruments) register(r *prometheus.Registry) {
 		m.eventsDropped, m.subscribers, m.serverRequests, m.stderrLines)
 }
 
+// ForgetServer deletes every series labelled with server: its calls,
+// durations, resends, requests and stderr lines. mcpd calls it when the
+// server is removed, so that names agents pick for servers that come and
+// go do not pile up in the metrics. (The series mcpd_server_* and
+// mcpd_calls_* are read from the servers at each scrape and go by
+// themselves.)
+func (t *Telemetry) ForgetServer(server string) {
+	if t == nil {
+		return
+	}
+	labels := prometheus.Labels{"server": server}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		t.m.operationDuration, t.m.toolCalls, t.m.toolCallResends, t.m.serverRequests, t.m.stderrLines,
+	} {
+		v.DeletePartialMatch(labels)
+	}
+}
+
 // ToolCall counts one tool call that ended with outcome: "ok",
 // "tool_error", or a word for the error (see mcpclient). tool is empty
 // when the server did not list the tool.
@@ -141,9 +160,17 @@ func (t *Telemetry) StderrLines(server string) func() {
 	return t.m.stderrLines.WithLabelValues(server).Inc
 }
 
-// serverRequest counts one request a server sent to mcpd.
-func (t *Telemetry) serverRequest(server, kind, outcome string) {
-	t.m.serverRequests.WithLabelValues(server, kind, outcome).Inc()
+// ServerRequest counts one request of kind ("sampling", "elicitation" or
+// "roots") that server sent to mcpd, by how mcpd answered it (res or
+// err): ok, declined (an elicitation the agent declined, or a refusal
+// with the spec's code -1), cancelled (an elicitation dismissed), or error.
+// It is called where mcpd answers, once per request whichever protocol
+// era carried it.
+func (t *Telemetry) ServerRequest(server, kind string, res mcp.Result, err error) {
+	if t == nil {
+		return
+	}
+	t.m.serverRequests.WithLabelValues(server, kind, serverRequestOutcome(res, err)).Inc()
 }
 
 // observeOperation records one MCP request or notification mcpd sent.

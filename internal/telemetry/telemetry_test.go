@@ -3,12 +3,15 @@ package telemetry
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 )
 
@@ -83,6 +86,9 @@ func TestNil(t *testing.T) {
 	}
 	tel.ObserveServers(nil)
 	tel.InitializeGRPC(nil)
+	tel.ForgetServer("s")
+	tel.ServerRequest("s", "roots", nil, nil)
+	_ = tel.ServerMiddleware()
 	if tel.Tracing() || tel.GRPCStatsHandler() != nil {
 		t.Error("nil Telemetry traces")
 	}
@@ -163,5 +169,196 @@ func TestSendingMiddleware(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(tel.m.toolCalls.WithLabelValues("mem", "peek", "ok")); got != 0 {
 		t.Errorf("the middleware counted a tool call itself (that is mcpclient's): %v", got)
+	}
+}
+
+// tracedTelemetry is a Telemetry with tracing on, exporting to exp.
+func tracedTelemetry(t *testing.T) (*Telemetry, *tracetest.InMemoryExporter) {
+	t.Helper()
+	tel, err := New(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := tracetest.NewInMemoryExporter()
+	tel.provider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tel.tracer = tel.provider.Tracer(instrumentationName)
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	return tel, exp
+}
+
+// metaServer connects a client through the sending middleware of tel to
+// an in-memory server whose tool "peek" reports the _meta it got.
+func metaServer(t *testing.T, tel *Telemetry) (*mcp.ClientSession, func() mcp.Meta) {
+	t.Helper()
+	ctx := t.Context()
+	var (
+		mu  sync.Mutex
+		got mcp.Meta
+	)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "peek"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		mu.Lock()
+		got = req.Params.Meta
+		mu.Unlock()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil)
+	client.AddSendingMiddleware(tel.SendingMiddleware(Upstream{Server: "mem"}))
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs, func() mcp.Meta {
+		mu.Lock()
+		defer mu.Unlock()
+		return got
+	}
+}
+
+// hostMeta is a caller's _meta with trace context of its own.
+func hostMeta() mcp.Meta {
+	return mcp.Meta{
+		"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+		"tracestate":  "host=1",
+		"baggage":     "user=ada",
+		"mine":        "kept",
+	}
+}
+
+// TestTraceContextInMeta: with tracing on, the span's trace context
+// replaces the caller's trace fields in _meta, all of them (a tracestate or
+// baggage belongs to the traceparent it came with); with tracing off, or
+// no Telemetry, the trace fields are dropped. Other fields pass.
+func TestTraceContextInMeta(t *testing.T) {
+	on, exp := tracedTelemetry(t)
+	off, err := New(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		tel  *Telemetry
+	}{{"on", on}, {"off", off}, {"nil", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, got := metaServer(t, tc.tel)
+			if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "peek", Meta: hostMeta()}); err != nil {
+				t.Fatal(err)
+			}
+			meta := got()
+			if meta["mine"] != "kept" {
+				t.Errorf("_meta.mine: got %v, want it passed on", meta["mine"])
+			}
+			for _, k := range []string{"tracestate", "baggage"} {
+				if v, ok := meta[k]; ok {
+					t.Errorf("_meta.%s: got %q, want none (the caller's belongs to its own traceparent)", k, v)
+				}
+			}
+			want := ""
+			if tc.tel.Tracing() {
+				spans := exp.GetSpans()
+				sc := spans[len(spans)-1].SpanContext
+				want = "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
+			}
+			if tp, _ := meta["traceparent"].(string); tp != want {
+				t.Errorf("_meta.traceparent: got %q, want %q", tp, want)
+			}
+		})
+	}
+}
+
+// TestServerMiddleware: a request served through the middleware is a
+// server span child of the trace context in its _meta, named after the
+// method and the tool, and a span started under it is its child.
+func TestServerMiddleware(t *testing.T) {
+	tel, exp := tracedTelemetry(t)
+	ctx := t.Context()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "1"}, nil)
+	var inner trace.SpanContext
+	mcp.AddTool(srv, &mcp.Tool{Name: "mcp__up__echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		_, span := tel.tracer.Start(ctx, "upstream")
+		inner = span.SpanContext()
+		span.End()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	srv.AddReceivingMiddleware(tel.ServerMiddleware())
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__up__echo", Meta: hostMeta()}); err != nil {
+		t.Fatal(err)
+	}
+	var served sdktrace.ReadOnlySpan
+	for _, s := range exp.GetSpans().Snapshots() {
+		if s.Name() == "tools/call mcp__up__echo" {
+			served = s
+		}
+	}
+	if served == nil {
+		t.Fatalf("no span tools/call mcp__up__echo among %d", len(exp.GetSpans()))
+	}
+	if served.SpanKind() != trace.SpanKindServer {
+		t.Errorf("kind: got %v, want server", served.SpanKind())
+	}
+	if got := served.Parent().TraceID().String() + "-" + served.Parent().SpanID().String(); got != "0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331" {
+		t.Errorf("parent: got %s, want the host's span", got)
+	}
+	if !served.Parent().IsRemote() || served.Parent().TraceState().Get("host") != "1" {
+		t.Errorf("parent %v: want the host's remote span with its tracestate", served.Parent())
+	}
+	if inner.TraceID() != served.SpanContext().TraceID() {
+		t.Errorf("a span under the handler is in trace %s, want the host's", inner.TraceID())
+	}
+}
+
+// TestForgetServer: a removed server's series go, from every metric that
+// names servers; other servers' stay.
+func TestForgetServer(t *testing.T) {
+	tel, err := New(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"gone", "kept"} {
+		tel.ToolCall(s, "echo", "ok")
+		tel.ToolCallResent(s, "echo", "not_sent")
+		tel.ServerRequest(s, "roots", &mcp.ListRootsResult{}, nil)
+		tel.StderrLines(s)()
+		tel.observeOperation(operation{server: s, method: "tools/call"}, "", time.Millisecond)
+	}
+	tel.ForgetServer("gone")
+	families, err := tel.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := map[string]bool{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() != "server" {
+					continue
+				}
+				if lp.GetValue() == "gone" {
+					t.Errorf("%s: a series of the removed server remains", f.GetName())
+				}
+				kept[f.GetName()] = true
+			}
+		}
+	}
+	if len(kept) != 5 {
+		t.Errorf("metrics with the other server's series: got %v, want 5", kept)
 	}
 }

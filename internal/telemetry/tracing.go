@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -179,9 +180,18 @@ type operation struct {
 // becomes a client span, child of the span in its context, whose trace
 // context travels in the request's _meta (traceparent, tracestate and
 // baggage, as SEP-414 of the MCP specification defines).
+//
+// With tracing off it drops those fields from _meta instead, whoever put
+// them there (an agent's meta, a host's through the MCP endpoint): mcpd
+// passes on no trace context then. A nil *Telemetry does that alone.
 func (t *Telemetry) SendingMiddleware(up Upstream) mcp.Middleware {
 	if t == nil {
-		return func(next mcp.MethodHandler) mcp.MethodHandler { return next }
+		return func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				withoutTraceContext(req)
+				return next(ctx, method, req)
+			}
+		}
 	}
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -192,6 +202,8 @@ func (t *Telemetry) SendingMiddleware(up Upstream) mcp.Middleware {
 				ctx, span = t.tracer.Start(ctx, spanName(op), trace.WithSpanKind(trace.SpanKindClient),
 					trace.WithAttributes(op.attributes()...))
 				t.injectMeta(ctx, req)
+			} else {
+				withoutTraceContext(req)
 			}
 			res, err := next(ctx, method, req)
 			errType := errorType(res, err)
@@ -202,31 +214,6 @@ func (t *Telemetry) SendingMiddleware(up Upstream) mcp.Middleware {
 			return res, err
 		}
 	}
-}
-
-// ReceivingMiddleware counts the requests up sends to mcpd (sampling,
-// elicitation, roots) by kind and outcome.
-func (t *Telemetry) ReceivingMiddleware(up Upstream) mcp.Middleware {
-	if t == nil {
-		return func(next mcp.MethodHandler) mcp.MethodHandler { return next }
-	}
-	return func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			kind, counted := serverRequestKinds[method]
-			res, err := next(ctx, method, req)
-			if counted {
-				t.serverRequest(up.Server, kind, serverRequestOutcome(res, err))
-			}
-			return res, err
-		}
-	}
-}
-
-// serverRequestKinds are the server-to-client requests mcpd counts.
-var serverRequestKinds = map[string]string{
-	"sampling/createMessage": "sampling",
-	"elicitation/create":     "elicitation",
-	"roots/list":             "roots",
 }
 
 // codeDeclined is the JSON-RPC code of a declined request (MCP's "user
@@ -241,7 +228,7 @@ func serverRequestOutcome(res mcp.Result, err error) string {
 	case err != nil:
 		return "error"
 	}
-	if r, ok := res.(*mcp.ElicitResult); ok {
+	if r, ok := res.(*mcp.ElicitResult); ok && r != nil {
 		switch r.Action {
 		case "decline":
 			return "declined"
@@ -252,8 +239,14 @@ func serverRequestOutcome(res mcp.Result, err error) string {
 	return "ok"
 }
 
+// traceFields are the _meta fields of W3C trace context (SEP-414), the
+// fields of the propagator.
+var traceFields = []string{"traceparent", "tracestate", "baggage"}
+
 // injectMeta puts the span's trace context into the request's _meta,
-// on a copy: the caller's map is not ours to change.
+// on a copy: the caller's map is not ours to change. The trace fields
+// the caller's _meta had go: a tracestate or baggage belongs with the
+// traceparent it came with, which the span's replaces.
 func (t *Telemetry) injectMeta(ctx context.Context, req mcp.Request) {
 	params := req.GetParams()
 	if params == nil {
@@ -261,17 +254,107 @@ func (t *Telemetry) injectMeta(ctx context.Context, req mcp.Request) {
 	}
 	carrier := propagation.MapCarrier{}
 	t.propagator.Inject(ctx, carrier)
-	if len(carrier) == 0 {
-		return
-	}
 	meta := maps.Clone(params.GetMeta())
 	if meta == nil {
 		meta = make(map[string]any, len(carrier))
+	}
+	for _, k := range traceFields {
+		delete(meta, k)
 	}
 	for k, v := range carrier {
 		meta[k] = v
 	}
 	params.SetMeta(meta)
+}
+
+// withoutTraceContext drops the trace fields from the request's _meta, on
+// a copy; a request without them is left alone.
+func withoutTraceContext(req mcp.Request) {
+	params := req.GetParams()
+	if params == nil {
+		return
+	}
+	meta := params.GetMeta()
+	if !slices.ContainsFunc(traceFields, func(k string) bool { _, ok := meta[k]; return ok }) {
+		return
+	}
+	meta = maps.Clone(meta)
+	for _, k := range traceFields {
+		delete(meta, k)
+	}
+	params.SetMeta(meta)
+}
+
+// ServerMiddleware makes a server span of every MCP request the MCP
+// endpoint serves (notifications excepted), child of the host's trace
+// context: the one in the request's _meta (traceparent, and tracestate
+// and baggage with it; SEP-414) or, failing that, the one in the HTTP
+// request's headers. The upstream requests made for it are its children.
+// With tracing off it reads nothing.
+func (t *Telemetry) ServerMiddleware() mcp.Middleware {
+	if !t.Tracing() {
+		return func(next mcp.MethodHandler) mcp.MethodHandler { return next }
+	}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if strings.HasPrefix(method, "notifications/") {
+				return next(ctx, method, req)
+			}
+			ctx, span := t.tracer.Start(t.extract(ctx, req), method, trace.WithSpanKind(trace.SpanKindServer))
+			res, err := next(ctx, method, req)
+			// Described once served: the endpoint resolves a bare tool
+			// or prompt name in the request itself.
+			op := describeServed(method, req)
+			span.SetName(spanName(op))
+			span.SetAttributes(op.attributes()...)
+			endSpan(span, errorType(res, err))
+			return res, err
+		}
+	}
+}
+
+// extract returns ctx with the trace context the host sent with req: in
+// _meta, else in the HTTP headers. A malformed traceparent in _meta
+// counts as none.
+func (t *Telemetry) extract(ctx context.Context, req mcp.Request) context.Context {
+	if params := req.GetParams(); params != nil {
+		carrier := propagation.MapCarrier{}
+		for k, v := range params.GetMeta() {
+			if s, ok := v.(string); ok && slices.Contains(traceFields, k) {
+				carrier[k] = s
+			}
+		}
+		if carrier["traceparent"] != "" {
+			if c := t.propagator.Extract(ctx, carrier); trace.SpanContextFromContext(c).IsValid() {
+				return c
+			}
+		}
+	}
+	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+		return t.propagator.Extract(ctx, propagation.HeaderCarrier(extra.Header))
+	}
+	return ctx
+}
+
+// describeServed is what the span of a request the MCP endpoint served
+// says: the method and the (qualified) tool, prompt or URI it is about.
+func describeServed(method string, req mcp.Request) operation {
+	op := operation{method: method, network: "tcp"}
+	switch p := req.GetParams().(type) {
+	case *mcp.CallToolParamsRaw:
+		op.tool = p.Name
+	case *mcp.GetPromptParams:
+		op.prompt = p.Name
+	case *mcp.ReadResourceParams:
+		op.uri = p.URI
+	}
+	if v, ok := req.(interface{ ProtocolVersion() string }); ok {
+		op.protocolVersion = v.ProtocolVersion()
+	}
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		op.sessionID = ss.ID()
+	}
+	return op
 }
 
 func describe(up Upstream, method string, req mcp.Request) operation {
@@ -317,8 +400,10 @@ func spanName(op operation) string {
 func (op operation) attributes() []attribute.KeyValue {
 	attrs := []attribute.KeyValue{
 		attribute.String("mcp.method.name", op.method),
-		attribute.String("mcpd.server.name", op.server),
 		attribute.String("network.transport", op.network),
+	}
+	if op.server != "" {
+		attrs = append(attrs, attribute.String("mcpd.server.name", op.server))
 	}
 	if op.transport != "" {
 		attrs = append(attrs, attribute.String("mcpd.server.transport", op.transport))
