@@ -143,7 +143,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	health := server.NewHealth()
 	// Not ready until the configured servers have had their first start.
 	health.SetServing(false)
-	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer, BufferBytes: int64(c.eventBytes)})
+	bus := events.NewBus(&events.Options{BufferSize: c.eventBuffer, BufferBytes: int64(c.eventBytes), FirstSequence: events.BootSequence()})
 	broker := mcpclient.NewBroker(&mcpclient.BrokerOptions{Timeout: c.requestTimeout})
 	var mgr *mcpclient.Manager
 	upstreamAuth, redirect, err := startOAuth(c.oauthStateDir, c.oauthStateDirDefault, c.oauthRedirect, log, func(server string) {

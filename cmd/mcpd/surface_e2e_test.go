@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -384,5 +385,46 @@ func TestSubscribeAgainAtOnce(t *testing.T) {
 	}
 	if n := listens() - before; n != 1 {
 		t.Errorf("the demo server got %v subscriptions/listen for %d streams in a row, want 1", n, rounds)
+	}
+}
+
+// TestResumeAcrossRestart: a client that resumes with the sequence of an
+// event from mcpd's previous run gets a gap first, then what the new run
+// has buffered: never the new run's events under the old numbers.
+func TestResumeAcrossRestart(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	states := []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_SERVER_STATE}
+	firstEvent := func(d *daemon, after uint64) *mcpdv1.Event {
+		t.Helper()
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		sub, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{Kinds: states, AfterSequence: &after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := sub.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetEvent()
+	}
+	d := startDaemon(ctx, t, daemonOptions{})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	seen := firstEvent(d, 0)
+	if seen.GetServerState() == nil {
+		t.Fatalf("first event of the first run: got %v, want a server state", seen)
+	}
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code %d, want 0", code)
+	}
+
+	d2 := startDaemon(ctx, t, daemonOptions{})
+	d2.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	if ev := firstEvent(d2, seen.GetSequence()); ev.GetGap() == nil {
+		t.Errorf("resume with the first run's sequence %d: got %v, want a gap", seen.GetSequence(), ev)
+	}
+	if ev := firstEvent(d2, 0); ev.GetServerState() == nil || ev.GetSequence() <= seen.GetSequence() {
+		t.Errorf("the second run's first event: got %v, want a server state numbered after the first run's %d", ev, seen.GetSequence())
 	}
 }

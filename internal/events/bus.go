@@ -28,6 +28,19 @@ type Options struct {
 	// Publish evicts the oldest events while the buffer holds more, though
 	// it always keeps the newest one. DefaultBufferBytes when <= 0.
 	BufferBytes int64
+	// FirstSequence is the sequence of the first event; 1 when 0. A daemon
+	// sets it from the time it started (BootSequence), so that it never
+	// gives out a number an earlier run of it gave out: a client resuming
+	// with such a number gets a gap, not other events under old numbers.
+	FirstSequence uint64
+}
+
+// BootSequence is a FirstSequence for a bus that starts now: the Unix time
+// in microseconds, plus one. It grows with every restart as long as the
+// clock does not go back, and stays below 2^53 (exact in JavaScript
+// numbers) for two more centuries.
+func BootSequence() uint64 {
+	return uint64(time.Now().UnixMicro()) + 1
 }
 
 // Bus is the per-daemon event bus. Publish, LastSequence, Subscribe and
@@ -38,15 +51,16 @@ type Bus struct {
 
 	mu sync.Mutex
 	// ring holds the events last-len(ring)+1 .. last; the event with
-	// sequence s is at ring[(s-1)%size]. It grows up to size and is then
+	// sequence s is at ring[(s-start)%size]. It grows up to size and is then
 	// overwritten in place, so the bus never holds more than size events.
 	//
 	// Events older than first were evicted: their slots are zeroed, so
 	// that their data can be collected. first is last+1 when nothing is
 	// buffered.
 	ring  []slot
+	start uint64 // sequence of the bus's first event (Options.FirstSequence)
 	first uint64
-	last  uint64 // sequence of the last published event; 0 before the first
+	last  uint64 // sequence of the last published event; start-1 before the first
 	bytes int64  // the sum of the buffered events' sizes
 	// wake is closed (and replaced) by Publish to wake every waiting
 	// subscriber at once; waiting says whether anyone took it since, so an
@@ -67,7 +81,11 @@ func NewBus(opts *Options) *Bus {
 	if opts != nil && opts.BufferBytes > 0 {
 		maxBytes = opts.BufferBytes
 	}
-	return &Bus{size: size, maxBytes: maxBytes, first: 1, wake: make(chan struct{})}
+	first := uint64(1)
+	if opts != nil && opts.FirstSequence > 0 {
+		first = opts.FirstSequence
+	}
+	return &Bus{size: size, maxBytes: maxBytes, start: first, first: first, last: first - 1, wake: make(chan struct{})}
 }
 
 // Publish appends e to the bus and returns its sequence. It sets
@@ -170,7 +188,7 @@ type slot struct {
 }
 
 func (b *Bus) index(seq uint64) int {
-	return int((seq - 1) % uint64(b.size))
+	return int((seq - b.start) % uint64(b.size))
 }
 
 // oldestLocked returns the sequence of the oldest buffered event, or
@@ -179,8 +197,8 @@ func (b *Bus) oldestLocked() uint64 {
 	return b.first
 }
 
-// LastSequence returns the sequence of the last published event, 0 if
-// none.
+// LastSequence returns the sequence of the last published event, one
+// less than the first sequence if none.
 func (b *Bus) LastSequence() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -208,9 +226,11 @@ func (b *Bus) Close() {
 // Subscribe returns. &n means every buffered event with a sequence
 // greater than n, then live ones; n = 0 means everything still buffered.
 // If some events after n were already evicted, the first event read is a
-// KindGap for n+1 .. oldest buffered - 1 (also for n = 0). If n is greater
-// than LastSequence the client saw a previous daemon, whose sequences do
-// not carry over, and the subscription starts from now, as with nil.
+// KindGap for n+1 .. oldest buffered - 1 (also for n = 0). An n below the
+// first sequence (but 0) is from before this bus, from an earlier run of
+// the daemon: the subscription reads a KindGap first, then everything
+// buffered. If n is greater than LastSequence (a number this bus never
+// gave out) the subscription starts from now, as with nil.
 //
 // Subscribe registers nothing with the bus: a subscription is only a
 // cursor, so an abandoned one costs the bus nothing. Close it anyway to
@@ -218,7 +238,11 @@ func (b *Bus) Close() {
 func (b *Bus) Subscribe(f Filter, after *uint64) *Subscription {
 	b.mu.Lock()
 	next := b.last + 1
-	if after != nil && *after < b.last {
+	switch {
+	case after == nil || *after >= b.last:
+	case *after == 0:
+		next = b.start
+	default:
 		next = *after + 1
 	}
 	b.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -845,5 +846,70 @@ func TestOnPublish(t *testing.T) {
 	b.Publish(Event{Server: "s", Kind: KindLog})
 	if other != 1 || seen[KindLog] != 0 {
 		t.Errorf("after the func was replaced and the bus closed: new func told %d times, old %d; want 1 and 0", other, seen[KindLog])
+	}
+}
+
+// TestFirstSequence: a bus that starts at a later number treats 0 as
+// "everything buffered", a smaller number (an earlier run's) as missed
+// events, and a number it never reached as "from now".
+func TestFirstSequence(t *testing.T) {
+	ctx := context.Background()
+	b := NewBus(&Options{FirstSequence: 1000})
+	if got := b.LastSequence(); got != 999 {
+		t.Fatalf("LastSequence before any event: got %d, want 999", got)
+	}
+	for range 3 {
+		b.Publish(Event{Kind: KindLog})
+	}
+	first := func(after *uint64) Event {
+		t.Helper()
+		sub := b.Subscribe(Filter{}, after)
+		defer sub.Close()
+		if after != nil && *after > b.LastSequence() {
+			b.Publish(Event{Kind: KindLog})
+		}
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	if ev := first(ptr(0)); ev.Kind != KindLog || ev.Sequence != 1000 {
+		t.Errorf("after 0: got %+v, want event 1000", ev)
+	}
+	if ev := first(ptr(5)); ev.Kind != KindGap || ev.GapFrom != 6 || ev.GapTo != 999 {
+		t.Errorf("after 5, an earlier run's number: got %+v, want a gap 6..999", ev)
+	}
+	if ev := first(ptr(1001)); ev.Kind != KindLog || ev.Sequence != 1002 {
+		t.Errorf("after 1001: got %+v, want event 1002", ev)
+	}
+	if ev := first(ptr(5000)); ev.Kind != KindLog || ev.Sequence != 1003 {
+		t.Errorf("after 5000, never reached: got %+v, want the next event, 1003", ev)
+	}
+}
+
+// TestFirstSequenceWraps: the ring wraps and evicts the same way from any
+// first sequence.
+func TestFirstSequenceWraps(t *testing.T) {
+	b := NewBus(&Options{FirstSequence: 1_700_000_000_000_001, BufferSize: 4})
+	for range 10 {
+		b.Publish(Event{Kind: KindLog})
+	}
+	sub := b.Subscribe(Filter{}, ptr(0))
+	defer sub.Close()
+	var got []uint64
+	for range 5 {
+		ev, err := sub.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev.Sequence)
+		if ev.Kind == KindGap && (ev.GapFrom != 1_700_000_000_000_001 || ev.GapTo != 1_700_000_000_000_006) {
+			t.Errorf("gap: got %d..%d, want the six evicted events", ev.GapFrom, ev.GapTo)
+		}
+	}
+	want := []uint64{1_700_000_000_000_006, 1_700_000_000_000_007, 1_700_000_000_000_008, 1_700_000_000_000_009, 1_700_000_000_000_010}
+	if !slices.Equal(got, want) {
+		t.Errorf("sequences: got %v, want %v", got, want)
 	}
 }

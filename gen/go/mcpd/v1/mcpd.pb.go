@@ -4953,7 +4953,8 @@ type SubscribeRequest struct {
 	// Restricts events to these kinds; empty means all.
 	Kinds []EventKind `protobuf:"varint,3,rep,packed,name=kinds,proto3,enum=mcpd.v1.EventKind" json:"kinds,omitempty"`
 	// Resumes after this sequence: every buffered event after it is sent
-	// first. Unset means events from now on.
+	// first. 0 sends everything buffered; a number from an earlier run of
+	// mcpd starts with a gap. Unset means events from now on.
 	AfterSequence *uint64 `protobuf:"varint,4,opt,name=after_sequence,json=afterSequence,proto3,oneof" json:"after_sequence,omitempty"`
 	// Restricts poll_result events to these polls; empty means all. Like
 	// resources, the polls listed are explicit: their events pass even when
@@ -5091,7 +5092,10 @@ func (x *SubscribeResponse) GetEvent() *Event {
 // Event is something that happened on a server.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Numbers the event; numbers are per daemon, increasing and gap-free.
+	// Numbers the event; numbers are per daemon, increasing and gap-free. A
+	// daemon's first number is the time it started, in microseconds since
+	// the Unix epoch, plus one: a restarted daemon's numbers are larger
+	// than its last run's.
 	Sequence uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// Gives when mcpd received the event.
 	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`

@@ -2475,7 +2475,8 @@ export type SubscribeRequest = Message<"mcpd.v1.SubscribeRequest"> & {
 
   /**
    * Resumes after this sequence: every buffered event after it is sent
-   * first. Unset means events from now on.
+   * first. 0 sends everything buffered; a number from an earlier run of
+   * mcpd starts with a gap. Unset means events from now on.
    *
    * @generated from field: optional uint64 after_sequence = 4;
    */
@@ -2538,7 +2539,10 @@ export const SubscribeResponseSchema: GenMessage<SubscribeResponse> = /*@__PURE_
  */
 export type Event = Message<"mcpd.v1.Event"> & {
   /**
-   * Numbers the event; numbers are per daemon, increasing and gap-free.
+   * Numbers the event; numbers are per daemon, increasing and gap-free. A
+   * daemon's first number is the time it started, in microseconds since
+   * the Unix epoch, plus one: a restarted daemon's numbers are larger
+   * than its last run's.
    *
    * @generated from field: uint64 sequence = 1;
    */
