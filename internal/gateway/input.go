@@ -46,8 +46,22 @@ type suspended struct {
 	agent  *mcpclient.Agent
 	detach func()         // detaches the agent and cancels the upstream request
 	done   chan outcomeOf // cap 1: the upstream request's outcome
+	// asked are the requests handed to the host and not yet answered, by
+	// the key the host answers under.
 	asked  map[string]*mcpclient.ServerRequest
 	expiry *time.Timer
+}
+
+// ask hands req to the host under the server's own key for it, so that
+// the host sees the input requests the server made; under mcpd's id when
+// the request has no such key (mcpd's own, or a legacy session's) or the
+// key is taken.
+func (s *suspended) ask(req *mcpclient.ServerRequest) {
+	key := req.InputKey
+	if _, taken := s.asked[key]; key == "" || taken {
+		key = req.ID
+	}
+	s.asked[key] = req
 }
 
 type outcomeOf struct {
@@ -86,10 +100,10 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 			return nil, nil, "", invalidParams("requestState names no request waiting for input (unknown, used or expired)")
 		}
 		s.expiry.Stop()
-		for id, resp := range responses {
-			if req, ok := s.asked[id]; ok {
-				_ = g.mgr.Requests().Answer(s.agent, id, replyFrom(req.Kind, resp))
-				delete(s.asked, id)
+		for key, resp := range responses {
+			if req, ok := s.asked[key]; ok {
+				_ = g.mgr.Requests().Answer(s.agent, req.ID, replyFrom(req.Kind, resp))
+				delete(s.asked, key)
 			}
 		}
 	} else {
@@ -126,7 +140,7 @@ func (g *Gateway) awaitInput(ctx context.Context, s *suspended) (mcp.Result, mcp
 			s.detach()
 			return o.res, nil, "", o.err
 		case req := <-s.agent.Requests():
-			s.asked[req.ID] = req
+			s.ask(req)
 		case <-ctx.Done():
 			// The host went away, or cancelled: so does the upstream
 			// request.
@@ -139,7 +153,7 @@ func (g *Gateway) awaitInput(ctx context.Context, s *suspended) (mcp.Result, mcp
 	for more := true; more; {
 		select {
 		case req := <-s.agent.Requests():
-			s.asked[req.ID] = req
+			s.ask(req)
 		case <-settle.C:
 			more = false
 		}

@@ -44,6 +44,10 @@ type ServerRequest struct {
 	Approval      *ApprovalRequest
 	// Deadline is when mcpd stops waiting and answers the server itself.
 	Deadline time.Time
+	// InputKey is the server's own key for the request, when it came as
+	// one of the input requests of a 2026-07-28 result; empty otherwise.
+	// The MCP endpoint hands it on to the host under that key.
+	InputKey string
 }
 
 // Reply is an agent's answer to a ServerRequest: one field is set.

@@ -34,7 +34,7 @@ func (u *upstream) createMessage(ctx context.Context, params *mcp.CreateMessageP
 	// Bound to the run: stopping the server must not wait for an agent.
 	ctx, unbind := u.bindRun(ctx)
 	defer unbind()
-	r, err := u.opts.Requests.ask(ctx, &ServerRequest{Server: u.cfg.Name, Kind: KindSampling, Sampling: params})
+	r, err := u.opts.Requests.ask(ctx, &ServerRequest{Server: u.cfg.Name, Kind: KindSampling, Sampling: params, InputKey: inputKeyOf(ctx)})
 	switch {
 	case errors.Is(err, errNoAgent):
 		return nil, &jsonrpc.Error{Code: codeUserRejected, Message: "sampling declined: no agent is attached to answer it"}
@@ -55,7 +55,7 @@ func (u *upstream) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.E
 func (u *upstream) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	ctx, unbind := u.bindRun(ctx)
 	defer unbind()
-	r, err := u.opts.Requests.ask(ctx, &ServerRequest{Server: u.cfg.Name, Kind: KindElicitation, Elicitation: params})
+	r, err := u.opts.Requests.ask(ctx, &ServerRequest{Server: u.cfg.Name, Kind: KindElicitation, Elicitation: params, InputKey: inputKeyOf(ctx)})
 	switch {
 	case errors.Is(err, errNoAgent):
 		return &mcp.ElicitResult{Action: "decline"}, nil
@@ -94,7 +94,7 @@ func (u *upstream) listRoots(ctx context.Context) (*mcp.ListRootsResult, error) 
 	if u.opts.Requests != nil && u.opts.Requests.wants(u.cfg.Name, KindRoots) {
 		ctx, unbind := u.bindRun(ctx)
 		defer unbind()
-		r, err := u.opts.Requests.ask(ctx, &ServerRequest{Server: u.cfg.Name, Kind: KindRoots})
+		r, err := u.opts.Requests.ask(ctx, &ServerRequest{Server: u.cfg.Name, Kind: KindRoots, InputKey: inputKeyOf(ctx)})
 		switch {
 		case err != nil:
 			// Unanswered: the roots of SetRoots answer instead.
@@ -111,6 +111,15 @@ func (u *upstream) listRoots(ctx context.Context) (*mcp.ListRootsResult, error) 
 		roots = []*mcp.Root{} // a list, never null
 	}
 	return &mcp.ListRootsResult{Roots: roots}, nil
+}
+
+// inputKeyContext keys the server's own key of the input request being
+// answered (see ServerRequest.InputKey).
+type inputKeyContext struct{}
+
+func inputKeyOf(ctx context.Context) string {
+	key, _ := ctx.Value(inputKeyContext{}).(string)
+	return key
 }
 
 // countRequest counts one answered server request in the metrics.
@@ -210,7 +219,7 @@ func (u *upstream) answerInputs(ctx context.Context, cs *mcp.ClientSession, inpu
 	answers := make(mcp.InputResponseMap, len(inputs))
 	for id, in := range inputs {
 		wg.Go(func() {
-			answer, err := u.answerInput(ctx, cs, in)
+			answer, err := u.answerInput(context.WithValue(ctx, inputKeyContext{}, id), cs, in)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
