@@ -186,6 +186,27 @@ func TestPollFallback(t *testing.T) {
 			t.Fatalf("got %v, want an update of %s", ev, fakeClockURI)
 		}
 	}
+
+	// The stream's interest outlives the server: connected again under
+	// the same name, it is read again.
+	if _, err := d.hub.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{Name: "quiet"}); err != nil {
+		t.Fatal(err)
+	}
+	d.connectFake(ctx, t, "quiet", fakeQuietClock)
+	back := false
+	for {
+		resp, err := sub.Recv()
+		if err != nil {
+			t.Fatalf("Subscribe after the server came back: %v", err)
+		}
+		ev := resp.GetEvent()
+		if ev.GetServerState().GetState() == mcpdv1.ServerState_SERVER_STATE_READY {
+			back = true
+		}
+		if back && ev.GetResourceUpdated().GetUri() == fakeClockURI {
+			break
+		}
+	}
 }
 
 // subscribePolls opens a Subscribe stream of poll results (req may narrow

@@ -211,16 +211,27 @@ func CheckPollSpec(spec *PollSpec) error {
 	return nil
 }
 
-// start registers and starts a poll. A fallback poll (prefix "fallback-")
-// is not listed among the polls but counts against the limit.
+// start registers and starts a poll, listed among the polls.
 func (pl *poller) start(spec PollSpec, publish func(*poll, json.RawMessage, error, bool), prefix string) (*poll, error) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	return pl.startLocked(spec, publish, prefix)
+}
+
+// startLocked starts a poll; pl.mu is held. A fallback poll (prefix
+// "fallback-") is not listed among the polls (its caller registers it
+// under the same hold of pl.mu) but counts against the limit. The server
+// must still be there: checked under pl.mu, a Disconnect that removed it
+// has stopped its polls already or will find this one.
+func (pl *poller) startLocked(spec PollSpec, publish func(*poll, json.RawMessage, error, bool), prefix string) (*poll, error) {
 	if pl.closed {
 		return nil, errorf(ErrUnavailable, "mcpd is shutting down")
 	}
 	if len(pl.polls)+len(pl.fallbacks) >= pl.max {
 		return nil, errorf(ErrResourceExhausted, "mcpd already runs %d polls, its limit (--max-polls)", pl.max)
+	}
+	if !pl.m.has(spec.Server) {
+		return nil, errorf(ErrNotFound, "server %q not found", spec.Server)
 	}
 	pl.nextID++
 	if prefix == "" {
@@ -242,7 +253,9 @@ func (pl *poller) start(spec PollSpec, publish func(*poll, json.RawMessage, erro
 	return p, nil
 }
 
-// stopServer stops the polls of a removed server.
+// stopServer stops the polls of a removed server. Its fallback polls stay
+// with the streams that hold them: paused while no server has the name,
+// they read again once one has.
 func (pl *poller) stopServer(server string) {
 	pl.mu.Lock()
 	var stopped []*poll
@@ -250,12 +263,6 @@ func (pl *poller) stopServer(server string) {
 		if p.spec.Server == server {
 			stopped = append(stopped, p)
 			delete(pl.polls, id)
-		}
-	}
-	for r, f := range pl.fallbacks {
-		if r.Server == server {
-			stopped = append(stopped, f.p)
-			delete(pl.fallbacks, r)
 		}
 	}
 	pl.mu.Unlock()
@@ -445,36 +452,22 @@ func (m *Manager) fallbackPoll(server, uri string, interval time.Duration) (rele
 	}
 	pl := m.polls
 	key := events.Resource{Server: server, URI: uri}
+	// Joined or started under one hold of pl.mu: two holders cannot both
+	// start one, nor pass the limit together.
 	pl.mu.Lock()
 	f := pl.fallbacks[key]
 	if f != nil {
 		f.refs++
-	}
-	pl.mu.Unlock()
-	if f == nil {
-		p, err := pl.start(spec, publishResourceUpdated(m), "fallback-")
+	} else {
+		p, err := pl.startLocked(spec, publishResourceUpdated(m), "fallback-")
 		if err != nil {
+			pl.mu.Unlock()
 			return nil, err
 		}
-		pl.mu.Lock()
-		if pl.closed {
-			// The Manager closed after the start: close missed this one.
-			pl.mu.Unlock()
-			p.halt()
-			return nil, errorf(ErrUnavailable, "mcpd is shutting down")
-		}
-		if other := pl.fallbacks[key]; other != nil {
-			// Another holder started one meanwhile: join it.
-			other.refs++
-			f = other
-			pl.mu.Unlock()
-			p.halt()
-		} else {
-			f = &fallback{p: p, refs: 1}
-			pl.fallbacks[key] = f
-			pl.mu.Unlock()
-		}
+		f = &fallback{p: p, refs: 1}
+		pl.fallbacks[key] = f
 	}
+	pl.mu.Unlock()
 	return sync.OnceFunc(func() {
 		pl.mu.Lock()
 		f.refs--

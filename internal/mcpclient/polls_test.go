@@ -3,9 +3,12 @@ package mcpclient
 import (
 	"context"
 	"errors"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
 )
 
@@ -109,5 +112,55 @@ func TestPolls(t *testing.T) {
 	}
 	if err := m.StopPoll(p.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("StopPoll after removal: got %v, want ErrNotFound", err)
+	}
+}
+
+// TestStartPollRacesDisconnect: a poll started while its server is being
+// removed is either refused or stopped with the server, never left
+// running (and holding a --max-polls slot) for a server that is gone.
+func TestStartPollRacesDisconnect(t *testing.T) {
+	m := NewManager(&Options{MaxPolls: 1000})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	ctx := context.Background()
+	for i := range 5000 {
+		if err := m.AddStopped(config.Server{Name: "f"}, StateFailed, errors.New("x"), false); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _ = m.StartPoll(PollSpec{Server: "f", URI: "x://y", Interval: time.Hour}) })
+		wg.Go(func() { _ = m.Disconnect(ctx, "f") })
+		wg.Wait()
+		if ps := m.Polls(); len(ps) > 0 {
+			t.Fatalf("iteration %d: poll %s outlived the removal of its server", i, ps[0].ID)
+		}
+	}
+}
+
+// TestFallbackPollLimit: fallback polls started at once stay within
+// MaxPolls.
+func TestFallbackPollLimit(t *testing.T) {
+	m := NewManager(&Options{MaxPolls: 1})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	if err := m.AddStopped(config.Server{Name: "f"}, StateFailed, errors.New("x"), false); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var releases []func()
+	for i := range 64 {
+		wg.Go(func() {
+			if release, err := m.fallbackPoll("f", "x://"+strconv.Itoa(i), time.Hour); err == nil {
+				mu.Lock()
+				releases = append(releases, release)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, release := range releases {
+		release()
+	}
+	if len(releases) != 1 {
+		t.Errorf("MaxPolls 1, but %d fallback polls started", len(releases))
 	}
 }
