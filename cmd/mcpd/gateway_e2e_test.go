@@ -392,7 +392,7 @@ func TestMCPEndpointPermissions(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	startDaemon(ctx, t, daemonOptions{
+	d := startDaemon(ctx, t, daemonOptions{
 		config: twoDemoServers(t),
 		args:   []string{"--callers", permissionCallers(t), "--mcp-listen", addr},
 		env:    []string{"E2E_OUTSIDER_TOKEN=" + outsiderToken},
@@ -469,6 +469,45 @@ func TestMCPEndpointPermissions(t *testing.T) {
 				t.Errorf("no update of the bare demo://clock in 15 s (the clock ticks every second)")
 			}
 		})
+	}
+
+	// A bare URI stands for the server it resolved to: the reader hears
+	// nothing of the other server's clock, which the admin follows, once
+	// its own server is gone.
+	updates := make(chan string, 64)
+	watcher := connectMCP(ctx, t, url, "", readerToken, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			select {
+			case updates <- req.Params.URI:
+			default:
+			}
+		},
+	})
+	if err := watcher.Subscribe(ctx, &mcp.SubscribeParams{URI: "demo://clock"}); err != nil {
+		t.Fatalf("reader subscribes to the bare demo://clock: %v", err)
+	}
+	if err := admin.Subscribe(ctx, &mcp.SubscribeParams{URI: "mcpd://other/demo://clock"}); err != nil {
+		t.Fatalf("admin subscribes to the other server's clock: %v", err)
+	}
+	<-updates
+	if _, err := d.hub.SetServerEnabled(bearer(ctx, adminToken), &mcpdv1.SetServerEnabledRequest{Name: "demo", Enabled: false}); err != nil {
+		t.Fatal(err)
+	}
+	// Updates already under way may still come; the clocks tick every
+	// second, so three quiet seconds in a row mean the other's do not.
+	quiet, gone := time.NewTimer(3*time.Second), time.After(20*time.Second)
+	for waiting := true; waiting; {
+		select {
+		case <-updates:
+			quiet.Reset(3 * time.Second)
+		case <-quiet.C:
+			waiting = false
+		case <-gone:
+			t.Fatal("the reader still hears of the bare demo://clock 20 s after its server went: the other server's updates reach it")
+		}
+	}
+	if _, err := d.hub.SetServerEnabled(bearer(ctx, adminToken), &mcpdv1.SetServerEnabledRequest{Name: "demo", Enabled: true}); err != nil {
+		t.Fatal(err)
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "x", Version: "0"}, nil)
 	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{"not-a-caller"}}}

@@ -74,7 +74,7 @@ type Gateway struct {
 	mu        sync.Mutex
 	loaded    map[string]bool                         // qualified names of the tools search_tools loaded
 	published map[string]*serverItems                 // by server name
-	subs      map[subscription]func()                 // release of the upstream subscription
+	subs      map[subscription]held                   // the upstream subscription of each
 	levels    map[*mcp.ServerSession]mcp.LoggingLevel // set by legacy hosts
 	suspended map[string]*suspended                   // by requestState (input.go)
 	closed    bool
@@ -96,10 +96,16 @@ type subscription struct {
 	uri     string
 }
 
+// held is the upstream subscription a host's subscription holds.
+type held struct {
+	server  string // the server the host's URI resolved to
+	release func()
+}
+
 // New returns a Gateway in front of mgr. Its lists are empty until Run
 // has synchronised them.
 func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
-	g := &Gateway{mgr: mgr, published: make(map[string]*serverItems), subs: make(map[subscription]func()),
+	g := &Gateway{mgr: mgr, published: make(map[string]*serverItems), subs: make(map[subscription]held),
 		levels: make(map[*mcp.ServerSession]mcp.LoggingLevel), loaded: make(map[string]bool)}
 	if opts != nil {
 		g.opts = *opts
@@ -241,10 +247,26 @@ func (g *Gateway) handle(ctx context.Context, ev events.Event) {
 		g.resyncAll(ctx)
 	case events.KindResourceUpdated:
 		// Hosts that subscribed by the server's own URI hear of it by
-		// that URI; the SDK tells only the subscribers of each.
+		// that URI, if one of those URIs stood for this server; the SDK
+		// tells only the subscribers of each.
 		_ = g.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: ResourceURI(ev.Server, ev.URI)})
-		_ = g.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: ev.URI})
+		if g.bareStandsFor(ev.URI, ev.Server) {
+			_ = g.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: ev.URI})
+		}
 	}
+}
+
+// bareStandsFor reports whether a host subscribed to the server's own
+// URI uri where it resolved to server.
+func (g *Gateway) bareStandsFor(uri, server string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, h := range g.subs {
+		if k.uri == uri && h.server == server {
+			return true
+		}
+	}
+	return false
 }
 
 // resyncAll syncs every server the Manager has and every server the
@@ -280,7 +302,7 @@ func (g *Gateway) Close() {
 	for ss := range g.srv.Sessions() {
 		_ = ss.Close()
 	}
-	for _, release := range subs {
-		release()
+	for _, h := range subs {
+		h.release()
 	}
 }

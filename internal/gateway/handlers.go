@@ -330,11 +330,11 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		release()
 		return wireError(mcpclient.ErrUnavailable)
 	}
-	old := g.subs[key]
-	g.subs[key] = release
+	old, had := g.subs[key]
+	g.subs[key] = held{server: server, release: release}
 	g.mu.Unlock()
-	if old != nil {
-		old()
+	if had {
+		old.release()
 	}
 	return nil
 }
@@ -342,11 +342,11 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 func (g *Gateway) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
 	key := subscription{session: req.Session, uri: req.Params.URI}
 	g.mu.Lock()
-	release := g.subs[key]
+	h, had := g.subs[key]
 	delete(g.subs, key)
 	g.mu.Unlock()
-	if release != nil {
-		release()
+	if had {
+		h.release()
 	}
 	return nil
 }
@@ -365,9 +365,9 @@ func (g *Gateway) pruneSubscriptions() {
 			delete(g.levels, ss)
 		}
 	}
-	for k, release := range g.subs {
+	for k, h := range g.subs {
 		if !live[k.session] {
-			released = append(released, release)
+			released = append(released, h.release)
 			delete(g.subs, k)
 		}
 	}
