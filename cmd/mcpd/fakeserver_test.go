@@ -40,6 +40,7 @@ const (
 	fakeAskPair        = "ask-pair"          // real server whose tool "ask" waits for count calls of a group, then asks each call's client to sample its tag
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
 	fakeStubborn       = "stubborn"          // real server that ignores SIGTERM and, once its stdin closes, creates the file fakeMarkEnv names and hangs
+	fakeNote           = "note"              // real server whose resource fakeNoteURI changes only by its tool "set"; tool "subscribed" says whether anyone follows it
 	fakeMarkEnv        = "MCPD_FAKE_MARK"
 	// fakeQuietClock is a real server whose resource fakeClockURI changes
 	// on every read, and which cannot notify (no resources.subscribe).
@@ -48,6 +49,9 @@ const (
 
 // fakeClockURI is the quiet-clock fake's resource.
 const fakeClockURI = "fake://clock"
+
+// fakeNoteURI is the note fake's resource.
+const fakeNoteURI = "fake://note"
 
 // Environment of the rendezvous fake. Each one writes a file named
 // MCPD_FAKE_NAME into MCPD_FAKE_RENDEZVOUS_DIR, then waits, without limit,
@@ -93,9 +97,15 @@ func runFakeServer(mode string) int {
 		// Pings exist only before 2026-07-28: keepalive needs a legacy session.
 		opts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}}
 	}
+	var note fakeNoteState
+	if mode == fakeNote {
+		opts = &mcp.ServerOptions{SubscribeHandler: note.subscribe, UnsubscribeHandler: note.unsubscribe}
+	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fake-" + mode, Version: "0.0.1"}, opts)
 	addEchoTool(srv)
 	switch mode {
+	case fakeNote:
+		note.add(srv)
 	case fakeExitMidCall:
 		mcp.AddTool(srv, &mcp.Tool{Name: "crash", Description: "exits the server process while handling the call"},
 			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
@@ -446,6 +456,50 @@ func addAskPairTool(srv *mcp.Server) {
 				}
 			}
 			return textResult(in.Tag + " answered by " + text), nil, nil
+		})
+}
+
+// fakeNoteState is the note fake's resource and its followers.
+type fakeNoteState struct {
+	mu          sync.Mutex
+	text        string
+	subscribers int
+}
+
+func (n *fakeNoteState) subscribe(context.Context, *mcp.SubscribeRequest) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.subscribers++
+	return nil
+}
+
+func (n *fakeNoteState) unsubscribe(context.Context, *mcp.UnsubscribeRequest) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.subscribers--
+	return nil
+}
+
+func (n *fakeNoteState) add(srv *mcp.Server) {
+	srv.AddResource(&mcp.Resource{URI: fakeNoteURI, Name: "note", MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: fakeNoteURI, MIMEType: "text/plain", Text: n.text}}}, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "set", Description: "sets the note"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+			n.mu.Lock()
+			n.text = in.Text
+			n.mu.Unlock()
+			_ = srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: fakeNoteURI})
+			return textResult("set"), nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "subscribed", Description: "says whether anyone follows the note"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return textResult(strconv.FormatBool(n.subscribers > 0)), nil, nil
 		})
 }
 

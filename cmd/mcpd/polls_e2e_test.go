@@ -261,3 +261,45 @@ func (d *daemon) waitPoll(ctx context.Context, t *testing.T, id string, cond fun
 	})
 	return found
 }
+
+// TestResumeAfterSubscriptionLapsed: a stream that resumes after mcpd let
+// the resource's subscription go (its last holder left, and the linger
+// passed) gets an update of the resource, which may have changed while
+// nobody followed it: here it did, and the server will not say so again.
+func TestResumeAfterSubscriptionLapsed(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+	d.connectFake(ctx, t, "note", fakeNote)
+	note := []*mcpdv1.ResourceRef{{Server: "note", Uri: fakeNoteURI}}
+	updates := []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_RESOURCE_UPDATED}
+	subscribed := func() string { return text(d.mustCall(ctx, t, "mcp__note__subscribed", nil)) }
+
+	sctx, cancel := context.WithCancel(ctx)
+	sub, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{Resources: note, Kinds: updates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "the note server to have a subscriber", func() (bool, error) { return subscribed() == "true", nil })
+	d.mustCall(ctx, t, "mcp__note__set", map[string]any{"text": "v1"})
+	first, err := sub.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	poll(ctx, t, "mcpd to let the subscription go", func() (bool, error) { return subscribed() == "false", nil })
+	d.mustCall(ctx, t, "mcp__note__set", map[string]any{"text": "v2"}) // nobody hears of it
+
+	after := first.GetEvent().GetSequence()
+	resumed, err := d.hub.Subscribe(ctx, &mcpdv1.SubscribeRequest{Resources: note, Kinds: updates, AfterSequence: &after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := resumed.Recv()
+	if err != nil {
+		t.Fatalf("the resumed stream: %v", err)
+	}
+	if got := ev.GetEvent().GetResourceUpdated().GetUri(); got != fakeNoteURI {
+		t.Errorf("the resumed stream's first event: got %v, want an update of %s", ev, fakeNoteURI)
+	}
+}

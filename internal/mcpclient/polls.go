@@ -92,8 +92,9 @@ type poller struct {
 
 // fallback is one shared fallback poll and how many hold it.
 type fallback struct {
-	p    *poll
-	refs int
+	p     *poll
+	refs  int
+	since uint64 // the bus's last sequence when it began (interest.since)
 }
 
 func newPoller(m *Manager, limit int) *poller {
@@ -464,7 +465,7 @@ func (m *Manager) fallbackPoll(server, uri string, interval time.Duration) (rele
 			pl.mu.Unlock()
 			return nil, err
 		}
-		f = &fallback{p: p, refs: 1}
+		f = &fallback{p: p, refs: 1, since: m.lastSequence()}
 		pl.fallbacks[key] = f
 	}
 	pl.mu.Unlock()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/events"
 )
 
 // unsubscribeTimeout bounds the best-effort upstream unsubscribe when the
@@ -43,6 +45,9 @@ type interest struct {
 	holders int
 	release *time.Timer // pending while holders is 0, else nil
 	gen     int         // which release is pending: a stale one finds another
+	// since is the event bus's last sequence when mcpd began to hold the
+	// subscription: updates published after it are on the bus.
+	since uint64
 }
 
 func newSettings() *settings {
@@ -136,6 +141,16 @@ func (s *settings) addInterest(server, uri string) (first bool) {
 	}
 	in.holders++
 	return false
+}
+
+// held records since on a subscription that has just begun (see
+// interest.since).
+func (s *settings) held(server, uri string, since uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in := s.subs[server][uri]; in != nil {
+		in.since = since
+	}
 }
 
 // forget drops a subscription whose upstream subscribe failed.
@@ -324,6 +339,7 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 				return nil, u.classify(ctx, "resources/subscribe", err)
 			}
 		}
+		m.settings.held(server, uri, m.lastSequence())
 	}
 	return sync.OnceFunc(func() { m.releaseResource(server, uri) }), nil
 }
@@ -352,6 +368,36 @@ func (m *Manager) WatchResource(ctx context.Context, server, uri string, fallbac
 func canNotify(cs *mcp.ClientSession) bool {
 	init := cs.InitializeResult()
 	return init != nil && init.Capabilities != nil && init.Capabilities.Resources != nil && init.Capabilities.Resources.Subscribe
+}
+
+// ResourceHeldSince returns the event bus's last sequence when mcpd began
+// to follow a resource it follows now (a subscription upstream, or a
+// fallback poll): its updates after that sequence are on the bus, those
+// before it may not be. ok is false when mcpd does not follow it.
+func (m *Manager) ResourceHeldSince(server, uri string) (since uint64, ok bool) {
+	m.settings.mu.Lock()
+	in := m.settings.subs[server][uri]
+	if in != nil {
+		since, ok = in.since, true
+	}
+	m.settings.mu.Unlock()
+	if ok {
+		return since, true
+	}
+	m.polls.mu.Lock()
+	defer m.polls.mu.Unlock()
+	if f := m.polls.fallbacks[events.Resource{Server: server, URI: uri}]; f != nil {
+		return f.since, true
+	}
+	return 0, false
+}
+
+// lastSequence is the event bus's last sequence, 0 without a bus.
+func (m *Manager) lastSequence() uint64 {
+	if m.opts.Events == nil {
+		return 0
+	}
+	return m.opts.Events.LastSequence()
 }
 
 // ResourceInterest says how many holders of SubscribeResource want updates

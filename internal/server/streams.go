@@ -154,6 +154,15 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 			return toStatus(err)
 		}
 		defer release()
+		// A stream that resumes gets what it missed from the buffer, but
+		// updates of a resource mcpd did not follow meanwhile (its last
+		// holder left, and its subscription lapsed) were never published:
+		// it gets one update now, as the resource may have changed. A
+		// hold that began with the bus at the stream's own last event may
+		// have begun after it: nothing was published in between to say.
+		if since, ok := h.mgr.ResourceHeldSince(r.Server, r.URI); ok && after != nil && *after > 0 && since >= *after {
+			h.events.Publish(events.Event{Kind: events.KindResourceUpdated, Server: r.Server, URI: r.URI})
+		}
 	}
 	for {
 		ev, err := sub.Next(ctx)
