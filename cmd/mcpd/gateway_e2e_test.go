@@ -448,18 +448,7 @@ func TestMCPEndpointPermissions(t *testing.T) {
 			// So does a bare URI to subscribe to, in either era (a
 			// 2026-07-28 listen resolved it among every server: ambiguous
 			// here, and with one server's template, the wrong server).
-			updates := make(chan string, 16)
-			watcher := connectMCP(ctx, t, url, version, readerToken, &mcp.ClientOptions{
-				ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-					select {
-					case updates <- req.Params.URI:
-					default:
-					}
-				},
-			})
-			if err := watcher.Subscribe(ctx, &mcp.SubscribeParams{URI: "demo://clock"}); err != nil {
-				t.Fatalf("reader subscribes to the bare demo://clock: %v", err)
-			}
+			updates := watchBareClock(ctx, t, url, version)
 			select {
 			case uri := <-updates:
 				if uri != "demo://clock" {
@@ -474,18 +463,7 @@ func TestMCPEndpointPermissions(t *testing.T) {
 	// A bare URI stands for the server it resolved to: the reader hears
 	// nothing of the other server's clock, which the admin follows, once
 	// its own server is gone.
-	updates := make(chan string, 64)
-	watcher := connectMCP(ctx, t, url, "", readerToken, &mcp.ClientOptions{
-		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-			select {
-			case updates <- req.Params.URI:
-			default:
-			}
-		},
-	})
-	if err := watcher.Subscribe(ctx, &mcp.SubscribeParams{URI: "demo://clock"}); err != nil {
-		t.Fatalf("reader subscribes to the bare demo://clock: %v", err)
-	}
+	updates := watchBareClock(ctx, t, url, "")
 	if err := admin.Subscribe(ctx, &mcp.SubscribeParams{URI: "mcpd://other/demo://clock"}); err != nil {
 		t.Fatalf("admin subscribes to the other server's clock: %v", err)
 	}
@@ -514,6 +492,25 @@ func TestMCPEndpointPermissions(t *testing.T) {
 	if _, err := c.Connect(ctx, tr, nil); err == nil {
 		t.Errorf("connect with an unknown token: got no error, want 401")
 	}
+}
+
+// watchBareClock connects the reader to the MCP endpoint, subscribes it to
+// the bare demo://clock, and returns the URIs of the updates it hears.
+func watchBareClock(ctx context.Context, t *testing.T, url, version string) <-chan string {
+	t.Helper()
+	updates := make(chan string, 64)
+	watcher := connectMCP(ctx, t, url, version, readerToken, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			select {
+			case updates <- req.Params.URI:
+			default:
+			}
+		},
+	})
+	if err := watcher.Subscribe(ctx, &mcp.SubscribeParams{URI: "demo://clock"}); err != nil {
+		t.Fatalf("reader subscribes to the bare demo://clock: %v", err)
+	}
+	return updates
 }
 
 // TestMCPEndpointNotifications: a server added while a host is connected
