@@ -106,7 +106,10 @@ func (r *registry) readState(policy *server.CommandPolicy) error {
 	for _, e := range merged.Entries {
 		if e.Err == nil {
 			if err := policy.Check(e.Server); err != nil {
+				// Kept without its command, as an entry that does not
+				// parse is: RestartServer or an enable cannot start it.
 				e.Err = fmt.Errorf("restored from the state file: %w", err)
+				e.Server = mcpconfig.Server{Name: e.Name, Source: e.Server.Source}
 			}
 		}
 		r.api[e.Name] = e

@@ -334,6 +334,16 @@ func TestStateFileRestoresAsGiven(t *testing.T) {
 	if !strings.Contains(api.GetLastError(), "--allow-command") {
 		t.Errorf("restored api server: got last error %q, want it refused by --allow-command", api.GetLastError())
 	}
+	// Nor does a restart or a disable and enable start it.
+	if resp, err := d2.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "api"}); err == nil && resp.GetServer().GetState() == mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Errorf("RestartServer started the refused api server")
+	}
+	if _, err := d2.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "api", Enabled: false}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := d2.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "api", Enabled: true}); err == nil && resp.GetServer().GetState() == mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Errorf("SetServerEnabled started the refused api server")
+	}
 	if got := d2.waitServer(ctx, t, "lit", mcpdv1.ServerState_SERVER_STATE_FAILED).GetUrl(); got != literal {
 		t.Errorf("restored lit server: got url %q, want %q as given", got, literal)
 	}
