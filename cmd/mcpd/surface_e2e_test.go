@@ -419,10 +419,15 @@ func TestResumeAcrossRestart(t *testing.T) {
 		t.Fatalf("mcpd exit code %d, want 0", code)
 	}
 
-	d2 := startDaemon(ctx, t, daemonOptions{})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d2 := startDaemon(ctx, t, daemonOptions{args: []string{"--metrics-listen", addr}})
 	d2.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
 	if ev := firstEvent(d2, seen.GetSequence()); ev.GetGap() == nil {
 		t.Errorf("resume with the first run's sequence %d: got %v, want a gap", seen.GetSequence(), ev)
+	}
+	// The second run dropped nothing: the gap is the first run's.
+	if n, _ := scrapeMetrics(ctx, t, addr).value("mcpd_events_dropped_total", nil); n != 0 {
+		t.Errorf("mcpd_events_dropped_total after a resume from the first run: got %v, want 0", n)
 	}
 	if ev := firstEvent(d2, 0); ev.GetServerState() == nil || ev.GetSequence() <= seen.GetSequence() {
 		t.Errorf("the second run's first event: got %v, want a server state numbered after the first run's %d", ev, seen.GetSequence())

@@ -197,6 +197,10 @@ func (b *Bus) oldestLocked() uint64 {
 	return b.first
 }
 
+// FirstSequence returns the sequence of the bus's first event: a gap
+// from below it names events of an earlier run, not ones this bus dropped.
+func (b *Bus) FirstSequence() uint64 { return b.start }
+
 // LastSequence returns the sequence of the last published event, one
 // less than the first sequence if none.
 func (b *Bus) LastSequence() uint64 {

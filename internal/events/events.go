@@ -13,9 +13,10 @@
 // events it wants were evicted receives one KindGap event naming the
 // missed range, then continues with the oldest buffered event.
 //
-// Sequences restart with the daemon: a resume point beyond the last
-// published sequence (a client that reconnects to a restarted daemon) is
-// treated as "from now".
+// A daemon numbers its events from its start time (Options.FirstSequence,
+// BootSequence), so a resume point of an earlier run is below every
+// number of this one: the subscriber gets a gap first. A resume point
+// beyond the last published sequence is treated as "from now".
 package events
 
 import (
@@ -73,7 +74,8 @@ func (k Kind) String() string {
 // Kind. Events are values; subscribers share Data, which must be treated
 // as read-only.
 type Event struct {
-	// Sequence is assigned by Publish: per daemon, gap-free, starting at 1.
+	// Sequence is assigned by Publish: per daemon, gap-free, starting at
+	// Options.FirstSequence.
 	// A KindGap event carries GapTo, so a client that resumes from the last
 	// Sequence it saw does not ask for the missed range again.
 	Sequence uint64

@@ -2,12 +2,14 @@ package mcpclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -247,7 +249,15 @@ func (u *upstream) answerInput(ctx context.Context, cs *mcp.ClientSession, in mc
 		if u.opts.Requests == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "client does not support elicitation"}
 		}
-		return u.onElicit(ctx, &mcp.ElicitRequest{Session: cs, Params: p})
+		schema, err := checkElicitation(p)
+		if err != nil {
+			return nil, err
+		}
+		res, err := u.onElicit(ctx, &mcp.ElicitRequest{Session: cs, Params: p})
+		if err != nil {
+			return nil, err
+		}
+		return res, checkElicitationResult(schema, res)
 	case *mcp.CreateMessageWithToolsParams:
 		base, err := samplingParams(p)
 		if err != nil {
@@ -273,6 +283,68 @@ func (u *upstream) answerInput(ctx context.Context, cs *mcp.ClientSession, in mc
 		return u.onListRoots(ctx)
 	}
 	return nil, fmt.Errorf("multi-round-trip: unknown input request %T", in)
+}
+
+// checkElicitation refuses an elicitation whose mode and fields disagree,
+// as the SDK does for a legacy session's (Client.elicit), and returns its
+// form's schema, resolved, if it has one. Unlike the SDK, it takes any
+// schema JSON Schema can resolve rather than only flat objects of
+// primitives: the answer is checked against it all the same.
+func checkElicitation(p *mcp.ElicitParams) (*jsonschema.Resolved, error) {
+	invalid := func(format string, args ...any) error {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
+	}
+	switch p.Mode {
+	case "", "form":
+		if p.URL != "" {
+			return nil, invalid("URL must not be set for form elicitation")
+		}
+	case "url":
+		if p.RequestedSchema != nil {
+			return nil, invalid("requestedSchema must not be set for URL elicitation")
+		}
+		if p.URL == "" {
+			return nil, invalid("URL must be set for URL elicitation")
+		}
+		return nil, nil
+	default:
+		return nil, invalid("unsupported elicitation mode: %q", p.Mode)
+	}
+	if p.RequestedSchema == nil {
+		return nil, nil
+	}
+	data, err := json.Marshal(p.RequestedSchema)
+	if err != nil {
+		return nil, invalid("requested schema: %v", err)
+	}
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(data, &schema); err != nil {
+		return nil, invalid("requested schema: %v", err)
+	}
+	if schema.Type != "" && schema.Type != "object" {
+		return nil, invalid("elicit schema must be of type 'object', got %q", schema.Type)
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		return nil, invalid("failed to resolve requested schema: %v", err)
+	}
+	return resolved, nil
+}
+
+// checkElicitationResult refuses an accepted answer that does not fit the
+// form's schema, and fills in the schema's defaults, as the SDK does for a
+// legacy session's.
+func checkElicitationResult(schema *jsonschema.Resolved, res *mcp.ElicitResult) error {
+	if schema == nil || res == nil || res.Action != "accept" || res.Content == nil {
+		return nil
+	}
+	if err := schema.Validate(res.Content); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("elicitation result content does not match requested schema: %v", err)}
+	}
+	if err := schema.ApplyDefaults(&res.Content); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("failed to apply schema defaults to elicitation result: %v", err)}
+	}
+	return nil
 }
 
 // samplingParams turns a sampling input request into the parameters an

@@ -222,3 +222,62 @@ func TestRootsAskAgentInBothEras(t *testing.T) {
 		})
 	}
 }
+
+// TestElicitationAnswerChecked: an agent's answer to an elicitation that
+// does not fit the form's schema never reaches the server, in either era
+// (the SDK checks a legacy session's; mcpd checks a 2026-07-28 input
+// request's itself).
+func TestElicitationAnswerChecked(t *testing.T) {
+	for _, era := range requestEras {
+		t.Run(era.name, func(t *testing.T) {
+			ctx := testContext(t)
+			m, broker := askingManager(ctx, t, era.versions, era.want, nil)
+			agent := broker.Attach("", []string{"s"}, []RequestKind{KindElicitation})
+			defer broker.Detach(agent)
+			done := make(chan struct{})
+			defer close(done)
+			go func() {
+				for {
+					select {
+					case req := <-agent.Requests():
+						_ = broker.Answer(agent, req.ID, Reply{Elicitation: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": 5}}})
+					case <-done:
+						return
+					}
+				}
+			}()
+			if got, err := callText(ctx, t, m, "elicit"); err == nil || !strings.Contains(err.Error(), "does not match requested schema") {
+				t.Errorf("an answer of the wrong type: got %q, %v; want it refused", got, err)
+			}
+		})
+	}
+}
+
+func TestCheckElicitation(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		params  mcp.ElicitParams
+		wantErr string
+	}{
+		{"form", mcp.ElicitParams{RequestedSchema: map[string]any{"type": "object"}}, ""},
+		{"form without schema", mcp.ElicitParams{}, ""},
+		{"form with a URL", mcp.ElicitParams{URL: "https://x"}, "URL must not be set"},
+		{"form of a string", mcp.ElicitParams{RequestedSchema: map[string]any{"type": "string"}}, "must be of type 'object'"},
+		{"url", mcp.ElicitParams{Mode: "url", URL: "https://x"}, ""},
+		{"url without one", mcp.ElicitParams{Mode: "url"}, "URL must be set"},
+		{"url with a schema", mcp.ElicitParams{Mode: "url", URL: "https://x", RequestedSchema: map[string]any{}}, "must not be set"},
+		{"unknown mode", mcp.ElicitParams{Mode: "voice"}, "unsupported elicitation mode"},
+	} {
+		_, err := checkElicitation(&c.params)
+		if (err == nil) != (c.wantErr == "") || err != nil && !strings.Contains(err.Error(), c.wantErr) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.wantErr)
+		}
+	}
+	schema, _ := checkElicitation(&mcp.ElicitParams{RequestedSchema: map[string]any{
+		"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "default": 3}},
+	}})
+	res := &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}
+	if err := checkElicitationResult(schema, res); err != nil || res.Content["n"] != float64(3) && res.Content["n"] != 3 {
+		t.Errorf("defaults: got %v, %v; want n filled in with 3", res.Content, err)
+	}
+}

@@ -179,7 +179,11 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 			return err
 		}
 		if ev.Kind == events.KindGap {
-			h.tel.EventsDropped(ev.GapTo - ev.GapFrom + 1)
+			// Only what this run published and the stream missed: a
+			// resume from an earlier run's sequence is no drop.
+			if from := max(ev.GapFrom, h.events.FirstSequence()); ev.GapTo >= from {
+				h.tel.EventsDropped(ev.GapTo - from + 1)
+			}
 		} else {
 			h.tel.EventDelivered()
 		}

@@ -362,3 +362,21 @@ func TestForgetServer(t *testing.T) {
 		t.Errorf("metrics with the other server's series: got %v, want 5", kept)
 	}
 }
+
+// TestServerMiddlewarePanic: a handler that panics still ends its span;
+// the panic goes on to whoever recovers it.
+func TestServerMiddlewarePanic(t *testing.T) {
+	tel, exp := tracedTelemetry(t)
+	handler := tel.ServerMiddleware()(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the panic did not go on")
+			}
+		}()
+		_, _ = handler(t.Context(), "tools/call", &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "x"}})
+	}()
+	if n := len(exp.GetSpans()); n != 1 {
+		t.Errorf("ended spans: got %d, want the request's", n)
+	}
+}

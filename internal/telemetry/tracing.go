@@ -301,6 +301,13 @@ func (t *Telemetry) ServerMiddleware() mcp.Middleware {
 				return next(ctx, method, req)
 			}
 			ctx, span := t.tracer.Start(t.extract(ctx, req), method, trace.WithSpanKind(trace.SpanKindServer))
+			defer func() {
+				// A panic goes on to recoverPanics; the span ends first.
+				if p := recover(); p != nil {
+					endSpan(span, "panic")
+					panic(p)
+				}
+			}()
 			res, err := next(ctx, method, req)
 			// Described once served: the endpoint resolves a bare tool
 			// or prompt name in the request itself.
