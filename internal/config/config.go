@@ -472,7 +472,7 @@ func (s *Server) DisplayURL() string {
 	case s.URL == "":
 		return ""
 	}
-	return redactURL(s.URL)
+	return RedactURL(s.URL)
 }
 
 // Redact replaces the server's URL in text (an error message, say) with
@@ -567,7 +567,9 @@ func shellQuote(s string) string {
 	return strconv.Quote(s)
 }
 
-func redactURL(raw string) string {
+// RedactURL is raw with its user info and every query value masked; ""
+// as `""`, and a string that does not parse as a URL as "<invalid url>".
+func RedactURL(raw string) string {
 	if raw == "" {
 		return `""`
 	}

@@ -380,3 +380,23 @@ func TestServerMiddlewarePanic(t *testing.T) {
 		t.Errorf("ended spans: got %d, want the request's", n)
 	}
 }
+
+// TestResourceURIRedacted: a resource URI's query values and user info
+// stay out of spans; a plain URI is kept as it is.
+func TestResourceURIRedacted(t *testing.T) {
+	for uri, want := range map[string]string{
+		"demo://clock":                     "demo://clock",
+		"https://h.example/doc?token=s3cr": "https://h.example/doc?token=xxxxx",
+		"https://me:pw@h.example/doc":      "https://xxxxx@h.example/doc",
+	} {
+		var got string
+		for _, a := range (operation{method: "resources/read", uri: uri}).attributes() {
+			if a.Key == "mcp.resource.uri" {
+				got = a.Value.AsString()
+			}
+		}
+		if got != want {
+			t.Errorf("%s: got %q, want %q", uri, got, want)
+		}
+	}
+}

@@ -25,6 +25,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/stats"
+
+	"github.com/mcpd-project/mcpd/internal/config"
 )
 
 // instrumentationName names the tracer, as OpenTelemetry asks: the package
@@ -429,7 +431,12 @@ func (op operation) attributes() []attribute.KeyValue {
 		attrs = append(attrs, attribute.String("gen_ai.prompt.name", op.prompt))
 	}
 	if op.uri != "" {
-		attrs = append(attrs, attribute.String("mcp.resource.uri", op.uri))
+		uri := op.uri
+		if strings.ContainsAny(uri, "?@") {
+			// A URI may carry a credential in its query or user info.
+			uri = config.RedactURL(uri)
+		}
+		attrs = append(attrs, attribute.String("mcp.resource.uri", uri))
 	}
 	return attrs
 }
