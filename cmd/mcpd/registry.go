@@ -209,21 +209,17 @@ func (r *registry) desired() map[string]want {
 // done (mcpd stops), it leaves the rest as it is.
 func (r *registry) reconcile(ctx context.Context) {
 	next := r.desired()
+	var gone []string
 	for name := range r.applied {
-		if ctx.Err() != nil {
-			return
-		}
 		if _, still := next[name]; !still {
-			if r.agentServes(name, want{}) {
-				delete(r.applied, name)
-				continue
-			}
-			if err := r.mgr.Disconnect(ctx, name); err != nil && !errors.Is(err, mcpclient.ErrNotFound) {
-				r.log.Warn().Str("server", name).Err(err).Msg("disconnect")
+			if !r.agentServes(name, want{}) {
+				gone = append(gone, name)
 			}
 			delete(r.applied, name)
 		}
 	}
+	// Stopped side by side: a server slow to stop holds up no other.
+	r.mgr.DisconnectAll(gone)
 	for _, name := range slices.Sorted(maps.Keys(next)) {
 		if ctx.Err() != nil {
 			return

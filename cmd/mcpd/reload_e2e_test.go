@@ -172,10 +172,10 @@ func TestEarlyHangup(t *testing.T) {
 	}
 }
 
-// TestStopDuringReload: a reload that stops servers slow to stop does not
-// hold up SIGTERM. The servers ignore SIGTERM, so each stop takes twice
-// --stop-grace; mcpd must begin shutting down while the reload's stops
-// are still under way, and still leave no process behind.
+// TestStopDuringReload: a reload stops servers slow to stop side by side,
+// and does not hold up SIGTERM. The servers ignore SIGTERM, so each stop
+// takes twice --stop-grace; mcpd must begin shutting down while the
+// reload's stops are still under way, and still leave no process behind.
 func TestStopDuringReload(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -195,25 +195,24 @@ func TestStopDuringReload(t *testing.T) {
 
 	replaceFile(t, path, `{"mcpServers": {}}`)
 	d.send(t, syscall.SIGHUP)
-	poll(ctx, t, "the reload stops a server", func() (bool, error) {
+	// The servers stop side by side: each is told to stop while the others
+	// are still stopping (one after another, only the last would be).
+	poll(ctx, t, "the reload stops every server", func() (bool, error) {
 		for _, n := range names {
-			if _, err := os.Stat(mark(n)); err == nil {
-				return true, nil
+			if _, err := os.Stat(mark(n)); err != nil {
+				return false, nil
 			}
 		}
-		return false, nil
+		return true, nil
 	})
+	if alive := countAlive(pids); alive < 2 {
+		t.Errorf("when the last server was told to stop, %d of %d were still stopping: they stop one after another", alive, len(pids))
+	}
 	d.send(t, syscall.SIGTERM)
 	poll(ctx, t, "mcpd begins shutting down", func() (bool, error) {
 		return strings.Contains(d.log.String(), "shutting down"), nil
 	})
-	alive := 0
-	for _, pid := range pids {
-		if !processGone(pid) {
-			alive++
-		}
-	}
-	if alive == 0 {
+	if countAlive(pids) == 0 {
 		t.Errorf("mcpd began shutting down only after the reload had stopped every server")
 	}
 	if code := d.wait(t, syscall.SIGTERM); code != 0 {
@@ -224,4 +223,15 @@ func TestStopDuringReload(t *testing.T) {
 			t.Errorf("server %s (pid %d) outlived mcpd", n, pid)
 		}
 	}
+}
+
+// countAlive counts the processes that still run.
+func countAlive(pids map[string]int) int {
+	n := 0
+	for _, pid := range pids {
+		if !processGone(pid) {
+			n++
+		}
+	}
+	return n
 }

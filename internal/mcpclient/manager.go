@@ -319,23 +319,41 @@ func (m *Manager) isClosed() bool {
 
 // Disconnect stops a server and forgets it.
 func (m *Manager) Disconnect(ctx context.Context, name string) error {
-	m.opMu.Lock()
-	defer m.opMu.Unlock()
-	m.mu.Lock()
-	u := m.servers[name]
-	delete(m.servers, name)
-	m.mu.Unlock()
-	if u == nil {
+	if m.DisconnectAll([]string{name}) == 0 {
 		return errorf(ErrNotFound, "server %q not found", name)
 	}
-	m.polls.stopServer(name)
-	u.stop()
-	if m.opts.OAuth != nil {
-		m.opts.OAuth.Release(name) // its tokens stay for the next connect
-	}
-	// Its series go with it: server names are the callers' to choose.
-	m.opts.Telemetry.ForgetServer(name)
 	return nil
+}
+
+// DisconnectAll stops the named servers and forgets them, side by side
+// rather than one after another (each stop may wait out its grace
+// periods), and returns how many it found.
+func (m *Manager) DisconnectAll(names []string) int {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	var gone []*upstream
+	m.mu.Lock()
+	for _, name := range names {
+		if u := m.servers[name]; u != nil {
+			gone = append(gone, u)
+			delete(m.servers, name)
+		}
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, u := range gone {
+		m.polls.stopServer(u.cfg.Name)
+		wg.Go(u.stop)
+	}
+	wg.Wait()
+	for _, u := range gone {
+		if m.opts.OAuth != nil {
+			m.opts.OAuth.Release(u.cfg.Name) // its tokens stay for the next connect
+		}
+		// Its series go with it: server names are the callers' to choose.
+		m.opts.Telemetry.ForgetServer(u.cfg.Name)
+	}
+	return len(gone)
 }
 
 // Restart stops a server and connects it again with the same configuration,
