@@ -64,6 +64,9 @@ func (a *httpAPI) postJSON(ctx context.Context, t *testing.T, method, body strin
 	for k, v := range header {
 		req.Header[k] = v
 	}
+	if host := header.Get("Host"); host != "" {
+		req.Host = host // the client sends req.Host, not a Host header
+	}
 	resp, err := a.http1.Do(req)
 	if err != nil {
 		t.Fatalf("POST %s: %v", method, err)
@@ -312,6 +315,44 @@ func TestHTTPListenerGuards(t *testing.T) {
 			if strings.Contains(body, token) {
 				t.Errorf("the response quotes the token")
 			}
+		}
+	})
+
+	t.Run("dns rebinding", func(t *testing.T) {
+		// A page whose name resolves to 127.0.0.1 sends its own name as
+		// Host, and its origin: both refused, on the API and the metrics.
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+		metrics := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+		startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--http-listen", addr, "--metrics-listen", metrics}})
+		api := newHTTPAPI(t, addr)
+		_, port, _ := net.SplitHostPort(addr)
+		for _, tc := range []struct {
+			header http.Header
+			want   int
+		}{
+			{http.Header{}, http.StatusOK},
+			{http.Header{"Host": {"localhost:" + port}, "Origin": {"http://localhost:" + port}}, http.StatusOK},
+			{http.Header{"Host": {"[::1]:" + port}}, http.StatusOK},
+			{http.Header{"Host": {"attacker.example:" + port}}, http.StatusForbidden},
+			{http.Header{"Origin": {"http://attacker.example:" + port}}, http.StatusForbidden},
+			{http.Header{"Origin": {"null"}}, http.StatusForbidden},
+		} {
+			if code, body := api.postJSON(ctx, t, "ListServers", `{}`, tc.header); code != tc.want {
+				t.Errorf("ListServers with %v: got %d %s, want %d", tc.header, code, body, tc.want)
+			}
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metrics+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "attacker.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("metrics with Host attacker.example: got %d, want 403", resp.StatusCode)
 		}
 	})
 

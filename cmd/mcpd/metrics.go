@@ -58,15 +58,16 @@ func metricsGuarded(c *config, token string) bool {
 	return c.tlsCert != "" && (token != "" || c.tlsClientCA != "")
 }
 
-// newMetricsServer serves h at /metrics. With an API token, a scrape must
-// present it as "Authorization: Bearer <token>", as RPCs do.
-func newMetricsServer(h http.Handler, token string) *http.Server {
+// newMetricsServer serves h at /metrics on lis. With an API token, a
+// scrape must present it as "Authorization: Bearer <token>", as RPCs do;
+// on loopback, a web page cannot read it (server.LoopbackOnly).
+func newMetricsServer(lis net.Listener, h http.Handler, token string) *http.Server {
 	if token != "" {
 		h = requireBearer(h, token)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
-	return &http.Server{Handler: mux, ReadHeaderTimeout: metricsReadHeaderTimeout}
+	return &http.Server{Handler: server.LoopbackOnly(lis, mux), ReadHeaderTimeout: metricsReadHeaderTimeout}
 }
 
 // requireBearer lets through only requests with the token, compared in

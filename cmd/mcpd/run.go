@@ -245,7 +245,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	}
 	metricsErr := make(chan error, 1)
 	if metricsLis != nil {
-		metricsSrv := newMetricsServer(tel.Handler(), token)
+		metricsSrv := newMetricsServer(metricsLis, tel.Handler(), token)
 		go func() { metricsErr <- metricsSrv.Serve(metricsLis) }()
 		defer metricsSrv.Close()
 		log.Info().Str("listen", c.metricsListen).Msg("serving metrics at /metrics")

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -83,7 +84,7 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 		handler.ServeHTTP(w, r)
 	})
 	hs := &http.Server{
-		Handler:           connectWithoutHeader(route),
+		Handler:           LoopbackOnly(lis, connectWithoutHeader(route)),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		IdleTimeout:       httpIdleTimeout,
@@ -139,4 +140,45 @@ func compactJSON(res vanguard.TypeResolver) vanguard.Codec {
 	c := vanguard.NewJSONCodec(res)
 	c.MarshalOptions.EmitUnpopulated = false
 	return c
+}
+
+// LoopbackOnly is next, refusing with 403, when lis is a loopback TCP
+// listener, a request that names another host or comes from a page of
+// another origin. A web page whose name an attacker points at 127.0.0.1
+// (DNS rebinding) is otherwise same-origin with the listener, and could
+// call whatever a caller without a token may. The MCP endpoint has the
+// same check from the SDK. Other listeners are returned as they are: a
+// Unix socket is out of a browser's reach, and mcpd serves beyond
+// loopback only with TLS and a credential.
+func LoopbackOnly(lis net.Listener, next http.Handler) http.Handler {
+	if a, ok := lis.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackName(r.Host) {
+			http.Error(w, "Forbidden: the Host header names no loopback address", http.StatusForbidden)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" {
+			if u, err := url.Parse(origin); err != nil || !loopbackName(u.Host) {
+				http.Error(w, "Forbidden: a request from another origin", http.StatusForbidden)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackName reports whether host (with or without a port) is
+// localhost or a loopback IP address.
+func loopbackName(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
