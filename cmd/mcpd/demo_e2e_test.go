@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -73,6 +74,14 @@ func TestDemoServer(t *testing.T) {
 		}
 		_, err := d.health.Check(ctx, &healthpb.HealthCheckRequest{Service: "mcpd.server/nope"})
 		wantCode(t, err, codes.NotFound)
+		// List needs no credential either, so it names no server.
+		list, err := d.health.List(ctx, &healthpb.HealthListRequest{})
+		if err != nil {
+			t.Fatalf("health List: %v", err)
+		}
+		if got := slices.Collect(maps.Keys(list.GetStatuses())); !slices.Equal(got, []string{""}) {
+			t.Errorf("health List: got the services %q, want only mcpd's own (\"\")", got)
+		}
 	})
 
 	t.Run("ListTools", func(t *testing.T) {

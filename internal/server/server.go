@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -86,6 +87,17 @@ func (h *Health) SetServing(serving bool) {
 type healthService struct {
 	healthpb.HealthServer
 	stopping context.Context // the hub's
+}
+
+// List lists mcpd's own status ("") only. Health needs no credential, and
+// the per-server services would name every server to anyone.
+func (s healthService) List(ctx context.Context, in *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
+	resp, err := s.HealthServer.List(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	maps.DeleteFunc(resp.Statuses, func(service string, _ *healthpb.HealthCheckResponse) bool { return service != "" })
+	return resp, nil
 }
 
 // Watch streams a service's status like health.Server's Watch. At
