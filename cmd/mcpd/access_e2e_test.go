@@ -16,9 +16,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -542,12 +544,28 @@ func TestCallersReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	firstAgent := registerAgent(first, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_ROOTS)
+	// And a poll: it runs as the first caller, so it pauses when that
+	// caller goes.
+	firstPoll, err := d.hub.StartPoll(first, &mcpdv1.StartPollRequest{Server: "held", Interval: durationpb.New(time.Second),
+		Target: &mcpdv1.StartPollRequest_Tool{Tool: &mcpdv1.PollToolCall{Name: "echo", Arguments: mustStruct(t, map[string]any{"message": "x"})}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	replaceFile(t, path, mustJSON(t, map[string]any{"callers": []any{caller("second", "second-token-2")}}))
 	d.send(t, syscall.SIGHUP)
 	poll(ctx, t, "the second caller gets in", func() (bool, error) {
 		_, err := d.hub.ListServers(bearer(ctx, "second-token-2"), &mcpdv1.ListServersRequest{})
 		return err == nil, err
+	})
+	poll(ctx, t, "the removed caller's poll pauses", func() (bool, error) {
+		resp, err := d.hub.ListPolls(bearer(ctx, "second-token-2"), &mcpdv1.ListPollsRequest{})
+		for _, p := range resp.GetPolls() {
+			if p.GetId() == firstPoll.GetPoll().GetId() {
+				return p.GetPaused() && strings.Contains(p.GetLastError(), "no longer in the callers file"), err
+			}
+		}
+		return false, err
 	})
 	_, err = d.hub.ListServers(first, &mcpdv1.ListServersRequest{})
 	wantCode(t, err, codes.Unauthenticated)

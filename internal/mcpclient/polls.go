@@ -48,6 +48,10 @@ type PollSpec struct {
 	// Interval is the time between two polls; 0 means
 	// DefaultPollInterval, and less than MinPollInterval is invalid.
 	Interval time.Duration
+	// Permit, if set, is asked before every request: the poll pauses,
+	// with its error as the last error, while it refuses (the caller that
+	// started the poll lost the permission, or a rule now denies it).
+	Permit func() error
 }
 
 // QualifiedTool is the qualified name of the polled tool, "" for a
@@ -325,6 +329,14 @@ func (p *poll) run(ctx context.Context, m *Manager) {
 // turn makes one request, when the server is ready, and publishes its
 // result if it changed.
 func (p *poll) turn(ctx context.Context, m *Manager) {
+	if p.spec.Permit != nil {
+		if err := p.spec.Permit(); err != nil {
+			p.mu.Lock()
+			p.status.Paused, p.status.LastError = true, "not permitted now: "+err.Error()
+			p.mu.Unlock()
+			return
+		}
+	}
 	u, err := m.lookup(p.spec.Server)
 	if err == nil {
 		_, err = u.ready()

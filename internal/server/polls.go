@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,11 +17,14 @@ import (
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
-func (h *hub) StartPoll(_ context.Context, req *mcpdv1.StartPollRequest) (*mcpdv1.StartPollResponse, error) {
+func (h *hub) StartPoll(ctx context.Context, req *mcpdv1.StartPollRequest) (*mcpdv1.StartPollResponse, error) {
 	spec, err := pollSpecFromProto(req)
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	caller, _ := access.FromContext(ctx)
+	act := pollAction(spec)
+	spec.Permit = func() error { return h.pollPermit(caller, act) }
 	st, err := h.mgr.StartPoll(spec)
 	if err != nil {
 		return nil, toStatus(err)
@@ -40,13 +44,27 @@ func (h *hub) StopPoll(_ context.Context, req *mcpdv1.StopPollRequest) (*mcpdv1.
 
 func (h *hub) ListPolls(ctx context.Context, _ *mcpdv1.ListPollsRequest) (*mcpdv1.ListPollsResponse, error) {
 	out := &mcpdv1.ListPollsResponse{Polls: []*mcpdv1.Poll{}}
+	caller, _ := access.FromContext(ctx)
 	for _, st := range h.mgr.Polls() {
-		if !h.allowed(ctx, pollAction(st.Spec)) {
+		// By the caller's own permissions: a poll a rule now pauses is
+		// still there to see, and to stop.
+		if h.access.Permits(caller, pollAction(st.Spec)) != nil {
 			continue
 		}
 		out.Polls = append(out.Polls, pollToProto(st))
 	}
 	return out, nil
+}
+
+// pollPermit is what each request of a poll needs: the permission of the
+// caller that started it, as the callers file has it now, and no rule that
+// denies it. An ask rule was settled when the poll started.
+func (h *hub) pollPermit(caller access.Caller, act access.Action) error {
+	err := h.access.Authorize(caller, act)
+	if need := (*access.ApprovalRequiredError)(nil); errors.As(err, &need) {
+		return nil
+	}
+	return err
 }
 
 // pollAction is the permission a poll needs: that of reading its resource
