@@ -262,7 +262,7 @@ func (a *Authorizer) authorizeCaller(caller Caller, act Action) error {
 			return deny("tools")
 		}
 	case ReadResource:
-		if !matchPair(p.Resources, act.Server, act.URI) {
+		if !matchResource(p.Resources, act.Server, act.URI) {
 			return deny("resources")
 		}
 	case GetPrompt:

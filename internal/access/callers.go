@@ -88,6 +88,40 @@ func matchPair(rules []ServerGlob, server, name string) bool {
 	return false
 }
 
+// matchResource is matchPair for a resource URI. A URI with a dot-segment
+// ("." or ".."), or with a dot, slash or backslash percent-encoded,
+// matches only a pattern that allows every URI of the server: a grant of
+// "file:///srv/docs/*" must not cover "file:///srv/docs/../../etc/passwd",
+// which a server that resolves paths reads as /etc/passwd.
+func matchResource(rules []ServerGlob, server, uri string) bool {
+	if !stepsOut(uri) {
+		return matchPair(rules, server, uri)
+	}
+	for _, r := range rules {
+		if r.Server.Match(server) && r.Name.MatchesEverything() {
+			return true
+		}
+	}
+	return false
+}
+
+// stepsOut reports whether uri has a dot-segment, or hides one (or a
+// separator) in percent-encoding.
+func stepsOut(uri string) bool {
+	lower := strings.ToLower(uri)
+	for _, enc := range []string{"%2e", "%2f", "%5c"} {
+		if strings.Contains(lower, enc) {
+			return true
+		}
+	}
+	for _, seg := range strings.FieldsFunc(uri, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
 // callers is one loaded callers file: who is who, and their permissions.
 type callers struct {
 	byName  map[string]*Permissions

@@ -28,8 +28,17 @@ func (g Glob) Match(name string) bool {
 	if !strings.ContainsAny(p, "*?") {
 		return p == name
 	}
-	// Iterative matching with one backtrack point (the last '*'): linear
-	// in practice, and never exponential, whatever the pattern.
+	if strings.Contains(p, "?") && !isASCII(name) {
+		// '?' is one character, not one byte of it.
+		return matchSeq([]rune(p), []rune(name))
+	}
+	return matchSeq([]byte(p), []byte(name))
+}
+
+// matchSeq matches name against the pattern p, by bytes or by runes.
+// Iterative matching with one backtrack point (the last '*'): linear in
+// practice, and never exponential, whatever the pattern.
+func matchSeq[E byte | rune](p, name []E) bool {
 	var pi, ni int
 	star, mark := -1, 0
 	for ni < len(name) {
@@ -76,4 +85,13 @@ func (gs Globs) MatchesEverything() bool {
 		}
 	}
 	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

@@ -27,6 +27,9 @@ func TestGlob(t *testing.T) {
 		{"a*b*c", "aXbYbZc", true},
 		{"a*b*c", "aXbYbZ", false},
 		{"**", "x", true},
+		{"mcp__demo__caf?", "mcp__demo__café", true}, // '?' is one character
+		{"mcp__demo__caf??", "mcp__demo__café", false},
+		{"mcp__*__caf?", "mcp__demo__café", true},
 	} {
 		if got := NewGlob(tc.pattern).Match(tc.name); got != tc.want {
 			t.Errorf("Glob(%q).Match(%q): got %v, want %v", tc.pattern, tc.name, got, tc.want)
