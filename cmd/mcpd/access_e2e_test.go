@@ -344,7 +344,18 @@ func TestCallerPermissions(t *testing.T) {
 			t.Errorf("admin registers for sampling of every server: %v", err)
 		}
 
-		// A registration sent again on the stream is checked as the first.
+		// A registration sent again on the stream is checked as the first,
+		// and its refusal audited as the first's would be.
+		refusals := func() int {
+			n := 0
+			for _, line := range auditLines(t, d) {
+				if line["caller"] == "reader" && line["method"] == "HandleServerRequests" && line["code"] == "PermissionDenied" {
+					n++
+				}
+			}
+			return n
+		}
+		before := refusals()
 		sctx, cancel := context.WithCancel(reader)
 		defer cancel()
 		stream, err := d.hub.HandleServerRequests(sctx)
@@ -366,6 +377,8 @@ func TestCallerPermissions(t *testing.T) {
 		}
 		_, err = stream.Recv()
 		denied(t, err, "server_requests")
+		// mcpd's log reaches the test a little after the refusal.
+		poll(ctx, t, "the audit line of the refused registration", func() (bool, error) { return refusals() == before+1, nil })
 	})
 
 	t.Run("events", func(t *testing.T) {

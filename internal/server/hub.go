@@ -36,6 +36,7 @@ type hub struct {
 	reg    Registry
 	log    zerolog.Logger
 	tel    *telemetry.Telemetry
+	guard  *guard // audits a refusal a handler finds on a later message of a stream
 	// stopping ends when the daemon stops: long-lived streams end with it.
 	stopping context.Context
 	stop     context.CancelFunc

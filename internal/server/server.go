@@ -302,6 +302,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		reg:    opts.Registry,
 		log:    opts.Logger,
 		tel:    opts.Telemetry,
+		guard:  g,
 	}
 	hb.stopping, hb.stop = context.WithCancel(context.Background())
 	if hb.reg == nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path"
+	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -320,7 +322,9 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 			}, false)
 			for _, act := range asked.actions {
 				if err := h.access.Authorize(caller, act); err != nil {
-					h.log.Warn().Str("caller", caller.Name).Str("server", act.Server).Str("kind", act.RequestKind).Msg("server request registration refused")
+					rec := asked.record
+					rec.Method = path.Base(mcpdv1.MCPHub_HandleServerRequests_FullMethodName)
+					h.guard.refused(caller, rec, err, time.Now())
 					return toStatus(err)
 				}
 			}
