@@ -635,6 +635,18 @@ func TestCallersReload(t *testing.T) {
 	if err != nil || ev.GetEvent().GetServer() != "demo" {
 		t.Errorf("the second caller's stream after two reloads: got %v, %v, want an event of demo", ev, err)
 	}
+
+	// An agent serving tools stops when its caller loses manage, though
+	// the caller stays.
+	agent, _, err := serveTools(second, t, d, &mcpdv1.ToolServerDeclaration{Server: "served", Tools: agentTools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmanaged := caller("second", "second-token-2")
+	unmanaged["permissions"].(map[string]any)["manage"] = false
+	replaceFile(t, path, mustJSON(t, map[string]any{"callers": []any{unmanaged, caller("third", "third-token-3")}}))
+	d.send(t, syscall.SIGHUP)
+	wantCode(t, agent.ended(ctx, t), codes.PermissionDenied)
 }
 
 // auditLines returns mcpd's audit log lines (logger=audit), decoded.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path"
+	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
@@ -65,8 +68,23 @@ func (h *hub) ServeTools(stream grpc.BidiStreamingServer[mcpdv1.ServeToolsReques
 		}
 	}()
 
+	// The declaration's permission is checked again at every reload of the
+	// callers file: a caller that lost it stops serving.
+	caller, _ := access.FromContext(ctx)
+	declared := describe(mcpdv1.MCPHub_ServeTools_FullMethodName, first, false)
+	reloaded := h.access.Reloaded()
 	for {
 		select {
+		case <-reloaded:
+			reloaded = h.access.Reloaded()
+			for _, act := range declared.actions {
+				if err := h.access.Authorize(caller, act); err != nil {
+					rec := declared.record
+					rec.Method = path.Base(mcpdv1.MCPHub_ServeTools_FullMethodName)
+					h.guard.refused(caller, rec, err, time.Now())
+					return toStatus(err)
+				}
+			}
 		case call := <-link.Outbound():
 			msg, err := agentCallToProto(call)
 			if err != nil {
