@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -91,6 +92,15 @@ func (a *Authorizer) Reload() error {
 	c, err := loadCallers(a.opts.CallersFile, a.opts.Lookup)
 	if err != nil {
 		return err
+	}
+	if a.opts.APIToken != "" {
+		// The API token decides first and may do everything: a caller
+		// with the same token would have no permissions of its own.
+		for _, t := range c.tokens {
+			if t.hash == a.tokenHash {
+				return fmt.Errorf("callers file %s: caller %q has the API token; give it a token of its own", a.opts.CallersFile, t.name)
+			}
+		}
 	}
 	a.current.Store(c)
 	next := make(chan struct{})

@@ -182,10 +182,11 @@ func TestCallersFileErrors(t *testing.T) {
 		{"bad spiffe", `{"callers": [{"name": "a", "spiffe_id": "https://x"}]}`, "spiffe://"},
 		{"bad request kind", `{"callers": [{"name": "a", "common_name": "x", "permissions": {"server_requests": ["everything"]}}]}`, "server_requests"},
 		{"resource without uri", `{"callers": [{"name": "a", "common_name": "x", "permissions": {"resources": [{"server": "*"}]}}]}`, "resources[0]"},
+		{"the API token", `{"callers": [{"name": "a", "token_sha256": "` + hashHex("the-api-token") + `"}]}`, "has the API token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, t.TempDir(), "callers.json", tc.content)
-			_, err := New(&Options{CallersFile: path, Lookup: func(string) (string, bool) { return "", false }})
+			_, err := New(&Options{CallersFile: path, APIToken: "the-api-token", Lookup: func(string) (string, bool) { return "", false }})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
