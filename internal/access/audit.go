@@ -69,7 +69,11 @@ func (a *Auditor) Log(r Record) {
 	if a == nil {
 		return
 	}
-	ev := a.log.Log().Str("caller", r.Caller).Str("method", r.Method)
+	ev := a.log.Log()
+	if r.Caller != "" { // none when authentication failed
+		ev = ev.Str("caller", r.Caller)
+	}
+	ev = ev.Str("method", r.Method)
 	for _, f := range [...]struct{ k, v string }{{"server", r.Server}, {"tool", r.Tool}, {"uri", r.URI}, {"prompt", r.Prompt}, {"denied_permission", r.Denied}} {
 		if f.v != "" {
 			ev = ev.Str(f.k, f.v)

@@ -57,3 +57,17 @@ func TestAuditLine(t *testing.T) {
 	var nilAuditor *Auditor
 	nilAuditor.Log(Record{}) // writes nothing, does not panic
 }
+
+// TestAuditLineWithoutCaller: a request that failed authentication has no
+// caller, and its line no "caller" field (as docs/security.md says).
+func TestAuditLineWithoutCaller(t *testing.T) {
+	var buf bytes.Buffer
+	NewAuditor(zerolog.New(&buf), nil).Log(Record{Method: "ListServers", Code: "Unauthenticated"})
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := line["caller"]; ok {
+		t.Errorf("audit line %s: want no caller field", buf.String())
+	}
+}
