@@ -488,9 +488,13 @@ func TestMCPEndpointPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "x", Version: "0"}, nil)
-	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{"not-a-caller"}}}
-	if _, err := c.Connect(ctx, tr, nil); err == nil {
-		t.Errorf("connect with an unknown token: got no error, want 401")
+	// An unknown token, and a known one padded (refused on the gRPC and
+	// HTTP wires too).
+	for _, token := range []string{"not-a-caller", " " + readerToken} {
+		tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{token}}}
+		if _, err := c.Connect(ctx, tr, nil); err == nil {
+			t.Errorf("connect with the token %q: got no error, want 401", token)
+		}
 	}
 }
 

@@ -84,8 +84,9 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var creds access.Credentials
 		if h := r.Header.Get("Authorization"); h != "" {
+			// Read as the gRPC and HTTP wires read it: nothing trimmed.
 			if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "bearer") {
-				creds.Token = strings.TrimSpace(tok)
+				creds.Token = tok
 			}
 		}
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
