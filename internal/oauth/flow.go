@@ -29,7 +29,11 @@ type flow struct {
 	once       sync.Once
 	completing sync.Mutex // one completion at a time; the first wins
 	completed  bool
+	gen        uint64 // the serverAuth's gen when the flow began
 }
+
+// errForgotten ends an authorization that ForgetAuthorization overtook.
+var errForgotten = errorf(ErrAuthorizationFailed, "authorization was forgotten")
 
 func (f *flow) finish() {
 	f.once.Do(func() {
@@ -42,12 +46,12 @@ func (f *flow) finish() {
 // startFlow registers the client if needed, builds the authorization URL
 // and makes the flow pending. It returns the ErrAuthorizationRequired the
 // refused request fails with.
-func (sa *serverAuth) startFlow(ctx context.Context, meta *metadata, scopes []string) error {
+func (sa *serverAuth) startFlow(ctx context.Context, meta *metadata, scopes []string, gen uint64) error {
 	redirect := sa.m.redirect()
 	if redirect == "" {
 		return errorf(ErrAuthorizationFailed, "server %q needs a person's consent, but mcpd has no redirect listener (see --oauth-redirect-addr)", sa.name)
 	}
-	client, err := sa.ensureClient(ctx, meta, redirect)
+	client, err := sa.ensureClient(ctx, meta, redirect, gen)
 	if err != nil {
 		return err
 	}
@@ -81,6 +85,7 @@ func (sa *serverAuth) startFlow(ctx context.Context, meta *metadata, scopes []st
 		meta:     meta,
 		expires:  time.Now().Add(sa.m.opts.FlowTTL),
 		done:     make(chan struct{}),
+		gen:      gen,
 	}
 	f.timer = time.AfterFunc(sa.m.opts.FlowTTL, func() {
 		if sa.endFlowIf(f, errorf(ErrAuthorizationFailed, "the authorization was not completed within %v", sa.m.opts.FlowTTL)) {
@@ -88,6 +93,11 @@ func (sa *serverAuth) startFlow(ctx context.Context, meta *metadata, scopes []st
 		}
 	})
 	sa.mu.Lock()
+	if sa.gen != gen {
+		sa.mu.Unlock()
+		f.timer.Stop()
+		return errForgotten
+	}
 	sa.pending = f
 	sa.mu.Unlock()
 	sa.m.addFlow(f)
@@ -124,7 +134,7 @@ func givenClient(cfg *config.OAuth, asm *oauthex.AuthServerMeta) *clientRecord {
 // of registration takes: credentials from the config, then a Client ID
 // Metadata Document, then a registration made before (for the same
 // redirect URL), then Dynamic Client Registration.
-func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect string) (*clientRecord, error) {
+func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect string, gen uint64) (*clientRecord, error) {
 	sa.mu.Lock()
 	cfg := sa.cfg
 	stored := sa.rec.Client
@@ -168,11 +178,14 @@ func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect
 		}
 	}
 	sa.mu.Lock()
+	if sa.gen != gen {
+		sa.mu.Unlock()
+		return nil, errForgotten
+	}
 	sa.rec.Client = c
 	sa.rec.Issuer = asm.Issuer
-	rec := *sa.rec
 	sa.mu.Unlock()
-	sa.save(&rec)
+	sa.persist()
 	sa.m.log.Info().Str("server", sa.name).Str("issuer", asm.Issuer).Msg("oauth client registered")
 	return c, nil
 }
@@ -270,7 +283,9 @@ func (f *flow) complete(ctx context.Context, params url.Values) error {
 		t.Scopes = scopesOf(f.authURL)
 	}
 	f.completed = true
-	sa.setToken(t, asm.Issuer)
+	if !sa.setToken(t, asm.Issuer, f.gen) {
+		return fail(errForgotten)
+	}
 	sa.endFlowIf(f, nil)
 	sa.m.log.Info().Str("server", sa.name).Msg("server authorized")
 	sa.m.changed(sa.name)

@@ -246,10 +246,12 @@ func (m *Manager) Forget(server string) error {
 	m.mu.Lock()
 	sa := m.servers[server]
 	m.mu.Unlock()
+	var err error
 	if sa != nil {
-		sa.forget()
+		err = sa.forget()
+	} else {
+		err = m.store.remove(server)
 	}
-	err := m.store.remove(server)
 	m.changed(server)
 	return err
 }

@@ -654,3 +654,53 @@ func TestEndpointsInClearRefused(t *testing.T) {
 		})
 	}
 }
+
+// blockingTokenEndpoint holds requests to /token until release is closed,
+// and says when one is held.
+type blockingTokenEndpoint struct {
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingTokenEndpoint) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/token") {
+		b.held <- struct{}{}
+		<-b.release
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestForgetOvertakesTokenRequest: a token that arrives after
+// ForgetAuthorization is not kept, in memory or on disk.
+func TestForgetOvertakesTokenRequest(t *testing.T) {
+	as := newTestAS(t)
+	dir := t.TempDir()
+	net := &blockingTokenEndpoint{held: make(chan struct{}, 1), release: make(chan struct{})}
+	m, err := New(&Options{StateDir: dir, HTTPClient: &http.Client{Transport: net}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "s3cret"}
+	done := make(chan error, 1)
+	go func() {
+		_, err := post(t, client(m, as, cfg), as)
+		done <- err
+	}()
+	<-net.held
+	if err := m.Forget("srv"); err != nil {
+		t.Fatal(err)
+	}
+	close(net.release)
+	if err := <-done; err == nil {
+		t.Error("the request whose authorization was forgotten: got no error")
+	}
+	m.mu.Lock()
+	sa := m.servers["srv"]
+	m.mu.Unlock()
+	if tok := sa.token(); tok != nil {
+		t.Errorf("token after Forget: got one, want none")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("state after Forget: got %d files, want none", len(entries))
+	}
+}

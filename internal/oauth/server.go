@@ -26,7 +26,14 @@ type serverAuth struct {
 	// one discovery and one flow.
 	authMu sync.Mutex
 
-	mu       sync.Mutex
+	// saveMu serialises writes of the record, each of the record as it is
+	// then, so that the file ends as the record does.
+	saveMu sync.Mutex
+
+	mu sync.Mutex
+	// gen counts ForgetAuthorization calls: a token or registration
+	// obtained by a request that began before one is not kept.
+	gen      uint64
 	loaded   bool
 	resource string
 	cfg      *config.OAuth // nil: defaults
@@ -131,22 +138,42 @@ func (sa *serverAuth) pendingFlow() *flow {
 	return nil
 }
 
-// setToken keeps a new token and saves the record.
-func (sa *serverAuth) setToken(t *tokenRecord, issuer string) {
+// setToken keeps a new token, obtained by a request that began in gen,
+// and saves the record; after a ForgetAuthorization since, it drops it.
+// It reports whether it kept it.
+func (sa *serverAuth) setToken(t *tokenRecord, issuer string, gen uint64) bool {
 	sa.mu.Lock()
+	if sa.gen != gen {
+		sa.mu.Unlock()
+		sa.m.log.Info().Str("server", sa.name).Msg("oauth token obtained after its authorization was forgotten; dropped")
+		return false
+	}
 	sa.rec.Token = t
 	if issuer != "" {
 		sa.rec.Issuer = issuer
 	}
-	rec := *sa.rec
 	sa.lastErr = ""
 	sa.refused = ""
 	sa.mu.Unlock()
-	sa.save(&rec)
+	sa.persist()
+	return true
 }
 
-func (sa *serverAuth) save(rec *record) {
-	if err := sa.m.store.save(sa.name, rec); err != nil {
+// generation is the current gen, for a request about to begin.
+func (sa *serverAuth) generation() uint64 {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	return sa.gen
+}
+
+// persist writes the record as it is now.
+func (sa *serverAuth) persist() {
+	sa.saveMu.Lock()
+	defer sa.saveMu.Unlock()
+	sa.mu.Lock()
+	rec := *sa.rec
+	sa.mu.Unlock()
+	if err := sa.m.store.save(sa.name, &rec); err != nil {
 		sa.m.log.Warn().Str("server", sa.name).Err(err).Msg("cannot save oauth state; tokens stay in memory")
 	}
 }
@@ -155,21 +182,26 @@ func (sa *serverAuth) save(rec *record) {
 func (sa *serverAuth) dropToken() {
 	sa.mu.Lock()
 	sa.rec.Token = nil
-	rec := *sa.rec
 	sa.mu.Unlock()
-	sa.save(&rec)
+	sa.persist()
 }
 
-func (sa *serverAuth) forget() {
+// forget clears the record and removes its file, under saveMu so that no
+// write of the old record lands after the removal.
+func (sa *serverAuth) forget() error {
 	sa.endFlow(errorf(ErrAuthorizationFailed, "authorization was forgotten"))
+	sa.saveMu.Lock()
+	defer sa.saveMu.Unlock()
 	sa.mu.Lock()
-	defer sa.mu.Unlock()
+	sa.gen++
 	sa.rec = &record{Resource: sa.resource}
 	sa.dpop = nil
 	sa.stepUps = 0
 	sa.stepUpKey = ""
 	sa.lastErr = ""
 	sa.refused = ""
+	sa.mu.Unlock()
+	return sa.m.store.remove(sa.name)
 }
 
 // endFlow ends the pending flow, if any, with err (nil: it succeeded). It
@@ -197,6 +229,7 @@ func (sa *serverAuth) endFlow(err error) bool {
 // metadata only there).
 func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challenge) error {
 	sa.mu.Lock()
+	gen := sa.gen
 	t := sa.rec.Token
 	stored := sa.rec.Client
 	cfg := sa.cfg
@@ -243,8 +276,9 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	if issuer == "" {
 		issuer = meta.asm.Issuer
 	}
-	sa.setToken(nt, issuer)
-	sa.m.log.Info().Str("server", sa.name).Msg("oauth token refreshed")
+	if sa.setToken(nt, issuer, gen) {
+		sa.m.log.Info().Str("server", sa.name).Msg("oauth token refreshed")
+	}
 	return nil
 }
 
@@ -315,6 +349,7 @@ func (sa *serverAuth) authorize(ctx context.Context, challenges []oauthex.Challe
 
 func (sa *serverAuth) authorizeLocked(ctx context.Context, challenges []oauthex.Challenge, sent *tokenRecord, stepUp bool) error {
 	sa.mu.Lock()
+	gen := sa.gen
 	resource := sa.resource
 	sa.mu.Unlock()
 	meta, err := discover(ctx, sa.m.opts.HTTPClient, resource, challenges)
@@ -357,11 +392,13 @@ func (sa *serverAuth) authorizeLocked(ctx context.Context, challenges []oauthex.
 		if err != nil {
 			return err
 		}
-		sa.setToken(t, meta.asm.Issuer)
+		if !sa.setToken(t, meta.asm.Issuer, gen) {
+			return errForgotten
+		}
 		sa.m.log.Info().Str("server", sa.name).Str("grant", grant).Msg("oauth token obtained")
 		return nil
 	}
-	return sa.startFlow(ctx, meta, scopes)
+	return sa.startFlow(ctx, meta, scopes, gen)
 }
 
 // chooseScopes picks the scopes to ask for: the configured ones (cfg may
