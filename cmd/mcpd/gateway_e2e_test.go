@@ -1013,6 +1013,8 @@ func TestMCPEndpointRequestState(t *testing.T) {
 	d, url := startGateway(ctx, t, config)
 	d.waitServer(ctx, t, "pair", mcpdv1.ServerState_SERVER_STATE_READY)
 	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	// The endpoint lists a server's tools a little after it is ready.
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__pair__ask", "mcp__demo__echo")
 
 	first := statelessPost(ctx, t, url, "tools/call", "mcp__pair__ask", map[string]any{
 		"name": "mcp__pair__ask", "arguments": map[string]any{"group": "state", "count": 1, "tag": "t"},
@@ -1108,6 +1110,8 @@ func TestMCPStdioStateless(t *testing.T) {
 	d, url := startGateway(ctx, t, "")
 	d.connectFake(ctx, t, "slow", fakeSlow)
 	d.waitServer(ctx, t, "slow", mcpdv1.ServerState_SERVER_STATE_READY)
+	// The endpoint lists a server's tools a little after it is ready.
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__slow__sleep")
 	cmd := exec.CommandContext(ctx, mcpdBinary(t), "mcp-stdio", "--connect", url)
 	cmd.Env = daemonEnv()
 	stdin, err := cmd.StdinPipe()
@@ -1161,6 +1165,7 @@ func TestMCPEndpointAskOnceAcrossInput(t *testing.T) {
 	d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--mcp-listen", addr, "--ask-tool", "mcp__pair__ask"}})
 	d.waitServer(ctx, t, "pair", mcpdv1.ServerState_SERVER_STATE_READY)
 	url := "http://" + addr + "/mcp"
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__pair__ask")
 	var mu sync.Mutex
 	approvals := 0
 	agentCtx, stopAgent := context.WithCancel(ctx)
