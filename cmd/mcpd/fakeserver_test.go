@@ -220,7 +220,8 @@ func runFakeServer(mode string) int {
 			return 1
 		}
 	case fakeStubborn:
-		signal.Ignore(syscall.SIGTERM)
+		// Nor does a write to a pipe mcpd closed end it: only SIGKILL.
+		signal.Ignore(syscall.SIGTERM, syscall.SIGPIPE)
 	default:
 		fmt.Fprintf(os.Stderr, "fake: unknown mode %q\n", mode)
 		return 2
@@ -230,14 +231,14 @@ func runFakeServer(mode string) int {
 	if conn != nil {
 		t = wrapTransport{t, conn}
 	}
-	if err := srv.Run(context.Background(), t); err != nil {
-		fmt.Fprintln(os.Stderr, "fake: run:", err)
-	}
+	err := srv.Run(context.Background(), t)
 	if mode == fakeStubborn {
-		if err := os.WriteFile(os.Getenv(fakeMarkEnv), nil, 0o600); err != nil {
-			fmt.Fprintln(os.Stderr, "fake:", err)
-		}
+		// Marked first: mcpd may have closed stderr already.
+		_ = os.WriteFile(os.Getenv(fakeMarkEnv), nil, 0o600)
 		time.Sleep(time.Hour) // until SIGKILL
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake: run:", err)
 	}
 	return 0
 }
