@@ -35,7 +35,7 @@ func listenMetrics(addr string, guarded bool, tlsConfig *tls.Config) (net.Listen
 		if err != nil {
 			return nil, fmt.Errorf("--metrics-listen %q: want host:port or unix:///path: %w", addr, err)
 		}
-		if !isLoopback(host) && !guarded {
+		if !server.IsLoopbackHost(host) && !guarded {
 			return nil, fmt.Errorf("--metrics-listen %q is not a loopback address: to serve metrics beyond this machine, use TLS (--tls-cert, --tls-key) with MCPD_API_TOKEN or --api-token-file, or mutual TLS (--tls-client-ca)", addr)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpd-project/mcpd/internal/oauth"
+	"github.com/mcpd-project/mcpd/internal/server"
 )
 
 // defaultOAuthStateDir is where tokens persist when --oauth-state-dir is
@@ -65,7 +66,7 @@ func startOAuth(stateDir string, defaultDir bool, addr string, log zerolog.Logge
 	if err != nil {
 		return nil, nil, fmt.Errorf("--oauth-redirect-addr %q: want host:port: %w", addr, err)
 	}
-	if !isLoopback(host) {
+	if !server.IsLoopbackHost(host) {
 		return nil, nil, fmt.Errorf("--oauth-redirect-addr %q: the redirect listener must be on a loopback address", addr)
 	}
 	lis, err := net.Listen("tcp", addr)

@@ -427,7 +427,7 @@ func listenFor(flag, addr string, guarded bool) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: want host:port or unix:///path: %w", flag, addr, err)
 	}
-	if !isLoopback(host) && !guarded {
+	if !server.IsLoopbackHost(host) && !guarded {
 		return nil, fmt.Errorf("%s %q is not a loopback address: to serve beyond this machine, use TLS (--tls-cert, --tls-key) with MCPD_API_TOKEN, --api-token-file or --callers, or mutual TLS (--tls-client-ca)", flag, addr)
 	}
 	lis, err := net.Listen("tcp", addr)
@@ -471,14 +471,6 @@ func isLocal(lis net.Listener) bool {
 		return a.IP.IsLoopback()
 	}
 	return false
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func newLogger(level, format string) (zerolog.Logger, error) {

@@ -155,12 +155,12 @@ func LoopbackOnly(lis net.Listener, next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopbackName(r.Host) {
+		if !IsLoopbackHost(r.Host) {
 			http.Error(w, "Forbidden: the Host header names no loopback address", http.StatusForbidden)
 			return
 		}
 		if origin := r.Header.Get("Origin"); origin != "" {
-			if u, err := url.Parse(origin); err != nil || !loopbackName(u.Host) {
+			if u, err := url.Parse(origin); err != nil || !IsLoopbackHost(u.Host) {
 				http.Error(w, "Forbidden: a request from another origin", http.StatusForbidden)
 				return
 			}
@@ -169,9 +169,10 @@ func LoopbackOnly(lis net.Listener, next http.Handler) http.Handler {
 	})
 }
 
-// loopbackName reports whether host (with or without a port) is
-// localhost or a loopback IP address.
-func loopbackName(host string) bool {
+// IsLoopbackHost reports whether host (with or without a port) is
+// localhost or a loopback IP address: the names mcpd takes as this
+// machine's, for its listeners and for requests to them.
+func IsLoopbackHost(host string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}

@@ -38,3 +38,16 @@ func TestIncomingMetadata(t *testing.T) {
 		t.Errorf("a malformed -bin value: got %v, want INTERNAL as grpc-go answers", err)
 	}
 }
+
+func TestIsLoopbackHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"localhost": true, "LocalHost:8080": true, "127.0.0.1": true, "127.1.2.3:80": true,
+		"::1": true, "[::1]:8080": true,
+		"attacker.example": false, "attacker.example:8080": false, "10.0.0.1": false, "": false,
+		"localhost.attacker.example": false,
+	} {
+		if got := IsLoopbackHost(host); got != want {
+			t.Errorf("IsLoopbackHost(%q): got %v, want %v", host, got, want)
+		}
+	}
+}
