@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -97,4 +98,44 @@ func TestEverythingServer(t *testing.T) {
 			t.Errorf("structured_content: got %v, want {temperature: 36, conditions, humidity}", resp.GetStructuredContent())
 		}
 	})
+}
+
+// TestServersDoNotInheritCredentials asks server-everything for the
+// environment it was started with: mcpd's own variables (its API token,
+// the state file's references to other servers' secrets) and the callers
+// file's token variables are kept from it, unless its config passes one
+// on; the rest of mcpd's environment reaches it.
+func TestServersDoNotInheritCredentials(t *testing.T) {
+	t.Parallel()
+	bin := everythingBinary(t)
+	ctx := testContext(t)
+	config := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"everything": map[string]any{"command": bin, "args": []string{"stdio"}, "env": map[string]string{"MCPD_E2E_PASSED": "${MCPD_E2E_PASSED}"}},
+	}}))
+	d := startDaemon(ctx, t, daemonOptions{
+		config: config,
+		args:   []string{"--callers", permissionCallers(t)},
+		env: []string{
+			"MCPD_API_TOKEN=" + apiTokenBesideCallers,
+			"E2E_OUTSIDER_TOKEN=" + outsiderToken,
+			"MCPD_DOCS_AUTHORIZATION=Bearer docs-secret",
+			"MCPD_E2E_PASSED=passed",
+			"E2E_ORDINARY=kept",
+		},
+	})
+	resp := d.mustCall(bearer(ctx, adminToken), t, "mcp__everything__get-env", nil)
+	var env map[string]string
+	if err := json.Unmarshal([]byte(text(resp)), &env); err != nil {
+		t.Fatalf("get-env: %v (got %q)", err, text(resp))
+	}
+	for _, name := range []string{"MCPD_API_TOKEN", "E2E_OUTSIDER_TOKEN", "MCPD_DOCS_AUTHORIZATION"} {
+		if _, ok := env[name]; ok {
+			t.Errorf("the server inherited %s", name)
+		}
+	}
+	for name, want := range map[string]string{"E2E_ORDINARY": "kept", "MCPD_E2E_PASSED": "passed"} {
+		if env[name] != want {
+			t.Errorf("server's %s = %q, want %q", name, env[name], want)
+		}
+	}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpd-project/mcpd/internal/access"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -502,5 +504,41 @@ func TestGuards(t *testing.T) {
 				t.Errorf("metrics listener: got guarded %v, want %v", got, tc.metric)
 			}
 		})
+	}
+}
+
+// TestOwnVariables: the variables kept from servers and from state file
+// references include mcpd's settings, its API token and the callers
+// file's token variables, and not the state file's own references.
+func TestOwnVariables(t *testing.T) {
+	dir := t.TempDir()
+	callers := filepath.Join(dir, "callers.json")
+	if err := os.WriteFile(callers, []byte(`{"callers": [{"name": "ci", "token": "${CI_TOKEN}", "permissions": {}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	authz, err := access.New(&access.Options{CallersFile: callers, Lookup: func(k string) (string, bool) { return "ci-token", k == "CI_TOKEN" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserved, withheld := stateReserved(authz), withheldEnv(authz)
+	for _, tc := range []struct {
+		name               string
+		reserved, withheld bool
+	}{
+		{"MCPD_API_TOKEN", true, true},
+		{"MCPD_LISTEN", true, true},
+		{"MCPD_STATE_FILE", true, true},
+		{"MCPD_MCP_CONNECT", true, true},
+		{"CI_TOKEN", true, true},
+		{"MCPD_DOCS_AUTHORIZATION", false, true},
+		{"GITHUB_TOKEN", false, false},
+		{"PATH", false, false},
+	} {
+		if got := reserved(tc.name); got != tc.reserved {
+			t.Errorf("stateReserved(%s) = %v, want %v", tc.name, got, tc.reserved)
+		}
+		if got := withheld(tc.name); got != tc.withheld {
+			t.Errorf("withheldEnv(%s) = %v, want %v", tc.name, got, tc.withheld)
+		}
 	}
 }

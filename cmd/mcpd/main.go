@@ -28,6 +28,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -322,9 +323,15 @@ func (s *stringList) Set(v string) error {
 }
 
 func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer) (*config, error) {
+	c := &config{}
+	fs := newFlagSet(c, out)
+	return parseFlagSet(fs, c, args, lookup)
+}
+
+// newFlagSet defines mcpd's flags over c.
+func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("mcpd", flag.ContinueOnError)
 	fs.SetOutput(out)
-	c := &config{}
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:50051", "address to serve gRPC on: host:port or unix:///path/to.sock (mode 0600); a non-loopback address needs TLS plus a token (or callers file), or mutual TLS")
 	fs.Var(&c.configs, "config", "a .mcp.json file, or inline JSON ('{\"mcpServers\": {...}}'), read after the scope files; repeatable, a later one wins per server")
 	fs.StringVar(&c.managedConfig, "managed-config", "/etc/mcpd/managed-mcp.json", "the operator's config file, read first (every later scope overrides it per server); a missing file is skipped")
@@ -376,11 +383,28 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	fs.Var(&c.denyTools, "deny-tool", "tool rule: refuse and hide matching tools, e.g. 'mcp__*__delete_*' (repeatable or comma-separated)")
 	fs.StringVar(&c.toolDefault, "tool-default", "", "effect on tool calls no rule matches: allow, ask or deny; empty means the config's permissions.default, else allow")
 	fs.Var(&c.traceServers, "trace-server", "log every JSON-RPC message of this server at debug level, secrets redacted (repeatable or comma-separated; '*' traces all)")
+	return fs
+}
 
+// flagVariable is the environment variable that sets flag name.
+func flagVariable(name string) string {
+	return "MCPD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// ownVariables are the environment variables mcpd and its subcommands
+// read settings and credentials from.
+var ownVariables = sync.OnceValue(func() map[string]bool {
+	vars := map[string]bool{"MCPD_API_TOKEN": true, "MCPD_MCP_CONNECT": true}
+	newFlagSet(&config{}, io.Discard).VisitAll(func(f *flag.Flag) { vars[flagVariable(f.Name)] = true })
+	return vars
+})
+
+// parseFlagSet sets c from lookup's MCPD_* variables, then from args.
+func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string) (string, bool)) (*config, error) {
 	// Environment first, so that the command line overrides it.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		name := "MCPD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := flagVariable(f.Name)
 		switch f.Name {
 		case "allow-command", "config", "allow-tool", "ask-tool", "deny-tool", "trace-server":
 			return // a list: set below, unless the command line sets it
@@ -402,7 +426,7 @@ func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
 	for name, list := range listFlags {
-		if v, ok := lookup("MCPD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok && !onCommandLine[name] {
+		if v, ok := lookup(flagVariable(name)); ok && !onCommandLine[name] {
 			_ = list(c).Set(v)
 		}
 	}

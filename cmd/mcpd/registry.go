@@ -29,6 +29,9 @@ type registry struct {
 	mgr   *mcpclient.Manager
 	log   zerolog.Logger
 	state string // the state file; "" keeps nothing on disk
+	// reserved names the variables no reference in the state file may
+	// read (see mcpconfig.MarshalEntry).
+	reserved func(string) bool
 
 	mu      sync.Mutex
 	files   []mcpconfig.Entry          // the merged files, as last applied
@@ -62,10 +65,11 @@ func errText(err error) string {
 // if empty), after reading what the file holds. A state file that exists
 // and cannot be read is an error. policy checks the servers the file
 // restores as ConnectServer checked them: one it now refuses comes back
-// FAILED, saying why.
-func newRegistry(mgr *mcpclient.Manager, log zerolog.Logger, stateFile string, policy *server.CommandPolicy) (*registry, error) {
+// FAILED, saying why. reserved names the variables of mcpd's own that the
+// file's references may not read.
+func newRegistry(mgr *mcpclient.Manager, log zerolog.Logger, stateFile string, policy *server.CommandPolicy, reserved func(string) bool) (*registry, error) {
 	r := &registry{
-		mgr: mgr, log: log, state: stateFile,
+		mgr: mgr, log: log, state: stateFile, reserved: reserved,
 		api: make(map[string]mcpconfig.Entry), apiJSON: make(map[string]json.RawMessage),
 		toggles: make(map[string]bool), applied: make(map[string]want),
 	}
@@ -95,7 +99,7 @@ func (r *registry) readState(policy *server.CommandPolicy) error {
 	if err != nil {
 		return fmt.Errorf("read state file: %w", err)
 	}
-	merged, err := mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeAPI, Path: r.state, Inline: data, State: true}}, os.LookupEnv)
+	merged, err := mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeAPI, Path: r.state, Inline: data, State: true, Reserved: r.reserved}}, os.LookupEnv)
 	if err != nil {
 		return fmt.Errorf("state file: %w", err)
 	}
@@ -273,7 +277,7 @@ func (r *registry) Connect(ctx context.Context, cfg mcpconfig.Server, replace bo
 	cfg.Source = mcpconfig.Source{Scope: mcpconfig.ScopeAPI, Name: r.state}
 	var raw json.RawMessage
 	if r.state != "" {
-		data, refs, err := mcpconfig.MarshalEntry(&cfg)
+		data, refs, err := mcpconfig.MarshalEntry(&cfg, r.reserved)
 		if err != nil {
 			return mcpclient.Status{}, fmt.Errorf("encode server for the state file: %w", err)
 		}

@@ -177,12 +177,13 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		Telemetry:         tel,
 		OAuth:             upstreamAuth,
 		Trace:             tracedServers(c.traceServers),
+		WithholdEnv:       withheldEnv(authz),
 		// Servers reached by URL: Streamable HTTP and legacy SSE.
 		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{Logger: log, MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
 	})
 	tel.ObserveServers(mgr.ServerSamples)
 	commands := &server.CommandPolicy{Allowed: c.allowCommands}
-	servers, err := newRegistry(mgr, log, c.stateFile, commands)
+	servers, err := newRegistry(mgr, log, c.stateFile, commands, stateReserved(authz))
 	if err != nil {
 		return err
 	}
@@ -530,4 +531,24 @@ func listenHTTPAPI(flag, addr string, c *config, token string, log zerolog.Logge
 		return nil, err
 	}
 	return tls.NewListener(lis, cfg), nil
+}
+
+// withheldEnv names the variables of mcpd's environment that the stdio
+// servers it starts do not inherit: mcpd's own settings and credentials
+// (every MCPD_ variable: the API token, and the state file's references to
+// other servers' secrets) and the variables the callers file reads tokens
+// from. A server whose config sets such a variable in its env gets it.
+func withheldEnv(authz *access.Authorizer) func(string) bool {
+	return func(name string) bool {
+		return strings.HasPrefix(name, "MCPD_") || authz.TokenVariable(name)
+	}
+}
+
+// stateReserved names the variables no reference in the state file may
+// read: those mcpd reads its own settings and API token from, and the
+// callers file's token variables. Without it, a caller who may connect
+// servers could name a server and a header so that a restarted mcpd sends
+// its own token upstream (server api, header Token: ${MCPD_API_TOKEN}).
+func stateReserved(authz *access.Authorizer) func(string) bool {
+	return func(name string) bool { return ownVariables()[name] || authz.TokenVariable(name) }
 }

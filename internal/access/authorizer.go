@@ -108,6 +108,14 @@ func (a *Authorizer) Reload() error {
 	return nil
 }
 
+// TokenVariable reports whether the callers file in force reads a
+// caller's token from the environment variable name: a credential of
+// mcpd's that no server it starts should inherit.
+func (a *Authorizer) TokenVariable(name string) bool {
+	c := a.current.Load()
+	return c != nil && c.tokenVars[name]
+}
+
 // Watch calls gone, once, when a reload of the callers file leaves creds
 // naming no caller, or another than caller; it returns then, or when ctx
 // ends. A long-lived request (a stream) runs it in a goroutine of its own,

@@ -96,6 +96,18 @@ func TestAuthenticate(t *testing.T) {
 	}
 }
 
+func TestTokenVariable(t *testing.T) {
+	a := newTestAuthorizer(t)
+	for name, want := range map[string]bool{"CI_TOKEN": true, "ci_token": false, "HOME": false, "": false} {
+		if got := a.TokenVariable(name); got != want {
+			t.Errorf("TokenVariable(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if open, _ := New(nil); open.TokenVariable("CI_TOKEN") {
+		t.Error("without a callers file, TokenVariable(CI_TOKEN) = true")
+	}
+}
+
 func TestAuthenticateWithoutCallersFile(t *testing.T) {
 	open, _ := New(nil)
 	if c, err := open.Authenticate(Credentials{}); err != nil || c.Name != AnonymousCallerName || !open.Allowed(c, Action{Verb: ManageServers}) {

@@ -129,6 +129,8 @@ type callers struct {
 	spiffe  map[string]string
 	dnsName map[string]string
 	cn      map[string]string
+	// tokenVars are the variables the file's token references read.
+	tokenVars map[string]bool
 }
 
 type tokenCaller struct {
@@ -167,10 +169,11 @@ func loadCallers(path string, lookup func(string) (string, bool)) (*callers, err
 		return nil, fmt.Errorf("callers file %s: data after the JSON object", path)
 	}
 	c := &callers{
-		byName:  make(map[string]*Permissions),
-		spiffe:  make(map[string]string),
-		dnsName: make(map[string]string),
-		cn:      make(map[string]string),
+		byName:    make(map[string]*Permissions),
+		tokenVars: make(map[string]bool),
+		spiffe:    make(map[string]string),
+		dnsName:   make(map[string]string),
+		cn:        make(map[string]string),
 	}
 	dir := filepath.Dir(path)
 	for i, e := range f.Callers {
@@ -240,6 +243,7 @@ func (c *callers) add(e callerEntry, dir string, lookup func(string) (string, bo
 			return errors.New("token: the variable is empty")
 		}
 		tokens = append(tokens, sha256.Sum256([]byte(tok)))
+		c.tokenVars[e.Token[len("${"):len(e.Token)-len("}")]] = true
 	}
 	for _, h := range tokens {
 		for _, other := range c.tokens {

@@ -17,15 +17,23 @@ import (
 //   - every other secret as ${MCPD_<SERVER>_<FIELD>}, for example
 //     ${MCPD_DOCS_AUTHORIZATION} for the Authorization header of server
 //     docs, ${MCPD_DOCS_OAUTH_CLIENT_SECRET}, ${MCPD_DOCS_URL}
-//     (upper case, other characters as '_').
+//     (upper case, other characters as '_'), and so is env NAME when
+//     NAME is not a plain variable name, starts with MCPD_, or is
+//     reserved (${MCPD_DOCS_ENV_MCPD_API_TOKEN});
+//   - a name reserved names (mcpd's own settings and credentials) is
+//     never written: ${MCPD_API_TOKEN} for header Token of server api
+//     becomes ${MCPD_STATE_API_TOKEN}.
+//
+// The reader ([Layer.Reserved]) must be given the same reserved. It
+// must name finitely many variables.
 //
 // Command, args, cwd, options and the other OAuth fields are written as
 // they are, "${" and all: read back as a state file (a [Layer] with
 // State), only the references above expand, so every other value means
 // what it meant to ConnectServer. secrets reports the references written.
-func MarshalEntry(s *Server) (data []byte, secrets []string, err error) {
+func MarshalEntry(s *Server, reserved func(name string) bool) (data []byte, secrets []string, err error) {
 	ref := func(field string) string {
-		name, _ := stateRef(s.Name, field)
+		name, _ := stateRef(s.Name, field, reserved)
 		secrets = append(secrets, name)
 		return "${" + name + "}"
 	}
@@ -83,11 +91,21 @@ func MarshalEntry(s *Server) (data []byte, secrets []string, err error) {
 
 // stateRef is the variable MarshalEntry names in field of server's entry
 // (a field as parse names it: "url", "env.NAME", "headers.NAME",
-// "oauth.clientSecret", ...), and whether the field holds one.
-func stateRef(server, field string) (string, bool) {
-	mcpd := func(parts ...string) string { return envName(append([]string{"MCPD", server}, parts...)...) }
+// "oauth.clientSecret", ...), and whether the field holds one. No name
+// it returns is reserved (nil: none is).
+func stateRef(server, field string, reserved func(string) bool) (string, bool) {
+	isReserved := func(name string) bool { return reserved != nil && reserved(name) }
+	mcpd := func(parts ...string) string {
+		name := envName(append([]string{"MCPD", server}, parts...)...)
+		for isReserved(name) {
+			name = "MCPD_STATE_" + strings.TrimPrefix(name, "MCPD_")
+		}
+		return name
+	}
 	if k, ok := strings.CutPrefix(field, "env."); ok {
-		if isVarName(k) {
+		// MCPD_ names are mcpd's own and the other references': an env
+		// entry reads its own variable only outside them.
+		if isVarName(k) && !strings.HasPrefix(k, "MCPD_") && !isReserved(k) {
 			return k, true
 		}
 		return mcpd("ENV", k), true
@@ -113,10 +131,11 @@ func stateRef(server, field string) (string, bool) {
 // stateExpander expands only a value that is exactly the reference
 // MarshalEntry writes in its field; every other value is literal. A caller
 // who may connect servers thus cannot have ${ANY_VAR} of mcpd's
-// environment filled in when the state file is read again.
-func stateExpander(lookup func(string) (string, bool)) expander {
+// environment filled in when the state file is read again, nor, through
+// a name that collides with one, mcpd's own reserved variables.
+func stateExpander(lookup func(string) (string, bool), reserved func(string) bool) expander {
 	return func(server, field, v string) (string, error) {
-		if name, ok := stateRef(server, field); ok && v == "${"+name+"}" {
+		if name, ok := stateRef(server, field, reserved); ok && v == "${"+name+"}" {
 			return Expand(v, lookup)
 		}
 		return v, nil

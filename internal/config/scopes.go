@@ -85,6 +85,9 @@ type Layer struct {
 	// are read back as they were written, and only the references written
 	// for secrets expand.
 	State bool
+	// Reserved, for a State layer, names the variables no reference may
+	// read: what MarshalEntry was given.
+	Reserved func(name string) bool
 }
 
 // Entry is one server of a merged configuration.
@@ -167,7 +170,7 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 		}
 		opts := parseOptions{expand: expandWith(lookup), shared: l.Shared}
 		if l.State {
-			opts.expand = stateExpander(lookup)
+			opts.expand = stateExpander(lookup, l.Reserved)
 		}
 		f, err := parse(data, opts)
 		if l.Shared && errors.Is(err, errNoServersKey) {

@@ -88,6 +88,10 @@ type Options struct {
 	// UnsubscribeDelay is how long an upstream resource subscription is
 	// kept after its last holder lets go; default 2s, negative: none.
 	UnsubscribeDelay time.Duration
+	// WithholdEnv, if set, names the variables of mcpd's environment
+	// that stdio servers do not inherit (mcpd's own credentials); a
+	// server's own env setting passes a variable anyway.
+	WithholdEnv func(name string) bool
 }
 
 func (o *Options) withDefaults() *Options {

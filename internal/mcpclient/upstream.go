@@ -695,6 +695,7 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 		StderrTailLines: u.opts.StderrTailLines,
 		StopGrace:       u.opts.StopGrace,
 		OnStderrLine:    u.opts.Telemetry.StderrLines(u.cfg.Name),
+		Withhold:        u.opts.WithholdEnv,
 	})
 	if err != nil {
 		return nil, startError{err}

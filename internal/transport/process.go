@@ -38,8 +38,9 @@ const (
 type StdioSpec struct {
 	Command string
 	Args    []string
-	// Env is merged over os.Environ(); its values are secrets and are never
-	// logged or put into errors.
+	// Env is merged over os.Environ() (less what ProcessOptions.Withhold
+	// keeps back); its values are secrets and are never logged or put into
+	// errors.
 	Env map[string]string
 	// Dir is the working directory; empty inherits the daemon's.
 	Dir string
@@ -65,6 +66,10 @@ type ProcessOptions struct {
 	// OnStderrLine, if set, is called for every stderr line (it counts
 	// them for the metrics); it must not block.
 	OnStderrLine func()
+	// Withhold, if set, names the variables of the daemon's own
+	// environment that the child does not inherit (its credentials). A
+	// variable StdioSpec.Env sets reaches the child either way.
+	Withhold func(name string) bool
 }
 
 // Process is a supervised stdio MCP server: a child process in its own
@@ -128,7 +133,7 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 	if o.StopGrace <= 0 {
 		o.StopGrace = DefaultStopGrace
 	}
-	env, err := mergeEnv(os.Environ(), spec.Env)
+	env, err := mergeEnv(os.Environ(), spec.Env, o.Withhold)
 	if err != nil {
 		return nil, fmt.Errorf("start process %q: %w", spec.Command, err)
 	}
@@ -217,9 +222,10 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 	return p, nil
 }
 
-// mergeEnv returns base with extra applied over it. Keys of extra are
-// appended in sorted order so the child's environment is deterministic.
-func mergeEnv(base []string, extra map[string]string) ([]string, error) {
+// mergeEnv returns base, less the variables withhold names (when set),
+// with extra applied over it. Keys of extra are appended in sorted order
+// so the child's environment is deterministic.
+func mergeEnv(base []string, extra map[string]string, withhold func(string) bool) ([]string, error) {
 	for k := range extra {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return nil, fmt.Errorf("invalid environment variable name %q", k)
@@ -228,7 +234,7 @@ func mergeEnv(base []string, extra map[string]string) ([]string, error) {
 	env := make([]string, 0, len(base)+len(extra))
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := extra[k]; !ok {
+		if _, ok := extra[k]; !ok && (withhold == nil || !withhold(k)) {
 			env = append(env, kv)
 		}
 	}

@@ -89,13 +89,25 @@ func TestEnvAndDir(t *testing.T) {
 }
 
 func TestMergeEnv(t *testing.T) {
-	got, err := mergeEnv([]string{"A=1", "B=2", "C=3"}, map[string]string{"B": "x", "Z": "z", "D": ""})
+	got, err := mergeEnv([]string{"A=1", "B=2", "C=3"}, map[string]string{"B": "x", "Z": "z", "D": ""}, nil)
 	if err != nil {
 		t.Fatalf("mergeEnv: %v", err)
 	}
 	want := []string{"A=1", "C=3", "B=x", "D=", "Z=z"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("mergeEnv (-want +got):\n%s", diff)
+	}
+
+	// Withheld variables are left out of the base, but one that extra
+	// sets explicitly reaches the child.
+	secret := func(k string) bool { return strings.HasPrefix(k, "S_") }
+	got, err = mergeEnv([]string{"A=1", "S_TOKEN=t", "S_KEY=k"}, map[string]string{"S_KEY": "given"}, secret)
+	if err != nil {
+		t.Fatalf("mergeEnv: %v", err)
+	}
+	want = []string{"A=1", "S_KEY=given"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("mergeEnv with withhold (-want +got):\n%s", diff)
 	}
 }
 
