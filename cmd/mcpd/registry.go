@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 
 	"github.com/rs/zerolog"
 
@@ -82,6 +84,33 @@ func newRegistry(mgr *mcpclient.Manager, log zerolog.Logger, stateFile string, p
 	return r, nil
 }
 
+// readStateFile reads the state file, refusing one that another user owns
+// (root aside) or that anyone may write: whoever can write it chooses the
+// commands mcpd starts. mcpd writes it 0600; a group's write bit is let
+// pass, since Kubernetes adds it to the files of a volume with fsGroup.
+func readStateFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	if fi.Mode().Perm()&0o002 != 0 {
+		return nil, fmt.Errorf("state file %s: anyone may write it (mode %04o), and whoever writes it chooses the commands mcpd starts; chmod o-w it", path, fi.Mode().Perm())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Getuid() {
+		return nil, fmt.Errorf("state file %s: owned by uid %d, not by mcpd's user (uid %d) or root", path, st.Uid, os.Getuid())
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	return data, nil
+}
+
 // stateDoc is the state file: servers added through the API in the
 // .mcp.json format (so that the file is also a valid --config), and the
 // names enabled or disabled through the API.
@@ -92,12 +121,12 @@ type stateDoc struct {
 }
 
 func (r *registry) readState(policy *server.CommandPolicy) error {
-	data, err := os.ReadFile(r.state)
+	data, err := readStateFile(r.state)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read state file: %w", err)
+		return err
 	}
 	merged, err := mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeAPI, Path: r.state, Inline: data, State: true, Reserved: r.reserved}}, os.LookupEnv)
 	if err != nil {

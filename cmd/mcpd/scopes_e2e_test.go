@@ -374,3 +374,22 @@ func wantDisabled(t *testing.T, err error) {
 		t.Errorf("got %q (reason %q), want a message saying the server is disabled, reason SERVER_DISABLED", st.Message(), reason)
 	}
 }
+
+// TestStateFileAnyoneMayWrite: mcpd refuses to start from a state file
+// that anyone may write, since whoever writes it chooses the commands
+// mcpd starts.
+func TestStateFileAnyoneMayWrite(t *testing.T) {
+	t.Parallel()
+	stateFile := filepath.Join(shortTempDir(t), "mcpd-state.json")
+	if err := os.WriteFile(stateFile, []byte(`{"mcpServers": {}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(stateFile, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(shortTempDir(t), "mcpd.sock")
+	code, _, stderr := runMCPD(t, nil, "--listen", "unix://"+sock, "--config", emptyConfig(t), "--state-file", stateFile)
+	if code != 1 || !strings.Contains(stderr, "anyone may write it") {
+		t.Errorf("mcpd with a state file of mode 0666: exit %d, stderr %q; want exit 1 saying anyone may write it", code, stderr)
+	}
+}
