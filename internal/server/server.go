@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
@@ -46,6 +48,14 @@ const (
 	streamWindowBytes = 1 << 20
 	connWindowBytes   = 4 << 20
 )
+
+// clientPingMinInterval is how often a client may ping mcpd (HTTP/2 PING,
+// gRPC keepalive), with or without a call open. gRPC's default, 5 minutes
+// with calls only, makes mcpd end the connection (GOAWAY too_many_pings,
+// and every stream on it) of a client that keeps it alive every 10 to 60
+// seconds, as agents behind NATs and load balancers are told to; 10 s is
+// the shortest interval grpc-go clients accept.
+const clientPingMinInterval = 5 * time.Second
 
 // handlerWorkers is how many goroutines the gRPC server keeps to run RPC
 // handlers. Reused, they keep their grown stacks; a fresh goroutine per RPC
@@ -279,6 +289,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		grpc.UnaryInterceptor(chain),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.NumStreamWorkers(handlerWorkers),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: clientPingMinInterval, PermitWithoutStream: true}),
 	}, opts.GRPCOptions...)
 	tracing := opts.Telemetry.GRPCStatsHandler()
 	if tracing != nil {
