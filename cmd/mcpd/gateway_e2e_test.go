@@ -1061,6 +1061,37 @@ func TestMCPEndpointRequestState(t *testing.T) {
 	}
 }
 
+// TestMCPEndpointAnswersAhead: a 2026-07-28 host may send inputResponses
+// with its first call, before anything was asked; the server's request of
+// that key is answered with it, and the call completes in one round. An
+// answer under a key the server does not ask is ignored.
+func TestMCPEndpointAnswersAhead(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	config := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"pair": {"command": %q, "env": {%q: %q}}}}`,
+		testBinary(t), fakeServerEnv, fakeAskPair))
+	d, url := startGateway(ctx, t, config)
+	d.waitServer(ctx, t, "pair", mcpdv1.ServerState_SERVER_STATE_READY)
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__pair__ask")
+
+	answer := map[string]any{"role": "assistant", "model": "m", "content": map[string]any{"type": "text", "text": "the host"}}
+	done := statelessPost(ctx, t, url, "tools/call", "mcp__pair__ask", map[string]any{
+		"name": "mcp__pair__ask", "arguments": map[string]any{"group": "ahead", "count": 1, "tag": "t"},
+		"inputResponses": map[string]any{"sample": answer, "unasked": answer},
+	})
+	if !strings.Contains(string(done), "t answered by the host") {
+		t.Errorf("a call with its answer given ahead: got %s, want the call's result at once", done)
+	}
+	// Under another key, the server's request still reaches the host.
+	asked := statelessPost(ctx, t, url, "tools/call", "mcp__pair__ask", map[string]any{
+		"name": "mcp__pair__ask", "arguments": map[string]any{"group": "other", "count": 1, "tag": "t"},
+		"inputResponses": map[string]any{"unasked": answer},
+	})
+	if !strings.Contains(string(asked), `"requestState"`) || !strings.Contains(string(asked), `"sample"`) {
+		t.Errorf("a call with an answer the server does not ask: got %s, want an input-required result asking sample", asked)
+	}
+}
+
 // statelessPost sends one 2026-07-28 request to the endpoint, as a host
 // that can answer sampling, and returns the JSON-RPC response.
 func statelessPost(ctx context.Context, t *testing.T, url, method, name string, params map[string]any) []byte {

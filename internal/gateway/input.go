@@ -48,8 +48,23 @@ type suspended struct {
 	done   chan outcomeOf // cap 1: the upstream request's outcome
 	// asked are the requests handed to the host and not yet answered, by
 	// the key the host answers under.
-	asked  map[string]*mcpclient.ServerRequest
+	asked map[string]*mcpclient.ServerRequest
+	// ahead are the answers the host sent with its first request, before
+	// anything was asked, by the server's key; they answer the server's
+	// requests of those keys until the host is first asked.
+	ahead  mcp.InputResponseMap
 	expiry *time.Timer
+}
+
+// take hands req to the host, unless the host answered it ahead: then it
+// answers req with that answer.
+func (s *suspended) take(broker *mcpclient.Broker, req *mcpclient.ServerRequest) {
+	if resp, ok := s.ahead[req.InputKey]; ok && req.InputKey != "" {
+		delete(s.ahead, req.InputKey)
+		_ = broker.Answer(s.agent, req.ID, replyFrom(req.Kind, resp))
+		return
+	}
+	s.ask(req)
 }
 
 // ask hands req to the host under the server's own key for it, so that
@@ -118,7 +133,10 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 		// input; its own deadline (the Manager's) still bounds it, and it
 		// is cancelled when the host goes away or does not come back.
 		upCtx, cancelUp := context.WithCancel(context.WithoutCancel(ctx))
-		s = &suspended{of: key, agent: agent, done: make(chan outcomeOf, 1), asked: map[string]*mcpclient.ServerRequest{}}
+		// Answers sent ahead, with no requestState, are used for the
+		// server's requests of their keys: a server that knows the
+		// answers it needs completes in one round.
+		s = &suspended{of: key, agent: agent, done: make(chan outcomeOf, 1), asked: map[string]*mcpclient.ServerRequest{}, ahead: responses}
 		s.detach = sync.OnceFunc(func() {
 			broker.Detach(agent)
 			cancelUp()
@@ -134,13 +152,14 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 // awaitInput waits for the suspended request's outcome, or for requests of
 // its server to hand the host.
 func (g *Gateway) awaitInput(ctx context.Context, s *suspended) (mcp.Result, mcp.InputRequestMap, string, error) {
-	if len(s.asked) == 0 {
+	broker := g.mgr.Requests()
+	for len(s.asked) == 0 {
 		select {
 		case o := <-s.done:
 			s.detach()
 			return o.res, nil, "", o.err
 		case req := <-s.agent.Requests():
-			s.ask(req)
+			s.take(broker, req)
 		case <-ctx.Done():
 			// The host went away, or cancelled: so does the upstream
 			// request.
@@ -153,11 +172,12 @@ func (g *Gateway) awaitInput(ctx context.Context, s *suspended) (mcp.Result, mcp
 	for more := true; more; {
 		select {
 		case req := <-s.agent.Requests():
-			s.ask(req)
+			s.take(broker, req)
 		case <-settle.C:
 			more = false
 		}
 	}
+	s.ahead = nil // the host has been asked: it answers from now on
 	inputs := make(mcp.InputRequestMap, len(s.asked))
 	for id, req := range s.asked {
 		inputs[id] = inputRequest(req)
