@@ -630,6 +630,26 @@ func TestMCPEndpointGuards(t *testing.T) {
 			t.Errorf("the message quotes the token:\n%s", out)
 		}
 	})
+	t.Run("another origin", func(t *testing.T) {
+		_, url := startGateway(ctx, t, "")
+		for origin, want := range map[string]int{"https://evil.example": http.StatusForbidden, "null": http.StatusForbidden, "http://localhost:6274": http.StatusOK} {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Origin", origin)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if (resp.StatusCode == http.StatusForbidden) != (want == http.StatusForbidden) {
+				t.Errorf("Origin %s: got HTTP %d, want %s", origin, resp.StatusCode, map[bool]string{true: "403", false: "not 403"}[want == http.StatusForbidden])
+			}
+		}
+	})
 	t.Run("shutdown ends sessions", func(t *testing.T) {
 		d, url := startGateway(ctx, t, "")
 		cs := connectMCP(ctx, t, url, mcpEras[0], "", nil)

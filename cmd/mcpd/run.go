@@ -223,7 +223,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			defer close(gwDone)
 			gw.Run(gwCtx)
 		}()
-		mcpSrv := newMCPServer(gw.Handler())
+		mcpSrv := newMCPServer(mcpLis, gw.Handler())
 		go func() {
 			if err := mcpSrv.Serve(mcpLis); !errors.Is(err, http.ErrServerClosed) {
 				mcpErr <- err
