@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -136,9 +137,14 @@ func (r *registry) readState(policy *server.CommandPolicy) error {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return fmt.Errorf("state file %s: %w", r.state, err)
 	}
+	readers := r.referenceReaders(merged.Entries)
 	for _, e := range merged.Entries {
 		if e.Err == nil {
-			if err := policy.Check(e.Server); err != nil {
+			err := policy.Check(e.Server)
+			if err == nil {
+				err = sharedReference(e.Name, readers)
+			}
+			if err != nil {
 				// Kept without its command, as an entry that does not
 				// parse is: RestartServer or an enable cannot start it.
 				e.Err = fmt.Errorf("restored from the state file: %w", err)
@@ -153,6 +159,47 @@ func (r *registry) readState(policy *server.CommandPolicy) error {
 	}
 	for _, name := range doc.Enabled {
 		r.toggles[name] = true
+	}
+	return nil
+}
+
+// stateRefs are the MCPD_ variables the state file reads server cfg's
+// secrets from (an env NAME read as ${NAME} is the environment's to share,
+// as in any .mcp.json, and is left out).
+func (r *registry) stateRefs(cfg *mcpconfig.Server) []string {
+	_, refs, err := mcpconfig.MarshalEntry(cfg, r.reserved)
+	if err != nil {
+		return nil
+	}
+	return slices.DeleteFunc(refs, func(ref string) bool { return !strings.HasPrefix(ref, "MCPD_") })
+}
+
+// referenceReaders maps each MCPD_ variable the usable entries read to
+// the servers that read it, once per field.
+func (r *registry) referenceReaders(entries []mcpconfig.Entry) map[string][]string {
+	readers := map[string][]string{}
+	for _, e := range entries {
+		if e.Err == nil {
+			for _, ref := range r.stateRefs(&e.Server) {
+				readers[ref] = append(readers[ref], e.Name)
+			}
+		}
+	}
+	return readers
+}
+
+// sharedReference refuses server name when a variable it reads its
+// secrets from is read by another server, or by two of its own fields:
+// the names are made from the server's name and the field's
+// (MCPD_GH_X_API_KEY is header X-Api-Key of server gh, and header Api-Key
+// of server gh-x), and one server must not be handed another's secret.
+func sharedReference(name string, readers map[string][]string) error {
+	for _, ref := range slices.Sorted(maps.Keys(readers)) {
+		servers := readers[ref]
+		if len(servers) > 1 && slices.Contains(servers, name) {
+			return fmt.Errorf("%w: the state file would read ${%s} for more than one secret (servers %s); rename the server or the header",
+				mcpclient.ErrInvalidArgument, ref, strings.Join(slices.Compact(slices.Sorted(slices.Values(servers))), ", "))
+		}
 	}
 	return nil
 }
@@ -316,7 +363,16 @@ func (r *registry) Connect(ctx context.Context, cfg mcpconfig.Server, replace bo
 		}
 	}
 	r.mu.Lock()
-	err := r.mgr.Start(cfg, replace)
+	var err error
+	if r.state != "" {
+		// Against the other servers the state file keeps, not the one
+		// this replaces.
+		others := slices.DeleteFunc(slices.Collect(maps.Values(r.api)), func(e mcpconfig.Entry) bool { return e.Name == cfg.Name })
+		err = sharedReference(cfg.Name, r.referenceReaders(append(others, mcpconfig.Entry{Name: cfg.Name, Server: cfg})))
+	}
+	if err == nil {
+		err = r.mgr.Start(cfg, replace)
+	}
 	if err == nil {
 		r.api[cfg.Name] = mcpconfig.Entry{Name: cfg.Name, Server: cfg}
 		r.apiJSON[cfg.Name] = raw

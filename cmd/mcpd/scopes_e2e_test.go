@@ -393,3 +393,53 @@ func TestStateFileAnyoneMayWrite(t *testing.T) {
 		t.Errorf("mcpd with a state file of mode 0666: exit %d, stderr %q; want exit 1 saying anyone may write it", code, stderr)
 	}
 }
+
+// TestStateFileSharedReference: the state file names the variables of a
+// server's secrets after the server and the field, so two servers (or two
+// fields) can come to the same name: header X-Api-Key of gh and header
+// Api-Key of gh-x are both ${MCPD_GH_X_API_KEY}. ConnectServer refuses the
+// second, which a restarted mcpd would hand the first one's secret; a
+// state file that holds such a pair restores neither.
+func TestStateFileSharedReference(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	stateFile := filepath.Join(shortTempDir(t), "mcpd-state.json")
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--state-file", stateFile}})
+	remote := func(name string, headers map[string]string) *mcpdv1.ServerConfig {
+		return &mcpdv1.ServerConfig{Name: name, Transport: &mcpdv1.ServerConfig_Http{Http: &mcpdv1.HttpConfig{Url: "http://127.0.0.1:1/mcp", Headers: headers}}}
+	}
+	if _, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: remote("gh", map[string]string{"X-Api-Key": "gh-secret"})}); err != nil {
+		t.Fatalf("connect gh: %v", err)
+	}
+	_, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: remote("gh-x", map[string]string{"Api-Key": "other"})})
+	if st := wantCode(t, err, codes.InvalidArgument); !strings.Contains(st.Message(), "MCPD_GH_X_API_KEY") {
+		t.Errorf("connect gh-x: got %q, want it to name the shared variable", st.Message())
+	}
+	_, err = d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: remote("docs", map[string]string{"Url": "a", "URL": "b"})})
+	wantCode(t, err, codes.InvalidArgument)
+	// Replacing gh with the same references is no conflict with itself.
+	if _, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: remote("gh", map[string]string{"X-Api-Key": "new"}), Replace: true}); err != nil {
+		t.Errorf("replace gh: %v", err)
+	}
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code %d, want 0", code)
+	}
+
+	// A file that holds such a pair anyway (written by hand, or before
+	// ConnectServer checked) restores neither server.
+	shared := filepath.Join(shortTempDir(t), "mcpd-state.json")
+	pair := `{"mcpServers": {
+	  "gh": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X-Api-Key": "${MCPD_GH_X_API_KEY}"}},
+	  "gh-x": {"type": "http", "url": "http://127.0.0.1:2/mcp", "headers": {"Api-Key": "${MCPD_GH_X_API_KEY}"}}
+	}}`
+	if err := os.WriteFile(shared, []byte(pair), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d2 := startDaemon(ctx, t, daemonOptions{args: []string{"--state-file", shared}, env: []string{"MCPD_GH_X_API_KEY=gh-secret"}})
+	for _, name := range []string{"gh", "gh-x"} {
+		s := d2.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_FAILED)
+		if !strings.Contains(s.GetLastError(), "MCPD_GH_X_API_KEY") {
+			t.Errorf("restored %s: got last error %q, want it refused for the shared variable", name, s.GetLastError())
+		}
+	}
+}
