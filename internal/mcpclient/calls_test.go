@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,5 +138,58 @@ func TestCallMeetsForgottenSession(t *testing.T) {
 				t.Errorf("after the call: restarts %d, want a new session", st.Restarts)
 			}
 		})
+	}
+}
+
+// TestKeepAliveEndsHungSession: a server that stops answering (SIGSTOP)
+// fails its keepalive pings; the session ends at once with them, its call
+// in flight is interrupted then rather than at its deadline, and the
+// server comes back.
+func TestKeepAliveEndsHungSession(t *testing.T) {
+	ctx := testContext(t)
+	m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 200 * time.Millisecond,
+		KeepAlive: 100 * time.Millisecond, KeepAliveFailures: 2, RestartBackoff: 10 * time.Millisecond})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	cfg := fakeServer("f", "serve")
+	cfg.ProtocolVersion = "2025-11-25" // keepalive pings are for initialize-era sessions
+	if _, err := m.Connect(ctx, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "held")
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.CallTool(ctx, "mcp__f__hold", map[string]any{"marker": marker}, CallOptions{Timeout: time.Hour})
+		done <- err
+	}()
+	eventually(ctx, t, "the call held by the server", func() bool {
+		st, _ := m.Get("f")
+		return slices.Contains(st.StderrTail, "holding "+marker)
+	})
+	st, _ := m.Get("f")
+	hung := st.Pid
+	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(hung, syscall.SIGKILL) })
+
+	var interrupted *CallInterruptedError
+	if err := <-done; !errors.As(err, &interrupted) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("the call in flight: got %v, want a CallInterruptedError once the pings failed", err)
+	}
+	eventually(ctx, t, "the server back, in a new process", func() bool {
+		st, _ := m.Get("f")
+		return st.State == StateReady && st.Pid != hung
+	})
+	if st, _ := m.Get("f"); !strings.Contains(st.LastError, "keepalive") && st.Restarts < 1 {
+		t.Errorf("got restarts %d, last error %q; want a restart after the failed pings", st.Restarts, st.LastError)
+	}
+	if _, err := m.CallTool(ctx, "mcp__f__echo", map[string]any{"message": "hi"}, CallOptions{}); err != nil {
+		t.Errorf("a call after the restart: %v", err)
 	}
 }

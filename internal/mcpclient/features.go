@@ -139,7 +139,7 @@ func onSession[T any](ctx context.Context, u *upstream, op string, do func(conte
 	defer unbind()
 	res, err := do(ctx, cs)
 	if err != nil {
-		return zero, u.classify(ctx, op, err)
+		return zero, u.classify(ctx, cs, op, err)
 	}
 	return res, nil
 }

@@ -20,8 +20,8 @@ func (u *upstream) clientOptions() *mcp.ClientOptions {
 			// mcpd always answers roots/list, from SetRoots.
 			RootsV2: &mcp.RootCapabilities{ListChanged: true},
 		},
-		KeepAlive:                   u.opts.KeepAlive,
-		KeepAliveFailureThreshold:   u.opts.KeepAliveFailures,
+		// Keepalive pings are sent by hold (keepAlive), which ends the
+		// session's calls with it.
 		ToolListChangedHandler:      u.onToolListChanged,
 		PromptListChangedHandler:    u.onPromptListChanged,
 		ResourceListChangedHandler:  u.onResourceListChanged,

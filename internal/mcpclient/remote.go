@@ -306,7 +306,8 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 			req.Host = rt.host
 		}
 	}
-	if rec := transport.SendRecordFrom(req.Context()); rec != nil {
+	rec := transport.SendRecordFrom(req.Context())
+	if rec != nil {
 		// A request whose headers were never written (a refused
 		// connection, say) cannot have reached the server.
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{WroteHeaders: rec.MarkSent}))
@@ -315,8 +316,8 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if err != nil {
 		return nil, err
 	}
-	if req.Header.Get("Mcp-Session-Id") != "" && req.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion {
-		sessionLost(resp)
+	if req.Header.Get("Mcp-Session-Id") != "" && req.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion && sessionLost(resp) && rec != nil {
+		rec.MarkRefused()
 	}
 	resp, err = rt.bound(resp)
 	if err == nil && rt.listenEnded != nil && req.Header.Get("Mcp-Method") == "subscriptions/listen" {
@@ -354,8 +355,8 @@ func (b *listenBody) Close() error { return b.rc.Close() }
 // counts when its body speaks of the session (for example "No valid
 // session ID provided") or of an uninitialised server (one that knows no
 // session at all). Sessionless 2026-07-28 requests are left alone: there a
-// 404 means an unknown method.
-func sessionLost(resp *http.Response) {
+// 404 means an unknown method. It reports whether resp said so.
+func sessionLost(resp *http.Response) bool {
 	switch resp.StatusCode {
 	case http.StatusNotFound:
 	case http.StatusBadRequest:
@@ -366,10 +367,10 @@ func sessionLost(resp *http.Response) {
 				io.Reader
 				io.Closer
 			}{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
-			return
+			return false
 		}
 	default:
-		return
+		return false
 	}
 	resp.Body.Close()
 	resp.StatusCode = http.StatusNotFound
@@ -377,6 +378,7 @@ func sessionLost(resp *http.Response) {
 	resp.Body = http.NoBody
 	resp.ContentLength = 0
 	resp.Header.Del("Content-Type")
+	return true
 }
 
 // bound applies MaxMessageBytes to a response body. A JSON body is read

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -460,6 +461,72 @@ func TestRemoteSessionLoss(t *testing.T) {
 	})
 }
 
+// TestRemoteSessionLossInFlight: when a remote server forgets its session,
+// the request it answered with "unknown session" did not run and is sent
+// again on the new session; a call already running on the lost session
+// (a tool without readOnlyHint or idempotentHint) may have run, and is not.
+func TestRemoteSessionLossInFlight(t *testing.T) {
+	ctx := testContext(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var oldRuns, freshRuns atomic.Int32
+	holdTool := func(runs *atomic.Int32, block bool) mcp.ToolHandlerFor[struct{}, any] {
+		return func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			if runs.Add(1) == 1 && block {
+				close(started)
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return &mcp.CallToolResult{}, nil, nil
+		}
+	}
+	old := newRemoteMCPServer(legacyVersions)
+	mcp.AddTool(old, &mcp.Tool{Name: "hold"}, holdTool(&oldRuns, true))
+	obs := newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return old }, nil))
+	ts := serveRemote(t, obs)
+	t.Cleanup(func() { closeSessions(old) })
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	defer releaseOnce()
+	m, _, _ := remoteManager(t, nil)
+	if st, err := m.Connect(ctx, remoteConfig("r", config.TransportHTTP, ts.URL), false); err != nil || st.State != StateReady {
+		t.Fatalf("connect: %v %v (%s)", st.State, err, st.LastError)
+	}
+	held := make(chan error, 1)
+	go func() {
+		_, err := m.CallTool(ctx, "mcp__r__hold", nil, CallOptions{})
+		held <- err
+	}()
+	<-started
+
+	// The server restarts: it knows no session.
+	fresh := newRemoteMCPServer(legacyVersions)
+	mcp.AddTool(fresh, &mcp.Tool{Name: "hold"}, holdTool(&freshRuns, false))
+	t.Cleanup(func() { closeSessions(fresh) })
+	obs.swap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fresh }, nil))
+
+	res, err := m.CallTool(ctx, "mcp__r__echo", map[string]any{"message": "again"}, CallOptions{})
+	if err != nil {
+		t.Fatalf("a call the server refused for its unknown session: got %v, want it sent again on the new session", err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "again" {
+		t.Errorf("echo: got %q", got)
+	}
+	// The old server finishes the call, on a session mcpd has given up.
+	releaseOnce()
+	err = <-held
+	var interrupted *CallInterruptedError
+	if !errors.As(err, &interrupted) {
+		t.Errorf("the call running on the lost session: got %v, want a CallInterruptedError (it may have run)", err)
+	}
+	if n := freshRuns.Load(); n != 0 {
+		t.Errorf("the restarted server ran the held call %d times, want 0: it was sent again", n)
+	}
+	if st, _ := m.Get("r"); st.Restarts != 1 {
+		t.Errorf("restarts: got %d, want 1 (one lost session)", st.Restarts)
+	}
+}
+
 // closeSessions closes a test server's sessions, as a server that exits.
 func closeSessions(srv *mcp.Server) {
 	for ss := range srv.Sessions() {
@@ -731,7 +798,7 @@ func TestErrorsHideTheURL(t *testing.T) {
 		t.Fatalf("net/http error %v: want the URL in net/http's own form, token included", httpErr)
 	}
 	u := &upstream{cfg: config.Server{Name: "r", Kind: config.TransportHTTP, URL: rawURL}}
-	err := u.classify(testContext(t), "tools/call echo", httpErr)
+	err := u.classify(testContext(t), nil, "tools/call echo", httpErr)
 	if msg := err.Error(); strings.Contains(msg, "pa55") || strings.Contains(msg, "t0ken-value") {
 		t.Errorf("classified error %q shows a secret of the URL", msg)
 	}

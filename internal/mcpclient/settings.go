@@ -336,7 +336,7 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 			defer unbind()
 			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 				m.settings.forget(server, uri)
-				return nil, u.classify(ctx, "resources/subscribe", err)
+				return nil, u.classify(ctx, cs, "resources/subscribe", err)
 			}
 		}
 		m.settings.held(server, uri, m.lastSequence())
@@ -475,7 +475,7 @@ func (m *Manager) SetLogLevel(ctx context.Context, server string, level mcp.Logg
 	ctx, unbind := u.bindRun(ctx)
 	defer unbind()
 	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
-		return u.classify(ctx, "logging/setLevel", err)
+		return u.classify(ctx, cs, "logging/setLevel", err)
 	}
 	return nil
 }

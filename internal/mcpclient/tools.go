@@ -219,20 +219,22 @@ func (u *upstream) attempt(ctx context.Context, cs *mcp.ClientSession, c toolCal
 		return res, attemptResult{}
 	}
 	out := attemptResult{
-		err: u.classify(callCtx, "tools/call "+c.name, err),
+		err: u.classify(callCtx, cs, "tools/call "+c.name, err),
 		// Over a transport that does not say, any request may have been
 		// sent.
 		sent: sent.Sent() || !tracked,
 	}
-	if errors.Is(err, mcp.ErrSessionMissing) {
-		// The server answered that it does not know the session: it did
-		// not run the call.
+	if errors.Is(err, mcp.ErrSessionMissing) && sent.Refused() {
+		// The server answered this request that it does not know the
+		// session: it did not run the call. (Every other call in flight
+		// on the session fails the same way, ran or not.)
 		out.sent = false
 	}
 	// An answer over the size limit ended the session; sent again, it
 	// would end the next one too.
 	out.sessionEnded = ctx.Err() == nil && errors.Is(out.err, ErrUnavailable) && !errors.Is(err, transport.ErrMessageTooLarge) &&
-		(errors.Is(err, mcp.ErrSessionMissing) || errors.Is(context.Cause(callCtx), errRunStopped) || !u.isCurrent(cs))
+		(errors.Is(err, mcp.ErrSessionMissing) || errors.Is(context.Cause(callCtx), errRunStopped) ||
+			errors.Is(context.Cause(callCtx), errSessionEnded) || !u.isCurrent(cs))
 	return nil, out
 }
 

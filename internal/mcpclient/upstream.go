@@ -115,8 +115,8 @@ type upstream struct {
 	tracer *tracer // nil unless the server is traced
 
 	calls   *inflight
-	refresh chan struct{} // a tools/list_changed arrived (capacity 1)
-	lost    chan struct{} // a request found the session gone (capacity 1)
+	refresh chan struct{}           // a tools/list_changed arrived (capacity 1)
+	lost    chan *mcp.ClientSession // a request found this session gone (capacity 1)
 	// authWake is signalled when the server's authorization changed
 	// (capacity 1).
 	authWake chan struct{}
@@ -138,6 +138,8 @@ type upstream struct {
 	stateChanged time.Time
 	restarts     uint32
 	session      *mcp.ClientSession
+	// scope ends the requests of one session when it ends (bindRun).
+	scope *sessionScope
 	// sendsTracked: session's transport marks each request's
 	// transport.SendRecord, so a request it never sent is known.
 	sendsTracked bool
@@ -191,7 +193,7 @@ func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp
 		log:      opts.Logger.With().Str("server", cfg.Name).Logger(),
 		calls:    newInflight(opts.MaxInFlight, opts.QueueTimeout),
 		refresh:  make(chan struct{}, 1),
-		lost:     make(chan struct{}, 1),
+		lost:     make(chan *mcp.ClientSession, 1),
 		authWake: make(chan struct{}, 1),
 		changed:  make(chan struct{}),
 		sinks:    make(map[string]*callSink),
@@ -408,17 +410,18 @@ func (u *upstream) serve(r *run) {
 // hold serves a ready session until it ends or the run is stopped. It
 // returns why the session ended, or stopped when the run was.
 func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped bool) {
-	// A loss reported before this session was up was about an older one.
-	select {
-	case <-u.lost:
-	default:
-	}
 	sessionEnded := make(chan struct{})
 	var endErr error // set before sessionEnded closes
 	go func() {
 		endErr = cs.Wait()
 		close(sessionEnded)
 	}()
+	pingCtx, stopPings := context.WithCancel(r.ctx)
+	defer stopPings()
+	var pingsFailed <-chan error
+	if u.opts.KeepAlive > 0 && !isStateless(cs) {
+		pingsFailed = u.keepAlive(pingCtx, cs)
+	}
 	for {
 		select {
 		case <-r.ctx.Done():
@@ -427,6 +430,7 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			u.stopProcess()
 			return "", true
 		case <-sessionEnded:
+			u.endSession(cs, "the session ended")
 			// Close releases what the SDK holds for the session (such as
 			// its subscriptions/listen goroutine) even though the peer is
 			// already gone.
@@ -442,16 +446,28 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			if _, ok := u.pendingAuthorization(); !ok {
 				continue
 			}
+			u.endSession(cs, "the server needs authorization")
 			_ = cs.Close()
 			<-sessionEnded
 			return "server needs authorization", false
-		case <-u.lost:
+		case gone := <-u.lost:
+			if gone != cs {
+				continue // an older session's, reported late
+			}
 			// A request saw the session gone (HTTP 404 or 400 for an
 			// unknown session) while its connection stays open.
+			u.endSession(cs, "the server lost the session")
 			_ = cs.Close()
 			<-sessionEnded
 			u.stopProcess()
 			return "server lost the session", false
+		case err := <-pingsFailed:
+			reason := fmt.Sprintf("%d keepalive pings in a row failed; last: %v", max(u.opts.KeepAliveFailures, 1), err)
+			u.endSession(cs, reason)
+			_ = cs.Close()
+			<-sessionEnded
+			u.stopProcess()
+			return reason, false
 		case <-u.refresh:
 			ctx, cancel := context.WithTimeout(r.ctx, u.callTimeout(0))
 			err := u.refreshTools(ctx, cs)
@@ -463,6 +479,49 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			u.publish(events.Event{Kind: events.KindToolsChanged})
 		}
 	}
+}
+
+// keepAlive pings cs every KeepAlive, each ping bounded by half of that,
+// and reports on the returned channel once KeepAliveFailures pings in a
+// row have failed. It ends with ctx; a server that does not know ping is
+// not pinged again. (The SDK's own keepalive closes the session itself,
+// and its Close waits for every call in flight, up to their deadlines,
+// while the server still looks ready.)
+func (u *upstream) keepAlive(ctx context.Context, cs *mcp.ClientSession) <-chan error {
+	failed := make(chan error, 1)
+	threshold := max(u.opts.KeepAliveFailures, 1)
+	go func() {
+		tick := time.NewTicker(u.opts.KeepAlive)
+		defer tick.Stop()
+		misses := 0
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			pingCtx, cancel := context.WithTimeout(ctx, u.opts.KeepAlive/2)
+			err := cs.Ping(pingCtx, nil)
+			cancel()
+			var wireErr *jsonrpc.Error
+			switch {
+			case err == nil:
+				misses = 0
+				continue
+			case ctx.Err() != nil:
+				return
+			case errors.As(err, &wireErr) && wireErr.Code == jsonrpc.CodeMethodNotFound:
+				return
+			}
+			if misses++; misses < threshold {
+				u.log.Warn().Int("failures", misses).Str("error", u.cfg.Redact(err.Error())).Msg("keepalive ping failed")
+				continue
+			}
+			failed <- err
+			return
+		}
+	}()
+	return failed
 }
 
 // setUp prepares a new session before it is declared ready: it lists the
@@ -739,7 +798,7 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 		u.mu.Unlock()
 		if current {
 			u.log.Warn().Msg("a subscriptions/listen stream ended; rebuilding the session")
-			u.markLost()
+			u.markLost(mine.Load())
 		}
 	})
 	var tracked bool
@@ -914,13 +973,60 @@ func (u *upstream) tracksSends(cs *mcp.ClientSession) bool {
 // server was stopped or restarted.
 var errRunStopped = errors.New("server stopped")
 
-// bindRun ties a request to the current run: stopping or restarting the
-// server ends the request at once with ErrUnavailable (its cause is
-// errRunStopped) instead of waiting for it (the SDK's Close would wait
-// for requests in flight).
+// errSessionEnded is the cause of a request that bindRun ended because its
+// session ended (lost, failed pings, or closed by the server).
+var errSessionEnded = errors.New("session ended")
+
+// sessionScope is the life of one session: its requests end with it.
+type sessionScope struct {
+	cs     *mcp.ClientSession
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// scopeLocked is the current session's scope, made on first use; nil
+// without a session. A scope of an earlier session is ended first.
+func (u *upstream) scopeLocked() *sessionScope {
+	if u.session == nil {
+		return nil
+	}
+	if u.scope == nil || u.scope.cs != u.session {
+		if u.scope != nil {
+			u.scope.cancel(u.sessionEndedError("the session was replaced"))
+		}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		u.scope = &sessionScope{cs: u.session, ctx: ctx, cancel: cancel}
+	}
+	return u.scope
+}
+
+// endSession ends the requests in flight on cs, if cs is the current
+// session, before its Close (which would wait for them): a call that may
+// have run is then resent or reported interrupted at once, as the
+// session's end says, rather than at its deadline.
+func (u *upstream) endSession(cs *mcp.ClientSession, why string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.session == cs {
+		if s := u.scopeLocked(); s != nil {
+			s.cancel(u.sessionEndedError(why))
+		}
+	}
+}
+
+func (u *upstream) sessionEndedError(why string) error {
+	return &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("server %q: %s", u.cfg.Name, why), cause: errSessionEnded}
+}
+
+// bindRun ties a request to the current run and session: stopping or
+// restarting the server, or the end of the session, ends the request at
+// once with ErrUnavailable (its cause errRunStopped or errSessionEnded)
+// instead of waiting for it (the SDK's Close would wait for requests in
+// flight).
 func (u *upstream) bindRun(ctx context.Context) (context.Context, func()) {
 	u.mu.Lock()
 	r := u.run
+	scope := u.scopeLocked()
 	u.mu.Unlock()
 	if r == nil {
 		return ctx, func() {}
@@ -929,17 +1035,38 @@ func (u *upstream) bindRun(ctx context.Context) (context.Context, func()) {
 	stop := context.AfterFunc(r.ctx, func() {
 		cancel(&kindError{kind: ErrUnavailable, msg: fmt.Sprintf("server %q was stopped", u.cfg.Name), cause: errRunStopped})
 	})
+	stopScope := func() bool { return false }
+	if scope != nil {
+		stopScope = context.AfterFunc(scope.ctx, func() { cancel(context.Cause(scope.ctx)) })
+	}
 	return ctx, func() {
 		stop()
+		stopScope()
 		cancel(context.Canceled)
 	}
 }
 
-// markLost tells the run loop that a request found the session gone.
-func (u *upstream) markLost() {
-	select {
-	case u.lost <- struct{}{}:
-	default:
+// markLost tells the run loop that a request found session cs gone, if cs
+// is still the current session (being set up, or ready): a request of an
+// older session that fails late must not end the one that replaced it.
+// A pending report is replaced, so the newest session's is never dropped.
+func (u *upstream) markLost(cs *mcp.ClientSession) {
+	u.mu.Lock()
+	current := cs != nil && u.session == cs
+	u.mu.Unlock()
+	if !current {
+		return
+	}
+	for {
+		select {
+		case u.lost <- cs:
+			return
+		default:
+		}
+		select {
+		case <-u.lost:
+		default:
+		}
 	}
 }
 
@@ -959,9 +1086,10 @@ func (u *upstream) callTimeout(own time.Duration) time.Duration {
 // HTTP transport could not deliver.
 const codeRejectedByTransport = -32005
 
-// classify turns an SDK error into one of this package's kinds.
-func (u *upstream) classify(ctx context.Context, op string, err error) error {
-	return u.redactError(u.classifyRaw(ctx, op, err))
+// classify turns an SDK error of a request on session cs into one of this
+// package's kinds.
+func (u *upstream) classify(ctx context.Context, cs *mcp.ClientSession, op string, err error) error {
+	return u.redactError(u.classifyRaw(ctx, cs, op, err))
 }
 
 // redactError keeps the server's URL (it may hold a token) out of an
@@ -979,7 +1107,7 @@ func (u *upstream) redactError(err error) error {
 	return &kindError{msg: msg, cause: err}
 }
 
-func (u *upstream) classifyRaw(ctx context.Context, op string, err error) error {
+func (u *upstream) classifyRaw(ctx context.Context, cs *mcp.ClientSession, op string, err error) error {
 	var wireErr *jsonrpc.Error
 	switch {
 	case errors.Is(err, oauth.ErrAuthorizationRequired), errors.Is(err, oauth.ErrAuthorizationFailed):
@@ -1000,7 +1128,7 @@ func (u *upstream) classifyRaw(ctx context.Context, op string, err error) error 
 		// 429) with this code; it is not an answer from the server.
 		return errorf(ErrUnavailable, "%s: server %q: %v", op, u.cfg.Name, err)
 	case errors.Is(err, mcp.ErrSessionMissing):
-		u.markLost()
+		u.markLost(cs)
 		return errorf(ErrUnavailable, "%s: server %q lost the session; mcpd is reconnecting", op, u.cfg.Name)
 	case errors.Is(err, mcp.ErrConnectionClosed):
 		u.mu.Lock()

@@ -12,8 +12,9 @@ import (
 // a caller can tell the two apart after the session ended.
 
 // SendRecord says whether any byte of one request may have reached its
-// server. Its methods are safe for concurrent use.
-type SendRecord struct{ sent atomic.Bool }
+// server, and whether the server refused the request itself unrun. Its
+// methods are safe for concurrent use.
+type SendRecord struct{ sent, refused atomic.Bool }
 
 type sendRecordKey struct{}
 
@@ -43,3 +44,12 @@ func (r *SendRecord) MarkSent() { r.sent.Store(true) }
 
 // Sent reports whether bytes of the request may have reached the server.
 func (r *SendRecord) Sent() bool { return r.sent.Load() }
+
+// MarkRefused records that the server answered this very request that it
+// does not know its session, so it did not run it.
+func (r *SendRecord) MarkRefused() { r.refused.Store(true) }
+
+// Refused reports whether the server refused the request unrun. A session
+// that ends fails every request in flight on it, so only this request's
+// own answer tells that it did not run.
+func (r *SendRecord) Refused() bool { return r.refused.Load() }
