@@ -245,25 +245,51 @@ func (l *AgentLink) handler(runCtx context.Context, tool string) mcp.ToolHandler
 			return r.Result, nil
 		case <-ctx.Done():
 			forget()
-			reason := "the caller cancelled the call"
-			if ctx.Err() == context.DeadlineExceeded {
-				reason = "the call's deadline passed"
-			}
-			// Best effort, like MCP's notifications/cancelled: the caller
-			// has its answer already.
-			select {
-			case l.out <- AgentCall{ID: call.ID, Cancel: true, Reason: reason}:
-			case <-l.done:
-			default:
-			}
+			l.cancel(call.ID, cancelReason(runCtx, call.Deadline))
 			return nil, ctx.Err()
 		case <-l.done:
 			forget()
 			return nil, abandoned(ctx)
 		case <-runCtx.Done():
+			// A restart or stop: the agent must not go on running a call
+			// that nobody waits for (or that a retry sends again).
 			forget()
+			l.cancel(call.ID, reasonRunEnded)
 			return nil, abandoned(ctx)
 		}
+	}
+}
+
+// Why mcpd tells the agent to stop a call it sent.
+const (
+	reasonCallerCancelled = "the caller cancelled the call"
+	reasonDeadlinePassed  = "the call's deadline passed"
+	reasonRunEnded        = "the server stopped or restarted"
+)
+
+// cancelReason says why a call's handler context ended. That context comes
+// from the in-process session, which ends it with context.Canceled in
+// every case: when the run ended (the caller's call is bound to it), and
+// when the caller's deadline passed.
+func cancelReason(runCtx context.Context, deadline time.Time) string {
+	switch {
+	case runCtx.Err() != nil:
+		return reasonRunEnded
+	case !deadline.IsZero() && !time.Now().Before(deadline):
+		return reasonDeadlinePassed
+	default:
+		return reasonCallerCancelled
+	}
+}
+
+// cancel tells the agent that mcpd gave up on call id. Best effort, like
+// MCP's notifications/cancelled: the caller has its answer already, and
+// must not wait for room on the stream.
+func (l *AgentLink) cancel(id, reason string) {
+	select {
+	case l.out <- AgentCall{ID: id, Cancel: true, Reason: reason}:
+	case <-l.done:
+	default:
 	}
 }
 
@@ -282,7 +308,9 @@ func abandoned(ctx context.Context) error {
 // taken over. One that an agent serves now, or that is not an agent
 // server, is ErrAlreadyExists unless replace is set; then the old stream
 // ends with ErrAborted, or the old server stops. ServeTools returns once
-// the server is ready, with its status.
+// the server is ready, with its status. A disabled agent server stays
+// disabled: it keeps the link, serves it once someone enables it, and
+// ServeTools returns at once with its DISABLED status.
 func (m *Manager) ServeTools(ctx context.Context, decl AgentDeclaration, replace bool) (*AgentLink, Status, error) {
 	cfg := config.Server{Name: decl.Server, Kind: config.TransportAgent}
 	if err := cfg.Validate(); err != nil {
@@ -337,6 +365,9 @@ func (m *Manager) ServeTools(ctx context.Context, decl AgentDeclaration, replace
 		link.Close()
 		return nil, st, err
 	}
+	if st.State == StateDisabled {
+		return link, st, nil
+	}
 	if st.State != StateReady {
 		link.Close()
 		return nil, st, errorf(ErrUnavailable, "server %q did not come up: %s", cfg.Name, st.LastError)
@@ -384,15 +415,20 @@ func (u *upstream) agentLink() *AgentLink {
 }
 
 // attach hands the server to a new link: the current run (if any) ends,
-// and a new one serves the link.
+// and a new one serves the link. A disabled server starts no run: serving
+// tools does not enable it (that takes SetEnabled, whose run then serves
+// the link).
 func (u *upstream) attach(link *AgentLink) {
 	u.lifeMu.Lock()
 	defer u.lifeMu.Unlock()
 	u.stopLocked()
 	u.mu.Lock()
 	u.agent = link
+	disabled := u.state == StateDisabled
 	u.mu.Unlock()
-	u.startLocked()
+	if !disabled {
+		u.startLocked()
+	}
 }
 
 // waitingForAgent says whether calls should fail at once instead of
