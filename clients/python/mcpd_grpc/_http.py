@@ -251,7 +251,7 @@ class HTTPStub(StubBase["Connection"]):
                 raise
             if headers.get("connection", "").lower() == "close":
                 conn.close()
-            else:
+            elif not conn.closed:
                 self._give_back(conn)
             if status != 200:
                 raise error_of(status, data)
@@ -441,6 +441,9 @@ class Connection:
     #: before that may be sent again on a new connection if this one was
     #: idle (mcpd closed it), one that failed after it may not.
     answered = False
+    #: Whether the connection is closed (a body that ran to its end), and
+    #: so must not go back to the pool.
+    closed = False
 
     def __init__(self, host: str, port: int, ssl_context: Optional[ssl.SSLContext], timeout: Optional[float], unix: Optional[str] = None) -> None:
         sock_timeout = None if timeout is None else timeout + READ_GRACE
@@ -473,6 +476,9 @@ class Connection:
         self._sock.settimeout(None if timeout is None else timeout + READ_GRACE)
 
     def send(self, data: bytes) -> None:
+        # Nothing of this request's answer has come yet: a reset idle
+        # connection fails it unanswered, and it may be sent again.
+        self.answered = False
         self._sock.sendall(data)
 
     def read_head(self) -> Tuple[int, Dict[str, str]]:
@@ -514,6 +520,7 @@ class Connection:
             pass
 
     def close(self) -> None:
+        self.closed = True
         self._rfile.close()
         self._sock.close()
 

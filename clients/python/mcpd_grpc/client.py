@@ -430,12 +430,11 @@ class Client:
                 cannot notify every so many seconds (at least 1) instead of
                 failing; a change is a RESOURCE_UPDATED event.
 
-        A restarted daemon numbers its events from 1 again, and treats an
-        ``after_sequence`` beyond its last event as "from now": events between
-        the restart and the reconnect are lost without a GAP, and if the new
-        daemon had already passed the old sequence, the events up to it are
-        skipped. Until the first event arrives, a reconnect resumes from now
-        (or from ``after_sequence`` if given).
+        A restarted daemon has an empty buffer and numbers its events from
+        the time it started, above any number its last run gave out: a
+        subscription that reconnects to it gets a GAP event first; read the
+        state you care about again. Until the first event arrives, a
+        reconnect resumes from now (or from ``after_sequence`` if given).
 
         The stream opens before this method returns, but mcpd starts the
         subscription only when the request reaches it: an event published

@@ -262,11 +262,16 @@ def from_rpc_error(err: Any) -> MCPDError:
     return _build(code.name if code is not None else "UNKNOWN", message, info)
 
 
+_CONNECT_SPELLING = {"CANCELED": "CANCELLED"}
+
+
 def from_connect_error(code: str, message: str, error_info: Optional[bytes]) -> MCPDError:
     """Returns the :class:`MCPDError` for a Connect protocol error: its
     ``code`` (``"invalid_argument"``), message, and the bytes of the
     google.rpc.ErrorInfo among its details, if any."""
     name = code.upper()
+    # Connect spells gRPC's CANCELLED with one L.
+    name = _CONNECT_SPELLING.get(name, name)
     if name not in _BY_CODE and name != "UNKNOWN":
         name = "UNKNOWN"
     info = None

@@ -162,6 +162,43 @@ def test_an_idle_connection_closed_by_mcpd_is_replaced(wire: str, serve: Callabl
 
 
 @pytest.mark.parametrize("wire", WIRES)
+def test_an_idle_connection_reset_is_replaced(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    """A pooled connection a proxy reset while idle fails the next request
+    before any answer: it never ran, and goes out on a new connection."""
+
+    def script(conn: Conn, index: int) -> None:
+        if conn.read_request():
+            conn.sock.sendall(OK)
+            if index == 0:
+                conn.reset()
+                return
+        while conn.read_request():
+            conn.sock.sendall(OK)
+
+    server = serve(script)
+    assert calls(wire, server.url, 2, pause=0.2) == ["ok", "ok"]
+    assert len(server.requests) == 2 and server.connections == 2
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_body_to_the_connections_end_is_not_reused(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    """A body without a length runs to the connection's end: that
+    connection is done, and the next call opens another."""
+
+    def script(conn: Conn, index: int) -> None:
+        if index == 0:
+            if conn.read_request():
+                conn.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/proto\r\n\r\n" + ANSWER)
+            return  # closes
+        while conn.read_request():
+            conn.sock.sendall(OK)
+
+    server = serve(script)
+    assert calls(wire, server.url, 2) == ["ok", "ok"]
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize("wire", WIRES)
 def test_a_reset_after_the_answer_began_is_not_sent_again(wire: str, serve: Callable[..., ScriptedServer]) -> None:
     def script(conn: Conn, index: int) -> None:
         if conn.read_request():

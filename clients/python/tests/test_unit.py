@@ -137,6 +137,12 @@ class TestErrors:
         assert e.code == code and e.message == "boom" and e.retryable is retryable
         assert e.server is None and e.jsonrpc_code is None
 
+    @pytest.mark.parametrize("code", ["canceled", "cancelled"])
+    def test_connect_cancelled(self, code: str) -> None:
+        # Connect (and mcpd's HTTP wire) spell it with one L.
+        e = errors.from_connect_error(code, "gone", None)
+        assert type(e) is errors.Cancelled and e.code == grpc.StatusCode.CANCELLED, type(e).__name__
+
     def test_error_info(self) -> None:
         details = _status_bin("type.googleapis.com/google.rpc.ErrorInfo", "UPSTREAM_JSONRPC_ERROR", "mcpd.v1", {"server": "ev", "jsonrpc_code": "-32042"})
         e = errors.from_rpc_error(FakeRpcError(grpc.StatusCode.FAILED_PRECONDITION, "x", (("grpc-status-details-bin", details),)))
