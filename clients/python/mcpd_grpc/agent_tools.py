@@ -95,6 +95,9 @@ class ToolContext:
         self.deadline = deadline
         self._send = send
         self._cancelled = threading.Event()
+        # Guards _on_cancel, so that it never runs once it is unset.
+        self._lock = threading.Lock()
+        self._on_cancel: Optional[Callable[[], object]] = None
 
     def report_progress(self, progress: float, total: Optional[float] = None, message: str = "") -> None:
         """Reports progress; callers of ``call_tool_stream`` receive it.
@@ -117,7 +120,18 @@ class ToolContext:
         return self._cancelled.wait(timeout)
 
     def _cancel(self) -> None:
-        self._cancelled.set()
+        with self._lock:
+            self._cancelled.set()
+            if self._on_cancel is not None:
+                self._on_cancel()
+
+    def _set_on_cancel(self, hook: Optional[Callable[[], object]]) -> None:
+        """Sets what a cancellation does besides setting the flag; a call
+        cancelled already runs hook at once. hook must not block."""
+        with self._lock:
+            self._on_cancel = hook
+            if hook is not None and self._cancelled.is_set():
+                hook()
 
 
 @dataclasses.dataclass
@@ -549,20 +563,31 @@ def call_arguments(call: pb.ToolCall) -> Dict[str, Any]:
 
 
 def _run_tool(at: AgentTool, call: pb.ToolCall, ctx: ToolContext) -> pb.ServeToolsRequest:
-    """Runs a sync tool (or an async one on a loop of its own) in the
-    calling thread and returns its answer."""
+    """Runs a sync tool (or an async one on a loop of its own, cancelled
+    with the call) in the calling thread and returns its answer."""
     try:
         kwargs = at.bind(call_arguments(call), ctx)
         value = at.fn(**kwargs)
         if inspect.isawaitable(value):
-            value = asyncio.run(_awaited(value))
+            value = asyncio.run(_cancellable(value, ctx))
         return result_message(call.id, value)
-    except Exception as e:
+    except (Exception, asyncio.CancelledError) as e:
+        # mcpd drops the answer to a call it cancelled; a tool that raises
+        # CancelledError on its own still answers.
         return error_result_message(call.id, e)
 
 
-async def _awaited(aw: Any) -> Any:
-    return await aw
+async def _cancellable(aw: Any, ctx: ToolContext) -> Any:
+    """Awaits aw in a task that the call's cancellation cancels."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    ctx._set_on_cancel(lambda: loop.call_soon_threadsafe(task.cancel))
+    try:
+        return await aw
+    finally:
+        # Before asyncio.run closes the loop: no cancel reaches a closed one.
+        ctx._set_on_cancel(None)
 
 
 # ---------------------------------------------------------------------------
@@ -671,12 +696,12 @@ class ToolServing:
         return True
 
     def stop(self) -> None:
-        """Ends the stream; calls in flight see :attr:`ToolContext.cancelled`.
-        Idempotent."""
+        """Ends the stream; calls in flight see :attr:`ToolContext.cancelled`
+        and async tools are cancelled. Idempotent."""
         self._stopping = True
         self._call.cancel()
         self._thread.join(timeout=10)
-        # A tool still running finishes on its own; its answer goes nowhere.
+        # A sync tool still running finishes on its own; its answer goes nowhere.
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     close = stop
@@ -760,9 +785,12 @@ class AsyncToolServing:
             if not self._stopping:
                 raise
         finally:
-            for task, ctx in list(self._tasks.values()):
-                ctx._cancel()
-                task.cancel()
+            self._cancel_calls()
+
+    def _cancel_calls(self) -> None:
+        for task, ctx in list(self._tasks.values()):
+            ctx._cancel()
+            task.cancel()
 
     async def _handle(self, call: pb.ToolCall, ctx: ToolContext) -> None:
         at = self.tools.get(call.tool)
@@ -797,14 +825,18 @@ class AsyncToolServing:
             raise self._error
 
     def close(self) -> None:
-        """Ends the stream without waiting (AsyncClient.close calls it)."""
+        """Ends the stream and cancels the calls in flight without waiting
+        (AsyncClient.close calls it): its tasks end in the loop's next
+        turns. Idempotent."""
         self._stopping = True
         self._call.cancel()
+        self._writer.cancel()
+        self._cancel_calls()
 
     async def stop(self) -> None:
-        """Ends the stream and cancels the calls in flight. Idempotent."""
+        """Ends the stream and cancels the calls in flight, and waits for
+        its tasks. Idempotent."""
         self.close()
         await asyncio.gather(self._reader, return_exceptions=True)
-        self._writer.cancel()
         tasks = [task for task, _ in self._tasks.values()]
         await asyncio.gather(self._writer, *tasks, return_exceptions=True)

@@ -24,7 +24,8 @@ from mcpd_grpc import (
     Transport,
     Unavailable,
 )
-from mcpd_grpc.agent_tools import describe_function
+from mcpd_grpc.agent_tools import _run_tool, describe_function
+from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
 
 
 class Color(enum.Enum):
@@ -289,3 +290,106 @@ def test_sdk_config_entry_is_served(mcpd_bin: str, workdir: object) -> None:
                 assert c.call_tool("mcp__app__ping").text == "pong"
     finally:
         d.stop()
+
+
+def test_sync_serving_cancels_async_tool(daemon: Daemon) -> None:
+    # Client.serve_tools runs a coroutine tool in a worker thread; a caller
+    # that gives up, and stop(), cancel its task as AsyncClient's serving does.
+    tools = AgentTools("pysynccancel")
+    started, cancelled = threading.Event(), threading.Event()
+
+    @tools.tool
+    async def hang() -> str:
+        """Hangs until cancelled."""
+        started.set()
+        try:
+            await asyncio.sleep(RPC_TIMEOUT)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    with daemon.client() as agent, daemon.client() as caller:
+        with agent.serve_tools(tools) as serving:
+            stream = caller.call_tool_stream("mcp__pysynccancel__hang")
+            assert started.wait(RPC_TIMEOUT), "the call did not reach the agent"
+            stream.cancel()
+            assert cancelled.wait(RPC_TIMEOUT / 3), "the caller's cancel did not cancel the tool's task"
+
+            started.clear()
+            cancelled.clear()
+            stream = caller.call_tool_stream("mcp__pysynccancel__hang")
+            assert started.wait(RPC_TIMEOUT), "the call did not reach the agent"
+            serving.stop()
+            assert cancelled.wait(RPC_TIMEOUT / 3), "stop() did not cancel the tool's task"
+            stream.cancel()
+        caller.disconnect_server("pysynccancel")
+
+
+def test_async_tool_cancelled_before_or_after_it_runs() -> None:
+    # A sync serving's cancel can come before the tool's loop exists (the
+    # call waits for a worker): the task is cancelled at its first await.
+    # One that comes after the loop closed does nothing.
+    seen: List[str] = []
+
+    async def hang() -> str:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return "never"
+
+    async def quick() -> str:
+        return "ok"
+
+    ctx = ToolContext("1", "hang", {}, None, lambda m: None)
+    ctx._cancel()
+    reply = _run_tool(describe_function(hang), pb.ToolCall(id="1", tool="hang"), ctx)
+    assert seen == ["cancelled"]
+    assert reply.result.id == "1" and reply.result.result.is_error
+
+    ctx = ToolContext("2", "quick", {}, None, lambda m: None)
+    reply = _run_tool(describe_function(quick), pb.ToolCall(id="2", tool="quick"), ctx)
+    assert reply.result.result.content[0].text.text == "ok"
+    ctx._cancel()
+    assert ctx.cancelled
+
+
+def test_async_client_close_ends_serving_tasks(daemon: Daemon) -> None:
+    # AsyncClient.close() (without serving.stop()) leaves no task of the
+    # serving pending: not the reader, the writer, nor a tool's task.
+    async def main() -> None:
+        tools = AgentTools("pyasyncclose")
+        started = asyncio.Event()
+
+        @tools.tool
+        async def hang() -> str:
+            """Hangs until cancelled."""
+            started.set()
+            await asyncio.sleep(RPC_TIMEOUT)
+            return "never"
+
+        def call_hang() -> None:  # in a thread: the caller adds no task to the loop
+            with daemon.client() as caller:
+                with pytest.raises(Unavailable, match="was stopped"):
+                    caller.call_tool("mcp__pyasyncclose__hang")
+                caller.disconnect_server("pyasyncclose")
+
+        before = asyncio.all_tasks()
+        agent = AsyncClient(daemon.target, timeout=RPC_TIMEOUT)
+        serving = await agent.serve_tools(tools)
+        caller = asyncio.get_running_loop().run_in_executor(None, call_hang)
+        await asyncio.wait_for(started.wait(), RPC_TIMEOUT)
+        await agent.close()
+        left: List[str] = []
+        for _ in range(50):  # a few turns of the loop end them; 50 are plenty
+            await asyncio.sleep(0.01)
+            left = sorted(t.get_name() for t in asyncio.all_tasks() - before)
+            if not left:
+                break
+        assert not left, f"tasks still pending after AsyncClient.close(): {left}"
+        assert not serving.running
+        await asyncio.wait_for(caller, RPC_TIMEOUT)
+
+    run_async(main())
