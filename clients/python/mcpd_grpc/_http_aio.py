@@ -5,15 +5,17 @@ pool of keep-alive connections (one per concurrent call, kept for the
 next); each server stream has a connection of its own, opened at once.
 
 Cancelling the task that awaits a call closes the call's connection, and
-mcpd cancels the call upstream when its client goes away. A server
-stream's ``read()`` returns :data:`EOF` at the stream's clean end, like
-grpc.aio's ``call.read()``.
+mcpd cancels the call upstream when its client goes away; so does
+dropping the last reference to a server stream. A server stream's
+``read()`` returns :data:`EOF` at the stream's clean end, like grpc.aio's
+``call.read()``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import weakref
 from typing import Any, Awaitable, Callable, Dict, Optional, Sequence, Tuple, TypeVar
 
 from ._http import (
@@ -181,11 +183,15 @@ class Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self._writer = writer
+        self._loop = asyncio.get_running_loop()
         self._to_eof = False  # the last body ran to the connection's end
         #: Whether a byte of the last response came (see _http.Connection).
         self.answered = False
 
     async def send(self, data: bytes) -> None:
+        # A failure from here on, before a byte of the answer, means the
+        # request never ran: the previous response's answer must not count.
+        self.answered = False
         self._writer.write(data)
         await self._writer.drain()
 
@@ -229,6 +235,13 @@ class Connection:
 
     def close(self) -> None:
         self._writer.close()
+
+    def close_abandoned(self) -> None:
+        """Closes the connection of a stream nobody holds any more, from its
+        finalizer: nothing there may await, and a closed loop has closed
+        its sockets already."""
+        if not self._loop.is_closed():
+            self._writer.close()
 
 
 async def _read_upto(reader: asyncio.StreamReader, n: int) -> bytes:
@@ -341,6 +354,10 @@ class AsyncServerStream:
         except MCPDError as e:
             return e
         self._conn = conn
+        # A stream left by a break out of `async for` would keep its
+        # connection, and mcpd the call, until the loop ends (Python 3.9
+        # and 3.10; StreamWriter.__del__ closes it from 3.11).
+        weakref.finalize(self, conn.close_abandoned).atexit = False
         if self._done:  # cancelled, or given up on, while connecting
             self._finish()
             return None
@@ -370,7 +387,7 @@ class AsyncServerStream:
             raise Unavailable("the stream to mcpd broke") from e
         except asyncio.CancelledError:
             self._finish()
-            if self._is_cancelled() and not _task_cancelling():
+            if self._is_cancelled() and not task_cancelling():
                 raise Cancelled("the stream was cancelled") from None
             # The reading task was cancelled: mcpd cancels the call when its
             # connection closes, and the stream is over.
@@ -406,7 +423,7 @@ class AsyncServerStream:
         return EOF if msg is None else msg
 
 
-def _task_cancelling() -> bool:
+def task_cancelling() -> bool:
     """Whether the current task is being cancelled (Python 3.11 and later
     can tell; before, a CancelledError after our own cancel() counts as
     ours)."""

@@ -19,6 +19,7 @@ from . import _convert as cv
 from . import names as _names
 from . import types as t
 from ._http_aio import EOF as _HTTP_EOF
+from ._http_aio import task_cancelling as _task_cancelling
 from .agent_tools import AgentTools, AsyncToolServing
 from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem
 from .errors import Cancelled, InvalidArgument, MCPDError, NotFound, from_rpc_error
@@ -504,7 +505,9 @@ class AsyncToolCallStream:
 
 class AsyncSubscription:
     """Async iterator of :class:`~mcpd_grpc.Event` that reconnects and
-    resumes; ``close()`` (or ``await aclose()``) ends it."""
+    resumes; ``close()`` (or ``await aclose()``) ends it. A read that is
+    cancelled (a timeout around ``__anext__`` or ``async for``) leaves the
+    stream open: the next read returns what that one was waiting for."""
 
     def __init__(self, client: AsyncClient, request: pb.SubscribeRequest, after: Optional[int], reconnect: bool, reconnect_timeout: Optional[float]) -> None:
         self._client = client
@@ -515,6 +518,9 @@ class AsyncSubscription:
         self._closed = False
         self._wake: Optional[asyncio.Event] = None
         self._call: Any = None
+        #: The read of _call under way; it outlives an __anext__ that was
+        #: cancelled (asyncio.wait_for), and the next one takes its message.
+        self._reading: Optional[asyncio.Task[Any]] = None
         self._opened_at = 0.0
         self.last_sequence: Optional[int] = None
         self.reconnects = 0
@@ -534,8 +540,23 @@ class AsyncSubscription:
         if self._wake is not None:
             self._wake.set()
         call, self._call = self._call, None
+        reading, self._reading = self._reading, None
         if call is not None:
             call.cancel()
+        if reading is not None:
+            reading.cancel()
+
+    def __del__(self) -> None:
+        # A read under way keeps its call referenced, so neither grpc.aio
+        # nor the HTTP stream ends the call of an abandoned subscription;
+        # cancelling the read does, on the loop's thread (a collection may
+        # run on any thread).
+        reading = getattr(self, "_reading", None)
+        if reading is not None and not reading.done():
+            try:
+                reading.get_loop().call_soon_threadsafe(reading.cancel)
+            except RuntimeError:  # the loop is closed, and the call with it
+                pass
 
     async def aclose(self) -> None:
         """Same as :meth:`close`, for ``contextlib.aclosing`` and friends."""
@@ -558,20 +579,31 @@ class AsyncSubscription:
             call = self._call
             if call is None:
                 call = self._open()
+            reading = self._reading
+            if reading is None:
+                reading = self._reading = asyncio.get_running_loop().create_task(call.read())
+                reading.add_done_callback(_retrieve)
+            m: Any = _AIO_EOF  # what a failed read leaves: no message
             err: Optional[BaseException] = None
             try:
-                m = await call.read()
+                # Shielded: cancelling this task (a timeout around the
+                # read) must not cancel the call, or a message read off the
+                # wire in that moment would be lost.
+                m = await asyncio.shield(reading)
             except self._client._wire_errors as e:
                 err = e
             except asyncio.CancelledError:
                 if self._closed:
                     raise StopAsyncIteration from None
-                raise
-            else:
-                if m is not _AIO_EOF and m is not _HTTP_EOF:
-                    ev = cv.event(m.event)
-                    self._resume = self.last_sequence = ev.sequence
-                    return ev
+                if not reading.cancelled() or _task_cancelling():
+                    raise  # this task's cancellation; the read carries on
+                err = Cancelled("the subscription's stream was cancelled")
+            if self._reading is reading:
+                self._reading = None
+            if m is not _AIO_EOF and m is not _HTTP_EOF:
+                ev = cv.event(m.event)
+                self._resume = self.last_sequence = ev.sequence
+                return ev
             if self._call is call:
                 self._call = None
             if self._closed:
@@ -591,6 +623,13 @@ class AsyncSubscription:
             except asyncio.TimeoutError:
                 pass
             self.reconnects += 1
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Takes a finished read's exception, so that a read nobody awaits
+    any more (its subscription closed) logs no "never retrieved"."""
+    if not task.cancelled():
+        task.exception()
 
 
 class _AsyncRequestWorker:
