@@ -472,3 +472,64 @@ func TestHTTPListenerGuards(t *testing.T) {
 		}
 	})
 }
+
+// TestSubscribeSaysWhereItStarts: Subscribe's response headers, sent at
+// once on gRPC and the HTTP wire, name the sequence the stream's events
+// follow. A client that loses the stream before any event resumes from it
+// and gets what happened meanwhile; "from now" would have skipped it.
+func TestSubscribeSaysWhereItStarts(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--http-listen", addr}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	api := newHTTPAPI(t, addr)
+	states := &mcpdv1.SubscribeRequest{Kinds: []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_SERVER_STATE}}
+
+	// Each wire: open a stream, read its header before any event, drop it.
+	starts := map[string]string{}
+	sctx, cancel := context.WithCancel(ctx)
+	sub, err := d.hub.Subscribe(sctx, states)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sub.Header()
+	if err != nil {
+		t.Fatalf("gRPC: header: %v", err)
+	}
+	starts["grpc"] = strings.Join(h.Get("mcpd-after-sequence"), ",")
+	cancel()
+	for name, c := range map[string]*http.Client{"connect http/1.1": api.http1, "connect h2c": api.h2c} {
+		sctx, cancel := context.WithCancel(ctx)
+		stream, err := rpc[mcpdv1.SubscribeRequest, mcpdv1.SubscribeResponse](c, api.base, "Subscribe").CallServerStream(sctx, connect.NewRequest(states))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		// Header blocks until the response's headers came: at once.
+		starts[name] = stream.ResponseHeader().Get("Mcpd-After-Sequence")
+		cancel()
+		_ = stream.Close()
+	}
+
+	// Something happens while no stream is open.
+	if _, err := d.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "demo", Enabled: false}); err != nil {
+		t.Fatal(err)
+	}
+	for name, start := range starts {
+		after, err := strconv.ParseUint(start, 10, 64)
+		if err != nil {
+			t.Errorf("%s: mcpd-after-sequence %q: %v", name, start, err)
+			continue
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		resumed, err := d.hub.Subscribe(rctx, &mcpdv1.SubscribeRequest{Kinds: states.GetKinds(), AfterSequence: &after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := resumed.Recv()
+		cancel()
+		if err != nil || ev.GetEvent().GetServerState().GetState() != mcpdv1.ServerState_SERVER_STATE_DISABLED {
+			t.Errorf("%s: resumed after %d: got %v, %v; want the disable that came while no stream was open", name, after, ev, err)
+		}
+	}
+}

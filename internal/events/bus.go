@@ -269,6 +269,12 @@ type Subscription struct {
 	closeOnce sync.Once
 }
 
+// After is the sequence the subscription's events follow: it delivers the
+// events after it (or a gap for those no longer buffered). A reader that
+// loses the subscription before its first event resumes from here, not
+// from a later "now". Call it before Next.
+func (s *Subscription) After() uint64 { return s.next - 1 }
+
 // Next returns the next event that passes the subscription's filter,
 // blocking until one is published. When the events the subscription wants
 // next were evicted from the ring because it fell behind, Next returns

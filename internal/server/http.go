@@ -81,7 +81,7 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 			h.ServeHTTP(w, r)
 			return
 		}
-		handler.ServeHTTP(w, r)
+		handler.ServeHTTP(headersAtOnce{w}, r)
 	})
 	hs := &http.Server{
 		Handler:           LoopbackOnly(lis, connectWithoutHeader(route)),
@@ -115,6 +115,27 @@ func (s *Server) shutdownHTTP(ctx context.Context) {
 		}
 	}
 }
+
+// headersAtOnce sends a stream's response headers as soon as the
+// transcoder writes them, which it does when the handler sends them
+// (Subscribe's AfterSequenceHeader, at the stream's start); by itself it
+// flushes only with a message, and a quiet stream's client would not see
+// them until its first event.
+type headersAtOnce struct{ http.ResponseWriter }
+
+func (w headersAtOnce) WriteHeader(code int) {
+	w.ResponseWriter.WriteHeader(code)
+	w.Flush()
+}
+
+func (w headersAtOnce) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap is for http.ResponseController.
+func (w headersAtOnce) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // connectWithoutHeader lets a Connect unary POST without the optional
 // Connect-Protocol-Version header through as Connect, as connect-go's own

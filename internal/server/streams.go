@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"path"
+	"strconv"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
@@ -12,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -111,6 +113,11 @@ var eventKindFromProto = map[mcpdv1.EventKind]events.Kind{
 	mcpdv1.EventKind_EVENT_KIND_POLL_RESULT:       events.KindPollResult,
 }
 
+// AfterSequenceHeader is the response header of Subscribe that says which
+// sequence the stream's events follow: a client that has seen no event
+// yet resumes from it.
+const AfterSequenceHeader = "mcpd-after-sequence"
+
 func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamingServer[mcpdv1.SubscribeResponse]) error {
 	ctx := stream.Context()
 	filter := events.Filter{Servers: req.GetServers()}
@@ -149,6 +156,12 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 	// cannot slip past.
 	sub := h.events.Subscribe(filter, after)
 	defer sub.Close()
+	// Where the stream starts, at once: a client that loses the stream
+	// before its first event resumes from there (after_sequence) and
+	// misses nothing, where "from now" would skip what came meanwhile.
+	if err := stream.SendHeader(metadata.Pairs(AfterSequenceHeader, strconv.FormatUint(sub.After(), 10))); err != nil {
+		return err
+	}
 	defer h.tel.SubscriberOpened()()
 	for _, r := range filter.Resources {
 		release, err := h.mgr.WatchResource(ctx, r.Server, r.URI, fallback)
