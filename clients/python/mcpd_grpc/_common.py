@@ -138,6 +138,23 @@ def next_backoff(delay: float) -> float:
     return min(delay * 2, RECONNECT_MAX)
 
 
+#: Subscribe's response header: the sequence the stream's events follow.
+AFTER_SEQUENCE_HEADER = "mcpd-after-sequence"
+
+
+def after_sequence(metadata: Any) -> Optional[int]:
+    """The sequence a Subscribe stream starts after, from its response
+    headers (pairs); None when they do not say (an older mcpd, or a
+    stream that failed before its headers)."""
+    for key, value in metadata or ():
+        if str(key).lower() == AFTER_SEQUENCE_HEADER:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
 def resumable(err: Any) -> bool:
     """Whether a resumable stream that ended with err (None: mcpd ended it
     cleanly; an MCPDError on the HTTP wire, a grpc.RpcError on gRPC) may be

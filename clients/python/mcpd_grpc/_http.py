@@ -272,6 +272,7 @@ class ServerStream:
         self._cancelled = False
         self._done = False
         self._body: Optional[_Body] = None
+        self._headers: Dict[str, str] = {}
         self._error: Optional[BaseException] = None
         self._conn: Optional[Connection] = None
         body = envelope(request)
@@ -287,6 +288,11 @@ class ServerStream:
 
     def __iter__(self) -> ServerStream:
         return self
+
+    def initial_metadata(self) -> Tuple[Tuple[str, str], ...]:
+        """The response headers read so far (names in lower case), as
+        grpc's call gives them; empty before the first read."""
+        return tuple(self._headers.items())
 
     def cancel(self) -> None:
         with self._lock:
@@ -332,6 +338,7 @@ class ServerStream:
             status, headers = self._conn.read_head()
             if status != 200:
                 raise error_of(status, self._conn.read_body(headers))
+            self._headers = headers
             resp = self._body = self._conn.body_reader(headers)
         head = resp.read(ENVELOPE_HEAD)
         if len(head) < ENVELOPE_HEAD:

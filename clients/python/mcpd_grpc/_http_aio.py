@@ -319,6 +319,7 @@ class AsyncServerStream:
         self._request = stub.request_head(path, "application/connect+proto", metadata, timeout, len(body)) + body
         self._conn: Optional[Connection] = None
         self._body: Optional[Body] = None
+        self._headers: Dict[str, str] = {}
         self._cancelled = False
         self._done = False
         self._opening: Optional[asyncio.Task[Optional[BaseException]]] = None
@@ -327,6 +328,11 @@ class AsyncServerStream:
         except RuntimeError:
             return
         self._opening = loop.create_task(self._open())
+
+    async def initial_metadata(self) -> Tuple[Tuple[str, str], ...]:
+        """The response headers read so far (names in lower case), as
+        grpc.aio's call gives them; empty before the first read."""
+        return tuple(self._headers.items())
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -413,6 +419,7 @@ class AsyncServerStream:
             status, headers = await self._conn.read_head()
             if status != 200:
                 raise error_of(status, await self._conn.read_body(headers))
+            self._headers = headers
             self._body = Body(self._conn.reader, headers)
         head = await self._body.read(ENVELOPE_HEAD)
         if len(head) < ENVELOPE_HEAD:

@@ -606,6 +606,10 @@ class AsyncSubscription:
                 return ev
             if self._call is call:
                 self._call = None
+            if self._resume is None:
+                # No event yet: resume where the stream started, not from
+                # a later "now".
+                self._resume = _common.after_sequence(await call.initial_metadata())
             if self._closed:
                 raise StopAsyncIteration
             wait = policy.next_wait(time.monotonic(), self._opened_at) if self._reconnect and _common.resumable(err) else None

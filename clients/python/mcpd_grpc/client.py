@@ -434,7 +434,9 @@ class Client:
         the time it started, above any number its last run gave out: a
         subscription that reconnects to it gets a GAP event first; read the
         state you care about again. Until the first event arrives, a
-        reconnect resumes from now (or from ``after_sequence`` if given).
+        reconnect resumes from where the stream started (mcpd says so in
+        its ``mcpd-after-sequence`` header), or from ``after_sequence`` if
+        given: nothing mcpd still buffers is lost even then.
 
         The stream opens before this method returns, but mcpd starts the
         subscription only when the request reaches it: an event published
@@ -646,6 +648,10 @@ class Subscription:
             with self._lock:
                 if self._call is call:
                     self._call = None
+            if self._resume is None:
+                # No event yet: resume where the stream started, not from
+                # a later "now".
+                self._resume = _common.after_sequence(call.initial_metadata())
             if self._closed.is_set():
                 raise StopIteration
             wait = policy.next_wait(time.monotonic(), self._opened_at) if self._reconnect and _common.resumable(err) else None

@@ -124,6 +124,71 @@ def test_async_subscription_survives_a_daemon_restart(own_daemon: Daemon, wire: 
     run_async(body())
 
 
+def _subscribers(metrics_port: int) -> float:
+    """mcpd's mcpd_event_subscribers gauge."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith("mcpd_event_subscribers "):
+                return float(line.split()[1])
+    return 0.0
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_stream_lost_before_its_first_event_resumes_where_it_started(mcpd_bin: str, tmp_path: Path, wire: str, flavour: str) -> None:
+    """Before any event, a reconnect resumes from the sequence the stream
+    started after (mcpd's mcpd-after-sequence header), not from a later
+    "now": across a daemon restart that means a gap first, where "from now"
+    would say nothing of what was missed."""
+    from conftest import free_port, poll
+
+    metrics = free_port()
+    d = Daemon(mcpd_bin, tmp_path, "first", ["--metrics-listen", f"127.0.0.1:{metrics}"], http=True).start()
+    try:
+        target = d.target_of(wire)
+
+        def restart_and_provoke(c: Client) -> None:
+            poll("the stream to be open at mcpd", lambda: _subscribers(metrics) == 1)
+            d.stop()
+            d.start()
+            _wait_ready(c)
+            poll("the stream to be open again", lambda: _subscribers(metrics) == 1)
+            c.restart_server("demo")  # events after the reconnect, either way
+
+        if flavour == "sync":
+            import threading
+
+            with Client(target, timeout=RPC_TIMEOUT) as c:
+                sub = c.subscribe(servers=["demo"], kinds=["server_state"], reconnect_timeout=RPC_TIMEOUT)
+                got: List[mcpd_grpc.Event] = []
+                # The reader reconnects; the restart happens meanwhile.
+                reader = threading.Thread(target=lambda: got.append(next(sub)))
+                reader.start()
+                restart_and_provoke(c)
+                reader.join(RPC_TIMEOUT)
+                sub.close()
+                assert got, "no event after the restart"
+                first = got[0]
+        else:
+
+            async def body() -> mcpd_grpc.Event:
+                async with AsyncClient(target, timeout=RPC_TIMEOUT) as ac:
+                    sub = ac.subscribe(servers=["demo"], kinds=["server_state"], reconnect_timeout=RPC_TIMEOUT)
+                    reading = asyncio.ensure_future(sub.__anext__())
+                    with Client(d.target, timeout=RPC_TIMEOUT) as c:
+                        await asyncio.to_thread(restart_and_provoke, c)
+                    ev = await reading
+                    await sub.aclose()
+                    return ev
+
+            first = run_async(body())  # type: ignore[assignment]
+        assert first.kind is EventKind.GAP, f"got {first}, want a gap first"
+    finally:
+        d.stop()
+
+
 def test_gap_events_reach_the_caller(own_daemon: Daemon) -> None:
     with own_daemon.client() as c:
         _wait_ready(c)
