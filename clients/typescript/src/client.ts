@@ -585,9 +585,12 @@ export class Client {
 
   /**
    * Follows events with `for await`. When the stream drops, it reconnects
-   * with `afterSequence` set to the last event it returned: every event
-   * mcpd still buffers arrives exactly once, and events that fell out of
-   * the buffer arrive as one "gap" event.
+   * with `afterSequence` set to the last event it returned: once an event
+   * arrived, every event mcpd still buffers arrives exactly once, and
+   * events that fell out of the buffer arrive as one "gap" event. Until the
+   * first event arrives, a reconnect resumes from now (or from
+   * `afterSequence` if given); pass `afterSequence: 0` to get everything
+   * mcpd buffers.
    */
   subscribe(options: SubscribeOptions = {}): Subscription {
     if (this.closed) throw new Cancelled("the client is closed");
@@ -645,12 +648,17 @@ export class Client {
   }
 }
 
-/** Async iterator over a streamed tool call; `result` keeps the ToolResult. */
+/**
+ * Async iterator over a streamed tool call; `result` keeps the ToolResult.
+ * Concurrent next() calls share one read (see {@link Subscription}).
+ */
 export class ToolCallStream implements AsyncIterableIterator<t.StreamItem> {
   /** The result, once it arrived. */
   result: t.ToolResult | undefined;
   private readonly it: AsyncIterator<pb.CallToolStreamResponse>;
   private pending: Promise<IteratorResult<pb.CallToolStreamResponse>>;
+  /** The next() in flight, which a next() called meanwhile shares. */
+  private reading: Promise<IteratorResult<t.StreamItem>> | undefined;
   private done = false;
 
   constructor(
@@ -673,7 +681,12 @@ export class ToolCallStream implements AsyncIterableIterator<t.StreamItem> {
     return this;
   }
 
-  async next(): Promise<IteratorResult<t.StreamItem>> {
+  next(): Promise<IteratorResult<t.StreamItem>> {
+    this.reading ??= this.nextItem().finally(() => (this.reading = undefined));
+    return this.reading;
+  }
+
+  private async nextItem(): Promise<IteratorResult<t.StreamItem>> {
     while (!this.done) {
       let r: IteratorResult<pb.CallToolStreamResponse>;
       try {
@@ -715,7 +728,16 @@ export class ToolCallStream implements AsyncIterableIterator<t.StreamItem> {
   }
 }
 
-/** Async iterator of events that reconnects and resumes; `close()` ends it. */
+/**
+ * Async iterator of events that reconnects and resumes; `close()` ends it.
+ *
+ * Concurrent next() calls share one read and resolve with the same event,
+ * so a next() given up on (a Promise.race with a timer) loses nothing when
+ * next() is called again while it is in flight; once it has settled, its
+ * event was its own (to wait again later, await the same promise). After
+ * next() threw or returned done the subscription is over: later next()
+ * calls return done and open no stream.
+ */
 export class Subscription implements AsyncIterableIterator<t.Event> {
   /** The sequence of the last event returned. */
   lastSequence: number | undefined;
@@ -724,6 +746,8 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
   private resume: number | undefined;
   private it: AsyncIterator<pb.SubscribeResponse> | undefined;
   private pending: Promise<IteratorResult<pb.SubscribeResponse>> | undefined;
+  /** The next() in flight, which a next() called meanwhile shares. */
+  private reading: Promise<IteratorResult<t.Event>> | undefined;
   private stream: AbortController | undefined;
   private streamDispose: (() => void) | undefined;
   private openedAt = 0;
@@ -742,8 +766,13 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
     this.openStream();
   }
 
-  /** Opens the stream now, so that mcpd starts the subscription before the first next(). */
+  /**
+   * Opens the stream now, so that mcpd starts the subscription before the
+   * first next(). Never once the subscription is over: its signal and the
+   * client's close() would not reach the stream.
+   */
   private openStream(): void {
+    if (this.closed) return;
     const req = create(pb.SubscribeRequestSchema, this.request);
     if (this.resume !== undefined) req.afterSequence = BigInt(this.resume);
     this.streamDispose?.();
@@ -756,6 +785,7 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
     this.openedAt = performance.now();
   }
 
+  /** Whether the subscription is over: close(), its signal, the client's close(), or a next() that threw or returned done. */
   get closed(): boolean {
     return this.life.controller.signal.aborted;
   }
@@ -764,16 +794,21 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
     return this;
   }
 
-  async next(): Promise<IteratorResult<t.Event>> {
+  next(): Promise<IteratorResult<t.Event>> {
+    this.reading ??= this.nextEvent().finally(() => (this.reading = undefined));
+    return this.reading;
+  }
+
+  private async nextEvent(): Promise<IteratorResult<t.Event>> {
     try {
-      return await this.nextEvent();
+      return await this.readEvent();
     } catch (e) {
-      this.release();
+      this.end();
       throw e;
     }
   }
 
-  private async nextEvent(): Promise<IteratorResult<t.Event>> {
+  private async readEvent(): Promise<IteratorResult<t.Event>> {
     const policy = new ReconnectPolicy(this.reconnectTimeoutMs);
     for (;;) {
       if (this.closed) return this.ended();
@@ -807,17 +842,21 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
 
   /** Ends the subscription; a pending next() returns done. */
   close(): void {
-    this.life.controller.abort(new Cancelled("the subscription is closed"));
-    this.release();
+    this.end(new Cancelled("the subscription is closed"));
   }
 
-  /** The end of the iteration: nothing listens on the client's or the caller's signal any more. */
+  /** The end of the iteration. */
   private ended(): IteratorResult<t.Event> {
-    this.release();
+    this.end();
     return { value: undefined, done: true };
   }
 
-  private release(): void {
+  /**
+   * Ends the subscription for good, so that no later next() reopens a
+   * stream; nothing listens on the client's or the caller's signal any more.
+   */
+  private end(reason: MCPDError = new Cancelled("the subscription ended")): void {
+    this.life.controller.abort(reason);
     this.life.dispose();
     this.streamDispose?.();
     this.streamDispose = undefined;

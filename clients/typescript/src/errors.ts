@@ -102,7 +102,7 @@ export class MCPDError extends Error {
   }
 }
 
-/** The call was cancelled (an aborted `signal`, or a closed client). */
+/** The call was cancelled (an aborted `signal`, a closed client, or mcpd cancelled it). */
 export class Cancelled extends MCPDError {
   protected static override defaultCode = Code.Canceled;
 }
@@ -237,10 +237,21 @@ function connectionFailed(err: unknown): boolean {
 }
 
 /**
+ * Whether the error came with a response: connect-es gives an error from
+ * mcpd's status (grpc-status, a Connect error body) the response's headers
+ * as metadata, and a reset stream or an aborted call none.
+ */
+function answered(err: ConnectError): boolean {
+  return !err.metadata.keys().next().done;
+}
+
+/**
  * Returns the {@link MCPDError} for anything an RPC threw. `aborted` says
- * whether the caller aborted the call: a call cancelled without that was
- * cut off with its connection, which is {@link Unavailable} (as is a
- * connection that fails), so that it counts as retryable.
+ * whether the caller aborted the call: a call cancelled without that and
+ * without a status from mcpd was cut off with its connection (an HTTP/2
+ * stream reset), which is {@link Unavailable} (as is a connection that
+ * fails), so that it counts as retryable. A CANCELLED that mcpd sent stays
+ * {@link Cancelled}.
  */
 export function toMCPDError(reason: unknown, aborted?: boolean): MCPDError {
   if (reason instanceof MCPDError) return reason;
@@ -250,7 +261,7 @@ export function toMCPDError(reason: unknown, aborted?: boolean): MCPDError {
   let err = ConnectError.from(reason);
   if (
     err.code !== Code.Unavailable &&
-    (connectionFailed(err.cause) || (aborted === false && err.code === Code.Canceled))
+    (connectionFailed(err.cause) || (aborted === false && err.code === Code.Canceled && !answered(err)))
   ) {
     err = new ConnectError(err.rawMessage, Code.Unavailable, err.metadata, undefined, reason);
   }

@@ -37,6 +37,12 @@ export const DEFAULT_WIRE: Wire = "connect";
 
 /** Accept large resources and images (the Python client's limit too). */
 const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+/**
+ * How long a keep-alive socket of the "connect" wire may sit idle before
+ * the client closes it: well below mcpd's 2 minutes (httpIdleTimeout), so
+ * that a call never goes out on a socket mcpd is closing.
+ */
+export const IDLE_SOCKET_TIMEOUT_MS = 60_000;
 
 /** PEM data, or the path of a PEM file. */
 export type PemSource = string | Buffer | { file: string };
@@ -130,6 +136,8 @@ export interface TransportOptions {
   tls: ReturnType<typeof tlsMaterial>;
   /** Request HTTP/1.1 keep-alive sockets per origin (Connect over HTTP/1.1). */
   maxSockets?: number;
+  /** Close a keep-alive socket idle this long (ms; Connect over HTTP/1.1; default {@link IDLE_SOCKET_TIMEOUT_MS}). */
+  idleSocketTimeoutMs?: number;
 }
 
 export function openTransport(o: TransportOptions): OpenTransport {
@@ -172,7 +180,14 @@ export function openTransport(o: TransportOptions): OpenTransport {
     // No cap on sockets by default, as Node's own agent: a stream holds its
     // socket for as long as it runs, and capped sockets would make every
     // other call wait behind the streams.
-    const agentOptions = { keepAlive: true, maxSockets: o.maxSockets ?? Infinity, ...(o.tls ?? {}) };
+    // The agent's `timeout` closes only sockets in its free list: a quiet
+    // stream or a slow call keeps its socket.
+    const agentOptions = {
+      keepAlive: true,
+      maxSockets: o.maxSockets ?? Infinity,
+      timeout: o.idleSocketTimeoutMs ?? IDLE_SOCKET_TIMEOUT_MS,
+      ...(o.tls ?? {}),
+    };
     agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
     const nodeOptions: http.RequestOptions = { agent };
     if (socketPath !== undefined) nodeOptions.socketPath = socketPath;

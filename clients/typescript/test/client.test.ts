@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import {
   Cancelled,
@@ -23,6 +24,8 @@ import {
   type ElicitationRequest,
   type Event,
   type SamplingRequest,
+  type SubscribeOptions,
+  type Subscription,
   type Wire,
 } from "../src/index.js";
 import { Daemon, EVERYTHING_BIN, MCPD_BIN, RPC_TIMEOUT_MS, SUITE_TIMEOUT_MS, UnixProxy, connectEverything, linesOf, poll, tempDir, testWires } from "./harness.js";
@@ -74,6 +77,8 @@ async function ticks(it: AsyncIterator<Event>, n: number): Promise<number[]> {
 }
 
 const CLOCK: [string, string] = ["demo", "demo://clock"];
+/** What a timer that won a race against next() resolves with. */
+const TIMED_OUT = Symbol("timed out");
 
 for (const wire of testWires()) {
   describe(`wire ${wire}`, { skip, timeout: SUITE_TIMEOUT_MS }, () => {
@@ -435,6 +440,73 @@ for (const wire of testWires()) {
         replay.close();
         assert.deepEqual(got, seqs.slice(1));
       }));
+
+    it("gives the event of a next() abandoned by a timeout to the next next()", () =>
+      withClient(wire, async (c) => {
+        const ref = c.subscribe({ resources: [CLOCK], kinds: ["resource_updated"] });
+        await ticks(ref, 1);
+        const sub = c.subscribe({ resources: [CLOCK], kinds: ["resource_updated"] });
+        const [first] = await ticks(sub, 1);
+        // The clock ticks every second: the timer wins.
+        assert.equal(await Promise.race([sub.next(), sleep(100, TIMED_OUT)]), TIMED_OUT);
+        const got = await ticks(sub, 3);
+        let seq = 0;
+        while (seq < first!) [seq] = (await ticks(ref, 1)) as [number];
+        assert.deepEqual(got, await ticks(ref, 3), "each event once, in order");
+        assert.equal(sub.lastSequence, got[2]);
+        sub.close();
+        ref.close();
+      }));
+
+    it("keeps the items and the result of a tool stream whose reads time out", () =>
+      withClient(wire, async (c) => {
+        const stream = c.callToolStream("mcp__demo__slow", { steps: 4, delay_ms: 300 });
+        const items: (number | string)[] = [];
+        let timeouts = 0;
+        for (;;) {
+          const r = await Promise.race([stream.next(), sleep(100, TIMED_OUT)]);
+          if (r === TIMED_OUT) {
+            timeouts++;
+            continue;
+          }
+          if (r.done) break;
+          items.push(r.value.type === "progress" ? r.value.progress : r.value.type);
+        }
+        assert.ok(timeouts > 0, "no read timed out");
+        assert.deepEqual(items, [1, 2, 3, 4, "result"]);
+        assert.equal(stream.result?.isError, false);
+      }));
+
+    it("ends a subscription whose next() threw: later next() calls return done and open no stream", async () => {
+      const proxy = await new UnixProxy(path.join(tempDir(), "proxy.sock"), wire === "grpc" ? daemon.socket : daemon.httpSocket).start();
+      const c = new Client(proxy.target, { wire, timeoutMs: RPC_TIMEOUT_MS });
+      const ac = new AbortController();
+      const clock = (o: SubscribeOptions): Subscription => c.subscribe({ resources: [CLOCK], kinds: ["resource_updated"], signal: ac.signal, ...o });
+      try {
+        // One gives up at once, the other once its reconnect budget is spent.
+        const once = clock({ reconnect: false });
+        const budget = clock({ reconnectTimeoutMs: 300 });
+        await ticks(once, 1);
+        await ticks(budget, 1);
+        proxy.cut();
+        await assert.rejects(once.next(), Unavailable);
+        await assert.rejects(budget.next(), Unavailable);
+        proxy.allow();
+        const opened = proxy.accepted;
+        for (const sub of [once, budget]) {
+          assert.deepEqual(await sub.next(), { value: undefined, done: true });
+          assert.ok(sub.closed);
+        }
+        ac.abort();
+        await c.close();
+        assert.deepEqual(await budget.next(), { value: undefined, done: true });
+        await sleep(200);
+        assert.equal(proxy.accepted, opened, "a stream was opened again");
+      } finally {
+        await c.close();
+        await proxy.close();
+      }
+    });
 
     it("cancels a call at the MCP server on abort, on a deadline and on break", async () => {
       const dir = tempDir();

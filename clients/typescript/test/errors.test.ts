@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { MCPDError, NotFound, Unavailable, UnknownError, toMCPDError } from "../src/index.js";
+import { Cancelled, MCPDError, NotFound, Unavailable, UnknownError, toMCPDError } from "../src/index.js";
 
 function field(num: number, payload: Uint8Array): number[] {
   return [(num << 3) | 2, payload.length, ...payload];
@@ -43,6 +43,16 @@ describe("toMCPDError", () => {
     assert.equal(e.server, undefined);
     assert.equal(e.jsonrpcCode, undefined);
     assert.equal(e.domain, "other");
+  });
+
+  it("keeps a CANCELLED mcpd sent, and makes one nobody sent Unavailable", () => {
+    // From a response (grpc-status 1, a Connect "canceled" body): its headers are the metadata.
+    const sent = new ConnectError("stopped by mcpd", Code.Canceled, { "grpc-status": "1" });
+    assert.ok(toMCPDError(sent, false) instanceof Cancelled);
+    // An HTTP/2 stream reset: no response.
+    const reset = new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled);
+    assert.ok(toMCPDError(reset, false) instanceof Unavailable);
+    assert.ok(toMCPDError(reset, true) instanceof Cancelled);
   });
 
   it("survives garbage details and plain errors", () => {

@@ -3,6 +3,7 @@
 // process, h2c on loopback).
 
 import assert from "node:assert/strict";
+import * as http from "node:http";
 import * as http2 from "node:http2";
 import type * as net from "node:net";
 import { describe, it } from "node:test";
@@ -10,14 +11,18 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { Cancelled, Client, DeadlineExceeded } from "../src/index.js";
+import { Cancelled, Client, DeadlineExceeded, Unavailable, type Wire } from "../src/index.js";
 import * as pb from "../src/gen/mcpd/v1/mcpd_pb.js";
+
+function port(server: net.Server): number {
+  return (server.address() as net.AddressInfo).port;
+}
 
 async function withFake(routes: (router: ConnectRouter) => void, run: (target: string) => Promise<void>): Promise<void> {
   const server = http2.createServer(connectNodeAdapter({ routes }));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   try {
-    await run(`127.0.0.1:${(server.address() as net.AddressInfo).port}`);
+    await run(`127.0.0.1:${port(server)}`);
   } finally {
     server.close();
   }
@@ -65,4 +70,44 @@ describe("against a fake mcpd", () => {
         }
       },
     ));
+
+  it("keeps a CANCELLED status mcpd sent, on every wire, and a reset stream Unavailable", async () => {
+    const cancelled = JSON.stringify({ code: "canceled", message: "stopped by mcpd" });
+    // Connect over HTTP/1.1: HTTP 499 with the error.
+    const h1 = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => res.writeHead(499, { "content-type": "application/json" }).end(cancelled));
+    });
+    // HTTP/2: grpc-status 1 or HTTP 499; GetServer's stream is reset with CANCEL instead.
+    const h2 = http2.createServer();
+    h2.on("stream", (stream, headers) => {
+      stream.resume();
+      stream.on("end", () => {
+        if (String(headers[":path"]).endsWith("/GetServer")) stream.close(http2.constants.NGHTTP2_CANCEL);
+        else if (String(headers["content-type"]).startsWith("application/grpc")) {
+          stream.respond({ ":status": 200, "content-type": "application/grpc", "grpc-status": "1", "grpc-message": "stopped by mcpd" }, { endStream: true });
+        } else {
+          stream.respond({ ":status": 499, "content-type": "application/json" });
+          stream.end(cancelled);
+        }
+      });
+    });
+    await new Promise<void>((resolve) => h1.listen(0, "127.0.0.1", resolve));
+    await new Promise<void>((resolve) => h2.listen(0, "127.0.0.1", resolve));
+    try {
+      for (const [wire, server] of [["connect", h1], ["connect-h2", h2], ["grpc", h2]] as [Wire, net.Server][]) {
+        const c = new Client(`127.0.0.1:${port(server)}`, { wire, timeoutMs: 10_000 });
+        try {
+          await assert.rejects(c.servers(), (e) => e instanceof Cancelled && e.rawMessage === "stopped by mcpd", wire);
+          if (wire !== "connect") await assert.rejects(c.getServer("demo"), Unavailable, wire);
+        } finally {
+          await c.close();
+        }
+      }
+    } finally {
+      h1.closeAllConnections();
+      h1.close();
+      h2.close();
+    }
+  });
 });

@@ -217,6 +217,8 @@ export class UnixProxy {
   private readonly server: net.Server;
   private readonly conns = new Set<net.Socket>();
   private refusing = false;
+  /** The connections passed on to upstream so far. */
+  accepted = 0;
 
   constructor(
     readonly listen: string,
@@ -224,6 +226,7 @@ export class UnixProxy {
   ) {
     this.server = net.createServer((down) => {
       if (this.refusing) return down.destroy();
+      this.accepted++;
       const up = net.connect(upstream);
       this.conns.add(down).add(up);
       const drop = (): void => {
