@@ -588,9 +588,9 @@ export class Client {
    * with `afterSequence` set to the last event it returned: once an event
    * arrived, every event mcpd still buffers arrives exactly once, and
    * events that fell out of the buffer arrive as one "gap" event. Until the
-   * first event arrives, a reconnect resumes from now (or from
-   * `afterSequence` if given); pass `afterSequence: 0` to get everything
-   * mcpd buffers.
+   * first event arrives, a reconnect resumes from where the stream started
+   * (mcpd sends it at once in the `mcpd-after-sequence` header), or from
+   * `afterSequence` if given, so nothing mcpd buffers is lost then either.
    */
   subscribe(options: SubscribeOptions = {}): Subscription {
     if (this.closed) throw new Cancelled("the client is closed");
@@ -601,7 +601,7 @@ export class Client {
       pollIds: options.pollIds ?? [],
     });
     return new Subscription(
-      (req, signal) => this.hub.subscribe(req, { signal }),
+      (req, signal, onHeader) => this.hub.subscribe(req, { signal, onHeader }),
       request,
       options,
       linked(options.signal, this.closing.signal),
@@ -728,6 +728,9 @@ export class ToolCallStream implements AsyncIterableIterator<t.StreamItem> {
   }
 }
 
+/** Subscribe's response header: the sequence the stream's events follow. */
+const AFTER_SEQUENCE_HEADER = "mcpd-after-sequence";
+
 /**
  * Async iterator of events that reconnects and resumes; `close()` ends it.
  *
@@ -744,6 +747,8 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
   /** How often the stream was opened again. */
   reconnects = 0;
   private resume: number | undefined;
+  /** Where the open stream started (its mcpd-after-sequence header). */
+  private startedAfter: number | undefined;
   private it: AsyncIterator<pb.SubscribeResponse> | undefined;
   private pending: Promise<IteratorResult<pb.SubscribeResponse>> | undefined;
   /** The next() in flight, which a next() called meanwhile shares. */
@@ -755,7 +760,11 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
   private readonly reconnectTimeoutMs: number | null;
 
   constructor(
-    private readonly open: (req: pb.SubscribeRequest, signal: AbortSignal) => AsyncIterable<pb.SubscribeResponse>,
+    private readonly open: (
+      req: pb.SubscribeRequest,
+      signal: AbortSignal,
+      onHeader: (headers: Headers) => void,
+    ) => AsyncIterable<pb.SubscribeResponse>,
     private readonly request: pb.SubscribeRequest,
     options: SubscribeOptions,
     private readonly life: { controller: AbortController; dispose: () => void },
@@ -779,7 +788,11 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
     const l = linked(this.life.controller.signal);
     this.stream = l.controller;
     this.streamDispose = l.dispose;
-    this.it = this.open(req, this.stream.signal)[Symbol.asyncIterator]();
+    this.startedAfter = undefined;
+    this.it = this.open(req, this.stream.signal, (headers) => {
+      const after = Number(headers.get(AFTER_SEQUENCE_HEADER) ?? NaN);
+      if (Number.isSafeInteger(after)) this.startedAfter = after;
+    })[Symbol.asyncIterator]();
     this.pending = this.it.next();
     this.pending.catch(() => undefined); // read (and thrown) by next()
     this.openedAt = performance.now();
@@ -829,6 +842,8 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
       }
       this.pending = undefined;
       stream?.abort();
+      // No event yet: resume where the stream started, not from a later "now".
+      this.resume ??= this.startedAfter;
       if (this.closed) return this.ended();
       const wait = this.reconnect && resumable(err) ? policy.nextWait(performance.now(), this.openedAt) : undefined;
       if (wait === undefined) {

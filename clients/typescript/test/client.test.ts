@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
+import * as net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import {
@@ -29,6 +30,15 @@ import {
   type Wire,
 } from "../src/index.js";
 import { Daemon, EVERYTHING_BIN, MCPD_BIN, RPC_TIMEOUT_MS, SUITE_TIMEOUT_MS, UnixProxy, connectEverything, linesOf, poll, tempDir, testWires } from "./harness.js";
+
+/** A free loopback TCP port. */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
 
 const RECORDING_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "recording-server.js");
 const skip = MCPD_BIN === undefined ? "no mcpd binary (MCPD_BIN)" : false;
@@ -427,6 +437,38 @@ for (const wire of testWires()) {
         await viaProxy.close();
         await direct.close();
         await proxy.close();
+      }
+    });
+
+    it("resumes where the stream started when it drops before its first event", async () => {
+      // mcpd's own metrics say when the stream is in place at mcpd.
+      const metrics = await freePort();
+      const own = await new Daemon(["--metrics-listen", `127.0.0.1:${metrics}`]).start();
+      const subscribers = async (): Promise<number> => {
+        const body = await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text();
+        return Number(/^mcpd_event_subscribers (\S+)$/m.exec(body)?.[1] ?? 0);
+      };
+      const c = own.client(wire);
+      try {
+        await own.demoReady();
+        const sub = c.subscribe({ servers: ["demo"], kinds: ["server_state"], reconnectTimeoutMs: RPC_TIMEOUT_MS });
+        await poll("the stream to be open at mcpd", async () => (await subscribers()) === 1);
+        const first = sub.next(); // drives the reconnect
+        await own.stop();
+        await own.start();
+        await own.demoReady();
+        await poll("the stream to be open again", async () => (await subscribers()) === 1);
+        const admin = own.client("grpc");
+        await admin.restartServer("demo"); // an event after the reconnect, either way
+        await admin.close();
+        // From where it started, the new run says with a gap that events
+        // were missed; "from now" would have said nothing.
+        const ev = (await first).value;
+        assert.equal(ev?.kind, "gap", JSON.stringify(ev));
+        sub.close();
+      } finally {
+        await c.close();
+        await own.stop();
       }
     });
 
