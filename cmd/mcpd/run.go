@@ -172,6 +172,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		MaxPolls:          c.maxPolls,
 		QueueTimeout:      c.queueTimeout,
 		OnStateChange:     health.ServerStateChanged,
+		OnRemoved:         health.ServerRemoved,
 		Events:            bus,
 		Requests:          broker,
 		Telemetry:         tel,

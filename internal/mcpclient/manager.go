@@ -76,6 +76,9 @@ type Options struct {
 	// OnStateChange, if set, is called after every state change of a
 	// server. It must not block or call back into the Manager.
 	OnStateChange func(server string, state State)
+	// OnRemoved, if set, is called once a server was stopped and removed
+	// (Disconnect), after its last OnStateChange. Same rules.
+	OnRemoved func(server string)
 	// MaxPolls caps the polls running at once (StartPoll, and fallback
 	// polls of resource subscriptions); default DefaultMaxPolls.
 	MaxPolls int
@@ -356,6 +359,9 @@ func (m *Manager) DisconnectAll(names []string) int {
 		}
 		// Its series go with it: server names are the callers' to choose.
 		m.opts.Telemetry.ForgetServer(u.cfg.Name)
+		if m.opts.OnRemoved != nil {
+			m.opts.OnRemoved(u.cfg.Name)
+		}
 	}
 	return len(gone)
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,7 +53,7 @@ func serverRequestToProto(req *mcpclient.ServerRequest) (*mcpdv1.HandleServerReq
 	switch req.Kind {
 	case mcpclient.KindSampling:
 		p := req.Sampling
-		s := &mcpdv1.SamplingRequest{SystemPrompt: p.SystemPrompt, MaxTokens: int32(p.MaxTokens)}
+		s := &mcpdv1.SamplingRequest{SystemPrompt: p.SystemPrompt, MaxTokens: int32(min(max(p.MaxTokens, 0), math.MaxInt32))}
 		for _, m := range p.Messages {
 			c, err := contentToProto(m.Content)
 			if err != nil {

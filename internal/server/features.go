@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -162,13 +163,16 @@ func (h *hub) Complete(ctx context.Context, req *mcpdv1.CompleteRequest) (*mcpdv
 	}
 	out := &mcpdv1.CompleteResponse{Values: res.Completion.Values, HasMore: res.Completion.HasMore}
 	if res.Completion.Total > 0 {
-		total := int32(res.Completion.Total)
+		total := int32(min(res.Completion.Total, math.MaxInt32)) // a server may count past the proto's int32
 		out.Total = &total
 	}
 	return out, nil
 }
 
 func (h *hub) SetLogLevel(ctx context.Context, req *mcpdv1.SetLogLevelRequest) (*mcpdv1.SetLogLevelResponse, error) {
+	if req.GetServer() == "" {
+		return nil, toStatus(invalidf("server is required"))
+	}
 	level, ok := logLevelFromProto[req.GetLevel()]
 	if !ok {
 		return nil, toStatus(invalidf("level is required"))

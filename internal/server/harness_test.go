@@ -106,6 +106,7 @@ func newEnv(t testing.TB, o *envOptions) *env {
 	mopts := o.manager
 	mopts.Dialer = up.dial
 	mopts.OnStateChange = h.ServerStateChanged
+	mopts.OnRemoved = h.ServerRemoved
 	if mopts.ProbeTimeout == 0 {
 		mopts.ProbeTimeout = 5 * time.Second
 	}

@@ -61,6 +61,9 @@ func (h *hub) ConnectServer(ctx context.Context, req *mcpdv1.ConnectServerReques
 }
 
 func (h *hub) DisconnectServer(ctx context.Context, req *mcpdv1.DisconnectServerRequest) (*mcpdv1.DisconnectServerResponse, error) {
+	if req.GetName() == "" {
+		return nil, toStatus(invalidf("name is required"))
+	}
 	if err := h.reg.Disconnect(ctx, req.GetName()); err != nil {
 		return nil, toStatus(err)
 	}
@@ -68,6 +71,9 @@ func (h *hub) DisconnectServer(ctx context.Context, req *mcpdv1.DisconnectServer
 }
 
 func (h *hub) RestartServer(ctx context.Context, req *mcpdv1.RestartServerRequest) (*mcpdv1.RestartServerResponse, error) {
+	if req.GetName() == "" {
+		return nil, toStatus(invalidf("name is required"))
+	}
 	st, err := h.mgr.Restart(ctx, req.GetName())
 	if err != nil {
 		return nil, toStatus(err)
@@ -98,6 +104,9 @@ func (h *hub) CompleteAuthorization(ctx context.Context, req *mcpdv1.CompleteAut
 }
 
 func (h *hub) ForgetAuthorization(ctx context.Context, req *mcpdv1.ForgetAuthorizationRequest) (*mcpdv1.ForgetAuthorizationResponse, error) {
+	if req.GetServer() == "" {
+		return nil, toStatus(invalidf("server is required"))
+	}
 	if err := h.mgr.ForgetAuthorization(ctx, req.GetServer()); err != nil {
 		return nil, toStatus(err)
 	}
@@ -105,6 +114,9 @@ func (h *hub) ForgetAuthorization(ctx context.Context, req *mcpdv1.ForgetAuthori
 }
 
 func (h *hub) GetServer(_ context.Context, req *mcpdv1.GetServerRequest) (*mcpdv1.GetServerResponse, error) {
+	if req.GetName() == "" {
+		return nil, toStatus(invalidf("name is required"))
+	}
 	st, err := h.mgr.Get(req.GetName())
 	if err != nil {
 		return nil, toStatus(err)

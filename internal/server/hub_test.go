@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -497,6 +498,51 @@ func TestAuthAndHealth(t *testing.T) {
 	}
 }
 
+// TestUpstreamErrorData: a server's JSON-RPC error data reaches the
+// caller in the ErrorInfo, when it is small: for -32042 it holds the URL
+// the user must open.
+func TestUpstreamErrorData(t *testing.T) {
+	data := `{"elicitations":[{"mode":"url","elicitationId":"e1","url":"https://example.com/link","message":"Link your account"}]}`
+	for _, tt := range []struct {
+		data json.RawMessage
+		want string
+	}{
+		{json.RawMessage(data), data},
+		{nil, ""},
+		{json.RawMessage(`"` + strings.Repeat("x", maxErrorDataBytes) + `"`), ""}, // too large for a header
+	} {
+		st, _ := status.FromError(toStatus(&mcpclient.RPCError{Server: "s", Code: -32042, Message: "URL elicitation required", Data: tt.data}))
+		info := st.Details()[0].(*errdetails.ErrorInfo)
+		got, ok := info.GetMetadata()["jsonrpc_data"]
+		if got != tt.want || ok != (tt.want != "") {
+			t.Errorf("data %.40s: got jsonrpc_data %.60q (%v), want %.60q", tt.data, got, ok, tt.want)
+		}
+		if info.GetMetadata()["jsonrpc_code"] != "-32042" || st.Code() != codes.FailedPrecondition {
+			t.Errorf("got %v %v", st.Code(), info.GetMetadata())
+		}
+	}
+}
+
+// TestServerHealth: a server's health is SERVING when ready, NOT_SERVING
+// in every other state, STOPPED included (an agent's server whose stream
+// ended stays listed), and SERVICE_UNKNOWN only once it was removed.
+func TestServerHealth(t *testing.T) {
+	h := NewHealth()
+	check := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		got, err := h.srv.Check(context.Background(), &healthpb.HealthCheckRequest{Service: HealthServicePrefix + "app"})
+		if err != nil || got.GetStatus() != want {
+			t.Errorf("got %v %v, want %v", got.GetStatus(), err, want)
+		}
+	}
+	h.ServerStateChanged("app", mcpclient.StateReady)
+	check(healthpb.HealthCheckResponse_SERVING)
+	h.ServerStateChanged("app", mcpclient.StateStopped)
+	check(healthpb.HealthCheckResponse_NOT_SERVING)
+	h.ServerRemoved("app")
+	check(healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
+}
+
 func TestToStatus(t *testing.T) {
 	tests := []struct {
 		err  error
@@ -537,5 +583,24 @@ func TestToStatus(t *testing.T) {
 				t.Errorf("the logged error %q lost its cause", got)
 			}
 		})
+	}
+}
+
+// TestMissingNames: a request without the server's name is a bad request,
+// not a search for a server named "".
+func TestMissingNames(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := testContext(t)
+	for name, call := range map[string]func() error{
+		"GetServer":           func() error { _, err := e.client.GetServer(ctx, &mcpdv1.GetServerRequest{}); return err },
+		"RestartServer":       func() error { _, err := e.client.RestartServer(ctx, &mcpdv1.RestartServerRequest{}); return err },
+		"DisconnectServer":    func() error { _, err := e.client.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{}); return err },
+		"ForgetAuthorization": func() error { _, err := e.client.ForgetAuthorization(ctx, &mcpdv1.ForgetAuthorizationRequest{}); return err },
+		"SetLogLevel": func() error {
+			_, err := e.client.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Level: mcpdv1.LogLevel_LOG_LEVEL_DEBUG})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) { wantCode(t, call(), codes.InvalidArgument) })
 	}
 }

@@ -152,17 +152,22 @@ func (w *lastStatusStream) Send(resp *healthpb.HealthCheckResponse) error {
 }
 
 // ServerStateChanged records a server's state: SERVING when ready,
-// SERVICE_UNKNOWN once stopped (disconnected), NOT_SERVING otherwise. It
-// has the signature of mcpclient.Options.OnStateChange.
+// NOT_SERVING otherwise (a STOPPED server that is still listed, such as an
+// agent's whose ServeTools stream ended, included). It has the signature
+// of mcpclient.Options.OnStateChange.
 func (h *Health) ServerStateChanged(name string, state mcpclient.State) {
 	st := healthpb.HealthCheckResponse_NOT_SERVING
-	switch state {
-	case mcpclient.StateReady:
+	if state == mcpclient.StateReady {
 		st = healthpb.HealthCheckResponse_SERVING
-	case mcpclient.StateStopped:
-		st = healthpb.HealthCheckResponse_SERVICE_UNKNOWN
 	}
 	h.srv.SetServingStatus(HealthServicePrefix+name, st)
+}
+
+// ServerRemoved records that a server is gone (disconnected):
+// SERVICE_UNKNOWN, as for a name mcpd never had. It has the signature of
+// mcpclient.Options.OnRemoved.
+func (h *Health) ServerRemoved(name string) {
+	h.srv.SetServingStatus(HealthServicePrefix+name, healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
 }
 
 // Options configure a Server.

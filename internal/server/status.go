@@ -138,17 +138,28 @@ func (e internalError) GRPCStatus() *status.Status {
 	return status.New(codes.Internal, "internal error")
 }
 
+// maxErrorDataBytes bounds the JSON-RPC error data an ErrorInfo carries:
+// it travels in a header (grpc-status-details-bin), and clients refuse
+// large ones (grpc-go and grpcio by default at 16 KiB of headers).
+const maxErrorDataBytes = 4 << 10
+
 // upstreamStatus maps a server's JSON-RPC error to the closest code and
-// attaches the server name and JSON-RPC code as ErrorInfo.
+// attaches the server name, the JSON-RPC code and, when it is small, the
+// error's data as ErrorInfo. The data is what the caller acts on for some
+// errors: -32042 (URL elicitation required) holds the URL to open.
 func upstreamStatus(e *mcpclient.RPCError) error {
 	st := status.New(jsonRPCCode(e.Code), e.Error())
+	metadata := map[string]string{
+		"server":       e.Server,
+		"jsonrpc_code": strconv.FormatInt(e.Code, 10),
+	}
+	if len(e.Data) > 0 && len(e.Data) <= maxErrorDataBytes {
+		metadata["jsonrpc_data"] = string(e.Data)
+	}
 	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{
-		Reason: reasonUpstreamError,
-		Domain: errorDomain,
-		Metadata: map[string]string{
-			"server":       e.Server,
-			"jsonrpc_code": strconv.FormatInt(e.Code, 10),
-		},
+		Reason:   reasonUpstreamError,
+		Domain:   errorDomain,
+		Metadata: metadata,
 	})
 	if err != nil {
 		return st.Err()
