@@ -592,10 +592,13 @@ func TestMissingNames(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := testContext(t)
 	for name, call := range map[string]func() error{
-		"GetServer":           func() error { _, err := e.client.GetServer(ctx, &mcpdv1.GetServerRequest{}); return err },
-		"RestartServer":       func() error { _, err := e.client.RestartServer(ctx, &mcpdv1.RestartServerRequest{}); return err },
-		"DisconnectServer":    func() error { _, err := e.client.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{}); return err },
-		"ForgetAuthorization": func() error { _, err := e.client.ForgetAuthorization(ctx, &mcpdv1.ForgetAuthorizationRequest{}); return err },
+		"GetServer":        func() error { _, err := e.client.GetServer(ctx, &mcpdv1.GetServerRequest{}); return err },
+		"RestartServer":    func() error { _, err := e.client.RestartServer(ctx, &mcpdv1.RestartServerRequest{}); return err },
+		"DisconnectServer": func() error { _, err := e.client.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{}); return err },
+		"ForgetAuthorization": func() error {
+			_, err := e.client.ForgetAuthorization(ctx, &mcpdv1.ForgetAuthorizationRequest{})
+			return err
+		},
 		"SetLogLevel": func() error {
 			_, err := e.client.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Level: mcpdv1.LogLevel_LOG_LEVEL_DEBUG})
 			return err
