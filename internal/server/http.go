@@ -155,14 +155,6 @@ func connectWithoutHeader(h http.Handler) http.Handler {
 	})
 }
 
-// compactJSON is the transcoder's JSON codec without the fields a message
-// leaves unset, as connect-go and grpcurl write JSON.
-func compactJSON(res vanguard.TypeResolver) vanguard.Codec {
-	c := vanguard.NewJSONCodec(res)
-	c.MarshalOptions.EmitUnpopulated = false
-	return c
-}
-
 // LoopbackOnly is next, refusing with 403, when lis is a loopback TCP
 // listener, a request that names another host or comes from a page of
 // another origin. A web page whose name an attacker points at 127.0.0.1

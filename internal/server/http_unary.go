@@ -284,7 +284,7 @@ func (m *encodedMessage) decode(v any) error {
 		if len(m.data) == 0 {
 			return nil // no body: the empty message, as in protobuf
 		}
-		err = protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(m.data, msg)
+		err = unmarshalJSON(protojson.UnmarshalOptions{}, m.data, msg)
 	} else {
 		err = proto.Unmarshal(m.data, msg)
 	}
@@ -321,8 +321,9 @@ func unwrap(v any) (proto.Message, error) {
 
 // protoCodec and jsonCodec are connect-go's codecs for the two types
 // above: a request keeps its bytes (connect-go reuses its buffer), a
-// response is marshalled as its message. JSON leaves unset fields out
-// and ignores unknown ones, as the transcoder does.
+// response is marshalled as its message. JSON leaves unset fields out,
+// ignores unknown fields and refuses unknown enum names (unmarshalJSON),
+// as the transcoder does.
 type protoCodec struct{}
 
 func (protoCodec) Name() string { return "proto" }
