@@ -430,7 +430,10 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			u.stopProcess()
 			return "", true
 		case <-sessionEnded:
-			u.endSession(cs, "the session ended")
+			// The connection is gone: the calls in flight fail with their
+			// own errors (a message over the limit, the closed connection),
+			// which say more than ending them here would.
+			//
 			// Close releases what the SDK holds for the session (such as
 			// its subscriptions/listen goroutine) even though the peer is
 			// already gone.
