@@ -185,8 +185,14 @@ func TestMisbehavingServers(t *testing.T) {
 				Server: stdioConfig(name, testBinary(t), nil, map[string]string{fakeServerEnv: fakeNoisy}),
 			})
 			wantCode(t, err, codes.InvalidArgument)
+			// Nothing was added under the name (a missing name is itself
+			// a bad request).
 			_, err = d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: name})
-			wantCode(t, err, codes.NotFound)
+			if name == "" {
+				wantCode(t, err, codes.InvalidArgument)
+			} else {
+				wantCode(t, err, codes.NotFound)
+			}
 		}
 		_, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{Name: "no-transport"}})
 		wantCode(t, err, codes.InvalidArgument)
