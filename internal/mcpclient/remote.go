@@ -316,7 +316,12 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if err != nil {
 		return nil, err
 	}
-	if req.Header.Get("Mcp-Session-Id") != "" && req.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion && sessionLost(resp) && rec != nil {
+	// Only the POST that carries the request says it was refused unrun:
+	// the SDK resumes a broken answer stream with a GET made with the
+	// request's context, and a 404 to that GET comes after the server
+	// took the request.
+	if req.Header.Get("Mcp-Session-Id") != "" && req.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion && sessionLost(resp) &&
+		rec != nil && req.Method == http.MethodPost {
 		rec.MarkRefused()
 	}
 	resp, err = rt.bound(resp)

@@ -527,6 +527,60 @@ func TestRemoteSessionLossInFlight(t *testing.T) {
 	}
 }
 
+// TestRemoteResumeAfterRestartNotSentAgain: a server takes a call (its
+// answer stream carries an event id), then restarts; the SDK resumes the
+// stream with a GET made with the call's context, which gets 404. The
+// call reached the server and may have run: it is not sent again.
+func TestRemoteResumeAfterRestartNotSentAgain(t *testing.T) {
+	ctx := testContext(t)
+	var oldRuns, freshRuns atomic.Int32
+	count := func(runs *atomic.Int32) mcp.ToolHandlerFor[struct{}, any] {
+		return func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			runs.Add(1)
+			return &mcp.CallToolResult{}, nil, nil
+		}
+	}
+	old := newRemoteMCPServer(legacyVersions)
+	fresh := newRemoteMCPServer(legacyVersions)
+	mcp.AddTool(fresh, &mcp.Tool{Name: "hold"}, count(&freshRuns))
+	mcp.AddTool(old, &mcp.Tool{Name: "hold"}, count(&oldRuns))
+	oldH := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return old }, nil)
+	freshH := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fresh }, nil)
+	var restarted atomic.Bool
+	obs := newObserver(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if restarted.Load() {
+			freshH.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"tools/call"`)) && bytes.Contains(body, []byte(`"hold"`)) {
+				// The server takes the call, sends a priming event, and dies.
+				oldRuns.Add(1)
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusOK)
+				_, _ = io.WriteString(w, "id: 1\nretry: 10\ndata:\n\n")
+				w.(http.Flusher).Flush()
+				restarted.Store(true)
+				return
+			}
+		}
+		oldH.ServeHTTP(w, r)
+	}))
+	ts := serveRemote(t, obs)
+	t.Cleanup(func() { closeSessions(old); closeSessions(fresh) })
+	m, _, _ := remoteManager(t, nil)
+	if st, err := m.Connect(ctx, remoteConfig("r", config.TransportHTTP, ts.URL), false); err != nil || st.State != StateReady {
+		t.Fatalf("connect: %v %v (%s)", st.State, err, st.LastError)
+	}
+	_, err := m.CallTool(ctx, "mcp__r__hold", nil, CallOptions{})
+	var interrupted *CallInterruptedError
+	if freshRuns.Load() != 0 || !errors.As(err, &interrupted) {
+		t.Errorf("the call the old server took: got %v, and the restarted server ran it %d times; want a CallInterruptedError and 0 runs", err, freshRuns.Load())
+	}
+}
+
 // closeSessions closes a test server's sessions, as a server that exits.
 func closeSessions(srv *mcp.Server) {
 	for ss := range srv.Sessions() {

@@ -422,6 +422,12 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 	if u.opts.KeepAlive > 0 && !isStateless(cs) {
 		pingsFailed = u.keepAlive(pingCtx, cs)
 	}
+	// end ends the session's requests, a ping in flight among them, before
+	// Close, which would wait for them.
+	end := func(why string) {
+		stopPings()
+		u.endSession(cs, why)
+	}
 	for {
 		select {
 		case <-r.ctx.Done():
@@ -449,7 +455,7 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			if _, ok := u.pendingAuthorization(); !ok {
 				continue
 			}
-			u.endSession(cs, "the server needs authorization")
+			end("the server needs authorization")
 			_ = cs.Close()
 			<-sessionEnded
 			return "server needs authorization", false
@@ -459,14 +465,14 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			}
 			// A request saw the session gone (HTTP 404 or 400 for an
 			// unknown session) while its connection stays open.
-			u.endSession(cs, "the server lost the session")
+			end("the server lost the session")
 			_ = cs.Close()
 			<-sessionEnded
 			u.stopProcess()
 			return "server lost the session", false
 		case err := <-pingsFailed:
 			reason := fmt.Sprintf("%d keepalive pings in a row failed; last: %v", max(u.opts.KeepAliveFailures, 1), err)
-			u.endSession(cs, reason)
+			end(reason)
 			_ = cs.Close()
 			<-sessionEnded
 			u.stopProcess()

@@ -510,6 +510,7 @@ func TestUpstreamErrorData(t *testing.T) {
 		{json.RawMessage(data), data},
 		{nil, ""},
 		{json.RawMessage(`"` + strings.Repeat("x", maxErrorDataBytes) + `"`), ""}, // too large for a header
+		{json.RawMessage("\"\xff\""), ""},                                         // not UTF-8: left out, the rest kept
 	} {
 		st, _ := status.FromError(toStatus(&mcpclient.RPCError{Server: "s", Code: -32042, Message: "URL elicitation required", Data: tt.data}))
 		info := st.Details()[0].(*errdetails.ErrorInfo)

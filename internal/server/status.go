@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -153,7 +154,8 @@ func upstreamStatus(e *mcpclient.RPCError) error {
 		"server":       e.Server,
 		"jsonrpc_code": strconv.FormatInt(e.Code, 10),
 	}
-	if len(e.Data) > 0 && len(e.Data) <= maxErrorDataBytes {
+	// A proto string must be UTF-8, or the whole ErrorInfo is lost.
+	if len(e.Data) > 0 && len(e.Data) <= maxErrorDataBytes && utf8.Valid(e.Data) {
 		metadata["jsonrpc_data"] = string(e.Data)
 	}
 	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{
