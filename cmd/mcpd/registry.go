@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -137,7 +138,7 @@ func (r *registry) readState(policy *server.CommandPolicy) error {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return fmt.Errorf("state file %s: %w", r.state, err)
 	}
-	readers := r.referenceReaders(merged.Entries)
+	readers := r.referenceReaders(merged.Entries, doc.MCPServers)
 	for _, e := range merged.Entries {
 		if e.Err == nil {
 			err := policy.Check(e.Server)
@@ -174,18 +175,56 @@ func (r *registry) stateRefs(cfg *mcpconfig.Server) []string {
 	return slices.DeleteFunc(refs, func(ref string) bool { return !strings.HasPrefix(ref, "MCPD_") })
 }
 
-// referenceReaders maps each MCPD_ variable the usable entries read to
-// the servers that read it, once per field.
-func (r *registry) referenceReaders(entries []mcpconfig.Entry) map[string][]string {
+// referenceReaders maps each MCPD_ variable the entries read to the
+// servers that read it, once per field. An entry that could not be used
+// (a variable unset, a command no longer allowed) still holds its
+// references, which a later restart may expand: they are read from its
+// text in raw, the state file's entries by name.
+func (r *registry) referenceReaders(entries []mcpconfig.Entry, raw map[string]json.RawMessage) map[string][]string {
 	readers := map[string][]string{}
 	for _, e := range entries {
+		refs := referencesIn(raw[e.Name])
 		if e.Err == nil {
-			for _, ref := range r.stateRefs(&e.Server) {
-				readers[ref] = append(readers[ref], e.Name)
-			}
+			refs = r.stateRefs(&e.Server)
+		}
+		for _, ref := range refs {
+			readers[ref] = append(readers[ref], e.Name)
 		}
 	}
 	return readers
+}
+
+// stateReference is a state file value that is nothing but a reference to
+// one of the MCPD_ variables MarshalEntry names.
+var stateReference = regexp.MustCompile(`^\$\{(MCPD_[A-Z0-9_]+)\}$`)
+
+// referencesIn lists the MCPD_ references among the string values of an
+// entry's JSON text.
+func referencesIn(raw json.RawMessage) []string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	var refs []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			if m := stateReference.FindStringSubmatch(v); m != nil {
+				refs = append(refs, m[1])
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		case map[string]any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return refs
 }
 
 // sharedReference refuses server name when a variable it reads its
@@ -368,7 +407,7 @@ func (r *registry) Connect(ctx context.Context, cfg mcpconfig.Server, replace bo
 		// Against the other servers the state file keeps, not the one
 		// this replaces.
 		others := slices.DeleteFunc(slices.Collect(maps.Values(r.api)), func(e mcpconfig.Entry) bool { return e.Name == cfg.Name })
-		err = sharedReference(cfg.Name, r.referenceReaders(append(others, mcpconfig.Entry{Name: cfg.Name, Server: cfg})))
+		err = sharedReference(cfg.Name, r.referenceReaders(append(others, mcpconfig.Entry{Name: cfg.Name, Server: cfg}), r.apiJSON))
 	}
 	if err == nil {
 		err = r.mgr.Start(cfg, replace)

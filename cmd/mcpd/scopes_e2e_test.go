@@ -442,4 +442,20 @@ func TestStateFileSharedReference(t *testing.T) {
 			t.Errorf("restored %s: got last error %q, want it refused for the shared variable", name, s.GetLastError())
 		}
 	}
+	if code := d2.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code %d, want 0", code)
+	}
+
+	// A server that could not be restored (one of its variables unset)
+	// still holds its references: the next restart may expand them.
+	failing := filepath.Join(shortTempDir(t), "mcpd-state.json")
+	gh := `{"mcpServers": {"gh": {"type": "http", "url": "http://127.0.0.1:1/mcp",
+	  "headers": {"X-Api-Key": "${MCPD_GH_X_API_KEY}", "Authorization": "${MCPD_GH_AUTHORIZATION}"}}}}`
+	if err := os.WriteFile(failing, []byte(gh), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d3 := startDaemon(ctx, t, daemonOptions{args: []string{"--state-file", failing}, env: []string{"MCPD_GH_X_API_KEY=gh-secret"}})
+	d3.waitServer(ctx, t, "gh", mcpdv1.ServerState_SERVER_STATE_FAILED)
+	_, err = d3.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: remote("gh-x", map[string]string{"Api-Key": "other"})})
+	wantCode(t, err, codes.InvalidArgument)
 }
