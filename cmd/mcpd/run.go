@@ -53,6 +53,9 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		return err
 	}
 	log.Debug().Int("pid", os.Getpid()).Msg("mcpd starting")
+	if err := keepFromSameUser(); err != nil {
+		log.Warn().Err(err).Msg("cannot keep the daemon's memory and environment from other processes of its user")
+	}
 	token, err := apiToken(c)
 	if err != nil {
 		return err
