@@ -531,6 +531,8 @@ func TestOwnVariables(t *testing.T) {
 		{"MCPD_MCP_CONNECT", true, true},
 		{"CI_TOKEN", true, true},
 		{"MCPD_DOCS_AUTHORIZATION", false, true},
+		{"OTEL_EXPORTER_OTLP_HEADERS", true, true},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", false, false},
 		{"GITHUB_TOKEN", false, false},
 		{"PATH", false, false},
 	} {

@@ -540,19 +540,30 @@ func listenHTTPAPI(flag, addr string, c *config, token string, log zerolog.Logge
 // withheldEnv names the variables of mcpd's environment that the stdio
 // servers it starts do not inherit: mcpd's own settings and credentials
 // (every MCPD_ variable: the API token, and the state file's references to
-// other servers' secrets) and the variables the callers file reads tokens
-// from. A server whose config sets such a variable in its env gets it.
+// other servers' secrets), the variables the callers file reads tokens
+// from, and the headers mcpd sends its OTLP collector (often its token).
+// A server whose config sets such a variable in its env gets it.
 func withheldEnv(authz *access.Authorizer) func(string) bool {
 	return func(name string) bool {
-		return strings.HasPrefix(name, "MCPD_") || authz.TokenVariable(name)
+		return strings.HasPrefix(name, "MCPD_") || authz.TokenVariable(name) || otlpHeaders[name]
 	}
 }
 
+// otlpHeaders are the OpenTelemetry variables that hold the headers of
+// mcpd's exports to its collector.
+var otlpHeaders = map[string]bool{
+	"OTEL_EXPORTER_OTLP_HEADERS":         true,
+	"OTEL_EXPORTER_OTLP_TRACES_HEADERS":  true,
+	"OTEL_EXPORTER_OTLP_METRICS_HEADERS": true,
+	"OTEL_EXPORTER_OTLP_LOGS_HEADERS":    true,
+}
+
 // stateReserved names the variables no reference in the state file may
-// read: those mcpd reads its own settings and API token from, and the
-// callers file's token variables. Without it, a caller who may connect
-// servers could name a server and a header so that a restarted mcpd sends
-// its own token upstream (server api, header Token: ${MCPD_API_TOKEN}).
+// read: those mcpd reads its own settings and API token from, the callers
+// file's token variables, and its collector's headers. Without it, a
+// caller who may connect servers could name a server and a header so that
+// a restarted mcpd sends its own token upstream (server api, header
+// Token: ${MCPD_API_TOKEN}).
 func stateReserved(authz *access.Authorizer) func(string) bool {
-	return func(name string) bool { return ownVariables()[name] || authz.TokenVariable(name) }
+	return func(name string) bool { return ownVariables()[name] || authz.TokenVariable(name) || otlpHeaders[name] }
 }
