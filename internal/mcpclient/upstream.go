@@ -942,12 +942,19 @@ func (u *upstream) awaitSession(ctx context.Context, ended *mcp.ClientSession) (
 		cs, err := u.readyLocked()
 		state, changed := u.state, u.changed
 		u.mu.Unlock()
+		var grace *time.Timer
 		switch {
 		case err == nil && cs != ended:
 			return cs, nil
-		case err == nil, state == StateReady:
-			// The session ended, or is being closed (the server is still
-			// ready, without a session), and the run has not moved on yet.
+		case err == nil:
+			// The session ended, or is being closed, and the run has not
+			// moved on yet. It will; but should it not within a grace
+			// period, the session lives on after all, and the call goes
+			// out on it again rather than waiting out its deadline.
+			err = errorf(ErrUnavailable, "server %q lost its session", u.cfg.Name)
+			grace = time.NewTimer(sessionEndGrace)
+		case state == StateReady:
+			// Ready without a session: being closed.
 			err = errorf(ErrUnavailable, "server %q lost its session", u.cfg.Name)
 		case state != StateConnecting && state != StateReconnecting:
 			return nil, err
@@ -955,13 +962,27 @@ func (u *upstream) awaitSession(ctx context.Context, ended *mcp.ClientSession) (
 			// No agent serves it: waiting would only use up the deadline.
 			return nil, err
 		}
+		var graceOver <-chan time.Time
+		if grace != nil {
+			graceOver = grace.C
+		}
 		select {
 		case <-changed:
+		case <-graceOver:
+			ended = nil
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (while waiting: %w)", err, context.Cause(ctx))
 		}
+		if grace != nil {
+			grace.Stop()
+		}
 	}
 }
+
+// sessionEndGrace is how long a call waits for the run to notice the end
+// of a session that the call saw end before it takes the session, still
+// the server's and ready, for alive.
+const sessionEndGrace = 2 * time.Second
 
 // isCurrent says whether cs is the session of a ready server.
 func (u *upstream) isCurrent(cs *mcp.ClientSession) bool {
