@@ -422,11 +422,13 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 	if u.opts.KeepAlive > 0 && !isStateless(cs) {
 		pingsFailed = u.keepAlive(pingCtx, cs)
 	}
-	// end ends the session's requests, a ping in flight among them, before
-	// Close, which would wait for them.
+	// end closes a session whose connection is still open: its requests,
+	// a ping in flight among them, end first, for Close would wait for them.
 	end := func(why string) {
 		stopPings()
 		u.endSession(cs, why)
+		_ = cs.Close()
+		<-sessionEnded
 	}
 	for {
 		select {
@@ -456,8 +458,6 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 				continue
 			}
 			end("the server needs authorization")
-			_ = cs.Close()
-			<-sessionEnded
 			return "server needs authorization", false
 		case gone := <-u.lost:
 			if gone != cs {
@@ -466,15 +466,11 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			// A request saw the session gone (HTTP 404 or 400 for an
 			// unknown session) while its connection stays open.
 			end("the server lost the session")
-			_ = cs.Close()
-			<-sessionEnded
 			u.stopProcess()
 			return "server lost the session", false
 		case err := <-pingsFailed:
 			reason := fmt.Sprintf("%d keepalive pings in a row failed; last: %v", max(u.opts.KeepAliveFailures, 1), err)
 			end(reason)
-			_ = cs.Close()
-			<-sessionEnded
 			u.stopProcess()
 			return reason, false
 		case <-u.refresh:
