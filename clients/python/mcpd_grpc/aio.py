@@ -134,16 +134,23 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        """Stops the request handlers and open streams and closes the
-        channel. Idempotent."""
+        """Stops the request handlers and open streams, waits for the tasks
+        of :meth:`serve_tools`, and closes the channel. Idempotent."""
         if self._closed:
             return
         self._closed = True
         worker, self._worker = self._worker, None
         if worker is not None:
             await worker.stop()
-        for s in list(self._streams):
+        streams = list(self._streams)
+        for s in streams:
             s.close()
+        # A serving's reader, writer and tool tasks end a few turns of the
+        # loop after close(): wait for them, so that nothing of this client
+        # is left running once close returns.
+        for s in streams:
+            if isinstance(s, AsyncToolServing):
+                await s.stop()
         if self._channel is not None:
             await self._channel.close(None)
         else:

@@ -358,7 +358,8 @@ def test_async_tool_cancelled_before_or_after_it_runs() -> None:
 
 def test_async_client_close_ends_serving_tasks(daemon: Daemon) -> None:
     # AsyncClient.close() (without serving.stop()) leaves no task of the
-    # serving pending: not the reader, the writer, nor a tool's task.
+    # serving pending once it returns: not the reader, the writer, nor a
+    # tool's task.
     async def main() -> None:
         tools = AgentTools("pyasyncclose")
         started = asyncio.Event()
@@ -382,12 +383,8 @@ def test_async_client_close_ends_serving_tasks(daemon: Daemon) -> None:
         caller = asyncio.get_running_loop().run_in_executor(None, call_hang)
         await asyncio.wait_for(started.wait(), RPC_TIMEOUT)
         await agent.close()
-        left: List[str] = []
-        for _ in range(50):  # a few turns of the loop end them; 50 are plenty
-            await asyncio.sleep(0.01)
-            left = sorted(t.get_name() for t in asyncio.all_tasks() - before)
-            if not left:
-                break
+        # close() waits for them: none is left even for a turn of the loop.
+        left = sorted(t.get_name() for t in asyncio.all_tasks() - before)
         assert not left, f"tasks still pending after AsyncClient.close(): {left}"
         assert not serving.running
         await asyncio.wait_for(caller, RPC_TIMEOUT)
