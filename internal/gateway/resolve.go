@@ -110,8 +110,8 @@ func (g *Gateway) resolvePrompt(caller access.Caller, name string) (server, prom
 
 // resolveTool returns the qualified name of the tool a host named.
 func (g *Gateway) resolveTool(caller access.Caller, name string) (string, error) {
-	q, err := g.mgr.QualifyToolName(name, func(server string) bool {
-		return g.allowed(caller, access.Action{Verb: access.ViewServer, Server: server})
+	q, err := g.mgr.QualifyToolName(name, func(server, qualified string) bool {
+		return g.allowed(caller, access.Action{Verb: access.CallTool, Server: server, Tool: qualified})
 	})
 	if err != nil {
 		return "", wireError(err)

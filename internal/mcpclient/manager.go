@@ -562,24 +562,22 @@ func (m *Manager) snapshot() []*upstream {
 // QualifyToolName returns the qualified name of the tool an agent named. A
 // qualified name (mcp__<server>__<tool>) is returned as it is. A bare name
 // is a server's own tool name: it resolves when exactly one READY server
-// that visible accepts lists a tool of that name. None is ErrNotFound;
-// several are ErrInvalidArgument, naming the qualified candidates. visible
-// (nil: every server) keeps a caller's view of the servers, so that the
-// answer names no server the caller may not see.
-func (m *Manager) QualifyToolName(name string, visible func(server string) bool) (string, error) {
+// lists a tool of that name that listed accepts. None is ErrNotFound;
+// several are ErrInvalidArgument, naming the qualified candidates. listed
+// (nil: every tool) keeps a caller's view of the tools, so that the answer
+// names no tool the caller's tool list leaves out.
+func (m *Manager) QualifyToolName(name string, listed func(server, qualified string) bool) (string, error) {
 	if _, _, ok := SplitQualifiedToolName(name); ok {
 		return name, nil
 	}
 	var candidates []string
 	for _, u := range m.snapshot() {
-		if visible != nil && !visible(u.cfg.Name) {
+		if _, err := u.ready(); err != nil || !u.hasTool(name) {
 			continue
 		}
-		if _, err := u.ready(); err != nil {
-			continue
-		}
-		if u.hasTool(name) {
-			candidates = append(candidates, QualifiedToolName(u.cfg.Name, name))
+		qualified := QualifiedToolName(u.cfg.Name, name)
+		if listed == nil || listed(u.cfg.Name, qualified) {
+			candidates = append(candidates, qualified)
 		}
 	}
 	slices.Sort(candidates)

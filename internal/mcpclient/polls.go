@@ -151,11 +151,15 @@ func (m *Manager) StopPoll(id string) error {
 	delete(pl.polls, id)
 	pl.mu.Unlock()
 	if p == nil {
-		return errorf(ErrNotFound, "poll %q not found", id)
+		return PollNotFound(id)
 	}
 	p.halt()
 	return nil
 }
+
+// PollNotFound is the ErrNotFound of poll id: the answer for a poll that
+// does not exist, or that the asking caller may not see.
+func PollNotFound(id string) error { return errorf(ErrNotFound, "poll %q not found", id) }
 
 // Poll returns the status of one poll.
 func (m *Manager) Poll(id string) (PollStatus, error) {
@@ -163,7 +167,7 @@ func (m *Manager) Poll(id string) (PollStatus, error) {
 	p := m.polls.polls[id]
 	m.polls.mu.Unlock()
 	if p == nil {
-		return PollStatus{}, errorf(ErrNotFound, "poll %q not found", id)
+		return PollStatus{}, PollNotFound(id)
 	}
 	return p.snapshot(), nil
 }

@@ -65,7 +65,7 @@ type guard struct {
 	authz *access.Authorizer
 	audit *access.Auditor
 	// qualify resolves a bare tool name (Manager.QualifyToolName).
-	qualify func(name string, visible func(server string) bool) (string, error)
+	qualify func(name string, listed func(server, qualified string) bool) (string, error)
 	// approve asks an agent about a tool call an "ask" rule holds; nil
 	// denies such calls.
 	approve approver
@@ -75,9 +75,10 @@ type guard struct {
 }
 
 // qualifyTool rewrites the bare tool name of a CallTool or CallToolStream
-// request to its qualified name, among the servers the caller may see, so
-// that the permission check, the audit line and the handler all see the
-// one name the call goes to.
+// request to its qualified name, among the tools the caller's ListTools
+// shows (it may call them, no deny rule hides them), so that the
+// permission check, the audit line and the handler all see the one name
+// the call goes to, and no answer names a tool hidden from the caller.
 func (g *guard) qualifyTool(caller access.Caller, msg any) error {
 	var name *string
 	switch m := msg.(type) {
@@ -91,10 +92,10 @@ func (g *guard) qualifyTool(caller access.Caller, msg any) error {
 	if _, _, ok := mcpclient.SplitQualifiedToolName(*name); ok || *name == "" || g.qualify == nil {
 		return nil
 	}
-	visible := func(server string) bool {
-		return g.authz.Allowed(caller, access.Action{Verb: access.ViewServer, Server: server})
+	listed := func(server, qualified string) bool {
+		return g.authz.Allowed(caller, access.Action{Verb: access.CallTool, Server: server, Tool: qualified})
 	}
-	qualified, err := g.qualify(*name, visible)
+	qualified, err := g.qualify(*name, listed)
 	if err != nil {
 		return err
 	}
@@ -112,14 +113,28 @@ type request struct {
 	// own are actions on what the caller already runs (the poll a
 	// StopPoll ends): its permissions must allow them, no tool rule
 	// holds them up.
-	own     []access.Action
-	audited bool // the request acts on something: it gets an audit line
-	record  access.Record
+	own []access.Action
+	// ownUnseen answers a caller whose permissions do not allow own: what
+	// it may not see does not exist for it (the refusal would name it).
+	ownUnseen error
+	audited   bool // the request acts on something: it gets an audit line
+	record    access.Record
 	// arguments are a tool call's arguments, for an approval request.
 	arguments func() map[string]any
 	// pollInterval is a StartPoll's of a tool: its approval covers every
 	// call of the poll.
 	pollInterval time.Duration
+	// approved: an agent approved the request's tool call (an ask rule).
+	approved bool
+}
+
+type approvedKey struct{}
+
+// approvedFromContext says whether the guard had the request of ctx
+// approved by an agent (see request.approved).
+func approvedFromContext(ctx context.Context) bool {
+	approved, _ := ctx.Value(approvedKey{}).(bool)
+	return approved
 }
 
 // describe is the one table from a request message to its actions and
@@ -287,7 +302,8 @@ func describe(method string, msg any, withArgs bool) request {
 // stops: that of reading its resource or calling its tool, without the
 // tool rules (stopping a poll needs no approval, and a tool denied since
 // the poll started may still be stopped). An unknown poll needs none: the
-// handler answers NOT_FOUND.
+// handler answers NOT_FOUND, and so does the guard to a caller that may
+// not see the poll (ListPolls hides it).
 func (g *guard) describePoll(msg any, r *request) {
 	m, ok := msg.(*mcpdv1.StopPollRequest)
 	if !ok || g.poll == nil {
@@ -299,6 +315,7 @@ func (g *guard) describePoll(msg any, r *request) {
 	}
 	act := pollAction(st.Spec)
 	r.own = append(r.own, act)
+	r.ownUnseen = mcpclient.PollNotFound(m.GetId())
 	r.record.Server, r.record.URI, r.record.Tool = act.Server, act.URI, act.Tool
 }
 
@@ -327,6 +344,9 @@ func (g *guard) check(ctx context.Context, caller access.Caller, r *request, sta
 			rec := r.record
 			rec.Server, rec.Tool, rec.URI = act.Server, act.Tool, act.URI
 			g.refused(caller, rec, err, start)
+			if r.ownUnseen != nil {
+				return toStatus(r.ownUnseen)
+			}
 			return toStatus(err)
 		}
 	}
@@ -341,6 +361,7 @@ func (g *guard) check(ctx context.Context, caller access.Caller, r *request, sta
 					req.Arguments = r.arguments()
 				}
 				err = g.approve(ctx, need, act.Server, req)
+				r.approved = err == nil
 			}
 		}
 		if gone := callerGone(ctx); err != nil && gone != nil {
@@ -382,6 +403,9 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if err := g.check(ctx, caller, &r, start); err != nil {
 		countRefusedCall(info.Server, req, err)
 		return nil, err
+	}
+	if r.approved {
+		ctx = context.WithValue(ctx, approvedKey{}, true)
 	}
 	resp, err := handler(ctx, req)
 	if gone := callerGone(ctx); gone != nil && err != nil {

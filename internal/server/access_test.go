@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -191,6 +192,143 @@ func TestApprovalWaitEndsWithItsCaller(t *testing.T) {
 	if want := `"caller":"alice","method":"CallTool","server":"s","tool":"mcp__s__ask","code":"Unauthenticated"`; !strings.Contains(audit.String(), want) {
 		t.Errorf("audit log: want a line with %s in:\n%s", want, audit.String())
 	}
+}
+
+// TestStopPollOfAPollTheCallerMayNotSee: a caller that may not see a poll
+// (ListPolls hides it) is told by StopPoll that it does not exist, as for
+// an id no poll has, not which tool or resource the poll reads; the poll
+// runs on.
+func TestStopPollOfAPollTheCallerMayNotSee(t *testing.T) {
+	callers := newCallersFile(t, map[string]string{
+		"admin":  `{"servers": ["*"], "tools": ["*"], "resources": [{"server": "*", "uri": "*"}], "manage": true}`,
+		"nobody": `{}`,
+		"viewer": `{"servers": ["*"]}`,
+	})
+	e := newEnv(t, &envOptions{server: Options{Access: callers.authz}, dialOpts: callers.defaultCaller("admin")})
+	ctx := testContext(t)
+	e.connect(t, "a", newFixtureServer(t, eras[0].versions, 0))
+	started, err := e.client.StartPoll(ctx, &mcpdv1.StartPollRequest{Server: "a", Interval: durationpb.New(time.Hour),
+		Target: &mcpdv1.StartPollRequest_Tool{Tool: &mcpdv1.PollToolCall{Name: "echo", Arguments: structArgs(t, map[string]any{"message": "private"})}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := started.GetPoll().GetId()
+	as := func(name string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+name+"-token")
+	}
+	_, unknown := e.client.StopPoll(ctx, &mcpdv1.StopPollRequest{Id: "poll-404"})
+	for _, caller := range []string{"nobody", "viewer"} {
+		_, err := e.client.StopPoll(as(caller), &mcpdv1.StopPollRequest{Id: id})
+		if status.Code(err) != codes.NotFound || status.Convert(err).Message() != strings.ReplaceAll(status.Convert(unknown).Message(), "poll-404", id) {
+			t.Errorf("%s stops %s: got %v, want NOT_FOUND as for an unknown poll (%v)", caller, id, err, unknown)
+		}
+	}
+	if list, err := e.client.ListPolls(ctx, &mcpdv1.ListPollsRequest{}); err != nil || len(list.GetPolls()) != 1 {
+		t.Fatalf("the admin's polls after the refused stops: got %v, %v; want the one poll", list, err)
+	}
+	if _, err := e.client.StopPoll(ctx, &mcpdv1.StopPollRequest{Id: id}); err != nil {
+		t.Errorf("the admin stops its poll: %v", err)
+	}
+}
+
+// TestPollUnderALaterAskRule: an ask rule added after a poll started holds
+// the poll up, as it would hold up a direct call; a poll an agent approved
+// under the rule when it started runs on.
+func TestPollUnderALaterAskRule(t *testing.T) {
+	callers := newCallersFile(t, map[string]string{
+		"admin":    `{"servers": ["*"], "tools": ["*"], "manage": true}`,
+		"approver": `{"servers": ["*"], "server_requests": ["approval"]}`,
+	})
+	e := newEnv(t, &envOptions{server: Options{Access: callers.authz}, dialOpts: callers.defaultCaller("admin")})
+	ctx := testContext(t)
+	e.connect(t, "a", newFixtureServer(t, eras[0].versions, 0))
+	startPoll := func(tool string) string {
+		t.Helper()
+		resp, err := e.client.StartPoll(ctx, &mcpdv1.StartPollRequest{Server: "a", Interval: durationpb.New(time.Second),
+			Target: &mcpdv1.StartPollRequest_Tool{Tool: &mcpdv1.PollToolCall{Name: tool, Arguments: structArgs(t, map[string]any{"message": "x", "a": 1, "b": 2})}}})
+		if err != nil {
+			t.Fatalf("StartPoll %s: %v", tool, err)
+		}
+		return resp.GetPoll().GetId()
+	}
+	pollNamed := func(id string) *mcpdv1.Poll {
+		t.Helper()
+		list, err := e.client.ListPolls(ctx, &mcpdv1.ListPollsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list.GetPolls() {
+			if p.GetId() == id {
+				return p
+			}
+		}
+		t.Fatalf("poll %s not listed", id)
+		return nil
+	}
+	unasked := startPoll("echo")
+	waitFor(t, func() bool { return pollNamed(unasked).GetPolls() >= 1 })
+
+	attachAgent(t, metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer approver-token"), e,
+		[]mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL},
+		func(req *mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply {
+			return &mcpdv1.ServerRequestReply{Id: req.GetId(), Result: &mcpdv1.ServerRequestReply_Approval{Approval: &mcpdv1.ApprovalResult{Approved: true}}}
+		})
+	callers.authz.SetRules(access.NewRules([]access.Rule{{Effect: access.Ask, Pattern: access.NewGlob("mcp__a__*")}}, access.Allow))
+	approved := startPoll("sum")
+
+	waitFor(t, func() bool {
+		p := pollNamed(unasked)
+		return p.GetPaused() && strings.Contains(p.GetLastError(), "not approved")
+	})
+	held := pollNamed(unasked).GetPolls()
+	waitFor(t, func() bool { return pollNamed(approved).GetPolls() >= 2 })
+	if p := pollNamed(approved); p.GetPaused() || p.GetLastError() != "" {
+		t.Errorf("the poll approved under the rule: paused %v, last error %q; want it running", p.GetPaused(), p.GetLastError())
+	}
+	if p := pollNamed(unasked); p.GetPolls() != held || !p.GetPaused() {
+		t.Errorf("the poll started before the rule: %d requests, paused %v; want it held at %d", p.GetPolls(), p.GetPaused(), held)
+	}
+}
+
+// TestBareToolNameAmongListedTools: a bare tool name resolves among the
+// tools the caller's ListTools shows. A tool it may not call, or that a
+// deny rule hides, is no candidate, and no answer names it.
+func TestBareToolNameAmongListedTools(t *testing.T) {
+	callers := newCallersFile(t, map[string]string{
+		"admin": `{"servers": ["*"], "tools": ["*"], "manage": true}`,
+		"bob":   `{"servers": ["*"], "tools": ["mcp__b__*"]}`,
+	})
+	e := newEnv(t, &envOptions{server: Options{Access: callers.authz}, dialOpts: callers.defaultCaller("admin")})
+	ctx := testContext(t)
+	e.connect(t, "a", newFixtureServer(t, eras[0].versions, 0))
+	e.connect(t, "b", newFixtureServer(t, eras[0].versions, 0))
+	callers.authz.SetRules(access.NewRules([]access.Rule{{Effect: access.Deny, Pattern: access.NewGlob("mcp__b__sum")}}, access.Allow))
+	bob := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer bob-token")
+
+	res, err := e.client.CallTool(bob, &mcpdv1.CallToolRequest{Name: "echo", Arguments: structArgs(t, map[string]any{"message": "hi"})})
+	if err != nil || res.GetContent()[0].GetText().GetText() != "hi" {
+		t.Errorf(`bob calls "echo", which only b gives him: got %v, %v; want the echo of mcp__b__echo`, res, err)
+	}
+	for _, name := range []string{"sum", "nosuch"} {
+		_, err := e.client.CallTool(bob, &mcpdv1.CallToolRequest{Name: name, Arguments: structArgs(t, map[string]any{"a": 1, "b": 2})})
+		if status.Code(err) != codes.NotFound || strings.Contains(err.Error(), "mcp__a__") {
+			t.Errorf("bob calls %q: got %v; want NOT_FOUND naming no tool", name, err)
+		}
+	}
+	// The admin may call both echoes: the bare name is ambiguous for it.
+	_, err = e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "echo", Arguments: structArgs(t, map[string]any{"message": "hi"})})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "mcp__a__echo, mcp__b__echo") {
+		t.Errorf(`the admin calls "echo": got %v; want INVALID_ARGUMENT naming both`, err)
+	}
+}
+
+func structArgs(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // callersFile is a callers file of a test and the authorizer that loaded

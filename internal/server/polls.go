@@ -24,7 +24,8 @@ func (h *hub) StartPoll(ctx context.Context, req *mcpdv1.StartPollRequest) (*mcp
 	}
 	caller, _ := access.FromContext(ctx)
 	act := pollAction(spec)
-	spec.Permit = func() error { return h.pollPermit(caller, act) }
+	approved := approvedFromContext(ctx)
+	spec.Permit = func() error { return h.pollPermit(caller, act, approved) }
 	st, err := h.mgr.StartPoll(spec)
 	if err != nil {
 		return nil, toStatus(err)
@@ -58,11 +59,16 @@ func (h *hub) ListPolls(ctx context.Context, _ *mcpdv1.ListPollsRequest) (*mcpdv
 
 // pollPermit is what each request of a poll needs: the permission of the
 // caller that started it, as the callers file has it now, and no rule that
-// denies it. An ask rule was settled when the poll started.
-func (h *hub) pollPermit(caller access.Caller, act access.Action) error {
+// denies it. An ask rule was settled when the poll started, if an agent
+// approved it then; one that came later holds the poll up, as it would
+// hold up the call.
+func (h *hub) pollPermit(caller access.Caller, act access.Action, approved bool) error {
 	err := h.access.Authorize(caller, act)
 	if need := (*access.ApprovalRequiredError)(nil); errors.As(err, &need) {
-		return nil
+		if approved {
+			return nil
+		}
+		return need.Denied("it was not approved when the poll started: stop the poll and start it again to ask")
 	}
 	return err
 }
