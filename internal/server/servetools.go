@@ -26,6 +26,10 @@ import (
 // stream's end turns the server STOPPED.
 func (h *hub) ServeTools(stream grpc.BidiStreamingServer[mcpdv1.ServeToolsRequest, mcpdv1.ServeToolsResponse]) error {
 	ctx := stream.Context()
+	// Taken before the guard checks the declaration (in the first Recv):
+	// a reload from then on, even one while the server is being set up,
+	// is seen below.
+	reloaded := h.access.Reloaded()
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
 		return toStatus(invalidf("the first message must be declare"))
@@ -72,7 +76,6 @@ func (h *hub) ServeTools(stream grpc.BidiStreamingServer[mcpdv1.ServeToolsReques
 	// callers file: a caller that lost it stops serving.
 	caller, _ := access.FromContext(ctx)
 	declared := describe(mcpdv1.MCPHub_ServeTools_FullMethodName, first, false)
-	reloaded := h.access.Reloaded()
 	for {
 		select {
 		case <-reloaded:
