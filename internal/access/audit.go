@@ -30,7 +30,10 @@ type Auditor struct {
 // NewAuditor returns an Auditor that writes to log with the field
 // logger=audit. Audit lines are written whatever the logger's level.
 func NewAuditor(log zerolog.Logger, opts *AuditOptions) *Auditor {
-	a := &Auditor{log: log.With().Str("logger", AuditLogger).Logger()}
+	// The audit logger gets the lowest level: lines without a level pass
+	// any level but Disabled, which must not mute the trail either (only
+	// zerolog.SetGlobalLevel, which mcpd never calls, still would).
+	a := &Auditor{log: log.Level(zerolog.TraceLevel).With().Str("logger", AuditLogger).Logger()}
 	if opts != nil {
 		a.arguments = opts.Arguments
 	}

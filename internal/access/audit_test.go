@@ -58,6 +58,18 @@ func TestAuditLine(t *testing.T) {
 	nilAuditor.Log(Record{}) // writes nothing, does not panic
 }
 
+// TestAuditLineAtEveryLevel: no level of the daemon's logger mutes the
+// audit trail, not even Disabled; --audit=false is the one way.
+func TestAuditLineAtEveryLevel(t *testing.T) {
+	for _, lvl := range []zerolog.Level{zerolog.DebugLevel, zerolog.ErrorLevel, zerolog.PanicLevel, zerolog.Disabled} {
+		var buf bytes.Buffer
+		NewAuditor(zerolog.New(&buf).Level(lvl), nil).Log(Record{Caller: "c", Method: "ListServers", Code: "OK"})
+		if !bytes.Contains(buf.Bytes(), []byte(`"logger":"audit"`)) {
+			t.Errorf("logger at level %v: got audit output %q, want the line", lvl, buf.String())
+		}
+	}
+}
+
 // TestAuditLineWithoutCaller: a request that failed authentication has no
 // caller, and its line no "caller" field (as docs/security.md says).
 func TestAuditLineWithoutCaller(t *testing.T) {

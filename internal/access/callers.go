@@ -89,7 +89,7 @@ func matchPair(rules []ServerGlob, server, name string) bool {
 }
 
 // matchResource is matchPair for a resource URI. A URI with a dot-segment
-// ("." or ".."), or with a dot, slash or backslash percent-encoded,
+// ("." or "..") in its path, or with a dot, slash or backslash percent-encoded,
 // matches only a pattern that allows every URI of the server: a grant of
 // "file:///srv/docs/*" must not cover "file:///srv/docs/../../etc/passwd",
 // which a server that resolves paths reads as /etc/passwd.
@@ -114,7 +114,20 @@ func stepsOut(uri string) bool {
 			return true
 		}
 	}
-	for _, seg := range strings.FieldsFunc(uri, func(r rune) bool { return r == '/' || r == '\\' }) {
+	// The path ends at the query or fragment: "/srv/docs/..?x" has the
+	// path "/srv/docs/..". The whole URI is checked too, for a server
+	// that does not split the query off before it resolves the path.
+	path := uri
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	return hasDotSegment(path) || hasDotSegment(uri)
+}
+
+// hasDotSegment reports whether s, split at slashes and backslashes, has
+// a "." or ".." segment.
+func hasDotSegment(s string) bool {
+	for _, seg := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
 		if seg == "." || seg == ".." {
 			return true
 		}
@@ -167,6 +180,11 @@ func loadCallers(path string, lookup func(string) (string, bool)) (*callers, err
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("callers file %s: data after the JSON object", path)
+	}
+	// Decode keeps the last of a repeated key: refuse it instead, as the
+	// YAML reader does, so that the file grants what it seems to.
+	if err := config.RepeatedKey(data); err != nil {
+		return nil, fmt.Errorf("callers file %s: %w", path, err)
 	}
 	c := &callers{
 		byName:    make(map[string]*Permissions),

@@ -63,9 +63,11 @@ type Rule struct {
 func (r Rule) String() string { return r.Effect.String() + " " + r.Pattern.String() }
 
 // specificity ranks how precisely a pattern names tools: first the number
-// of characters that are not '*' (each pins one character of the name),
-// then the fewer '*'. A name without wildcards therefore outranks every
-// pattern that matches it.
+// of characters that are not '*' (each pins one character of the name;
+// counted in bytes, the same for the ASCII names tools have), then the
+// fewer '*'. A name without wildcards therefore outranks every pattern
+// with a '*' that matches it; a pattern of literals and '?' that matches
+// it ties with it, and the stricter effect wins.
 func specificity(p string) (pinned, stars int) {
 	stars = strings.Count(p, "*")
 	return len(p) - stars, stars

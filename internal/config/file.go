@@ -310,6 +310,9 @@ func parsePermissions(raw json.RawMessage, warnings *[]string) (ToolRules, error
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return r, describeDecodeError(err)
 	}
+	if err := RepeatedKey(raw); err != nil {
+		return r, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	*warnings = append(*warnings, unknownKeys(raw, permissionFields, "permissions field")...)
 	switch r.Default {
 	case "", "allow", "ask", "deny":
@@ -333,6 +336,29 @@ func rawMember(raw json.RawMessage, key string) (json.RawMessage, bool) {
 	return nil, false
 }
 
+// repeatedPermissions refuses an entry whose tool rules say two things at
+// once: a "permissions" key written twice, or a key repeated inside it.
+func repeatedPermissions(raw json.RawMessage) error {
+	ms, err := objectMembers(raw)
+	if err != nil {
+		return nil // the decoder reports what is wrong with it
+	}
+	seen := false
+	for _, m := range ms {
+		if m.key != keyPermissions {
+			continue
+		}
+		if seen {
+			return fmt.Errorf("%w: key %q %w", ErrInvalid, keyPermissions, errRepeatedKey)
+		}
+		seen = true
+		if err := RepeatedKey(m.value); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrInvalid, keyPermissions, err)
+		}
+	}
+	return nil
+}
+
 // maxTimeoutSeconds bounds timeouts far below time.Duration overflow.
 const maxTimeoutSeconds = 365 * 24 * 60 * 60
 
@@ -345,6 +371,9 @@ func parseEntry(name string, raw json.RawMessage, ex expander) (_ Server, disabl
 	err := json.Unmarshal(raw, &e)
 	if err != nil {
 		return Server{Name: name}, e.Disabled, describeDecodeError(err)
+	}
+	if err := repeatedPermissions(raw); err != nil {
+		return Server{Name: name}, e.Disabled, err
 	}
 	s, err := e.server(name, ex, entryWarnings(raw))
 	return s, e.Disabled, err
@@ -555,6 +584,67 @@ func objectMembers(data []byte) ([]member, error) {
 		ms = append(ms, member{key: key, value: v})
 	}
 	return ms, nil
+}
+
+// RepeatedKey returns an error naming the first key that appears twice in
+// one object anywhere in the JSON value in data, with the path of that
+// object ("callers[0].permissions"); nil when there is none. encoding/json
+// would keep the last value without a word, so that a reader of the file
+// and mcpd could disagree on what it grants. data must be valid JSON: any
+// other problem is left to the decoder, and reported as nil here.
+func RepeatedKey(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // a number too large for a float64 is not this check's business
+	err := repeatedKey(dec, "")
+	if errors.Is(err, errRepeatedKey) {
+		return err
+	}
+	return nil
+}
+
+var errRepeatedKey = errors.New("appears twice")
+
+// repeatedKey reads one JSON value from dec; path is where it is.
+func repeatedKey(dec *json.Decoder, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := make(map[string]bool)
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := tok.(string) // keys are strings in valid JSON
+			if seen[key] {
+				if path == "" {
+					return fmt.Errorf("key %q %w", key, errRepeatedKey)
+				}
+				return fmt.Errorf("key %q %w in %s", key, errRepeatedKey, path)
+			}
+			seen[key] = true
+			inner := key
+			if path != "" {
+				inner = path + "." + key
+			}
+			if err := repeatedKey(dec, inner); err != nil {
+				return err
+			}
+		}
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if err := repeatedKey(dec, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+	default:
+		return nil // a scalar
+	}
+	_, err = dec.Token() // the closing '}' or ']'
+	return err
 }
 
 // jsonKind names the kind of the JSON value in data.

@@ -482,6 +482,52 @@ func TestParsePermissions(t *testing.T) {
 	}
 }
 
+// A repeated key in a permissions block would let the last value win
+// unseen: {"deny": [...], "deny": []} would drop the deny rules.
+func TestParsePermissionsRepeatedKey(t *testing.T) {
+	_, err := Parse([]byte(`{"permissions": {"deny": ["mcp__*__delete_*"], "deny": []}, "mcpServers": {}}`), mapLookup(testEnv))
+	if want := `"permissions": invalid server config: key "deny" appears twice`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("top-level block: got %v, want an error containing %q", err, want)
+	}
+	f, err := Parse([]byte(`{"mcpServers": {
+  "twice": {"command": "cat", "permissions": {"deny": ["rm"], "deny": []}},
+  "blocks": {"command": "cat", "permissions": {"deny": ["rm"]}, "permissions": {}},
+  "ok": {"command": "cat", "permissions": {"deny": ["rm"]}, "alwaysAllow": ["rm"]}
+}}`), mapLookup(testEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := entryErrors(f)
+	for name, want := range map[string]string{
+		"twice":  `invalid server config: permissions: key "deny" appears twice`,
+		"blocks": `invalid server config: key "permissions" appears twice`,
+	} {
+		if !strings.Contains(errs[name], want) {
+			t.Errorf("%s: got %q, want an error containing %q", name, errs[name], want)
+		}
+	}
+	if len(f.Servers) != 1 || f.Servers[0].Name != "ok" {
+		t.Errorf("Servers: got %v, want ok only", f.Servers)
+	}
+}
+
+func TestRepeatedKey(t *testing.T) {
+	for _, tc := range []struct {
+		data, want string // want "": no error
+	}{
+		{`{"a": 1, "b": {"a": 1}, "c": [{"a": 1}, {"a": 2}]}`, ""},
+		{`[1, "x", null, 1e999]`, ""},
+		{`{"a": 1, "a": 1}`, `key "a" appears twice`},
+		{`{"a": {"b": [{}, {"c": 1, "c": 2}]}}`, `key "c" appears twice in a.b[1]`},
+		{`{"a": [1, }`, ""}, // not JSON: the decoder's business
+	} {
+		err := RepeatedKey([]byte(tc.data))
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
+			t.Errorf("RepeatedKey(%s): got %v, want %q", tc.data, err, tc.want)
+		}
+	}
+}
+
 func TestParseWarningsExplainUnusableEntries(t *testing.T) {
 	data := `{"mcpServers": {
   "typo": {"comand": "cat"},
