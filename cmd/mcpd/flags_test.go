@@ -163,6 +163,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "negative max-procs", args: []string{"--max-procs", "-1"}, wantErr: "--max-procs -1"},
 		{name: "no polls", args: []string{"--max-polls", "0"}, wantErr: "--max-polls 0"},
 		{name: "negative max-inflight-calls", args: []string{"--max-inflight-calls", "-1"}, wantErr: "--max-inflight-calls -1"},
+		{name: "empty MCPD_API_TOKEN means none", env: map[string]string{"MCPD_API_TOKEN": ""}, want: defaults},
+		{name: "blank MCPD_API_TOKEN", env: map[string]string{"MCPD_API_TOKEN": " "}, wantErr: "MCPD_API_TOKEN is empty but for whitespace"},
+		{name: "MCPD_API_TOKEN with a newline", env: map[string]string{"MCPD_API_TOKEN": "tok-value\n"}, wantErr: "MCPD_API_TOKEN contains whitespace"},
+		{name: "MCPD_API_TOKEN with a space", env: map[string]string{"MCPD_API_TOKEN": "tok value"}, wantErr: "MCPD_API_TOKEN contains whitespace"},
 		{name: "bad environment value", env: map[string]string{"MCPD_STOP_GRACE": "soon"}, wantErr: "MCPD_STOP_GRACE"},
 		{name: "bad flag value", args: []string{"--call-timeout", "forever"}, wantErr: "call-timeout"},
 		{name: "unknown flag", args: []string{"--api-token", "x"}, wantErr: "api-token"},
@@ -174,6 +178,9 @@ func TestParseFlags(t *testing.T) {
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
+				}
+				if strings.Contains(err.Error(), "tok-value") {
+					t.Errorf("error %q quotes the token", err)
 				}
 				return
 			}
@@ -403,8 +410,16 @@ func TestNewLogger(t *testing.T) {
 	}{
 		{"info", "json", true},
 		{"debug", "console", true},
+		{"WARN", "json", true},
+		{"error", "json", true},
 		{"", "json", false},
 		{"loud", "json", false},
+		// zerolog's other levels: "disabled" would mute the audit trail.
+		{"disabled", "json", false},
+		{"trace", "json", false},
+		{"fatal", "json", false},
+		{"panic", "json", false},
+		{"7", "json", false},
 		{"info", "xml", false},
 	} {
 		if _, err := newLogger(tc.level, tc.format); (err == nil) != tc.ok {

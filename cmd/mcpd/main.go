@@ -31,6 +31,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
@@ -338,7 +339,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.scopes, "scopes", "managed,user,project,local", "the config scopes read before --config, comma-separated; empty reads only --config (and the built-in default when there is none)")
 	fs.StringVar(&c.project, "project", "", "the project directory whose .mcp.json and .mcp.local.json are read (it must exist); default the working directory")
 	fs.StringVar(&c.stateFile, "state-file", "", "file mcpd owns (mode 0600) that keeps servers added with ConnectServer and the servers enabled or disabled with SetServerEnabled across restarts; secret values are kept only as ${VAR} references; empty keeps none")
-	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token that every RPC but health must present as 'authorization: Bearer <token>' (or set MCPD_API_TOKEN)")
+	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token that every RPC but health and reflection must present as 'authorization: Bearer <token>' (or set MCPD_API_TOKEN)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format: json or console")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs may run on after SIGTERM or SIGINT")
@@ -471,6 +472,15 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 		c.oauthStateDirDefault = true
 	}
 	c.apiToken, _ = lookup("MCPD_API_TOKEN")
+	// Empty means no token, as unset. A " " token would turn
+	// authentication on and match "Bearer  ": refuse whitespace, and
+	// never quote the value.
+	switch {
+	case c.apiToken != "" && strings.TrimSpace(c.apiToken) == "":
+		return nil, errors.New("MCPD_API_TOKEN is empty but for whitespace: set the token, or unset the variable for none")
+	case strings.ContainsFunc(c.apiToken, unicode.IsSpace):
+		return nil, errors.New("MCPD_API_TOKEN contains whitespace: a bearer token cannot")
+	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	}

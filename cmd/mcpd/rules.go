@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"strings"
+
+	"github.com/rs/zerolog"
 
 	"github.com/mcpd-project/mcpd/internal/access"
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
@@ -10,8 +13,9 @@ import (
 // toolRules gathers the tool rules of the command line, the config files'
 // top-level "permissions" blocks, and each server entry's "permissions",
 // "alwaysAllow" and "autoApprove" (qualified with the server's name) into
-// one set: the most specific rule wins wherever it was written.
-func toolRules(c *config, merged *mcpconfig.Merged) *access.Rules {
+// one set: the most specific rule wins wherever it was written. What it
+// skips, it reports on log.
+func toolRules(c *config, merged *mcpconfig.Merged, log zerolog.Logger) *access.Rules {
 	var rules []access.Rule
 	add := func(eff access.Effect, source string, patterns ...string) {
 		for _, p := range patterns {
@@ -41,7 +45,7 @@ func toolRules(c *config, merged *mcpconfig.Merged) *access.Rules {
 		add(access.Allow, source+" permissions", qualify(s.Permissions.Allow)...)
 		add(access.Ask, source+" permissions", qualify(s.Permissions.Ask)...)
 		add(access.Deny, source+" permissions", qualify(s.Permissions.Deny)...)
-		add(access.Allow, source+" alwaysAllow", qualify(s.AlwaysAllow)...)
+		add(access.Allow, source+" alwaysAllow", qualify(exactNames(s.Name, s.AlwaysAllow, log))...)
 	}
 	def := c.toolDefault
 	if def == "" {
@@ -52,4 +56,21 @@ func toolRules(c *config, merged *mcpconfig.Merged) *access.Rules {
 		eff, _ = access.ParseEffect(def) // both were checked when read
 	}
 	return access.NewRules(rules, eff)
+}
+
+// exactNames returns the entries of a server's "alwaysAllow" and
+// "autoApprove" that are tool names. Editors write these to skip prompts
+// for named tools, so an entry with '*' or '?' is skipped with a warning:
+// as a pattern, "delete_*" would outrank a deny rule of the operator's.
+func exactNames(server string, entries []string, log zerolog.Logger) []string {
+	var names []string
+	for _, n := range entries {
+		if strings.ContainsAny(n, "*?") {
+			log.Warn().Str("server", server).Str("entry", n).
+				Msg("alwaysAllow/autoApprove entry is not a tool name (it holds * or ?); ignored")
+			continue
+		}
+		names = append(names, n)
+	}
+	return names
 }

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 
 	"github.com/mcpd-project/mcpd/internal/access"
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
@@ -32,7 +36,7 @@ func TestToolRulesDocExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := toolRules(&config{}, file)
+	rules := toolRules(&config{}, file, zerolog.Nop())
 	for _, tc := range []struct {
 		tool string
 		want access.Effect
@@ -57,7 +61,45 @@ func TestToolRulesDocExample(t *testing.T) {
 		}
 	}
 	// --tool-default overrides the file's default.
-	if eff, _ := toolRules(&config{toolDefault: "deny"}, file).Decide("mcp__slack__post_message"); eff != access.Deny {
+	if eff, _ := toolRules(&config{toolDefault: "deny"}, file, zerolog.Nop()).Decide("mcp__slack__post_message"); eff != access.Deny {
 		t.Errorf("--tool-default deny: got %v, want deny", eff)
+	}
+}
+
+// TestAlwaysAllowIsExact: alwaysAllow and autoApprove name tools; an entry
+// with a wildcard is skipped with a warning, not made a pattern that would
+// outrank the operator's deny rule.
+func TestAlwaysAllowIsExact(t *testing.T) {
+	const cfg = `{
+  "permissions": {"deny": ["mcp__*__delete_*"]},
+  "mcpServers": {
+    "github": {"command": "npx", "autoApprove": ["delete_*", "list_issues"], "alwaysAllow": ["get_?ssue"]}
+  }
+}`
+	file, err := mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeFlag, Path: "--config #1", Inline: []byte(cfg)}},
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	rules := toolRules(&config{toolDefault: "ask"}, file, zerolog.New(&logs))
+	for tool, want := range map[string]access.Effect{
+		"mcp__github__delete_repo": access.Deny,
+		"mcp__github__delete_*":    access.Deny,
+		"mcp__github__list_issues": access.Allow,
+		"mcp__github__get_issue":   access.Ask,
+		"mcp__github__get_?ssue":   access.Ask, // no tool has this name; it is not a rule either
+	} {
+		if eff, r := rules.Decide(tool); eff != want {
+			t.Errorf("%s: got %v by %v, want %v", tool, eff, r, want)
+		}
+	}
+	for _, entry := range []string{"delete_*", "get_?ssue"} {
+		if !strings.Contains(logs.String(), `"server":"github","entry":"`+entry+`"`) {
+			t.Errorf("logs %s: want a warning naming server github and entry %q", logs.String(), entry)
+		}
+	}
+	if strings.Contains(logs.String(), "list_issues") {
+		t.Errorf("logs %s: want no warning about list_issues", logs.String())
 	}
 }

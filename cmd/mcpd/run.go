@@ -364,7 +364,7 @@ func applyRules(authz *access.Authorizer, c *config, merged *mcpconfig.Merged, l
 	for _, w := range merged.Warnings {
 		log.Warn().Msg(w)
 	}
-	rules := toolRules(c, merged)
+	rules := toolRules(c, merged, log)
 	authz.SetRules(rules)
 	log.Debug().Int("rules", rules.Len()).Msg("tool rules in force")
 }
@@ -479,8 +479,14 @@ func isLocal(lis net.Listener) bool {
 }
 
 func newLogger(level, format string) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil || level == "" {
+	// Only the four levels the flag names: zerolog also takes "trace",
+	// "fatal", "panic", "disabled" and numbers, and "disabled" would mute
+	// the daemon.
+	var lvl zerolog.Level
+	switch strings.ToLower(level) {
+	case "debug", "info", "warn", "error":
+		lvl, _ = zerolog.ParseLevel(level) // it knows these, in any case
+	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	var w = os.Stderr
