@@ -3,7 +3,6 @@ package main
 import (
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/mcpd-project/mcpd/internal/server"
 )
@@ -11,15 +10,12 @@ import (
 // mcpEndpointPath is where --mcp-listen serves the MCP endpoint.
 const mcpEndpointPath = "/mcp"
 
-// mcpReadHeaderTimeout bounds how long an MCP host may take to send its
-// request headers, so that idle connections cannot pile up.
-const mcpReadHeaderTimeout = 10 * time.Second
-
 // newMCPServer serves the MCP endpoint h at /mcp on lis. On loopback it
 // refuses a request from a web page of another origin, as the MCP spec
-// asks of local servers (the SDK checks the Host header itself).
+// asks of local servers (the SDK checks the Host header itself), and
+// closes idle connections as every listener of mcpd does.
 func newMCPServer(lis net.Listener, h http.Handler) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle(mcpEndpointPath, h)
-	return &http.Server{Handler: server.LoopbackOnly(lis, mux), ReadHeaderTimeout: mcpReadHeaderTimeout}
+	return server.NewHTTPServer(lis, mux)
 }

@@ -20,10 +20,6 @@ import (
 // a collector that is away must not hold up the daemon's stop.
 const traceFlushTimeout = 5 * time.Second
 
-// metricsReadHeaderTimeout bounds how long a scraper may take to send its
-// request headers, so that idle connections cannot pile up.
-const metricsReadHeaderTimeout = 10 * time.Second
-
 // listenMetrics opens the metrics listener under the rules of the gRPC
 // one: a TCP address must be loopback unless it is guarded (the metrics
 // name servers and tools; see metricsGuarded), and a Unix socket is mode
@@ -67,7 +63,7 @@ func newMetricsServer(lis net.Listener, h http.Handler, token string) *http.Serv
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
-	return &http.Server{Handler: server.LoopbackOnly(lis, mux), ReadHeaderTimeout: metricsReadHeaderTimeout}
+	return server.NewHTTPServer(lis, mux)
 }
 
 // requireBearer lets through only requests with the token, compared in

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -80,7 +79,10 @@ func startOAuth(stateDir string, defaultDir bool, addr string, log zerolog.Logge
 	port := lis.Addr().(*net.TCPAddr).Port
 	m.SetRedirectURL(fmt.Sprintf("http://%s%s", net.JoinHostPort(hostForURL, fmt.Sprint(port)), oauth.CallbackPath))
 	r := &oauthRedirect{
-		srv:  &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second},
+		// Not behind server.LoopbackOnly, whose Origin check keeps web
+		// pages from the API: the callback is a browser's navigation from
+		// the authorization server's site.
+		srv:  &http.Server{Handler: m, ReadHeaderTimeout: server.HTTPReadHeaderTimeout, IdleTimeout: server.HTTPIdleTimeout},
 		done: make(chan struct{}),
 	}
 	go func() {

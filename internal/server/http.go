@@ -27,14 +27,26 @@ import (
 // interceptor (authentication, permissions, audit, logging, metrics) and
 // the one error mapping apply unchanged.
 
-// httpReadHeaderTimeout bounds how long a client may take to send its
-// request headers.
-const httpReadHeaderTimeout = 10 * time.Second
+const (
+	// HTTPReadHeaderTimeout bounds how long a client of any of mcpd's
+	// HTTP listeners may take to send its request headers.
+	HTTPReadHeaderTimeout = 10 * time.Second
+	// HTTPIdleTimeout closes a keep-alive connection (HTTP/1.1, or HTTP/2
+	// with no stream open) of any of mcpd's HTTP listeners that has been
+	// idle this long, so that idle connections cannot pile up: a client
+	// that sent nothing more is otherwise kept forever.
+	HTTPIdleTimeout = 2 * time.Minute
+)
 
-// httpIdleTimeout closes a keep-alive connection (HTTP/1.1, or HTTP/2 with
-// no stream open) that has been idle this long, so that idle connections
-// cannot pile up.
-const httpIdleTimeout = 2 * time.Minute
+// NewHTTPServer is the http.Server of one of mcpd's HTTP listeners, lis:
+// h behind LoopbackOnly, with the header and idle timeouts above.
+func NewHTTPServer(lis net.Listener, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           LoopbackOnly(lis, h),
+		ReadHeaderTimeout: HTTPReadHeaderTimeout,
+		IdleTimeout:       HTTPIdleTimeout,
+	}
+}
 
 // transcodeBufferFactor sizes the transcoder's message buffer against the
 // largest message mcpd accepts: JSON takes up to a few times the bytes of
@@ -83,12 +95,8 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 		}
 		handler.ServeHTTP(headersAtOnce{w}, r)
 	})
-	hs := &http.Server{
-		Handler:           LoopbackOnly(lis, connectWithoutHeader(route)),
-		Protocols:         &protocols,
-		ReadHeaderTimeout: httpReadHeaderTimeout,
-		IdleTimeout:       httpIdleTimeout,
-	}
+	hs := NewHTTPServer(lis, connectWithoutHeader(route))
+	hs.Protocols = &protocols
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
