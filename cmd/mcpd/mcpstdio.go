@@ -12,9 +12,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,13 +26,24 @@ import (
 
 // Exit codes of `mcpd mcp-stdio`.
 const (
-	stdioDone  = 0 // stdin ended
-	stdioError = 1 // mcpd could not be reached, or stdio failed
+	stdioDone = 0 // stdin ended, or SIGTERM or SIGINT stopped the bridge
+	// stdioError: stdin could not be read (a read error, or a line over
+	// stdioMaxLine). mcpd out of reach is not one: the host's requests get
+	// error answers instead.
+	stdioError = 1
 	stdioUsage = 2 // bad flags
 )
 
 // stdioMaxLine bounds one message from the host or from mcpd.
 const stdioMaxLine = 64 << 20
+
+// stdioQueue bounds the lines read from stdin and not yet sent to mcpd:
+// past it the host waits to write, as with any busy stdio server.
+const stdioQueue = 64
+
+// stdioReasonMax bounds the reason a made-up error quotes from a refusal
+// of mcpd's that carries no JSON-RPC answer.
+const stdioReasonMax = 200
 
 // stdioRetry is the pause before the standalone stream is opened again
 // after mcpd closed it.
@@ -41,12 +52,15 @@ const stdioRetry = time.Second
 // runMCPStdio is `mcpd mcp-stdio`: it bridges an MCP host that starts
 // stdio servers to a running mcpd's MCP endpoint (--mcp-listen). Each
 // newline-delimited message (or JSON-RPC batch) from stdin is POSTed to
-// the endpoint; each message mcpd answers with, as JSON or as server-sent
-// events, and each message on the session's standalone stream, is written
-// to stdout (the answers to a batch as one batch). The bridge reads the
-// messages only to learn the session id and protocol version, which
-// Streamable HTTP carries in headers, and to gather a batch's answers; it
-// works for both protocol eras. MCPD_API_TOKEN, if set, is sent as the bearer token.
+// the endpoint, in the host's order (see send); each message mcpd answers
+// with, as JSON or as server-sent events, and each message on the
+// session's standalone stream, is written to stdout (the answers to a
+// batch as one batch). The bridge reads the messages only to learn the
+// session id and protocol version, which Streamable HTTP carries in
+// headers, to track requests, and to gather a batch's answers; it works
+// for both protocol eras. MCPD_API_TOKEN, if set, is sent as the bearer
+// token. SIGTERM and SIGINT stop it as the end of stdin does, but without
+// waiting for the requests in flight.
 func runMCPStdio(args []string, lookup func(string) (string, bool), stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcpd mcp-stdio", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -72,6 +86,9 @@ func runMCPStdio(args []string, lookup func(string) (string, bool), stdin io.Rea
 	token, _ := lookup("MCPD_API_TOKEN")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal stops the bridge in order; a second one, should
+	// that hang, kills it.
+	context.AfterFunc(ctx, stop)
 	b := &bridge{endpoint: endpoint, client: client, token: token, out: stdout}
 	if err := b.run(ctx, stdin); err != nil {
 		fmt.Fprintln(stderr, "mcpd mcp-stdio:", err)
@@ -93,13 +110,16 @@ func mcpTarget(target string) (string, *http.Client, error) {
 		}}
 		return "http://mcpd" + mcpEndpointPath, &http.Client{Transport: tr}, nil
 	}
+	// A transport of its own, whose idle connections the bridge closes
+	// when it ends.
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
-		return target, &http.Client{}, nil
+		return target, client, nil
 	}
 	if _, _, err := net.SplitHostPort(target); err != nil {
 		return "", nil, fmt.Errorf("--connect %q: want an http(s) URL, host:port or unix:///path", target)
 	}
-	return "http://" + target + mcpEndpointPath, &http.Client{}, nil
+	return "http://" + target + mcpEndpointPath, client, nil
 }
 
 // bridge relays one host's messages to mcpd and back.
@@ -118,7 +138,7 @@ type bridge struct {
 	// inflight are the POSTs of requests not answered yet, by the request's
 	// id: a 2026-07-28 request is cancelled by ending its POST, and a
 	// subscriptions/listen ends with stdin.
-	inflight map[string]inflightPost
+	inflight map[string]*inflightPost
 }
 
 // inflightPost is one request's POST under way.
@@ -127,65 +147,162 @@ type inflightPost struct {
 	cancel context.CancelFunc
 }
 
-// run relays until stdin ends and the requests in flight are answered (or
-// ctx ends), then ends the session. A subscriptions/listen, which is never
-// answered, ends with stdin.
+// run relays until stdin ends and the requests in flight are answered,
+// then ends the session. A subscriptions/listen, which is never answered,
+// ends with stdin. When ctx ends (SIGTERM, SIGINT) it stops at once, stdin
+// open or not: the requests in flight end unanswered (the host is going
+// away), and the session ends.
 func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
+	defer b.client.CloseIdleConnections()
 	// The standalone stream lives until stdin ends; requests until they
 	// are answered.
-	streamCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var streams, wg sync.WaitGroup
+	streamCtx, endStreams := context.WithCancel(ctx)
+	defer endStreams()
+	var streams, posts sync.WaitGroup
 	defer streams.Wait()
-	sc := bufio.NewScanner(stdin)
-	sc.Buffer(make([]byte, 0, 64<<10), stdioMaxLine)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		body := bytes.Clone(line)
-		if line[0] == '[' {
-			// A JSON-RPC batch (2025-03-26 only): mcpd answers it as one,
-			// or refuses it for a later revision.
-			if batch, ok := decodeBatch(line); ok {
-				// mcpd refuses a batch with a message that does not
-				// parse; the requests that do are then answered.
-				wg.Go(func() { b.post(ctx, batch, true, body) })
+	// stdin is read on a goroutine of its own, so that a signal is heard
+	// while the host keeps stdin open. After a signal that goroutine may
+	// stay blocked in its read until stdin closes or the process exits:
+	// nothing can interrupt a read of a blocking stdin.
+	queue := make(chan outgoing, stdioQueue)
+	readErr := make(chan error, 1)
+	go func() {
+		readErr <- b.read(ctx, stdin, queue)
+		close(queue)
+	}()
+	var err error
+sending:
+	for ctx.Err() == nil {
+		select {
+		case m, ok := <-queue:
+			if !ok {
+				err = <-readErr
+				break sending
 			}
-			continue
+			b.send(ctx, m, &posts, streamCtx, &streams)
+		case <-ctx.Done():
 		}
-		msg, err := jsonrpc.DecodeMessage(line)
-		if err != nil {
-			continue // not a message: nothing to answer
-		}
-		req, _ := msg.(*jsonrpc.Request)
-		if req != nil && req.Method == "initialize" {
-			// The session starts with this answer: what follows needs
-			// its id.
-			b.post(ctx, []jsonrpc.Message{msg}, false, body)
-			b.startStandalone(streamCtx, &streams)
-			continue
-		}
-		if req != nil && req.Method == "notifications/cancelled" {
-			b.cancelRequest(req)
-		}
-		postCtx, done := b.track(ctx, req)
-		wg.Go(func() {
-			defer done()
-			b.post(postCtx, []jsonrpc.Message{msg}, false, body)
-		})
 	}
 	// The host is gone: a listen would never end; other requests are
-	// still answered.
+	// still answered, unless ctx ended them.
 	b.endListens()
-	wg.Wait()
-	cancel()
+	posts.Wait()
+	endStreams()
 	b.endSession()
-	if err := sc.Err(); err != nil {
+	if err != nil {
 		return fmt.Errorf("read stdin: %w", err)
 	}
 	return nil
+}
+
+// outgoing is one line of the host's, on its way to mcpd.
+type outgoing struct {
+	msgs  []jsonrpc.Message
+	batch bool   // msgs came as a JSON-RPC batch
+	body  []byte // the line, sent as it is
+	ctx   context.Context
+	done  func() // ends the tracking of a request
+}
+
+// read decodes the host's lines and queues them, in order, for the
+// sender, until stdin ends or ctx does. A request is tracked, and a
+// notifications/cancelled takes effect, as soon as it is read, so that a
+// cancellation does not wait behind the messages queued before it.
+func (b *bridge) read(ctx context.Context, stdin io.Reader, queue chan<- outgoing) error {
+	sc := bufio.NewScanner(stdin)
+	sc.Buffer(make([]byte, 0, 64<<10), stdioMaxLine)
+	for sc.Scan() {
+		m, ok := b.decode(ctx, bytes.TrimSpace(sc.Bytes()))
+		if !ok {
+			continue
+		}
+		select {
+		case queue <- m:
+		case <-ctx.Done():
+			m.done()
+			return nil
+		}
+	}
+	return sc.Err()
+}
+
+// decode turns a line of the host's into what goes to mcpd, or reports
+// false when it holds no message.
+func (b *bridge) decode(ctx context.Context, line []byte) (outgoing, bool) {
+	if len(line) == 0 {
+		return outgoing{}, false
+	}
+	m := outgoing{body: bytes.Clone(line), ctx: ctx, done: func() {}}
+	if line[0] == '[' {
+		// A JSON-RPC batch (2025-03-26 only): mcpd answers it as one,
+		// or refuses it for a later revision. mcpd refuses a batch with
+		// a message that does not parse; the requests that do are then
+		// answered.
+		msgs, ok := decodeBatch(line)
+		m.msgs, m.batch = msgs, true
+		return m, ok
+	}
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		return outgoing{}, false // not a message: nothing to answer
+	}
+	m.msgs = []jsonrpc.Message{msg}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method != "initialize" {
+		if req.Method == "notifications/cancelled" {
+			b.cancelRequest(req)
+		}
+		m.ctx, m.done = b.track(ctx, req)
+	}
+	return m, true
+}
+
+// send hands m to mcpd, and returns when the next message may go, so
+// that mcpd gets the host's messages in the host's order. After an
+// initialize, that is once it is answered: what follows needs its
+// session. After a notification or response, once mcpd has taken it (202:
+// the SDK has queued it to the session, in order). After a request, once
+// its POST is written: mcpd says nothing of a request it took until it
+// answers, which may take long, so the answer is awaited on a goroutine
+// of posts, and mcpd may start the request after a message sent later.
+func (b *bridge) send(ctx context.Context, m outgoing, posts *sync.WaitGroup, streamCtx context.Context, streams *sync.WaitGroup) {
+	if req, ok := lone(m); ok && req.Method == "initialize" {
+		b.post(m.ctx, m.msgs, m.batch, m.body, nil)
+		b.startStandalone(streamCtx, streams)
+		return
+	}
+	if !hasCall(m.msgs) {
+		b.post(m.ctx, m.msgs, m.batch, m.body, nil)
+		m.done()
+		return
+	}
+	sent := make(chan struct{})
+	posts.Go(func() {
+		defer m.done()
+		b.post(m.ctx, m.msgs, m.batch, m.body, sent)
+	})
+	select {
+	case <-sent:
+	case <-ctx.Done():
+	}
+}
+
+// lone returns the request m is, when it is one and not a batch.
+func lone(m outgoing) (*jsonrpc.Request, bool) {
+	if m.batch || len(m.msgs) != 1 {
+		return nil, false
+	}
+	req, ok := m.msgs[0].(*jsonrpc.Request)
+	return req, ok
+}
+
+// hasCall reports whether msgs hold a request that wants an answer.
+func hasCall(msgs []jsonrpc.Message) bool {
+	for _, msg := range msgs {
+		if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+			return true
+		}
+	}
+	return false
 }
 
 // track registers the POST of a request (a call with an id), and returns
@@ -195,16 +312,19 @@ func (b *bridge) track(ctx context.Context, req *jsonrpc.Request) (context.Conte
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	key := idKey(req.ID.Raw())
+	key, post := idKey(req.ID), &inflightPost{method: req.Method, cancel: cancel}
 	b.mu.Lock()
 	if b.inflight == nil {
-		b.inflight = make(map[string]inflightPost)
+		b.inflight = make(map[string]*inflightPost)
 	}
-	b.inflight[key] = inflightPost{method: req.Method, cancel: cancel}
+	b.inflight[key] = post
 	b.mu.Unlock()
 	return ctx, func() {
 		b.mu.Lock()
-		delete(b.inflight, key)
+		// The host may reuse the id once it has the answer, before this runs.
+		if b.inflight[key] == post {
+			delete(b.inflight, key)
+		}
 		b.mu.Unlock()
 		cancel()
 	}
@@ -218,11 +338,17 @@ func (b *bridge) cancelRequest(note *jsonrpc.Request) {
 	var p struct {
 		RequestID any `json:"requestId"`
 	}
-	if json.Unmarshal(note.Params, &p) != nil || p.RequestID == nil {
+	if json.Unmarshal(note.Params, &p) != nil {
+		return
+	}
+	// Made as the SDK makes a request's id (a number is an int64), so
+	// that both give the same key.
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil || !id.IsValid() {
 		return
 	}
 	b.mu.Lock()
-	post, ok := b.inflight[idKey(p.RequestID)]
+	post, ok := b.inflight[idKey(id)]
 	b.mu.Unlock()
 	if ok {
 		post.cancel()
@@ -241,16 +367,11 @@ func (b *bridge) endListens() {
 }
 
 // idKey is a request id as a map key: numbers and strings apart.
-func idKey(id any) string {
-	switch v := id.(type) {
-	case string:
-		return "s:" + v
-	case float64:
-		return "n:" + strconv.FormatFloat(v, 'g', -1, 64)
-	case int64:
-		return "n:" + strconv.FormatInt(v, 10)
+func idKey(id jsonrpc.ID) string {
+	if s, ok := id.Raw().(string); ok {
+		return "s:" + s
 	}
-	return fmt.Sprintf("?:%v", id)
+	return fmt.Sprintf("n:%d", id.Raw())
 }
 
 // decodeBatch returns the messages of a JSON-RPC batch that parse, or
@@ -270,12 +391,24 @@ func decodeBatch(line []byte) ([]jsonrpc.Message, bool) {
 }
 
 // post sends one message, or a batch of them (body is then the batch),
-// and relays what mcpd answers. A request mcpd leaves unanswered (mcpd
-// unreachable, a refusal, an answer that ended early) is answered with an
-// error, so that the host does not wait for it.
-func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, body []byte) {
+// and relays what mcpd answers, whatever the HTTP status (a 2026-07-28
+// error comes with 400 or 404). A request mcpd leaves unanswered (mcpd
+// unreachable, a refusal without a JSON-RPC answer, an answer that ended
+// early) is answered with an error, so that the host does not wait for
+// it. sent, if not nil, is closed once the POST is written (or failed).
+func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, body []byte, sent chan<- struct{}) {
+	if sent != nil {
+		var once sync.Once
+		wrote := func() { once.Do(func() { close(sent) }) }
+		defer wrote()
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil { // else the transport may try again
+				wrote()
+			}
+		}})
+	}
 	var req *jsonrpc.Request // a lone request, whose headers it sets
-	if !batch {
+	if !batch && len(msgs) == 1 {
 		req, _ = msgs[0].(*jsonrpc.Request)
 	}
 	waiting := newAnswers(msgs, batch)
@@ -300,20 +433,53 @@ func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, b
 		b.session = id
 		b.mu.Unlock()
 	}
-	switch {
-	case resp.StatusCode == http.StatusAccepted:
+	if resp.StatusCode == http.StatusAccepted {
 		return
-	case resp.StatusCode >= 300:
-		text, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		b.settle(waiting, fmt.Sprintf("mcpd answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(text))))
-		return
+	}
+	text := "mcpd's answer ended without one to this request"
+	if resp.StatusCode >= 300 {
+		text = fmt.Sprintf("mcpd answered HTTP %d", resp.StatusCode)
+		if !carriesMessages(resp) {
+			b.settle(waiting, text+refusalReason(resp))
+			return
+		}
 	}
 	b.relay(resp, req != nil && req.Method == "initialize", waiting)
-	text := "mcpd's answer ended without one to this request"
 	if ctx.Err() != nil {
-		text = "" // the bridge is stopping: nothing is made up
+		text = "" // the bridge is stopping, or the host cancelled: nothing is made up
 	}
 	b.settle(waiting, text)
+}
+
+// carriesMessages reports whether resp's body holds JSON-RPC messages:
+// JSON, or server-sent events.
+func carriesMessages(resp *http.Response) bool {
+	mediaType, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	switch strings.ToLower(strings.TrimSpace(mediaType)) {
+	case "application/json", "text/event-stream":
+		return true
+	}
+	return false
+}
+
+// refusalReason is ": " and the first line of a plain-text refusal, cut
+// short and printable only (it may come from a proxy, not mcpd), or "".
+func refusalReason(resp *http.Response) string {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		return ""
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, stdioReasonMax))
+	line, _, _ := strings.Cut(string(data), "\n")
+	line = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
+			return -1
+		}
+		return r
+	}, line)
+	if line = strings.TrimSpace(line); line == "" {
+		return ""
+	}
+	return ": " + line
 }
 
 // answers tracks the requests of one POST until mcpd answers them; a

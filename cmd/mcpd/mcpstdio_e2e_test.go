@@ -1,0 +1,134 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// TestMCPStdioErrorCodes: mcpd's JSON-RPC errors reach a host behind
+// mcp-stdio with their codes and data in both eras, although the
+// 2026-07-28 endpoint sends them with HTTP 400 or 404: an unknown tool is
+// -32602 in either era, and an unsupported protocol version is -32022
+// with the versions mcpd supports.
+func TestMCPStdioErrorCodes(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	_, url := startGateway(ctx, t, "")
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__demo__echo")
+	meta := func(version string) string {
+		return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + version + `","io.modelcontextprotocol/clientCapabilities":{}}`
+	}
+	for _, tc := range []struct {
+		name, stdin string
+		want        map[string]int64 // error code by request id
+	}{
+		{"2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__ghost__x","arguments":{}}}
+`, map[string]int64{"2": jsonrpc.CodeInvalidParams}},
+		{"2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp__ghost__x","arguments":{},` + meta("2026-07-28") + `}}
+{"jsonrpc":"2.0","id":2,"method":"no/such/method","params":{` + meta("2026-07-28") + `}}
+{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + meta("2099-01-01") + `}}
+`, map[string]int64{"1": jsonrpc.CodeInvalidParams, "2": -32601, "3": mcp.CodeUnsupportedProtocolVersion}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.CommandContext(ctx, mcpdBinary(t), "mcp-stdio", "--connect", url)
+			cmd.Env = daemonEnv()
+			cmd.Stdin = strings.NewReader(tc.stdin)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("mcp-stdio: %v", err)
+			}
+			got := hostAnswers(t, string(out))
+			for id, code := range tc.want {
+				if a := got[id]; a.Error == nil || a.Error.Code != code {
+					t.Errorf("request %s: got %s, want error %d", id, a.Raw, code)
+				}
+			}
+			if a, ok := got["3"]; ok && a.Error != nil && a.Error.Code == mcp.CodeUnsupportedProtocolVersion {
+				var data mcp.UnsupportedProtocolVersionData
+				if err := json.Unmarshal(a.Error.Data, &data); err != nil || !slices.Contains(data.Supported, "2026-07-28") {
+					t.Errorf("unsupported version: got data %s (%v), want the supported versions, 2026-07-28 among them", a.Error.Data, err)
+				}
+			}
+		})
+	}
+}
+
+// TestMCPStdioSignal: SIGTERM or SIGINT stops `mcpd mcp-stdio` while the
+// host keeps stdin open: it exits 0, and the call it had in flight ends
+// (the server sees it cancelled).
+func TestMCPStdioSignal(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d, url := startGateway(ctx, t, "")
+	d.connectFake(ctx, t, "slow", fakeSlow)
+	d.waitServer(ctx, t, "slow", mcpdv1.ServerState_SERVER_STATE_READY)
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__slow__sleep")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(mcpdBinary(t), "mcp-stdio", "--connect", url)
+			cmd.Env = daemonEnv()
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+			var out syncBuffer
+			cmd.Stdout = &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(exited) }()
+			defer func() {
+				select {
+				case <-exited:
+				default:
+					_ = cmd.Process.Kill()
+					<-exited
+				}
+			}()
+			send := func(line string) {
+				t.Helper()
+				if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}`)
+			send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			poll(ctx, t, "the answer to initialize", func() (bool, error) {
+				return strings.Contains(out.String(), `"id":1`), nil
+			})
+			tag := "signal-" + sig.String()
+			send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__slow__sleep","arguments":{"ms":60000,"tag":"` + tag + `"},` +
+				`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+			d.waitStderr(ctx, t, "slow", fakeSleepStarted+" "+tag)
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-exited:
+			case <-ctx.Done():
+				t.Fatalf("mcp-stdio did not exit after %v with stdin open", sig)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != stdioDone {
+				t.Errorf("exit code after %v: got %d, want %d", sig, code, stdioDone)
+			}
+			d.waitStderr(ctx, t, "slow", fakeSleepCancelled+" "+tag)
+			if strings.Contains(out.String(), `"id":2`) {
+				t.Errorf("the host got %q, want no answer made up for the call ended by %v", out.String(), sig)
+			}
+		})
+	}
+}
