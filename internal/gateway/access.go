@@ -209,6 +209,9 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		caller := g.callerOf(req)
 		acts, rec, audited, err := g.describe(caller, method, req)
 		if err != nil {
+			// A name or URI that resolves to nothing, or to several
+			// servers: refused, and audited as the gRPC edge audits it.
+			g.refused(caller, method, rec, err, start)
 			return nil, err
 		}
 		// What the SDK calls on the request's behalf without its Extra
@@ -220,8 +223,6 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		if len(acts) == 0 && !audited {
 			return next(ctx, method, req)
 		}
-		rec.Caller = caller.Name
-		rec.Method = "mcp " + method
 		for _, act := range acts {
 			err := g.opts.Access.Authorize(caller, act)
 			var need *access.ApprovalRequiredError
@@ -235,11 +236,8 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 			}
 			if err != nil {
-				rec.Code = outcome(err)
-				rec.Denied = access.RefusedPermission(err)
-				rec.Duration = time.Since(start)
-				g.opts.Audit.Log(rec)
-				if act.Verb == access.CallTool && rec.Code == "PermissionDenied" {
+				g.refused(caller, method, rec, err, start)
+				if act.Verb == access.CallTool && outcome(err) == "PermissionDenied" {
 					// Counted as the gRPC edge counts its refusals.
 					g.mgr.ToolCallRefused(act.Tool)
 				}
@@ -257,6 +255,8 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		err = settle(ctx, err)
 		if audited {
+			rec.Caller = caller.Name
+			rec.Method = "mcp " + method
 			rec.Code = outcome(err)
 			if r, ok := res.(*mcp.CallToolResult); ok && err == nil {
 				isErr := r.IsError
@@ -267,6 +267,18 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, err
 	}
+}
+
+// refused writes the audit line of a request refused before its handler
+// ran; rec names what it was about (as the host named it, when that
+// resolved to nothing).
+func (g *Gateway) refused(caller access.Caller, method string, rec access.Record, err error, start time.Time) {
+	rec.Caller = caller.Name
+	rec.Method = "mcp " + method
+	rec.Code = outcome(err)
+	rec.Denied = access.RefusedPermission(err)
+	rec.Duration = time.Since(start)
+	g.opts.Audit.Log(rec)
 }
 
 // resumesApproved reports a tool call that resumes, for its caller, a call
@@ -317,12 +329,16 @@ func outcome(err error) string {
 // and its audit record; audited says the request acts on something. It
 // resolves the bare names and URIs of the request first (see resolve.go):
 // a tool call's and a prompt's name, and a completion's reference, are
-// rewritten to the gateway's names, which the SDK dispatches on.
+// rewritten to the gateway's names, which the SDK dispatches on. When one
+// does not resolve, the record names it as the host sent it.
 func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request) (acts []access.Action, rec access.Record, audited bool, err error) {
 	visible := g.visibleTo(caller)
 	readAction := func(uri string) (access.Action, error) {
 		server, original, _, err := g.resolveURI(visible, uri)
-		return access.Action{Verb: access.ReadResource, Server: server, URI: original}, err
+		if err != nil {
+			return access.Action{Verb: access.ReadResource, URI: uri}, err
+		}
+		return access.Action{Verb: access.ReadResource, Server: server, URI: original}, nil
 	}
 	switch method {
 	case "tools/call":
@@ -331,9 +347,11 @@ func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request)
 			// It finds only what the caller may call.
 			return nil, rec, false, nil
 		}
-		if p.Name, err = g.resolveTool(caller, p.Name); err != nil {
-			return nil, rec, false, err
+		name, err := g.resolveTool(caller, p.Name)
+		if err != nil {
+			return nil, access.Record{Tool: p.Name}, false, err
 		}
+		p.Name = name
 		server, _, _ := SplitQualifiedName(p.Name)
 		rec = access.Record{Server: server, Tool: p.Name}
 		if g.opts.Audit.Arguments() && len(p.Arguments) > 0 {
@@ -347,13 +365,13 @@ func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request)
 		return []access.Action{act}, access.Record{Server: act.Server, URI: act.URI}, true, err
 	case "resources/subscribe":
 		act, err := readAction(req.(*mcp.SubscribeRequest).Params.URI)
-		return []access.Action{act}, rec, false, err
+		return []access.Action{act}, access.Record{Server: act.Server, URI: act.URI}, false, err
 	case "subscriptions/listen":
 		if n := req.(*mcp.ServerRequest[*mcp.SubscriptionsListenParams]).Params.Notifications; n != nil {
 			for _, uri := range n.ResourceSubscriptions {
 				act, err := readAction(uri)
 				if err != nil {
-					return nil, rec, false, err
+					return nil, access.Record{URI: uri}, false, err
 				}
 				acts = append(acts, act)
 			}
@@ -363,7 +381,7 @@ func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request)
 		p := req.(*mcp.GetPromptRequest).Params
 		server, prompt, err := g.resolvePrompt(caller, p.Name)
 		if err != nil {
-			return nil, rec, false, err
+			return nil, access.Record{Prompt: p.Name}, false, err
 		}
 		p.Name = QualifiedName(server, prompt)
 		rec = access.Record{Server: server, Prompt: prompt}
@@ -383,14 +401,14 @@ func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request)
 		case "ref/prompt":
 			server, prompt, err := g.resolvePrompt(caller, p.Ref.Name)
 			if err != nil {
-				return nil, rec, false, err
+				return nil, access.Record{Prompt: p.Ref.Name}, false, err
 			}
 			p.Ref.Name = QualifiedName(server, prompt)
 			return []access.Action{{Verb: access.GetPrompt, Server: server, Prompt: prompt}}, rec, false, nil
 		case "ref/resource":
 			server, uri, err := g.resolveTemplate(caller, p.Ref.URI)
 			if err != nil {
-				return nil, rec, false, err
+				return nil, access.Record{URI: p.Ref.URI}, false, err
 			}
 			p.Ref.URI = ResourceURI(server, uri)
 			return []access.Action{{Verb: access.ReadResource, Server: server, URI: uri}}, rec, false, nil
@@ -427,6 +445,37 @@ func (g *Gateway) filter(c access.Caller, res mcp.Result) {
 			return !g.allowed(c, access.Action{Verb: access.ReadResource, Server: server, URI: uri})
 		})
 	}
+}
+
+// screenUpdates is the sending middleware that sends a resource update
+// to a host session only while the session's caller may read the
+// resource its subscription stands for, by the permissions in force, as
+// the gRPC edge filters each event of a Subscribe stream: a reload of the
+// callers file that takes the permission away stops the updates at once,
+// and one that gives it back resumes them. (The upstream subscription
+// stays, as a Subscribe stream's does, until the host unsubscribes or its
+// session ends.)
+func (g *Gateway) screenUpdates(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/resources/updated" && !g.mayHear(req) {
+			return nil, nil
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// mayHear reports whether the resource update req may go to its session.
+// An update of a URI the session holds no subscription to goes nowhere.
+func (g *Gateway) mayHear(req mcp.Request) bool {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	p, _ := req.GetParams().(*mcp.ResourceUpdatedNotificationParams)
+	if ss == nil || p == nil {
+		return false
+	}
+	g.mu.Lock()
+	h, ok := g.subs[subscription{session: ss, uri: p.URI}]
+	g.mu.Unlock()
+	return ok && g.allowed(h.caller, access.Action{Verb: access.ReadResource, Server: h.server, URI: h.uri})
 }
 
 // approve asks, as the gRPC edge does, the agent registered for approval

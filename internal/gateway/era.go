@@ -13,9 +13,12 @@ import (
 const statelessVersion = "2026-07-28"
 
 // routeEra sends a request to the handler of its protocol era. A
-// 2026-07-28 request says so in its MCP-Protocol-Version header or, for a
-// client that sends no header, in its _meta (or by being server/discover,
-// that revision's first request); anything else is the initialize era.
+// 2026-07-28 request says so in its MCP-Protocol-Version header. One
+// without the header whose _meta names that revision (or that is
+// server/discover, its first request) goes to the same handler, which
+// refuses it (-32020: the revision requires the header), so that the host
+// learns what is wrong rather than getting the initialize era's answer;
+// anything else is the initialize era.
 func (g *Gateway) routeEra(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
 		g.byVersion(v).ServeHTTP(w, r)

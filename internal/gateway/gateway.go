@@ -96,9 +96,13 @@ type subscription struct {
 	uri     string
 }
 
-// held is the upstream subscription a host's subscription holds.
+// held is the upstream subscription a host's subscription holds, and
+// whose it is: each update is checked against the caller's permissions in
+// force when it is sent (screenUpdates).
 type held struct {
+	caller  access.Caller
 	server  string // the server the host's URI resolved to
+	uri     string // the server's own URI
 	release func()
 }
 
@@ -148,6 +152,8 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 		g.srv.AddTool(searchTool, g.searchTools)
 	}
 	g.srv.AddReceivingMiddleware(g.guard)
+	// Resource updates go only where the permissions in force let them.
+	g.srv.AddSendingMiddleware(g.screenUpdates)
 	// A span per request, child of the host's trace context, as the gRPC
 	// edge makes one per RPC; around the guard, so that a refusal has one.
 	g.srv.AddReceivingMiddleware(mgr.Telemetry().ServerMiddleware())
@@ -180,7 +186,10 @@ var syncKinds = []events.Kind{events.KindToolsChanged, events.KindPromptsChanged
 const pruneInterval = 30 * time.Second
 
 // Run keeps the SDK server's lists in step with the Manager's servers and
-// forwards resource updates, until ctx ends or the event bus closes.
+// forwards resource updates, until ctx ends or the event bus closes. The
+// servers' lists are refreshed off the event loop (syncer), so that a
+// server slow to list holds up neither the other servers' changes nor the
+// resource updates.
 func (g *Gateway) Run(ctx context.Context) {
 	bus := g.mgr.Events()
 	var sub *events.Subscription
@@ -190,8 +199,10 @@ func (g *Gateway) Run(ctx context.Context) {
 		sub = bus.Subscribe(events.Filter{Kinds: syncKinds}, nil)
 		defer sub.Close()
 	}
+	syncs := g.newSyncer(ctx)
+	defer syncs.stop()
 	for _, st := range g.mgr.List() {
-		g.syncServer(ctx, st.Config.Name, syncAll)
+		syncs.request(st.Config.Name, syncAll)
 	}
 	if sub == nil {
 		<-ctx.Done()
@@ -226,29 +237,32 @@ func (g *Gateway) Run(ctx context.Context) {
 			if !ok {
 				return
 			}
-			g.handle(ctx, ev)
+			g.handle(ctx, syncs, ev)
 		}
 	}
 }
 
-func (g *Gateway) handle(ctx context.Context, ev events.Event) {
+// handle acts on one event: a change of a server's lists or state asks
+// syncs to refresh that server; a resource update is forwarded at once.
+func (g *Gateway) handle(ctx context.Context, syncs *syncer, ev events.Event) {
 	switch ev.Kind {
 	case events.KindToolsChanged:
-		g.syncServer(ctx, ev.Server, syncTools)
+		syncs.request(ev.Server, syncTools)
 	case events.KindPromptsChanged:
-		g.syncServer(ctx, ev.Server, syncPrompts)
+		syncs.request(ev.Server, syncPrompts)
 	case events.KindResourcesChanged:
-		g.syncServer(ctx, ev.Server, syncResources)
+		syncs.request(ev.Server, syncResources)
 	case events.KindServerState:
-		g.syncServer(ctx, ev.Server, syncAll)
+		syncs.request(ev.Server, syncAll)
 	case events.KindGap:
-		// Events went by unseen (the bus's ring moved on while a sync was
-		// slow): bring every server up to date, those gone included.
-		g.resyncAll(ctx)
+		// Events went by unseen (the bus's ring moved on while the loop
+		// was slow): bring every server up to date, those gone included.
+		g.resyncAll(syncs)
 	case events.KindResourceUpdated:
 		// Hosts that subscribed by the server's own URI hear of it by
 		// that URI, if one of those URIs stood for this server; the SDK
-		// tells only the subscribers of each.
+		// tells only the subscribers of each, and screenUpdates only
+		// those whose caller may still read the resource.
 		_ = g.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: ResourceURI(ev.Server, ev.URI)})
 		if g.bareStandsFor(ev.URI, ev.Server) {
 			_ = g.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: ev.URI})
@@ -271,7 +285,7 @@ func (g *Gateway) bareStandsFor(uri, server string) bool {
 
 // resyncAll syncs every server the Manager has and every server the
 // gateway publishes items of (a server gone has none afterwards).
-func (g *Gateway) resyncAll(ctx context.Context) {
+func (g *Gateway) resyncAll(syncs *syncer) {
 	names := map[string]bool{}
 	for _, st := range g.mgr.List() {
 		names[st.Config.Name] = true
@@ -282,7 +296,7 @@ func (g *Gateway) resyncAll(ctx context.Context) {
 	}
 	g.mu.Unlock()
 	for name := range names {
-		g.syncServer(ctx, name, syncAll)
+		syncs.request(name, syncAll)
 	}
 }
 

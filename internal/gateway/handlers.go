@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -15,6 +16,82 @@ import (
 // host during one tool call; beyond it they are dropped, so that a slow
 // host never blocks the upstream session.
 const callNotes = 256
+
+// noteRelay hands an upstream call's progress and log messages to the
+// host request that waits for the call: the one that began it or, for a
+// 2026-07-28 host, the retry that resumed it after an input round (the
+// upstream call keeps the callbacks it began with). Between rounds, when
+// no request waits, they are dropped. Attaching to a nil relay does
+// nothing.
+type noteRelay struct {
+	mu sync.Mutex
+	to *noteSink
+}
+
+// noteSink is one host request's queue of messages to send it.
+type noteSink struct {
+	ctx   context.Context
+	ss    *mcp.ServerSession
+	token any // the request's progress token; nil: it wants no progress
+	notes chan func()
+}
+
+func newNoteSink(ctx context.Context, ss *mcp.ServerSession, token any) *noteSink {
+	return &noteSink{ctx: ctx, ss: ss, token: token, notes: make(chan func(), callNotes)}
+}
+
+// attach makes sink the receiver of the relay's messages, until detach.
+func (r *noteRelay) attach(sink *noteSink) (detach func()) {
+	if r == nil || sink == nil {
+		return func() {}
+	}
+	r.mu.Lock()
+	r.to = sink
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		if r.to == sink {
+			r.to = nil
+		}
+		r.mu.Unlock()
+	}
+}
+
+// send queues a message for the receiver, if there is one, under the lock:
+// nothing is queued once detach has returned.
+func (r *noteRelay) send(msg func(*noteSink) func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.to == nil {
+		return
+	}
+	if f := msg(r.to); f != nil {
+		select {
+		case r.to.notes <- f:
+		default:
+		}
+	}
+}
+
+// progress is the upstream call's OnProgress: it relays under the
+// receiver's own progress token.
+func (r *noteRelay) progress(p *mcp.ProgressNotificationParams) {
+	r.send(func(to *noteSink) func() {
+		if to.token == nil {
+			return nil
+		}
+		np := &mcp.ProgressNotificationParams{ProgressToken: to.token, Progress: p.Progress, Total: p.Total, Message: p.Message}
+		return func() { _ = to.ss.NotifyProgress(to.ctx, np) }
+	})
+}
+
+// log is the upstream call's OnLog.
+func (r *noteRelay) log(l *mcp.LoggingMessageParams) {
+	lp := *l
+	r.send(func(to *noteSink) func() {
+		return func() { _ = to.ss.Log(to.ctx, &lp) }
+	})
+}
 
 // callTool calls a server's tool for a host: through Manager.CallTool,
 // with the host's progress token honoured, the server's log messages
@@ -36,24 +113,12 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		defer stop()
 	}
 
-	notes := make(chan func(), callNotes)
-	push := func(send func()) {
-		select {
-		case notes <- send:
-		default:
-		}
-	}
-	opts := mcpclient.CallOptions{Meta: g.forwardedMeta(req.Session, req.Params.Meta)}
-	if token := req.Params.GetProgressToken(); token != nil {
-		opts.OnProgress = func(p *mcp.ProgressNotificationParams) {
-			np := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: p.Progress, Total: p.Total, Message: p.Message}
-			push(func() { _ = req.Session.NotifyProgress(ctx, np) })
-		}
-	}
-	opts.OnLog = func(l *mcp.LoggingMessageParams) {
-		lp := *l
-		push(func() { _ = req.Session.Log(ctx, &lp) })
-	}
+	sink := newNoteSink(ctx, req.Session, req.Params.GetProgressToken())
+	relay := &noteRelay{}
+	// Progress is relayed to the host request that waits for the call
+	// and wants it: a 2026-07-28 call that needs input is resumed by a
+	// retry, which may want progress when the first request did not.
+	opts := mcpclient.CallOptions{Meta: g.forwardedMeta(req.Session, req.Params.Meta), OnProgress: relay.progress, OnLog: relay.log}
 	call := func(ctx context.Context) (mcp.Result, error) {
 		res, err := g.mgr.CallTool(ctx, req.Params.Name, args, opts)
 		if err != nil {
@@ -71,21 +136,23 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	go func() {
 		if stateless {
 			key := inputKey("tools/call", req.Params.Name, caller)
-			res, inputs, state, err := g.withInput(ctx, req.ClientCapabilities(), caller, server, key, req.Params.RequestState, req.Params.InputResponses, call)
+			res, inputs, state, err := g.withInput(ctx, req.ClientCapabilities(), caller, server, key, req.Params.RequestState, req.Params.InputResponses, call, relay, sink)
 			done <- outcome{res, inputs, state, err}
 			return
 		}
+		detach := relay.attach(sink)
 		res, err := call(ctx)
+		detach()
 		done <- outcome{res: res, err: err}
 	}()
 	for {
 		select {
-		case send := <-notes:
+		case send := <-sink.notes:
 			send()
 		case o := <-done:
 			// What arrived before the result goes out before it.
-			for len(notes) > 0 {
-				(<-notes)()
+			for len(sink.notes) > 0 {
+				(<-sink.notes)()
 			}
 			switch {
 			case o.err != nil:
@@ -315,7 +382,8 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	// Among the servers the caller sees, as the guard resolved it: the SDK
 	// calls this for subscriptions/listen without the request's Extra.
-	server, uri, _, err := g.resolveURI(g.visibleTo(g.callerIn(ctx, req)), req.Params.URI)
+	caller := g.callerIn(ctx, req)
+	server, uri, _, err := g.resolveURI(g.visibleTo(caller), req.Params.URI)
 	if err != nil {
 		return err
 	}
@@ -331,7 +399,7 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		return wireError(mcpclient.ErrUnavailable)
 	}
 	old, had := g.subs[key]
-	g.subs[key] = held{server: server, release: release}
+	g.subs[key] = held{caller: caller, server: server, uri: uri, release: release}
 	g.mu.Unlock()
 	if had {
 		old.release()

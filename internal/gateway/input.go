@@ -54,6 +54,10 @@ type suspended struct {
 	// requests of those keys until the host is first asked.
 	ahead  mcp.InputResponseMap
 	expiry *time.Timer
+	// relay is where the upstream request reports its progress and log
+	// messages (nil: it reports none): each round's host request attaches
+	// to it while it waits.
+	relay *noteRelay
 }
 
 // take hands req to the host, unless the host answered it ahead: then it
@@ -93,10 +97,15 @@ func inputKey(method, target string, caller access.Caller) string {
 // withInput runs do, the upstream request of a 2026-07-28 host's call,
 // prompt or read, relaying the server's requests as input-required
 // results. key names the host's request (inputKey); state and responses
-// are the host's retry, if it is one. It returns the outcome, or the
-// input requests and the state to return.
+// are the host's retry, if it is one. relay is where do reports its
+// progress and log messages, and sink this host request's queue for them
+// (both nil for a request that reports none): the messages of the
+// upstream request, resumed or not, go to the host request that waits for
+// it. It returns the outcome, or the input requests and the state to
+// return.
 func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, caller access.Caller, server, key, state string,
-	responses mcp.InputResponseMap, do func(context.Context) (mcp.Result, error)) (mcp.Result, mcp.InputRequestMap, string, error) {
+	responses mcp.InputResponseMap, do func(context.Context) (mcp.Result, error),
+	relay *noteRelay, sink *noteSink) (mcp.Result, mcp.InputRequestMap, string, error) {
 	var s *suspended
 	if state != "" {
 		g.mu.Lock()
@@ -115,6 +124,9 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 			return nil, nil, "", invalidParams("requestState names no request waiting for input (unknown, used or expired)")
 		}
 		s.expiry.Stop()
+		// Attached before the answers let the upstream request go on.
+		detach := s.relay.attach(sink)
+		defer detach()
 		for key, resp := range responses {
 			if req, ok := s.asked[key]; ok {
 				_ = g.mgr.Requests().Answer(s.agent, req.ID, replyFrom(req.Kind, resp))
@@ -125,6 +137,8 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 		broker := g.mgr.Requests()
 		kinds := g.answerable(caps, caller, server)
 		if broker == nil || len(kinds) == 0 {
+			detach := relay.attach(sink)
+			defer detach()
 			res, err := do(mcpclient.WithAnswerer(ctx, nil))
 			return res, nil, "", err
 		}
@@ -136,11 +150,13 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 		// Answers sent ahead, with no requestState, are used for the
 		// server's requests of their keys: a server that knows the
 		// answers it needs completes in one round.
-		s = &suspended{of: key, agent: agent, done: make(chan outcomeOf, 1), asked: map[string]*mcpclient.ServerRequest{}, ahead: responses}
+		s = &suspended{of: key, agent: agent, done: make(chan outcomeOf, 1), asked: map[string]*mcpclient.ServerRequest{}, ahead: responses, relay: relay}
 		s.detach = sync.OnceFunc(func() {
 			broker.Detach(agent)
 			cancelUp()
 		})
+		detach := relay.attach(sink)
+		defer detach()
 		go func() {
 			res, err := do(mcpclient.WithAnswerer(upCtx, agent))
 			s.done <- outcomeOf{res, err}
@@ -286,7 +302,7 @@ func (g *Gateway) maybeWithInput(ctx context.Context, req hostRequest, server, k
 		res, err := do(ctx)
 		return res, nil, "", err
 	}
-	return g.withInput(ctx, req.ClientCapabilities(), g.callerOf(req), server, key, state, responses, do)
+	return g.withInput(ctx, req.ClientCapabilities(), g.callerOf(req), server, key, state, responses, do, nil, nil)
 }
 
 // statelessHost reports whether a request comes from a 2026-07-28 host.

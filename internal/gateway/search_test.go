@@ -140,10 +140,13 @@ func TestGapResyncs(t *testing.T) {
 	// Not running: no event reaches the gateway but the ones handed here.
 	g := New(m, nil)
 	defer g.Close()
+	syncs := g.newSyncer(ctx)
+	defer syncs.stop()
 	cs := connectHost(ctx, t, g)
 
 	link := serveAgent(ctx, t, m)
-	g.handle(ctx, events.Event{Kind: events.KindGap})
+	g.handle(ctx, syncs, events.Event{Kind: events.KindGap})
+	syncs.wait()
 	if got := listed(ctx, t, cs); !slices.Equal(got, []string{"mcp__app__add", "mcp__app__weather"}) {
 		t.Errorf("tools/list after a gap: got %v, want the tools of app, which no event announced", got)
 	}
@@ -151,7 +154,8 @@ func TestGapResyncs(t *testing.T) {
 	for g.ready("app") && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond) // the Manager notes the agent's leaving on its own goroutine
 	}
-	g.handle(ctx, events.Event{Kind: events.KindGap})
+	g.handle(ctx, syncs, events.Event{Kind: events.KindGap})
+	syncs.wait()
 	if got := listed(ctx, t, cs); len(got) != 0 {
 		t.Errorf("tools/list after a gap: got %v, want none: app is gone", got)
 	}

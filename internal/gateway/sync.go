@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,8 +23,74 @@ const (
 )
 
 // listTimeout bounds listing one server's prompts or resources while
-// syncing: a slow server must not hold up the others' changes.
+// syncing: a server that does not answer must not keep its own later
+// changes waiting for good (the others' never wait for it: syncer).
 const listTimeout = 30 * time.Second
+
+// syncer runs the syncs Run asks for, each server's on a goroutine of its
+// own, so that a server slow to list its prompts or resources holds up only
+// its own changes. A server has at most one sync running: what is asked
+// for it meanwhile is merged into one sync that runs after it. So what
+// the hosts see of a server is published in order, and the last sync,
+// which reads the server afresh, leaves it in step with the server.
+type syncer struct {
+	g      *Gateway
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu sync.Mutex
+	// next holds, for each server with a sync running, what to sync
+	// after it (0: nothing).
+	next map[string]syncWhat
+}
+
+func (g *Gateway) newSyncer(ctx context.Context) *syncer {
+	ctx, cancel := context.WithCancel(ctx)
+	return &syncer{g: g, ctx: ctx, cancel: cancel, next: make(map[string]syncWhat)}
+}
+
+// request syncs what of server: at once on a goroutine of its own, or
+// after the sync of server that runs.
+func (s *syncer) request(server string, what syncWhat) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if next, running := s.next[server]; running {
+		s.next[server] = next | what
+		return
+	}
+	s.next[server] = 0
+	s.wg.Go(func() { s.run(server, what) })
+}
+
+// run syncs server until nothing more is asked for it.
+func (s *syncer) run(server string, what syncWhat) {
+	for {
+		if s.ctx.Err() == nil {
+			s.g.syncServer(s.ctx, server, what)
+		}
+		s.mu.Lock()
+		what = s.next[server]
+		if what == 0 || s.ctx.Err() != nil {
+			delete(s.next, server)
+			s.mu.Unlock()
+			return
+		}
+		s.next[server] = 0
+		s.mu.Unlock()
+	}
+}
+
+// wait waits for the syncs asked for so far (and those asked meanwhile)
+// to finish.
+func (s *syncer) wait() { s.wg.Wait() }
+
+// stop cancels the syncs that run and waits for them; nothing is
+// requested after it.
+func (s *syncer) stop() {
+	s.cancel()
+	s.wg.Wait()
+}
 
 // syncServer brings the SDK server's items of one upstream server in step
 // with it: a server that is not ready (or gone) has none. The SDK sends
