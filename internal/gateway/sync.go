@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"maps"
 	"slices"
 	"sync"
@@ -201,8 +203,7 @@ func (g *Gateway) ready(server string) bool {
 }
 
 // apply turns the published items old into next: it removes what is gone
-// and adds what is new or changed (upstream definitions are replaced, not
-// edited, on every refresh, so identity says "unchanged"). It returns next.
+// and adds what is new or changed. It returns next.
 func apply[T comparable](old, next map[string]T, remove func(...string), add func(string, T)) map[string]T {
 	var gone []string
 	for name := range old {
@@ -214,11 +215,27 @@ func apply[T comparable](old, next map[string]T, remove func(...string), add fun
 		remove(gone...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(next)) {
-		if prev, ok := old[name]; !ok || prev != next[name] {
+		if prev, ok := old[name]; !ok || !sameDefinition(prev, next[name]) {
 			addSafely(name, next[name], add)
 		}
 	}
 	return next
+}
+
+// sameDefinition says whether two definitions of an item are the same.
+// Tools keep their identity while unchanged, but prompts and resources are
+// listed afresh on every sync: compared by identity, each sync would
+// publish them again, and every host would hear a list_changed for nothing.
+func sameDefinition[T comparable](a, b T) bool {
+	if a == b {
+		return true
+	}
+	ja, err := json.Marshal(a)
+	if err != nil {
+		return false
+	}
+	jb, err := json.Marshal(b)
+	return err == nil && bytes.Equal(ja, jb)
 }
 
 // publishedTool is a server's tool as the hosts see it: its qualified name
