@@ -567,8 +567,12 @@ func shellQuote(s string) string {
 	return strconv.Quote(s)
 }
 
-// RedactURL is raw with its user info and every query value masked; ""
-// as `""`, and a string that does not parse as a URL as "<invalid url>".
+// RedactURL is raw with every credential it may carry masked: its user
+// info, that of a URI nested in its path (https://proxy/https://user:pw@host),
+// what comes before the "@" of an opaque URI (redis:user:pw@host), and
+// every value of its query and of a fragment in query form
+// (#access_token=...); "" as `""`, and a string that does not parse as a
+// URL as "<invalid url>".
 func RedactURL(raw string) string {
 	if raw == "" {
 		return `""`
@@ -580,17 +584,57 @@ func RedactURL(raw string) string {
 	if u.User != nil {
 		u.User = url.User(redacted)
 	}
+	if at := strings.LastIndexByte(u.Opaque, '@'); at >= 0 {
+		u.Opaque = redacted + u.Opaque[at:]
+	}
+	if strings.Contains(u.Path, "@") && strings.Contains(u.Path, "://") {
+		u.Path, u.RawPath = redactNestedUserinfo(u.Path), ""
+	}
 	if u.RawQuery != "" {
-		q := u.Query()
-		for k, vs := range q {
-			for i := range vs {
-				vs[i] = redacted
-			}
-			q[k] = vs
-		}
-		u.RawQuery = q.Encode()
+		u.RawQuery = redactValues(u.RawQuery)
+	}
+	if strings.Contains(u.Fragment, "=") {
+		// The fragment as sent in an OAuth implicit grant's redirect.
+		u.RawFragment = redactValues(u.EscapedFragment())
+		u.Fragment, _ = url.PathUnescape(u.RawFragment) // what Encode wrote decodes
 	}
 	return u.String()
+}
+
+// redactValues is the query (or fragment) q with every value masked. A
+// pair that does not parse is dropped: it cannot be shown masked.
+func redactValues(q string) string {
+	vals, _ := url.ParseQuery(q)
+	for _, vs := range vals {
+		for i := range vs {
+			vs[i] = redacted
+		}
+	}
+	return vals.Encode()
+}
+
+// redactNestedUserinfo masks the user info of every URI nested in path:
+// the authority after a "://", up to its last "@".
+func redactNestedUserinfo(path string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(path, "://")
+		if i < 0 {
+			break
+		}
+		b.WriteString(path[:i+3])
+		path = path[i+3:]
+		end := strings.IndexByte(path, '/')
+		if end < 0 {
+			end = len(path)
+		}
+		if at := strings.LastIndexByte(path[:end], '@'); at >= 0 {
+			b.WriteString(redacted)
+			path = path[at:]
+		}
+	}
+	b.WriteString(path)
+	return b.String()
 }
 
 // ToolRules are allow, ask and deny patterns on tool names, as a

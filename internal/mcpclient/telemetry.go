@@ -59,8 +59,9 @@ func (u *upstream) transportName() string {
 	return kind.String()
 }
 
-// toolLabel is the tool's name for the metrics if the server listed it,
-// else "": a label takes no name an agent made up.
+// toolLabel is the tool's name for the metrics if the server lists it,
+// else "": a label takes no name an agent made up. (The metrics check
+// again, and cap the name: see telemetry.Telemetry.ToolsListed.)
 func (u *upstream) toolLabel(name string) string {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -75,6 +75,9 @@ func (u *upstream) refreshTools(ctx context.Context, cs *mcp.ClientSession) erro
 	u.mu.Lock()
 	u.tools = tools
 	u.toolsUndeclared = undeclared
+	// Under u.mu, so that two listings cannot reach the metrics in the
+	// other order: the series of tools no longer listed go.
+	u.opts.Telemetry.ToolsListed(u.cfg.Name, maps.Keys(tools))
 	u.mu.Unlock()
 	return nil
 }

@@ -395,9 +395,13 @@ func skipServices(names ...string) selector.Matcher {
 }
 
 // interceptorLogger adapts zerolog to go-grpc-middleware's logging
-// interface.
+// interface. A failed call's error text (grpc.error) stays off its line,
+// logged at info and above, and goes on a debug line of its own: the text
+// may quote a server's error, and with it what the server echoed of the
+// caller's arguments.
 func interceptorLogger(l zerolog.Logger) logging.Logger {
 	return logging.LoggerFunc(func(_ context.Context, lvl logging.Level, msg string, fields ...any) {
+		var errText any
 		var ev *zerolog.Event
 		switch lvl {
 		case logging.LevelDebug:
@@ -409,6 +413,26 @@ func interceptorLogger(l zerolog.Logger) logging.Logger {
 		default:
 			ev = l.Error()
 		}
+		if lvl != logging.LevelDebug {
+			fields, errText = withoutField(fields, errorField)
+		}
 		ev.Fields(fields).Msg(msg)
+		if errText != nil {
+			l.Debug().Fields(fields).Interface(errorField, errText).Msg(msg + ": error")
+		}
 	})
+}
+
+// errorField is the field in which go-grpc-middleware logs a call's error.
+const errorField = "grpc.error"
+
+// withoutField returns fields (key, value, key, value, ...) without key,
+// and key's value, nil if it had none. fields is not changed.
+func withoutField(fields []any, key string) ([]any, any) {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if k, ok := fields[i].(string); ok && k == key {
+			return append(slices.Clip(fields[:i]), fields[i+2:]...), fields[i+1]
+		}
+	}
+	return fields, nil
 }

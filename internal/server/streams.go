@@ -152,6 +152,10 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 		v := req.GetAfterSequence()
 		after = &v
 	}
+	// Events up to here were published before the stream opened: one the
+	// buffer evicted before the stream read it is no drop of the stream's
+	// (see droppedSince).
+	opened := h.events.LastSequence()
 	// Read the bus before subscribing upstream, so that the first update
 	// cannot slip past.
 	sub := h.events.Subscribe(filter, after)
@@ -194,15 +198,27 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 			return err
 		}
 		if ev.Kind == events.KindGap {
-			// Only what this run published and the stream missed: a
-			// resume from an earlier run's sequence is no drop.
-			if from := max(ev.GapFrom, h.events.FirstSequence()); ev.GapTo >= from {
-				h.tel.EventsDropped(ev.GapTo - from + 1)
-			}
+			h.tel.EventsDropped(droppedSince(ev, opened))
 		} else {
 			h.tel.EventDelivered()
 		}
 	}
+}
+
+// droppedSince is how many events of gap a stream opened after sequence
+// opened counts as dropped: those published since it opened, which the
+// buffer evicted before the stream read them. The part of a gap from
+// before (a resume point, or 0 for "everything buffered") went before
+// the stream existed; counting it would let any caller inflate the
+// metric by reconnecting. The count is of every kind: the bus keeps
+// nothing of an evicted event to tell whether the stream's filter
+// wanted it.
+func droppedSince(gap events.Event, opened uint64) uint64 {
+	from := max(gap.GapFrom, opened+1)
+	if gap.GapTo < from {
+		return 0
+	}
+	return gap.GapTo - from + 1
 }
 
 var requestKindFromProto = map[mcpdv1.ServerRequestKind]mcpclient.RequestKind{

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"iter"
 	"strconv"
 	"time"
 
@@ -16,9 +17,9 @@ import (
 var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
 
 // instruments are mcpd's own metrics. Every label takes values from a
-// bounded set: names of configured servers, tools those servers listed,
-// MCP methods mcpd sends, and fixed outcome words; never arguments or
-// URIs.
+// bounded set: names of configured servers, tools those servers list now
+// (see toolLabelLocked), MCP methods mcpd sends, and fixed outcome words;
+// never arguments or URIs.
 type instruments struct {
 	operationDuration *prometheus.HistogramVec
 	toolCalls         *prometheus.CounterVec
@@ -59,7 +60,7 @@ func newInstruments() instruments {
 		}),
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpd_events_dropped_total",
-			Help: "Events Subscribe streams missed because they fell out of the buffer (reported to the stream as a gap).",
+			Help: "Events Subscribe streams missed: published while the stream was open, and evicted from the buffer before it read them (reported to the stream as a gap).",
 		}),
 		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mcpd_event_subscribers",
@@ -91,6 +92,9 @@ func (t *Telemetry) ForgetServer(server string) {
 	if t == nil {
 		return
 	}
+	t.toolsMu.Lock()
+	defer t.toolsMu.Unlock()
+	delete(t.tools, server)
 	labels := prometheus.Labels{"server": server}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		t.m.operationDuration, t.m.toolCalls, t.m.toolCallResends, t.m.serverRequests, t.m.stderrLines,
@@ -99,23 +103,91 @@ func (t *Telemetry) ForgetServer(server string) {
 	}
 }
 
+// maxToolLabel bounds a tool label, as MCP bounds tool names.
+const maxToolLabel = 128
+
+// otherTool is the label of a listed tool whose name breaks MCP's rules
+// for tool names: such a name may be of any length, and is not worth a
+// series of its own.
+const otherTool = "other"
+
+// toolLabel is name as a label value: itself if it keeps MCP's rules for
+// tool names (1 to 128 of A-Z a-z 0-9 _ - .), else otherTool.
+func toolLabel(name string) string {
+	if name == "" || len(name) > maxToolLabel {
+		return otherTool
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return otherTool
+		}
+	}
+	return name
+}
+
+// toolLabelLocked is the tool label of a call of tool on server: "" for a
+// tool the server does not list now, so that a name a caller made up, or
+// one the server stopped listing, makes no series. Call it with toolsMu
+// held, and write the series before releasing it: ToolsListed deletes
+// series under the write lock, and one written after would outlive it.
+func (t *Telemetry) toolLabelLocked(server, tool string) string {
+	if _, ok := t.tools[server][tool]; !ok {
+		return ""
+	}
+	return toolLabel(tool)
+}
+
+// ToolsListed tells the metrics which tools server lists now (after its
+// tool filter), each time it lists them: calls of other tools count under
+// tool="" from then on, and the series of tools it no longer lists are
+// deleted. A server or an agent that changes its tools, or a server
+// replaced by one with other tools, thus leaves no series behind.
+func (t *Telemetry) ToolsListed(server string, tools iter.Seq[string]) {
+	if t == nil {
+		return
+	}
+	listed := make(map[string]struct{})
+	labels := make(map[string]bool)
+	if tools != nil { // nil lists none
+		for name := range tools {
+			listed[name] = struct{}{}
+			labels[toolLabel(name)] = true
+		}
+	}
+	t.toolsMu.Lock()
+	defer t.toolsMu.Unlock()
+	for name := range t.tools[server] {
+		if l := toolLabel(name); !labels[l] {
+			labels[l] = true // deleted once
+			t.m.toolCalls.DeletePartialMatch(prometheus.Labels{"server": server, "tool": l})
+			t.m.toolCallResends.DeletePartialMatch(prometheus.Labels{"server": server, "tool": l})
+			t.m.operationDuration.DeletePartialMatch(prometheus.Labels{"server": server, "gen_ai_tool_name": l})
+		}
+	}
+	t.tools[server] = listed
+}
+
 // ToolCall counts one tool call that ended with outcome: "ok",
-// "tool_error", or a word for the error (see mcpclient). tool is empty
-// when the server did not list the tool.
+// "tool_error", or a word for the error (see mcpclient). It counts under
+// tool="" when the server does not list the tool (ToolsListed).
 func (t *Telemetry) ToolCall(server, tool, outcome string) {
 	if t == nil {
 		return
 	}
-	t.m.toolCalls.WithLabelValues(server, tool, outcome).Inc()
+	t.toolsMu.RLock()
+	defer t.toolsMu.RUnlock()
+	t.m.toolCalls.WithLabelValues(server, t.toolLabelLocked(server, tool), outcome).Inc()
 }
 
 // ToolCallResent counts one tool call sent again on a new session, for
-// reason "not_sent" or "idempotent". tool is a name the server listed.
+// reason "not_sent" or "idempotent", by tool as ToolCall does.
 func (t *Telemetry) ToolCallResent(server, tool, reason string) {
 	if t == nil {
 		return
 	}
-	t.m.toolCallResends.WithLabelValues(server, tool, reason).Inc()
+	t.toolsMu.RLock()
+	defer t.toolsMu.RUnlock()
+	t.m.toolCallResends.WithLabelValues(server, t.toolLabelLocked(server, tool), reason).Inc()
 }
 
 // EventPublished counts one event of kind put on the bus.
@@ -173,9 +245,16 @@ func (t *Telemetry) ServerRequest(server, kind string, res mcp.Result, err error
 	t.m.serverRequests.WithLabelValues(server, kind, serverRequestOutcome(res, err)).Inc()
 }
 
-// observeOperation records one MCP request or notification mcpd sent.
+// observeOperation records one MCP request or notification mcpd sent,
+// by tool as ToolCall counts calls.
 func (t *Telemetry) observeOperation(op operation, errorType string, took time.Duration) {
-	t.m.operationDuration.WithLabelValues(op.server, op.method, op.tool, errorType, op.network, op.protocolVersion).
+	tool := op.tool
+	if tool != "" {
+		t.toolsMu.RLock()
+		defer t.toolsMu.RUnlock()
+		tool = t.toolLabelLocked(op.server, tool)
+	}
+	t.m.operationDuration.WithLabelValues(op.server, op.method, tool, errorType, op.network, op.protocolVersion).
 		Observe(took.Seconds())
 }
 

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"sync"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,10 @@ type Telemetry struct {
 	registry *prometheus.Registry
 	grpc     *grpcprom.ServerMetrics
 	m        instruments
+	// toolsMu guards tools, the names each server lists now: the tool
+	// labels mcpd may write (see toolLabelLocked).
+	toolsMu sync.RWMutex
+	tools   map[string]map[string]struct{}
 
 	// Tracing; provider is nil when tracing is off.
 	provider   *sdktrace.TracerProvider
@@ -65,6 +70,7 @@ func New(ctx context.Context, opts *Options) (*Telemetry, error) {
 	version, goVersion, revision := buildInfo(opts.Version)
 	t := &Telemetry{
 		registry:   prometheus.NewRegistry(),
+		tools:      make(map[string]map[string]struct{}),
 		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 	}
 	t.grpc = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
@@ -89,12 +95,14 @@ func New(ctx context.Context, opts *Options) (*Telemetry, error) {
 	return t, nil
 }
 
-// Handler serves the metrics in the Prometheus text (or OpenMetrics)
-// format.
+// Handler serves the metrics in the Prometheus text format, or in
+// OpenMetrics to a scraper whose Accept asks for it (as Prometheus's
+// does).
 func (t *Telemetry) Handler() http.Handler {
 	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{
 		// A collector error is reported in the scrape, not by a panic.
-		ErrorHandling: promhttp.ContinueOnError,
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
 	})
 }
 

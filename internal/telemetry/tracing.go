@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
 
 	"github.com/mcpd-project/mcpd/internal/config"
 )
@@ -124,7 +125,7 @@ func (t *Telemetry) GRPCStatsHandler() stats.Handler {
 	if !t.Tracing() {
 		return nil
 	}
-	return otelgrpc.NewServerHandler(
+	return codeOnly{otelgrpc.NewServerHandler(
 		otelgrpc.WithTracerProvider(t.provider),
 		otelgrpc.WithPropagators(t.propagator),
 		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()), // metrics come from grpcprom
@@ -132,16 +133,37 @@ func (t *Telemetry) GRPCStatsHandler() stats.Handler {
 			return !strings.HasPrefix(info.FullMethodName, "/grpc.health.v1.") &&
 				!strings.HasPrefix(info.FullMethodName, "/grpc.reflection.")
 		}),
-	)
+	)}
+}
+
+// codeOnly hands otelgrpc the status of a failed RPC without its message,
+// which otelgrpc would record as the span's status description: the
+// message may quote a server's error text, and with it whatever the
+// server echoed of the caller's input. The code stays, as the span's
+// status and rpc.response.status_code.
+type codeOnly struct{ stats.Handler }
+
+func (h codeOnly) HandleRPC(ctx context.Context, rs stats.RPCStats) {
+	if end, ok := rs.(*stats.End); ok && end.Error != nil {
+		e := *end // the End is not ours to change
+		code := status.Code(end.Error)
+		e.Error = status.Error(code, code.String())
+		rs = &e
+	}
+	h.Handler.HandleRPC(ctx, rs)
 }
 
 // HTTPTransport wraps base so that each request to a Streamable HTTP or
 // SSE server carries the trace context of its MCP request span as
-// traceparent (and tracestate, baggage) headers. It returns base when
+// traceparent (and tracestate, baggage) headers; a nil base is
+// http.DefaultTransport, as in an http.Client. It returns base when
 // tracing is off.
 func (t *Telemetry) HTTPTransport(base http.RoundTripper) http.RoundTripper {
 	if !t.Tracing() {
 		return base
+	}
+	if base == nil {
+		base = http.DefaultTransport
 	}
 	return &propagatingTransport{base: base, propagator: t.propagator}
 }
@@ -431,14 +453,38 @@ func (op operation) attributes() []attribute.KeyValue {
 		attrs = append(attrs, attribute.String("gen_ai.prompt.name", op.prompt))
 	}
 	if op.uri != "" {
-		uri := op.uri
-		if strings.ContainsAny(uri, "?@") {
-			// A URI may carry a credential in its query or user info.
-			uri = config.RedactURL(uri)
-		}
-		attrs = append(attrs, attribute.String("mcp.resource.uri", uri))
+		attrs = append(attrs, attribute.String("mcp.resource.uri", redactURI(op.uri)))
 	}
 	return attrs
+}
+
+// endpointScheme starts the URIs the MCP endpoint shows hosts:
+// mcpd://<server>/<the server's own URI, byte for byte>.
+const endpointScheme = "mcpd://"
+
+// redactURI is a resource URI with the credentials it may carry in its
+// user info, query or fragment masked (config.RedactURL). The server's
+// URI inside an MCP endpoint's URI is masked as a URI of its own: parsed
+// whole, its user info would be path, and its opaque form too. A URI
+// with none of "?#@" is kept as it is.
+func redactURI(uri string) string {
+	prefix := 0
+	for {
+		rest, ok := strings.CutPrefix(uri[prefix:], endpointScheme)
+		if !ok {
+			break
+		}
+		server, inner, ok := strings.Cut(rest, "/")
+		if !ok || config.ValidateName(server) != nil {
+			break // not the endpoint's: RedactURL masks all of it
+		}
+		prefix = len(uri) - len(inner)
+	}
+	rest := uri[prefix:]
+	if !strings.ContainsAny(rest, "?#@") {
+		return uri
+	}
+	return uri[:prefix] + config.RedactURL(rest)
 }
 
 // errorType is error.type as the MCP conventions define it: "tool_error"
