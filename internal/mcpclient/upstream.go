@@ -427,14 +427,12 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 	end := func(why string) {
 		stopPings()
 		u.endSession(cs, why)
-		_ = cs.Close()
-		<-sessionEnded
+		u.closeSession(cs, sessionEnded)
 	}
 	for {
 		select {
 		case <-r.ctx.Done():
-			_ = cs.Close()
-			<-sessionEnded
+			u.closeSession(cs, sessionEnded)
 			u.stopProcess()
 			return "", true
 		case <-sessionEnded:
@@ -644,6 +642,30 @@ func connOf(t mcp.Transport) *routedConn {
 // isStateless says whether a session speaks the 2026-07-28 era.
 func isStateless(cs *mcp.ClientSession) bool {
 	return cs.InitializeResult().ProtocolVersion >= statelessProtocolVersion
+}
+
+// closeSession closes cs, whose connection may still be open, and waits
+// for sessionEnded. A stdio session's process is stopped alongside Close,
+// not after it: the SDK's Close waits for the requests in flight, and a
+// write to a server that stopped reading ends only at its deadline (an
+// answer to the server's own request has none; the transport bounds it to
+// a minute). The stop begins by closing stdin, which fails that write at
+// once, then goes on in order (stop grace, SIGTERM to the group, stop
+// grace, SIGKILL), as Close would have begun it once the session was idle.
+func (u *upstream) closeSession(cs *mcp.ClientSession, sessionEnded <-chan struct{}) {
+	u.mu.Lock()
+	proc := u.proc
+	u.mu.Unlock()
+	if proc != nil {
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			_ = proc.Stop(context.Background())
+		}()
+		defer func() { <-stopped }()
+	}
+	_ = cs.Close()
+	<-sessionEnded
 }
 
 // stopProcess stops the child process, if any, and describes how it ended.

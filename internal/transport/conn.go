@@ -50,8 +50,15 @@ type lineConn struct {
 	queue   []jsonrpc.Message // undelivered rest of a batch
 	readErr error             // sticky: the connection is over
 
-	writeMu  sync.Mutex
-	writeErr error // sticky, under writeMu: the connection is over
+	// writeLock (capacity 1) is held by the one write in progress; a
+	// channel rather than a mutex, so that waiting for it ends with ctx.
+	writeLock chan struct{}
+	// maxWriteWait bounds a write whose ctx has no deadline
+	// (defaultMaxWriteWait; tests shorten it).
+	maxWriteWait time.Duration
+
+	errMu    sync.Mutex
+	writeErr error // sticky, under errMu: the connection is over
 	// readEnded is set (before the read deadline) when a failed write ended
 	// the connection; Read then reports writeErr.
 	readEnded atomic.Bool
@@ -61,9 +68,11 @@ var _ mcp.Connection = (*lineConn)(nil)
 
 func newLineConn(p *Process) *lineConn {
 	return &lineConn{
-		p:       p,
-		r:       bufio.NewReaderSize(p.stdout, readBufferSize),
-		maxLine: p.maxLine,
+		p:            p,
+		r:            bufio.NewReaderSize(p.stdout, readBufferSize),
+		maxLine:      p.maxLine,
+		writeLock:    make(chan struct{}, 1),
+		maxWriteWait: defaultMaxWriteWait,
 	}
 }
 
@@ -230,9 +239,7 @@ func (c *lineConn) skip(line []byte, err error) {
 // readError turns a read failure into the connection's final error.
 func (c *lineConn) readError(ctx context.Context, err error) error {
 	if c.readEnded.Load() {
-		c.writeMu.Lock()
-		writeErr := c.writeErr
-		c.writeMu.Unlock()
+		writeErr := c.stickyErr()
 		// A closed pipe most often means the server is exiting; how it
 		// ended says more than the write that noticed.
 		if errors.Is(writeErr, syscall.EPIPE) {
@@ -241,6 +248,11 @@ func (c *lineConn) readError(ctx context.Context, err error) error {
 			}
 		}
 		return fmt.Errorf("%w: %w", ErrWriteFailed, writeErr)
+	}
+	if c.p.outputAbandoned.Load() {
+		// Abandoned only after the reap: done is closed.
+		<-c.p.done
+		return fmt.Errorf("read: server process exited (%w), but a process outside its process group kept its stdout open: %w", c.p.exitStatus(), io.EOF)
 	}
 	if c.p.closing.Load() || errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("read: %w", mcp.ErrConnectionClosed)
@@ -267,24 +279,26 @@ func (c *lineConn) exitError(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
-	if exitErr := c.p.exitErr; exitErr != nil {
-		return fmt.Errorf("read: server process exited (%w): %w", exitErr, io.EOF)
-	}
-	return fmt.Errorf("read: server process exited (exit status 0): %w", io.EOF)
+	return fmt.Errorf("read: server process exited (%w): %w", c.p.exitStatus(), io.EOF)
 }
 
 // Write implements mcp.Connection. Each message goes out as one line in a
 // single write; concurrent writes do not interleave. A write blocked on a
-// server that stopped reading is unblocked by Close.
+// server that stopped reading ends when ctx ends (cancelled, or at its
+// deadline), or when Close closes the pipe; a write whose ctx has no
+// deadline (the SDK's answers to the server's own requests) gives up after
+// defaultMaxWriteWait.
 //
 // The SDK treats a write error while ctx is still live as a broken
 // connection: it refuses every later request, yet keeps reading. So Write
-// keeps two promises. A write that ends at ctx's deadline before any byte
-// went out returns only once ctx reports it, and the connection goes on.
-// Any other failure (a line cut short, a closed pipe) ends the connection:
-// the pending Read returns, the session ends and the server is started
-// again, instead of staying up with every request refused. Once any byte of
-// the line went out, it marks ctx's SendRecord.
+// keeps two promises. A write that ends with ctx (while it waits for an
+// earlier write, or on a full pipe) before any byte went out returns only
+// once ctx reports it, with ctx's error, and the connection goes on. Any
+// other failure (a line cut short, by ctx or otherwise; a closed pipe; a
+// write without a deadline that waited too long) ends the connection: the
+// pending Read returns, the session ends and the server is started again,
+// instead of staying up with every request refused. Once any byte of the
+// line went out, it marks ctx's SendRecord.
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -299,47 +313,113 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	// EncodeMessage trims the encoder's newline, so this append normally
 	// reuses the spare capacity instead of copying.
 	data = append(data, '\n')
-	c.writeMu.Lock()
-	if c.writeErr != nil {
-		err := c.writeErr
-		c.writeMu.Unlock()
+	deadline, hasDeadline := ctx.Deadline()
+	if !hasDeadline {
+		deadline = time.Now().Add(c.maxWriteWait)
+	}
+	if err := c.lock(ctx, deadline, hasDeadline); err != nil {
 		return err
 	}
-	// A child that stops reading fills the pipe; the request's deadline
-	// bounds the wait.
-	deadline, _ := ctx.Deadline()
+	defer c.unlock()
+	if err := c.stickyErr(); err != nil {
+		return err
+	}
+	// A child that stops reading fills the pipe: the deadline bounds the
+	// wait, and ctx's end cuts it short at once. Every write sets its own
+	// deadline, and waits for its cut below, so none leaks into the next.
 	_ = c.p.stdin.SetWriteDeadline(deadline)
+	cutDone := make(chan struct{})
+	stopCut := context.AfterFunc(ctx, func() {
+		defer close(cutDone)
+		_ = c.p.stdin.SetWriteDeadline(time.Now())
+	})
 	n, err := c.p.stdin.Write(data)
+	if !stopCut() {
+		<-cutDone
+	}
 	if n > 0 {
 		// From here on the server may have read the request, even if the
 		// write failed part-way.
 		MarkSent(ctx)
 	}
 	if err == nil {
-		c.writeMu.Unlock()
 		return nil
 	}
-	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-		// Nothing went out, and the deadline is ctx's own; but ctx's timer
-		// can fire a little after the pipe's. Wait for it, so the SDK sees
-		// a cancelled request rather than a broken connection.
-		c.writeMu.Unlock()
+	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) && hasDeadline {
+		// Nothing went out, and the deadline is ctx's own, or ctx ended;
+		// but ctx's timer can fire a little after the pipe's. Wait for it,
+		// so the SDK sees a cancelled request rather than a broken
+		// connection.
 		if ctxErr := waitDone(ctx, deadlineLag); ctxErr != nil {
 			return fmt.Errorf("write: %w", ctxErr)
 		}
-		c.writeMu.Lock()
 	}
-	defer c.writeMu.Unlock()
+	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+		// Cancelled before any byte went out.
+		return fmt.Errorf("write: %w", ctx.Err())
+	}
 	if c.p.closing.Load() || errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("write: %w", mcp.ErrConnectionClosed)
 	}
-	if n > 0 {
+	switch {
+	case n > 0 && ctx.Err() != nil:
+		err = fmt.Errorf("write: cut short after %d of %d bytes: %w (%w)", n, len(data), err, ctx.Err())
+	case n > 0:
 		err = fmt.Errorf("write: cut short after %d of %d bytes: %w", n, len(data), err)
-	} else {
+	case !hasDeadline && errors.Is(err, os.ErrDeadlineExceeded):
+		err = fmt.Errorf("write: server read nothing for %v: %w", c.maxWriteWait, err)
+	default:
 		err = fmt.Errorf("write: %w", err)
 	}
 	c.endConnection(err)
 	return err
+}
+
+// defaultMaxWriteWait bounds a write whose ctx has no deadline: the SDK
+// writes its answers to the server's own requests (roots, sampling,
+// elicitation, ping) that way. A server that asked and then reads nothing
+// of the answer for this long is wedged; without a bound the write would
+// hold the write lock for good, every later request would time out waiting
+// for it, and a 2026-07-28 session (no keepalive pings) would never end.
+// Ending the connection rebuilds the session instead.
+const defaultMaxWriteWait = time.Minute
+
+// lock takes the write lock, waiting at most until ctx ends or, for a ctx
+// without a deadline, until deadline. Giving up when ctx ended returns
+// ctx's error (nothing went out; the connection goes on). Giving up at
+// deadline with ctx live ends the connection, for the SDK would take the
+// error for a broken connection anyway.
+func (c *lineConn) lock(ctx context.Context, deadline time.Time, hasDeadline bool) error {
+	select {
+	case c.writeLock <- struct{}{}:
+		return nil
+	default:
+	}
+	var expired <-chan time.Time
+	if !hasDeadline {
+		timer := time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
+		expired = timer.C
+	}
+	select {
+	case c.writeLock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("write: %w", ctx.Err())
+	case <-expired:
+		err := fmt.Errorf("write: waited %v for an earlier write to the server: %w", c.maxWriteWait, os.ErrDeadlineExceeded)
+		c.endConnection(err)
+		return err
+	}
+}
+
+func (c *lineConn) unlock() { <-c.writeLock }
+
+// stickyErr is the error that ended the connection, if a write did.
+func (c *lineConn) stickyErr() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.writeErr
 }
 
 // deadlineLag bounds how long a write whose deadline has passed waits for
@@ -364,8 +444,11 @@ func waitDone(ctx context.Context, limit time.Duration) error {
 // endConnection records why writing failed, so that later writes fail at
 // once and Read reports it, and unblocks the pending Read: the session
 // ends and is rebuilt. A half-written line is never followed by another
-// message. The caller holds writeMu.
+// message: the write that cut it still holds the write lock here, and the
+// next one checks the error first.
 func (c *lineConn) endConnection(err error) {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
 	if c.writeErr != nil {
 		return
 	}

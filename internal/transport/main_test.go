@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,6 +65,10 @@ func fakeServer(name string) func() int {
 		return runParent
 	case "sleeper":
 		return runSleeper
+	case "escaper":
+		return runEscaper
+	case "spawner":
+		return runSpawner
 	}
 	return nil
 }
@@ -179,4 +185,89 @@ func runSleeper() int {
 	signal.Ignore(syscall.SIGTERM)
 	time.Sleep(time.Hour)
 	return 0
+}
+
+// runEscaper starts a grandchild that leaves the process group (setsid)
+// holding stdout and stderr, the way a daemonising helper or a detached
+// Node spawn does, and names it in an "escaped" notification. Then it
+// writes FAKE_BIG bytes of output, if set, and exits with status 3: the
+// server is gone, yet its stdout stays open.
+func runEscaper() int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	gc := exec.Command(exe)
+	gc.Env = append(os.Environ(), fakeServerEnv+"=sleeper")
+	gc.Stdout, gc.Stderr = os.Stdout, os.Stderr
+	gc.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := gc.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf(`{"jsonrpc":"2.0","method":"escaped","params":{"pid":%d}}`+"\n", gc.Process.Pid)
+	if n, err := strconv.Atoi(os.Getenv(fakeBigEnv)); err == nil {
+		os.Stdout.WriteString(bigLine(n))
+	}
+	return 3
+}
+
+// runSpawner is a daemon in miniature. From a goroutine other than the
+// main one (as the daemon does), it starts a stubborn server (it ignores
+// stdin EOF and SIGTERM) through StartProcess; then it ends OS threads the
+// way the Go runtime does (a goroutine locked to its thread returns), and
+// prints "alive <pid>" if the server outlived that, "dead <pid>" if not.
+// Then it waits to be killed.
+func runSpawner() int {
+	// The main thread never ends (the runtime parks it instead): keep it
+	// here, so that the server is forked from a thread that can.
+	runtime.LockOSThread()
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	started := make(chan *Process)
+	go func() {
+		p, err := StartProcess(StdioSpec{Command: exe, Env: fakeEnv("stubborn")}, nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			close(started)
+			return
+		}
+		// This goroutine's thread, which forked the server, goes on to run
+		// others: the ones below that end their threads among them.
+		endThreads()
+		started <- p
+	}()
+	p, ok := <-started
+	if !ok {
+		return 1
+	}
+	endThreads()
+	// A parent-death signal sent by an ended thread arrives at once; this
+	// only lets the reap be seen. (A late one makes the check weaker, not
+	// flaky.)
+	timer := time.NewTimer(500 * time.Millisecond)
+	select {
+	case <-p.Done():
+		fmt.Println("dead", p.Pid())
+	case <-timer.C:
+		fmt.Println("alive", p.Pid())
+	}
+	time.Sleep(time.Hour)
+	return 0
+}
+
+// endThreads ends a few OS threads: goroutines that return locked to their
+// thread take it with them.
+func endThreads() {
+	for range 8 {
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() { runtime.LockOSThread() })
+		}
+		wg.Wait()
+	}
 }

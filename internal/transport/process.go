@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +33,15 @@ const (
 	// maxStderrLineBytes truncates stderr lines so that one runaway line (a
 	// base64 blob, a minified stack) cannot bloat the log or the status tail.
 	maxStderrLineBytes = 1024
+
+	// heldOutputGrace is how long stdout may stay open after the child was
+	// reaped (and its process group killed) before the connection gives up
+	// on it. Only a process that left the group (setsid, a container the
+	// server started) still holds it then, and it would keep a dead server
+	// looking alive. The grace covers the group's last members dying;
+	// output the reader has not taken yet is never dropped (see
+	// abandonOutput).
+	heldOutputGrace = time.Second
 )
 
 // StdioSpec describes a child process to run.
@@ -95,6 +105,12 @@ type Process struct {
 	stderrDone chan struct{} // closed when the stderr reader returns
 	onStderr   func()        // ProcessOptions.OnStderrLine
 
+	// heldOutput, once the child is reaped, is the timer of abandonOutput.
+	heldOutput atomic.Pointer[time.Timer]
+	// outputAbandoned is set when the connection was ended because stdout
+	// stayed open after the child's exit.
+	outputAbandoned atomic.Bool
+
 	// closing is set when the stop sequence starts; the connection reports
 	// ErrConnectionClosed from then on.
 	closing        atomic.Bool
@@ -154,6 +170,9 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 	// spawned, and so that a terminal's Ctrl-C aimed at the daemon does not
 	// reach the servers before the daemon stops them in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Where the OS allows it, the child dies with the daemon even when the
+	// daemon cannot stop it (SIGKILL, a crash); see supervise.
+	setParentDeathSignal(cmd.SysProcAttr)
 
 	// Our own pipes (not cmd.StdoutPipe): closing our read end unblocks a
 	// pending Read through the runtime poller, and exec starts no copying
@@ -188,20 +207,7 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 
-	startErr := cmd.Start()
-	// The child holds its own copies now; keeping ours would hide EOF.
-	_ = inR.Close()
-	_ = outW.Close()
-	_ = errW.Close()
-	if startErr != nil {
-		_ = inW.Close()
-		_ = outR.Close()
-		_ = errR.Close()
-		return nil, fmt.Errorf("start process %q: %w", spec.Command, startErr)
-	}
-
 	p := &Process{
-		pid:        cmd.Process.Pid,
 		log:        o.Logger,
 		onStderr:   o.OnStderrLine,
 		maxLine:    o.MaxLineBytes,
@@ -216,8 +222,20 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 		stopped:    make(chan struct{}),
 		hurry:      make(chan struct{}),
 	}
+	started := make(chan error)
+	go p.supervise(started)
+	startErr := <-started
+	// The child holds its own copies now; keeping ours would hide EOF.
+	_ = inR.Close()
+	_ = outW.Close()
+	_ = errW.Close()
+	if startErr != nil {
+		_ = inW.Close()
+		_ = outR.Close()
+		_ = errR.Close()
+		return nil, fmt.Errorf("start process %q: %w", spec.Command, startErr)
+	}
 	p.log.Debug().Int("pid", p.pid).Str("command", spec.Command).Msg("server process started")
-	go p.wait()
 	go p.readStderr()
 	return p, nil
 }
@@ -244,9 +262,32 @@ func mergeEnv(base []string, extra map[string]string, withhold func(string) bool
 	return env, nil
 }
 
-// wait reaps the child, then kills what is left of its process group.
-func (p *Process) wait() {
-	err := p.cmd.Wait()
+// supervise starts the child, reports the outcome on started, and then
+// reaps it, all on one OS thread that it holds until the reap.
+//
+// The child's parent-death signal (setParentDeathSignal) is tied to the
+// thread that forked it, not to the daemon's process (prctl(2)): it fires
+// when that thread ends. The Go runtime ends a thread whenever a goroutine
+// locked to it returns without unlocking, which any code in the daemon may
+// do on whatever thread it happens to run. Locked here from before the fork
+// until the child is reaped, the forking thread runs nothing else and
+// outlives the child, so the signal comes only when the daemon dies. It
+// costs no extra thread: the wait for the child blocks one anyway.
+func (p *Process) supervise(started chan<- error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := p.cmd.Start(); err != nil {
+		started <- err
+		return
+	}
+	p.pid = p.cmd.Process.Pid
+	started <- nil
+	p.reaped(p.cmd.Wait())
+}
+
+// reaped records how the child ended, then kills what is left of its
+// process group.
+func (p *Process) reaped(err error) {
 	// The server is gone; a grandchild left in its group would only hold the
 	// pipes open (hiding EOF) and leak.
 	_ = signalGroup(p.pid, syscall.SIGKILL)
@@ -258,7 +299,28 @@ func (p *Process) wait() {
 		ev = ev.Str("status", "exit status 0")
 	}
 	ev.Msg("server process exited")
+	if !p.closing.Load() {
+		p.heldOutput.Store(time.AfterFunc(heldOutputGrace, p.abandonOutput))
+	}
 	close(p.done)
+}
+
+// abandonOutput runs heldOutputGrace after the reap. If stdout is still
+// open then, a process outside the group holds it, and Read would wait for
+// its EOF while the server is dead: close our ends of the pipes, as Stop
+// does first, so that the connection ends and the session with it. Output
+// still waiting in the pipe is left to the reader first.
+func (p *Process) abandonOutput() {
+	if p.closing.Load() {
+		return
+	}
+	if pendingBytes(p.stdout) > 0 {
+		p.heldOutput.Store(time.AfterFunc(heldOutputGrace, p.abandonOutput))
+		return
+	}
+	p.outputAbandoned.Store(true)
+	p.log.Warn().Int("pid", p.pid).Msg("server process exited, but a process outside its process group keeps its stdout open; ending the connection")
+	p.closeInput()
 }
 
 // signalGroup signals every process in the group led by pgid. A group that
@@ -295,7 +357,9 @@ func (p *Process) Pid() int { return p.pid }
 
 // Done returns a channel closed once the child has exited and been reaped.
 // By then whatever the child left in its process group has been sent
-// SIGKILL: the server is considered gone when its direct child is.
+// SIGKILL: the server is considered gone when its direct child is. Should
+// stdout stay open heldOutputGrace longer (a process that left the group
+// holds it), the connection ends as if Stop had begun.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // ExitError returns how the child ended, once Done is closed: nil for exit
@@ -310,14 +374,24 @@ func (p *Process) ExitError() error {
 	}
 }
 
+// exitStatus is how the reaped child ended, "exit status 0" included;
+// callers wait for done first.
+func (p *Process) exitStatus() error {
+	if p.exitErr != nil {
+		return p.exitErr
+	}
+	return errors.New("exit status 0")
+}
+
 // StderrTail returns a copy of the last stderr lines, oldest first.
 func (p *Process) StderrTail() []string { return p.tail.snapshot() }
 
 // Stop stops the child in order: close stdin, wait StopGrace, SIGTERM the
 // process group, wait StopGrace, SIGKILL the group, reap. Once the child is
-// reaped its group is SIGKILLed too, so no grandchild survives. Stop returns
-// after the child is reaped and every goroutine the Process started has
-// returned.
+// reaped its group is SIGKILLed too, so no grandchild that stayed in the
+// group survives; one that left it (setsid, a container started through a
+// client such as docker) is out of reach. Stop returns after the child is
+// reaped and every goroutine the Process started has returned.
 //
 // Stop is idempotent and safe to call concurrently. When ctx ends first, the
 // remaining waits are skipped (the group is SIGKILLed at once), Stop still
@@ -356,6 +430,10 @@ func (p *Process) stop(ctx context.Context) error {
 			// and then there is nothing better to do than wait.
 			<-p.done
 		}
+	}
+	// (A timer that fires anyway finds the stop begun and does nothing.)
+	if t := p.heldOutput.Load(); t != nil {
+		t.Stop()
 	}
 	// After the reap the group is dead, so stderr reaches EOF, unless a
 	// process that left the group still holds it: give it the grace, then cut
