@@ -25,8 +25,19 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// fakeStartsEnv, if set, names a file to which each fake server process
+// appends a line when it starts.
+const fakeStartsEnv = "MCPD_MCPCLIENT_FAKE_STARTS"
+
 // runFakeServer serves a go-sdk server on stdio, misbehaving as mode says.
 func runFakeServer(mode string) int {
+	if path := os.Getenv(fakeStartsEnv); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err == nil {
+			fmt.Fprintln(f, mode)
+			f.Close()
+		}
+	}
 	switch mode {
 	case "exit-at-start":
 		fmt.Fprintln(os.Stderr, "fatal: missing API key")

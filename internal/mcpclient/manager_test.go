@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -102,6 +103,37 @@ func TestEraProbe(t *testing.T) {
 				t.Fatalf("echo: got %d content blocks, want 1", len(res.Content))
 			}
 		})
+	}
+}
+
+// TestEraKeptAcrossRestarts: once a server answered only initialize, a
+// restart connects to it that way at once, without the server/discover
+// probe, which costs a process start (or the probe's timeout) every time.
+func TestEraKeptAcrossRestarts(t *testing.T) {
+	m, _ := newTestManager(t, 20*time.Second)
+	ctx := testContext(t)
+	starts := filepath.Join(t.TempDir(), "starts")
+	cfg := fakeServer("fake", "die-on-discover")
+	cfg.Env[fakeStartsEnv] = starts
+	startCount := func() int {
+		data, _ := os.ReadFile(starts)
+		return strings.Count(string(data), "\n")
+	}
+	st, err := m.Connect(ctx, cfg, false)
+	if err != nil || st.State != StateReady || st.ProtocolVersion != "2025-11-25" {
+		t.Fatalf("connect: %v %q (%s), %v; want ready at 2025-11-25", st.State, st.ProtocolVersion, st.LastError, err)
+	}
+	if n := startCount(); n != 2 {
+		t.Fatalf("the first connect started %d processes, want 2 (the probe, then initialize)", n)
+	}
+	for i := range 2 {
+		st, err := m.Restart(ctx, "fake")
+		if err != nil || st.State != StateReady || st.ProtocolVersion != "2025-11-25" {
+			t.Fatalf("restart %d: %v %q (%s), %v; want ready at 2025-11-25", i+1, st.State, st.ProtocolVersion, st.LastError, err)
+		}
+	}
+	if n := startCount(); n != 4 {
+		t.Errorf("after two restarts %d processes started, want 4: one per restart, the era known", n)
 	}
 }
 

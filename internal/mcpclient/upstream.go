@@ -147,7 +147,11 @@ type upstream struct {
 	lastProc     *transport.Process // kept for the stderr tail after an exit
 	init         *mcp.InitializeResult
 	detected     config.TransportKind // for TransportAuto: what worked last
-	tools        map[string]*mcp.Tool // by the server's own name, after filters
+	// legacyEra: the server answered only initialize the last time it was
+	// probed, over the transport kinds set here; reconnects skip the
+	// server/discover probe, as the design asks (cache the era per server).
+	legacyEra map[config.TransportKind]bool
+	tools     map[string]*mcp.Tool // by the server's own name, after filters
 	// toolsUndeclared: the tools came from a server that did not declare
 	// the tools capability (see refreshTools).
 	toolsUndeclared bool
@@ -734,9 +738,22 @@ func (u *upstream) connect(parent context.Context) (*mcp.ClientSession, error) {
 // protocol version it probes for the stateless era first, bounded by
 // ProbeTimeout: a server that ignores server/discover or dies on it is
 // started (or dialled) again and reached with initialize.
+//
+// Once a probe went unanswered, the era is kept: a restart or reconnect
+// connects with initialize at once (each probe of a server that ignores it
+// costs the probe timeout, and of a stdio server a process start). Should
+// that fail, the server may have changed: it is probed again.
 func (u *upstream) connectAs(ctx context.Context, kind config.TransportKind) (*mcp.ClientSession, error) {
 	if v := u.cfg.ProtocolVersion; v != "" {
 		return u.dial(ctx, kind, v)
+	}
+	if u.knownLegacy(kind) {
+		cs, err := u.dial(ctx, kind, legacyProtocolVersion)
+		if err == nil || ctx.Err() != nil || isStartError(err) {
+			return cs, err
+		}
+		u.log.Info().Str("error", u.cfg.Redact(err.Error())).Msg("initialize failed; probing the server's era again")
+		u.setLegacy(kind, false)
 	}
 	probeCtx, cancelProbe := context.WithTimeout(ctx, u.opts.ProbeTimeout)
 	cs, err := u.dial(probeCtx, kind, statelessProtocolVersion)
@@ -751,7 +768,28 @@ func (u *upstream) connectAs(ctx context.Context, kind config.TransportKind) (*m
 		return nil, authErr
 	}
 	u.log.Info().Str("error", u.cfg.Redact(err.Error())).Msg("server/discover probe unanswered; connecting with initialize")
-	return u.dial(ctx, kind, legacyProtocolVersion)
+	cs, err = u.dial(ctx, kind, legacyProtocolVersion)
+	if err == nil {
+		u.setLegacy(kind, true)
+	}
+	return cs, err
+}
+
+// knownLegacy says whether the last probe over kind found an
+// initialize-era server.
+func (u *upstream) knownLegacy(kind config.TransportKind) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.legacyEra[kind]
+}
+
+func (u *upstream) setLegacy(kind config.TransportKind, legacy bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.legacyEra == nil {
+		u.legacyEra = make(map[config.TransportKind]bool)
+	}
+	u.legacyEra[kind] = legacy
 }
 
 // startError marks a server that could not be started at all (no such
