@@ -435,7 +435,7 @@ func TestToolFilters(t *testing.T) {
 }
 
 func TestCommandPolicy(t *testing.T) {
-	e := newEnv(t, &envOptions{server: Options{Commands: &CommandPolicy{Allowed: []string{"/bin/true", "bin/server"}}}})
+	e := newEnv(t, &envOptions{server: Options{Commands: &CommandPolicy{Allowed: []string{"/bin/true", "bin/server", "true"}}}})
 	ctx := testContext(t)
 	_, err := e.client.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{
 		Name: "x", Transport: &mcpdv1.ServerConfig_Stdio{Stdio: &mcpdv1.StdioConfig{Command: "sh"}},
@@ -445,6 +445,12 @@ func TestCommandPolicy(t *testing.T) {
 	// start whatever lies there.
 	_, err = e.client.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{
 		Name: "y", Transport: &mcpdv1.ServerConfig_Stdio{Stdio: &mcpdv1.StdioConfig{Command: "bin/server", Cwd: t.TempDir()}},
+	}})
+	wantCode(t, err, codes.PermissionDenied)
+	// So would an allowed bare name with a PATH of the request's choosing,
+	// in which the server's command is looked up.
+	_, err = e.client.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{
+		Name: "z", Transport: &mcpdv1.ServerConfig_Stdio{Stdio: &mcpdv1.StdioConfig{Command: "true", Env: map[string]string{"PATH": t.TempDir()}}},
 	}})
 	wantCode(t, err, codes.PermissionDenied)
 }

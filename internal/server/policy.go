@@ -33,5 +33,11 @@ func (p *CommandPolicy) Check(cfg config.Server) error {
 	if cfg.Cwd != "" && !filepath.IsAbs(cfg.Command) && strings.ContainsRune(cfg.Command, filepath.Separator) {
 		return mcpclient.Deny("command %q is a relative path: with cwd set it is not the command --allow-command allows; allow an absolute path", cfg.Command)
 	}
+	// A command without a slash is looked up in the server's own PATH when
+	// its env sets one: with a PATH of the request's choosing, "npx" could
+	// be any program.
+	if _, ok := cfg.Env["PATH"]; ok && !strings.ContainsRune(cfg.Command, filepath.Separator) {
+		return mcpclient.Deny("command %q with PATH in its env: the server's PATH finds it, so it is not the command --allow-command allows; allow an absolute path", cfg.Command)
+	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -164,6 +165,12 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 	}
 
 	cmd := exec.Command(spec.Command, spec.Args...)
+	if path, ok := spec.Env["PATH"]; ok && !strings.ContainsRune(spec.Command, filepath.Separator) {
+		// The server's own PATH finds its command, as a shell or another
+		// MCP client would (a config that points PATH at nvm's node, say),
+		// not mcpd's.
+		cmd.Path, cmd.Err = lookPathIn(spec.Command, path)
+	}
 	cmd.Env = env
 	cmd.Dir = spec.Dir
 	// Its own group, so that stopping signals the server and everything it
@@ -243,6 +250,22 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 // mergeEnv returns base, less the variables withhold names (when set),
 // with extra applied over it. Keys of extra are appended in sorted order
 // so the child's environment is deterministic.
+// lookPathIn is exec.LookPath with the directories of path rather than
+// mcpd's PATH. Only absolute directories count: a relative one would find
+// a program in whatever directory the server starts in.
+func lookPathIn(file, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		candidate := filepath.Join(dir, file)
+		if fi, err := os.Stat(candidate); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return candidate, nil
+		}
+	}
+	return "", &exec.Error{Name: file, Err: fmt.Errorf("%w in the server's PATH", exec.ErrNotFound)}
+}
+
 func mergeEnv(base []string, extra map[string]string, withhold func(string) bool) ([]string, error) {
 	for k := range extra {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

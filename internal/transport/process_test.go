@@ -33,6 +33,7 @@ func TestStartProcessErrors(t *testing.T) {
 		{name: "working dir is a file", spec: StdioSpec{Command: testExecutable(t), Dir: notExecutable}, want: "is not a directory"},
 		{name: "empty command", spec: StdioSpec{}, want: "empty command"},
 		{name: "bad env name", spec: StdioSpec{Command: testExecutable(t), Env: map[string]string{"A=B": secret}}, want: "A=B"},
+		{name: "not on the server's PATH", spec: StdioSpec{Command: "mcpd-no-such-command", Env: map[string]string{"PATH": t.TempDir(), "TOKEN": secret}}, want: "server's PATH"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,6 +52,43 @@ func TestStartProcessErrors(t *testing.T) {
 				t.Errorf("error: got %q, which leaks an env value", err)
 			}
 		})
+	}
+}
+
+// TestCommandOnTheServersPath: a command without a slash is looked up in
+// the PATH of the server's own env, when it sets one (as other MCP clients
+// do), not in mcpd's; a relative directory in it does not count.
+func TestCommandOnTheServersPath(t *testing.T) {
+	ctx := testContext(t)
+	dir := t.TempDir()
+	const name = "mcpd-test-server-on-path"
+	if err := os.Symlink(testExecutable(t), filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+	spec := StdioSpec{Command: name, Env: fakeEnv("env")}
+	spec.Env["PATH"] = "relative/bin" + string(filepath.ListSeparator) + dir
+	p, err := StartProcess(spec, &ProcessOptions{StopGrace: testStopGrace})
+	if err != nil {
+		t.Fatalf("StartProcess: %v", err)
+	}
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	if _, err := connectProcess(t, ctx, p).Read(ctx); err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+
+	// Only in a relative directory of the server's PATH: not found.
+	rel := t.TempDir()
+	if err := os.Mkdir(filepath.Join(rel, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(testExecutable(t), filepath.Join(rel, "bin", name)); err != nil {
+		t.Fatal(err)
+	}
+	spec = StdioSpec{Command: name, Env: fakeEnv("env"), Dir: rel}
+	spec.Env["PATH"] = "bin"
+	if p, err := StartProcess(spec, &ProcessOptions{StopGrace: testStopGrace}); err == nil {
+		p.Stop(context.Background())
+		t.Error("StartProcess found the command in a relative directory of the server's PATH")
 	}
 }
 
