@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // The two top-level keys that hold servers: "mcpServers" (Claude Desktop,
@@ -345,7 +346,7 @@ func repeatedPermissions(raw json.RawMessage) error {
 	}
 	seen := false
 	for _, m := range ms {
-		if m.key != keyPermissions {
+		if !strings.EqualFold(m.key, keyPermissions) {
 			continue
 		}
 		if seen {
@@ -588,10 +589,13 @@ func objectMembers(data []byte) ([]member, error) {
 
 // RepeatedKey returns an error naming the first key that appears twice in
 // one object anywhere in the JSON value in data, with the path of that
-// object ("callers[0].permissions"); nil when there is none. encoding/json
-// would keep the last value without a word, so that a reader of the file
-// and mcpd could disagree on what it grants. data must be valid JSON: any
-// other problem is left to the decoder, and reported as nil here.
+// object ("callers[0].permissions"); nil when there is none. Keys that
+// differ only in case count as one, as encoding/json matches them to a
+// field ("tools" and "Tools"). encoding/json would keep the last value
+// without a word, so that a reader of the file and mcpd could disagree on
+// what it grants. data must be valid JSON: any other problem is left to
+// the decoder, and reported as nil here. It is meant for objects whose
+// keys are field names, not free-form maps.
 func RepeatedKey(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // a number too large for a float64 is not this check's business
@@ -612,20 +616,24 @@ func repeatedKey(dec *json.Decoder, path string) error {
 	}
 	switch tok {
 	case json.Delim('{'):
-		seen := make(map[string]bool)
+		seen := make(map[string]string) // by foldKey, the key as written
 		for dec.More() {
 			tok, err := dec.Token()
 			if err != nil {
 				return err
 			}
 			key, _ := tok.(string) // keys are strings in valid JSON
-			if seen[key] {
-				if path == "" {
-					return fmt.Errorf("key %q %w", key, errRepeatedKey)
+			if first, ok := seen[foldKey(key)]; ok {
+				where := ""
+				if path != "" {
+					where = " in " + path
 				}
-				return fmt.Errorf("key %q %w in %s", key, errRepeatedKey, path)
+				if first != key {
+					return fmt.Errorf("keys %q and %q%s differ only in case, which JSON reads as one key: it %w", first, key, where, errRepeatedKey)
+				}
+				return fmt.Errorf("key %q %w%s", key, errRepeatedKey, where)
 			}
-			seen[key] = true
+			seen[foldKey(key)] = key
 			inner := key
 			if path != "" {
 				inner = path + "." + key
@@ -645,6 +653,12 @@ func repeatedKey(dec *json.Decoder, path string) error {
 	}
 	_, err = dec.Token() // the closing '}' or ']'
 	return err
+}
+
+// foldKey is key as encoding/json compares it with a field name: without
+// case (simple folding, so that the Kelvin sign is a k).
+func foldKey(key string) string {
+	return strings.Map(func(r rune) rune { return unicode.ToLower(unicode.ToUpper(r)) }, key)
 }
 
 // jsonKind names the kind of the JSON value in data.

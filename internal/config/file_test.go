@@ -520,6 +520,9 @@ func TestRepeatedKey(t *testing.T) {
 		{`{"a": 1, "a": 1}`, `key "a" appears twice`},
 		{`{"a": {"b": [{}, {"c": 1, "c": 2}]}}`, `key "c" appears twice in a.b[1]`},
 		{`{"a": [1, }`, ""}, // not JSON: the decoder's business
+		// encoding/json reads keys without case: "Tools" is "tools".
+		{`{"x": {"tools": ["a"], "Tools": ["*"]}}`, `keys "tools" and "Tools" in x differ only in case, which JSON reads as one key: it appears twice`},
+		{`{"k": 1, "K": 2}`, `keys "k" and "K" differ only in case, which JSON reads as one key: it appears twice`},
 	} {
 		err := RepeatedKey([]byte(tc.data))
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
