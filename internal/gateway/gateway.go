@@ -247,11 +247,11 @@ func (g *Gateway) Run(ctx context.Context) {
 func (g *Gateway) handle(ctx context.Context, syncs *syncer, ev events.Event) {
 	switch ev.Kind {
 	case events.KindToolsChanged:
-		syncs.request(ev.Server, syncTools)
+		syncs.request(ev.Server, syncTools|toolsChanged)
 	case events.KindPromptsChanged:
-		syncs.request(ev.Server, syncPrompts)
+		syncs.request(ev.Server, syncPrompts|promptsChanged)
 	case events.KindResourcesChanged:
-		syncs.request(ev.Server, syncResources)
+		syncs.request(ev.Server, syncResources|resourcesChanged)
 	case events.KindServerState:
 		syncs.request(ev.Server, syncAll)
 	case events.KindGap:

@@ -14,13 +14,20 @@ import (
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
-// What syncServer refreshes.
+// What syncServer refreshes, and why.
 type syncWhat int
 
 const (
 	syncTools syncWhat = 1 << iota
 	syncPrompts
 	syncResources
+	// The server said that list changed: every item of it is published
+	// again, so that the hosts hear a list_changed even when mcpd sees no
+	// difference (the server's notice is theirs to have). Syncs for other
+	// reasons (a state change, a gap) publish only what differs.
+	toolsChanged
+	promptsChanged
+	resourcesChanged
 	syncAll = syncTools | syncPrompts | syncResources
 )
 
@@ -126,7 +133,7 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 			}
 			g.mu.Unlock()
 		}
-		next = apply(items.tools, next, g.srv.RemoveTools, func(name string, t *mcp.Tool) {
+		next = apply(items.tools, next, what&toolsChanged != 0, g.srv.RemoveTools, func(name string, t *mcp.Tool) {
 			g.srv.AddTool(publishedTool(name, t), g.callTool)
 		})
 		g.mu.Lock()
@@ -147,7 +154,7 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 			}
 		}
 		if !keep {
-			next = apply(items.prompts, next, g.srv.RemovePrompts, func(name string, p *mcp.Prompt) {
+			next = apply(items.prompts, next, what&promptsChanged != 0, g.srv.RemovePrompts, func(name string, p *mcp.Prompt) {
 				cp := *p
 				cp.Name = name
 				g.srv.AddPrompt(&cp, g.getPrompt)
@@ -175,12 +182,12 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 			}
 		}
 		if !keep {
-			nextR = apply(items.resources, nextR, g.srv.RemoveResources, func(uri string, r *mcp.Resource) {
+			nextR = apply(items.resources, nextR, what&resourcesChanged != 0, g.srv.RemoveResources, func(uri string, r *mcp.Resource) {
 				cp := *r
 				cp.URI = uri
 				g.srv.AddResource(&cp, g.readResource)
 			})
-			nextT = apply(items.templates, nextT, g.srv.RemoveResourceTemplates, func(uri string, t *mcp.ResourceTemplate) {
+			nextT = apply(items.templates, nextT, what&resourcesChanged != 0, g.srv.RemoveResourceTemplates, func(uri string, t *mcp.ResourceTemplate) {
 				cp := *t
 				cp.URITemplate = uri
 				if !validTemplate(uri) {
@@ -203,8 +210,9 @@ func (g *Gateway) ready(server string) bool {
 }
 
 // apply turns the published items old into next: it removes what is gone
-// and adds what is new or changed. It returns next.
-func apply[T comparable](old, next map[string]T, remove func(...string), add func(string, T)) map[string]T {
+// and adds what is new or changed, or, with all, everything in next. It
+// returns next.
+func apply[T comparable](old, next map[string]T, all bool, remove func(...string), add func(string, T)) map[string]T {
 	var gone []string
 	for name := range old {
 		if _, ok := next[name]; !ok {
@@ -215,7 +223,7 @@ func apply[T comparable](old, next map[string]T, remove func(...string), add fun
 		remove(gone...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(next)) {
-		if prev, ok := old[name]; !ok || !sameDefinition(prev, next[name]) {
+		if prev, ok := old[name]; all || !ok || !sameDefinition(prev, next[name]) {
 			addSafely(name, next[name], add)
 		}
 	}
@@ -223,9 +231,9 @@ func apply[T comparable](old, next map[string]T, remove func(...string), add fun
 }
 
 // sameDefinition says whether two definitions of an item are the same.
-// Tools keep their identity while unchanged, but prompts and resources are
-// listed afresh on every sync: compared by identity, each sync would
-// publish them again, and every host would hear a list_changed for nothing.
+// Prompts and resources are listed afresh on every sync: compared by
+// identity, a sync for a server's state change would publish them all
+// again, and every host would hear a list_changed for nothing.
 func sameDefinition[T comparable](a, b T) bool {
 	if a == b {
 		return true
