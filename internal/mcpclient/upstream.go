@@ -334,7 +334,7 @@ func (u *upstream) serve(r *run) {
 		cs, err := u.connect(r.ctx)
 		if r.ctx.Err() != nil {
 			if cs != nil {
-				_ = cs.Close()
+				u.closeSession(cs, nil)
 				u.stopProcess()
 			}
 			return
@@ -346,14 +346,14 @@ func (u *upstream) serve(r *run) {
 		if err == nil {
 			level, uris = u.setUp(r.ctx, cs)
 			if r.ctx.Err() != nil { // stopped while setting up: never ready
-				_ = cs.Close()
+				u.closeSession(cs, nil)
 				u.stopProcess()
 				return
 			}
 			// A session whose set-up ran into the server's authorization
 			// (a consent to give, a scope it keeps refusing) is not ready.
 			if authErr := u.authBlocked(); authErr != nil {
-				_ = cs.Close()
+				u.closeSession(cs, nil)
 				u.stopProcess()
 				cs, err = nil, authErr
 			}
@@ -649,7 +649,7 @@ func isStateless(cs *mcp.ClientSession) bool {
 }
 
 // closeSession closes cs, whose connection may still be open, and waits
-// for sessionEnded. A stdio session's process is stopped alongside Close,
+// for sessionEnded (if not nil). A stdio session's process is stopped alongside Close,
 // not after it: the SDK's Close waits for the requests in flight, and a
 // write to a server that stopped reading ends only at its deadline (an
 // answer to the server's own request has none; the transport bounds it to
@@ -669,7 +669,9 @@ func (u *upstream) closeSession(cs *mcp.ClientSession, sessionEnded <-chan struc
 		defer func() { <-stopped }()
 	}
 	_ = cs.Close()
-	<-sessionEnded
+	if sessionEnded != nil {
+		<-sessionEnded
+	}
 }
 
 // stopProcess stops the child process, if any, and describes how it ended.
