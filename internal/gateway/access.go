@@ -212,7 +212,7 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			// A name or URI that resolves to nothing, or to several
 			// servers: refused, and audited as the gRPC edge audits it.
 			g.refused(caller, method, rec, err, start)
-			return nil, err
+			return nil, wireError(err)
 		}
 		// What the SDK calls on the request's behalf without its Extra
 		// (SubscribeHandler for subscriptions/listen) finds the caller here,
@@ -305,6 +305,8 @@ func outcome(err error) string {
 		return "OK"
 	case errors.Is(err, errCallerRemoved):
 		return "Unauthenticated"
+	case errors.Is(err, mcpclient.ErrNotFound):
+		return "NotFound"
 	case errors.As(err, &rpc):
 		if rpc.Code == jsonrpc.CodeInvalidParams {
 			return "InvalidArgument"

@@ -264,7 +264,7 @@ func TestUnresolvedNamesAudited(t *testing.T) {
 	runGateway(ctx, t, g)
 	cs := connectHost(ctx, t, g)
 
-	type want struct{ method, field, value string }
+	type want struct{ method, field, value, code string }
 	for _, tc := range []struct {
 		name string
 		do   func() error
@@ -273,19 +273,19 @@ func TestUnresolvedNamesAudited(t *testing.T) {
 		{"ambiguous tool", func() error {
 			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{}})
 			return err
-		}, want{"mcp tools/call", "tool", "add"}},
+		}, want{"mcp tools/call", "tool", "add", "InvalidArgument"}},
 		{"unknown tool", func() error {
 			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "nosuch", Arguments: map[string]any{}})
 			return err
-		}, want{"mcp tools/call", "tool", "nosuch"}},
+		}, want{"mcp tools/call", "tool", "nosuch", "NotFound"}}, // as gRPC's CallTool
 		{"unknown prompt", func() error {
 			_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "nosuch"})
 			return err
-		}, want{"mcp prompts/get", "prompt", "nosuch"}},
+		}, want{"mcp prompts/get", "prompt", "nosuch", "InvalidArgument"}},
 		{"unresolvable resource", func() error {
 			_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "res://nosuch"})
 			return err
-		}, want{"mcp resources/read", "uri", "res://nosuch"}},
+		}, want{"mcp resources/read", "uri", "res://nosuch", "InvalidArgument"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.do(); err == nil {
@@ -299,8 +299,8 @@ func TestUnresolvedNamesAudited(t *testing.T) {
 			if i < 0 {
 				t.Fatalf("no audit line with method %q and %s %q; got %v", tc.want.method, tc.want.field, tc.want.value, lines)
 			}
-			if l := lines[i]; l["caller"] != access.AnonymousCallerName || l["code"] != "InvalidArgument" {
-				t.Errorf("audit line: got %v, want caller %s and code InvalidArgument", l, access.AnonymousCallerName)
+			if l := lines[i]; l["caller"] != access.AnonymousCallerName || l["code"] != tc.want.code {
+				t.Errorf("audit line: got %v, want caller %s and code %s", l, access.AnonymousCallerName, tc.want.code)
 			}
 		})
 	}

@@ -110,13 +110,11 @@ func (g *Gateway) resolvePrompt(caller access.Caller, name string) (server, prom
 
 // resolveTool returns the qualified name of the tool a host named.
 func (g *Gateway) resolveTool(caller access.Caller, name string) (string, error) {
-	q, err := g.mgr.QualifyToolName(name, func(server, qualified string) bool {
+	// The Manager's error is kept, for the audit line's code (NOT_FOUND,
+	// INVALID_ARGUMENT, as on gRPC); the guard sends its wire form.
+	return g.mgr.QualifyToolName(name, func(server, qualified string) bool {
 		return g.allowed(caller, access.Action{Verb: access.CallTool, Server: server, Tool: qualified})
 	})
-	if err != nil {
-		return "", wireError(err)
-	}
-	return q, nil
 }
 
 func ambiguous(what, name string, servers []string, qualify func(string) string) error {
