@@ -472,14 +472,8 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 		c.oauthStateDirDefault = true
 	}
 	c.apiToken, _ = lookup("MCPD_API_TOKEN")
-	// Empty means no token, as unset. A " " token would turn
-	// authentication on and match "Bearer  ": refuse whitespace, and
-	// never quote the value.
-	switch {
-	case c.apiToken != "" && strings.TrimSpace(c.apiToken) == "":
-		return nil, errors.New("MCPD_API_TOKEN is empty but for whitespace: set the token, or unset the variable for none")
-	case strings.ContainsFunc(c.apiToken, unicode.IsSpace):
-		return nil, errors.New("MCPD_API_TOKEN contains whitespace: a bearer token cannot")
+	if err := checkAPIToken(c.apiToken); err != nil {
+		return nil, err
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
@@ -491,4 +485,17 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkAPIToken refuses an MCPD_API_TOKEN with whitespace, without quoting
+// it. Empty means no token, as unset; a " " token would turn
+// authentication on and match "Bearer  ".
+func checkAPIToken(token string) error {
+	switch {
+	case token != "" && strings.TrimSpace(token) == "":
+		return errors.New("MCPD_API_TOKEN is empty but for whitespace: set the token, or unset the variable for none")
+	case strings.ContainsFunc(token, unicode.IsSpace):
+		return errors.New("MCPD_API_TOKEN contains whitespace: a bearer token cannot")
+	}
+	return nil
 }

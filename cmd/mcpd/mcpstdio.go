@@ -45,6 +45,12 @@ const stdioQueue = 64
 // of mcpd's that carries no JSON-RPC answer.
 const stdioReasonMax = 200
 
+// stdioOrderWait bounds how long a message waits for mcpd to take the one
+// before it (see bridge.send): an mcpd that is slow to take a message, or
+// out of reach, must not hold up all that follows for good. Past it, the
+// message goes out, and may overtake the one it waited for.
+const stdioOrderWait = 5 * time.Second
+
 // stdioRetry is the pause before the standalone stream is opened again
 // after mcpd closed it.
 const stdioRetry = time.Second
@@ -84,12 +90,17 @@ func runMCPStdio(args []string, lookup func(string) (string, bool), stdin io.Rea
 		return stdioUsage
 	}
 	token, _ := lookup("MCPD_API_TOKEN")
+	if err := checkAPIToken(token); err != nil {
+		// Sent as it is, it would only be refused, as if mcpd were away.
+		fmt.Fprintln(stderr, "mcpd mcp-stdio:", err)
+		return stdioUsage
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// The first signal stops the bridge in order; a second one, should
 	// that hang, kills it.
 	context.AfterFunc(ctx, stop)
-	b := &bridge{endpoint: endpoint, client: client, token: token, out: stdout}
+	b := &bridge{endpoint: endpoint, client: client, token: token, out: stdout, orderWait: stdioOrderWait}
 	if err := b.run(ctx, stdin); err != nil {
 		fmt.Fprintln(stderr, "mcpd mcp-stdio:", err)
 		return stdioError
@@ -127,6 +138,9 @@ type bridge struct {
 	endpoint string
 	client   *http.Client
 	token    string
+	// orderWait bounds how long a message waits for the one before it
+	// (stdioOrderWait; tests shorten it).
+	orderWait time.Duration
 
 	outMu sync.Mutex
 	out   io.Writer
@@ -264,24 +278,34 @@ func (b *bridge) decode(ctx context.Context, line []byte) (outgoing, bool) {
 // its POST is written: mcpd says nothing of a request it took until it
 // answers, which may take long, so the answer is awaited on a goroutine
 // of posts, and mcpd may start the request after a message sent later.
+// Either wait is bounded by orderWait.
 func (b *bridge) send(ctx context.Context, m outgoing, posts *sync.WaitGroup, streamCtx context.Context, streams *sync.WaitGroup) {
 	if req, ok := lone(m); ok && req.Method == "initialize" {
 		b.post(m.ctx, m.msgs, m.batch, m.body, nil)
 		b.startStandalone(streamCtx, streams)
 		return
 	}
-	if !hasCall(m.msgs) {
-		b.post(m.ctx, m.msgs, m.batch, m.body, nil)
-		m.done()
-		return
-	}
-	sent := make(chan struct{})
+	// turn ends when the next message may go: a notification or response
+	// taken, a request written.
+	turn := make(chan struct{})
 	posts.Go(func() {
 		defer m.done()
-		b.post(m.ctx, m.msgs, m.batch, m.body, sent)
+		if hasCall(m.msgs) {
+			b.post(m.ctx, m.msgs, m.batch, m.body, turn)
+			return
+		}
+		defer close(turn)
+		b.post(m.ctx, m.msgs, m.batch, m.body, nil)
 	})
+	wait := b.orderWait
+	if wait <= 0 {
+		wait = stdioOrderWait
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	select {
-	case <-sent:
+	case <-turn:
+	case <-timer.C:
 	case <-ctx.Done():
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -259,6 +260,68 @@ func TestMCPStdioKeepsOrder(t *testing.T) {
 		if _, ok := got[id]; !ok {
 			t.Errorf("no answer to request %s in %s", id, out.String())
 		}
+	}
+}
+
+// TestMCPStdioSlowAcceptHoldsUpOnlyItsTurn: a notification mcpd is slow
+// to take (no 202 yet) holds the next message up only for the bridge's
+// order wait, not until mcpd takes it.
+func TestMCPStdioSlowAcceptHoldsUpOnlyItsTurn(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	release := make(chan struct{})
+	pinged := make(chan struct{})
+	srv := fakeEndpoint(t, func(w http.ResponseWriter, r *http.Request, msg jsonrpc.Message) {
+		req, _ := msg.(*jsonrpc.Request)
+		switch {
+		case req == nil:
+			http.Error(w, "no standalone stream", http.StatusMethodNotAllowed)
+		case !req.IsCall():
+			select { // held until the ping came, or the test ends
+			case <-release:
+			case <-ctx.Done():
+			}
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			close(pinged)
+			answerJSON(w, req, `{}`)
+		}
+	})
+	stdin, host := io.Pipe()
+	var out syncBuffer
+	b := &bridge{endpoint: srv.URL, client: srv.Client(), out: &out, orderWait: 50 * time.Millisecond}
+	returned := make(chan error, 1)
+	go func() { returned <- b.run(ctx, stdin) }()
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+	} {
+		if _, err := io.WriteString(host, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-pinged:
+	case <-ctx.Done():
+		t.Error("the ping waited for mcpd to take the notification before it")
+	}
+	close(release)
+	host.Close()
+	if err := <-returned; err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
+
+// TestMCPStdioRefusesTokenWithWhitespace: a token with a trailing
+// newline (from $(cat file), say) is refused at start, as the daemon
+// refuses it, rather than sent and refused as if mcpd were away; the
+// message does not quote it.
+func TestMCPStdioRefusesTokenWithWhitespace(t *testing.T) {
+	var stderr syncBuffer
+	lookup := func(string) (string, bool) { return "s3cret-token\n", true }
+	code := runMCPStdio([]string{"--connect", "127.0.0.1:1"}, lookup, strings.NewReader(""), io.Discard, &stderr)
+	if code != stdioUsage || !strings.Contains(stderr.String(), "MCPD_API_TOKEN contains whitespace") || strings.Contains(stderr.String(), "s3cret") {
+		t.Errorf("exit %d, stderr %q; want %d and a message about the token that does not quote it", code, stderr.String(), stdioUsage)
 	}
 }
 
