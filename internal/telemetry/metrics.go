@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 )
 
@@ -156,15 +157,49 @@ func (t *Telemetry) ToolsListed(server string, tools iter.Seq[string]) {
 	}
 	t.toolsMu.Lock()
 	defer t.toolsMu.Unlock()
+	gone := make(map[string]bool)
 	for name := range t.tools[server] {
 		if l := toolLabel(name); !labels[l] {
-			labels[l] = true // deleted once
-			t.m.toolCalls.DeletePartialMatch(prometheus.Labels{"server": server, "tool": l})
-			t.m.toolCallResends.DeletePartialMatch(prometheus.Labels{"server": server, "tool": l})
-			t.m.operationDuration.DeletePartialMatch(prometheus.Labels{"server": server, "gen_ai_tool_name": l})
+			gone[l] = true
 		}
 	}
 	t.tools[server] = listed
+	if len(gone) > 0 {
+		// One pass over each metric's series, not one per tool that left:
+		// a server that renames thousands of tools must not hold toolsMu,
+		// which every tool call takes, for long.
+		deleteSeries(t.m.toolCalls.MetricVec, server, "tool", gone)
+		deleteSeries(t.m.toolCallResends.MetricVec, server, "tool", gone)
+		deleteSeries(t.m.operationDuration.MetricVec, server, "gen_ai_tool_name", gone)
+	}
+}
+
+// deleteSeries deletes the series of vec whose server label is server and
+// whose label toolLabel is in gone.
+func deleteSeries(vec *prometheus.MetricVec, server, toolLabel string, gone map[string]bool) {
+	metrics := make(chan prometheus.Metric)
+	go func() {
+		vec.Collect(metrics)
+		close(metrics)
+	}()
+	var doomed []prometheus.Labels
+	for m := range metrics {
+		var pb dto.Metric
+		if m.Write(&pb) != nil {
+			continue
+		}
+		labels := make(prometheus.Labels, len(pb.GetLabel()))
+		for _, l := range pb.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["server"] == server && gone[labels[toolLabel]] {
+			doomed = append(doomed, labels)
+		}
+	}
+	// Deleted once Collect is done: it holds the vector's lock.
+	for _, labels := range doomed {
+		vec.Delete(labels)
+	}
 }
 
 // ToolCall counts one tool call that ended with outcome: "ok",
