@@ -13,8 +13,8 @@ import (
 // TestBareToolNames calls tools by the server's own name: a name that one
 // ready server has resolves to it (on CallTool and CallToolStream, under
 // the caller's permissions), a name that several have is INVALID_ARGUMENT
-// listing the qualified candidates the caller may see, and an unknown one
-// is NOT_FOUND.
+// listing the qualified candidates the caller may call, and an unknown one,
+// or one the caller's ListTools leaves out, is NOT_FOUND.
 func TestBareToolNames(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -67,13 +67,20 @@ func TestBareToolNames(t *testing.T) {
 	_, err = d.hub.CallTool(admin, &mcpdv1.CallToolRequest{Name: "no_such_tool"})
 	wantCode(t, err, codes.NotFound)
 
-	// The reader sees only demo: echo is demo's, and add is denied by its
-	// tool permissions under its qualified name.
+	// The reader sees only demo: echo is demo's. Its tool permissions do
+	// not cover add, which its ListTools leaves out: by its bare name add
+	// is no tool of the reader's (NOT_FOUND, naming none); by its
+	// qualified name the call is denied.
 	resp, err = d.hub.CallTool(reader, &mcpdv1.CallToolRequest{Name: "echo", Arguments: mustStruct(t, map[string]any{"message": "hi"})})
 	if err != nil || !strings.Contains(resp.GetContent()[0].GetText().GetText(), "hi") {
 		t.Errorf("reader calls echo: got %v, %v", resp, err)
 	}
 	_, err = d.hub.CallTool(reader, &mcpdv1.CallToolRequest{Name: "add", Arguments: mustStruct(t, map[string]any{"a": 1, "b": 2})})
+	st = wantCode(t, err, codes.NotFound)
+	if strings.Contains(st.Message(), "mcp__demo__add") {
+		t.Errorf("reader's not-found %q names a tool its ListTools hides", st.Message())
+	}
+	_, err = d.hub.CallTool(reader, &mcpdv1.CallToolRequest{Name: "mcp__demo__add", Arguments: mustStruct(t, map[string]any{"a": 1, "b": 2})})
 	st = wantCode(t, err, codes.PermissionDenied)
 	if !strings.Contains(st.Message(), "mcp__demo__add") {
 		t.Errorf("denial %q: want it to name the qualified tool", st.Message())
