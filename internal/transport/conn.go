@@ -227,11 +227,18 @@ func (c *lineConn) skip(line []byte, err error) {
 	if ev == nil {
 		return
 	}
-	if len(line) > maxSkippedLogBytes {
-		line = line[:maxSkippedLogBytes]
-	}
 	if err != nil {
 		ev = ev.Err(err)
+	}
+	if len(line) > 0 && (line[0] == '{' || line[0] == '[') {
+		// JSON that is no valid message may still be one in all but a
+		// detail (a bad id or version), holding a result or arguments:
+		// payloads stay out of the log. Its size and the error tell enough.
+		ev.Int("line_bytes", len(line)).Msg("skipping stdout line that is not JSON-RPC")
+		return
+	}
+	if len(line) > maxSkippedLogBytes {
+		line = line[:maxSkippedLogBytes]
 	}
 	ev.Bytes("line", line).Msg("skipping stdout line that is not JSON-RPC")
 }
