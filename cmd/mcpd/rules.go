@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpd-project/mcpd/internal/access"
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
 // toolRules gathers the tool rules of the command line, the config files'
@@ -22,26 +23,44 @@ func toolRules(c *config, merged *mcpconfig.Merged, log zerolog.Logger) *access.
 			rules = append(rules, access.Rule{Effect: eff, Pattern: access.NewGlob(p), Source: source})
 		}
 	}
-	add(access.Allow, "flag --allow-tool", c.allowTools...)
-	add(access.Ask, "flag --ask-tool", c.askTools...)
-	add(access.Deny, "flag --deny-tool", c.denyTools...)
+	// Rules on qualified names: one that can match none (an unqualified
+	// "delete_repo", Claude's server-wide "mcp__slack") is kept, as
+	// written, but said to match nothing, so that an operator who meant
+	// to deny something learns that it is not denied.
+	addQualified := func(eff access.Effect, source string, patterns ...string) {
+		for _, p := range patterns {
+			if !canMatchQualified(p) {
+				log.Warn().Str("source", source).Str("rule", eff.String()+" "+p).
+					Msg("tool rule matches no tool: rules name tools as mcp__<server>__<tool> (a server's own block names its tools bare)")
+			}
+		}
+		add(eff, source, patterns...)
+	}
+	addQualified(access.Allow, "flag --allow-tool", c.allowTools...)
+	addQualified(access.Ask, "flag --ask-tool", c.askTools...)
+	addQualified(access.Deny, "flag --deny-tool", c.denyTools...)
 	top := merged.Permissions
-	add(access.Allow, "config permissions", top.Allow...)
-	add(access.Ask, "config permissions", top.Ask...)
-	add(access.Deny, "config permissions", top.Deny...)
+	addQualified(access.Allow, "config permissions", top.Allow...)
+	addQualified(access.Ask, "config permissions", top.Ask...)
+	addQualified(access.Deny, "config permissions", top.Deny...)
 	for _, e := range merged.Entries {
 		if e.Err != nil {
 			continue
 		}
 		s := e.Server
+		source := fmt.Sprintf("server %q", s.Name)
 		qualify := func(names []string) []string {
 			out := make([]string, len(names))
 			for i, n := range names {
+				if strings.HasPrefix(n, "mcp__") {
+					// Qualified again, it would name no tool.
+					log.Warn().Str("source", source+" permissions").Str("pattern", n).
+						Msg("a server's permissions name its tools bare: this qualified name matches no tool")
+				}
 				out[i] = "mcp__" + s.Name + "__" + n
 			}
 			return out
 		}
-		source := fmt.Sprintf("server %q", s.Name)
 		add(access.Allow, source+" permissions", qualify(s.Permissions.Allow)...)
 		add(access.Ask, source+" permissions", qualify(s.Permissions.Ask)...)
 		add(access.Deny, source+" permissions", qualify(s.Permissions.Deny)...)
@@ -56,6 +75,19 @@ func toolRules(c *config, merged *mcpconfig.Merged, log zerolog.Logger) *access.
 		eff, _ = access.ParseEffect(def) // both were checked when read
 	}
 	return access.NewRules(rules, eff)
+}
+
+// canMatchQualified says whether pattern can match some qualified tool
+// name, mcp__<server>__<tool>: without wildcards it must be one; with
+// them, what comes before the first must agree with the "mcp__" prefix.
+func canMatchQualified(pattern string) bool {
+	i := strings.IndexAny(pattern, "*?")
+	if i < 0 {
+		_, _, ok := mcpclient.SplitQualifiedToolName(pattern)
+		return ok
+	}
+	lit := pattern[:i]
+	return strings.HasPrefix(lit, "mcp__") || strings.HasPrefix("mcp__", lit)
 }
 
 // exactNames returns the entries of a server's "alwaysAllow" and

@@ -103,3 +103,34 @@ func TestAlwaysAllowIsExact(t *testing.T) {
 		t.Errorf("logs %s: want no warning about list_issues", logs.String())
 	}
 }
+
+// TestRulesThatMatchNothingWarn: a top-level or flag rule that can match
+// no qualified tool name (an unqualified name, Claude's server-wide
+// "mcp__slack"), and a qualified name in a server's own block, are kept as
+// written but logged, so that an operator who meant to deny a tool learns
+// it is not denied.
+func TestRulesThatMatchNothingWarn(t *testing.T) {
+	const cfg = `{
+  "permissions": {"deny": ["delete_repo", "mcp__slack", "mcp__*__delete_*", "*_admin"]},
+  "mcpServers": {
+    "gh": {"command": "npx", "permissions": {"deny": ["mcp__gh__merge", "merge_*"]}}
+  }
+}`
+	file, err := mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeFlag, Path: "--config #1", Inline: []byte(cfg)}},
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	toolRules(&config{denyTools: stringList{"rm_rf", "mcp__fs__rm"}}, file, zerolog.New(&logs))
+	for _, warned := range []string{`"deny delete_repo"`, `"deny mcp__slack"`, `"deny rm_rf"`, `"pattern":"mcp__gh__merge"`} {
+		if !strings.Contains(logs.String(), warned) {
+			t.Errorf("logs %s: want a warning about %s", logs.String(), warned)
+		}
+	}
+	for _, fine := range []string{"mcp__*__delete_*", "*_admin", "merge_*", "mcp__fs__rm"} {
+		if strings.Contains(logs.String(), `"`+fine+`"`) || strings.Contains(logs.String(), ` `+fine+`"`) {
+			t.Errorf("logs %s: want no warning about %s", logs.String(), fine)
+		}
+	}
+}
