@@ -567,6 +567,17 @@ func shellQuote(s string) string {
 	return strconv.Quote(s)
 }
 
+// RedactURI is a resource URI for a log line or a span: as it is, unless
+// it may carry credentials (user info, a query, a fragment), which
+// RedactURL masks. Most URIs (file:///..., demo://readme) keep nothing to
+// mask and stay readable.
+func RedactURI(uri string) string {
+	if !strings.ContainsAny(uri, "?#@") {
+		return uri
+	}
+	return RedactURL(uri)
+}
+
 // RedactURL is raw with every credential it may carry masked: its user
 // info, that of a URI nested in its path (https://proxy/https://user:pw@host),
 // what comes before the "@" of an opaque URI (redis:user:pw@host), and

@@ -442,3 +442,18 @@ type failingTransport struct{}
 func (failingTransport) RoundTrip(*http.Request) (*http.Response, error) {
 	return nil, errors.New("connection refused")
 }
+
+// TestRedactURI: a resource URI keeps what cannot carry a credential and
+// loses what can, for log lines and spans.
+func TestRedactURI(t *testing.T) {
+	for uri, want := range map[string]string{
+		"file:///srv/docs/plan.md":               "file:///srv/docs/plan.md",
+		"demo://readme":                          "demo://readme",
+		"postgres://alice:s3cret@db/orders":      "postgres://xxxxx@db/orders",
+		"https://api.example.com/x?token=s3cret": "https://api.example.com/x?token=xxxxx",
+	} {
+		if got := RedactURI(uri); got != want {
+			t.Errorf("RedactURI(%q) = %q, want %q", uri, got, want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
 )
 
@@ -449,7 +450,7 @@ func publishPollResult(bus *events.Bus) func(*poll, json.RawMessage, error, bool
 func publishResourceUpdated(m *Manager) func(*poll, json.RawMessage, error, bool) {
 	return func(p *poll, _ json.RawMessage, err error, baseline bool) {
 		if err != nil {
-			m.opts.Logger.Warn().Str("server", p.spec.Server).Str("uri", p.spec.URI).Str("error", err.Error()).Msg("fallback poll of a resource")
+			m.opts.Logger.Warn().Str("server", p.spec.Server).Str("uri", config.RedactURI(p.spec.URI)).Str("error", err.Error()).Msg("fallback poll of a resource")
 			return
 		}
 		if baseline || m.opts.Events == nil {

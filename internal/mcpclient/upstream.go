@@ -602,7 +602,7 @@ func (u *upstream) catchUp(ctx context.Context, cs *mcp.ClientSession, level mcp
 // listen to unwind (see Manager.SubscribeResource).
 func (u *upstream) unsubscribe(ctx context.Context, cs *mcp.ClientSession, uri string) {
 	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
-		u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", uri).Msg("unsubscribing")
+		u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", config.RedactURI(uri)).Msg("unsubscribing")
 		return
 	}
 	if isStateless(cs) && u.wants != nil {
@@ -622,7 +622,7 @@ func (u *upstream) applyLogLevel(ctx context.Context, cs *mcp.ClientSession, lev
 func (u *upstream) subscribeAll(ctx context.Context, cs *mcp.ClientSession, uris []string) {
 	for _, uri := range uris {
 		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-			u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", uri).Msg("subscribing again")
+			u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", config.RedactURI(uri)).Msg("subscribing again")
 		}
 	}
 }

@@ -480,11 +480,7 @@ func redactURI(uri string) string {
 		}
 		prefix = len(uri) - len(inner)
 	}
-	rest := uri[prefix:]
-	if !strings.ContainsAny(rest, "?#@") {
-		return uri
-	}
-	return uri[:prefix] + config.RedactURL(rest)
+	return uri[:prefix] + config.RedactURI(uri[prefix:])
 }
 
 // errorType is error.type as the MCP conventions define it: "tool_error"
