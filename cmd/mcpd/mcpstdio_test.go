@@ -263,6 +263,16 @@ func TestMCPStdioKeepsOrder(t *testing.T) {
 	}
 }
 
+// writeLines writes each line, and a newline, to the bridge's stdin.
+func writeLines(t *testing.T, stdin io.Writer, lines ...string) {
+	t.Helper()
+	for _, line := range lines {
+		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestMCPStdioSlowAcceptHoldsUpOnlyItsTurn: a notification mcpd is slow
 // to take (no 202 yet) holds the next message up only for the bridge's
 // order wait, not until mcpd takes it.
@@ -292,14 +302,10 @@ func TestMCPStdioSlowAcceptHoldsUpOnlyItsTurn(t *testing.T) {
 	b := &bridge{endpoint: srv.URL, client: srv.Client(), out: &out, orderWait: 50 * time.Millisecond}
 	returned := make(chan error, 1)
 	go func() { returned <- b.run(ctx, stdin) }()
-	for _, line := range []string{
+	writeLines(t, host,
 		`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`,
 		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
-	} {
-		if _, err := io.WriteString(host, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	select {
 	case <-pinged:
 	case <-ctx.Done():
@@ -416,15 +422,11 @@ func TestMCPStdioStopsWithStdinOpen(t *testing.T) {
 	b := &bridge{endpoint: srv.URL, client: srv.Client(), out: &out}
 	returned := make(chan error, 1)
 	go func() { returned <- b.run(bridgeCtx, stdin) }()
-	for _, line := range []string{
+	writeLines(t, host,
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{}}}`,
-	} {
-		if _, err := io.WriteString(host, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	select {
 	case <-started:
 	case <-ctx.Done():

@@ -48,14 +48,7 @@ func TestWriteHonoursDeadline(t *testing.T) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "cut short") {
 		t.Fatalf("write: got %v, want a deadline error saying the line was cut short", err)
 	}
-	select {
-	case err := <-readErr:
-		if !errors.Is(err, ErrWriteFailed) || !strings.Contains(err.Error(), "cut short") {
-			t.Errorf("pending read: got %v, want ErrWriteFailed saying the line was cut short", err)
-		}
-	case <-testCtx.Done():
-		t.Fatal("pending read: still blocked after the cut write")
-	}
+	wantReadCut(testCtx, t, readErr)
 	small := &jsonrpc.Request{Method: "notifications/small"}
 	if err := conn.Write(testCtx, small); err == nil || !strings.Contains(err.Error(), "cut short") {
 		t.Errorf("write after a cut line: got %v, want the cut write's error", err)
@@ -140,5 +133,19 @@ func TestWriteToExitedServerReportsExit(t *testing.T) {
 	_, err = conn.Read(ctx)
 	if errors.Is(err, ErrWriteFailed) || !errors.Is(err, io.EOF) || !strings.Contains(err.Error(), "exit status 3") {
 		t.Errorf("read after the failed write: got %v, want the exit status (io.EOF), not ErrWriteFailed", err)
+	}
+}
+
+// wantReadCut waits for the pending Read of a connection a cut write
+// ended, and checks that it says so.
+func wantReadCut(ctx context.Context, t *testing.T, readErr <-chan error) {
+	t.Helper()
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, ErrWriteFailed) || !strings.Contains(err.Error(), "cut short") {
+			t.Errorf("pending read: got %v, want ErrWriteFailed saying the line was cut short", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("pending read: still blocked after the cut write")
 	}
 }
