@@ -162,6 +162,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "memory-limit too large", args: []string{"--memory-limit", "9000000TiB"}, wantErr: "memory-limit"},
 		{name: "negative max-procs", args: []string{"--max-procs", "-1"}, wantErr: "--max-procs -1"},
 		{name: "no polls", args: []string{"--max-polls", "0"}, wantErr: "--max-polls 0"},
+		{name: "no MCP sessions", args: []string{"--mcp-max-sessions", "0"}, wantErr: "--mcp-max-sessions 0"},
 		{name: "negative max-inflight-calls", args: []string{"--max-inflight-calls", "-1"}, wantErr: "--max-inflight-calls -1"},
 		{name: "empty MCPD_API_TOKEN means none", env: map[string]string{"MCPD_API_TOKEN": ""}, want: defaults},
 		{name: "blank MCPD_API_TOKEN", env: map[string]string{"MCPD_API_TOKEN": " "}, wantErr: "MCPD_API_TOKEN is empty but for whitespace"},

@@ -38,6 +38,7 @@ import (
 
 	"github.com/mcpd-project/mcpd/internal/demoserver"
 	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/gateway"
 )
 
 func main() {
@@ -223,6 +224,7 @@ type config struct {
 	httpListen      string
 	mcpListen       string
 	mcpToolSearch   bool
+	mcpMaxSessions  int
 	showVersion     bool // --version: print the version instead of serving
 	oauthStateDir   string
 	// oauthStateDirDefault: oauthStateDir is the per-user default, not
@@ -374,6 +376,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
 	fs.StringVar(&c.httpListen, "http-listen", "", "address to serve the MCPHub API on over HTTP as well (Connect protocol with JSON or binary, gRPC-Web and gRPC; HTTP/1.1 and h2c, or HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
 	fs.StringVar(&c.mcpListen, "mcp-listen", "", "address to serve every connected server as one MCP server on, at /mcp (Streamable HTTP, both protocol eras; HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
+	fs.IntVar(&c.mcpMaxSessions, "mcp-max-sessions", gateway.DefaultMaxSessions, "sessions of initialize-era hosts the MCP endpoint keeps open at once at most; an initialize beyond it is refused (an idle session closes after 30 minutes)")
 	fs.BoolVar(&c.mcpToolSearch, "mcp-tool-search", false, "the MCP endpoint lists one tool, search_tools, instead of every server's tools; the tools a search finds (or a host calls by name) are then listed, for every host, until mcpd stops")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; served with TLS when --tls-cert is set; a non-loopback address needs TLS plus an API token (which scrapes then present) or mutual TLS")
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
@@ -460,6 +463,9 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 	}
 	if c.maxProcs < 0 {
 		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)
+	}
+	if c.mcpMaxSessions < 1 {
+		return nil, fmt.Errorf("--mcp-max-sessions %d: want at least 1", c.mcpMaxSessions)
 	}
 	if c.maxPolls < 1 {
 		return nil, fmt.Errorf("--max-polls %d: want at least 1", c.maxPolls)

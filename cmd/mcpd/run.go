@@ -220,6 +220,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			Implementation:  &mcp.Implementation{Name: "mcpd", Version: buildVersion()},
 			MaxMessageBytes: int64(c.maxMessageBytes),
 			ToolSearch:      c.mcpToolSearch,
+			MaxSessions:     c.mcpMaxSessions,
 		})
 		gwCtx, stopGateway := context.WithCancel(ctx)
 		gwDone := make(chan struct{})

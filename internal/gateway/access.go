@@ -187,6 +187,12 @@ func (g *Gateway) allowed(c access.Caller, act access.Action) bool {
 func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
+		case "initialize":
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			if err := g.admit(ss); err != nil {
+				return nil, err
+			}
+			return next(ctx, method, req)
 		case "logging/setLevel":
 			// It acts (on the servers the caller may manage), so it is
 			// audited, as SetLogLevel is over gRPC.

@@ -50,6 +50,9 @@ type Options struct {
 	MaxMessageBytes int64
 	// SessionTimeout closes a legacy session idle this long; default 30m.
 	SessionTimeout time.Duration
+	// MaxSessions bounds the legacy sessions open at once; an initialize
+	// beyond it is refused. Default DefaultMaxSessions.
+	MaxSessions int
 	// ToolSearch lists the one tool search_tools instead of every
 	// server's tools, and publishes the tools it finds (search.go).
 	ToolSearch bool
@@ -76,6 +79,8 @@ type Gateway struct {
 	published map[string]*serverItems                 // by server name
 	subs      map[subscription]held                   // the upstream subscription of each
 	levels    map[*mcp.ServerSession]mcp.LoggingLevel // set by legacy hosts
+	hosts     map[*mcp.ServerSession]*hostSession     // sessions with something to forget when they end (sessions.go)
+	sessions  int                                     // legacy sessions admitted and not ended
 	suspended map[string]*suspended                   // by requestState (input.go)
 	closed    bool
 }
@@ -110,7 +115,8 @@ type held struct {
 // has synchronised them.
 func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	g := &Gateway{mgr: mgr, published: make(map[string]*serverItems), subs: make(map[subscription]held),
-		levels: make(map[*mcp.ServerSession]mcp.LoggingLevel), loaded: make(map[string]bool)}
+		levels: make(map[*mcp.ServerSession]mcp.LoggingLevel), hosts: make(map[*mcp.ServerSession]*hostSession),
+		loaded: make(map[string]bool)}
 	if opts != nil {
 		g.opts = *opts
 	}
@@ -127,6 +133,9 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	}
 	if g.opts.SessionTimeout <= 0 {
 		g.opts.SessionTimeout = 30 * time.Minute
+	}
+	if g.opts.MaxSessions <= 0 {
+		g.opts.MaxSessions = DefaultMaxSessions
 	}
 	instructions := "mcpd: the tools, prompts and resources of every MCP server this daemon is connected to. " +
 		"Tools and prompts are named mcp__<server>__<name>; resource URIs are mcpd://<server>/<the server's own URI>."
@@ -181,10 +190,6 @@ func (g *Gateway) Handler() http.Handler { return g.authenticate(http.HandlerFun
 var syncKinds = []events.Kind{events.KindToolsChanged, events.KindPromptsChanged, events.KindResourcesChanged,
 	events.KindServerState, events.KindResourceUpdated}
 
-// pruneInterval is how often subscriptions of host sessions that ended
-// without unsubscribing are released.
-const pruneInterval = 30 * time.Second
-
 // Run keeps the SDK server's lists in step with the Manager's servers and
 // forwards resource updates, until ctx ends or the event bus closes. The
 // servers' lists are refreshed off the event loop (syncer), so that a
@@ -223,16 +228,12 @@ func (g *Gateway) Run(ctx context.Context) {
 			}
 		}
 	}()
-	prune := time.NewTicker(pruneInterval)
-	defer prune.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			for range evs {
 			}
 			return
-		case <-prune.C:
-			g.pruneSubscriptions()
 		case ev, ok := <-evs:
 			if !ok {
 				return

@@ -206,7 +206,10 @@ func (g *Gateway) setLogLevel(ctx context.Context, caller access.Caller, req mcp
 		return
 	}
 	g.mu.Lock()
-	g.levels[r.Session] = r.Params.Level
+	if !g.closed {
+		g.trackLocked(r.Session)
+		g.levels[r.Session] = r.Params.Level
+	}
 	g.mu.Unlock()
 	for _, st := range g.mgr.List() {
 		if g.allowed(caller, access.Action{Verb: access.ManageServers, Server: st.Config.Name}) {
@@ -387,11 +390,14 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	if err != nil {
 		return err
 	}
+	key := subscription{session: req.Session, uri: req.Params.URI}
+	if g.subscriptionsFull(key) {
+		return tooManySubscriptions()
+	}
 	release, err := g.mgr.SubscribeResource(ctx, server, uri)
 	if err != nil {
 		return wireError(err)
 	}
-	key := subscription{session: req.Session, uri: req.Params.URI}
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -399,6 +405,16 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		return wireError(mcpclient.ErrUnavailable)
 	}
 	old, had := g.subs[key]
+	h := g.trackLocked(req.Session)
+	if !had && h.subs >= maxSubscriptionsPerSession {
+		// Concurrent subscriptions of one session got past the first check.
+		g.mu.Unlock()
+		release()
+		return tooManySubscriptions()
+	}
+	if !had {
+		h.subs++
+	}
 	g.subs[key] = held{caller: caller, server: server, uri: uri, release: release}
 	g.mu.Unlock()
 	if had {
@@ -407,40 +423,27 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	return nil
 }
 
+// subscriptionsFull reports whether key would be one subscription more
+// than its session may hold.
+func (g *Gateway) subscriptionsFull(key subscription) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := g.hosts[key.session]
+	_, had := g.subs[key]
+	return h != nil && !had && h.subs >= maxSubscriptionsPerSession
+}
+
 func (g *Gateway) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
 	key := subscription{session: req.Session, uri: req.Params.URI}
 	g.mu.Lock()
 	h, had := g.subs[key]
 	delete(g.subs, key)
+	if host := g.hosts[req.Session]; had && host != nil {
+		host.subs--
+	}
 	g.mu.Unlock()
 	if had {
 		h.release()
 	}
 	return nil
-}
-
-// pruneSubscriptions releases the subscriptions of host sessions that
-// ended without unsubscribing.
-func (g *Gateway) pruneSubscriptions() {
-	live := map[*mcp.ServerSession]bool{}
-	for ss := range g.srv.Sessions() {
-		live[ss] = true
-	}
-	var released []func()
-	g.mu.Lock()
-	for ss := range g.levels {
-		if !live[ss] {
-			delete(g.levels, ss)
-		}
-	}
-	for k, h := range g.subs {
-		if !live[k.session] {
-			released = append(released, h.release)
-			delete(g.subs, k)
-		}
-	}
-	g.mu.Unlock()
-	for _, r := range released {
-		r()
-	}
 }

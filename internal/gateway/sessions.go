@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
+)
+
+// Host sessions, and what bounds them. A legacy host holds a session from
+// initialize until it ends it, it idles past Options.SessionTimeout, or
+// mcpd stops; a 2026-07-28 subscriptions/listen stream is a session of its
+// own for as long as the stream is open. What the gateway keeps for a
+// session (its subscriptions, its log level) goes when the SDK reports the
+// session ended, not on a timer, so nothing a session started can be
+// released while it lives.
+
+// DefaultMaxSessions bounds the legacy host sessions open at once when
+// Options.MaxSessions is 0.
+const DefaultMaxSessions = 256
+
+// maxSubscriptionsPerSession bounds the resources one host session (or one
+// listen stream) follows at once: each holds an upstream subscription.
+const maxSubscriptionsPerSession = 1024
+
+// hostSession is what the gateway tracks of one session.
+type hostSession struct {
+	// counted: a legacy session admitted by initialize, which counts
+	// against Options.MaxSessions.
+	counted bool
+	// subs is how many of g.subs are this session's.
+	subs int
+}
+
+// trackLocked returns the record of ss, creating it, and a goroutine that
+// forgets it once the session ends, the first time. g.mu must be held.
+// A session that ended already is forgotten at once, with what was added
+// for it in the meantime.
+func (g *Gateway) trackLocked(ss *mcp.ServerSession) *hostSession {
+	if ss == nil {
+		return &hostSession{} // not a session of the SDK's: nothing to wait for
+	}
+	h, ok := g.hosts[ss]
+	if !ok {
+		h = &hostSession{}
+		g.hosts[ss] = h
+		go func() {
+			_ = ss.Wait()
+			g.sessionEnded(ss)
+		}()
+	}
+	return h
+}
+
+// admit counts a legacy session in at its initialize, or refuses it when
+// Options.MaxSessions are open already (the SDK then drops the session).
+func (g *Gateway) admit(ss *mcp.ServerSession) error {
+	if ss == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return wireError(mcpclient.ErrUnavailable)
+	}
+	if h, ok := g.hosts[ss]; ok && h.counted {
+		return nil // a repeated initialize: the SDK answers it
+	}
+	if g.sessions >= g.opts.MaxSessions {
+		return wireError(fmt.Errorf("%w: the MCP endpoint is at its limit of %d open sessions (--mcp-max-sessions); end one, or wait for an idle one to time out",
+			mcpclient.ErrResourceExhausted, g.sessions))
+	}
+	g.trackLocked(ss).counted = true
+	g.sessions++
+	return nil
+}
+
+// sessionEnded forgets ss and releases the upstream subscriptions it held.
+func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
+	var released []func()
+	g.mu.Lock()
+	if h, ok := g.hosts[ss]; ok {
+		if h.counted {
+			g.sessions--
+		}
+		delete(g.hosts, ss)
+	}
+	delete(g.levels, ss)
+	for k, h := range g.subs {
+		if k.session == ss {
+			released = append(released, h.release)
+			delete(g.subs, k)
+		}
+	}
+	g.mu.Unlock()
+	for _, release := range released {
+		release()
+	}
+}
+
+// tooManySubscriptions is the error of a subscription over
+// maxSubscriptionsPerSession.
+func tooManySubscriptions() error {
+	return wireError(fmt.Errorf("%w: this session follows %d resources, the most one session may; unsubscribe from one first",
+		mcpclient.ErrResourceExhausted, maxSubscriptionsPerSession))
+}

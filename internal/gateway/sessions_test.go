@@ -1,0 +1,184 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// followedUpstream is an upstream server "s" whose every URI can be
+// subscribed to, and the set of URIs it is subscribed to now.
+type followedUpstream struct {
+	srv *mcp.Server
+	mu  sync.Mutex
+	on  map[string]bool
+}
+
+func newFollowedUpstream() *followedUpstream {
+	u := &followedUpstream{on: map[string]bool{}}
+	u.srv = mcp.NewServer(&mcp.Implementation{Name: "up", Version: "0"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, r *mcp.SubscribeRequest) error {
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			u.on[r.Params.URI] = true
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, r *mcp.UnsubscribeRequest) error {
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			delete(u.on, r.Params.URI)
+			return nil
+		},
+	})
+	u.srv.AddResource(&mcp.Resource{URI: "res://a", Name: "a"}, func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.Params.URI, Text: "a"}}}, nil
+	})
+	return u
+}
+
+func (u *followedUpstream) followed() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.on)
+}
+
+// gatewayFor serves a Gateway in front of the upstream "s" until the test
+// ends, and returns the endpoint's URL.
+func gatewayFor(ctx context.Context, t *testing.T, up *mcp.Server, opts *Options) string {
+	t.Helper()
+	m := inMemoryUpstreams(ctx, t, nil, "2025-11-25", map[string]*mcp.Server{"s": up})
+	g := New(m, opts)
+	runGateway(ctx, t, g)
+	hs := httptest.NewServer(g.Handler())
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// dialHost connects a host to url at version.
+func dialHost(ctx context.Context, url, version string) (*mcp.ClientSession, error) {
+	c := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "0"}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+}
+
+// TestSessionLimit: the MCP endpoint keeps at most MaxSessions legacy
+// sessions; one more initialize is refused with codeUnavailable, and one
+// ending makes room. 2026-07-28 hosts hold no session and are not counted.
+func TestSessionLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url := gatewayFor(ctx, t, newFollowedUpstream().srv, &Options{MaxSessions: 2})
+
+	var open []*mcp.ClientSession
+	for range 2 {
+		cs, err := dialHost(ctx, url, "2025-11-25")
+		if err != nil {
+			t.Fatalf("a session within the limit: %v", err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		open = append(open, cs)
+	}
+	over, err := dialHost(ctx, url, "2025-11-25")
+	if err == nil {
+		_ = over.Close()
+	}
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != codeUnavailable || !strings.Contains(je.Message, "--mcp-max-sessions") {
+		t.Fatalf("a session over the limit: got %v, want code %d naming --mcp-max-sessions", err, codeUnavailable)
+	}
+
+	for range 3 {
+		cs, err := dialHost(ctx, url, "2026-07-28")
+		if err != nil {
+			t.Fatalf("a 2026-07-28 host at the legacy limit: %v", err)
+		}
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			t.Fatalf("a 2026-07-28 host at the legacy limit: list tools: %v", err)
+		}
+		_ = cs.Close()
+	}
+
+	if err := open[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "room for a session once one ended", func() bool {
+		cs, err := dialHost(ctx, url, "2025-11-25")
+		if err != nil {
+			return false
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return true
+	})
+}
+
+// TestSessionEndReleasesSubscriptions: when a host's session ends without
+// unsubscribing (its host went away), the upstream subscriptions it held
+// are released when the SDK reports the end, in both eras.
+func TestSessionEndReleasesSubscriptions(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			// Less than the 30 s the endpoint once took to notice.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			up := newFollowedUpstream()
+			url := gatewayFor(ctx, t, up.srv, nil)
+			cs, err := dialHost(ctx, url, version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mcpd://s/res://a"}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(ctx, t, "the upstream subscription", func() bool { return up.followed() == 1 })
+			if err := cs.Close(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(ctx, t, "the upstream subscription's release", func() bool { return up.followed() == 0 })
+		})
+	}
+}
+
+// TestSubscriptionLimit: one session follows at most
+// maxSubscriptionsPerSession resources; one more is refused, subscribing
+// again to one it follows is not, and unsubscribing makes room.
+func TestSubscriptionLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	up := newFollowedUpstream()
+	url := gatewayFor(ctx, t, up.srv, nil)
+	cs, err := dialHost(ctx, url, "2025-11-25")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	uri := func(i int) string { return fmt.Sprintf("mcpd://s/res://%d", i) }
+	for i := range maxSubscriptionsPerSession {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri(i)}); err != nil {
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+	}
+	err = cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri(maxSubscriptionsPerSession)})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != codeUnavailable {
+		t.Fatalf("one subscription over the limit: got %v, want code %d", err, codeUnavailable)
+	}
+	if got := up.followed(); got != maxSubscriptionsPerSession {
+		t.Errorf("upstream subscriptions: got %d, want %d", got, maxSubscriptionsPerSession)
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri(0)}); err != nil {
+		t.Errorf("subscribing again to a followed resource at the limit: %v", err)
+	}
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri(maxSubscriptionsPerSession)}); err != nil {
+		t.Errorf("a subscription once one was dropped: %v", err)
+	}
+}
