@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"slices"
@@ -182,7 +183,7 @@ func (a *Authorizer) Authenticate(creds Credentials) (Caller, error) {
 	}
 	if cert := creds.Certificate; cert != nil {
 		if cs == nil {
-			return Caller{Name: CertificateIdentity(cert), all: true}, nil
+			return Caller{Name: certificateCaller(cert), all: true}, nil
 		}
 		if name, ok := cs.byCertificate(cert); ok {
 			return Caller{Name: name}, nil
@@ -213,6 +214,21 @@ func (cs *callers) byCertificate(cert *x509.Certificate) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// certificateCaller names the caller of a client certificate when no
+// callers file does: its identity, unless that is empty or one of the
+// names mcpd gives its own callers, which would make the certificate's
+// calls look like the API token's (or nobody's) in the audit trail; then
+// the start of the certificate's SHA-256 fingerprint.
+func certificateCaller(cert *x509.Certificate) string {
+	switch id := CertificateIdentity(cert); id {
+	case "", TokenCallerName, AnonymousCallerName:
+		sum := sha256.Sum256(cert.Raw)
+		return "certificate sha256:" + hex.EncodeToString(sum[:8])
+	default:
+		return id
+	}
 }
 
 // CertificateIdentity names a client certificate: its SPIFFE ID if it has

@@ -118,6 +118,21 @@ func TestAuthenticateWithoutCallersFile(t *testing.T) {
 	if err != nil || c.Name != "a.example" || !mtls.Allowed(c, Action{Verb: ManageServers}) {
 		t.Errorf("mutual TLS alone: got %q, %v; want the certificate's identity with every permission", c.Name, err)
 	}
+	// A certificate without an identity, or with one of the names mcpd
+	// gives its own callers, is named by its fingerprint, each its own.
+	named := map[string]bool{}
+	for _, cert := range []*x509.Certificate{
+		{Raw: []byte("no identity 1")},
+		{Raw: []byte("no identity 2")},
+		{Raw: []byte("cn api-token"), Subject: pkix.Name{CommonName: TokenCallerName}},
+		{Raw: []byte("dns anonymous"), DNSNames: []string{AnonymousCallerName}},
+	} {
+		c, err := mtls.Authenticate(Credentials{Certificate: cert})
+		if err != nil || !strings.HasPrefix(c.Name, "certificate sha256:") || named[c.Name] {
+			t.Errorf("mutual TLS alone, certificate %q: got %q, %v; want a name of its own from its fingerprint", cert.Raw, c.Name, err)
+		}
+		named[c.Name] = true
+	}
 	if _, err := mtls.Authenticate(Credentials{}); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("mutual TLS, no certificate: got %v, want ErrUnauthenticated", err)
 	}
