@@ -676,3 +676,58 @@ func checkMode(t *testing.T, path string, want os.FileMode) {
 		t.Errorf("%s: mode %o, want %o", path, got, want)
 	}
 }
+
+// TestOAuthURLOnlyForWhoMayComplete: a server's authorization_url, which
+// binds the server to whoever consents at it, is shown by GetServer and
+// ListServers only to callers who may complete the flow anyway: those who
+// may manage the server or answer its authorization requests. A caller who
+// may only see the server sees its state and the expiry, not the URL.
+func TestOAuthURLOnlyForWhoMayComplete(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	up := newOAuthUpstream(t)
+	const (
+		name          = "protected"
+		viewerToken   = "viewer-token-64b1"
+		approverToken = "approver-token-90c3"
+	)
+	callers := writeConfig(t, mustJSON(t, map[string]any{"callers": []any{
+		map[string]any{"name": "admin", "token_sha256": sha256Hex(adminToken), "permissions": map[string]any{"servers": []string{"*"}, "manage": true}},
+		map[string]any{"name": "viewer", "token_sha256": sha256Hex(viewerToken), "permissions": map[string]any{"servers": []string{"*"}}},
+		map[string]any{"name": "approver", "token_sha256": sha256Hex(approverToken), "permissions": map[string]any{
+			"servers": []string{name}, "server_requests": []string{"authorization"}}},
+	}}))
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{
+		"--oauth-state-dir", filepath.Join(shortTempDir(t), "oauth"), "--callers", callers}})
+	resp, err := d.hub.ConnectServer(bearer(ctx, adminToken), &mcpdv1.ConnectServerRequest{Server: httpServerConfig(name, up.url(), nil)})
+	if err != nil {
+		t.Fatalf("ConnectServer: %v", err)
+	}
+	authURL := resp.GetServer().GetAuthorizationUrl()
+	if resp.GetServer().GetState() != mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED || authURL == "" {
+		t.Fatalf("ConnectServer: got state %v, authorization_url %q; want AUTHORIZATION_REQUIRED with a URL", resp.GetServer().GetState(), authURL)
+	}
+	for _, tc := range []struct {
+		caller, token, want string
+	}{
+		{"admin", adminToken, authURL},
+		{"approver", approverToken, authURL},
+		{"viewer", viewerToken, ""},
+	} {
+		ctx := bearer(ctx, tc.token)
+		got, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: name})
+		if err != nil {
+			t.Fatalf("%s: GetServer: %v", tc.caller, err)
+		}
+		list, err := d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{})
+		if err != nil || len(list.GetServers()) != 1 {
+			t.Fatalf("%s: ListServers: %v, %v", tc.caller, list, err)
+		}
+		for rpc, srv := range map[string]*mcpdv1.Server{"GetServer": got.GetServer(), "ListServers": list.GetServers()[0]} {
+			if srv.GetAuthorizationUrl() != tc.want || srv.GetState() != mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED || srv.GetAuthorizationExpireTime() == nil {
+				t.Errorf("%s: %s: got state %v, authorization_url %q, expiry %v; want AUTHORIZATION_REQUIRED, %q, an expiry",
+					tc.caller, rpc, srv.GetState(), srv.GetAuthorizationUrl(), srv.GetAuthorizationExpireTime(), tc.want)
+			}
+		}
+	}
+}

@@ -113,7 +113,7 @@ func (h *hub) ForgetAuthorization(ctx context.Context, req *mcpdv1.ForgetAuthori
 	return &mcpdv1.ForgetAuthorizationResponse{}, nil
 }
 
-func (h *hub) GetServer(_ context.Context, req *mcpdv1.GetServerRequest) (*mcpdv1.GetServerResponse, error) {
+func (h *hub) GetServer(ctx context.Context, req *mcpdv1.GetServerRequest) (*mcpdv1.GetServerResponse, error) {
 	if req.GetName() == "" {
 		return nil, toStatus(invalidf("name is required"))
 	}
@@ -121,7 +121,25 @@ func (h *hub) GetServer(_ context.Context, req *mcpdv1.GetServerRequest) (*mcpdv
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &mcpdv1.GetServerResponse{Server: serverToProto(st)}, nil
+	return &mcpdv1.GetServerResponse{Server: h.viewOf(ctx, st)}, nil
+}
+
+// viewOf is a server's status as the caller may see it: the consent URL of
+// an OAuth flow only for a caller who may complete the flow anyway (manage
+// the server, or answer its authorization requests). Whoever opens that
+// URL and consents binds the server to their account at the authorization
+// server, for every caller of mcpd.
+func (h *hub) viewOf(ctx context.Context, st mcpclient.Status) *mcpdv1.Server {
+	out := serverToProto(st)
+	if out.AuthorizationUrl == "" {
+		return out
+	}
+	name := st.Config.Name
+	if !h.allowed(ctx, access.Action{Verb: access.ManageServers, Server: name}) &&
+		!h.allowed(ctx, access.Action{Verb: access.AnswerRequests, Server: name, RequestKind: "authorization"}) {
+		out.AuthorizationUrl = ""
+	}
+	return out
 }
 
 func (h *hub) ListServers(ctx context.Context, _ *mcpdv1.ListServersRequest) (*mcpdv1.ListServersResponse, error) {
@@ -131,7 +149,7 @@ func (h *hub) ListServers(ctx context.Context, _ *mcpdv1.ListServersRequest) (*m
 		if !h.allowed(ctx, access.Action{Verb: access.ViewServer, Server: st.Config.Name}) {
 			continue
 		}
-		out.Servers = append(out.Servers, serverToProto(st))
+		out.Servers = append(out.Servers, h.viewOf(ctx, st))
 	}
 	return out, nil
 }
