@@ -71,6 +71,8 @@ func runMCPStdio(args []string, lookup func(string) (string, bool), stdin io.Rea
 	fs := flag.NewFlagSet("mcpd mcp-stdio", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	connect := fs.String("connect", "", "mcpd's MCP endpoint: its URL (http://127.0.0.1:PORT/mcp, https://...), host:port, or unix:///path/to.sock (default MCPD_MCP_CONNECT)")
+	var tlsOpts tlsFlags
+	tlsOpts.register(fs, "--connect")
 	if v, ok := lookup("MCPD_MCP_CONNECT"); ok {
 		*connect = v
 	}
@@ -84,7 +86,7 @@ func runMCPStdio(args []string, lookup func(string) (string, bool), stdin io.Rea
 		fmt.Fprintln(stderr, "mcpd mcp-stdio: usage: mcpd mcp-stdio --connect http://127.0.0.1:PORT/mcp | unix:///path/to.sock")
 		return stdioUsage
 	}
-	endpoint, client, err := mcpTarget(*connect)
+	endpoint, client, err := mcpTarget(*connect, &tlsOpts)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpd mcp-stdio:", err)
 		return stdioUsage
@@ -109,28 +111,47 @@ func runMCPStdio(args []string, lookup func(string) (string, bool), stdin io.Rea
 }
 
 // mcpTarget turns --connect into the endpoint URL and the HTTP client
-// that reaches it.
-func mcpTarget(target string) (string, *http.Client, error) {
+// that reaches it. An https:// URL, or a TLS flag, makes it HTTPS (on a
+// Unix socket too, as mcpd serves its MCP listener with --tls-cert).
+func mcpTarget(target string, tlsOpts *tlsFlags) (string, *http.Client, error) {
+	useTLS := tlsOpts.set() || strings.HasPrefix(target, "https://")
+	if useTLS && strings.HasPrefix(target, "http://") {
+		return "", nil, fmt.Errorf("--connect %q: the --tls flags need an https:// URL", target)
+	}
+	// A transport of its own, whose idle connections the bridge closes
+	// when it ends.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	scheme := "http://"
+	if useTLS {
+		cfg, err := tlsOpts.config()
+		if err != nil {
+			return "", nil, err
+		}
+		tr.TLSClientConfig = cfg
+		scheme = "https://"
+	}
+	client := &http.Client{Transport: tr}
 	if path, ok := strings.CutPrefix(target, "unix://"); ok {
 		if path == "" {
 			return "", nil, errors.New("--connect unix:// needs a path, e.g. unix:///run/mcpd-mcp.sock")
 		}
 		var d net.Dialer
-		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		tr.Proxy = nil
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return d.DialContext(ctx, "unix", path)
-		}}
-		return "http://mcpd" + mcpEndpointPath, &http.Client{Transport: tr}, nil
+		}
+		if useTLS && tr.TLSClientConfig.ServerName == "" {
+			tr.TLSClientConfig.ServerName = "localhost"
+		}
+		return scheme + "mcpd" + mcpEndpointPath, client, nil
 	}
-	// A transport of its own, whose idle connections the bridge closes
-	// when it ends.
-	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
 		return target, client, nil
 	}
 	if _, _, err := net.SplitHostPort(target); err != nil {
 		return "", nil, fmt.Errorf("--connect %q: want an http(s) URL, host:port or unix:///path", target)
 	}
-	return "http://" + target + mcpEndpointPath, client, nil
+	return scheme + target + mcpEndpointPath, client, nil
 }
 
 // bridge relays one host's messages to mcpd and back.

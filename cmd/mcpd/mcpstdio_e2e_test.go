@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -128,6 +130,81 @@ func TestMCPStdioSignal(t *testing.T) {
 			d.waitStderr(ctx, t, "slow", fakeSleepCancelled+" "+tag)
 			if strings.Contains(out.String(), `"id":2`) {
 				t.Errorf("the host got %q, want no answer made up for the call ended by %v", out.String(), sig)
+			}
+		})
+	}
+}
+
+// TestMCPStdioTLS: mcp-stdio reaches an MCP endpoint that serves TLS with
+// client certificates (mcpd's --tls-cert and --tls-client-ca), on TCP
+// (an https:// URL, or host:port with a TLS flag) and on a Unix socket,
+// and it does not trust a certificate of a CA it was not given.
+func TestMCPStdioTLS(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	serverCA := newCA(t, "server")
+	clientCA := newCA(t, "clients")
+	cert, key := serverCA.serverCert(t, "mcpd")
+	clientCert, clientKey := clientCA.issue(t, "host", certSpec{cn: "host"})
+	serve := []string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA.path}
+	tcp := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	sock := "unix://" + filepath.Join(shortTempDir(t), "mcp.sock")
+	for _, addr := range []string{tcp, sock} {
+		startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: append([]string{"--mcp-listen", addr}, serve...),
+			creds: clientTLS(t, serverCA, clientCert, clientKey)})
+	}
+	const stdin = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+`
+	trusted := []string{"--tls-ca", serverCA.path, "--tls-client-cert", clientCert, "--tls-client-key", clientKey}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantExit int    // 0: both requests answered
+		wantErr  string // in stderr for a nonzero exit, else in the answers' errors ("": results)
+	}{
+		{"https URL", append([]string{"--connect", "https://" + tcp + "/mcp"}, trusted...), 0, ""},
+		{"host:port", append([]string{"--connect", tcp}, trusted...), 0, ""},
+		{"Unix socket", append([]string{"--connect", sock}, trusted...), 0, ""},
+		// The host is answered, so that it does not wait, with the reason.
+		{"no CA given", []string{"--connect", "https://" + tcp + "/mcp", "--tls-client-cert", clientCert, "--tls-client-key", clientKey}, 0, "certificate signed by unknown authority"},
+		{"TLS flags with an http URL", append([]string{"--connect", "http://" + tcp + "/mcp"}, trusted...), stdioUsage, "https://"},
+		{"client key without its certificate", []string{"--connect", tcp, "--tls-client-key", clientKey}, stdioUsage, "go together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.CommandContext(ctx, mcpdBinary(t), append([]string{"mcp-stdio"}, tc.args...)...)
+			cmd.Env = daemonEnv()
+			cmd.Stdin = strings.NewReader(stdin)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			exit := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				exit = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantExit != 0 {
+				if exit != tc.wantExit || !strings.Contains(stderr.String(), tc.wantErr) {
+					t.Fatalf("exit %d, stderr %q; want exit %d, stderr with %q", exit, stderr.String(), tc.wantExit, tc.wantErr)
+				}
+				return
+			}
+			if exit != 0 {
+				t.Fatalf("exit %d, stderr %q; want 0", exit, stderr.String())
+			}
+			got := hostAnswers(t, string(out))
+			for _, id := range []string{"1", "2"} {
+				a, ok := got[id]
+				switch {
+				case !ok:
+					t.Errorf("request %s: no answer", id)
+				case tc.wantErr == "" && a.Error != nil:
+					t.Errorf("request %s: got %s, want a result", id, a.Raw)
+				case tc.wantErr != "" && (a.Error == nil || !strings.Contains(a.Error.Message, tc.wantErr)):
+					t.Errorf("request %s: got %s, want an error with %q", id, a.Raw, tc.wantErr)
+				}
 			}
 		})
 	}
