@@ -216,6 +216,32 @@ func TestExitMidCallFailsAtOnceThenRestarts(t *testing.T) {
 	}
 }
 
+// TestStderrTailOfTheFailedStart: when a restart cannot start the command
+// at all (it went away), the status shows no stderr lines: those of the
+// process before are not this failure's.
+func TestStderrTailOfTheFailedStart(t *testing.T) {
+	m, _ := newTestManager(t)
+	cfg := fakeServer("gone", "exit-at-start")
+	cfg.Command = filepath.Join(t.TempDir(), "server")
+	if err := os.Symlink(os.Args[0], cfg.Command); err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.Connect(testContext(t), cfg, false)
+	if err != nil || st.State != StateFailed || !strings.Contains(strings.Join(st.StderrTail, "\n"), "missing API key") {
+		t.Fatalf("first start: got %v, tail %q, %v; want failed with the server's message", st.State, st.StderrTail, err)
+	}
+	if err := os.Remove(cfg.Command); err != nil {
+		t.Fatal(err)
+	}
+	st, err = m.Restart(testContext(t), "gone")
+	if err != nil || st.State != StateFailed || !strings.Contains(st.LastError, "no such file") {
+		t.Fatalf("restart of a command that went away: got %v, %q, %v; want failed, saying so", st.State, st.LastError, err)
+	}
+	if len(st.StderrTail) != 0 {
+		t.Errorf("restart of a command that went away: stderr tail %q, want none (those lines are the process before's)", st.StderrTail)
+	}
+}
+
 func TestCrashLoopEndsFailed(t *testing.T) {
 	rec := &stateRecorder{states: make(map[string][]State)}
 	m := NewManager(&Options{

@@ -823,12 +823,12 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 		OnStderrLine:    u.opts.Telemetry.StderrLines(u.cfg.Name),
 		Withhold:        u.opts.WithholdEnv,
 	})
+	u.mu.Lock()
+	u.lastProc = proc // nil after a failed start: the old tail is not its
+	u.mu.Unlock()
 	if err != nil {
 		return nil, startError{err}
 	}
-	u.mu.Lock()
-	u.lastProc = proc
-	u.mu.Unlock()
 
 	t := u.routed(proc)
 	cs, err := u.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
