@@ -349,7 +349,7 @@ func (r *registry) reconcile(ctx context.Context) {
 		}
 		if old, had := r.applied[name]; had && old.same(w) {
 			if _, err := r.mgr.Get(name); err == nil {
-				r.mgr.Relabel(name, w.cfg.Source)
+				r.mgr.Relabel(name, w.cfg.Source, w.cfg.Warnings)
 				r.applied[name] = w
 				continue // unchanged and still there
 			}

@@ -40,8 +40,12 @@ func TestReload(t *testing.T) {
 	d.waitServer(ctx, t, "fixed", mcpdv1.ServerState_SERVER_STATE_FAILED)
 	before["api"] = d.connectFake(ctx, t, "api", fakeNoisy)
 
+	// A field mcpd ignores changes no setting: "keep" runs on, and shows
+	// the new warning.
+	described := demo()
+	described["description"] = "the demo server"
 	replaceFile(t, path, mustJSON(t, map[string]any{"mcpServers": map[string]any{
-		"keep":   demo(),
+		"keep":   described,
 		"change": demo("v2"),
 		"fixed":  demo(),
 		"added":  demo(),
@@ -76,6 +80,9 @@ func TestReload(t *testing.T) {
 			t.Errorf("server %s: got pid %d restarts %d, want it untouched (pid %d restarts %d)",
 				name, s.GetPid(), s.GetRestarts(), before[name].GetPid(), before[name].GetRestarts())
 		}
+	}
+	if w := d.waitServer(ctx, t, "keep", mcpdv1.ServerState_SERVER_STATE_READY).GetConfigWarnings(); !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, `"description"`) }) {
+		t.Errorf("server keep: config warnings %q, want one about the ignored field \"description\"", w)
 	}
 
 	// A file that no longer parses changes nothing.

@@ -421,8 +421,10 @@ func (s *Server) Equal(o *Server) bool {
 		slices.Equal(s.ToolsDeny, o.ToolsDeny) &&
 		slices.Equal(s.ToolsAsk, o.ToolsAsk) &&
 		s.Trace == o.Trace &&
-		slices.Equal(s.TraceRedact, o.TraceRedact) &&
-		slices.Equal(s.Warnings, o.Warnings)
+		slices.Equal(s.TraceRedact, o.TraceRedact)
+	// Warnings are left out: a field mcpd ignores changes no setting, so
+	// adding one must not restart the server (Manager.Relabel shows the
+	// new warnings).
 }
 
 // Clone returns a deep copy of s, so that the copy can be kept while the

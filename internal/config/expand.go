@@ -26,6 +26,9 @@ func (e *UnsetVariableError) Error() string {
 //   - ${VAR:-default} is default when VAR is unset or empty (as in sh). The
 //     default is literal text up to the first '}', so it may contain ':'
 //     and '-' but not '}' or a nested "${".
+//   - ${env:VAR}, as Cursor and VS Code write it, is ${VAR} (and
+//     ${env:VAR:-default} has a default); ${env:-x} stays the variable
+//     env with a default.
 //   - A '$' not followed by '{' is literal, so "$$", "$HOME" and "a$" stay
 //     as written. There is no escape: "$${VAR}" is "$" followed by VAR's
 //     value.
@@ -65,6 +68,11 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 
 // expandRef expands the body of one ${...} reference.
 func expandRef(body string, lookup func(string) (string, bool)) (string, error) {
+	// ${env:NAME}, as Cursor and VS Code write it, is ${NAME}; ${env:-x}
+	// stays variable env with a default.
+	if rest, ok := strings.CutPrefix(body, "env:"); ok && !strings.HasPrefix(rest, "-") {
+		body = rest
+	}
 	n := 0
 	for n < len(body) && isVarByte(body[n], n == 0) {
 		n++

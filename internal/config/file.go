@@ -308,7 +308,7 @@ func parsePermissions(raw json.RawMessage, warnings *[]string) (ToolRules, error
 	if string(raw) == "null" {
 		return r, nil
 	}
-	if err := json.Unmarshal(raw, &r); err != nil {
+	if err := json.Unmarshal(onlyKeys(raw, permissionFields), &r); err != nil {
 		return r, describeDecodeError(err)
 	}
 	if err := RepeatedKey(raw); err != nil {
@@ -321,6 +321,62 @@ func parsePermissions(raw json.RawMessage, warnings *[]string) (ToolRules, error
 		return r, fmt.Errorf("%w: default %q: want allow, ask or deny", ErrInvalid, r.Default)
 	}
 	return r, nil
+}
+
+// onlyKeys is the JSON object raw without the members whose key is not
+// exactly in known. encoding/json matches keys to fields without case, so
+// a "Command" or "ToolsDeny" that entryWarnings reports as ignored would
+// otherwise be decoded, and override "command" or "toolsDeny".
+func onlyKeys(raw json.RawMessage, known map[string]bool) json.RawMessage {
+	ms, err := objectMembers(raw)
+	if err != nil {
+		return raw // not an object: the decoder reports it
+	}
+	return joinMembers(slices.DeleteFunc(ms, func(m member) bool { return !known[m.key] }))
+}
+
+// knownOnly is the entry raw with only the fields mcpd reads, in its
+// nested permissions and oauth blocks too.
+func knownOnly(raw json.RawMessage) json.RawMessage {
+	out := onlyKeys(raw, entryFields)
+	ms, err := objectMembers(out)
+	if err != nil {
+		return out
+	}
+	for i, m := range ms {
+		switch m.key {
+		case keyPermissions:
+			ms[i].value = onlyKeys(m.value, permissionFields)
+		case "oauth":
+			o := onlyKeys(m.value, oauthFields)
+			if om, err := objectMembers(o); err == nil {
+				for j, x := range om {
+					if x.key == "idp" {
+						om[j].value = onlyKeys(x.value, idpFields)
+					}
+				}
+				o = joinMembers(om)
+			}
+			ms[i].value = o
+		}
+	}
+	return joinMembers(ms)
+}
+
+func joinMembers(ms []member) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(m.key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(m.value)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
 }
 
 // rawMember returns the value of key in the JSON object raw.
@@ -360,6 +416,27 @@ func repeatedPermissions(raw json.RawMessage) error {
 	return nil
 }
 
+// repeatedField refuses an entry that writes one of its fields twice
+// (in any case): encoding/json would keep the last without a word.
+func repeatedField(raw json.RawMessage) error {
+	ms, err := objectMembers(raw)
+	if err != nil {
+		return nil // the decoder reports what is wrong with it
+	}
+	seen := make(map[string]string)
+	for _, m := range ms {
+		k := foldKey(m.key)
+		if first, ok := seen[k]; ok {
+			if first != m.key {
+				return fmt.Errorf("%w: keys %q and %q differ only in case, which JSON reads as one key: it %w", ErrInvalid, first, m.key, errRepeatedKey)
+			}
+			return fmt.Errorf("%w: key %q %w", ErrInvalid, m.key, errRepeatedKey)
+		}
+		seen[k] = m.key
+	}
+	return nil
+}
+
 // maxTimeoutSeconds bounds timeouts far below time.Duration overflow.
 const maxTimeoutSeconds = 365 * 24 * 60 * 60
 
@@ -369,11 +446,14 @@ const maxTimeoutSeconds = 365 * 24 * 60 * 60
 // half-written entries this way.
 func parseEntry(name string, raw json.RawMessage, ex expander) (_ Server, disabled bool, _ error) {
 	var e entry
-	err := json.Unmarshal(raw, &e)
+	err := json.Unmarshal(knownOnly(raw), &e)
 	if err != nil {
 		return Server{Name: name}, e.Disabled, describeDecodeError(err)
 	}
 	if err := repeatedPermissions(raw); err != nil {
+		return Server{Name: name}, e.Disabled, err
+	}
+	if err := repeatedField(raw); err != nil {
 		return Server{Name: name}, e.Disabled, err
 	}
 	s, err := e.server(name, ex, entryWarnings(raw))

@@ -511,6 +511,44 @@ func TestParsePermissionsRepeatedKey(t *testing.T) {
 	}
 }
 
+// TestParseEntryFieldsExactCase: encoding/json matches keys to fields
+// without case, but mcpd reads an entry's fields as spelled: a key in
+// another case is ignored, as its warning says, and cannot override the
+// real one; a field given twice, in any case, refuses the entry.
+func TestParseEntryFieldsExactCase(t *testing.T) {
+	f, err := Parse([]byte(`{"mcpServers": {
+  "other-case": {"command": "npx", "ToolsDeny": ["delete_*"], "Disabled": true, "permissions": {"Deny": ["rm"]}},
+  "both-cases": {"command": "npx", "Command": "sh"},
+  "deny-both": {"command": "npx", "toolsDeny": ["delete_*"], "ToolsDeny": []},
+  "twice": {"command": "npx", "args": ["-y", "x"], "command": "sh"}
+}}`), mapLookup(testEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Servers) != 1 || f.Servers[0].Name != "other-case" {
+		t.Fatalf("Servers: got %v, want other-case only", f.Servers)
+	}
+	s := f.Servers[0]
+	if s.Command != "npx" || len(s.ToolsDeny) != 0 || !s.Permissions.Empty() {
+		t.Errorf("other-case: got command %q, toolsDeny %q, deny %q; want npx and the keys in another case ignored", s.Command, s.ToolsDeny, s.Permissions.Deny)
+	}
+	for _, key := range []string{"ToolsDeny", "Disabled"} {
+		if !slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, `"`+key+`"`) }) {
+			t.Errorf("other-case: warnings %q, want one naming %q", s.Warnings, key)
+		}
+	}
+	errs := entryErrors(f)
+	for name, want := range map[string]string{
+		"both-cases": `keys "command" and "Command" differ only in case`,
+		"deny-both":  `keys "toolsDeny" and "ToolsDeny" differ only in case`,
+		"twice":      `key "command" appears twice`,
+	} {
+		if !strings.Contains(errs[name], want) {
+			t.Errorf("%s: got %q, want an error containing %q", name, errs[name], want)
+		}
+	}
+}
+
 func TestRepeatedKey(t *testing.T) {
 	for _, tc := range []struct {
 		data, want string // want "": no error

@@ -300,10 +300,10 @@ func (m *Manager) Await(ctx context.Context, name string) (Status, error) {
 
 // Relabel updates where a server's configuration came from, without
 // touching the server.
-func (m *Manager) Relabel(name string, src config.Source) {
+func (m *Manager) Relabel(name string, src config.Source, warnings []string) {
 	if u, err := m.lookup(name); err == nil {
 		u.mu.Lock()
-		u.source = src
+		u.source, u.warnings = src, slices.Clone(warnings)
 		u.mu.Unlock()
 	}
 }

@@ -131,6 +131,7 @@ type upstream struct {
 
 	mu           sync.Mutex
 	source       config.Source // cfg.Source, or what Relabel set since
+	warnings     []string      // cfg.Warnings, or what Relabel set since
 	run          *run          // the current run; nil before the first start
 	state        State
 	changed      chan struct{} // closed and replaced on every state change
@@ -202,6 +203,7 @@ func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp
 		changed:  make(chan struct{}),
 		sinks:    make(map[string]*callSink),
 		source:   cfg.Source,
+		warnings: cfg.Warnings,
 	}
 	if opts.Trace != nil && opts.Trace(cfg.Name) {
 		u.cfg.Trace = true
@@ -934,7 +936,7 @@ func (u *upstream) status() Status {
 		Restarts:     u.restarts,
 		StateChanged: u.stateChanged,
 	}
-	st.Config.Source = u.source
+	st.Config.Source, st.Config.Warnings = u.source, u.warnings
 	if u.cfg.Kind == config.TransportAuto && u.detected != 0 {
 		st.Transport = u.detected
 	}
