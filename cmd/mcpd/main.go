@@ -461,6 +461,9 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 	if _, err := parseScopes(c.scopes); err != nil {
 		return nil, err
 	}
+	if err := c.checkRanges(); err != nil {
+		return nil, err
+	}
 	if c.maxProcs < 0 {
 		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)
 	}
@@ -491,6 +494,56 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkRanges refuses numbers and durations that mean nothing: a negative
+// one anywhere, and zero where zero is no setting (a zero call timeout
+// would otherwise be the default, a zero message limit would refuse every
+// RPC).
+func (c *config) checkRanges() error {
+	for _, d := range []struct {
+		flag   string
+		v      time.Duration
+		zeroOK bool // zero is a setting: off, or no wait
+	}{
+		{"call-timeout", c.callTimeout, false},
+		{"connect-timeout", c.connectTimeout, false},
+		{"probe-timeout", c.probeTimeout, false},
+		{"server-request-timeout", c.requestTimeout, false},
+		{"restart-backoff", c.restartBackoff, false},
+		{"restart-backoff-max", c.restartMax, false},
+		{"crash-loop-window", c.crashWindow, false},
+		{"stop-grace", c.stopGrace, true},
+		{"shutdown-timeout", c.shutdownTimeout, true},
+		{"queue-timeout", c.queueTimeout, true},
+		{"keepalive-interval", c.keepAlive, true},
+		{"max-call-timeout", c.maxCallTimeout, true},
+	} {
+		switch {
+		case d.v < 0:
+			return fmt.Errorf("--%s %v: want a duration of 0 or more", d.flag, d.v)
+		case d.v == 0 && !d.zeroOK:
+			return fmt.Errorf("--%s 0: want a duration above 0", d.flag)
+		}
+	}
+	if c.restartMax < c.restartBackoff {
+		return fmt.Errorf("--restart-backoff-max %v is below --restart-backoff %v", c.restartMax, c.restartBackoff)
+	}
+	for _, n := range []struct {
+		flag     string
+		v, least int
+	}{
+		{"max-message-bytes", c.maxMessageBytes, 1},
+		{"event-buffer", c.eventBuffer, 1},
+		{"event-buffer-bytes", c.eventBytes, 1},
+		{"crash-loop-restarts", c.crashRestarts, 1},
+		{"keepalive-failures", c.keepAliveFails, 1},
+	} {
+		if n.v < n.least {
+			return fmt.Errorf("--%s %d: want at least %d", n.flag, n.v, n.least)
+		}
+	}
+	return nil
 }
 
 // checkAPIToken refuses an MCPD_API_TOKEN with whitespace, without quoting

@@ -97,12 +97,6 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	}
 
-	if c.eventBuffer < 1 {
-		return fmt.Errorf("--event-buffer %d: want at least 1", c.eventBuffer)
-	}
-	if c.eventBytes < 1 {
-		return fmt.Errorf("--event-buffer-bytes %d: want at least 1", c.eventBytes)
-	}
 	// The other listeners open before anything starts, so that a taken
 	// port fails the start.
 	var httpLis net.Listener
@@ -514,6 +508,9 @@ func checkStrictStart(ctx context.Context, mgr *mcpclient.Manager, merged *mcpco
 			continue
 		}
 		st, err := mgr.Get(e.Name)
+		if err == nil && st.State == mcpclient.StateDisabled {
+			continue // disabled through the API, and kept so by the state file
+		}
 		if err != nil || st.State != mcpclient.StateReady {
 			failed = append(failed, e.Name)
 		}
