@@ -194,6 +194,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		LocalListener: isLocal(lis),
 		Telemetry:     tel,
 		GRPCOptions:   grpcOpts,
+		MaxSendBytes:  c.maxMessageBytes,
 	})
 
 	serveErr := make(chan error, 1)

@@ -40,6 +40,7 @@ type hub struct {
 	// stopping ends when the daemon stops: long-lived streams end with it.
 	stopping context.Context
 	stop     context.CancelFunc
+	maxSend  int // Options.MaxSendBytes
 }
 
 var _ mcpdv1.MCPHubServer = (*hub)(nil)

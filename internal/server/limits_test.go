@@ -6,10 +6,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
@@ -86,4 +89,43 @@ func TestProgressExtendsDefaultTimeout(t *testing.T) {
 	wantCode(t, err, codes.DeadlineExceeded)
 	_, err = e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__p__busy", Timeout: durationpb.New(400 * time.Millisecond)})
 	wantCode(t, err, codes.DeadlineExceeded)
+}
+
+// TestOversizedEventIsAGap: an event whose protobuf form is over the
+// listener's send limit (a log of 2,000,000 numbers: 4 MB as JSON, about
+// 22 MB as a protobuf Value) reaches Subscribe streams as a gap of that
+// one event, and the stream goes on; sent as it is, it ended every stream
+// it passed, and every resume after it.
+func TestOversizedEventIsAGap(t *testing.T) {
+	const limit = 16 << 20
+	e := newEnv(t, &envOptions{
+		server:   Options{MaxSendBytes: limit, GRPCOptions: []grpc.ServerOption{grpc.MaxSendMsgSize(limit)}},
+		dialOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))},
+	})
+	first := e.bus.Publish(events.Event{Server: "s", Kind: events.KindToolsChanged})
+	numbers := make([]any, 2_000_000)
+	for i := range numbers {
+		numbers[i] = float64(0)
+	}
+	// The newest event stays in the buffer whatever its size.
+	big := e.bus.Publish(events.Event{Server: "s", Kind: events.KindLog, Level: "info", Data: numbers})
+
+	for round := range 2 { // a second resume after the same event meets it again
+		ctx, cancel := context.WithCancel(testContext(t))
+		stream, err := e.client.Subscribe(ctx, &mcpdv1.SubscribeRequest{AfterSequence: proto.Uint64(first)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := stream.Recv()
+		if gap := m.GetEvent().GetGap(); err != nil || gap.GetFirstSequence() != big || gap.GetLastSequence() != big {
+			t.Fatalf("resume %d after %d: got %v, %v; want a gap of event %d alone", round, first, m, err, big)
+		}
+		if round == 1 {
+			after := e.bus.Publish(events.Event{Server: "s", Kind: events.KindPromptsChanged})
+			if m, err := stream.Recv(); err != nil || m.GetEvent().GetSequence() != after {
+				t.Fatalf("after the gap: got %v, %v; want event %d", m, err, after)
+			}
+		}
+		cancel()
+	}
 }

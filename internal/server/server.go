@@ -193,6 +193,9 @@ type Options struct {
 	// GRPCOptions are appended to the server's options (for example a
 	// maximum message size).
 	GRPCOptions []grpc.ServerOption
+	// MaxSendBytes is the gRPC listener's send limit (MaxSendMsgSize), 0
+	// for none: a Subscribe event larger than it goes out as a gap.
+	MaxSendBytes int
 	// Telemetry, if set, counts and times every RPC (grpc_server_*
 	// metrics), traces them when tracing is on, and records the event
 	// streams.
@@ -310,15 +313,16 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	}
 	gs := grpc.NewServer(gopts...)
 	hb := &hub{
-		access: authz,
-		mgr:    mgr,
-		events: mgr.Events(),
-		broker: mgr.Requests(),
-		policy: opts.Commands,
-		reg:    opts.Registry,
-		log:    opts.Logger,
-		tel:    opts.Telemetry,
-		guard:  g,
+		access:  authz,
+		mgr:     mgr,
+		events:  mgr.Events(),
+		broker:  mgr.Requests(),
+		policy:  opts.Commands,
+		reg:     opts.Registry,
+		log:     opts.Logger,
+		tel:     opts.Telemetry,
+		guard:   g,
+		maxSend: opts.MaxSendBytes,
 	}
 	hb.stopping, hb.stop = context.WithCancel(context.Background())
 	if hb.reg == nil {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 	"github.com/mcpd-project/mcpd/internal/access"
@@ -194,7 +195,15 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 		if !h.eventAllowed(ctx, ev) {
 			continue
 		}
-		if err := stream.Send(&mcpdv1.SubscribeResponse{Event: eventToProto(ev)}); err != nil {
+		msg := &mcpdv1.SubscribeResponse{Event: eventToProto(ev)}
+		if h.maxSend > 0 && proto.Size(msg) > h.maxSend {
+			// Sent as it is, it would end the stream, and every resume
+			// after it too: the stream misses this one event instead.
+			h.log.Warn().Uint64("sequence", ev.Sequence).Str("server", ev.Server).Str("kind", ev.Kind.String()).Msg("event too large to send; sent as a gap")
+			ev = events.Event{Sequence: ev.Sequence, Time: ev.Time, Kind: events.KindGap, GapFrom: ev.Sequence, GapTo: ev.Sequence}
+			msg = &mcpdv1.SubscribeResponse{Event: eventToProto(ev)}
+		}
+		if err := stream.Send(msg); err != nil {
 			return err
 		}
 		if ev.Kind == events.KindGap {
