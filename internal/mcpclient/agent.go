@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -388,11 +389,52 @@ func checkAgentTools(tools []*mcp.Tool) error {
 			return errorf(ErrInvalidArgument, "tools[%d]: tool %q is declared twice", i, t.Name)
 		}
 		seen[t.Name] = true
+		if err := checkToolName(t.Name); err != nil {
+			return errorf(ErrInvalidArgument, "tools[%d]: %v", i, err)
+		}
+		if err := checkSchema(t.InputSchema); err != nil {
+			return errorf(ErrInvalidArgument, "tools[%d] (%s): input_schema: %v", i, t.Name, err)
+		}
+		if err := checkSchema(t.OutputSchema); err != nil {
+			return errorf(ErrInvalidArgument, "tools[%d] (%s): output_schema: %v", i, t.Name, err)
+		}
 		if err := tryAddTool(mcp.NewServer(&mcp.Implementation{Name: "check"}, nil), t, nil); err != nil {
 			return errorf(ErrInvalidArgument, "tools[%d] (%s): %v", i, t.Name, err)
 		}
 	}
 	return nil
+}
+
+// checkToolName applies MCP's tool name rule (2025-11-25): 1 to 128 of
+// A-Z, a-z, 0-9, '_', '-' and '.'.
+func checkToolName(name string) error {
+	if len(name) > 128 {
+		return fmt.Errorf("tool name %.32q... is longer than 128 characters", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return fmt.Errorf("tool name %q: %q is not allowed (MCP allows A-Z, a-z, 0-9, _, - and .)", name, r)
+		}
+	}
+	return nil
+}
+
+// checkSchema refuses a schema that is not a valid JSON Schema; nil is
+// fine.
+func checkSchema(schema any) error {
+	if schema == nil {
+		return nil
+	}
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return err
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	_, err = s.Resolve(nil)
+	return err
 }
 
 // tryAddTool adds a tool to s, turning the SDK's panic on a bad
