@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +129,100 @@ func TestOversizedEventIsAGap(t *testing.T) {
 			}
 		}
 		cancel()
+	}
+}
+
+// TestOversizedCallLogIsDropped: a log message of a streamed call too
+// large to send once in protobuf is dropped, as the stream drops messages
+// past its queue, and the call's result still arrives; sent as it is, it
+// ended the stream and cancelled the call.
+func TestOversizedCallLogIsDropped(t *testing.T) {
+	const limit = 16 << 20
+	e := newEnv(t, &envOptions{
+		server:   Options{MaxSendBytes: limit, GRPCOptions: []grpc.ServerOption{grpc.MaxSendMsgSize(limit)}},
+		dialOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))},
+	})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "loud", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "shout"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		numbers := make([]any, 2_000_000)
+		for i := range numbers {
+			numbers[i] = 0
+		}
+		for _, data := range []any{"small", numbers, "after"} {
+			if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: data}); err != nil {
+				return nil, nil, err
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+	})
+	e.connect(t, "loud", srv)
+	if _, err := e.client.SetLogLevel(testContext(t), &mcpdv1.SetLogLevelRequest{Server: "loud", Level: mcpdv1.LogLevel_LOG_LEVEL_INFO}); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := e.client.CallToolStream(testContext(t), &mcpdv1.CallToolStreamRequest{Name: "mcp__loud__shout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("after logs %q: %v, want the result", logs, err)
+		}
+		if l := m.GetLog(); l != nil {
+			logs = append(logs, l.GetData().GetStringValue())
+			continue
+		}
+		if got := m.GetResult().GetContent(); len(got) != 1 || got[0].GetText().GetText() != "done" {
+			t.Fatalf("result: got %v", m)
+		}
+		break
+	}
+	if !slices.Equal(logs, []string{"small", "after"}) {
+		t.Errorf("logs: got %q, want the two that fit", logs)
+	}
+}
+
+// TestOversizedServerRequestIsRefused: a server request too large to send
+// to the agent once in protobuf (sampling metadata of 2,000,000 numbers)
+// fails at the server, and the agent's stream stays open for the next
+// one; sent as it is, it ended the agent's stream.
+func TestOversizedServerRequestIsRefused(t *testing.T) {
+	const limit = 16 << 20
+	e := newEnv(t, &envOptions{
+		server:   Options{MaxSendBytes: limit, GRPCOptions: []grpc.ServerOption{grpc.MaxSendMsgSize(limit)}},
+		dialOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))},
+	})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		numbers := make([]any, 2_000_000)
+		for i := range numbers {
+			numbers[i] = 0
+		}
+		var outcome []string
+		for _, metadata := range []any{map[string]any{"n": numbers}, nil} {
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5, Metadata: metadata,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+			if err != nil {
+				outcome = append(outcome, "error")
+				continue
+			}
+			outcome = append(outcome, res.Content.(*mcp.TextContent).Text)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(outcome, ",")}}}, nil, nil
+	})
+	// Server requests outside input rounds: the initialize era.
+	e.connect(t, "asker", srv, func(c *mcpdv1.ServerConfig) { c.ProtocolVersion = "2025-11-25" })
+	ctx := testContext(t)
+	attachAgent(t, ctx, e, []mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING}, func(r *mcpdv1.ServerRequest) *mcpdv1.ServerRequestReply {
+		return &mcpdv1.ServerRequestReply{Id: r.GetId(), Result: &mcpdv1.ServerRequestReply_Sampling{Sampling: &mcpdv1.SamplingResult{
+			Role: mcpdv1.Role_ROLE_ASSISTANT, Model: "m", Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: "answered"}}}}}}}
+	})
+	res, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__asker__ask"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.GetContent()[0].GetText().GetText(); got != "error,answered" {
+		t.Errorf("the server saw %q, want the oversized request refused and the next one answered", got)
 	}
 }

@@ -90,6 +90,9 @@ func (h *hub) ServeTools(stream grpc.BidiStreamingServer[mcpdv1.ServeToolsReques
 			}
 		case call := <-link.Outbound():
 			msg, err := agentCallToProto(call)
+			if err == nil && h.tooLargeToSend(msg) {
+				err = errTooLargeToSend
+			}
 			if err != nil {
 				// The caller gets an error now instead of waiting out its
 				// deadline for an answer that cannot come.

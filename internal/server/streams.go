@@ -69,9 +69,16 @@ func (h *hub) CallToolStream(req *mcpdv1.CallToolStreamRequest, stream grpc.Serv
 				push(&mcpdv1.CallToolStreamResponse{Kind: &mcpdv1.CallToolStreamResponse_Progress{Progress: pp}})
 			},
 			OnLog: func(l *mcp.LoggingMessageParams) {
-				push(&mcpdv1.CallToolStreamResponse{Kind: &mcpdv1.CallToolStreamResponse_Log{
+				m := &mcpdv1.CallToolStreamResponse{Kind: &mcpdv1.CallToolStreamResponse_Log{
 					Log: logMessageToProto(string(l.Level), l.Logger, l.Data),
-				}})
+				}}
+				if h.tooLargeToSend(m) {
+					// Sent, it would end the stream and cancel the call:
+					// dropped, as messages past the queue are.
+					h.log.Warn().Str("tool", req.GetName()).Msg("call's log message too large to send; dropped")
+					return
+				}
+				push(m)
 			},
 		})
 		done <- outcome{res, err}
@@ -196,7 +203,7 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 			continue
 		}
 		msg := &mcpdv1.SubscribeResponse{Event: eventToProto(ev)}
-		if h.maxSend > 0 && proto.Size(msg) > h.maxSend {
+		if h.tooLargeToSend(msg) {
 			// Sent as it is, it would end the stream, and every resume
 			// after it too: the stream misses this one event instead.
 			h.log.Warn().Uint64("sequence", ev.Sequence).Str("server", ev.Server).Str("kind", ev.Kind.String()).Msg("event too large to send; sent as a gap")
@@ -332,6 +339,9 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				continue
 			}
 			msg, err := serverRequestToProto(req)
+			if err == nil && h.tooLargeToSend(msg) {
+				err = errTooLargeToSend
+			}
 			if err != nil {
 				// The server gets an error now instead of waiting out the
 				// deadline for an answer that cannot come.
@@ -387,3 +397,15 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 		}
 	}
 }
+
+// tooLargeToSend reports whether m is over the listener's send limit
+// (Options.MaxSendBytes): gRPC would end the stream rather than send it.
+// A server's message under --max-message-bytes as JSON can be over it as
+// protobuf (a number array grows about fivefold as Values).
+func (h *hub) tooLargeToSend(m proto.Message) bool {
+	return h.maxSend > 0 && proto.Size(m) > h.maxSend
+}
+
+// errTooLargeToSend is why a message over the send limit was not
+// forwarded on an agent's stream, which stays open.
+var errTooLargeToSend = errors.New("too large to send once in protobuf (--max-message-bytes)")
