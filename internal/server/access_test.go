@@ -21,6 +21,7 @@ import (
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 	"github.com/mcpd-project/mcpd/internal/access"
+	"github.com/mcpd-project/mcpd/internal/events"
 )
 
 // TestDescribe checks the table from requests to actions: what each RPC
@@ -418,5 +419,39 @@ func BenchmarkGuardedCall(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestSubscribeFollowsReload: a Subscribe stream whose caller a reload of
+// the callers file leaves without the resource it follows ends with
+// PERMISSION_DENIED, and the upstream subscription it held is released;
+// one whose permissions still cover it runs on.
+func TestSubscribeFollowsReload(t *testing.T) {
+	const uri = "test://doc/1"
+	both := `{"servers": ["*"], "resources": [{"server": "s", "uri": "*"}], "manage": true}`
+	callers := newCallersFile(t, map[string]string{"alice": both, "bob": both})
+	e := newEnv(t, &envOptions{server: Options{Access: callers.authz}, dialOpts: callers.defaultCaller("alice")})
+	ctx := testContext(t)
+	e.connect(t, "s", newSurfaceServer(t, eras[0].versions).srv)
+	follow := func(caller string) mcpdv1.MCPHub_SubscribeClient {
+		stream, err := e.client.Subscribe(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+caller+"-token"),
+			&mcpdv1.SubscribeRequest{Resources: []*mcpdv1.ResourceRef{{Server: "s", Uri: uri}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stream
+	}
+	alice, bob := follow("alice"), follow("bob")
+	waitFor(t, func() bool { return interest(e, "s", uri) == 2 })
+
+	callers.rewrite(t, map[string]string{"alice": `{"servers": ["*"], "manage": true}`, "bob": both})
+	_, err := alice.Recv()
+	wantCode(t, err, codes.PermissionDenied)
+	waitFor(t, func() bool { return interest(e, "s", uri) == 1 })
+
+	// bob's stream still delivers.
+	e.bus.Publish(events.Event{Kind: events.KindResourceUpdated, Server: "s", URI: uri})
+	if m, err := bob.Recv(); err != nil || m.GetEvent().GetResourceUpdated() == nil {
+		t.Errorf("bob's stream after the reload: got %v, %v; want the update", m, err)
 	}
 }

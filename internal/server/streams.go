@@ -160,6 +160,11 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 		v := req.GetAfterSequence()
 		after = &v
 	}
+	// A reload of the callers file that takes away what the stream asked
+	// for (a server, a resource it follows, and with it the upstream
+	// subscription or fallback poll it holds) ends the stream.
+	ctx, stopRecheck := h.recheckOnReload(ctx, mcpdv1.MCPHub_Subscribe_FullMethodName, req)
+	defer stopRecheck()
 	// Events up to here were published before the stream opened: one the
 	// buffer evicted before the stream read it is no drop of the stream's
 	// (see droppedSince).
@@ -196,6 +201,8 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 		switch {
 		case errors.Is(err, events.ErrClosed):
 			return errShuttingDown
+		case errors.Is(context.Cause(ctx), access.ErrPermissionDenied):
+			return toStatus(context.Cause(ctx))
 		case err != nil:
 			return toStatus(err)
 		}
@@ -409,3 +416,40 @@ func (h *hub) tooLargeToSend(m proto.Message) bool {
 // errTooLargeToSend is why a message over the send limit was not
 // forwarded on an agent's stream, which stays open.
 var errTooLargeToSend = errors.New("too large to send once in protobuf (--max-message-bytes)")
+
+// recheckOnReload returns a context that ends, with the denial as its
+// cause (access.ErrPermissionDenied), when a reload of the callers file
+// takes from the caller a permission the long-lived request msg of method
+// was granted with (the refusal is audited). A removed caller is the
+// guard's to end (guard.stream).
+// Without a callers file nothing is watched. stop ends the watch.
+func (h *hub) recheckOnReload(ctx context.Context, method string, msg any) (_ context.Context, stop func()) {
+	reloaded := h.access.Reloaded()
+	if reloaded == nil {
+		return ctx, func() {}
+	}
+	caller, _ := access.FromContext(ctx)
+	declared := describe(method, msg, false)
+	ctx, end := context.WithCancelCause(ctx)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-reloaded:
+			}
+			reloaded = h.access.Reloaded()
+			for _, act := range declared.actions {
+				err := h.access.Authorize(caller, act)
+				if errors.Is(err, access.ErrPermissionDenied) {
+					rec := declared.record
+					rec.Method = path.Base(method)
+					h.guard.refused(caller, rec, err, time.Now())
+					end(err)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { end(nil) }
+}
