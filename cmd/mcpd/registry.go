@@ -259,38 +259,20 @@ func (r *registry) writeState() {
 	}
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err == nil {
-		err = writeFileAtomic(r.state, append(data, '\n'))
+		err = writeStateFile(r.state, append(data, '\n'))
 	}
 	if err != nil {
 		r.log.Error().Err(err).Str("file", r.state).Msg("state file not written: the change holds until mcpd stops")
 	}
 }
 
-func writeFileAtomic(path string, data []byte) error {
+// writeStateFile writes the state file atomically, making its directory
+// (0700) first.
+func writeStateFile(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write state file: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write state file: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing left to remove
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write state file: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write state file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write state file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write state file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := mcpconfig.WriteFileAtomic(path, data); err != nil {
 		return fmt.Errorf("write state file: %w", err)
 	}
 	return nil

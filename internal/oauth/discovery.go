@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -26,6 +27,9 @@ type metadata struct {
 	// scopesSupported is the resource's scopes_supported.
 	scopesSupported []string
 	asm             *oauthex.AuthServerMeta
+	// fallback: no resource metadata was found (every candidate a 4xx,
+	// a 429 among them), and the server's origin was assumed.
+	fallback bool
 }
 
 // discover finds the server's authorization server, as the MCP
@@ -46,6 +50,13 @@ func discover(ctx context.Context, c *http.Client, serverURL string, challenges 
 	type candidate struct{ metadataURL, resource string }
 	var candidates []candidate
 	if u := challengeParam(challenges, "resource_metadata"); u != "" {
+		// The server names this URL: off its own origin it may not point
+		// into a private network (SSRF), as the SDK's discovery refuses.
+		if originOf(u) != originOf(serverURL) {
+			if err := publicHost(u); err != nil {
+				return nil, errorf(ErrAuthorizationFailed, "resource_metadata URL: %v", err)
+			}
+		}
 		candidates = append(candidates, candidate{u, serverURL})
 	}
 	pathBased := origin
@@ -78,7 +89,7 @@ func discover(ctx context.Context, c *http.Client, serverURL string, challenges 
 	if err != nil {
 		return nil, err
 	}
-	return &metadata{resource: serverURL, asm: asm}, nil
+	return &metadata{resource: serverURL, asm: asm, fallback: true}, nil
 }
 
 // resourceMatches accepts the resource a metadata document names when it
@@ -231,4 +242,26 @@ func unionScopes(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// publicHost refuses a URL whose host is a private, link-local (cloud
+// metadata), CGNAT, multicast or unspecified address literal. (A host
+// name that resolves to one needs the check at dial time too: see the
+// SDK's oauthex discovery transport.)
+func publicHost(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a valid URL")
+	}
+	ip, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		return nil
+	}
+	ip = ip.Unmap()
+	if ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() || cgnat.Contains(ip) {
+		return fmt.Errorf("refers to a non-public address")
+	}
+	return nil
 }

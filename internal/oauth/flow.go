@@ -168,7 +168,7 @@ func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect
 	defer cancel()
 	resp, err := oauthex.RegisterClient(rctx, asm.RegistrationEndpoint, req, sa.m.opts.HTTPClient)
 	if err != nil {
-		return nil, errorf(ErrAuthorizationFailed, "dynamic client registration: %v", err)
+		return nil, registrationError(err)
 	}
 	c := &clientRecord{ID: resp.ClientID, Secret: resp.ClientSecret, AuthMethod: resp.TokenEndpointAuthMethod, RedirectURI: redirect, How: "dynamic"}
 	if c.AuthMethod == "" {
@@ -316,4 +316,17 @@ func redirectParams(raw string) (url.Values, error) {
 		return nil, errorf(ErrInvalidRedirect, "redirect_url has no state parameter")
 	}
 	return q, nil
+}
+
+// registrationError describes a failed registration without quoting the
+// authorization server's answer: the SDK's errors carry the response body,
+// which, for a 201 it could not decode, holds the issued client secret.
+func registrationError(err error) error {
+	if re, ok := errors.AsType[*oauthex.ClientRegistrationError](err); ok {
+		return errorf(ErrAuthorizationFailed, "dynamic client registration refused: %s", re.Error())
+	}
+	if ctxErr := errors.Unwrap(err); ctxErr != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return &kindError{kind: ErrUnreachable, msg: "dynamic client registration: " + ctxErr.Error(), cause: err}
+	}
+	return errorf(ErrAuthorizationFailed, "dynamic client registration failed (the authorization server's answer is not quoted)")
 }

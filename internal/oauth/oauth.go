@@ -153,7 +153,7 @@ func (m *Manager) server(name, resource string, cfg *config.OAuth) *serverAuth {
 	m.mu.Lock()
 	sa := m.servers[name]
 	if sa == nil {
-		sa = &serverAuth{m: m, name: name}
+		sa = &serverAuth{m: m, name: name, authSem: make(chan struct{}, 1)}
 		m.servers[name] = sa
 	}
 	m.mu.Unlock()

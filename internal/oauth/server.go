@@ -22,9 +22,10 @@ type serverAuth struct {
 	m    *Manager
 	name string
 
-	// authMu serialises authorize, so that concurrent 401 answers lead to
-	// one discovery and one flow.
-	authMu sync.Mutex
+	// authSem (capacity 1) serialises authorize, so that concurrent 401
+	// answers lead to one discovery and one flow; a request waits for it
+	// only as long as its context allows.
+	authSem chan struct{}
 
 	// saveMu serialises writes of the record, each of the record as it is
 	// then, so that the file ends as the record does.
@@ -70,6 +71,9 @@ func (sa *serverAuth) configure(resource string, cfg *config.OAuth) {
 		sa.rec = rec
 	}
 	if sa.rec == nil || sa.rec.Resource != resource || sa.rec.Settings != settings {
+		// Like a Forget: a token or registration a request for the old
+		// URL or settings is still obtaining must not land in this record.
+		sa.gen++
 		sa.rec = &record{Resource: resource, Settings: settings}
 		sa.dpop = nil
 		sa.stepUps = 0
@@ -243,6 +247,11 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	if err != nil {
 		return err
 	}
+	if issuer != "" && meta.asm.Issuer != issuer && meta.fallback {
+		// No metadata was found (a 429, a 404 from a cache...): that says
+		// nothing about a move. Keep the token for the next try.
+		return errorf(ErrUnreachable, "the resource's metadata could not be read; the token is kept")
+	}
 	if issuer != "" && meta.asm.Issuer != issuer {
 		// The refresh token is the issuer's: it goes to no other server.
 		sa.dropToken()
@@ -316,8 +325,10 @@ func (sa *serverAuth) clientAuth(c *clientRecord) clientAuth {
 // request carried. It returns nil when the request may be sent again with
 // a new token, and ErrAuthorizationRequired when a person must consent.
 func (sa *serverAuth) authorize(ctx context.Context, challenges []oauthex.Challenge, sent *tokenRecord, stepUp bool) error {
-	sa.authMu.Lock()
-	defer sa.authMu.Unlock()
+	if err := sa.lockAuth(ctx); err != nil {
+		return err
+	}
+	defer sa.unlockAuth()
 	if cur := sa.token(); cur != nil && (sent == nil || cur.AccessToken != sent.AccessToken) {
 		return nil // renewed by a concurrent request
 	}
@@ -475,8 +486,10 @@ func (sa *serverAuth) refusedScope(key string) {
 // needs no person, by running the grant again (a workload token file is
 // read anew then).
 func (sa *serverAuth) renewIfStale(ctx context.Context, seen *tokenRecord) error {
-	sa.authMu.Lock()
-	defer sa.authMu.Unlock()
+	if err := sa.lockAuth(ctx); err != nil {
+		return err
+	}
+	defer sa.unlockAuth()
 	if cur := sa.token(); cur == nil || cur.AccessToken != seen.AccessToken {
 		return nil
 	}
@@ -500,3 +513,15 @@ func pkce() (verifier, challenge string) {
 	v := oauth2.GenerateVerifier()
 	return v, oauth2.S256ChallengeFromVerifier(v)
 }
+
+// lockAuth takes authSem, or gives up when ctx ends.
+func (sa *serverAuth) lockAuth(ctx context.Context) error {
+	select {
+	case sa.authSem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (sa *serverAuth) unlockAuth() { <-sa.authSem }

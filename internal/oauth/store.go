@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/mcpd-project/mcpd/internal/config"
 )
 
 // record is what persists of one server's authorization.
@@ -97,8 +99,10 @@ func (s *store) load(server string) (*record, error) {
 	return &r, nil
 }
 
-// save writes the record atomically: a temporary file (0600) renamed over
-// the old one, so that a crash leaves the old record or the new one.
+// save writes the record atomically (config.WriteFileAtomic): a crash or
+// a power loss leaves the old record or the new one, never the old one
+// after the new was saved, whose refresh token the server may have
+// rotated away (reusing one can revoke the whole grant).
 func (s *store) save(server string, r *record) error {
 	if s.dir == "" || strings.ContainsAny(server, `/\`) {
 		return nil
@@ -107,27 +111,7 @@ func (s *store) save(server string, r *record) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, "."+server+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write oauth state of %q: %w", server, err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write oauth state of %q: %w", server, err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write oauth state of %q: %w", server, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write oauth state of %q: %w", server, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write oauth state of %q: %w", server, err)
-	}
-	if err := os.Rename(tmp.Name(), s.path(server)); err != nil {
+	if err := config.WriteFileAtomic(s.path(server), data); err != nil {
 		return fmt.Errorf("write oauth state of %q: %w", server, err)
 	}
 	return nil

@@ -82,7 +82,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if n := resp.Header.Get("DPoP-Nonce"); n != "" && t.sa.dpopKey() != nil {
 			t.sa.dpopKey().setNonce(req.URL.String(), n)
 		}
-		if tok != nil && resp.StatusCode < 300 {
+		// Any accepted request, with a token or without one (a server
+		// that let mcpd in after all), ends a refusal that blocked it.
+		if resp.StatusCode < 300 {
 			t.sa.accepted(func() string { return requestKey(req, body) })
 		}
 		return resp, nil
