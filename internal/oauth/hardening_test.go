@@ -285,3 +285,69 @@ func TestRateLimitedMetadataKeepsRefreshToken(t *testing.T) {
 		t.Errorf("after one 429 on the resource metadata: got %v; want the refresh token kept and no new consent", err)
 	}
 }
+
+// TestRateLimitedMetadataKeepsTheIssuer: a token refused while the
+// resource's metadata answers 429 sends nothing to the server's origin as
+// if it were the authorization server: no client secret of a
+// client_credentials grant goes there, and the registration stays.
+func TestRateLimitedMetadataKeepsTheIssuer(t *testing.T) {
+	var limited, revoked atomic.Bool
+	var originToken atomic.Int32 // requests to the resource server's own /token
+	asMux := http.NewServeMux()
+	as := httptest.NewServer(asMux)
+	defer as.Close()
+	asMux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"issuer": as.URL, "authorization_endpoint": as.URL + "/authorize", "token_endpoint": as.URL + "/token", "code_challenge_methods_supported": []string{"S256"}})
+	})
+	asMux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"access_token": "at", "token_type": "Bearer", "expires_in": 3600})
+	})
+	var rs *httptest.Server
+	rs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/oauth-protected-resource/mcp":
+			if limited.Load() {
+				http.Error(w, "slow down", http.StatusTooManyRequests)
+				return
+			}
+			writeJSON(w, map[string]any{"resource": rs.URL + "/mcp", "authorization_servers": []string{as.URL}})
+		case "/token":
+			originToken.Add(1)
+			http.NotFound(w, r)
+		case "/mcp":
+			if r.Header.Get("Authorization") != "Bearer at" || revoked.Load() {
+				w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+rs.URL+`/.well-known/oauth-protected-resource/mcp"`)
+				w.WriteHeader(http.StatusUnauthorized)
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer rs.Close()
+	m := newManager(t, t.TempDir())
+	cfg := &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "s3cret"}
+	c := &http.Client{Transport: m.Transport("srv", rs.URL+"/mcp", cfg, http.DefaultTransport)}
+	postRS := func() error {
+		resp, err := c.Post(rs.URL+"/mcp", "application/json", strings.NewReader(`{}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := postRS(); err != nil {
+		t.Fatal(err)
+	}
+	limited.Store(true)
+	revoked.Store(true)
+	if err := postRS(); !errors.Is(err, ErrUnreachable) {
+		t.Errorf("a refused token while the metadata answers 429: got %v, want ErrUnreachable (try again)", err)
+	}
+	if n := originToken.Load(); n != 0 {
+		t.Errorf("the resource server's origin got %d token requests (the client secret), want none", n)
+	}
+	limited.Store(false)
+	revoked.Store(false)
+	if err := postRS(); err != nil {
+		t.Errorf("once the metadata answers again: %v", err)
+	}
+}

@@ -368,6 +368,14 @@ func (sa *serverAuth) authorizeLocked(ctx context.Context, challenges []oauthex.
 		return err
 	}
 	sa.mu.Lock()
+	if sa.rec.Issuer != "" && sa.rec.Issuer != meta.asm.Issuer && meta.fallback {
+		// No metadata could be read (a 429, a 404 from a cache): the
+		// server's origin stands in for an authorization server, which
+		// says nothing about a move. Nothing is dropped, and no person is
+		// sent to the wrong server; the next request tries again.
+		sa.mu.Unlock()
+		return errorf(ErrUnreachable, "server %q: its resource metadata could not be read; its registration and tokens are kept", sa.name)
+	}
 	if sa.rec.Issuer != "" && sa.rec.Issuer != meta.asm.Issuer {
 		// The resource moved to another authorization server (SEP-2352):
 		// its client registration and tokens mean nothing there.
