@@ -116,7 +116,11 @@ func fetchResourceMetadata(ctx context.Context, c *http.Client, u string) (*oaut
 		return nil, fmt.Errorf("fetch protected resource metadata: %w", err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout:
+		// Not "no document": the server may have one, later.
+		return nil, errorf(ErrUnreachable, "fetch protected resource metadata: HTTP %d; try again later", resp.StatusCode)
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
 		return nil, nil
 	}
 	if resp.StatusCode != http.StatusOK {
