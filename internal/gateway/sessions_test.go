@@ -51,15 +51,23 @@ func (u *followedUpstream) followed() int {
 }
 
 // gatewayFor serves a Gateway in front of the upstream "s" until the test
-// ends, and returns the endpoint's URL.
-func gatewayFor(ctx context.Context, t *testing.T, up *mcp.Server, opts *Options) string {
+// ends, and returns it and the endpoint's URL.
+func gatewayFor(ctx context.Context, t *testing.T, up *mcp.Server, opts *Options) (*Gateway, string) {
 	t.Helper()
 	m := inMemoryUpstreams(ctx, t, nil, "2025-11-25", map[string]*mcp.Server{"s": up})
 	g := New(m, opts)
 	runGateway(ctx, t, g)
 	hs := httptest.NewServer(g.Handler())
 	t.Cleanup(hs.Close)
-	return hs.URL
+	return g, hs.URL
+}
+
+// tracked reports how many sessions g keeps a record of, and how many of
+// them count against MaxSessions.
+func (g *Gateway) tracked() (hosts, counted int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.hosts), g.sessions
 }
 
 // dialHost connects a host to url at version.
@@ -74,7 +82,7 @@ func dialHost(ctx context.Context, url, version string) (*mcp.ClientSession, err
 func TestSessionLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	url := gatewayFor(ctx, t, newFollowedUpstream().srv, &Options{MaxSessions: 2})
+	_, url := gatewayFor(ctx, t, newFollowedUpstream().srv, &Options{MaxSessions: 2})
 
 	var open []*mcp.ClientSession
 	for range 2 {
@@ -128,7 +136,7 @@ func TestSessionEndReleasesSubscriptions(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			up := newFollowedUpstream()
-			url := gatewayFor(ctx, t, up.srv, nil)
+			g, url := gatewayFor(ctx, t, up.srv, nil)
 			cs, err := dialHost(ctx, url, version)
 			if err != nil {
 				t.Fatal(err)
@@ -141,6 +149,8 @@ func TestSessionEndReleasesSubscriptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(ctx, t, "the upstream subscription's release", func() bool { return up.followed() == 0 })
+			// Nothing of the session is kept, its watcher gone with it.
+			waitFor(ctx, t, "the session forgotten", func() bool { hosts, counted := g.tracked(); return hosts == 0 && counted == 0 })
 		})
 	}
 }
@@ -152,7 +162,7 @@ func TestSubscriptionLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	up := newFollowedUpstream()
-	url := gatewayFor(ctx, t, up.srv, nil)
+	_, url := gatewayFor(ctx, t, up.srv, nil)
 	cs, err := dialHost(ctx, url, "2025-11-25")
 	if err != nil {
 		t.Fatal(err)
