@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -47,27 +46,35 @@ func discover(ctx context.Context, c *http.Client, serverURL string, challenges 
 	}
 	origin := *su
 	origin.Path, origin.RawPath, origin.RawQuery, origin.Fragment = "", "", "", ""
-	type candidate struct{ metadataURL, resource string }
+	type candidate struct {
+		metadataURL, resource string
+		// offOrigin: named by the server's challenge, off its own origin.
+		offOrigin bool
+	}
 	var candidates []candidate
 	if u := challengeParam(challenges, "resource_metadata"); u != "" {
-		// The server names this URL: off its own origin it may not point
-		// into a private network (SSRF), as the SDK's discovery refuses.
-		if originOf(u) != originOf(serverURL) {
-			if err := publicHost(u); err != nil {
-				return nil, errorf(ErrAuthorizationFailed, "resource_metadata URL: %v", err)
-			}
-		}
-		candidates = append(candidates, candidate{u, serverURL})
+		candidates = append(candidates, candidate{u, serverURL, originOf(u) != originOf(serverURL)})
 	}
 	pathBased := origin
 	pathBased.Path = "/.well-known/oauth-protected-resource/" + strings.TrimLeft(su.Path, "/")
 	root := origin
 	root.Path = "/.well-known/oauth-protected-resource"
-	candidates = append(candidates, candidate{pathBased.String(), serverURL}, candidate{root.String(), origin.String()})
+	candidates = append(candidates, candidate{pathBased.String(), serverURL, false}, candidate{root.String(), origin.String(), false})
 
 	for _, cand := range candidates {
-		prm, err := fetchResourceMetadata(ctx, c, cand.metadataURL)
-		if err != nil {
+		var prm *oauthex.ProtectedResourceMetadata
+		var err error
+		if cand.offOrigin {
+			// A URL the server names elsewhere is fetched the SDK's
+			// guarded way: no private, link-local (cloud metadata) or
+			// reserved address, literal, resolved or redirected to
+			// (SSRF). One that fails leaves the server's own well-known
+			// URLs to try.
+			prm, err = offOriginMetadata(ctx, c, cand.metadataURL, serverURL)
+			if err != nil {
+				continue
+			}
+		} else if prm, err = fetchResourceMetadata(ctx, c, cand.metadataURL); err != nil {
 			return nil, err
 		}
 		if prm == nil {
@@ -248,24 +255,13 @@ func unionScopes(a, b []string) []string {
 	return out
 }
 
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-// publicHost refuses a URL whose host is a private, link-local (cloud
-// metadata), CGNAT, multicast or unspecified address literal. (A host
-// name that resolves to one needs the check at dial time too: see the
-// SDK's oauthex discovery transport.)
-func publicHost(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("not a valid URL")
-	}
-	ip, err := netip.ParseAddr(u.Hostname())
-	if err != nil {
-		return nil
-	}
-	ip = ip.Unmap()
-	if ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() || cgnat.Contains(ip) {
-		return fmt.Errorf("refers to a non-public address")
-	}
-	return nil
+// offOriginMetadata fetches the protected resource metadata at u, which
+// the server's challenge names off its own origin, through the SDK's
+// discovery client: https (or loopback), no private or reserved address
+// whether literal, resolved at dial time or reached by a redirect, a JSON
+// answer, and a resource that is the server's URL.
+func offOriginMetadata(ctx context.Context, c *http.Client, u, serverURL string) (*oauthex.ProtectedResourceMetadata, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return oauthex.GetProtectedResourceMetadata(ctx, u, serverURL, c)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -349,5 +350,86 @@ func TestRateLimitedMetadataKeepsTheIssuer(t *testing.T) {
 	revoked.Store(false)
 	if err := postRS(); err != nil {
 		t.Errorf("once the metadata answers again: %v", err)
+	}
+}
+
+// redirectingRT answers every request for public.example with a redirect
+// to a private address, sends loopback requests to the network, and
+// records every host asked for.
+type redirectingRT struct {
+	mu    sync.Mutex
+	hosts []string
+}
+
+func (r *redirectingRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	r.hosts = append(r.hosts, req.URL.Host)
+	r.mu.Unlock()
+	switch {
+	case strings.HasPrefix(req.URL.Host, "127.0.0.1"):
+		return http.DefaultTransport.RoundTrip(req)
+	case req.URL.Host == "public.example":
+		h := http.Header{}
+		h.Set("Location", "https://10.1.2.3/admin")
+		return &http.Response{StatusCode: http.StatusFound, Body: http.NoBody, Request: req, Header: h}, nil
+	}
+	return &http.Response{StatusCode: http.StatusNotFound, Body: http.NoBody, Request: req, Header: http.Header{}}, nil
+}
+
+// TestResourceMetadataRedirectStaysPublic: a resource_metadata URL off the
+// server's origin that redirects to a private address is not followed
+// there.
+func TestResourceMetadataRedirectStaysPublic(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="https://public.example/prm"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	rec := &redirectingRT{}
+	m, err := New(&Options{HTTPClient: &http.Client{Transport: rec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetRedirectURL("http://127.0.0.1:1" + CallbackPath)
+	c := &http.Client{Transport: m.Transport("srv", srv.URL+"/mcp", nil, http.DefaultTransport)}
+	if resp, err := c.Post(srv.URL+"/mcp", "application/json", strings.NewReader(`{}`)); err == nil {
+		resp.Body.Close()
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !slices.Contains(rec.hosts, "public.example") {
+		t.Fatalf("hosts asked: %v; want public.example among them (the test proves nothing otherwise)", rec.hosts)
+	}
+	if slices.Contains(rec.hosts, "10.1.2.3") {
+		t.Errorf("mcpd followed the redirect to 10.1.2.3 (hosts asked: %v); want non-public addresses refused after a redirect too", rec.hosts)
+	}
+}
+
+// TestURLChangeEndsPendingConsent: a consent pending for a server's old
+// URL ends when the URL changes; the server at its new URL gets a consent
+// of its own, which authorizes it there.
+func TestURLChangeEndsPendingConsent(t *testing.T) {
+	a, b := newTestAS(t), newTestAS(t)
+	m := newManager(t, t.TempDir())
+	if _, err := post(t, client(m, a, nil), a); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("first request: got %v, want ErrAuthorizationRequired", err)
+	}
+	cb := client(m, b, nil) // the server "srv" now lives at b's URL
+	if _, err := post(t, cb, b); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("request to the new URL: got %v, want ErrAuthorizationRequired", err)
+	}
+	p, ok := m.Pending("srv")
+	if !ok {
+		t.Fatal("no consent pending for the new URL")
+	}
+	u, _ := url.Parse(p.URL)
+	if res := u.Query().Get("resource"); res != b.srv.URL+"/mcp" {
+		t.Fatalf("the pending consent is for resource %q, want %s/mcp", res, b.srv.URL)
+	}
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := post(t, cb, b); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("after the consent at the new URL: %v, %v; want 200", resp, err)
 	}
 }

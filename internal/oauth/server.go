@@ -60,6 +60,12 @@ type serverAuth struct {
 // settings (grant, client, scopes, DPoP), is not reused.
 func (sa *serverAuth) configure(resource string, cfg *config.OAuth) {
 	settings := settingsOf(cfg)
+	var stale *flow
+	defer func() {
+		if stale != nil {
+			stale.finish() // its consent was for the old URL or settings
+		}
+	}()
 	sa.mu.Lock()
 	defer sa.mu.Unlock()
 	if !sa.loaded {
@@ -74,6 +80,7 @@ func (sa *serverAuth) configure(resource string, cfg *config.OAuth) {
 		// Like a Forget: a token or registration a request for the old
 		// URL or settings is still obtaining must not land in this record.
 		sa.gen++
+		stale, sa.pending = sa.pending, nil
 		sa.rec = &record{Resource: resource, Settings: settings}
 		sa.dpop = nil
 		sa.stepUps = 0
