@@ -167,6 +167,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "negative stop grace", args: []string{"--stop-grace", "-1s"}, wantErr: "--stop-grace -1s: want a duration of 0 or more"},
 		{name: "negative timeout from the environment", env: map[string]string{"MCPD_SHUTDOWN_TIMEOUT": "-5s"}, wantErr: "--shutdown-timeout -5s"},
 		{name: "backoff ceiling below its start", args: []string{"--restart-backoff", "1m", "--restart-backoff-max", "30s"}, wantErr: "--restart-backoff-max 30s is below --restart-backoff 1m0s"},
+		{name: "a slow start lifts the default ceiling", args: []string{"--restart-backoff", "1m"}, want: with(func(c *config) { c.restartBackoff, c.restartMax = time.Minute, time.Minute })},
+		{name: "backoff ceiling below its start, from the environment", args: []string{"--restart-backoff", "1m"}, env: map[string]string{"MCPD_RESTART_BACKOFF_MAX": "30s"}, wantErr: "--restart-backoff-max 30s is below"},
 		{name: "no crash-loop restarts", args: []string{"--crash-loop-restarts", "0"}, wantErr: "--crash-loop-restarts 0: want at least 1"},
 		{name: "no event buffer", args: []string{"--event-buffer", "0"}, wantErr: "--event-buffer 0: want at least 1"},
 		{name: "no MCP sessions", args: []string{"--mcp-max-sessions", "0"}, wantErr: "--mcp-max-sessions 0"},

@@ -461,6 +461,11 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 	if _, err := parseScopes(c.scopes); err != nil {
 		return nil, err
 	}
+	// A ceiling the operator did not set follows the start up, as the
+	// Manager always did; one they set below it is refused.
+	if _, fromEnv := lookup(flagVariable("restart-backoff-max")); !fromEnv && !onCommandLine["restart-backoff-max"] {
+		c.restartMax = max(c.restartMax, c.restartBackoff)
+	}
 	if err := c.checkRanges(); err != nil {
 		return nil, err
 	}
