@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"path"
-	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -74,20 +72,15 @@ func (h *hub) ServeTools(stream grpc.BidiStreamingServer[mcpdv1.ServeToolsReques
 
 	// The declaration's permission is checked again at every reload of the
 	// callers file: a caller that lost it stops serving.
-	caller, _ := access.FromContext(ctx)
-	declared := describe(mcpdv1.MCPHub_ServeTools_FullMethodName, first, false)
+	permitted, stopRecheck := h.recheckOnReload(ctx, reloaded, mcpdv1.MCPHub_ServeTools_FullMethodName, first)
+	defer stopRecheck()
 	for {
 		select {
-		case <-reloaded:
-			reloaded = h.access.Reloaded()
-			for _, act := range declared.actions {
-				if err := h.access.Authorize(caller, act); err != nil {
-					rec := declared.record
-					rec.Method = path.Base(mcpdv1.MCPHub_ServeTools_FullMethodName)
-					h.guard.refused(caller, rec, err, time.Now())
-					return toStatus(err)
-				}
+		case <-permitted.Done():
+			if err := context.Cause(permitted); errors.Is(err, access.ErrPermissionDenied) {
+				return toStatus(err)
 			}
+			return nil // the stream ended
 		case call := <-link.Outbound():
 			msg, err := agentCallToProto(call)
 			if err == nil && h.tooLargeToSend(msg) {
@@ -97,7 +90,7 @@ func (h *hub) ServeTools(stream grpc.BidiStreamingServer[mcpdv1.ServeToolsReques
 				// The caller gets an error now instead of waiting out its
 				// deadline for an answer that cannot come.
 				h.log.Warn().Err(err).Str("server", decl.GetServer()).Msg("tool call not forwarded")
-				if aerr := link.Answer(call.ID, mcpclient.AgentReply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcpd could not forward the call's arguments"}}); aerr != nil {
+				if aerr := link.Answer(call.ID, mcpclient.AgentReply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcpd could not forward the call's arguments: " + err.Error()}}); aerr != nil {
 					h.log.Debug().Err(aerr).Msg("tool call not answered")
 				}
 				continue
@@ -117,8 +110,6 @@ func (h *hub) ServeTools(stream grpc.BidiStreamingServer[mcpdv1.ServeToolsReques
 			return toStatus(link.Err())
 		case <-h.stopping.Done():
 			return errShuttingDown
-		case <-ctx.Done():
-			return nil
 		}
 	}
 }

@@ -163,7 +163,7 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 	// A reload of the callers file that takes away what the stream asked
 	// for (a server, a resource it follows, and with it the upstream
 	// subscription or fallback poll it holds) ends the stream.
-	ctx, stopRecheck := h.recheckOnReload(ctx, mcpdv1.MCPHub_Subscribe_FullMethodName, req)
+	ctx, stopRecheck := h.recheckOnReload(ctx, h.access.Reloaded(), mcpdv1.MCPHub_Subscribe_FullMethodName, req)
 	defer stopRecheck()
 	// Events up to here were published before the stream opened: one the
 	// buffer evicted before the stream read it is no drop of the stream's
@@ -353,7 +353,7 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				// The server gets an error now instead of waiting out the
 				// deadline for an answer that cannot come.
 				h.log.Warn().Err(err).Str("server", req.Server).Msg("server request not forwarded")
-				r := mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpd could not forward the request"}}
+				r := mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpd could not forward the request: " + err.Error()}}
 				if aerr := h.broker.Answer(agent, req.ID, r); aerr != nil {
 					h.log.Warn().Err(aerr).Str("server", req.Server).Msg("server request not answered")
 				}
@@ -418,13 +418,14 @@ func (h *hub) tooLargeToSend(m proto.Message) bool {
 var errTooLargeToSend = errors.New("too large to send once in protobuf (--max-message-bytes)")
 
 // recheckOnReload returns a context that ends, with the denial as its
-// cause (access.ErrPermissionDenied), when a reload of the callers file
-// takes from the caller a permission the long-lived request msg of method
-// was granted with (the refusal is audited). A removed caller is the
-// guard's to end (guard.stream).
-// Without a callers file nothing is watched. stop ends the watch.
-func (h *hub) recheckOnReload(ctx context.Context, method string, msg any) (_ context.Context, stop func()) {
-	reloaded := h.access.Reloaded()
+// cause (access.ErrPermissionDenied), when the callers file in force takes
+// from the caller a permission the long-lived request msg of method was
+// granted with: checked at once (a reload may have come since the guard's
+// check) and at every reload after reloaded, the Authorizer's Reloaded
+// taken before the request was read. The refusal is audited. A removed
+// caller is the guard's to end (guard.stream). Without a callers file
+// nothing is watched. stop ends the watch.
+func (h *hub) recheckOnReload(ctx context.Context, reloaded <-chan struct{}, method string, msg any) (_ context.Context, stop func()) {
 	if reloaded == nil {
 		return ctx, func() {}
 	}
@@ -433,12 +434,6 @@ func (h *hub) recheckOnReload(ctx context.Context, method string, msg any) (_ co
 	ctx, end := context.WithCancelCause(ctx)
 	go func() {
 		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-reloaded:
-			}
-			reloaded = h.access.Reloaded()
 			for _, act := range declared.actions {
 				err := h.access.Authorize(caller, act)
 				if errors.Is(err, access.ErrPermissionDenied) {
@@ -449,6 +444,12 @@ func (h *hub) recheckOnReload(ctx context.Context, method string, msg any) (_ co
 					return
 				}
 			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-reloaded:
+			}
+			reloaded = h.access.Reloaded()
 		}
 	}()
 	return ctx, func() { end(nil) }
