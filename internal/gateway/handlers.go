@@ -406,15 +406,16 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	}
 	old, had := g.subs[key]
 	h := g.trackLocked(req.Session)
-	if !had && h.subs >= maxSubscriptionsPerSession {
+	if !had && len(h.uris) >= maxSubscriptionsPerSession {
 		// Concurrent subscriptions of one session got past the first check.
 		g.mu.Unlock()
 		release()
 		return tooManySubscriptions()
 	}
-	if !had {
-		h.subs++
+	if h.uris == nil {
+		h.uris = make(map[string]bool)
 	}
+	h.uris[key.uri] = true
 	g.subs[key] = held{caller: caller, server: server, uri: uri, release: release}
 	g.mu.Unlock()
 	if had {
@@ -430,7 +431,7 @@ func (g *Gateway) subscriptionsFull(key subscription) bool {
 	defer g.mu.Unlock()
 	h := g.hosts[key.session]
 	_, had := g.subs[key]
-	return h != nil && !had && h.subs >= maxSubscriptionsPerSession
+	return h != nil && !had && len(h.uris) >= maxSubscriptionsPerSession
 }
 
 func (g *Gateway) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
@@ -438,8 +439,8 @@ func (g *Gateway) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) er
 	g.mu.Lock()
 	h, had := g.subs[key]
 	delete(g.subs, key)
-	if host := g.hosts[req.Session]; had && host != nil {
-		host.subs--
+	if host := g.hosts[req.Session]; host != nil {
+		delete(host.uris, key.uri)
 	}
 	g.mu.Unlock()
 	if had {

@@ -29,8 +29,8 @@ type hostSession struct {
 	// counted: a legacy session admitted by initialize, which counts
 	// against Options.MaxSessions.
 	counted bool
-	// subs is how many of g.subs are this session's.
-	subs int
+	// uris are the URIs of this session's subscriptions in g.subs.
+	uris map[string]bool
 }
 
 // trackLocked returns the record of ss, creating it, and a goroutine that
@@ -68,6 +68,7 @@ func (g *Gateway) admit(ss *mcp.ServerSession) error {
 		return nil // a repeated initialize: the SDK answers it
 	}
 	if g.sessions >= g.opts.MaxSessions {
+		g.log.Warn().Int("sessions", g.sessions).Msg("MCP endpoint: initialize refused at --mcp-max-sessions")
 		return wireError(fmt.Errorf("%w: the MCP endpoint is at its limit of %d open sessions (--mcp-max-sessions); end one, or wait for an idle one to time out",
 			mcpclient.ErrResourceExhausted, g.sessions))
 	}
@@ -84,15 +85,16 @@ func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
 		if h.counted {
 			g.sessions--
 		}
+		for uri := range h.uris {
+			k := subscription{session: ss, uri: uri}
+			if held, ok := g.subs[k]; ok {
+				released = append(released, held.release)
+				delete(g.subs, k)
+			}
+		}
 		delete(g.hosts, ss)
 	}
 	delete(g.levels, ss)
-	for k, h := range g.subs {
-		if k.session == ss {
-			released = append(released, h.release)
-			delete(g.subs, k)
-		}
-	}
 	g.mu.Unlock()
 	for _, release := range released {
 		release()
