@@ -1,8 +1,10 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // WriteFileAtomic replaces path with data, mode 0600, so that a crash or
@@ -40,5 +42,10 @@ func WriteFileAtomic(path string, data []byte) error {
 		return err
 	}
 	defer d.Close()
-	return d.Sync()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		// Some file systems cannot sync a directory (EINVAL, ENOTSUP):
+		// the file is written all the same.
+		return err
+	}
+	return nil
 }
