@@ -472,12 +472,6 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 	if c.maxProcs < 0 {
 		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)
 	}
-	if c.mcpMaxSessions < 1 {
-		return nil, fmt.Errorf("--mcp-max-sessions %d: want at least 1", c.mcpMaxSessions)
-	}
-	if c.maxPolls < 1 {
-		return nil, fmt.Errorf("--max-polls %d: want at least 1", c.maxPolls)
-	}
 	if c.maxInFlight < 0 {
 		return nil, fmt.Errorf("--max-inflight-calls %d: want 0 (no cap) or more", c.maxInFlight)
 	}
@@ -543,6 +537,8 @@ func (c *config) checkRanges() error {
 		{"event-buffer-bytes", c.eventBytes, 1},
 		{"crash-loop-restarts", c.crashRestarts, 1},
 		{"keepalive-failures", c.keepAliveFails, 1},
+		{"mcp-max-sessions", c.mcpMaxSessions, 1},
+		{"max-polls", c.maxPolls, 1},
 	} {
 		if n.v < n.least {
 			return fmt.Errorf("--%s %d: want at least %d", n.flag, n.v, n.least)

@@ -137,7 +137,7 @@ func (h *hub) viewOf(ctx context.Context, st mcpclient.Status) *mcpdv1.Server {
 	}
 	name := st.Config.Name
 	if !h.allowed(ctx, access.Action{Verb: access.ManageServers, Server: name}) &&
-		!h.allowed(ctx, access.Action{Verb: access.AnswerRequests, Server: name, RequestKind: "authorization"}) {
+		!h.allowed(ctx, access.Action{Verb: access.AnswerRequests, Server: name, RequestKind: mcpclient.KindAuthorization.String()}) {
 		out.AuthorizationUrl = ""
 	}
 	return out
