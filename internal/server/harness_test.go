@@ -81,6 +81,7 @@ func (s *inMemoryServers) close() {
 
 // env is one mcpd gRPC edge over bufconn with its in-memory upstreams.
 type env struct {
+	srv      *Server
 	client   mcpdv1.MCPHubClient
 	conn     *grpc.ClientConn
 	upstream *inMemoryServers
@@ -141,7 +142,7 @@ func newEnv(t testing.TB, o *envOptions) *env {
 		}
 		up.close()
 	})
-	return &env{client: mcpdv1.NewMCPHubClient(conn), conn: conn, upstream: up, mgr: mgr, bus: bus}
+	return &env{srv: srv, client: mcpdv1.NewMCPHubClient(conn), conn: conn, upstream: up, mgr: mgr, bus: bus}
 }
 
 // connect registers srv under name and connects it through MCPHub.

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"connectrpc.com/vanguard"
 	"connectrpc.com/vanguard/vanguardgrpc"
 
@@ -70,7 +73,15 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 		opts = &HTTPOptions{}
 	}
 	var svcOpts []vanguard.ServiceOption
+	transOpts := []vanguard.TranscoderOption{vanguard.WithCodec(compactJSON)}
 	if opts.MaxMessageBytes > 0 {
+		// The transcoder decompresses a message it must convert (JSON)
+		// without any bound of its own: a few MiB of gzip would become
+		// GiBs in memory. Its buffer limit bounds the compressed size only.
+		limit := min(int64(opts.MaxMessageBytes)*transcodeBufferFactor, math.MaxUint32)
+		transOpts = append(transOpts, vanguard.WithCompression("gzip",
+			func() connect.Compressor { return gzip.NewWriter(io.Discard) },
+			func() connect.Decompressor { return &boundedGzip{limit: limit} }))
 		// The gRPC server's own limit refuses a message over it with
 		// RESOURCE_EXHAUSTED. The transcoder's buffer (a JSON message is
 		// held whole while it becomes protobuf) only bounds memory, so it
@@ -78,8 +89,7 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 		svcOpts = append(svcOpts, vanguard.WithMaxMessageBufferBytes(uint32(min(int64(opts.MaxMessageBytes)*transcodeBufferFactor, math.MaxUint32))))
 	}
 	handler, err := vanguardgrpc.NewTranscoder(s.grpc,
-		vanguard.WithDefaultServiceOptions(svcOpts...),
-		vanguard.WithCodec(compactJSON))
+		append(transOpts, vanguard.WithDefaultServiceOptions(svcOpts...))...)
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
@@ -180,6 +190,15 @@ func LoopbackOnly(lis net.Listener, next http.Handler) http.Handler {
 			http.Error(w, "Forbidden: the Host header names no loopback address", http.StatusForbidden)
 			return
 		}
+		// A browser sends no Origin with a GET of mode no-cors (an <img
+		// src> of another site's page): the Fetch Metadata header says
+		// where it came from. A request with an Origin (a local web
+		// client's fetch, cross-site between localhost and 127.0.0.1) is
+		// the Origin check's.
+		if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+			http.Error(w, "Forbidden: a request from another site", http.StatusForbidden)
+			return
+		}
 		if origin := r.Header.Get("Origin"); origin != "" {
 			if u, err := url.Parse(origin); err != nil || !IsLoopbackHost(u.Host) {
 				http.Error(w, "Forbidden: a request from another origin", http.StatusForbidden)
@@ -203,4 +222,43 @@ func IsLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// boundedGzip is a gzip decompressor that fails, with RESOURCE_EXHAUSTED,
+// once it has produced more than limit bytes.
+type boundedGzip struct {
+	gz       *gzip.Reader
+	limit, n int64
+}
+
+func (d *boundedGzip) Read(p []byte) (int, error) {
+	if d.gz == nil {
+		return 0, io.EOF
+	}
+	n, err := d.gz.Read(p)
+	d.n += int64(n)
+	if d.n > d.limit {
+		return n, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("decompressed message larger than max (%d bytes)", d.limit))
+	}
+	return n, err
+}
+
+func (d *boundedGzip) Reset(r io.Reader) error {
+	d.n = 0
+	if d.gz == nil {
+		gz, err := gzip.NewReader(r)
+		if err != nil {
+			return err
+		}
+		d.gz = gz
+		return nil
+	}
+	return d.gz.Reset(r)
+}
+
+func (d *boundedGzip) Close() error {
+	if d.gz == nil {
+		return nil
+	}
+	return d.gz.Close()
 }

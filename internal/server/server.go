@@ -269,6 +269,20 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	// Health checks are probes, polled often: they are not logged.
 	unary := []grpc.UnaryServerInterceptor{selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(log, logOpts...), notHealth)}
 	stream := []grpc.StreamServerInterceptor{selector.StreamServerInterceptor(logging.StreamServerInterceptor(log, logOpts...), notHealth)}
+	// Once Shutdown began, a new call is refused (UNAVAILABLE, to be tried
+	// elsewhere) rather than run and cut at the deadline: the gRPC listener
+	// keeps accepting while the HTTP listener drains.
+	stopping, stop := context.WithCancel(context.Background())
+	// Health (NOT_SERVING) and reflection still answer, for probes.
+	refuseStopping := selector.MatchFunc(func(ctx context.Context, c interceptors.CallMeta) bool {
+		return stopping.Err() != nil && notProbe.Match(ctx, c)
+	})
+	unary = append(unary, selector.UnaryServerInterceptor(func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
+		return nil, errShuttingDown
+	}, refuseStopping))
+	stream = append(stream, selector.StreamServerInterceptor(func(any, grpc.ServerStream, *grpc.StreamServerInfo, grpc.StreamHandler) error {
+		return errShuttingDown
+	}, refuseStopping))
 	// Every MCPHub RPC has a caller (anonymous when no credential is
 	// configured), is authorized, and is audited when it acts.
 	unary = append(unary,
@@ -324,7 +338,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		guard:   g,
 		maxSend: opts.MaxSendBytes,
 	}
-	hb.stopping, hb.stop = context.WithCancel(context.Background())
+	hb.stopping, hb.stop = stopping, stop
 	if hb.reg == nil {
 		hb.reg = ManagerRegistry{Manager: mgr}
 	}
