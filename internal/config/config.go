@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -492,12 +493,26 @@ func (s *Server) Redact(text string) string {
 			forms = append(forms, strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1))
 		}
 	}
-	shown := s.DisplayURL()
+	// The configured URL becomes a placeholder first, so that the pass
+	// below leaves its display form (perhaps a ${VAR} template) alone.
+	const placeholder = "\x00server-url\x00"
 	for _, f := range forms {
-		text = strings.ReplaceAll(text, f, shown)
+		text = strings.ReplaceAll(text, f, placeholder)
 	}
-	return text
+	// Other URLs derived from it (the endpoint a legacy SSE server names,
+	// a redirect's target) keep its user info, and may carry a token in
+	// their query: mask them too, wherever net/http quotes them.
+	text = urlInText.ReplaceAllStringFunc(text, func(m string) string {
+		if !strings.ContainsAny(m, "@?#") {
+			return m
+		}
+		return RedactURL(m)
+	})
+	return strings.ReplaceAll(text, placeholder, s.DisplayURL())
 }
+
+// urlInText finds http(s) URLs in an error message or a log line.
+var urlInText = regexp.MustCompile(`(?i)\bhttps?://[^\s"'<>\x00]+`)
 
 // String describes s on one line for logs, for example
 //

@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -201,6 +202,7 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 		headers:     make(http.Header, len(cfg.Headers)),
 		maxBytes:    o.MaxMessageBytes,
 		listenEnded: listenEnded,
+		streamable:  cfg.Kind == config.TransportHTTP,
 	}
 	if rt.base == nil {
 		rt.base = http.DefaultTransport
@@ -222,7 +224,7 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 	}
 	client := &http.Client{
 		Transport:     base,
-		CheckRedirect: o.HTTPClient.CheckRedirect,
+		CheckRedirect: keepMethod(o.HTTPClient.CheckRedirect),
 		Jar:           o.HTTPClient.Jar,
 		Timeout:       o.HTTPClient.Timeout,
 	}
@@ -289,6 +291,8 @@ type remoteRoundTripper struct {
 	host     string      // a static Host header, if any
 	maxBytes int
 	sse      *sseState // non-nil for legacy SSE: count event sizes
+	// streamable: the requests are of a Streamable HTTP session.
+	streamable bool
 	// listenEnded, if set, is called when a subscriptions/listen stream
 	// ends while its request is still wanted.
 	listenEnded func()
@@ -315,6 +319,15 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	resp, err := rt.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
+	}
+	// The SDK gives a session's event stream up for good when its GET is
+	// answered with anything but an event stream, a transient 503 from a
+	// load balancer included: the session would stay ready and never see
+	// a notification again. As an error, the SDK retries the GET with its
+	// backoff, and ends the session if the server stays away.
+	if rt.streamable && req.Method == http.MethodGet && (resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests) {
+		resp.Body.Close()
+		return nil, fmt.Errorf("event stream: server answered %s", resp.Status)
 	}
 	// Only the POST that carries the request says it was refused unrun:
 	// the SDK resumes a broken answer stream with a GET made with the
@@ -551,4 +564,28 @@ func (c *sseConn) Close() error {
 	err := c.Connection.Close()
 	c.cancel()
 	return err
+}
+
+// keepMethod refuses a redirect that would change the request's method:
+// net/http follows a 301 or 302 to a POST with a GET without its body,
+// which an MCP endpoint answers with a puzzling 400 or 405. The error
+// names where the server points, credentials masked, for the config to
+// use instead. Other redirects go to next, or to net/http's default.
+func keepMethod(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if orig := via[0]; req.Method != orig.Method {
+			status := 0
+			if req.Response != nil {
+				status = req.Response.StatusCode
+			}
+			return fmt.Errorf("the server redirects with %d to %s, which would turn a %s into a %s: set url to where it redirects", status, config.RedactURL(req.URL.String()), orig.Method, req.Method)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 }

@@ -451,10 +451,15 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			// already gone.
 			_ = cs.Close()
 			reason := u.stopProcess()
-			if errors.Is(endErr, transport.ErrWriteFailed) {
+			switch {
+			case errors.Is(endErr, transport.ErrWriteFailed):
 				// The process was stopped because the pipe broke; the
 				// write says more than the exit status.
 				reason = endErr.Error()
+			case u.cfg.Kind != config.TransportStdio && endErr != nil && !errors.Is(endErr, io.EOF):
+				// A remote session: the SDK's reason (a stream that failed
+				// or was cut at the size limit) is all there is to say.
+				reason = "session ended: " + endErr.Error()
 			}
 			return reason, false
 		case <-u.authWake:
@@ -877,7 +882,20 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 		return nil, startError{err}
 	}
 	t = u.routed(t)
-	cs, err := u.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	// The SDK's Connect does work bounded by no context of the caller's:
+	// a legacy Streamable HTTP session opens its standalone GET inside
+	// Connect, on the connection's own detached context. A server that
+	// never answers that GET would hold Connect (and stop, which waits
+	// for the run) for ever: when ctx ends first, close the connection.
+	guard := &connectGuard{Transport: t}
+	stop := context.AfterFunc(ctx, guard.abandon)
+	cs, err := u.client.Connect(ctx, guard, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if !stop() {
+		if err == nil {
+			_ = cs.Close()
+		}
+		return nil, fmt.Errorf("connect: %w", context.Cause(ctx))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -1238,4 +1256,40 @@ func (u *upstream) classifyRaw(ctx context.Context, cs *mcp.ClientSession, op st
 		return &RPCError{Server: u.cfg.Name, Code: wireErr.Code, Message: u.cfg.Redact(wireErr.Message), Data: wireErr.Data}
 	}
 	return errorf(ErrUnavailable, "%s: server %q: %v", op, u.cfg.Name, err)
+}
+
+// connectGuard hands the SDK its transport's connection unchanged (the
+// SDK updates a Streamable HTTP connection through an interface a wrapper
+// could not forward) and can close it while Connect still runs.
+type connectGuard struct {
+	mcp.Transport
+	mu        sync.Mutex
+	conn      mcp.Connection
+	abandoned bool
+}
+
+func (g *connectGuard) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := g.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.conn = c
+	abandoned := g.abandoned
+	g.mu.Unlock()
+	if abandoned {
+		_ = c.Close()
+	}
+	return c, nil
+}
+
+// abandon closes the connection, made or yet to be made.
+func (g *connectGuard) abandon() {
+	g.mu.Lock()
+	g.abandoned = true
+	c := g.conn
+	g.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
 }
