@@ -239,39 +239,21 @@ func TestRateLimitedMetadataKeepsRefreshToken(t *testing.T) {
 		}
 		issue(w)
 	})
-	var rs *httptest.Server
-	rs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/.well-known/oauth-protected-resource/mcp":
-			if limited.Load() {
-				http.Error(w, "slow down", http.StatusTooManyRequests)
-				return
-			}
-			writeJSON(w, map[string]any{"resource": rs.URL + "/mcp", "authorization_servers": []string{as.URL}})
-		case "/mcp":
-			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			mu.Lock()
-			ok := access[tok]
-			mu.Unlock()
-			if !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+rs.URL+`/.well-known/oauth-protected-resource/mcp"`)
-				w.WriteHeader(http.StatusUnauthorized)
-			}
-		default:
+	rs := newLimitedResource(t, as.URL, &limited, func(w http.ResponseWriter, r *http.Request, challenge func()) {
+		if r.URL.Path != "/mcp" {
 			http.NotFound(w, r)
+			return
 		}
-	}))
-	defer rs.Close()
-
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		mu.Lock()
+		ok := access[tok]
+		mu.Unlock()
+		if !ok {
+			challenge()
+		}
+	})
 	m := newManager(t, t.TempDir())
-	c := &http.Client{Transport: m.Transport("srv", rs.URL+"/mcp", nil, http.DefaultTransport)}
-	postRS := func() error {
-		resp, err := c.Post(rs.URL+"/mcp", "application/json", strings.NewReader(`{}`))
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
+	postRS := rs.poster(m, nil)
 	_ = postRS()
 	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
 		t.Fatal(err)
@@ -303,38 +285,21 @@ func TestRateLimitedMetadataKeepsTheIssuer(t *testing.T) {
 	asMux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"access_token": "at", "token_type": "Bearer", "expires_in": 3600})
 	})
-	var rs *httptest.Server
-	rs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rs := newLimitedResource(t, as.URL, &limited, func(w http.ResponseWriter, r *http.Request, challenge func()) {
 		switch r.URL.Path {
-		case "/.well-known/oauth-protected-resource/mcp":
-			if limited.Load() {
-				http.Error(w, "slow down", http.StatusTooManyRequests)
-				return
-			}
-			writeJSON(w, map[string]any{"resource": rs.URL + "/mcp", "authorization_servers": []string{as.URL}})
 		case "/token":
 			originToken.Add(1)
 			http.NotFound(w, r)
 		case "/mcp":
 			if r.Header.Get("Authorization") != "Bearer at" || revoked.Load() {
-				w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+rs.URL+`/.well-known/oauth-protected-resource/mcp"`)
-				w.WriteHeader(http.StatusUnauthorized)
+				challenge()
 			}
 		default:
 			http.NotFound(w, r)
 		}
-	}))
-	defer rs.Close()
+	})
 	m := newManager(t, t.TempDir())
-	cfg := &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "s3cret"}
-	c := &http.Client{Transport: m.Transport("srv", rs.URL+"/mcp", cfg, http.DefaultTransport)}
-	postRS := func() error {
-		resp, err := c.Post(rs.URL+"/mcp", "application/json", strings.NewReader(`{}`))
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
+	postRS := rs.poster(m, &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "s3cret"})
 	if err := postRS(); err != nil {
 		t.Fatal(err)
 	}
@@ -431,5 +396,45 @@ func TestURLChangeEndsPendingConsent(t *testing.T) {
 	}
 	if resp, err := post(t, cb, b); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("after the consent at the new URL: %v, %v; want 200", resp, err)
+	}
+}
+
+// limitedResource is a protected resource at /mcp whose metadata names the
+// authorization server issuer, and answers 429 while limited is set.
+// serve answers every other path; challenge answers 401 with a challenge
+// naming the metadata.
+type limitedResource struct{ *httptest.Server }
+
+func newLimitedResource(t *testing.T, issuer string, limited *atomic.Bool, serve func(w http.ResponseWriter, r *http.Request, challenge func())) *limitedResource {
+	t.Helper()
+	rs := &limitedResource{}
+	rs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/.well-known/oauth-protected-resource/mcp" {
+			if limited.Load() {
+				http.Error(w, "slow down", http.StatusTooManyRequests)
+				return
+			}
+			writeJSON(w, map[string]any{"resource": rs.URL + "/mcp", "authorization_servers": []string{issuer}})
+			return
+		}
+		serve(w, r, func() {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+rs.URL+`/.well-known/oauth-protected-resource/mcp"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		})
+	}))
+	t.Cleanup(rs.Close)
+	return rs
+}
+
+// poster returns a function that POSTs to the resource through m (as
+// server "srv", with cfg) and returns the request's error.
+func (rs *limitedResource) poster(m *Manager, cfg *config.OAuth) func() error {
+	c := &http.Client{Transport: m.Transport("srv", rs.URL+"/mcp", cfg, http.DefaultTransport)}
+	return func() error {
+		resp, err := c.Post(rs.URL+"/mcp", "application/json", strings.NewReader(`{}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
 	}
 }

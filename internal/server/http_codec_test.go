@@ -152,6 +152,12 @@ type httpEnv struct {
 
 func newHTTPEnv(t *testing.T) *httpEnv {
 	t.Helper()
+	return newHTTPEnvWith(t, nil)
+}
+
+// newHTTPEnvWith is newHTTPEnv with the listener's options.
+func newHTTPEnvWith(t *testing.T, opts *HTTPOptions) *httpEnv {
+	t.Helper()
 	bus := events.NewBus(nil)
 	mgr := mcpclient.NewManager(&mcpclient.Options{Events: bus, Requests: mcpclient.NewBroker(nil)})
 	srv := New(mgr, NewHealth(), nil)
@@ -160,7 +166,7 @@ func newHTTPEnv(t *testing.T) *httpEnv {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.ServeHTTP(lis, nil) }()
+	go func() { served <- srv.ServeHTTP(lis, opts) }()
 	client := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(func() {
 		client.CloseIdleConnections()

@@ -20,33 +20,7 @@ import (
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 	"github.com/mcpd-project/mcpd/internal/events"
-	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
-
-// newLimitedHTTPEnv is newHTTPEnv with --max-message-bytes set.
-func newLimitedHTTPEnv(t *testing.T, maxBytes int) *httpEnv {
-	t.Helper()
-	bus := events.NewBus(nil)
-	mgr := mcpclient.NewManager(&mcpclient.Options{Events: bus, Requests: mcpclient.NewBroker(nil)})
-	srv := New(mgr, NewHealth(), nil)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeHTTP(lis, &HTTPOptions{MaxMessageBytes: maxBytes}) }()
-	client := &http.Client{Transport: &http.Transport{}}
-	t.Cleanup(func() {
-		client.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-served
-		_ = lis.Close()
-		_ = mgr.Close(ctx)
-	})
-	return &httpEnv{base: "http://" + lis.Addr().String() + "/mcpd.v1.MCPHub/", bus: bus, client: client}
-}
 
 // TestHTTPStreamGzipLimit: a gzip-compressed stream message whose JSON is
 // far over --max-message-bytes is refused as the same message sent plain
@@ -54,7 +28,7 @@ func newLimitedHTTPEnv(t *testing.T, maxBytes int) *httpEnv {
 // compressed one still works.
 func TestHTTPStreamGzipLimit(t *testing.T) {
 	const limit = 4096
-	e := newLimitedHTTPEnv(t, limit)
+	e := newHTTPEnvWith(t, &HTTPOptions{MaxMessageBytes: limit})
 	first := e.bus.Publish(events.Event{Server: "x", Kind: events.KindToolsChanged})
 	for _, tc := range []struct {
 		name string
@@ -95,7 +69,7 @@ func TestHTTPStreamGzipLimit(t *testing.T) {
 // through the transcoder: a gzip body that expands far over the limit is
 // refused, not decompressed whole.
 func TestHTTPHealthGzipLimit(t *testing.T) {
-	e := newLimitedHTTPEnv(t, 4096)
+	e := newHTTPEnvWith(t, &HTTPOptions{MaxMessageBytes: 4096})
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	_, _ = zw.Write([]byte(`{"service": ""` + strings.Repeat(" ", 8<<20) + `}`))

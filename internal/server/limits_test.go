@@ -99,11 +99,7 @@ func TestProgressExtendsDefaultTimeout(t *testing.T) {
 // one event, and the stream goes on; sent as it is, it ended every stream
 // it passed, and every resume after it.
 func TestOversizedEventIsAGap(t *testing.T) {
-	const limit = 16 << 20
-	e := newEnv(t, &envOptions{
-		server:   Options{MaxSendBytes: limit, GRPCOptions: []grpc.ServerOption{grpc.MaxSendMsgSize(limit)}},
-		dialOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))},
-	})
+	e := newSendLimitedEnv(t)
 	first := e.bus.Publish(events.Event{Server: "s", Kind: events.KindToolsChanged})
 	numbers := make([]any, 2_000_000)
 	for i := range numbers {
@@ -137,11 +133,7 @@ func TestOversizedEventIsAGap(t *testing.T) {
 // past its queue, and the call's result still arrives; sent as it is, it
 // ended the stream and cancelled the call.
 func TestOversizedCallLogIsDropped(t *testing.T) {
-	const limit = 16 << 20
-	e := newEnv(t, &envOptions{
-		server:   Options{MaxSendBytes: limit, GRPCOptions: []grpc.ServerOption{grpc.MaxSendMsgSize(limit)}},
-		dialOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))},
-	})
+	e := newSendLimitedEnv(t)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "loud", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "shout"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		numbers := make([]any, 2_000_000)
@@ -188,11 +180,7 @@ func TestOversizedCallLogIsDropped(t *testing.T) {
 // fails at the server, and the agent's stream stays open for the next
 // one; sent as it is, it ended the agent's stream.
 func TestOversizedServerRequestIsRefused(t *testing.T) {
-	const limit = 16 << 20
-	e := newEnv(t, &envOptions{
-		server:   Options{MaxSendBytes: limit, GRPCOptions: []grpc.ServerOption{grpc.MaxSendMsgSize(limit)}},
-		dialOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))},
-	})
+	e := newSendLimitedEnv(t)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		numbers := make([]any, 2_000_000)
@@ -225,4 +213,16 @@ func TestOversizedServerRequestIsRefused(t *testing.T) {
 	if got := res.GetContent()[0].GetText().GetText(); got != "error,answered" {
 		t.Errorf("the server saw %q, want the oversized request refused and the next one answered", got)
 	}
+}
+
+// newSendLimitedEnv is an env whose gRPC listener sends messages of at
+// most 16 MiB, as mcpd's default --max-message-bytes, to a client that
+// would take larger ones.
+func newSendLimitedEnv(t *testing.T) *env {
+	t.Helper()
+	const limit = 16 << 20
+	return newEnv(t, &envOptions{
+		server:   Options{MaxSendBytes: limit, GRPCOptions: []grpc.ServerOption{grpc.MaxSendMsgSize(limit)}},
+		dialOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))},
+	})
 }
