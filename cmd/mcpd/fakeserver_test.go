@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +43,9 @@ const (
 	fakeStubborn       = "stubborn"          // real server that ignores SIGTERM and, once its stdin closes, creates the file fakeMarkEnv names and hangs
 	fakeNote           = "note"              // real server whose resource fakeNoteURI changes only by its tool "set"; tool "subscribed" says whether anyone follows it
 	fakeMarkEnv        = "MCPD_FAKE_MARK"
+	// fakeStacksEnv names a directory: on SIGUSR1 a fake writes the stacks
+	// of its goroutines to <mode>-<pid>.stacks there (see dumpStacks).
+	fakeStacksEnv = "MCPD_FAKE_STACKS_DIR"
 	// fakeQuietClock is a real server whose resource fakeClockURI changes
 	// on every read, and which cannot notify (no resources.subscribe).
 	fakeQuietClock = "quiet-clock"
@@ -82,6 +86,9 @@ const (
 func runFakeServer(mode string) int {
 	// The fake's children must not become fakes too.
 	os.Unsetenv(fakeServerEnv)
+	if dir := os.Getenv(fakeStacksEnv); dir != "" {
+		writeStacksOnSignal(filepath.Join(dir, mode+"-"+strconv.Itoa(os.Getpid())+".stacks"))
+	}
 	switch mode {
 	case fakeExitAtStart:
 		fmt.Fprintln(os.Stderr, fakeStartupError)
@@ -589,4 +596,19 @@ func (c *noisyConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return err
 	}
 	return c.Connection.Write(ctx, msg)
+}
+
+// writeStacksOnSignal writes the stacks of every goroutine to path each
+// time SIGUSR1 arrives: a test that sees a call hang asks for them.
+func writeStacksOnSignal(path string) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1)
+	go func() {
+		for range sigs {
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+				f.Close()
+			}
+		}
+	}()
 }

@@ -155,6 +155,10 @@ type daemon struct {
 	conn   *grpc.ClientConn
 	hub    mcpdv1.MCPHubClient
 	health healthpb.HealthClient
+
+	// stacksDir, if set, is where the fake servers write their goroutine
+	// stacks on SIGUSR1 (dumpStacks).
+	stacksDir string
 }
 
 // startDaemon starts mcpd with JSON logs and a short stop grace, waits until

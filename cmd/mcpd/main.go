@@ -72,6 +72,7 @@ func main() {
 	setMaxProcs(cfg.maxProcs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer dumpStacksOnSignal(os.Stderr)()
 	if err := run(ctx, cfg, reload); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpd:", err)
 		os.Exit(1)

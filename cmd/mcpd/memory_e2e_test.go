@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,13 +91,43 @@ func (d *daemon) checkPeak(t *testing.T, load string) {
 }
 
 // memoryDaemon starts mcpd with its default memory settings and two fake
-// servers: "load" in mode, and "other", which only echoes.
+// servers: "load" in mode, and "other", which only echoes. The fakes
+// write their goroutine stacks to d.stacksDir on SIGUSR1 (see echoes).
 func memoryDaemon(ctx context.Context, t *testing.T, mode string) *daemon {
 	t.Helper()
 	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--log-level", "warn"}})
-	d.connectFake(ctx, t, "load", mode)
-	d.connectFake(ctx, t, "other", fakeFlood)
+	d.stacksDir = t.TempDir()
+	for name, m := range map[string]string{"load": mode, "other": fakeFlood} {
+		d.connect(ctx, t, name, testBinary(t), nil, map[string]string{fakeServerEnv: m, fakeStacksEnv: d.stacksDir})
+	}
 	return d
+}
+
+// hungCall is how long an echo waits before echoes takes it for hung
+// and collects the stacks of mcpd and of the servers: a diagnosis, not a
+// verdict (the call's own 60 s timeout fails the test).
+const hungCall = 45 * time.Second
+
+// dumpStacks asks mcpd (its stacks go to its log, shown when the test
+// fails) and the fake servers of d.stacksDir for their goroutine stacks,
+// and logs the servers'.
+func (d *daemon) dumpStacks(t *testing.T) {
+	_ = d.cmd.Process.Signal(syscall.SIGUSR1)
+	resp, err := d.hub.ListServers(context.Background(), &mcpdv1.ListServersRequest{})
+	if err != nil {
+		t.Logf("stacks: ListServers: %v", err)
+	}
+	for _, s := range resp.GetServers() {
+		if s.GetPid() > 0 {
+			_ = syscall.Kill(int(s.GetPid()), syscall.SIGUSR1)
+		}
+	}
+	time.Sleep(2 * time.Second) // the dumps take a moment
+	files, _ := filepath.Glob(filepath.Join(d.stacksDir, "*.stacks"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		t.Logf("stacks of %s:\n%s", filepath.Base(f), data)
+	}
 }
 
 // echoes calls echo on server until stop is closed, at least once, and
@@ -105,7 +137,16 @@ func (d *daemon) echoes(ctx context.Context, t *testing.T, server string, stop <
 	go func() {
 		for i := 0; ; i++ {
 			want := fmt.Sprintf("ping %d", i)
+			dumped := make(chan struct{})
+			watch := time.AfterFunc(hungCall, func() {
+				defer close(dumped)
+				t.Logf("%s echo %d: no answer after %v; collecting stacks", server, i, hungCall)
+				d.dumpStacks(t)
+			})
 			resp, err := d.call(ctx, t, "mcp__"+server+"__echo", map[string]any{"text": want}, 0)
+			if !watch.Stop() {
+				<-dumped // logged while the test runs
+			}
 			if err == nil && text(resp) != want {
 				err = fmt.Errorf("echo: got %q, want %q", text(resp), want)
 			}
