@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
@@ -241,4 +242,20 @@ func countAlive(pids map[string]int) int {
 		}
 	}
 	return n
+}
+
+// TestStackSignal: SIGUSR1 makes mcpd write every goroutine's stack to
+// its stderr, and it serves on.
+func TestStackSignal(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+	if err := d.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "the stacks in mcpd's log", func() (bool, error) {
+		log := d.log.String()
+		return strings.Contains(log, "mcpd: goroutine stacks at") && strings.Contains(log, "main.run("), nil
+	})
+	d.waitHealth(ctx, t, healthpb.HealthCheckResponse_SERVING)
 }
