@@ -391,8 +391,8 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		return err
 	}
 	key := subscription{session: req.Session, uri: req.Params.URI}
-	if g.subscriptionsFull(key) {
-		return tooManySubscriptions()
+	if err := g.admitSubscription(key); err != nil {
+		return err
 	}
 	release, err := g.mgr.SubscribeResource(ctx, server, uri)
 	if err != nil {
@@ -422,16 +422,6 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		old.release()
 	}
 	return nil
-}
-
-// subscriptionsFull reports whether key would be one subscription more
-// than its session may hold.
-func (g *Gateway) subscriptionsFull(key subscription) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	h := g.hosts[key.session]
-	_, had := g.subs[key]
-	return h != nil && !had && len(h.uris) >= maxSubscriptionsPerSession
 }
 
 func (g *Gateway) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {

@@ -64,16 +64,45 @@ func (g *Gateway) admit(ss *mcp.ServerSession) error {
 	if g.closed {
 		return wireError(mcpclient.ErrUnavailable)
 	}
+	return g.admitLocked(ss)
+}
+
+// admitLocked counts ss in against Options.MaxSessions, unless it is
+// counted already. g.mu must be held.
+func (g *Gateway) admitLocked(ss *mcp.ServerSession) error {
 	if h, ok := g.hosts[ss]; ok && h.counted {
-		return nil // a repeated initialize: the SDK answers it
+		return nil // a repeated initialize, another subscription of a listen stream
 	}
 	if g.sessions >= g.opts.MaxSessions {
-		g.log.Warn().Int("sessions", g.sessions).Msg("MCP endpoint: initialize refused at --mcp-max-sessions")
-		return wireError(fmt.Errorf("%w: the MCP endpoint is at its limit of %d open sessions (--mcp-max-sessions); end one, or wait for an idle one to time out",
+		g.log.Warn().Int("sessions", g.sessions).Msg("MCP endpoint: session or listen stream refused at --mcp-max-sessions")
+		return wireError(fmt.Errorf("%w: the MCP endpoint is at its limit of %d open sessions and listen streams (--mcp-max-sessions); end one, or wait for an idle session to time out",
 			mcpclient.ErrResourceExhausted, g.sessions))
 	}
 	g.trackLocked(ss).counted = true
 	g.sessions++
+	return nil
+}
+
+// admitSubscription checks that key's session may follow one resource
+// more: within maxSubscriptionsPerSession, and, for a 2026-07-28 listen
+// stream (a session of its own, with no initialize), counted against
+// Options.MaxSessions from its first subscription.
+func (g *Gateway) admitSubscription(key subscription) error {
+	if key.session == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return wireError(mcpclient.ErrUnavailable)
+	}
+	if err := g.admitLocked(key.session); err != nil {
+		return err
+	}
+	h := g.hosts[key.session]
+	if _, had := g.subs[key]; !had && len(h.uris) >= maxSubscriptionsPerSession {
+		return tooManySubscriptions()
+	}
 	return nil
 }
 

@@ -126,6 +126,42 @@ func TestSessionLimit(t *testing.T) {
 	})
 }
 
+// TestListenStreamsCount: a 2026-07-28 subscriptions/listen stream, a
+// session of its own, counts against MaxSessions from its first
+// subscription until it ends.
+func TestListenStreamsCount(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	up := newFollowedUpstream()
+	_, url := gatewayFor(ctx, t, up.srv, &Options{MaxSessions: 1})
+	listener, err := dialHost(ctx, url, "2026-07-28")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Close() })
+	if err := listener.Subscribe(ctx, &mcp.SubscribeParams{URI: "mcpd://s/res://a"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the upstream subscription", func() bool { return up.followed() == 1 })
+	over, err := dialHost(ctx, url, "2025-11-25")
+	if err == nil {
+		_ = over.Close()
+	}
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != codeUnavailable {
+		t.Fatalf("a session while a listen stream holds the only place: got %v, want code %d", err, codeUnavailable)
+	}
+	_ = listener.Close()
+	waitFor(ctx, t, "room once the listen stream ended", func() bool {
+		cs, err := dialHost(ctx, url, "2025-11-25")
+		if err != nil {
+			return false
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return true
+	})
+}
+
 // TestSessionEndReleasesSubscriptions: when a host's session ends without
 // unsubscribing (its host went away), the upstream subscriptions it held
 // are released when the SDK reports the end, in both eras.
