@@ -141,7 +141,11 @@ func (m *Manager) CompleteAuthorization(ctx context.Context, server, redirectURL
 // its next request that the server refuses asks for consent again.
 func (m *Manager) ForgetAuthorization(ctx context.Context, server string) error {
 	if _, err := m.lookup(server); err != nil {
-		return err
+		// A server since disconnected keeps its tokens for the next time
+		// it is connected: they can be forgotten all the same.
+		if m.opts.OAuth == nil || !m.opts.OAuth.Stored(server) {
+			return err
+		}
 	}
 	if m.opts.OAuth == nil {
 		return nil

@@ -2,7 +2,11 @@ package mcpclient
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,5 +65,30 @@ func TestTransient401OfATokenlessServer(t *testing.T) {
 	if st.State != StateReady {
 		t.Fatalf("5s after the server accepts requests again, and after RestartServer: state %v, last error %q; want READY",
 			st.State, st.LastError)
+	}
+}
+
+// TestForgetAuthorizationOfADisconnectedServer: the OAuth state a
+// disconnected server keeps on disk (for the next time it is connected)
+// can be forgotten by name; a name with no state stays NOT_FOUND.
+func TestForgetAuthorizationOfADisconnectedServer(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "gone.json")
+	if err := os.WriteFile(record, []byte(`{"resource": "https://gone.example/mcp"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	om, err := oauth.New(&oauth.Options{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := busManager(t, &Options{OAuth: om})
+	if err := m.ForgetAuthorization(testContext(t), "gone"); err != nil {
+		t.Fatalf("forget the stored state of a disconnected server: %v", err)
+	}
+	if _, err := os.Stat(record); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("its record: %v, want it deleted", err)
+	}
+	if err := m.ForgetAuthorization(testContext(t), "never"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a name with no state: got %v, want ErrNotFound", err)
 	}
 }

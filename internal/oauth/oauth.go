@@ -256,6 +256,19 @@ func (m *Manager) Forget(server string) error {
 	return err
 }
 
+// Stored reports whether mcpd holds OAuth state for server (tokens or a
+// client registration), in memory or in the state directory: that of a
+// server since disconnected stays, for the next time it is connected.
+func (m *Manager) Stored(server string) bool {
+	m.mu.Lock()
+	sa := m.servers[server]
+	m.mu.Unlock()
+	if sa != nil {
+		return true
+	}
+	return m.store.exists(server)
+}
+
 // Release ends server's pending authorization (the server was removed or
 // replaced); its tokens stay, on disk and in memory, for the next time it
 // is connected.

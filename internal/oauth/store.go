@@ -80,6 +80,15 @@ func (s *store) path(server string) string {
 	return filepath.Join(s.dir, server+".json")
 }
 
+// exists reports whether the server has a record on disk.
+func (s *store) exists(server string) bool {
+	if s.dir == "" || strings.ContainsAny(server, `/\`) {
+		return false
+	}
+	_, err := os.Stat(s.path(server))
+	return err == nil
+}
+
 // load returns the server's record, or nil when there is none.
 func (s *store) load(server string) (*record, error) {
 	if s.dir == "" || strings.ContainsAny(server, `/\`) {
