@@ -94,14 +94,14 @@ func TestProgressExtendsDefaultTimeout(t *testing.T) {
 }
 
 // TestOversizedEventIsAGap: an event whose protobuf form is over the
-// listener's send limit (a log of 2,000,000 numbers: 4 MB as JSON, about
-// 22 MB as a protobuf Value) reaches Subscribe streams as a gap of that
+// listener's send limit (a log of an array of numbers: about 11 bytes a
+// number as a protobuf Value, 2 as JSON) reaches Subscribe streams as a gap of that
 // one event, and the stream goes on; sent as it is, it ended every stream
 // it passed, and every resume after it.
 func TestOversizedEventIsAGap(t *testing.T) {
 	e := newSendLimitedEnv(t)
 	first := e.bus.Publish(events.Event{Server: "s", Kind: events.KindToolsChanged})
-	numbers := make([]any, 2_000_000)
+	numbers := make([]any, oversized)
 	for i := range numbers {
 		numbers[i] = float64(0)
 	}
@@ -136,7 +136,7 @@ func TestOversizedCallLogIsDropped(t *testing.T) {
 	e := newSendLimitedEnv(t)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "loud", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "shout"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		numbers := make([]any, 2_000_000)
+		numbers := make([]any, oversized)
 		for i := range numbers {
 			numbers[i] = 0
 		}
@@ -176,14 +176,14 @@ func TestOversizedCallLogIsDropped(t *testing.T) {
 }
 
 // TestOversizedServerRequestIsRefused: a server request too large to send
-// to the agent once in protobuf (sampling metadata of 2,000,000 numbers)
+// to the agent once in protobuf (sampling metadata of an array of numbers)
 // fails at the server, and the agent's stream stays open for the next
 // one; sent as it is, it ended the agent's stream.
 func TestOversizedServerRequestIsRefused(t *testing.T) {
 	e := newSendLimitedEnv(t)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		numbers := make([]any, 2_000_000)
+		numbers := make([]any, oversized)
 		for i := range numbers {
 			numbers[i] = 0
 		}
@@ -215,14 +215,23 @@ func TestOversizedServerRequestIsRefused(t *testing.T) {
 	}
 }
 
+// sendLimit is the send limit of newSendLimitedEnv, and oversized the
+// length of a number array whose protobuf form is over it (about 11 bytes
+// a number as a Value, 2 as JSON): small enough that the race detector
+// and a busy machine handle it in time.
+const (
+	sendLimit = 1 << 20
+	oversized = 200_000
+)
+
 // newSendLimitedEnv is an env whose gRPC listener sends messages of at
-// most 16 MiB, as mcpd's default --max-message-bytes, to a client that
-// would take larger ones.
+// most sendLimit (as --max-message-bytes does) to a client that would
+// take larger ones.
 func newSendLimitedEnv(t *testing.T) *env {
 	t.Helper()
-	const limit = 16 << 20
+	const limit = sendLimit
 	return newEnv(t, &envOptions{
 		server:   Options{MaxSendBytes: limit, GRPCOptions: []grpc.ServerOption{grpc.MaxSendMsgSize(limit)}},
-		dialOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))},
+		dialOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 * limit))},
 	})
 }
