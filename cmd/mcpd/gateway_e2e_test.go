@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -1260,4 +1262,41 @@ func TestMCPEndpointAskOnceAcrossInput(t *testing.T) {
 	if n := count(); n != 1 {
 		t.Errorf("approvals after the retry: got %d, want still 1", n)
 	}
+}
+
+// TestGatewaySessionLimit: with --mcp-max-sessions 1, a second
+// initialize-era host is refused (-32000, naming the flag) while the first
+// holds its session, and let in once that session ended.
+func TestGatewaySessionLimit(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--mcp-listen", addr, "--mcp-max-sessions", "1"}})
+	url := "http://" + addr + "/mcp"
+	dial := func() (*mcp.ClientSession, error) {
+		c := mcp.NewClient(&mcp.Implementation{Name: "gateway-e2e", Version: "0"}, nil)
+		return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	}
+	first, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := dial()
+	if err == nil {
+		_ = second.Close()
+	}
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != -32000 || !strings.Contains(je.Message, "--mcp-max-sessions") {
+		t.Fatalf("a second session: got %v, want -32000 naming --mcp-max-sessions", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "room once the first session ended", func() (bool, error) {
+		cs, err := dial()
+		if err == nil {
+			_ = cs.Close()
+		}
+		return err == nil, nil
+	})
 }
