@@ -135,7 +135,8 @@ func (r *registry) readState(policy *server.CommandPolicy) error {
 		return fmt.Errorf("state file: %w", err)
 	}
 	var doc stateDoc
-	if err := json.Unmarshal(data, &doc); err != nil {
+	// Read as LoadLayers read it: a file edited by hand may hold comments.
+	if err := mcpconfig.UnmarshalJSONC(data, &doc); err != nil {
 		return fmt.Errorf("state file %s: %w", r.state, err)
 	}
 	readers := r.referenceReaders(merged.Entries, doc.MCPServers)

@@ -459,3 +459,23 @@ func TestStateFileSharedReference(t *testing.T) {
 	_, err = d3.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: remote("gh-x", map[string]string{"Api-Key": "other"})})
 	wantCode(t, err, codes.InvalidArgument)
 }
+
+// TestStateFileEditedByHand: a state file is a .mcp.json, read as one:
+// comments and a trailing comma, as a person editing it may leave, do not
+// stop mcpd, and the server it holds comes back.
+func TestStateFileEditedByHand(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	stateFile := filepath.Join(shortTempDir(t), "mcpd-state.json")
+	content := `{
+  // added by hand
+  "mcpServers": {
+    "demo": {"command": "` + mcpdBinary(t) + `", "args": ["demo-server"],},
+  },
+}`
+	if err := os.WriteFile(stateFile, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--state-file", stateFile}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+}

@@ -762,6 +762,17 @@ func jsonKind(data []byte) string {
 	return "number"
 }
 
+// UnmarshalJSONC decodes data as mcpd reads its config files: comments
+// and trailing commas allowed (stripJSONC), a syntax error placed by line
+// and column.
+func UnmarshalJSONC(data []byte, v any) error {
+	data = stripJSONC(data)
+	if err := json.Unmarshal(data, v); err != nil {
+		return describeSyntaxError(data, err)
+	}
+	return nil
+}
+
 // describeSyntaxError turns a byte offset into a line and column.
 func describeSyntaxError(data []byte, err error) error {
 	var se *json.SyntaxError
