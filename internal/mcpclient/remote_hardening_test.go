@@ -126,28 +126,6 @@ func TestStandaloneGET503Once(t *testing.T) {
 	t.Errorf("no resource update; server state %v, GETs seen %d (the SDK gave the standalone stream up after one 503 and mcpd kept the session)", st.State, gets.Load())
 }
 
-// TestRemoteSessionEndReason: when a remote session's connection ends (an
-// event over the size limit here), last_error says why, not only
-// "session closed".
-func TestRemoteSessionEndReason(t *testing.T) {
-	const limit = 64 << 10
-	ctx := testContext(t)
-	srv := newRemoteMCPServer(legacyVersions)
-	ts := serveRemote(t, newObserver(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
-	m, _, _ := remoteManager(t, &RemoteOptions{MaxMessageBytes: limit})
-	if st, err := m.Connect(ctx, remoteConfig("s", config.TransportSSE, ts.URL), false); err != nil || st.State != StateReady {
-		t.Fatalf("connect: %v %s", err, st.LastError)
-	}
-	_, err := m.CallTool(ctx, "mcp__s__big", map[string]any{"size": 2 * limit}, CallOptions{})
-	t.Logf("call: %v", err)
-	var st Status
-	eventually(ctx, t, "a last_error", func() bool { st, _ = m.Get("s"); return st.LastError != "" })
-	t.Logf("state %v, last_error %q", st.State, st.LastError)
-	if !strings.Contains(st.LastError, "exceeds") {
-		t.Errorf("last_error %q does not say why the session ended (an event over --max-message-bytes)", st.LastError)
-	}
-}
-
 // TestSSEPostURLRedacted: a legacy SSE server's POSTs go to the endpoint
 // the server names, resolved against the configured URL (keeping its user
 // info); a failed POST's error quotes that URL, and neither the user info

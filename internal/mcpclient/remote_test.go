@@ -659,7 +659,8 @@ func TestRemoteMessageLimit(t *testing.T) {
 	}
 
 	// Through a Manager the error keeps its text and is retryable (the
-	// session is rebuilt).
+	// session is rebuilt), and last_error says why the session ended, not
+	// only "session closed".
 	t.Run("manager", func(t *testing.T) {
 		t.Parallel()
 		ctx := testContext(t)
@@ -672,6 +673,11 @@ func TestRemoteMessageLimit(t *testing.T) {
 		_, err := m.CallTool(ctx, "mcp__s__big", map[string]any{"size": 2 * limit}, CallOptions{})
 		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "upstream message exceeds 65536 bytes") {
 			t.Errorf("got %v, want ErrUnavailable saying the message exceeds 65536 bytes", err)
+		}
+		var st Status
+		eventually(ctx, t, "a last_error", func() bool { st, _ = m.Get("s"); return st.LastError != "" })
+		if !strings.Contains(st.LastError, "exceeds") {
+			t.Errorf("last_error %q does not say why the session ended (an event over the limit)", st.LastError)
 		}
 	})
 	t.Run("manager json body", func(t *testing.T) {

@@ -76,10 +76,10 @@ func (r *recordingRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusNotFound, Body: http.NoBody, Request: req, Header: http.Header{}}, nil
 }
 
-// TestResourceMetadataStaysPublic: the resource_metadata URL of a server's
-// challenge is fetched wherever it points, cloud metadata and RFC 1918
-// addresses included; the SDK's own discovery (oauthex) refuses those
-// ("refers to a non-public address") and checks again at dial time.
+// TestResourceMetadataStaysPublic: the resource_metadata URL of a
+// server's challenge, off the server's own origin, is not fetched when it
+// names a non-public address (cloud metadata, RFC 1918): the server could
+// otherwise make mcpd request them.
 func TestResourceMetadataStaysPublic(t *testing.T) {
 	for _, target := range []string{
 		"https://169.254.169.254/latest/meta-data/iam/security-credentials/",
@@ -113,12 +113,7 @@ func TestResourceMetadataStaysPublic(t *testing.T) {
 // each) gives up at its own deadline.
 func TestAuthorizeWaitEndsWithDeadline(t *testing.T) {
 	as := newTestAS(t)
-	net := &blockingTokenEndpoint{held: make(chan struct{}, 1), release: make(chan struct{})}
-	m, err := New(&Options{HTTPClient: &http.Client{Transport: net}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "s3cret"}
+	m, net, cfg := heldTokenManager(t, "")
 	c := client(m, as, cfg)
 	first := make(chan struct{})
 	go func() {
@@ -149,19 +144,12 @@ func TestAuthorizeWaitEndsWithDeadline(t *testing.T) {
 	}
 }
 
-// TestURLChangeDuringTokenRequest: a server whose URL changes (a
-// reload, ConnectServer with replace) while a token request for the old
-// URL is in flight ends up with the old resource's token in the record of
-// the new URL, and mcpd then sends it to the new URL's origin: a token for
-// server A handed to server B. configure resets the record but not gen.
+// TestURLChangeDuringTokenRequest: a token that a request for a server's
+// old URL obtains after the URL changed (a reload, ConnectServer with
+// replace) is not kept for the new URL, whose origin it would go to.
 func TestURLChangeDuringTokenRequest(t *testing.T) {
 	as := newTestAS(t)
-	net := &blockingTokenEndpoint{held: make(chan struct{}, 1), release: make(chan struct{})}
-	m, err := New(&Options{HTTPClient: &http.Client{Transport: net}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "s3cret"}
+	m, net, cfg := heldTokenManager(t, "")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -186,12 +174,11 @@ func TestURLChangeDuringTokenRequest(t *testing.T) {
 	}
 }
 
-// TestRateLimitedMetadataKeepsRefreshToken: a 429 (or any 4xx) on the
-// resource's metadata while a token is refreshed is read as "no metadata",
-// so discovery falls back to the server's own origin as the authorization
-// server; that issuer differs from the real one, and refresh drops the
-// token, refresh token included: a rate limit costs a person's consent.
-// The docs promise a 429 keeps the token.
+// TestRateLimitedMetadataKeepsRefreshToken: a 429 on the resource's
+// metadata while a token is refreshed keeps the refresh token, as the docs
+// promise: the next refresh works, with no new consent (the issuer of a
+// fallback to the server's origin once replaced the real one, and the
+// token went).
 func TestRateLimitedMetadataKeepsRefreshToken(t *testing.T) {
 	var limited atomic.Bool
 	var (

@@ -655,6 +655,19 @@ func TestEndpointsInClearRefused(t *testing.T) {
 	}
 }
 
+// heldTokenManager is a Manager (state in dir, "" for none) whose
+// requests to a token endpoint wait at the returned blockingTokenEndpoint,
+// and the client_credentials settings the test AS takes.
+func heldTokenManager(t *testing.T, dir string) (*Manager, *blockingTokenEndpoint, *config.OAuth) {
+	t.Helper()
+	net := &blockingTokenEndpoint{held: make(chan struct{}, 1), release: make(chan struct{})}
+	m, err := New(&Options{StateDir: dir, HTTPClient: &http.Client{Transport: net}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, net, &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "s3cret"}
+}
+
 // blockingTokenEndpoint holds requests to /token until release is closed,
 // and says when one is held.
 type blockingTokenEndpoint struct {
@@ -675,12 +688,7 @@ func (b *blockingTokenEndpoint) RoundTrip(r *http.Request) (*http.Response, erro
 func TestForgetOvertakesTokenRequest(t *testing.T) {
 	as := newTestAS(t)
 	dir := t.TempDir()
-	net := &blockingTokenEndpoint{held: make(chan struct{}, 1), release: make(chan struct{})}
-	m, err := New(&Options{StateDir: dir, HTTPClient: &http.Client{Transport: net}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "s3cret"}
+	m, net, cfg := heldTokenManager(t, dir)
 	done := make(chan error, 1)
 	go func() {
 		_, err := post(t, client(m, as, cfg), as)

@@ -101,10 +101,7 @@ func TestProgressExtendsDefaultTimeout(t *testing.T) {
 func TestOversizedEventIsAGap(t *testing.T) {
 	e := newSendLimitedEnv(t)
 	first := e.bus.Publish(events.Event{Server: "s", Kind: events.KindToolsChanged})
-	numbers := make([]any, oversized)
-	for i := range numbers {
-		numbers[i] = float64(0)
-	}
+	numbers := oversizedNumbers()
 	// The newest event stays in the buffer whatever its size.
 	big := e.bus.Publish(events.Event{Server: "s", Kind: events.KindLog, Level: "info", Data: numbers})
 
@@ -136,10 +133,7 @@ func TestOversizedCallLogIsDropped(t *testing.T) {
 	e := newSendLimitedEnv(t)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "loud", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "shout"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		numbers := make([]any, oversized)
-		for i := range numbers {
-			numbers[i] = 0
-		}
+		numbers := oversizedNumbers()
 		for _, data := range []any{"small", numbers, "after"} {
 			if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: data}); err != nil {
 				return nil, nil, err
@@ -183,10 +177,7 @@ func TestOversizedServerRequestIsRefused(t *testing.T) {
 	e := newSendLimitedEnv(t)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		numbers := make([]any, oversized)
-		for i := range numbers {
-			numbers[i] = 0
-		}
+		numbers := oversizedNumbers()
 		var outcome []string
 		for _, metadata := range []any{map[string]any{"n": numbers}, nil} {
 			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5, Metadata: metadata,
@@ -234,4 +225,14 @@ func newSendLimitedEnv(t *testing.T) *env {
 		server:   Options{MaxSendBytes: limit, GRPCOptions: []grpc.ServerOption{grpc.MaxSendMsgSize(limit)}},
 		dialOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 * limit))},
 	})
+}
+
+// oversizedNumbers is an array of numbers whose protobuf form is over
+// sendLimit, though its JSON is not.
+func oversizedNumbers() []any {
+	numbers := make([]any, oversized)
+	for i := range numbers {
+		numbers[i] = float64(0)
+	}
+	return numbers
 }
