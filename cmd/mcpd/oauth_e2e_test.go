@@ -731,3 +731,29 @@ func TestOAuthURLOnlyForWhoMayComplete(t *testing.T) {
 		}
 	}
 }
+
+// TestForgetAuthorizationOfAGoneServer: the tokens a server no longer
+// connected left in the OAuth state directory are deleted by
+// ForgetAuthorization with its name; a name with nothing stored is
+// NOT_FOUND.
+func TestForgetAuthorizationOfAGoneServer(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	stateDir := filepath.Join(shortTempDir(t), "oauth")
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	record := filepath.Join(stateDir, "gone.json")
+	if err := os.WriteFile(record, []byte(`{"resource": "https://gone.example/mcp"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--oauth-state-dir", stateDir}})
+	if _, err := d.hub.ForgetAuthorization(ctx, &mcpdv1.ForgetAuthorizationRequest{Server: "gone"}); err != nil {
+		t.Fatalf("ForgetAuthorization of a gone server's stored tokens: %v", err)
+	}
+	if _, err := os.Stat(record); !os.IsNotExist(err) {
+		t.Errorf("its record: %v, want it deleted", err)
+	}
+	_, err := d.hub.ForgetAuthorization(ctx, &mcpdv1.ForgetAuthorizationRequest{Server: "never"})
+	wantCode(t, err, codes.NotFound)
+}
