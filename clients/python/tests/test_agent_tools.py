@@ -356,6 +356,10 @@ def test_async_tool_cancelled_before_or_after_it_runs() -> None:
     assert ctx.cancelled
 
 
+def _grpc_status_task(task: asyncio.Task[object]) -> bool:
+    return str(getattr(task.get_coro(), "__qualname__", "")).startswith("_AioCall.")
+
+
 def test_async_client_close_ends_serving_tasks(daemon: Daemon) -> None:
     # AsyncClient.close() (without serving.stop()) leaves no task of the
     # serving pending once it returns: not the reader, the writer, nor a
@@ -384,7 +388,10 @@ def test_async_client_close_ends_serving_tasks(daemon: Daemon) -> None:
         await asyncio.wait_for(started.wait(), RPC_TIMEOUT)
         await agent.close()
         # close() waits for them: none is left even for a turn of the loop.
-        left = sorted(t.get_name() for t in asyncio.all_tasks() - before)
+        # grpc's own task that collects the cancelled call's status is not
+        # the client's: it ends when grpc's core reports the cancellation,
+        # some turns later on grpcio 1.51.
+        left = sorted(repr(t) for t in asyncio.all_tasks() - before if not _grpc_status_task(t))
         assert not left, f"tasks still pending after AsyncClient.close(): {left}"
         assert not serving.running
         await asyncio.wait_for(caller, RPC_TIMEOUT)
