@@ -433,3 +433,60 @@ func TestResumeAcrossRestart(t *testing.T) {
 		t.Errorf("the second run's first event: got %v, want a server state numbered after the first run's %d", ev, seen.GetSequence())
 	}
 }
+
+// TestResumeWithoutUnwantedGap: a stream that follows one quiet server
+// resumes without a gap after other servers' events pushed everything out
+// of the buffer; a stream that wanted some of them gets one.
+func TestResumeWithoutUnwantedGap(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--event-buffer", "2"}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	d.connect(ctx, t, "quiet", testBinary(t), nil, map[string]string{fakeServerEnv: fakeFlood})
+	stateOf := func(server string) *mcpdv1.SubscribeRequest {
+		return &mcpdv1.SubscribeRequest{Servers: []string{server}, Kinds: []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_SERVER_STATE}}
+	}
+	// Where a stream opened now starts, as a client learns it.
+	sctx, cancel := context.WithCancel(ctx)
+	sub, err := d.hub.Subscribe(sctx, stateOf("quiet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, err := sub.Header()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	after, err := strconv.ParseUint(header.Get("mcpd-after-sequence")[0], 10, 64)
+	if err != nil {
+		t.Fatalf("mcpd-after-sequence: %v", err)
+	}
+	for range 3 { // six state events of demo: more than the buffer holds
+		if _, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "demo"}); err != nil {
+			t.Fatalf("RestartServer: %v", err)
+		}
+		d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	}
+	resume := func(server string) mcpdv1.MCPHub_SubscribeClient {
+		t.Helper()
+		req := stateOf(server)
+		req.AfterSequence = &after
+		sctx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		sub, err := d.hub.Subscribe(sctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sub
+	}
+	quiet, demo := resume("quiet"), resume("demo")
+	if _, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "quiet"}); err != nil {
+		t.Fatalf("RestartServer: %v", err)
+	}
+	if m, err := quiet.Recv(); err != nil || m.GetEvent().GetServerState() == nil || m.GetEvent().GetServer() != "quiet" {
+		t.Errorf("stream of quiet's states: got %v, %v; want quiet's next state and no gap", m.GetEvent(), err)
+	}
+	if m, err := demo.Recv(); err != nil || m.GetEvent().GetGap() == nil {
+		t.Errorf("stream of demo's states: got %v, %v; want a gap", m.GetEvent(), err)
+	}
+}

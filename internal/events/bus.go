@@ -70,6 +70,8 @@ type Bus struct {
 	closed  bool
 	// published, if set, is told the kind of every event Publish stores.
 	published func(Kind)
+	// dropped is what the bus remembers of the events it evicted.
+	dropped droppedSummary
 }
 
 // NewBus returns an empty bus. opts may be nil.
@@ -85,7 +87,12 @@ func NewBus(opts *Options) *Bus {
 	if opts != nil && opts.FirstSequence > 0 {
 		first = opts.FirstSequence
 	}
-	return &Bus{size: size, maxBytes: maxBytes, start: first, first: first, last: first - 1, wake: make(chan struct{})}
+	return &Bus{
+		size: size, maxBytes: maxBytes, start: first, first: first, last: first - 1, wake: make(chan struct{}),
+		// Nothing is known of the events before this bus: those of an
+		// earlier run of the daemon.
+		dropped: droppedSummary{floor: first - 1},
+	}
 }
 
 // Publish appends e to the bus and returns its sequence. It sets
@@ -177,8 +184,86 @@ func (b *Bus) putLocked(e slot) {
 func (b *Bus) evictOldestLocked() {
 	old := &b.ring[b.index(b.first)]
 	b.bytes -= old.size
+	b.dropped.record(&old.ev)
 	*old = slot{}
 	b.first++
+}
+
+// Bounds of a droppedSummary.
+const (
+	maxDroppedKeys     = 1024
+	maxDroppedKeyBytes = 256 << 10
+)
+
+// droppedSummary keeps, of the events the ring evicted, just enough to
+// tell whether a subscriber that missed them could have wanted any: the
+// last evicted sequence per kind and server, and per resource URI or poll
+// id for the kinds a filter names one by one. A subscriber that resumes
+// from before the oldest buffered event, or falls that far behind, then
+// gets a gap only when an evicted event could have passed its filter, not
+// whenever unrelated events filled the buffer.
+//
+// It is bounded: past maxDroppedKeys keys or maxDroppedKeyBytes of their
+// strings it forgets them all and raises floor to the newest evicted
+// sequence. Anything up to floor is unknown, so a subscriber that wants
+// it gets a gap, as if every event had matched.
+type droppedSummary struct {
+	floor uint64
+	last  map[droppedKey]uint64
+	bytes int
+}
+
+// droppedKey is what a Filter looks at in an event.
+type droppedKey struct {
+	kind   Kind
+	server string
+	id     string // the URI of a resource update, the id of a poll result
+}
+
+func (d *droppedSummary) record(e *Event) {
+	k := droppedKey{kind: e.Kind, server: e.Server}
+	switch e.Kind {
+	case KindResourceUpdated:
+		k.id = e.URI
+	case KindPollResult:
+		k.id = e.PollID
+	}
+	if _, known := d.last[k]; !known {
+		d.bytes += len(k.server) + len(k.id)
+		if len(d.last) >= maxDroppedKeys || d.bytes > maxDroppedKeyBytes {
+			d.floor = e.Sequence
+			clear(d.last)
+			d.bytes = 0
+			return
+		}
+		if d.last == nil {
+			d.last = make(map[droppedKey]uint64)
+		}
+	}
+	d.last[k] = e.Sequence
+}
+
+// couldMatch reports whether an evicted event with a sequence of from or
+// more could have passed m.
+func (d *droppedSummary) couldMatch(m *matcher, from uint64) bool {
+	if from <= d.floor {
+		return true
+	}
+	for k, seq := range d.last {
+		if seq < from {
+			continue
+		}
+		e := Event{Kind: k.kind, Server: k.server}
+		if k.kind == KindPollResult {
+			e.PollID = k.id
+		} else {
+			e.URI = k.id
+		}
+		if m.match(&e) {
+			return true
+		}
+	}
+	return false
 }
 
 // slot is a buffered event and its Size.
@@ -297,6 +382,12 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 		if b.closed {
 			b.mu.Unlock()
 			return Event{}, ErrClosed
+		}
+		if oldest := b.oldestLocked(); s.next < oldest && !b.dropped.couldMatch(&s.m, s.next) {
+			// Nothing evicted could have passed the filter: a narrow
+			// subscriber that resumes after unrelated events filled
+			// the buffer misses nothing it wanted.
+			s.next = oldest
 		}
 		if oldest := b.oldestLocked(); s.next < oldest {
 			gap := Event{

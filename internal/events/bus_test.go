@@ -913,3 +913,115 @@ func TestFirstSequenceWraps(t *testing.T) {
 		t.Errorf("sequences: got %v, want %v", got, want)
 	}
 }
+
+// TestGapOnlyForWantedEvents: a subscriber whose filter nothing evicted
+// would have passed resumes, or falls behind, without a gap; one that
+// missed an event it wanted, or whose resume point is older than what the
+// bus remembers, gets one.
+func TestGapOnlyForWantedEvents(t *testing.T) {
+	ctx := testContext(t)
+	quiet := Resource{Server: "files", URI: "file:///quiet"}
+	// Only updates of quiet: a stream's servers and kinds, when empty,
+	// let everything else through.
+	narrow := Filter{Kinds: []Kind{KindResourceUpdated}, Resources: []Resource{quiet}}
+	// first is the first event a subscriber with f resuming after after
+	// reads, once an update of quiet and a log of "third" are published.
+	first := func(t *testing.T, b *Bus, f Filter, after uint64) Event {
+		t.Helper()
+		sub := b.Subscribe(f, &after)
+		defer sub.Close()
+		b.Publish(Event{Server: quiet.Server, Kind: KindResourceUpdated, URI: quiet.URI})
+		b.Publish(Event{Server: "third", Kind: KindLog})
+		return mustNext(testContext(t), t, sub)
+	}
+	isUpdate := func(e Event) bool { return e.Kind == KindResourceUpdated && e.URI == quiet.URI }
+
+	t.Run("unrelated events evicted", func(t *testing.T) {
+		b := NewBus(&Options{BufferSize: 8})
+		b.Publish(Event{Server: "other", Kind: KindLog})
+		resumeAt := b.LastSequence()
+		for i := range 50 {
+			b.Publish(Event{Server: "other", Kind: KindLog})
+			b.Publish(Event{Server: quiet.Server, Kind: KindResourceUpdated, URI: fmt.Sprint("file:///other/", i)})
+			b.Publish(Event{Server: "other", Kind: KindPollResult, PollID: "p"})
+		}
+		if e := first(t, b, narrow, resumeAt); !isUpdate(e) {
+			t.Errorf("narrow subscriber: got %+v, want the update of %s and no gap", e, quiet.URI)
+		}
+		if e := first(t, b, Filter{Servers: []string{"third"}, Kinds: []Kind{KindLog}}, 0); e.Kind == KindGap {
+			t.Errorf("subscriber of another server's logs, from 0: got %+v, want no gap", e)
+		}
+		if e := first(t, b, Filter{Polls: []string{"p"}}, resumeAt); e.Kind != KindGap {
+			t.Errorf("subscriber of the evicted poll: got %+v, want a gap", e)
+		}
+		if e := first(t, b, Filter{Servers: []string{"other"}}, resumeAt); e.Kind != KindGap {
+			t.Errorf("subscriber of the evicted logs' server: got %+v, want a gap", e)
+		}
+		if e := first(t, b, Filter{}, resumeAt); e.Kind != KindGap {
+			t.Errorf("unfiltered subscriber: got %+v, want a gap", e)
+		}
+	})
+	t.Run("a wanted event evicted", func(t *testing.T) {
+		b := NewBus(&Options{BufferSize: 8})
+		b.Publish(Event{Server: "other", Kind: KindLog})
+		resumeAt := b.LastSequence()
+		b.Publish(Event{Server: quiet.Server, Kind: KindResourceUpdated, URI: quiet.URI})
+		for range 20 {
+			b.Publish(Event{Server: "other", Kind: KindLog})
+		}
+		if e := first(t, b, narrow, resumeAt); e.Kind != KindGap || e.GapFrom != resumeAt+1 {
+			t.Errorf("got %+v, want a gap from %d", e, resumeAt+1)
+		}
+		// Resuming after the evicted update, it missed nothing it wanted.
+		if e := first(t, b, narrow, resumeAt+1); !isUpdate(e) {
+			t.Errorf("after the evicted update: got %+v, want the next update and no gap", e)
+		}
+	})
+	t.Run("a live subscriber falls behind", func(t *testing.T) {
+		b := NewBus(&Options{BufferSize: 8})
+		sub := b.Subscribe(narrow, nil)
+		defer sub.Close()
+		for range 50 {
+			b.Publish(Event{Server: "other", Kind: KindLog})
+		}
+		b.Publish(Event{Server: quiet.Server, Kind: KindResourceUpdated, URI: quiet.URI})
+		if e := mustNext(ctx, t, sub); !isUpdate(e) {
+			t.Errorf("got %+v, want the update and no gap", e)
+		}
+	})
+	t.Run("an earlier run's resume point", func(t *testing.T) {
+		b := NewBus(&Options{BufferSize: 8, FirstSequence: 100})
+		if e := first(t, b, narrow, 5); e.Kind != KindGap || e.GapFrom != 6 || e.GapTo != 99 {
+			t.Errorf("got %+v, want a gap 6..99", e)
+		}
+	})
+	t.Run("more keys than the bus remembers", func(t *testing.T) {
+		b := NewBus(&Options{BufferSize: 8})
+		b.Publish(Event{Server: "other", Kind: KindLog})
+		resumeAt := b.LastSequence()
+		for i := range maxDroppedKeys + 20 {
+			b.Publish(Event{Server: "other", Kind: KindResourceUpdated, URI: fmt.Sprint("file:///", i)})
+		}
+		if e := first(t, b, narrow, resumeAt); e.Kind != KindGap {
+			t.Errorf("from before the forgotten keys: got %+v, want a gap", e)
+		}
+		if e := first(t, b, narrow, b.LastSequence()-4); !isUpdate(e) {
+			t.Errorf("from after them: got %+v, want the update and no gap", e)
+		}
+	})
+	t.Run("longer keys than the bus remembers", func(t *testing.T) {
+		b := NewBus(&Options{BufferSize: 2})
+		b.Publish(Event{Server: "other", Kind: KindLog})
+		resumeAt := b.LastSequence()
+		long := strings.Repeat("x", maxDroppedKeyBytes/4)
+		for i := range 8 {
+			b.Publish(Event{Server: "other", Kind: KindResourceUpdated, URI: fmt.Sprint(long, i)})
+		}
+		if e := first(t, b, narrow, resumeAt); e.Kind != KindGap {
+			t.Errorf("got %+v, want a gap", e)
+		}
+		if len(b.dropped.last) > 4 || b.dropped.bytes > maxDroppedKeyBytes {
+			t.Errorf("summary holds %d keys of %d bytes, want at most 4 and %d", len(b.dropped.last), b.dropped.bytes, maxDroppedKeyBytes)
+		}
+	})
+}

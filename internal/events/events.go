@@ -171,8 +171,9 @@ type Resource struct {
 // Kinds would not let it through, so {Kinds: [KindToolsChanged],
 // Resources: [r]} yields tool list changes and updates of r.
 //
-// KindGap events pass every filter: a filtered subscriber cannot know
-// whether the events it missed would have matched.
+// KindGap events pass every filter. A subscriber gets one only when an
+// event it missed could have passed its filter (see droppedSummary); the
+// gap names every sequence it missed, of any kind.
 type Filter struct {
 	Servers   []string
 	Kinds     []Kind

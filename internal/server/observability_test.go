@@ -50,8 +50,11 @@ func TestEventsDroppedNotForResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, &envOptions{server: Options{Telemetry: tel}, eventBuffer: 4})
-	for range 1000 {
+	for i := range 1000 {
 		e.bus.Publish(events.Event{Kind: events.KindLog, Server: "x", Data: []byte(`"hi"`)})
+		if i%100 == 0 { // evicted events the stream below wants: it gets a gap
+			e.bus.Publish(events.Event{Kind: events.KindServerState, Server: "x"})
+		}
 	}
 	for _, after := range []uint64{0, 500} {
 		ctx, cancel := context.WithCancel(testContext(t))

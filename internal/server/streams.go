@@ -233,9 +233,9 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 // buffer evicted before the stream read them. The part of a gap from
 // before (a resume point, or 0 for "everything buffered") went before
 // the stream existed; counting it would let any caller inflate the
-// metric by reconnecting. The count is of every kind: the bus keeps
-// nothing of an evicted event to tell whether the stream's filter
-// wanted it.
+// metric by reconnecting. The count is of every kind in the gap's range:
+// the bus remembers whether an evicted event could have passed the
+// stream's filter, not how many did.
 func droppedSince(gap events.Event, opened uint64) uint64 {
 	from := max(gap.GapFrom, opened+1)
 	if gap.GapTo < from {
