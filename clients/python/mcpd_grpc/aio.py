@@ -159,11 +159,24 @@ class AsyncClient:
     # -- plumbing ----------------------------------------------------------
 
     async def _rpc(self, method: Any, request: Any, timeout: Any = _UNSET) -> Any:
+        if self._closed:
+            raise ValueError("the client is closed")
         timeout = self._timeout if timeout is _UNSET else timeout
         try:
             return await method(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from e
+        except asyncio.CancelledError:
+            # grpc.aio ends the calls of a channel that close() closed this
+            # way; the task itself was not cancelled (as the sync Client).
+            if self._is_closed() and not _task_cancelling():
+                raise Cancelled("the client was closed") from None
+            raise
+
+    def _is_closed(self) -> bool:
+        # A method, not the attribute: close() sets it while a call awaits,
+        # and type checkers keep an attribute narrowed across awaits.
+        return self._closed
 
     async def _pages(self, method: Any, request_type: Any, field: str, server: Optional[str]) -> List[Any]:
         out: List[Any] = []
@@ -259,6 +272,8 @@ class AsyncClient:
     ) -> AsyncToolCallStream:
         """Calls a tool; ``async for`` over its Progress and LogMessage items,
         then its ToolResult."""
+        if self._closed:
+            raise ValueError("the client is closed")
         req = cv.call_request(pb.CallToolStreamRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
         stream = AsyncToolCallStream(self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline))
@@ -484,6 +499,10 @@ class AsyncToolCallStream:
                 # cancel() of ours is the call's end, not the task's.
                 if self._cancelled:
                     raise Cancelled("the call was cancelled") from None
+                # This task was cancelled (a timeout around the read), and
+                # grpc.aio cancelled the call with it: a later read raises
+                # Cancelled, as on the HTTP wire.
+                self._cancelled = True
                 raise
             if m is _AIO_EOF or m is _HTTP_EOF:
                 raise StopAsyncIteration
@@ -529,6 +548,13 @@ class AsyncSubscription:
         #: cancelled (asyncio.wait_for), and the next one takes its message.
         self._reading: Optional[asyncio.Task[Any]] = None
         self._opened_at = 0.0
+        #: The reconnect budget of the outage under way: it outlives an
+        #: __anext__ that was cancelled (a timeout around the read), and
+        #: ends with the next event.
+        self._policy: Optional[_common.ReconnectPolicy] = None
+        #: The loop of the subscription's call, for a close() from
+        #: another thread.
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
         self.last_sequence: Optional[int] = None
         self.reconnects = 0
 
@@ -544,6 +570,15 @@ class AsyncSubscription:
     def close(self) -> None:
         """Ends the subscription; a pending ``__anext__`` stops iterating."""
         self._closed = True
+        loop = self._loop
+        if loop is not None and not _on_loop(loop):
+            # From another thread: the call, the read and the event belong
+            # to the loop, and only its thread may cancel or set them.
+            try:
+                loop.call_soon_threadsafe(self.close)
+            except RuntimeError:  # the loop is closed, and the call with it
+                pass
+            return
         if self._wake is not None:
             self._wake.set()
         call, self._call = self._call, None
@@ -569,17 +604,22 @@ class AsyncSubscription:
         """Same as :meth:`close`, for ``contextlib.aclosing`` and friends."""
         self.close()
 
+    def _is_closed(self) -> bool:
+        # A method, not the attribute: close() sets it while __anext__
+        # awaits, and type checkers keep an attribute narrowed across awaits.
+        return self._closed
+
     def _open(self) -> Any:
         req = pb.SubscribeRequest()
         req.CopyFrom(self._request)
         if self._resume is not None:
             req.after_sequence = self._resume
         call = self._call = self._client._stub.Subscribe(req, metadata=self._client._metadata)
+        self._loop = asyncio.get_running_loop()
         self._opened_at = time.monotonic()
         return call
 
     async def __anext__(self) -> t.Event:
-        policy = _common.ReconnectPolicy(self._reconnect_timeout)
         while True:
             if self._closed:
                 raise StopAsyncIteration
@@ -600,7 +640,9 @@ class AsyncSubscription:
             except self._client._wire_errors as e:
                 err = e
             except asyncio.CancelledError:
-                if self._closed:
+                # Closed: the end of the iteration, unless this task is
+                # being cancelled too (that goes on as the task's own).
+                if self._is_closed() and not _task_cancelling():
                     raise StopAsyncIteration from None
                 if not reading.cancelled() or _task_cancelling():
                     raise  # this task's cancellation; the read carries on
@@ -610,6 +652,7 @@ class AsyncSubscription:
             if m is not _AIO_EOF and m is not _HTTP_EOF:
                 ev = cv.event(m.event)
                 self._resume = self.last_sequence = ev.sequence
+                self._policy = None
                 return ev
             if self._call is call:
                 self._call = None
@@ -619,7 +662,9 @@ class AsyncSubscription:
                 self._resume = _common.after_sequence(await call.initial_metadata())
             if self._closed:
                 raise StopAsyncIteration
-            wait = policy.next_wait(time.monotonic(), self._opened_at) if self._reconnect and _common.resumable(err) else None
+            if self._policy is None:
+                self._policy = _common.ReconnectPolicy(self._reconnect_timeout)
+            wait = self._policy.next_wait(time.monotonic(), self._opened_at) if self._reconnect and _common.resumable(err) else None
             if wait is None:
                 if err is None:
                     raise StopAsyncIteration
@@ -634,6 +679,14 @@ class AsyncSubscription:
             except asyncio.TimeoutError:
                 pass
             self.reconnects += 1
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the caller runs in loop (on its thread)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

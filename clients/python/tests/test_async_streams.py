@@ -11,6 +11,7 @@ import os
 import queue
 import socket
 import struct
+import sys
 import threading
 import time
 import warnings
@@ -18,8 +19,9 @@ from typing import Any, List, Optional
 
 import pytest
 
+import mcpd_grpc
 from conftest import RPC_TIMEOUT, WIRES, Daemon
-from mcpd_grpc import AsyncClient, EventKind, ServerConfig, ServerState
+from mcpd_grpc import AsyncClient, EventKind, Progress, ServerConfig, ServerState
 from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
 
 
@@ -199,3 +201,103 @@ async def test_request_on_reset_idle_connection_is_retried() -> None:
             assert [s.name for s in await c.servers()] == ["x"]
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.asyncio
+async def test_tool_stream_read_after_a_timed_out_read_raises_cancelled(daemon: Daemon, wire: str) -> None:
+    # A read that times out ends a tool call's stream: its call is
+    # cancelled, on both wires. The next read says so with Cancelled, as
+    # after cancel(), not with asyncio.CancelledError in a task that nobody
+    # cancelled.
+    async with AsyncClient(daemon.target_of(wire), timeout=RPC_TIMEOUT) as c:
+        stream = c.call_tool_stream("mcp__demo__slow", {"steps": 100, "delay_ms": 2000})
+        assert isinstance(await stream.__anext__(), Progress)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(stream.__anext__(), 0.05)
+        err: Optional[BaseException] = None
+        try:
+            await stream.__anext__()
+        except BaseException as e:  # noqa: BLE001 - CancelledError is what is checked for
+            err = e
+        assert isinstance(err, mcpd_grpc.Cancelled), f"got {err!r}"
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.asyncio
+async def test_close_during_a_unary_call_cancels_no_task(daemon: Daemon, wire: str) -> None:
+    # Like the sync Client (Cancelled: "Channel closed!"): a call that
+    # close() cuts short raises Cancelled, or completes; the task that
+    # awaited it is not cancelled (it would cancel whoever awaits it).
+    c = AsyncClient(daemon.target_of(wire), timeout=RPC_TIMEOUT)
+    task = asyncio.ensure_future(c.call_tool("mcp__demo__slow", {"steps": 20, "delay_ms": 100}))
+    await asyncio.sleep(0.3)
+    assert not task.done()
+    await c.close()
+    done, _ = await asyncio.wait({task}, timeout=RPC_TIMEOUT)
+    assert task in done
+    assert not task.cancelled(), "close() cancelled the task that awaited a call"
+    err = task.exception()
+    assert err is None or isinstance(err, mcpd_grpc.Cancelled), f"got {err!r}"
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.asyncio
+async def test_async_subscription_closed_from_another_thread_ends(daemon: Daemon, wire: str) -> None:
+    # README, Events: "close() ends the iteration from any thread (async
+    # for over AsyncClient.subscribe works the same)".
+    async with AsyncClient(daemon.target_of(wire), timeout=RPC_TIMEOUT) as c:
+        sub = c.subscribe(servers=["no-such-server"])
+        timer = threading.Timer(0.2, sub.close)
+        timer.start()
+
+        async def drain() -> None:
+            async for _ in sub:
+                pass
+
+        task = asyncio.ensure_future(drain())
+        try:
+            done, _ = await asyncio.wait({task}, timeout=5)
+            assert task in done, "close() from another thread did not end the iteration within 5s"
+            task.result()
+        finally:
+            task.cancel()
+            timer.join()
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.asyncio
+async def test_closed_async_client_raises_value_error(daemon: Daemon, wire: str) -> None:
+    # As the sync Client on both wires, and the AsyncClient on HTTP.
+    c = AsyncClient(daemon.target_of(wire), timeout=RPC_TIMEOUT)
+    await c.close()
+    with pytest.raises(ValueError):
+        await c.servers()
+    with pytest.raises(ValueError):
+        await c.call_tool_stream("mcp__demo__add", {"a": 1, "b": 2}).__anext__()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio tells a task's own cancellation (Task.cancelling) from 3.11")
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.asyncio
+async def test_cancelling_a_task_whose_subscription_closes_cancels_it(daemon: Daemon, wire: str) -> None:
+    # Shutting down (AsyncClient.close, then cancelling the consumers, in
+    # one turn of the loop): the consumer's cancellation must not become
+    # the end of its `async for`, after which it would go on.
+    async with AsyncClient(daemon.target_of(wire), timeout=RPC_TIMEOUT) as c:
+        sub = c.subscribe(servers=["no-such-server"])
+        went_on = asyncio.Event()
+
+        async def consume() -> None:
+            async for _ in sub:
+                pass
+            went_on.set()
+            await asyncio.sleep(RPC_TIMEOUT)
+
+        task = asyncio.ensure_future(consume())
+        await asyncio.sleep(0.2)
+        sub.close()
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=5)
+        assert not went_on.is_set(), "the cancelled task went on after its `async for`"
+        assert task in done and task.cancelled()

@@ -4,6 +4,7 @@ after_sequence and loses nothing mcpd still buffers."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Iterator, List
 
@@ -237,5 +238,30 @@ def test_async_subscribe_and_gap(own_daemon: Daemon) -> None:
                     pass
 
             await asyncio.wait_for(drain(), 5)
+
+    run_async(body())
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_async_timed_reads_still_give_up(tmp_path: Path, wire: str) -> None:
+    # Reads bounded by a timeout (README: "A read that times out does not
+    # end an AsyncClient subscription") must not restart the reconnect
+    # budget each time: without mcpd, the subscription gives up with
+    # Unavailable after reconnect_timeout all the same.
+    target = f"unix://{tmp_path}/nothing.sock" if wire == "grpc" else f"http+unix://{tmp_path}/nothing.sock"
+
+    async def body() -> None:
+        async with AsyncClient(target, timeout=5) as c:
+            sub = c.subscribe(kinds=["log"], reconnect_timeout=0.5)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    await asyncio.wait_for(sub.__anext__(), 0.2)
+                except asyncio.TimeoutError:
+                    continue
+                except mcpd_grpc.Unavailable:
+                    return
+            sub.close()
+            pytest.fail(f"no Unavailable within 10s of reconnect_timeout=0.5 ({sub.reconnects} reconnects)")
 
     run_async(body())
