@@ -231,6 +231,10 @@ function connectionFailed(err: unknown): boolean {
   for (let e = err, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === "string" && CONNECTION_ERRORS.has(code)) return true;
+    // A stream the server refused before it processed it (RFC 9113 8.7:
+    // safe to retry), as mcpd does to a stream opened during its graceful
+    // shutdown; Node reports it as ERR_HTTP2_STREAM_ERROR, connect as INTERNAL.
+    if (code === "ERR_HTTP2_STREAM_ERROR" && /\bNGHTTP2_REFUSED_STREAM\b/.test(String((e as { message?: unknown }).message))) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;

@@ -44,6 +44,28 @@ const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
  */
 export const IDLE_SOCKET_TIMEOUT_MS = 60_000;
 
+/**
+ * connect-node's session manager, guarded against connectrpc/connect-es#1768:
+ * a GOAWAY on an idle session makes it destroy the session with an error
+ * that Node raises only once the socket has closed; a call made meanwhile
+ * moves the manager on and removes its "error" listeners, and the error then
+ * crashes the process. A listener of our own on every session swallows it
+ * (the manager's own listeners still see every error while they are there).
+ */
+class GuardedSessionManager extends Http2SessionManager {
+  private readonly guarded = new WeakSet<object>();
+
+  override async request(...args: Parameters<Http2SessionManager["request"]>): Promise<import("node:http2").ClientHttp2Stream> {
+    const stream = await super.request(...args);
+    const session = stream.session;
+    if (session !== undefined && !this.guarded.has(session)) {
+      this.guarded.add(session);
+      session.on("error", () => undefined);
+    }
+    return stream;
+  }
+}
+
 /** PEM data, or the path of a PEM file. */
 export type PemSource = string | Buffer | { file: string };
 
@@ -166,7 +188,7 @@ export function openTransport(o: TransportOptions): OpenTransport {
           ? tls.connect({ path: socketPath, ALPNProtocols: ["h2"], servername: "localhost", ...(o.tls ?? {}) })
           : net.connect(socketPath);
     }
-    const m = new Http2SessionManager(baseUrl, { idleConnectionTimeoutMs: 60_000 }, options);
+    const m = new GuardedSessionManager(baseUrl, { idleConnectionTimeoutMs: 60_000 }, options);
     sessions.push(m);
     return m;
   };

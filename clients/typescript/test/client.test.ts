@@ -585,6 +585,43 @@ for (const wire of testWires()) {
       });
     });
 
+    it("keeps calls retryable and the process alive while mcpd shuts down under load", async () => {
+      // A graceful shutdown sends GOAWAY: a stream opened in that window is
+      // refused (REFUSED_STREAM), and an idle session is torn down while
+      // new calls reconnect. Every failure must be Unavailable, and nothing
+      // may escape as an uncaught exception.
+      const errors = new Map<string, number>();
+      for (let round = 0; round < 8; round++) {
+        const own = await new Daemon().start();
+        const c = own.client(wire);
+        try {
+          await c.servers();
+          let stop = false;
+          const callers = Array.from({ length: 16 }, async () => {
+            while (!stop) {
+              try {
+                await c.servers();
+                await new Promise((r) => setImmediate(r)); // lets the session go idle now and then
+              } catch (e) {
+                const key = e instanceof MCPDError ? `${e.codeName} retryable=${e.retryable}` : String(e);
+                errors.set(key, (errors.get(key) ?? 0) + 1);
+                await sleep(5);
+              }
+            }
+          });
+          await sleep(100);
+          await own.stop();
+          await sleep(100);
+          stop = true;
+          await Promise.all(callers);
+        } finally {
+          await c.close();
+          await own.stop();
+        }
+      }
+      assert.deepEqual([...errors.keys()], ["UNAVAILABLE retryable=true"], JSON.stringify(Object.fromEntries(errors)));
+    });
+
     it("answers sampling, elicitation and roots with callbacks", { skip: skipEverything }, () =>
       withClient(wire, async (c) => {
         const ev = await connectEverything(c, `ev-${wire.replace(/[^a-z0-9]/g, "")}`);

@@ -71,6 +71,30 @@ describe("against a fake mcpd", () => {
       },
     ));
 
+  it("turns a stream the server refused (REFUSED_STREAM, as during a graceful shutdown) into Unavailable", async () => {
+    const h2 = http2.createServer();
+    h2.on("stream", (stream) => {
+      stream.on("error", () => undefined); // the fake's own side of the reset
+      stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+    });
+    await new Promise<void>((resolve) => h2.listen(0, "127.0.0.1", resolve));
+    try {
+      for (const wire of ["grpc", "connect-h2"] as Wire[]) {
+        const c = new Client(`127.0.0.1:${port(h2)}`, { wire, timeoutMs: 10_000 });
+        try {
+          await assert.rejects(c.servers(), (e) => e instanceof Unavailable && e.retryable, wire);
+          // A resumable stream reconnects instead of ending with INTERNAL.
+          const sub = c.subscribe({ reconnectTimeoutMs: 300 });
+          await assert.rejects(sub.next(), (e) => e instanceof Unavailable && sub.reconnects > 0, wire);
+        } finally {
+          await c.close();
+        }
+      }
+    } finally {
+      h2.close();
+    }
+  });
+
   it("keeps a CANCELLED status mcpd sent, on every wire, and a reset stream Unavailable", async () => {
     const cancelled = JSON.stringify({ code: "canceled", message: "stopped by mcpd" });
     // Connect over HTTP/1.1: HTTP 499 with the error.
