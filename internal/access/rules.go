@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Effect is what a tool rule does to the calls it matches.
@@ -64,13 +65,13 @@ func (r Rule) String() string { return r.Effect.String() + " " + r.Pattern.Strin
 
 // specificity ranks how precisely a pattern names tools: first the number
 // of characters that are not '*' (each pins one character of the name;
-// counted in bytes, the same for the ASCII names tools have), then the
-// fewer '*'. A name without wildcards therefore outranks every pattern
-// with a '*' that matches it; a pattern of literals and '?' that matches
-// it ties with it, and the stricter effect wins.
+// counted in characters, as '?' matches one), then the fewer '*'. A name
+// without wildcards therefore outranks every pattern with a '*' that
+// matches it; a pattern of literals and '?' that matches it ties with it,
+// and the stricter effect wins.
 func specificity(p string) (pinned, stars int) {
 	stars = strings.Count(p, "*")
-	return len(p) - stars, stars
+	return utf8.RuneCountInString(p) - stars, stars
 }
 
 // moreSpecific orders rules so that the one that wins comes first: more

@@ -145,3 +145,18 @@ func withoutCallersFile(t *testing.T) (*Authorizer, Caller) {
 	}
 	return a, anyone
 }
+
+// TestRulesSpecificityCountsCharacters: specificity counts characters,
+// not bytes, so that a '?' standing for a character outside ASCII ties
+// with the exact name, and the stricter effect wins, as it does for ASCII.
+func TestRulesSpecificityCountsCharacters(t *testing.T) {
+	rs := NewRules([]Rule{rule(Allow, "mcp__s__café"), rule(Deny, "mcp__s__caf?")}, Allow)
+	if eff, r := rs.Decide("mcp__s__café"); eff != Deny {
+		t.Errorf("Decide(mcp__s__café) = %v by %v, want deny by the tie of deny mcp__s__caf?", eff, r)
+	}
+	// The same rules in ASCII, for comparison.
+	rs = NewRules([]Rule{rule(Allow, "mcp__s__cafe"), rule(Deny, "mcp__s__caf?")}, Allow)
+	if eff, r := rs.Decide("mcp__s__cafe"); eff != Deny {
+		t.Errorf("Decide(mcp__s__cafe) = %v by %v, want deny", eff, r)
+	}
+}
