@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -323,4 +325,105 @@ func nextApproval(ctx context.Context, t *testing.T, seen <-chan *mcpdv1.ServerR
 		t.Fatal("the approval agent was not asked")
 		return nil
 	}
+}
+
+// TestApprovalRevokedWhilePending: an approver whose "approval"
+// permission a reload of the callers file takes away (the caller stays)
+// may no longer approve: an approval request it was handed before the
+// reload is not approved by its late answer.
+func TestApprovalRevokedWhilePending(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	callers := func(approverKinds ...string) string {
+		return mustJSON(t, map[string]any{"callers": []any{
+			map[string]any{"name": "worker", "token_sha256": sha256Hex("worker-token-1"), "permissions": map[string]any{
+				"servers": []string{"*"}, "tools": []string{"*"},
+			}},
+			map[string]any{"name": "approver", "token_sha256": sha256Hex("approver-token-2"), "permissions": map[string]any{
+				"servers": []string{"*"}, "server_requests": approverKinds,
+			}},
+		}})
+	}
+	path := writeCallers(t, callers("approval", "roots"))
+	d := startDaemon(ctx, t, daemonOptions{config: twoDemoServers(t), args: []string{
+		"--callers", path, "--ask-tool", "mcp__demo__echo", "--server-request-timeout", "30s",
+	}})
+	worker, approverCtx := bearer(ctx, "worker-token-1"), bearer(ctx, "approver-token-2")
+	agent := registerAgent(approverCtx, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL)
+
+	callDone := make(chan error, 1)
+	go func() {
+		_, err := d.call(worker, t, "mcp__demo__echo", map[string]any{"message": "hi"}, 0)
+		callDone <- err
+	}()
+	m, err := agent.Recv()
+	if err != nil || m.GetRequest().GetApproval() == nil {
+		t.Fatalf("the approver's request: got %v, %v", m, err)
+	}
+	// The approver loses "approval" (it keeps "roots", so it stays a
+	// caller and its stream stays open).
+	replaceFile(t, path, callers("roots"))
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the reload to take effect", func() (bool, error) {
+		return strings.Contains(d.log.String(), "reloaded callers"), nil
+	})
+	// Its late answer approves the call all the same.
+	if err := agent.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{Reply: &mcpdv1.ServerRequestReply{
+		Id: m.GetRequest().GetId(), Result: &mcpdv1.ServerRequestReply_Approval{Approval: &mcpdv1.ApprovalResult{Approved: true}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-callDone:
+		wantCode(t, err, codes.PermissionDenied)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call neither ran nor was refused")
+	}
+}
+
+// TestAskAfterToolFilter: a call an "ask" rule holds, of a tool the
+// server's toolsDeny hides or that the server does not have, is refused
+// as it would be without the rule (the tool filter comes before any rule;
+// an unknown tool is NOT_FOUND), and no agent is asked to approve a call
+// that cannot run.
+func TestAskAfterToolFilter(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	config := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"demo": map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}, "toolsDeny": []string{"echo"}},
+	}}))
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--ask-tool", "mcp__demo__*", "--server-request-timeout", "5s", "--mcp-listen", addr}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	cs := connectMCP(ctx, t, "http://"+addr+"/mcp", mcpEras[0], "", nil)
+
+	// No agent attached: the refusal says why the call cannot run.
+	_, err := d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "yes"}, 0)
+	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), "tool filter") {
+		t.Errorf("a filtered tool: got %q, want the server's tool filter named", st.Message())
+	}
+	_, err = d.call(ctx, t, "mcp__demo__nope", map[string]any{"message": "yes"}, 0)
+	wantCode(t, err, codes.NotFound)
+
+	// With an agent: it is not asked about either.
+	seen := make(chan *mcpdv1.ServerRequest, 10)
+	approvalAgent(ctx, t, d, seen)
+	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "yes"}, 0)
+	wantCode(t, err, codes.PermissionDenied)
+	_, err = d.call(ctx, t, "mcp__demo__nope", map[string]any{"message": "yes"}, 0)
+	wantCode(t, err, codes.NotFound)
+	// The MCP endpoint refuses them the same way.
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": "yes"}}); err == nil || !strings.Contains(err.Error(), "tool filter") {
+		t.Errorf("MCP endpoint, a filtered tool: got %v, want the server's tool filter named", err)
+	}
+	select {
+	case r := <-seen:
+		t.Errorf("the agent was asked to approve %s, a call that cannot run", r.GetApproval().GetTool())
+	default:
+	}
+	// A tool the filter leaves is still asked about.
+	if res := d.mustCall(ctx, t, "mcp__demo__fail", map[string]any{"message": "yes"}); text(res) != "yes" || !res.GetIsError() {
+		t.Errorf("approved fail: got %v, want its error result yes", res)
+	}
+	nextApproval(ctx, t, seen)
 }

@@ -11,9 +11,13 @@ import (
 // whether the call req describes may proceed, filling in the tool's
 // annotations. It returns "" when the agent approves, else why the call
 // may not proceed (the agent denied it, no agent is attached, or none
-// answered in time); err is the caller's own cancellation. Every edge that
-// enforces ask rules goes through here.
+// answered in time); err is the caller's own cancellation, or why the call
+// could not run whatever the agent answered (see callable), in which case
+// nobody is asked. Every edge that enforces ask rules goes through here.
 func (m *Manager) AskApproval(ctx context.Context, server string, req *ApprovalRequest) (denied string, err error) {
+	if err := m.callable(server, req.Tool); err != nil {
+		return "", err
+	}
 	if req.Annotations == nil {
 		req.Annotations = m.toolAnnotations(server, req.Tool)
 	}
@@ -52,6 +56,30 @@ func (m *Manager) toolAnnotations(server, qualified string) *mcp.ToolAnnotations
 		if t.Name == qualified {
 			return t.Tool.Annotations
 		}
+	}
+	return nil
+}
+
+// callable returns the error a call of the qualified tool on server would
+// end with whatever an agent answered, so that no agent is asked about it:
+// the server is unknown, its tool filter (toolsAllow, toolsDeny) hides the
+// tool, which comes before any rule, or the server is READY and does not
+// have it. A server that is not READY may have the tool once it is: the
+// call is asked about, and waits for it.
+func (m *Manager) callable(server, qualified string) error {
+	s, tool, ok := SplitQualifiedToolName(qualified)
+	if !ok || s != server {
+		return nil
+	}
+	u, err := m.lookup(server)
+	if err != nil {
+		return err
+	}
+	if !u.cfg.AllowsTool(tool) {
+		return errorf(ErrPermissionDenied, "tool %q of server %q is denied by the server's tool filter", tool, server)
+	}
+	if _, err := u.ready(); err == nil && !u.hasTool(tool) {
+		return errorf(ErrNotFound, "server %q has no tool %q", server, tool)
 	}
 	return nil
 }

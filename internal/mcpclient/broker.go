@@ -86,9 +86,10 @@ type Broker struct {
 }
 
 type pendingRequest struct {
-	agent *Agent
-	kind  RequestKind
-	reply chan Reply // capacity 1
+	agent  *Agent
+	server string
+	kind   RequestKind
+	reply  chan Reply // capacity 1
 }
 
 // NewBroker returns a Broker with no agents.
@@ -183,6 +184,20 @@ func (b *Broker) Answer(a *Agent, id string, r Reply) error {
 	return nil
 }
 
+// Pending returns the server and kind of the request id that agent a was
+// handed and has not answered yet; ok is false for any other id. An edge
+// checks with it, when the agent answers, that its caller may still
+// answer such a request.
+func (b *Broker) Pending(a *Agent, id string) (server string, kind RequestKind, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.pending[id]
+	if p == nil || p.agent != a {
+		return "", 0, false
+	}
+	return p.server, p.kind, true
+}
+
 // check says whether a reply answers a request of kind.
 func (r Reply) check(kind RequestKind) error {
 	switch {
@@ -272,7 +287,7 @@ func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	req.Deadline, _ = ctx.Deadline()
-	p := &pendingRequest{kind: req.Kind, reply: make(chan Reply, 1)}
+	p := &pendingRequest{server: req.Server, kind: req.Kind, reply: make(chan Reply, 1)}
 
 	b.mu.Lock()
 	b.nextID++

@@ -323,6 +323,14 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				h.log.Warn().Err(err).Str("id", reply.GetId()).Msg("malformed server request reply; the server gets an error")
 				r = mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client's answer was malformed"}}
 			}
+			if server, kind, ok := h.broker.Pending(agent, reply.GetId()); ok &&
+				!h.allowed(ctx, access.Action{Verb: access.AnswerRequests, Server: server, RequestKind: kind.String()}) {
+				// The callers file changed since the request was handed
+				// over: an answer the caller may no longer give (an
+				// approval among them) counts as a refusal.
+				h.log.Warn().Str("server", server).Stringer("kind", kind).Msg("server request reply refused: the agent's caller may no longer answer it")
+				r = mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client may not answer this request"}}
+			}
 			if err := h.broker.Answer(agent, reply.GetId(), r); err != nil {
 				// A late or malformed reply must not end the stream: the
 				// server already got its answer.
