@@ -115,9 +115,12 @@ func readStateFile(path string) ([]byte, error) {
 
 // stateDoc is the state file: servers added through the API in the
 // .mcp.json format (so that the file is also a valid --config), and the
-// names enabled or disabled through the API.
+// names enabled or disabled through the API. mcpd writes its servers
+// under "mcpServers"; a file edited by hand may hold them under "servers"
+// (VS Code's key), which mcpd reads as the config files do.
 type stateDoc struct {
 	MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	Servers    map[string]json.RawMessage `json:"servers,omitempty"`
 	Disabled   []string                   `json:"disabled,omitempty"`
 	Enabled    []string                   `json:"enabled,omitempty"`
 }
@@ -139,7 +142,18 @@ func (r *registry) readState(policy *server.CommandPolicy) error {
 	if err := mcpconfig.UnmarshalJSONC(data, &doc); err != nil {
 		return fmt.Errorf("state file %s: %w", r.state, err)
 	}
-	readers := r.referenceReaders(merged.Entries, doc.MCPServers)
+	// Each entry's text, wherever it was: the next write keeps it under
+	// "mcpServers".
+	raw := maps.Clone(doc.MCPServers)
+	if raw == nil {
+		raw = make(map[string]json.RawMessage)
+	}
+	for name, entry := range doc.Servers {
+		if _, both := raw[name]; !both {
+			raw[name] = entry
+		}
+	}
+	readers := r.referenceReaders(merged.Entries, raw)
 	for _, e := range merged.Entries {
 		if e.Err == nil {
 			err := policy.Check(e.Server)
@@ -154,7 +168,7 @@ func (r *registry) readState(policy *server.CommandPolicy) error {
 			}
 		}
 		r.api[e.Name] = e
-		r.apiJSON[e.Name] = doc.MCPServers[e.Name]
+		r.apiJSON[e.Name] = raw[e.Name]
 	}
 	for _, name := range doc.Disabled {
 		r.toggles[name] = false

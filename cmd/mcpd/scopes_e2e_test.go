@@ -479,3 +479,35 @@ func TestStateFileEditedByHand(t *testing.T) {
 	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--state-file", stateFile}})
 	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
 }
+
+// TestStateFileEditedByHandServers: a state file edited by hand may hold
+// its servers under "servers", as VS Code's files do: mcpd restores them,
+// and the next change it writes keeps them, so that they come back after
+// another restart.
+func TestStateFileEditedByHandServers(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	stateFile := filepath.Join(shortTempDir(t), "mcpd-state.json")
+	content := `{"servers": {"demo": {"command": "` + mcpdBinary(t) + `", "args": ["demo-server"]}}}`
+	if err := os.WriteFile(stateFile, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := daemonOptions{config: emptyConfig(t), args: []string{"--state-file", stateFile}}
+	d := startDaemon(ctx, t, opts)
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	// A change: mcpd rewrites the state file.
+	d.connect(ctx, t, "other", mcpdBinary(t), []string{"demo-server"}, nil)
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code %d, want 0", code)
+	}
+	data, err := os.ReadFile(stateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2 := startDaemon(ctx, t, opts)
+	for _, name := range []string{"demo", "other"} {
+		if s := d2.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY, mcpdv1.ServerState_SERVER_STATE_FAILED); s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+			t.Errorf("server %s after a restart: got %v (last error %q), want READY; the state file mcpd wrote:\n%s", name, s.GetState(), s.GetLastError(), data)
+		}
+	}
+}
