@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -110,16 +112,20 @@ const hungCall = 45 * time.Second
 
 // dumpStacks asks mcpd (its stacks go to its log, shown when the test
 // fails) and the fake servers of d.stacksDir for their goroutine stacks,
-// and logs the servers'.
+// and logs the servers', and what waits unread in the pipes of each: a
+// request in a server's stdin, or an answer in its stdout, says which side
+// stopped.
 func (d *daemon) dumpStacks(t *testing.T) {
+	t.Logf("pipes of mcpd (pid %d):\n%s", d.cmd.Process.Pid, pipeBacklogs(d.cmd.Process.Pid))
 	_ = d.cmd.Process.Signal(syscall.SIGUSR1)
 	resp, err := d.hub.ListServers(context.Background(), &mcpdv1.ListServersRequest{})
 	if err != nil {
 		t.Logf("stacks: ListServers: %v", err)
 	}
 	for _, s := range resp.GetServers() {
-		if s.GetPid() > 0 {
-			_ = syscall.Kill(int(s.GetPid()), syscall.SIGUSR1)
+		if pid := int(s.GetPid()); pid > 0 {
+			t.Logf("pipes of server %s (pid %d):\n%s", s.GetName(), pid, pipeBacklogs(pid))
+			_ = syscall.Kill(pid, syscall.SIGUSR1)
 		}
 	}
 	time.Sleep(2 * time.Second) // the dumps take a moment
@@ -127,6 +133,66 @@ func (d *daemon) dumpStacks(t *testing.T) {
 	for _, f := range files {
 		data, _ := os.ReadFile(f)
 		t.Logf("stacks of %s:\n%s", filepath.Base(f), data)
+	}
+}
+
+// pipeBacklogs reports, for each pipe process pid holds, how many bytes
+// wait in it unread, and the kernel wait channel of each of its threads.
+// Opening /proc/<pid>/fd/<n> gives a new file of the same pipe: FIONREAD
+// on it counts the queued bytes without taking any.
+func pipeBacklogs(pid int) string {
+	var b strings.Builder
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error() + "\n"
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		target, err := os.Readlink(path)
+		if err != nil || !strings.HasPrefix(target, "pipe:") {
+			continue
+		}
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fmt.Fprintf(&b, "fd %s %s: %v\n", e.Name(), target, err)
+			continue
+		}
+		n, err := unix.IoctlGetInt(fd, unix.TIOCINQ)
+		_ = unix.Close(fd)
+		if err != nil {
+			fmt.Fprintf(&b, "fd %s %s: FIONREAD: %v\n", e.Name(), target, err)
+			continue
+		}
+		fmt.Fprintf(&b, "fd %s %s: %d bytes unread\n", e.Name(), target, n)
+	}
+	threads, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*")
+	for _, th := range threads {
+		wchan, _ := os.ReadFile(filepath.Join(th, "wchan"))
+		fmt.Fprintf(&b, "thread %s: waits in %s\n", filepath.Base(th), wchan)
+	}
+	return b.String()
+}
+
+// TestPipeBacklogs: pipeBacklogs counts what waits unread in a pipe, and
+// takes none of it.
+func TestPipeBacklogs(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if _, err := w.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`(?m)^fd ` + strconv.Itoa(int(r.Fd())) + ` pipe:\[\d+\]: 6 bytes unread$`)
+	if out := pipeBacklogs(os.Getpid()); !want.MatchString(out) {
+		t.Fatalf("pipeBacklogs: got\n%s\nwant a line matching %s", out, want)
+	}
+	buf := make([]byte, 16)
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "hello\n" {
+		t.Errorf("after pipeBacklogs, read %q, %v; want the 6 bytes", buf[:n], err)
 	}
 }
 
