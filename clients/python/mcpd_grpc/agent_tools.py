@@ -711,6 +711,11 @@ class ToolServing:
 # The asyncio client's stream.
 
 
+#: How long AsyncToolServing.stop waits for tools that ignore their
+#: cancellation (ToolServing.stop waits as long for its thread).
+_STOP_WAIT = 10.0
+
+
 class AsyncToolServing:
     """A running ServeTools stream of an :class:`~mcpd_grpc.AsyncClient`
     (see :meth:`AsyncClient.serve_tools`). Each call runs as a task (a sync
@@ -835,8 +840,14 @@ class AsyncToolServing:
 
     async def stop(self) -> None:
         """Ends the stream and cancels the calls in flight, and waits for
-        its tasks. Idempotent."""
+        its tasks; a tool that ignores its cancellation is waited for 10 s
+        at most, then left to finish on its own (its answer goes nowhere),
+        as :meth:`ToolServing.stop` leaves a sync tool. Idempotent."""
         self.close()
-        await asyncio.gather(self._reader, return_exceptions=True)
+        await asyncio.gather(self._reader, self._writer, return_exceptions=True)
         tasks = [task for task, _ in self._tasks.values()]
-        await asyncio.gather(self._writer, *tasks, return_exceptions=True)
+        if tasks:
+            done, _ = await asyncio.wait(tasks, timeout=_STOP_WAIT)
+            for task in done:
+                if not task.cancelled():
+                    task.exception()  # retrieved: nothing of it is left to report

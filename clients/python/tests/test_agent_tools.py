@@ -23,6 +23,7 @@ from mcpd_grpc import (
     ToolResult,
     Transport,
     Unavailable,
+    agent_tools,
 )
 from mcpd_grpc.agent_tools import _run_tool, describe_function
 from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
@@ -393,6 +394,46 @@ def test_async_client_close_ends_serving_tasks(daemon: Daemon) -> None:
         # some turns later on grpcio 1.51.
         left = sorted(repr(t) for t in asyncio.all_tasks() - before if not _grpc_status_task(t))
         assert not left, f"tasks still pending after AsyncClient.close(): {left}"
+        assert not serving.running
+        await asyncio.wait_for(caller, RPC_TIMEOUT)
+
+    run_async(main())
+
+
+def test_async_client_close_does_not_wait_for_ever_for_a_stubborn_tool(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A tool that ignores its cancellation holds AsyncClient.close() only
+    # for the serving's stop wait, as a sync tool holds Client.close().
+    monkeypatch.setattr(agent_tools, "_STOP_WAIT", 0.5)
+
+    async def main() -> None:
+        tools = AgentTools("pystubborn")
+        started, release = asyncio.Event(), asyncio.Event()
+
+        @tools.tool
+        async def stubborn() -> str:
+            """Ignores its cancellation until released."""
+            started.set()
+            while not release.is_set():
+                try:
+                    await asyncio.sleep(0.05)
+                except asyncio.CancelledError:
+                    pass
+            return "done"
+
+        def call_stubborn() -> None:  # in a thread: the caller adds no task to the loop
+            with daemon.client() as caller:
+                with pytest.raises(Unavailable, match="was stopped"):
+                    caller.call_tool("mcp__pystubborn__stubborn")
+                caller.disconnect_server("pystubborn")
+
+        agent = AsyncClient(daemon.target, timeout=RPC_TIMEOUT)
+        serving = await agent.serve_tools(tools)
+        caller = asyncio.get_running_loop().run_in_executor(None, call_stubborn)
+        await asyncio.wait_for(started.wait(), RPC_TIMEOUT)
+        try:
+            await asyncio.wait_for(agent.close(), 10)
+        finally:
+            release.set()  # else the tool, and the loop's end with it, would wait for ever
         assert not serving.running
         await asyncio.wait_for(caller, RPC_TIMEOUT)
 
