@@ -357,6 +357,16 @@ def test_async_tool_cancelled_before_or_after_it_runs() -> None:
     assert ctx.cancelled
 
 
+def _call_until_stopped(daemon: Daemon, server: str, tool: str) -> None:
+    """Calls the agent tool through another client until the serving's
+    stop fails the call, then removes the server. Run it in a thread: the
+    caller adds no task to the loop."""
+    with daemon.client() as caller:
+        with pytest.raises(Unavailable, match="was stopped"):
+            caller.call_tool(f"mcp__{server}__{tool}")
+        caller.disconnect_server(server)
+
+
 def _grpc_status_task(task: asyncio.Task[object]) -> bool:
     return str(getattr(task.get_coro(), "__qualname__", "")).startswith("_AioCall.")
 
@@ -376,16 +386,10 @@ def test_async_client_close_ends_serving_tasks(daemon: Daemon) -> None:
             await asyncio.sleep(RPC_TIMEOUT)
             return "never"
 
-        def call_hang() -> None:  # in a thread: the caller adds no task to the loop
-            with daemon.client() as caller:
-                with pytest.raises(Unavailable, match="was stopped"):
-                    caller.call_tool("mcp__pyasyncclose__hang")
-                caller.disconnect_server("pyasyncclose")
-
         before = asyncio.all_tasks()
         agent = AsyncClient(daemon.target, timeout=RPC_TIMEOUT)
         serving = await agent.serve_tools(tools)
-        caller = asyncio.get_running_loop().run_in_executor(None, call_hang)
+        caller = asyncio.get_running_loop().run_in_executor(None, _call_until_stopped, daemon, "pyasyncclose", "hang")
         await asyncio.wait_for(started.wait(), RPC_TIMEOUT)
         await agent.close()
         # close() waits for them: none is left even for a turn of the loop.
@@ -420,15 +424,9 @@ def test_async_client_close_does_not_wait_for_ever_for_a_stubborn_tool(daemon: D
                     pass
             return "done"
 
-        def call_stubborn() -> None:  # in a thread: the caller adds no task to the loop
-            with daemon.client() as caller:
-                with pytest.raises(Unavailable, match="was stopped"):
-                    caller.call_tool("mcp__pystubborn__stubborn")
-                caller.disconnect_server("pystubborn")
-
         agent = AsyncClient(daemon.target, timeout=RPC_TIMEOUT)
         serving = await agent.serve_tools(tools)
-        caller = asyncio.get_running_loop().run_in_executor(None, call_stubborn)
+        caller = asyncio.get_running_loop().run_in_executor(None, _call_until_stopped, daemon, "pystubborn", "stubborn")
         await asyncio.wait_for(started.wait(), RPC_TIMEOUT)
         try:
             await asyncio.wait_for(agent.close(), 10)
