@@ -116,14 +116,7 @@ func TestSessionLimit(t *testing.T) {
 	if err := open[0].Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, "room for a session once one ended", func() bool {
-		cs, err := dialHost(ctx, url, "2025-11-25")
-		if err != nil {
-			return false
-		}
-		t.Cleanup(func() { _ = cs.Close() })
-		return true
-	})
+	waitForRoom(ctx, t, url, "room for a session once one ended")
 }
 
 // TestListenStreamsCount: a 2026-07-28 subscriptions/listen stream, a
@@ -152,14 +145,7 @@ func TestListenStreamsCount(t *testing.T) {
 		t.Fatalf("a session while a listen stream holds the only place: got %v, want code %d", err, codeUnavailable)
 	}
 	_ = listener.Close()
-	waitFor(ctx, t, "room once the listen stream ended", func() bool {
-		cs, err := dialHost(ctx, url, "2025-11-25")
-		if err != nil {
-			return false
-		}
-		t.Cleanup(func() { _ = cs.Close() })
-		return true
-	})
+	waitForRoom(ctx, t, url, "room once the listen stream ended")
 }
 
 // TestSessionEndReleasesSubscriptions: when a host's session ends without
@@ -227,4 +213,18 @@ func TestSubscriptionLimit(t *testing.T) {
 	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri(maxSubscriptionsPerSession)}); err != nil {
 		t.Errorf("a subscription once one was dropped: %v", err)
 	}
+}
+
+// waitForRoom waits until the gateway at url admits one more session,
+// which the test's cleanup closes.
+func waitForRoom(ctx context.Context, t *testing.T, url, what string) {
+	t.Helper()
+	waitFor(ctx, t, what, func() bool {
+		cs, err := dialHost(ctx, url, "2025-11-25")
+		if err != nil {
+			return false
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return true
+	})
 }
