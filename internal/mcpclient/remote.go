@@ -45,6 +45,9 @@ const (
 	// few seconds (the SDK waits about 1-2s, then 1.5-3s), after which
 	// mcpd rebuilds the session with its own backoff.
 	defaultStreamRetries = 2
+	// defaultPostTimeout is RemoteOptions.PostTimeout's default: as long
+	// as a write to a stdio server without a deadline may wait.
+	defaultPostTimeout = time.Minute
 	// sessionErrorPeek bounds how much of a 400 answer is read to see
 	// whether it is about the session.
 	sessionErrorPeek = 4 << 10
@@ -80,6 +83,12 @@ type RemoteOptions struct {
 	// OAuth, if set, authorizes requests to servers that have an oauth
 	// block or no static Authorization header.
 	OAuth *oauth.Manager
+	// PostTimeout bounds the POST of a message the SDK sends on a context
+	// that never ends: its answers to a server's own requests (roots,
+	// sampling, elicitation) and some notifications. A server that never
+	// answers such a POST would otherwise hold a goroutine, and the
+	// session's close, for ever. Default 1 minute.
+	PostTimeout time.Duration
 }
 
 func (o *RemoteOptions) withDefaults() *RemoteOptions {
@@ -95,6 +104,9 @@ func (o *RemoteOptions) withDefaults() *RemoteOptions {
 	}
 	if out.StreamRetries == 0 {
 		out.StreamRetries = defaultStreamRetries
+	}
+	if out.PostTimeout <= 0 {
+		out.PostTimeout = defaultPostTimeout
 	}
 	return &out
 }
@@ -203,6 +215,8 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 		maxBytes:    o.MaxMessageBytes,
 		listenEnded: listenEnded,
 		streamable:  cfg.Kind == config.TransportHTTP,
+		postTimeout: o.PostTimeout,
+		log:         o.Logger.With().Str("server", cfg.Name).Logger(),
 	}
 	if rt.base == nil {
 		rt.base = http.DefaultTransport
@@ -296,9 +310,16 @@ type remoteRoundTripper struct {
 	// listenEnded, if set, is called when a subscriptions/listen stream
 	// ends while its request is still wanted.
 	listenEnded func()
+	// postTimeout bounds a POST made on a context that never ends (see
+	// RemoteOptions.PostTimeout).
+	postTimeout time.Duration
+	log         zerolog.Logger
 }
 
 func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && req.Context().Done() == nil && !carriesCall(req) {
+		return rt.roundTripBounded(req)
+	}
 	if (len(rt.headers) > 0 || rt.host != "") && origin(req.URL) == rt.origin {
 		req = req.Clone(req.Context())
 		for k, v := range rt.headers {
@@ -342,6 +363,64 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 		resp.Body = &listenBody{rc: resp.Body, req: req.Context(), ended: rt.listenEnded}
 	}
 	return resp, err
+}
+
+// roundTripBounded sends req, a POST of a message on a context that never
+// ends, for at most rt.postTimeout. The SDK sends its answers to a
+// server's own requests that way: a server that took the POST and never
+// answered it would hold the SDK's handler goroutine for ever, and with
+// it the session's close. Given up, the message is lost: the SDK takes
+// the failed POST of a Streamable HTTP session for a message that never
+// left, and the session goes on; a legacy SSE session's writes fail from
+// then on, and its keepalive pings rebuild it.
+func (rt *remoteRoundTripper) roundTripBounded(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), rt.postTimeout)
+	resp, err := rt.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			rt.log.Warn().Dur("timeout", rt.postTimeout).Msg("the server did not answer the POST of mcpd's answer to its request (or of a notification): gave up, the message is lost")
+		}
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// carriesCall reports whether req's body is a JSON-RPC request that wants
+// an answer (whose answer stream must outlive any bound), or cannot be
+// read again to tell.
+func carriesCall(req *http.Request) bool {
+	if req.GetBody == nil {
+		return true
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return true
+	}
+	defer body.Close()
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return true
+	}
+	msg, err := jsonrpc.DecodeMessage(data)
+	if err != nil {
+		return true
+	}
+	call, ok := msg.(*jsonrpc.Request)
+	return ok && call.IsCall()
+}
+
+// cancelBody cancels its request's context once the body is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // listenBody reports the end of a subscriptions/listen stream that mcpd

@@ -1,13 +1,18 @@
 package mcpclient
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpd-project/mcpd/internal/config"
@@ -158,5 +163,70 @@ func TestSSEPostURLRedacted(t *testing.T) {
 		if strings.Contains(st.LastError, secret) {
 			t.Errorf("last_error shows %q", secret)
 		}
+	}
+}
+
+// TestAnswerPOSTNeverAnswered: a server that takes the POST of mcpd's
+// answer to its own request (roots/list here) and never answers it does
+// not hold that POST for ever: mcpd gives up after RemoteOptions'
+// PostTimeout, says so, and a Streamable HTTP session goes on.
+func TestAnswerPOSTNeverAnswered(t *testing.T) {
+	for _, kind := range []config.TransportKind{config.TransportHTTP, config.TransportSSE} {
+		t.Run(kind.String(), func(t *testing.T) {
+			srv := newRemoteMCPServer(legacyVersions)
+			mcp.AddTool(srv, &mcp.Tool{Name: "roots"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				_, err := req.Session.ListRoots(ctx, nil)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(err)}}}, nil, nil
+			})
+			var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+			if kind == config.TransportSSE {
+				h = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+			}
+			abandoned, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			ts := serveRemote(t, newObserver(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost {
+					body, _ := io.ReadAll(r.Body)
+					if msg, err := jsonrpc.DecodeMessage(body); err == nil {
+						if _, answer := msg.(*jsonrpc.Response); answer {
+							select { // taken, never answered
+							case <-r.Context().Done():
+								once.Do(func() { close(abandoned) })
+							case <-release:
+							}
+							return
+						}
+					}
+					r.Body = io.NopCloser(bytes.NewReader(body))
+				}
+				h.ServeHTTP(w, r)
+			})))
+			t.Cleanup(func() { closeSessions(srv) })
+			t.Cleanup(func() { close(release) })
+			m, _, logs := remoteManager(t, &RemoteOptions{PostTimeout: 300 * time.Millisecond})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if st, err := m.Connect(ctx, remoteConfig("s", kind, ts.URL), false); err != nil || st.State != StateReady {
+				t.Fatalf("Connect: %v %v", st.State, err)
+			}
+			if _, err := m.CallTool(ctx, "mcp__s__roots", nil, CallOptions{}); err != nil {
+				t.Logf("call: %v", err) // the server asks, and waits for the lost answer
+			}
+			select {
+			case <-abandoned:
+			case <-time.After(30 * time.Second): // a hang guard, far beyond PostTimeout
+				t.Fatal("mcpd still holds the POST of its answer that the server never answered")
+			}
+			eventually(ctx, t, "the warning", func() bool { return strings.Contains(logs.String(), "did not answer the POST") })
+			if kind != config.TransportHTTP {
+				return
+			}
+			res, err := m.CallTool(ctx, "mcp__s__echo", map[string]any{"message": "still here"}, CallOptions{})
+			if err != nil || res.IsError {
+				t.Errorf("a call after the lost answer: %v %v, want the session to go on", res, err)
+			}
+		})
 	}
 }

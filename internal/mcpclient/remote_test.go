@@ -149,7 +149,7 @@ func (b *lockedBuffer) String() string {
 }
 
 // remoteManager is a Manager with the remote dialer, an event bus and a
-// debug logger writing into logs.
+// debug logger writing into logs (the dialer's too).
 func remoteManager(t *testing.T, ropts *RemoteOptions) (*Manager, *events.Bus, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
@@ -160,8 +160,9 @@ func remoteManager(t *testing.T, ropts *RemoteOptions) (*Manager, *events.Bus, *
 	if o.HTTPClient == nil {
 		o.HTTPClient = testHTTPClient(t)
 	}
+	o.Logger = zerolog.New(logs).Level(zerolog.DebugLevel)
 	m, bus := busManager(t, &Options{
-		Logger:       zerolog.New(logs).Level(zerolog.DebugLevel),
+		Logger:       o.Logger,
 		ProbeTimeout: 20 * time.Second,
 		Dialer:       NewRemoteDialer(&o),
 	})
