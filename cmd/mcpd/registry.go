@@ -303,6 +303,28 @@ func (r *registry) apply(ctx context.Context, merged *mcpconfig.Merged) {
 	defer r.mu.Unlock()
 	r.files = merged.Entries
 	r.reconcile(ctx)
+	r.forgetToggles()
+}
+
+// forgetToggles drops the API's enable or disable of servers that are gone
+// (no file or API entry names them any more), as DisconnectServer does:
+// nothing could undo such a choice (the API finds no server of that name),
+// and it would hold the name's next entry disabled. r.mu is held.
+func (r *registry) forgetToggles() {
+	named := make(map[string]bool, len(r.files)+len(r.api))
+	for _, e := range r.files {
+		named[e.Name] = true
+	}
+	forgot := false
+	for name := range r.toggles {
+		if _, err := r.mgr.Get(name); err != nil && !named[name] {
+			delete(r.toggles, name)
+			forgot = true
+		}
+	}
+	if forgot {
+		r.writeState()
+	}
 }
 
 // desired is what every server should be, from the files, the API's

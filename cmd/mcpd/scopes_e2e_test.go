@@ -296,6 +296,35 @@ func TestServerToggles(t *testing.T) {
 	if s := string(data); strings.Contains(s, `"on"`) || strings.Contains(s, `"api"`) || !strings.Contains(s, `"parked"`) {
 		t.Errorf("state file after enabling on and disconnecting api: want parked only among on, api, parked:\n%s", s)
 	}
+
+	// A server disabled through the API whose entry then leaves the files
+	// is forgotten, as by DisconnectServer: its entry, added back, starts.
+	if _, err := d2.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "on", Enabled: false}); err != nil {
+		t.Fatalf("disable on: %v", err)
+	}
+	parkedEntry := map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}, "disabled": true}
+	replaceFile(t, cfg, mustJSON(t, map[string]any{"mcpServers": map[string]any{"parked": parkedEntry}}))
+	d2.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the removed entry's server goes", func() (bool, error) {
+		_, err := d2.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "on"})
+		return status.Code(err) == codes.NotFound, nil
+	})
+	if data, err = os.ReadFile(stateFile); err != nil || strings.Contains(string(data), `"on"`) {
+		t.Errorf("state file after the disabled server's entry left the files: want no \"on\" (%v):\n%s", err, data)
+	}
+	replaceFile(t, cfg, mustJSON(t, map[string]any{"mcpServers": map[string]any{"parked": parkedEntry, "on": demoEntry(t, "on")}}))
+	d2.send(t, syscall.SIGHUP)
+	var back *mcpdv1.Server
+	poll(ctx, t, "the entry added back is connected", func() (bool, error) {
+		resp, err := d2.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "on"})
+		back = resp.GetServer()
+		return err == nil, nil
+	})
+	if back.GetState() == mcpdv1.ServerState_SERVER_STATE_DISABLED {
+		t.Fatal("the entry added back is DISABLED: the API's choice for the removed entry outlived it")
+	}
+	d2.waitServer(ctx, t, "on", mcpdv1.ServerState_SERVER_STATE_READY)
+	d2.waitServer(ctx, t, "parked", mcpdv1.ServerState_SERVER_STATE_READY)
 }
 
 // TestStateFileRestoresAsGiven: a restarted mcpd restores what
