@@ -618,6 +618,13 @@ func TestCallersReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	callersFiles := map[string]string{"files": "callers"}
+	loadedAt := func(s scrape) float64 {
+		v, _ := s.value("mcpd_config_last_reload_success_timestamp_seconds", callersFiles)
+		return v
+	}
+	good := scrapeMetrics(ctx, t, metrics)
+	good.want(t, "mcpd_config_last_reload_successful", callersFiles, 1)
 	replaceFile(t, path, `{"callers": [{"name": "broken"`)
 	d.send(t, syscall.SIGHUP)
 	poll(ctx, t, "the reload error is logged", func() (bool, error) {
@@ -626,12 +633,23 @@ func TestCallersReload(t *testing.T) {
 	if _, err := d.hub.ListServers(second, &mcpdv1.ListServersRequest{}); err != nil {
 		t.Errorf("second caller after a broken reload: %v", err)
 	}
+	broken := scrapeMetrics(ctx, t, metrics)
+	broken.want(t, "mcpd_config_last_reload_successful", callersFiles, 0)
+	broken.want(t, "mcpd_config_last_reload_successful", map[string]string{"files": "config"}, 1)
+	if loadedAt(broken) != loadedAt(good) {
+		t.Errorf("the callers' last good read moved at a failed one: %v, then %v", loadedAt(good), loadedAt(broken))
+	}
 	replaceFile(t, path, mustJSON(t, map[string]any{"callers": []any{caller("second", "second-token-2"), caller("third", "third-token-3")}}))
 	d.send(t, syscall.SIGHUP)
 	poll(ctx, t, "the third caller gets in", func() (bool, error) {
 		_, err := d.hub.ListServers(bearer(ctx, "third-token-3"), &mcpdv1.ListServersRequest{})
 		return err == nil, err
 	})
+	mended := scrapeMetrics(ctx, t, metrics)
+	mended.want(t, "mcpd_config_last_reload_successful", callersFiles, 1)
+	if loadedAt(mended) == loadedAt(broken) {
+		t.Errorf("the callers' last good read did not move at a good reload: %v", loadedAt(mended))
+	}
 	if _, err := d.hub.ConnectServer(second, &mcpdv1.ConnectServerRequest{Server: stdioConfig("demo", mcpdBinary(t), []string{"demo-server"}, nil)}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,7 +34,8 @@ func TestReload(t *testing.T) {
 		"drop":   demo(),
 		"fixed":  map[string]any{"command": "${MCPD_E2E_NEVER_SET}"},
 	}}))
-	d := startDaemon(ctx, t, daemonOptions{config: path})
+	metrics := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{config: path, args: []string{"--metrics-listen", metrics}})
 	before := map[string]*mcpdv1.Server{}
 	for _, name := range []string{"keep", "change", "drop"} {
 		before[name] = d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
@@ -86,7 +88,13 @@ func TestReload(t *testing.T) {
 		t.Errorf("server keep: config warnings %q, want one about the ignored field \"description\"", w)
 	}
 
-	// A file that no longer parses changes nothing.
+	// A file that no longer parses changes nothing, and the metrics say so.
+	configFiles := map[string]string{"files": "config"}
+	good := scrapeMetrics(ctx, t, metrics)
+	good.want(t, "mcpd_config_last_reload_successful", configFiles, 1)
+	if _, ok := good.value("mcpd_config_last_reload_successful", map[string]string{"files": "callers"}); ok {
+		t.Error("mcpd_config_last_reload_successful: a series for a callers file mcpd was not given")
+	}
 	replaceFile(t, path, `{"mcpServers": {`)
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
@@ -94,6 +102,13 @@ func TestReload(t *testing.T) {
 	poll(ctx, t, "mcpd logs the failed reload", func() (bool, error) {
 		return findLogLine(d.log.String(), func(m map[string]any) bool { return m["level"] == "error" }), nil
 	})
+	broken := scrapeMetrics(ctx, t, metrics)
+	broken.want(t, "mcpd_config_last_reload_successful", configFiles, 0)
+	goodAt, _ := good.value("mcpd_config_last_reload_success_timestamp_seconds", configFiles)
+	brokenAt, _ := broken.value("mcpd_config_last_reload_success_timestamp_seconds", configFiles)
+	if goodAt == 0 || brokenAt != goodAt {
+		t.Errorf("mcpd_config_last_reload_success_timestamp_seconds: %v at the last good reload, %v after a failed one; want it set and kept", goodAt, brokenAt)
+	}
 	list, err := d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -180,6 +180,11 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{Logger: log, MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
 	})
 	tel.ObserveServers(mgr.ServerSamples)
+	started := time.Now()
+	tel.FilesRead(telemetry.FilesConfig, true, started)
+	if c.callersFile != "" {
+		tel.FilesRead(telemetry.FilesCallers, true, started)
+	}
 	commands := &server.CommandPolicy{Allowed: c.allowCommands}
 	servers, err := newRegistry(mgr, log, c.stateFile, commands, stateReserved(authz))
 	if err != nil {
@@ -310,13 +315,16 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			return fmt.Errorf("serve metrics: %w", err)
 		case <-reload:
 			if c.callersFile != "" {
-				if err := authz.Reload(); err != nil {
+				err := authz.Reload()
+				if err != nil {
 					log.Error().Err(err).Msg("reload: keeping the previous callers")
 				} else {
 					log.Info().Msg("reloaded callers")
 				}
+				tel.FilesRead(telemetry.FilesCallers, err == nil, time.Now())
 			}
 			merged, err := loadConfig(c)
+			tel.FilesRead(telemetry.FilesConfig, err == nil, time.Now())
 			if err != nil {
 				log.Error().Err(err).Msg("reload: keeping the running servers")
 				continue

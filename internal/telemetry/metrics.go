@@ -31,6 +31,8 @@ type instruments struct {
 	subscribers       prometheus.Gauge
 	serverRequests    *prometheus.CounterVec
 	stderrLines       *prometheus.CounterVec
+	reloadOK          *prometheus.GaugeVec
+	reloadOKTime      *prometheus.GaugeVec
 }
 
 func newInstruments() instruments {
@@ -75,12 +77,43 @@ func newInstruments() instruments {
 			Name: "mcpd_server_stderr_lines_total",
 			Help: "Lines stdio servers wrote to stderr.",
 		}, []string{"server"}),
+		// Prometheus's and Alertmanager's own names for the same facts, so
+		// that alerts written for them read alike.
+		reloadOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpd_config_last_reload_successful",
+			Help: "Whether the last read of the files (config: the config scopes; callers: the callers file) succeeded (1) or failed and the previous contents stay in force (0).",
+		}, []string{"files"}),
+		reloadOKTime: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpd_config_last_reload_success_timestamp_seconds",
+			Help: "When the files were last read successfully (at start or at a reload), in seconds since the epoch.",
+		}, []string{"files"}),
 	}
 }
 
 func (m instruments) register(r *prometheus.Registry) {
 	r.MustRegister(m.operationDuration, m.toolCalls, m.toolCallResends, m.eventsPublished, m.eventsDelivered,
-		m.eventsDropped, m.subscribers, m.serverRequests, m.stderrLines)
+		m.eventsDropped, m.subscribers, m.serverRequests, m.stderrLines, m.reloadOK, m.reloadOKTime)
+}
+
+// The files values of the reload metrics.
+const (
+	FilesConfig  = "config"
+	FilesCallers = "callers"
+)
+
+// FilesRead records a read of files (FilesConfig or FilesCallers) at start
+// or at a reload: ok false means it failed and the previous contents stay
+// in force.
+func (t *Telemetry) FilesRead(files string, ok bool, at time.Time) {
+	if t == nil {
+		return
+	}
+	if !ok {
+		t.m.reloadOK.WithLabelValues(files).Set(0)
+		return
+	}
+	t.m.reloadOK.WithLabelValues(files).Set(1)
+	t.m.reloadOKTime.WithLabelValues(files).Set(float64(at.UnixNano()) / 1e9)
 }
 
 // ForgetServer deletes every series labelled with server: its calls,
