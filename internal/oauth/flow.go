@@ -283,7 +283,7 @@ func (f *flow) complete(ctx context.Context, params url.Values) error {
 		t.Scopes = scopesOf(f.authURL)
 	}
 	f.completed = true
-	if !sa.setToken(t, asm.Issuer, f.gen) {
+	if !sa.setToken(t, asm.Issuer, f.gen, nil) {
 		return fail(errForgotten)
 	}
 	sa.endFlowIf(f, nil)

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -28,17 +29,19 @@ import (
 type testAS struct {
 	srv *httptest.Server
 
-	mu          sync.Mutex
-	challenges  map[string]string // code -> PKCE challenge
-	tokens      map[string][]string
-	refresh     map[string]bool
-	expiresIn   int
-	issInRedir  string // "" means the right issuer
-	needScope   string // a scope /mcp demands beyond a valid token
-	refuse      bool   // /mcp refuses needScope even when granted
-	tokenCalls  atomic.Int32
-	grantTypes  []string
-	lastAuthReq url.Values
+	mu         sync.Mutex
+	challenges map[string]string // code -> PKCE challenge
+	tokens     map[string][]string
+	refresh    map[string]bool
+	// refreshScopes are the scopes each refresh token renews.
+	refreshScopes map[string][]string
+	expiresIn     int
+	issInRedir    string // "" means the right issuer
+	needScope     string // a scope /mcp demands beyond a valid token
+	refuse        bool   // /mcp refuses needScope even when granted
+	tokenCalls    atomic.Int32
+	grantTypes    []string
+	lastAuthReq   url.Values
 	// refreshedBy is the client each refresh came from (its client_id, or
 	// its Basic user).
 	refreshedBy []string
@@ -48,7 +51,7 @@ type testAS struct {
 }
 
 func newTestAS(t *testing.T) *testAS {
-	as := &testAS{challenges: map[string]string{}, tokens: map[string][]string{}, refresh: map[string]bool{}, expiresIn: 3600}
+	as := &testAS{challenges: map[string]string{}, tokens: map[string][]string{}, refresh: map[string]bool{}, refreshScopes: map[string][]string{}, expiresIn: 3600}
 	mux := http.NewServeMux()
 	as.srv = httptest.NewServer(mux)
 	t.Cleanup(as.srv.Close)
@@ -122,7 +125,7 @@ func newTestAS(t *testing.T) *testAS {
 				return
 			}
 			delete(as.refresh, r.PostForm.Get("refresh_token"))
-			scopes = []string{"read"}
+			scopes = as.refreshScopes[r.PostForm.Get("refresh_token")]
 		case "client_credentials":
 			if id, secret, ok := r.BasicAuth(); !ok || id != "svc" || secret != "s3cret" {
 				w.WriteHeader(http.StatusUnauthorized)
@@ -135,6 +138,7 @@ func newTestAS(t *testing.T) *testAS {
 		access, refresh := fmt.Sprintf("at-%d", n), fmt.Sprintf("rt-%d", n)
 		as.tokens[access] = scopes
 		as.refresh[refresh] = true
+		as.refreshScopes[refresh] = scopes
 		writeJSON(w, map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": as.expiresIn, "refresh_token": refresh, "scope": strings.Join(scopes, " ")})
 	})
 	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
@@ -202,12 +206,34 @@ func consent(t *testing.T, m *Manager) string {
 
 func newManager(t *testing.T, dir string) *Manager {
 	t.Helper()
-	m, err := New(&Options{StateDir: dir})
+	return newManagerWith(t, &Options{StateDir: dir})
+}
+
+func newManagerWith(t *testing.T, opts *Options) *Manager {
+	t.Helper()
+	m, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.SetRedirectURL("http://127.0.0.1:1" + CallbackPath)
 	return m
+}
+
+// stepUpPending authorizes c's server, then has the resource demand the
+// scope write: the next request starts a step-up consent and fails,
+// waiting for it.
+func stepUpPending(t *testing.T, m *Manager, c *http.Client, as *testAS) {
+	t.Helper()
+	_, _ = post(t, c, as)
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	as.mu.Lock()
+	as.needScope = "write"
+	as.mu.Unlock()
+	if _, err := post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("request needing write: got %v, want ErrAuthorizationRequired", err)
+	}
 }
 
 func TestAuthorizationCodeFlow(t *testing.T) {
@@ -321,17 +347,8 @@ func TestStepUpIsBounded(t *testing.T) {
 	m := newManager(t, t.TempDir())
 	c := client(m, as, nil)
 	ctx := context.Background()
-	_, _ = post(t, c, as)
-	if err := m.Complete(ctx, "srv", consent(t, m)); err != nil {
-		t.Fatal(err)
-	}
-	as.mu.Lock()
-	as.needScope = "write"
-	as.mu.Unlock()
 	// A new scope: consent again, asking for the union.
-	if _, err := post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
-		t.Fatalf("request needing write: got %v, want ErrAuthorizationRequired", err)
-	}
+	stepUpPending(t, m, c, as)
 	if err := m.Complete(ctx, "srv", consent(t, m)); err != nil {
 		t.Fatal(err)
 	}
@@ -710,5 +727,77 @@ func TestForgetOvertakesTokenRequest(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("state after Forget: got %d files, want none", len(entries))
+	}
+}
+
+// heldRefreshes holds requests to a token endpoint that refresh a token
+// while hold is set, until release is closed, and says when one is held.
+type heldRefreshes struct {
+	hold    atomic.Bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (h *heldRefreshes) RoundTrip(r *http.Request) (*http.Response, error) {
+	if h.hold.Load() && strings.HasSuffix(r.URL.Path, "/token") && r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if form, _ := url.ParseQuery(string(body)); form.Get("grant_type") == "refresh_token" {
+			h.held <- struct{}{}
+			<-h.release
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestRefreshDoesNotOvertakeStepUp: a refresh of the old token that ends
+// after a step-up's consent completed neither replaces the new token (its
+// scopes would be lost, and the next request would ask for consent
+// again) nor, refused, drops it.
+func TestRefreshDoesNotOvertakeStepUp(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refused=%v", refused), func(t *testing.T) {
+			as := newTestAS(t)
+			as.expiresIn = 1 // within the refresh margin: renewed before every use
+			net := &heldRefreshes{held: make(chan struct{}, 1), release: make(chan struct{})}
+			m := newManagerWith(t, &Options{HTTPClient: &http.Client{Transport: net}})
+			c := client(m, as, nil)
+			ctx := context.Background()
+			stepUpPending(t, m, c, as)
+
+			// Another request refreshes the old token; the consent
+			// completes while that refresh is on its way.
+			net.hold.Store(true)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = post(t, c, as)
+			}()
+			<-net.held
+			if err := m.Complete(ctx, "srv", consent(t, m)); err != nil {
+				t.Fatal(err)
+			}
+			m.mu.Lock()
+			sa := m.servers["srv"]
+			m.mu.Unlock()
+			stepped := sa.token()
+			if refused {
+				as.mu.Lock()
+				clear(as.refresh)
+				as.mu.Unlock()
+			}
+			close(net.release)
+			<-done
+			if tok := sa.token(); tok == nil || tok.AccessToken != stepped.AccessToken || !slices.Contains(tok.Scopes, "write") {
+				t.Errorf("token after the late refresh: got %+v, want the step-up's (%s, with write)", tok, stepped.AccessToken)
+			}
+			net.hold.Store(false)
+			if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("request needing write after the step-up: got %v %v, want 200", resp, err)
+			}
+		})
 	}
 }

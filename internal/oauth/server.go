@@ -151,12 +151,20 @@ func (sa *serverAuth) pendingFlow() *flow {
 
 // setToken keeps a new token, obtained by a request that began in gen,
 // and saves the record; after a ForgetAuthorization since, it drops it.
-// It reports whether it kept it.
-func (sa *serverAuth) setToken(t *tokenRecord, issuer string, gen uint64) bool {
+// A token that renews replaces (non-nil) is dropped too when the record
+// holds another token by now: a consent completed meanwhile (a step-up's,
+// with more scopes) is newer than a refresh of the token before it. It
+// reports whether it kept it.
+func (sa *serverAuth) setToken(t *tokenRecord, issuer string, gen uint64, replaces *tokenRecord) bool {
 	sa.mu.Lock()
 	if sa.gen != gen {
 		sa.mu.Unlock()
 		sa.m.log.Info().Str("server", sa.name).Msg("oauth token obtained after its authorization was forgotten; dropped")
+		return false
+	}
+	if replaces != nil && !sa.holdsLocked(replaces) {
+		sa.mu.Unlock()
+		sa.m.log.Info().Str("server", sa.name).Msg("oauth token refreshed after a newer one was obtained; the newer one is kept")
 		return false
 	}
 	sa.rec.Token = t
@@ -189,9 +197,20 @@ func (sa *serverAuth) persist() {
 	}
 }
 
-// dropToken forgets a token that no longer works (a refused refresh).
-func (sa *serverAuth) dropToken() {
+// holdsLocked reports whether the record's token is still t; sa.mu is
+// held.
+func (sa *serverAuth) holdsLocked(t *tokenRecord) bool {
+	return sa.rec.Token != nil && sa.rec.Token.AccessToken == t.AccessToken
+}
+
+// dropToken forgets t, a token that no longer works (a refused refresh),
+// unless the record holds another by now.
+func (sa *serverAuth) dropToken(t *tokenRecord) {
 	sa.mu.Lock()
+	if !sa.holdsLocked(t) {
+		sa.mu.Unlock()
+		return
+	}
 	sa.rec.Token = nil
 	sa.mu.Unlock()
 	sa.persist()
@@ -261,7 +280,7 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	}
 	if issuer != "" && meta.asm.Issuer != issuer {
 		// The refresh token is the issuer's: it goes to no other server.
-		sa.dropToken()
+		sa.dropToken(t)
 		return errorf(ErrAuthorizationFailed, "the authorization server is no longer the one that issued the token")
 	}
 	client := givenClient(cfg, meta.asm)
@@ -279,7 +298,7 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	nt, err := tokenRequest(ctx, sa.m.opts.HTTPClient, meta.asm.TokenEndpoint, form, ca, meta.asm.Issuer, dk)
 	if err != nil {
 		if refusedGrant(err) {
-			sa.dropToken()
+			sa.dropToken(t)
 		}
 		return err
 	}
@@ -292,7 +311,7 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	if issuer == "" {
 		issuer = meta.asm.Issuer
 	}
-	if sa.setToken(nt, issuer, gen) {
+	if sa.setToken(nt, issuer, gen, t) {
 		sa.m.log.Info().Str("server", sa.name).Msg("oauth token refreshed")
 	}
 	return nil
@@ -418,7 +437,7 @@ func (sa *serverAuth) authorizeLocked(ctx context.Context, challenges []oauthex.
 		if err != nil {
 			return err
 		}
-		if !sa.setToken(t, meta.asm.Issuer, gen) {
+		if !sa.setToken(t, meta.asm.Issuer, gen, nil) {
 			return errForgotten
 		}
 		sa.m.log.Info().Str("server", sa.name).Str("grant", grant).Msg("oauth token obtained")
