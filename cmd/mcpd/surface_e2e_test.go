@@ -150,6 +150,10 @@ func TestEverythingSurface(t *testing.T) {
 		if got := text(resp); !strings.Contains(got, "agent-model") || !strings.Contains(got, "answer to: Resource trigger-sampling-request context: a haiku") {
 			t.Errorf("got %q, want the agent's answer", got)
 		}
+		// server-everything echoes the result it read as JSON.
+		if got := text(resp); !strings.Contains(got, `"priority": 0.25`) || !strings.Contains(got, `"agentTrace": "t-42"`) {
+			t.Errorf("got %q, want the answer's annotations and _meta in it", got)
+		}
 	})
 
 	t.Run("elicitation", func(t *testing.T) {
@@ -323,9 +327,16 @@ func startAgent(ctx context.Context, t *testing.T, d *daemon) *testAgent {
 		switch {
 		case req.GetSampling() != nil:
 			prompt := req.GetSampling().GetMessages()[0].GetContent()[0].GetText().GetText()
+			// The answer's annotations and _meta reach the server too.
+			priority := 0.25
+			meta, _ := structpb.NewStruct(map[string]any{"agentTrace": "t-42"})
 			reply.Result = &mcpdv1.ServerRequestReply_Sampling{Sampling: &mcpdv1.SamplingResult{
 				Role: mcpdv1.Role_ROLE_ASSISTANT, Model: "agent-model", StopReason: "endTurn",
-				Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: "answer to: " + prompt}}}},
+				Content: []*mcpdv1.Content{{
+					Kind:        &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: "answer to: " + prompt}},
+					Annotations: &mcpdv1.Annotations{Audience: []mcpdv1.Role{mcpdv1.Role_ROLE_USER}, Priority: &priority},
+					Meta:        meta,
+				}},
 			}}
 		case req.GetElicitation() != nil:
 			content, _ := structpb.NewStruct(map[string]any{"name": "Ada Lovelace"})

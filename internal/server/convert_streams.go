@@ -124,8 +124,13 @@ func replyFromProto(r *mcpdv1.ServerRequestReply) (mcpclient.Reply, error) {
 	switch res := r.GetResult().(type) {
 	case *mcpdv1.ServerRequestReply_Sampling:
 		s := res.Sampling
-		if len(s.GetContent()) == 0 {
+		switch n := len(s.GetContent()); {
+		case n == 0:
 			return mcpclient.Reply{}, invalidf("sampling reply %q has no content", r.GetId())
+		case n > 1:
+			// An MCP sampling result holds one block: the others would be
+			// lost without a word.
+			return mcpclient.Reply{}, invalidf("sampling reply %q has %d content blocks; a sampling result holds one", r.GetId(), n)
 		}
 		c, err := contentFromProto(s.GetContent()[0])
 		if err != nil {
@@ -168,15 +173,12 @@ func replyFromProto(r *mcpdv1.ServerRequestReply) (mcpclient.Reply, error) {
 	return mcpclient.Reply{}, invalidf("reply %q has no result", r.GetId())
 }
 
-// contentFromProto converts the content kinds a sampling answer can hold.
+// contentFromProto converts the content kinds a sampling answer can hold,
+// with their annotations and _meta.
 func contentFromProto(c *mcpdv1.Content) (mcp.Content, error) {
-	switch k := c.GetKind().(type) {
-	case *mcpdv1.Content_Text:
-		return &mcp.TextContent{Text: k.Text.GetText()}, nil
-	case *mcpdv1.Content_Image:
-		return &mcp.ImageContent{Data: k.Image.GetData(), MIMEType: k.Image.GetMimeType()}, nil
-	case *mcpdv1.Content_Audio:
-		return &mcp.AudioContent{Data: k.Audio.GetData(), MIMEType: k.Audio.GetMimeType()}, nil
+	switch c.GetKind().(type) {
+	case *mcpdv1.Content_Text, *mcpdv1.Content_Image, *mcpdv1.Content_Audio:
+		return toolContentFromProto(c)
 	}
 	return nil, invalidf("sampling content must be text, image or audio")
 }
