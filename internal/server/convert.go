@@ -171,7 +171,8 @@ func serverToProto(st mcpclient.Status) *mcpdv1.Server {
 		Notes:                   st.Notes,
 	}
 	if info := st.ServerInfo; info != nil {
-		out.ServerInfo = &mcpdv1.Implementation{Name: info.Name, Version: info.Version, Title: info.Title}
+		out.ServerInfo = &mcpdv1.Implementation{Name: info.Name, Version: info.Version, Title: info.Title,
+			Description: info.Description, WebsiteUrl: info.WebsiteURL, Icons: iconsToProto(info.Icons)}
 	}
 	if st.Capabilities != nil {
 		out.Capabilities, _ = jsonStruct(st.Capabilities)
@@ -202,6 +203,7 @@ func toolToProto(t mcpclient.Tool) *mcpdv1.Tool {
 		ToolName:    t.Tool.Name,
 		Title:       t.Tool.Title,
 		Description: t.Tool.Description,
+		Icons:       iconsToProto(t.Tool.Icons),
 	}
 	// Schemas and _meta are open-ended JSON; a value that is not an object
 	// is dropped rather than failing the whole listing.
@@ -278,6 +280,7 @@ func contentToProto(b mcp.Content) (*mcpdv1.Content, error) {
 	case *mcp.ResourceLink:
 		out.Kind = &mcpdv1.Content_ResourceLink{ResourceLink: &mcpdv1.ResourceLink{
 			Uri: c.URI, Name: c.Name, Title: c.Title, Description: c.Description, MimeType: c.MIMEType, Size: c.Size,
+			Icons: iconsToProto(c.Icons),
 		}}
 		meta, ann = c.Meta, c.Annotations
 	case *mcp.EmbeddedResource:
@@ -331,6 +334,17 @@ func annotationsToProto(a *mcp.Annotations) *mcpdv1.Annotations {
 	if a.Priority != 0 {
 		p := a.Priority
 		out.Priority = &p
+	}
+	return out
+}
+
+func iconsToProto(icons []mcp.Icon) []*mcpdv1.Icon {
+	if len(icons) == 0 {
+		return nil
+	}
+	out := make([]*mcpdv1.Icon, 0, len(icons))
+	for _, i := range icons {
+		out = append(out, &mcpdv1.Icon{Src: i.Source, MimeType: i.MIMEType, Sizes: i.Sizes, Theme: string(i.Theme)})
 	}
 	return out
 }
@@ -395,6 +409,7 @@ func resourceToProto(r mcpclient.Resource) *mcpdv1.Resource {
 		Description: res.Description,
 		MimeType:    res.MIMEType,
 		Annotations: annotationsToProto(res.Annotations),
+		Icons:       iconsToProto(res.Icons),
 	}
 	if res.Size > 0 {
 		size := res.Size
@@ -414,6 +429,7 @@ func resourceTemplateToProto(t mcpclient.ResourceTemplate) *mcpdv1.ResourceTempl
 		Description: tpl.Description,
 		MimeType:    tpl.MIMEType,
 		Annotations: annotationsToProto(tpl.Annotations),
+		Icons:       iconsToProto(tpl.Icons),
 	}
 	out.Meta, _ = metaStruct(tpl.Meta)
 	return out
@@ -425,6 +441,7 @@ func promptToProto(p mcpclient.Prompt) *mcpdv1.Prompt {
 		Name:        p.Prompt.Name,
 		Title:       p.Prompt.Title,
 		Description: p.Prompt.Description,
+		Icons:       iconsToProto(p.Prompt.Icons),
 	}
 	for _, a := range p.Prompt.Arguments {
 		out.Arguments = append(out.Arguments, &mcpdv1.PromptArgument{

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -117,5 +118,95 @@ func TestSamplingReplyReachesServerWhole(t *testing.T) {
 				t.Errorf("the server read (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestIconsReachAgent: the icons of the server, its tools, resources,
+// templates, prompts and resource links (2025-11-25 and later), and the
+// server's description and website, reach the agent in both eras.
+func TestIconsReachAgent(t *testing.T) {
+	icons := []mcp.Icon{
+		{Source: "https://example.com/a.png", MIMEType: "image/png", Sizes: []string{"48x48", "96x96"}, Theme: "light"},
+		{Source: "data:image/svg+xml;base64,PHN2Zy8+", Sizes: []string{"any"}},
+	}
+	want := []*mcpdv1.Icon{
+		{Src: "https://example.com/a.png", MimeType: "image/png", Sizes: []string{"48x48", "96x96"}, Theme: "light"},
+		{Src: "data:image/svg+xml;base64,PHN2Zy8+", Sizes: []string{"any"}},
+	}
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			srv := mcp.NewServer(&mcp.Implementation{Name: "iconic", Version: "1", Description: "has icons",
+				WebsiteURL: "https://example.com", Icons: icons}, &mcp.ServerOptions{SupportedProtocolVersions: era.versions})
+			mcp.AddTool(srv, &mcp.Tool{Name: "link", Icons: icons}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.ResourceLink{URI: "test://r", Name: "r", Icons: icons}}}, nil, nil
+			})
+			srv.AddResource(&mcp.Resource{URI: "test://r", Name: "r", Icons: icons}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://r", Text: "r"}}}, nil
+			})
+			srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://t/{x}", Name: "t", Icons: icons}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{}, nil
+			})
+			srv.AddPrompt(&mcp.Prompt{Name: "p", Icons: icons}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				return &mcp.GetPromptResult{}, nil
+			})
+			e := newEnv(t, nil)
+			ctx := testContext(t)
+			e.connect(t, "s", srv)
+			check := func(what string, got []*mcpdv1.Icon) {
+				t.Helper()
+				if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+					t.Errorf("%s icons (-want +got):\n%s", what, diff)
+				}
+			}
+			gs, err := e.client.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			info := gs.GetServer().GetServerInfo()
+			check("server", info.GetIcons())
+			if info.GetDescription() != "has icons" || info.GetWebsiteUrl() != "https://example.com" {
+				t.Errorf("server info: got %v, want its description and website", info)
+			}
+			tools, err := e.client.ListTools(ctx, &mcpdv1.ListToolsRequest{Server: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("tool", tools.GetTools()[0].GetIcons())
+			res, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__s__link"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("resource link", res.GetContent()[0].GetResourceLink().GetIcons())
+			resources, err := e.client.ListResources(ctx, &mcpdv1.ListResourcesRequest{Server: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("resource", resources.GetResources()[0].GetIcons())
+			templates, err := e.client.ListResourceTemplates(ctx, &mcpdv1.ListResourceTemplatesRequest{Server: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("template", templates.GetResourceTemplates()[0].GetIcons())
+			prompts, err := e.client.ListPrompts(ctx, &mcpdv1.ListPromptsRequest{Server: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("prompt", prompts.GetPrompts()[0].GetIcons())
+		})
+	}
+}
+
+// TestAgentResourceLinkKeepsIcons: an agent-defined tool's resource link
+// keeps its icons on the way to MCP.
+func TestAgentResourceLinkKeepsIcons(t *testing.T) {
+	c, err := toolContentFromProto(&mcpdv1.Content{Kind: &mcpdv1.Content_ResourceLink{ResourceLink: &mcpdv1.ResourceLink{
+		Uri: "test://r", Name: "r", Icons: []*mcpdv1.Icon{{Src: "https://example.com/i.png", MimeType: "image/png", Sizes: []string{"16x16"}, Theme: "dark"}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mcp.Icon{{Source: "https://example.com/i.png", MIMEType: "image/png", Sizes: []string{"16x16"}, Theme: "dark"}}
+	if diff := cmp.Diff(want, c.(*mcp.ResourceLink).Icons); diff != "" {
+		t.Errorf("icons (-want +got):\n%s", diff)
 	}
 }

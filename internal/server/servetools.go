@@ -146,7 +146,8 @@ func (h *hub) agentMessage(link *mcpclient.AgentLink, msg *mcpdv1.ServeToolsRequ
 func declarationFromProto(d *mcpdv1.ToolServerDeclaration) (mcpclient.AgentDeclaration, error) {
 	out := mcpclient.AgentDeclaration{Server: d.GetServer(), Instructions: d.GetInstructions()}
 	if info := d.GetServerInfo(); info != nil {
-		out.ServerInfo = &mcp.Implementation{Name: info.GetName(), Version: info.GetVersion(), Title: info.GetTitle()}
+		out.ServerInfo = &mcp.Implementation{Name: info.GetName(), Version: info.GetVersion(), Title: info.GetTitle(),
+			Description: info.GetDescription(), WebsiteURL: info.GetWebsiteUrl(), Icons: iconsFromProto(info.GetIcons())}
 	}
 	for _, t := range d.GetTools() {
 		tool := &mcp.Tool{
@@ -253,7 +254,7 @@ func toolContentFromProto(c *mcpdv1.Content) (mcp.Content, error) {
 		l := k.ResourceLink
 		return &mcp.ResourceLink{
 			URI: l.GetUri(), Name: l.GetName(), Title: l.GetTitle(), Description: l.GetDescription(),
-			MIMEType: l.GetMimeType(), Size: l.Size, Meta: meta, Annotations: ann,
+			MIMEType: l.GetMimeType(), Size: l.Size, Meta: meta, Annotations: ann, Icons: iconsFromProto(l.GetIcons()),
 		}, nil
 	case *mcpdv1.Content_Resource:
 		r := k.Resource
@@ -281,6 +282,14 @@ func annotationsFromProto(a *mcpdv1.Annotations) *mcp.Annotations {
 		if role, ok := roleFromProto[r]; ok {
 			out.Audience = append(out.Audience, role)
 		}
+	}
+	return out
+}
+
+func iconsFromProto(icons []*mcpdv1.Icon) []mcp.Icon {
+	var out []mcp.Icon
+	for _, i := range icons {
+		out = append(out, mcp.Icon{Source: i.GetSrc(), MIMEType: i.GetMimeType(), Sizes: i.GetSizes(), Theme: mcp.IconTheme(i.GetTheme())})
 	}
 	return out
 }

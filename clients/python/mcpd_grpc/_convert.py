@@ -200,6 +200,10 @@ def annotations_of(msg: Any) -> Optional[t.Annotations]:
     )
 
 
+def icons_of(msg: Any) -> Tuple[t.Icon, ...]:
+    return tuple(t.Icon(i.src, i.mime_type, tuple(i.sizes), i.theme) for i in msg.icons)
+
+
 def resource_contents(r: pb.ResourceContents) -> t.ResourceContents:
     which = r.WhichOneof("data")
     return t.ResourceContents(
@@ -229,6 +233,7 @@ def content(c: pb.Content) -> t.Content:
             size=rl.size if rl.HasField("size") else None,
             annotations=ann,
             meta=meta,
+            icons=icons_of(rl),
         )
     if kind == "resource":
         return t.EmbeddedResource(resource_contents(c.resource), ann, meta)
@@ -266,6 +271,8 @@ def content_to_proto(c: Union[str, t.Content]) -> pb.Content:
         rl.uri, rl.name, rl.title, rl.description, rl.mime_type = c.uri, c.name, c.title, c.description, c.mime_type
         if c.size is not None:
             rl.size = c.size
+        for i in c.icons:
+            rl.icons.add(src=i.src, mime_type=i.mime_type, sizes=i.sizes, theme=i.theme)
     elif isinstance(c, t.EmbeddedResource):
         r = out.resource
         r.uri, r.mime_type = c.resource.uri, c.resource.mime_type
@@ -291,7 +298,7 @@ def implementation(msg: Any) -> Optional[t.Implementation]:
     if not msg.HasField("server_info"):
         return None
     i = msg.server_info
-    return t.Implementation(i.name, i.version, i.title)
+    return t.Implementation(i.name, i.version, i.title, i.description, i.website_url, icons_of(i))
 
 
 def server(s: pb.Server) -> t.Server:
@@ -409,6 +416,7 @@ def tool(x: pb.Tool) -> t.Tool:
         output_schema=struct_to_py(x.output_schema) if x.HasField("output_schema") else None,
         annotations=ann,
         meta=opt_struct(x, "meta"),
+        icons=icons_of(x),
     )
 
 
@@ -451,6 +459,7 @@ def resource(r: pb.Resource) -> t.Resource:
         size=r.size if r.HasField("size") else None,
         annotations=annotations_of(r),
         meta=opt_struct(r, "meta"),
+        icons=icons_of(r),
     )
 
 
@@ -464,6 +473,7 @@ def resource_template(r: pb.ResourceTemplate) -> t.ResourceTemplate:
         mime_type=r.mime_type,
         annotations=annotations_of(r),
         meta=opt_struct(r, "meta"),
+        icons=icons_of(r),
     )
 
 
@@ -479,6 +489,7 @@ def prompt(p: pb.Prompt) -> t.Prompt:
         description=p.description,
         arguments=tuple(t.PromptArgument(a.name, a.title, a.description, a.required) for a in p.arguments),
         meta=opt_struct(p, "meta"),
+        icons=icons_of(p),
     )
 
 

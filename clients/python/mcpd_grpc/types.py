@@ -37,6 +37,7 @@ __all__ = [
     "EmbeddedResource",
     "Event",
     "EventKind",
+    "Icon",
     "ImageContent",
     "Implementation",
     "LogLevel",
@@ -168,6 +169,16 @@ class Annotations:
 
 
 @dataclass(frozen=True)
+class Icon:
+    """An image a client may show for a server, tool, resource or prompt."""
+
+    src: str
+    mime_type: str = ""
+    sizes: Tuple[str, ...] = ()
+    theme: str = ""
+
+
+@dataclass(frozen=True)
 class TextContent:
     """A block of text."""
 
@@ -211,6 +222,7 @@ class ResourceLink:
     size: Optional[int] = None
     annotations: Optional[Annotations] = None
     meta: Dict[str, Any] = field(default_factory=dict)
+    icons: Tuple[Icon, ...] = ()
     type: ClassVar[str] = "resource_link"
 
 
@@ -259,6 +271,9 @@ class Implementation:
     name: str = ""
     version: str = ""
     title: str = ""
+    description: str = ""
+    website_url: str = ""
+    icons: Tuple[Icon, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -553,6 +568,7 @@ class Tool:
     output_schema: Optional[Dict[str, Any]] = None
     annotations: Optional[ToolAnnotations] = None
     meta: Dict[str, Any] = field(default_factory=dict)
+    icons: Tuple[Icon, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -606,6 +622,7 @@ class Resource:
     size: Optional[int] = None
     annotations: Optional[Annotations] = None
     meta: Dict[str, Any] = field(default_factory=dict)
+    icons: Tuple[Icon, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -620,6 +637,7 @@ class ResourceTemplate:
     mime_type: str = ""
     annotations: Optional[Annotations] = None
     meta: Dict[str, Any] = field(default_factory=dict)
+    icons: Tuple[Icon, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -660,6 +678,7 @@ class Prompt:
     description: str = ""
     arguments: Tuple[PromptArgument, ...] = ()
     meta: Dict[str, Any] = field(default_factory=dict)
+    icons: Tuple[Icon, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -352,3 +352,17 @@ def test_subscribe_racing_close_says_closed() -> None:
     client._stub = ClosingStub()
     with pytest.raises(ValueError, match="closed"):
         client.subscribe()
+
+
+def test_icons_and_server_info_survive_conversion() -> None:
+    icon = pb.Icon(src="https://example.com/a.png", mime_type="image/png", sizes=["48x48"], theme="dark")
+    want = (mcpd_grpc.Icon("https://example.com/a.png", "image/png", ("48x48",), "dark"),)
+    assert cv.tool(pb.Tool(name="mcp__s__t", icons=[icon])).icons == want
+    assert cv.resource(pb.Resource(uri="u", icons=[icon])).icons == want
+    assert cv.resource_template(pb.ResourceTemplate(uri_template="u/{x}", icons=[icon])).icons == want
+    assert cv.prompt(pb.Prompt(name="p", icons=[icon])).icons == want
+    link = cv.content(pb.Content(resource_link=pb.ResourceLink(uri="u", icons=[icon])))
+    assert link.icons == want
+    assert cv.content_to_proto(link).resource_link.icons == [icon]
+    info = cv.implementation(pb.Server(server_info=pb.Implementation(name="n", description="d", website_url="https://example.com", icons=[icon])))
+    assert (info.description, info.website_url, info.icons) == ("d", "https://example.com", want)

@@ -1187,7 +1187,13 @@ type Implementation struct {
 	// Gives the version.
 	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	// Gives a human-readable name, when the server sets one.
-	Title         string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	// Describes the software, when the server says.
+	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	// Gives the software's website, when the server says.
+	WebsiteUrl string `protobuf:"bytes,5,opt,name=website_url,json=websiteUrl,proto3" json:"website_url,omitempty"`
+	// Lists icons a client may show for the software.
+	Icons         []*Icon `protobuf:"bytes,6,rep,name=icons,proto3" json:"icons,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1239,6 +1245,102 @@ func (x *Implementation) GetVersion() string {
 func (x *Implementation) GetTitle() string {
 	if x != nil {
 		return x.Title
+	}
+	return ""
+}
+
+func (x *Implementation) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Implementation) GetWebsiteUrl() string {
+	if x != nil {
+		return x.WebsiteUrl
+	}
+	return ""
+}
+
+func (x *Implementation) GetIcons() []*Icon {
+	if x != nil {
+		return x.Icons
+	}
+	return nil
+}
+
+// Icon is an image a client may show for a server, tool, resource or
+// prompt.
+type Icon struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the image's URI: an http(s) URL or a data: URI.
+	Src string `protobuf:"bytes,1,opt,name=src,proto3" json:"src,omitempty"`
+	// Gives the image's MIME type, when the server says.
+	MimeType string `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// Lists the sizes the image fits, for example "48x48" or "any".
+	Sizes []string `protobuf:"bytes,3,rep,name=sizes,proto3" json:"sizes,omitempty"`
+	// Says which UI theme the icon is for ("light" or "dark"), when the
+	// server says.
+	Theme         string `protobuf:"bytes,4,opt,name=theme,proto3" json:"theme,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Icon) Reset() {
+	*x = Icon{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Icon) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Icon) ProtoMessage() {}
+
+func (x *Icon) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Icon.ProtoReflect.Descriptor instead.
+func (*Icon) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Icon) GetSrc() string {
+	if x != nil {
+		return x.Src
+	}
+	return ""
+}
+
+func (x *Icon) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *Icon) GetSizes() []string {
+	if x != nil {
+		return x.Sizes
+	}
+	return nil
+}
+
+func (x *Icon) GetTheme() string {
+	if x != nil {
+		return x.Theme
 	}
 	return ""
 }
@@ -1312,7 +1414,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1426,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1439,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{6}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Server) GetName() string {
@@ -1522,7 +1624,7 @@ type ConnectServerRequest struct {
 
 func (x *ConnectServerRequest) Reset() {
 	*x = ConnectServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1636,7 @@ func (x *ConnectServerRequest) String() string {
 func (*ConnectServerRequest) ProtoMessage() {}
 
 func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1649,7 @@ func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerRequest.ProtoReflect.Descriptor instead.
 func (*ConnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{7}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConnectServerRequest) GetServer() *ServerConfig {
@@ -1575,7 +1677,7 @@ type ConnectServerResponse struct {
 
 func (x *ConnectServerResponse) Reset() {
 	*x = ConnectServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1689,7 @@ func (x *ConnectServerResponse) String() string {
 func (*ConnectServerResponse) ProtoMessage() {}
 
 func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1702,7 @@ func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerResponse.ProtoReflect.Descriptor instead.
 func (*ConnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{8}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConnectServerResponse) GetServer() *Server {
@@ -1621,7 +1723,7 @@ type DisconnectServerRequest struct {
 
 func (x *DisconnectServerRequest) Reset() {
 	*x = DisconnectServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1735,7 @@ func (x *DisconnectServerRequest) String() string {
 func (*DisconnectServerRequest) ProtoMessage() {}
 
 func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +1748,7 @@ func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{9}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DisconnectServerRequest) GetName() string {
@@ -1665,7 +1767,7 @@ type DisconnectServerResponse struct {
 
 func (x *DisconnectServerResponse) Reset() {
 	*x = DisconnectServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1779,7 @@ func (x *DisconnectServerResponse) String() string {
 func (*DisconnectServerResponse) ProtoMessage() {}
 
 func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1792,7 @@ func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{10}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{11}
 }
 
 // RestartServerRequest names the server to restart.
@@ -1704,7 +1806,7 @@ type RestartServerRequest struct {
 
 func (x *RestartServerRequest) Reset() {
 	*x = RestartServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1818,7 @@ func (x *RestartServerRequest) String() string {
 func (*RestartServerRequest) ProtoMessage() {}
 
 func (x *RestartServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1831,7 @@ func (x *RestartServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartServerRequest.ProtoReflect.Descriptor instead.
 func (*RestartServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{11}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RestartServerRequest) GetName() string {
@@ -1750,7 +1852,7 @@ type RestartServerResponse struct {
 
 func (x *RestartServerResponse) Reset() {
 	*x = RestartServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1864,7 @@ func (x *RestartServerResponse) String() string {
 func (*RestartServerResponse) ProtoMessage() {}
 
 func (x *RestartServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1877,7 @@ func (x *RestartServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartServerResponse.ProtoReflect.Descriptor instead.
 func (*RestartServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{12}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RestartServerResponse) GetServer() *Server {
@@ -1798,7 +1900,7 @@ type SetServerEnabledRequest struct {
 
 func (x *SetServerEnabledRequest) Reset() {
 	*x = SetServerEnabledRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1912,7 @@ func (x *SetServerEnabledRequest) String() string {
 func (*SetServerEnabledRequest) ProtoMessage() {}
 
 func (x *SetServerEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +1925,7 @@ func (x *SetServerEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetServerEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{13}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetServerEnabledRequest) GetName() string {
@@ -1852,7 +1954,7 @@ type SetServerEnabledResponse struct {
 
 func (x *SetServerEnabledResponse) Reset() {
 	*x = SetServerEnabledResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1966,7 @@ func (x *SetServerEnabledResponse) String() string {
 func (*SetServerEnabledResponse) ProtoMessage() {}
 
 func (x *SetServerEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1979,7 @@ func (x *SetServerEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetServerEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{14}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetServerEnabledResponse) GetServer() *Server {
@@ -1898,7 +2000,7 @@ type GetServerRequest struct {
 
 func (x *GetServerRequest) Reset() {
 	*x = GetServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2012,7 @@ func (x *GetServerRequest) String() string {
 func (*GetServerRequest) ProtoMessage() {}
 
 func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2025,7 @@ func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerRequest.ProtoReflect.Descriptor instead.
 func (*GetServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{15}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetServerRequest) GetName() string {
@@ -1944,7 +2046,7 @@ type GetServerResponse struct {
 
 func (x *GetServerResponse) Reset() {
 	*x = GetServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2058,7 @@ func (x *GetServerResponse) String() string {
 func (*GetServerResponse) ProtoMessage() {}
 
 func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2071,7 @@ func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerResponse.ProtoReflect.Descriptor instead.
 func (*GetServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{16}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetServerResponse) GetServer() *Server {
@@ -1988,7 +2090,7 @@ type ListServersRequest struct {
 
 func (x *ListServersRequest) Reset() {
 	*x = ListServersRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2102,7 @@ func (x *ListServersRequest) String() string {
 func (*ListServersRequest) ProtoMessage() {}
 
 func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2115,7 @@ func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
 func (*ListServersRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{17}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{18}
 }
 
 // ListServersResponse reports every server.
@@ -2027,7 +2129,7 @@ type ListServersResponse struct {
 
 func (x *ListServersResponse) Reset() {
 	*x = ListServersResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2141,7 @@ func (x *ListServersResponse) String() string {
 func (*ListServersResponse) ProtoMessage() {}
 
 func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2154,7 @@ func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
 func (*ListServersResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{18}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListServersResponse) GetServers() []*Server {
@@ -2077,7 +2179,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2191,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2204,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{19}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListToolsRequest) GetServer() string {
@@ -2139,7 +2241,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2253,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2266,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{20}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -2202,14 +2304,16 @@ type Tool struct {
 	// Gives the server's hints about the tool's behaviour.
 	Annotations *ToolAnnotations `protobuf:"bytes,8,opt,name=annotations,proto3" json:"annotations,omitempty"`
 	// Holds the tool's _meta, as MCP JSON.
-	Meta          *structpb.Struct `protobuf:"bytes,9,opt,name=meta,proto3" json:"meta,omitempty"`
+	Meta *structpb.Struct `protobuf:"bytes,9,opt,name=meta,proto3" json:"meta,omitempty"`
+	// Lists icons a client may show for the tool.
+	Icons         []*Icon `protobuf:"bytes,10,rep,name=icons,proto3" json:"icons,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2325,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2338,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{21}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Tool) GetName() string {
@@ -2300,6 +2404,13 @@ func (x *Tool) GetMeta() *structpb.Struct {
 	return nil
 }
 
+func (x *Tool) GetIcons() []*Icon {
+	if x != nil {
+		return x.Icons
+	}
+	return nil
+}
+
 // ToolAnnotations are a server's hints about a tool; they are not
 // guarantees.
 type ToolAnnotations struct {
@@ -2321,7 +2432,7 @@ type ToolAnnotations struct {
 
 func (x *ToolAnnotations) Reset() {
 	*x = ToolAnnotations{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2444,7 @@ func (x *ToolAnnotations) String() string {
 func (*ToolAnnotations) ProtoMessage() {}
 
 func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2457,7 @@ func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
 func (*ToolAnnotations) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{22}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolAnnotations) GetTitle() string {
@@ -2405,7 +2516,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2528,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2541,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{23}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -2478,7 +2589,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2490,7 +2601,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2503,7 +2614,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{24}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CallToolResponse) GetContent() []*Content {
@@ -2557,7 +2668,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2680,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2693,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{25}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Content) GetKind() isContent_Kind {
@@ -2701,7 +2812,7 @@ type TextContent struct {
 
 func (x *TextContent) Reset() {
 	*x = TextContent{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2824,7 @@ func (x *TextContent) String() string {
 func (*TextContent) ProtoMessage() {}
 
 func (x *TextContent) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2837,7 @@ func (x *TextContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextContent.ProtoReflect.Descriptor instead.
 func (*TextContent) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{26}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TextContent) GetText() string {
@@ -2749,7 +2860,7 @@ type MediaContent struct {
 
 func (x *MediaContent) Reset() {
 	*x = MediaContent{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2872,7 @@ func (x *MediaContent) String() string {
 func (*MediaContent) ProtoMessage() {}
 
 func (x *MediaContent) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2885,7 @@ func (x *MediaContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MediaContent.ProtoReflect.Descriptor instead.
 func (*MediaContent) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{27}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MediaContent) GetData() []byte {
@@ -2805,14 +2916,16 @@ type ResourceLink struct {
 	// Gives the MIME type, when known.
 	MimeType string `protobuf:"bytes,5,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
 	// Gives the size in bytes, when known.
-	Size          *int64 `protobuf:"varint,6,opt,name=size,proto3,oneof" json:"size,omitempty"`
+	Size *int64 `protobuf:"varint,6,opt,name=size,proto3,oneof" json:"size,omitempty"`
+	// Lists icons a client may show for the resource.
+	Icons         []*Icon `protobuf:"bytes,7,rep,name=icons,proto3" json:"icons,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResourceLink) Reset() {
 	*x = ResourceLink{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +2937,7 @@ func (x *ResourceLink) String() string {
 func (*ResourceLink) ProtoMessage() {}
 
 func (x *ResourceLink) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +2950,7 @@ func (x *ResourceLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceLink.ProtoReflect.Descriptor instead.
 func (*ResourceLink) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{28}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResourceLink) GetUri() string {
@@ -2882,6 +2995,13 @@ func (x *ResourceLink) GetSize() int64 {
 	return 0
 }
 
+func (x *ResourceLink) GetIcons() []*Icon {
+	if x != nil {
+		return x.Icons
+	}
+	return nil
+}
+
 // ResourceContents are the contents of a resource.
 type ResourceContents struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2904,7 +3024,7 @@ type ResourceContents struct {
 
 func (x *ResourceContents) Reset() {
 	*x = ResourceContents{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3036,7 @@ func (x *ResourceContents) String() string {
 func (*ResourceContents) ProtoMessage() {}
 
 func (x *ResourceContents) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3049,7 @@ func (x *ResourceContents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceContents.ProtoReflect.Descriptor instead.
 func (*ResourceContents) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{29}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResourceContents) GetUri() string {
@@ -3011,7 +3131,7 @@ type Annotations struct {
 
 func (x *Annotations) Reset() {
 	*x = Annotations{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3023,7 +3143,7 @@ func (x *Annotations) String() string {
 func (*Annotations) ProtoMessage() {}
 
 func (x *Annotations) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3036,7 +3156,7 @@ func (x *Annotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Annotations.ProtoReflect.Descriptor instead.
 func (*Annotations) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{30}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Annotations) GetAudience() []Role {
@@ -3080,7 +3200,7 @@ type CallToolStreamRequest struct {
 
 func (x *CallToolStreamRequest) Reset() {
 	*x = CallToolStreamRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3212,7 @@ func (x *CallToolStreamRequest) String() string {
 func (*CallToolStreamRequest) ProtoMessage() {}
 
 func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3225,7 @@ func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamRequest.ProtoReflect.Descriptor instead.
 func (*CallToolStreamRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{31}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CallToolStreamRequest) GetName() string {
@@ -3154,7 +3274,7 @@ type CallToolStreamResponse struct {
 
 func (x *CallToolStreamResponse) Reset() {
 	*x = CallToolStreamResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3286,7 @@ func (x *CallToolStreamResponse) String() string {
 func (*CallToolStreamResponse) ProtoMessage() {}
 
 func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3299,7 @@ func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamResponse.ProtoReflect.Descriptor instead.
 func (*CallToolStreamResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{32}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CallToolStreamResponse) GetKind() isCallToolStreamResponse_Kind {
@@ -3256,7 +3376,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3388,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3401,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{33}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -3320,7 +3440,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3332,7 +3452,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3345,7 +3465,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{34}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LogMessage) GetLevel() LogLevel {
@@ -3384,7 +3504,7 @@ type ListResourcesRequest struct {
 
 func (x *ListResourcesRequest) Reset() {
 	*x = ListResourcesRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3516,7 @@ func (x *ListResourcesRequest) String() string {
 func (*ListResourcesRequest) ProtoMessage() {}
 
 func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3529,7 @@ func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{35}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListResourcesRequest) GetServer() string {
@@ -3446,7 +3566,7 @@ type ListResourcesResponse struct {
 
 func (x *ListResourcesResponse) Reset() {
 	*x = ListResourcesResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3458,7 +3578,7 @@ func (x *ListResourcesResponse) String() string {
 func (*ListResourcesResponse) ProtoMessage() {}
 
 func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3471,7 +3591,7 @@ func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{36}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListResourcesResponse) GetResources() []*Resource {
@@ -3508,14 +3628,16 @@ type Resource struct {
 	// Gives the resource's annotations, when it has any.
 	Annotations *Annotations `protobuf:"bytes,8,opt,name=annotations,proto3" json:"annotations,omitempty"`
 	// Holds the resource's _meta, as MCP JSON.
-	Meta          *structpb.Struct `protobuf:"bytes,9,opt,name=meta,proto3" json:"meta,omitempty"`
+	Meta *structpb.Struct `protobuf:"bytes,9,opt,name=meta,proto3" json:"meta,omitempty"`
+	// Lists icons a client may show for the resource.
+	Icons         []*Icon `protobuf:"bytes,10,rep,name=icons,proto3" json:"icons,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3527,7 +3649,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3540,7 +3662,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{37}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Resource) GetServer() string {
@@ -3606,6 +3728,13 @@ func (x *Resource) GetMeta() *structpb.Struct {
 	return nil
 }
 
+func (x *Resource) GetIcons() []*Icon {
+	if x != nil {
+		return x.Icons
+	}
+	return nil
+}
+
 // ListResourceTemplatesRequest asks for one page of resource templates.
 type ListResourceTemplatesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3621,7 +3750,7 @@ type ListResourceTemplatesRequest struct {
 
 func (x *ListResourceTemplatesRequest) Reset() {
 	*x = ListResourceTemplatesRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3633,7 +3762,7 @@ func (x *ListResourceTemplatesRequest) String() string {
 func (*ListResourceTemplatesRequest) ProtoMessage() {}
 
 func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3646,7 +3775,7 @@ func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{38}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListResourceTemplatesRequest) GetServer() string {
@@ -3683,7 +3812,7 @@ type ListResourceTemplatesResponse struct {
 
 func (x *ListResourceTemplatesResponse) Reset() {
 	*x = ListResourceTemplatesResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3824,7 @@ func (x *ListResourceTemplatesResponse) String() string {
 func (*ListResourceTemplatesResponse) ProtoMessage() {}
 
 func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3837,7 @@ func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{39}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListResourceTemplatesResponse) GetResourceTemplates() []*ResourceTemplate {
@@ -3744,14 +3873,16 @@ type ResourceTemplate struct {
 	// Gives the template's annotations, when it has any.
 	Annotations *Annotations `protobuf:"bytes,7,opt,name=annotations,proto3" json:"annotations,omitempty"`
 	// Holds the template's _meta, as MCP JSON.
-	Meta          *structpb.Struct `protobuf:"bytes,8,opt,name=meta,proto3" json:"meta,omitempty"`
+	Meta *structpb.Struct `protobuf:"bytes,8,opt,name=meta,proto3" json:"meta,omitempty"`
+	// Lists icons a client may show for the template.
+	Icons         []*Icon `protobuf:"bytes,9,rep,name=icons,proto3" json:"icons,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3763,7 +3894,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3776,7 +3907,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{40}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ResourceTemplate) GetServer() string {
@@ -3835,6 +3966,13 @@ func (x *ResourceTemplate) GetMeta() *structpb.Struct {
 	return nil
 }
 
+func (x *ResourceTemplate) GetIcons() []*Icon {
+	if x != nil {
+		return x.Icons
+	}
+	return nil
+}
+
 // ReadResourceRequest names a resource to read.
 type ReadResourceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3848,7 +3986,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3860,7 +3998,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3873,7 +4011,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{41}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReadResourceRequest) GetServer() string {
@@ -3903,7 +4041,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3915,7 +4053,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3928,7 +4066,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{42}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReadResourceResponse) GetContents() []*ResourceContents {
@@ -3960,7 +4098,7 @@ type ListPromptsRequest struct {
 
 func (x *ListPromptsRequest) Reset() {
 	*x = ListPromptsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3972,7 +4110,7 @@ func (x *ListPromptsRequest) String() string {
 func (*ListPromptsRequest) ProtoMessage() {}
 
 func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3985,7 +4123,7 @@ func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsRequest.ProtoReflect.Descriptor instead.
 func (*ListPromptsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{43}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListPromptsRequest) GetServer() string {
@@ -4022,7 +4160,7 @@ type ListPromptsResponse struct {
 
 func (x *ListPromptsResponse) Reset() {
 	*x = ListPromptsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4034,7 +4172,7 @@ func (x *ListPromptsResponse) String() string {
 func (*ListPromptsResponse) ProtoMessage() {}
 
 func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4047,7 +4185,7 @@ func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsResponse.ProtoReflect.Descriptor instead.
 func (*ListPromptsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{44}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListPromptsResponse) GetPrompts() []*Prompt {
@@ -4078,14 +4216,16 @@ type Prompt struct {
 	// Lists the arguments the prompt takes.
 	Arguments []*PromptArgument `protobuf:"bytes,5,rep,name=arguments,proto3" json:"arguments,omitempty"`
 	// Holds the prompt's _meta, as MCP JSON.
-	Meta          *structpb.Struct `protobuf:"bytes,6,opt,name=meta,proto3" json:"meta,omitempty"`
+	Meta *structpb.Struct `protobuf:"bytes,6,opt,name=meta,proto3" json:"meta,omitempty"`
+	// Lists icons a client may show for the prompt.
+	Icons         []*Icon `protobuf:"bytes,7,rep,name=icons,proto3" json:"icons,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4097,7 +4237,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4110,7 +4250,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{45}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Prompt) GetServer() string {
@@ -4155,6 +4295,13 @@ func (x *Prompt) GetMeta() *structpb.Struct {
 	return nil
 }
 
+func (x *Prompt) GetIcons() []*Icon {
+	if x != nil {
+		return x.Icons
+	}
+	return nil
+}
+
 // PromptArgument describes one argument of a prompt.
 type PromptArgument struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4172,7 +4319,7 @@ type PromptArgument struct {
 
 func (x *PromptArgument) Reset() {
 	*x = PromptArgument{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4184,7 +4331,7 @@ func (x *PromptArgument) String() string {
 func (*PromptArgument) ProtoMessage() {}
 
 func (x *PromptArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4197,7 +4344,7 @@ func (x *PromptArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
 func (*PromptArgument) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{46}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PromptArgument) GetName() string {
@@ -4243,7 +4390,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4255,7 +4402,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4268,7 +4415,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{47}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetPromptRequest) GetServer() string {
@@ -4307,7 +4454,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4319,7 +4466,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4332,7 +4479,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{48}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetPromptResponse) GetDescription() string {
@@ -4369,7 +4516,7 @@ type PromptMessage struct {
 
 func (x *PromptMessage) Reset() {
 	*x = PromptMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4381,7 +4528,7 @@ func (x *PromptMessage) String() string {
 func (*PromptMessage) ProtoMessage() {}
 
 func (x *PromptMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4394,7 +4541,7 @@ func (x *PromptMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptMessage.ProtoReflect.Descriptor instead.
 func (*PromptMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{49}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PromptMessage) GetRole() Role {
@@ -4433,7 +4580,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4445,7 +4592,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4458,7 +4605,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{50}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CompleteRequest) GetServer() string {
@@ -4538,7 +4685,7 @@ type CompleteArgument struct {
 
 func (x *CompleteArgument) Reset() {
 	*x = CompleteArgument{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4550,7 +4697,7 @@ func (x *CompleteArgument) String() string {
 func (*CompleteArgument) ProtoMessage() {}
 
 func (x *CompleteArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4563,7 +4710,7 @@ func (x *CompleteArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteArgument.ProtoReflect.Descriptor instead.
 func (*CompleteArgument) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{51}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CompleteArgument) GetName() string {
@@ -4595,7 +4742,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4607,7 +4754,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4620,7 +4767,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{52}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CompleteResponse) GetValues() []string {
@@ -4657,7 +4804,7 @@ type SetLogLevelRequest struct {
 
 func (x *SetLogLevelRequest) Reset() {
 	*x = SetLogLevelRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4669,7 +4816,7 @@ func (x *SetLogLevelRequest) String() string {
 func (*SetLogLevelRequest) ProtoMessage() {}
 
 func (x *SetLogLevelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4682,7 +4829,7 @@ func (x *SetLogLevelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogLevelRequest.ProtoReflect.Descriptor instead.
 func (*SetLogLevelRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{53}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetLogLevelRequest) GetServer() string {
@@ -4708,7 +4855,7 @@ type SetLogLevelResponse struct {
 
 func (x *SetLogLevelResponse) Reset() {
 	*x = SetLogLevelResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4720,7 +4867,7 @@ func (x *SetLogLevelResponse) String() string {
 func (*SetLogLevelResponse) ProtoMessage() {}
 
 func (x *SetLogLevelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4733,7 +4880,7 @@ func (x *SetLogLevelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogLevelResponse.ProtoReflect.Descriptor instead.
 func (*SetLogLevelResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{54}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{55}
 }
 
 // SetRootsRequest sets the roots offered to servers.
@@ -4750,7 +4897,7 @@ type SetRootsRequest struct {
 
 func (x *SetRootsRequest) Reset() {
 	*x = SetRootsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4762,7 +4909,7 @@ func (x *SetRootsRequest) String() string {
 func (*SetRootsRequest) ProtoMessage() {}
 
 func (x *SetRootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4775,7 +4922,7 @@ func (x *SetRootsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRootsRequest.ProtoReflect.Descriptor instead.
 func (*SetRootsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{55}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetRootsRequest) GetServer() string {
@@ -4805,7 +4952,7 @@ type Root struct {
 
 func (x *Root) Reset() {
 	*x = Root{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4817,7 +4964,7 @@ func (x *Root) String() string {
 func (*Root) ProtoMessage() {}
 
 func (x *Root) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4830,7 +4977,7 @@ func (x *Root) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Root.ProtoReflect.Descriptor instead.
 func (*Root) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{56}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Root) GetUri() string {
@@ -4856,7 +5003,7 @@ type SetRootsResponse struct {
 
 func (x *SetRootsResponse) Reset() {
 	*x = SetRootsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4868,7 +5015,7 @@ func (x *SetRootsResponse) String() string {
 func (*SetRootsResponse) ProtoMessage() {}
 
 func (x *SetRootsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4881,7 +5028,7 @@ func (x *SetRootsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRootsResponse.ProtoReflect.Descriptor instead.
 func (*SetRootsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{57}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{58}
 }
 
 // ResourceRef names one resource of one server.
@@ -4897,7 +5044,7 @@ type ResourceRef struct {
 
 func (x *ResourceRef) Reset() {
 	*x = ResourceRef{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4909,7 +5056,7 @@ func (x *ResourceRef) String() string {
 func (*ResourceRef) ProtoMessage() {}
 
 func (x *ResourceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4922,7 +5069,7 @@ func (x *ResourceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceRef.ProtoReflect.Descriptor instead.
 func (*ResourceRef) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{58}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ResourceRef) GetServer() string {
@@ -4973,7 +5120,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4985,7 +5132,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4998,7 +5145,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{59}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SubscribeRequest) GetServers() []string {
@@ -5054,7 +5201,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5066,7 +5213,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5079,7 +5226,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{60}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SubscribeResponse) GetEvent() *Event {
@@ -5120,7 +5267,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5132,7 +5279,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5145,7 +5292,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{61}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -5321,7 +5468,7 @@ type ResourceUpdated struct {
 
 func (x *ResourceUpdated) Reset() {
 	*x = ResourceUpdated{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5333,7 +5480,7 @@ func (x *ResourceUpdated) String() string {
 func (*ResourceUpdated) ProtoMessage() {}
 
 func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5346,7 +5493,7 @@ func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceUpdated.ProtoReflect.Descriptor instead.
 func (*ResourceUpdated) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{62}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ResourceUpdated) GetUri() string {
@@ -5365,7 +5512,7 @@ type ListChanged struct {
 
 func (x *ListChanged) Reset() {
 	*x = ListChanged{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5377,7 +5524,7 @@ func (x *ListChanged) String() string {
 func (*ListChanged) ProtoMessage() {}
 
 func (x *ListChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5390,7 +5537,7 @@ func (x *ListChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChanged.ProtoReflect.Descriptor instead.
 func (*ListChanged) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{63}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{64}
 }
 
 // ServerStateChanged gives a server's new state.
@@ -5406,7 +5553,7 @@ type ServerStateChanged struct {
 
 func (x *ServerStateChanged) Reset() {
 	*x = ServerStateChanged{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5418,7 +5565,7 @@ func (x *ServerStateChanged) String() string {
 func (*ServerStateChanged) ProtoMessage() {}
 
 func (x *ServerStateChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5431,7 +5578,7 @@ func (x *ServerStateChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStateChanged.ProtoReflect.Descriptor instead.
 func (*ServerStateChanged) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{64}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ServerStateChanged) GetState() ServerState {
@@ -5461,7 +5608,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5473,7 +5620,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5486,7 +5633,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{65}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Gap) GetFirstSequence() uint64 {
@@ -5520,7 +5667,7 @@ type HandleServerRequestsRequest struct {
 
 func (x *HandleServerRequestsRequest) Reset() {
 	*x = HandleServerRequestsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5532,7 +5679,7 @@ func (x *HandleServerRequestsRequest) String() string {
 func (*HandleServerRequestsRequest) ProtoMessage() {}
 
 func (x *HandleServerRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5545,7 +5692,7 @@ func (x *HandleServerRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleServerRequestsRequest.ProtoReflect.Descriptor instead.
 func (*HandleServerRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{66}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *HandleServerRequestsRequest) GetMessage() isHandleServerRequestsRequest_Message {
@@ -5607,7 +5754,7 @@ type ServerRequestRegistration struct {
 
 func (x *ServerRequestRegistration) Reset() {
 	*x = ServerRequestRegistration{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5619,7 +5766,7 @@ func (x *ServerRequestRegistration) String() string {
 func (*ServerRequestRegistration) ProtoMessage() {}
 
 func (x *ServerRequestRegistration) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5632,7 +5779,7 @@ func (x *ServerRequestRegistration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestRegistration.ProtoReflect.Descriptor instead.
 func (*ServerRequestRegistration) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{67}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ServerRequestRegistration) GetServers() []string {
@@ -5666,7 +5813,7 @@ type HandleServerRequestsResponse struct {
 
 func (x *HandleServerRequestsResponse) Reset() {
 	*x = HandleServerRequestsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5678,7 +5825,7 @@ func (x *HandleServerRequestsResponse) String() string {
 func (*HandleServerRequestsResponse) ProtoMessage() {}
 
 func (x *HandleServerRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5691,7 +5838,7 @@ func (x *HandleServerRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleServerRequestsResponse.ProtoReflect.Descriptor instead.
 func (*HandleServerRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{68}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *HandleServerRequestsResponse) GetMessage() isHandleServerRequestsResponse_Message {
@@ -5763,7 +5910,7 @@ type ServerRequest struct {
 
 func (x *ServerRequest) Reset() {
 	*x = ServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5775,7 +5922,7 @@ func (x *ServerRequest) String() string {
 func (*ServerRequest) ProtoMessage() {}
 
 func (x *ServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5788,7 +5935,7 @@ func (x *ServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequest.ProtoReflect.Descriptor instead.
 func (*ServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{69}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ServerRequest) GetId() string {
@@ -5921,7 +6068,7 @@ type SamplingRequest struct {
 
 func (x *SamplingRequest) Reset() {
 	*x = SamplingRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5933,7 +6080,7 @@ func (x *SamplingRequest) String() string {
 func (*SamplingRequest) ProtoMessage() {}
 
 func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5946,7 +6093,7 @@ func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingRequest.ProtoReflect.Descriptor instead.
 func (*SamplingRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{70}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SamplingRequest) GetMessages() []*SamplingMessage {
@@ -5990,7 +6137,7 @@ type SamplingMessage struct {
 
 func (x *SamplingMessage) Reset() {
 	*x = SamplingMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6002,7 +6149,7 @@ func (x *SamplingMessage) String() string {
 func (*SamplingMessage) ProtoMessage() {}
 
 func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6015,7 +6162,7 @@ func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
 func (*SamplingMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SamplingMessage) GetRole() Role {
@@ -6052,7 +6199,7 @@ type ElicitationRequest struct {
 
 func (x *ElicitationRequest) Reset() {
 	*x = ElicitationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6064,7 +6211,7 @@ func (x *ElicitationRequest) String() string {
 func (*ElicitationRequest) ProtoMessage() {}
 
 func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6077,7 +6224,7 @@ func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationRequest.ProtoReflect.Descriptor instead.
 func (*ElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ElicitationRequest) GetMode() string {
@@ -6124,7 +6271,7 @@ type RootsRequest struct {
 
 func (x *RootsRequest) Reset() {
 	*x = RootsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6136,7 +6283,7 @@ func (x *RootsRequest) String() string {
 func (*RootsRequest) ProtoMessage() {}
 
 func (x *RootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6149,7 +6296,7 @@ func (x *RootsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsRequest.ProtoReflect.Descriptor instead.
 func (*RootsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
 }
 
 // ServerRequestReply answers one ServerRequest.
@@ -6174,7 +6321,7 @@ type ServerRequestReply struct {
 
 func (x *ServerRequestReply) Reset() {
 	*x = ServerRequestReply{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6186,7 +6333,7 @@ func (x *ServerRequestReply) String() string {
 func (*ServerRequestReply) ProtoMessage() {}
 
 func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6199,7 +6346,7 @@ func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestReply.ProtoReflect.Descriptor instead.
 func (*ServerRequestReply) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ServerRequestReply) GetId() string {
@@ -6333,7 +6480,7 @@ type SamplingResult struct {
 
 func (x *SamplingResult) Reset() {
 	*x = SamplingResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6345,7 +6492,7 @@ func (x *SamplingResult) String() string {
 func (*SamplingResult) ProtoMessage() {}
 
 func (x *SamplingResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6358,7 +6505,7 @@ func (x *SamplingResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingResult.ProtoReflect.Descriptor instead.
 func (*SamplingResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{75}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SamplingResult) GetRole() Role {
@@ -6402,7 +6549,7 @@ type ElicitationResult struct {
 
 func (x *ElicitationResult) Reset() {
 	*x = ElicitationResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6414,7 +6561,7 @@ func (x *ElicitationResult) String() string {
 func (*ElicitationResult) ProtoMessage() {}
 
 func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6427,7 +6574,7 @@ func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationResult.ProtoReflect.Descriptor instead.
 func (*ElicitationResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{76}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ElicitationResult) GetAction() ElicitationAction {
@@ -6455,7 +6602,7 @@ type RootsResult struct {
 
 func (x *RootsResult) Reset() {
 	*x = RootsResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6467,7 +6614,7 @@ func (x *RootsResult) String() string {
 func (*RootsResult) ProtoMessage() {}
 
 func (x *RootsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6480,7 +6627,7 @@ func (x *RootsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsResult.ProtoReflect.Descriptor instead.
 func (*RootsResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{77}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RootsResult) GetRoots() []*Root {
@@ -6503,7 +6650,7 @@ type ReplyError struct {
 
 func (x *ReplyError) Reset() {
 	*x = ReplyError{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6515,7 +6662,7 @@ func (x *ReplyError) String() string {
 func (*ReplyError) ProtoMessage() {}
 
 func (x *ReplyError) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6528,7 +6675,7 @@ func (x *ReplyError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyError.ProtoReflect.Descriptor instead.
 func (*ReplyError) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{78}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ReplyError) GetCode() int32 {
@@ -6559,7 +6706,7 @@ type AuthorizationRequest struct {
 
 func (x *AuthorizationRequest) Reset() {
 	*x = AuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6571,7 +6718,7 @@ func (x *AuthorizationRequest) String() string {
 func (*AuthorizationRequest) ProtoMessage() {}
 
 func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6584,7 +6731,7 @@ func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AuthorizationRequest) GetAuthorizationUrl() string {
@@ -6614,7 +6761,7 @@ type AuthorizationResult struct {
 
 func (x *AuthorizationResult) Reset() {
 	*x = AuthorizationResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6626,7 +6773,7 @@ func (x *AuthorizationResult) String() string {
 func (*AuthorizationResult) ProtoMessage() {}
 
 func (x *AuthorizationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6639,7 +6786,7 @@ func (x *AuthorizationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationResult.ProtoReflect.Descriptor instead.
 func (*AuthorizationResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *AuthorizationResult) GetRedirectUrl() string {
@@ -6674,7 +6821,7 @@ type ApprovalRequest struct {
 
 func (x *ApprovalRequest) Reset() {
 	*x = ApprovalRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6686,7 +6833,7 @@ func (x *ApprovalRequest) String() string {
 func (*ApprovalRequest) ProtoMessage() {}
 
 func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6699,7 +6846,7 @@ func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ApprovalRequest) GetTool() string {
@@ -6757,7 +6904,7 @@ type ApprovalResult struct {
 
 func (x *ApprovalResult) Reset() {
 	*x = ApprovalResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6769,7 +6916,7 @@ func (x *ApprovalResult) String() string {
 func (*ApprovalResult) ProtoMessage() {}
 
 func (x *ApprovalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6782,7 +6929,7 @@ func (x *ApprovalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResult.ProtoReflect.Descriptor instead.
 func (*ApprovalResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ApprovalResult) GetApproved() bool {
@@ -6813,7 +6960,7 @@ type CompleteAuthorizationRequest struct {
 
 func (x *CompleteAuthorizationRequest) Reset() {
 	*x = CompleteAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6825,7 +6972,7 @@ func (x *CompleteAuthorizationRequest) String() string {
 func (*CompleteAuthorizationRequest) ProtoMessage() {}
 
 func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6838,7 +6985,7 @@ func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CompleteAuthorizationRequest) GetServer() string {
@@ -6866,7 +7013,7 @@ type CompleteAuthorizationResponse struct {
 
 func (x *CompleteAuthorizationResponse) Reset() {
 	*x = CompleteAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6878,7 +7025,7 @@ func (x *CompleteAuthorizationResponse) String() string {
 func (*CompleteAuthorizationResponse) ProtoMessage() {}
 
 func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6891,7 +7038,7 @@ func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CompleteAuthorizationResponse) GetServer() *Server {
@@ -6912,7 +7059,7 @@ type ForgetAuthorizationRequest struct {
 
 func (x *ForgetAuthorizationRequest) Reset() {
 	*x = ForgetAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6924,7 +7071,7 @@ func (x *ForgetAuthorizationRequest) String() string {
 func (*ForgetAuthorizationRequest) ProtoMessage() {}
 
 func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6937,7 +7084,7 @@ func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{85}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ForgetAuthorizationRequest) GetServer() string {
@@ -6956,7 +7103,7 @@ type ForgetAuthorizationResponse struct {
 
 func (x *ForgetAuthorizationResponse) Reset() {
 	*x = ForgetAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6968,7 +7115,7 @@ func (x *ForgetAuthorizationResponse) String() string {
 func (*ForgetAuthorizationResponse) ProtoMessage() {}
 
 func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6981,7 +7128,7 @@ func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{86}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{87}
 }
 
 // ServeToolsRequest is a message from the agent on a ServeTools stream.
@@ -7001,7 +7148,7 @@ type ServeToolsRequest struct {
 
 func (x *ServeToolsRequest) Reset() {
 	*x = ServeToolsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7013,7 +7160,7 @@ func (x *ServeToolsRequest) String() string {
 func (*ServeToolsRequest) ProtoMessage() {}
 
 func (x *ServeToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7026,7 +7173,7 @@ func (x *ServeToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServeToolsRequest.ProtoReflect.Descriptor instead.
 func (*ServeToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{87}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ServeToolsRequest) GetMessage() isServeToolsRequest_Message {
@@ -7114,7 +7261,7 @@ type ToolServerDeclaration struct {
 
 func (x *ToolServerDeclaration) Reset() {
 	*x = ToolServerDeclaration{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7126,7 +7273,7 @@ func (x *ToolServerDeclaration) String() string {
 func (*ToolServerDeclaration) ProtoMessage() {}
 
 func (x *ToolServerDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7139,7 +7286,7 @@ func (x *ToolServerDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolServerDeclaration.ProtoReflect.Descriptor instead.
 func (*ToolServerDeclaration) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{88}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ToolServerDeclaration) GetServer() string {
@@ -7202,7 +7349,7 @@ type ToolDefinition struct {
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7214,7 +7361,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7227,7 +7374,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{89}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *ToolDefinition) GetName() string {
@@ -7297,7 +7444,7 @@ type ToolCallResult struct {
 
 func (x *ToolCallResult) Reset() {
 	*x = ToolCallResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7309,7 +7456,7 @@ func (x *ToolCallResult) String() string {
 func (*ToolCallResult) ProtoMessage() {}
 
 func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7322,7 +7469,7 @@ func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallResult.ProtoReflect.Descriptor instead.
 func (*ToolCallResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{90}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ToolCallResult) GetId() string {
@@ -7390,7 +7537,7 @@ type ToolCallProgress struct {
 
 func (x *ToolCallProgress) Reset() {
 	*x = ToolCallProgress{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7402,7 +7549,7 @@ func (x *ToolCallProgress) String() string {
 func (*ToolCallProgress) ProtoMessage() {}
 
 func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7415,7 +7562,7 @@ func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallProgress.ProtoReflect.Descriptor instead.
 func (*ToolCallProgress) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{91}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ToolCallProgress) GetId() string {
@@ -7449,7 +7596,7 @@ type ServeToolsResponse struct {
 
 func (x *ServeToolsResponse) Reset() {
 	*x = ServeToolsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7461,7 +7608,7 @@ func (x *ServeToolsResponse) String() string {
 func (*ServeToolsResponse) ProtoMessage() {}
 
 func (x *ServeToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7474,7 +7621,7 @@ func (x *ServeToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServeToolsResponse.ProtoReflect.Descriptor instead.
 func (*ServeToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{92}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ServeToolsResponse) GetMessage() isServeToolsResponse_Message {
@@ -7558,7 +7705,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7570,7 +7717,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7583,7 +7730,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{93}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ToolCall) GetId() string {
@@ -7634,7 +7781,7 @@ type ToolCallCancel struct {
 
 func (x *ToolCallCancel) Reset() {
 	*x = ToolCallCancel{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7646,7 +7793,7 @@ func (x *ToolCallCancel) String() string {
 func (*ToolCallCancel) ProtoMessage() {}
 
 func (x *ToolCallCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7659,7 +7806,7 @@ func (x *ToolCallCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallCancel.ProtoReflect.Descriptor instead.
 func (*ToolCallCancel) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{94}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ToolCallCancel) GetId() string {
@@ -7696,7 +7843,7 @@ type StartPollRequest struct {
 
 func (x *StartPollRequest) Reset() {
 	*x = StartPollRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7708,7 +7855,7 @@ func (x *StartPollRequest) String() string {
 func (*StartPollRequest) ProtoMessage() {}
 
 func (x *StartPollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7721,7 +7868,7 @@ func (x *StartPollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPollRequest.ProtoReflect.Descriptor instead.
 func (*StartPollRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{95}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *StartPollRequest) GetServer() string {
@@ -7795,7 +7942,7 @@ type PollToolCall struct {
 
 func (x *PollToolCall) Reset() {
 	*x = PollToolCall{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7807,7 +7954,7 @@ func (x *PollToolCall) String() string {
 func (*PollToolCall) ProtoMessage() {}
 
 func (x *PollToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7820,7 +7967,7 @@ func (x *PollToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollToolCall.ProtoReflect.Descriptor instead.
 func (*PollToolCall) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{96}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *PollToolCall) GetName() string {
@@ -7848,7 +7995,7 @@ type StartPollResponse struct {
 
 func (x *StartPollResponse) Reset() {
 	*x = StartPollResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7860,7 +8007,7 @@ func (x *StartPollResponse) String() string {
 func (*StartPollResponse) ProtoMessage() {}
 
 func (x *StartPollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7873,7 +8020,7 @@ func (x *StartPollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPollResponse.ProtoReflect.Descriptor instead.
 func (*StartPollResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{97}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *StartPollResponse) GetPoll() *Poll {
@@ -7894,7 +8041,7 @@ type StopPollRequest struct {
 
 func (x *StopPollRequest) Reset() {
 	*x = StopPollRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7906,7 +8053,7 @@ func (x *StopPollRequest) String() string {
 func (*StopPollRequest) ProtoMessage() {}
 
 func (x *StopPollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7919,7 +8066,7 @@ func (x *StopPollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPollRequest.ProtoReflect.Descriptor instead.
 func (*StopPollRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{98}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *StopPollRequest) GetId() string {
@@ -7938,7 +8085,7 @@ type StopPollResponse struct {
 
 func (x *StopPollResponse) Reset() {
 	*x = StopPollResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7950,7 +8097,7 @@ func (x *StopPollResponse) String() string {
 func (*StopPollResponse) ProtoMessage() {}
 
 func (x *StopPollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7963,7 +8110,7 @@ func (x *StopPollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPollResponse.ProtoReflect.Descriptor instead.
 func (*StopPollResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{99}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{100}
 }
 
 // ListPollsRequest lists polls.
@@ -7975,7 +8122,7 @@ type ListPollsRequest struct {
 
 func (x *ListPollsRequest) Reset() {
 	*x = ListPollsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7987,7 +8134,7 @@ func (x *ListPollsRequest) String() string {
 func (*ListPollsRequest) ProtoMessage() {}
 
 func (x *ListPollsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8000,7 +8147,7 @@ func (x *ListPollsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPollsRequest.ProtoReflect.Descriptor instead.
 func (*ListPollsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{100}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{101}
 }
 
 // ListPollsResponse gives the polls.
@@ -8014,7 +8161,7 @@ type ListPollsResponse struct {
 
 func (x *ListPollsResponse) Reset() {
 	*x = ListPollsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8026,7 +8173,7 @@ func (x *ListPollsResponse) String() string {
 func (*ListPollsResponse) ProtoMessage() {}
 
 func (x *ListPollsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8039,7 +8186,7 @@ func (x *ListPollsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPollsResponse.ProtoReflect.Descriptor instead.
 func (*ListPollsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{101}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *ListPollsResponse) GetPolls() []*Poll {
@@ -8081,7 +8228,7 @@ type Poll struct {
 
 func (x *Poll) Reset() {
 	*x = Poll{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8093,7 +8240,7 @@ func (x *Poll) String() string {
 func (*Poll) ProtoMessage() {}
 
 func (x *Poll) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8106,7 +8253,7 @@ func (x *Poll) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Poll.ProtoReflect.Descriptor instead.
 func (*Poll) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{102}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *Poll) GetId() string {
@@ -8233,7 +8380,7 @@ type PollResult struct {
 
 func (x *PollResult) Reset() {
 	*x = PollResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8245,7 +8392,7 @@ func (x *PollResult) String() string {
 func (*PollResult) ProtoMessage() {}
 
 func (x *PollResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8258,7 +8405,7 @@ func (x *PollResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollResult.ProtoReflect.Descriptor instead.
 func (*PollResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{103}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *PollResult) GetPollId() string {
@@ -8325,7 +8472,7 @@ type SearchToolsRequest struct {
 
 func (x *SearchToolsRequest) Reset() {
 	*x = SearchToolsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8337,7 +8484,7 @@ func (x *SearchToolsRequest) String() string {
 func (*SearchToolsRequest) ProtoMessage() {}
 
 func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8350,7 +8497,7 @@ func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
 func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{104}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *SearchToolsRequest) GetQuery() string {
@@ -8386,7 +8533,7 @@ type SearchToolsResponse struct {
 
 func (x *SearchToolsResponse) Reset() {
 	*x = SearchToolsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8398,7 +8545,7 @@ func (x *SearchToolsResponse) String() string {
 func (*SearchToolsResponse) ProtoMessage() {}
 
 func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8411,7 +8558,7 @@ func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
 func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{105}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *SearchToolsResponse) GetMatches() []*ToolMatch {
@@ -8434,7 +8581,7 @@ type ToolMatch struct {
 
 func (x *ToolMatch) Reset() {
 	*x = ToolMatch{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8446,7 +8593,7 @@ func (x *ToolMatch) String() string {
 func (*ToolMatch) ProtoMessage() {}
 
 func (x *ToolMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8459,7 +8606,7 @@ func (x *ToolMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolMatch.ProtoReflect.Descriptor instead.
 func (*ToolMatch) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{106}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *ToolMatch) GetTool() *Tool {
@@ -8535,11 +8682,20 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\aheaders\x18\x02 \x03(\v2 .mcpd.v1.HttpConfig.HeadersEntryR\aheaders\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +
 	"\x0eImplementation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05title\x18\x03 \x01(\tR\x05title\"\x9f\a\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1f\n" +
+	"\vwebsite_url\x18\x05 \x01(\tR\n" +
+	"websiteUrl\x12#\n" +
+	"\x05icons\x18\x06 \x03(\v2\r.mcpd.v1.IconR\x05icons\"a\n" +
+	"\x04Icon\x12\x10\n" +
+	"\x03src\x18\x01 \x01(\tR\x03src\x12\x1b\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x14\n" +
+	"\x05sizes\x18\x03 \x03(\tR\x05sizes\x12\x14\n" +
+	"\x05theme\x18\x04 \x01(\tR\x05theme\"\x9f\a\n" +
 	"\x06Server\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x14.mcpd.v1.ServerStateR\x05state\x120\n" +
@@ -8601,7 +8757,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"`\n" +
 	"\x11ListToolsResponse\x12#\n" +
 	"\x05tools\x18\x01 \x03(\v2\r.mcpd.v1.ToolR\x05tools\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xea\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8f\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x1b\n" +
@@ -8611,7 +8767,9 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\finput_schema\x18\x06 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12<\n" +
 	"\routput_schema\x18\a \x01(\v2\x17.google.protobuf.StructR\foutputSchema\x12:\n" +
 	"\vannotations\x18\b \x01(\v2\x18.mcpd.v1.ToolAnnotationsR\vannotations\x12+\n" +
-	"\x04meta\x18\t \x01(\v2\x17.google.protobuf.StructR\x04meta\"\xad\x02\n" +
+	"\x04meta\x18\t \x01(\v2\x17.google.protobuf.StructR\x04meta\x12#\n" +
+	"\x05icons\x18\n" +
+	" \x03(\v2\r.mcpd.v1.IconR\x05icons\"\xad\x02\n" +
 	"\x0fToolAnnotations\x12\x14\n" +
 	"\x05title\x18\x01 \x01(\tR\x05title\x12)\n" +
 	"\x0eread_only_hint\x18\x02 \x01(\bH\x00R\freadOnlyHint\x88\x01\x01\x12.\n" +
@@ -8645,14 +8803,15 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x04text\x18\x01 \x01(\tR\x04text\"?\n" +
 	"\fMediaContent\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1b\n" +
-	"\tmime_type\x18\x02 \x01(\tR\bmimeType\"\xab\x01\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\"\xd0\x01\n" +
 	"\fResourceLink\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x03 \x01(\tR\x05title\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1b\n" +
 	"\tmime_type\x18\x05 \x01(\tR\bmimeType\x12\x17\n" +
-	"\x04size\x18\x06 \x01(\x03H\x00R\x04size\x88\x01\x01B\a\n" +
+	"\x04size\x18\x06 \x01(\x03H\x00R\x04size\x88\x01\x01\x12#\n" +
+	"\x05icons\x18\a \x03(\v2\r.mcpd.v1.IconR\x05iconsB\a\n" +
 	"\x05_size\"\xa2\x01\n" +
 	"\x10ResourceContents\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x1b\n" +
@@ -8693,7 +8852,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"p\n" +
 	"\x15ListResourcesResponse\x12/\n" +
 	"\tresources\x18\x01 \x03(\v2\x11.mcpd.v1.ResourceR\tresources\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa4\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc9\x02\n" +
 	"\bResource\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x10\n" +
 	"\x03uri\x18\x02 \x01(\tR\x03uri\x12\x12\n" +
@@ -8703,7 +8862,9 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\tmime_type\x18\x06 \x01(\tR\bmimeType\x12\x17\n" +
 	"\x04size\x18\a \x01(\x03H\x00R\x04size\x88\x01\x01\x126\n" +
 	"\vannotations\x18\b \x01(\v2\x14.mcpd.v1.AnnotationsR\vannotations\x12+\n" +
-	"\x04meta\x18\t \x01(\v2\x17.google.protobuf.StructR\x04metaB\a\n" +
+	"\x04meta\x18\t \x01(\v2\x17.google.protobuf.StructR\x04meta\x12#\n" +
+	"\x05icons\x18\n" +
+	" \x03(\v2\r.mcpd.v1.IconR\x05iconsB\a\n" +
 	"\x05_size\"r\n" +
 	"\x1cListResourceTemplatesRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x1b\n" +
@@ -8712,7 +8873,7 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"\x91\x01\n" +
 	"\x1dListResourceTemplatesResponse\x12H\n" +
 	"\x12resource_templates\x18\x01 \x03(\v2\x19.mcpd.v1.ResourceTemplateR\x11resourceTemplates\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9b\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc0\x02\n" +
 	"\x10ResourceTemplate\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12!\n" +
 	"\furi_template\x18\x02 \x01(\tR\vuriTemplate\x12\x12\n" +
@@ -8721,7 +8882,8 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12\x1b\n" +
 	"\tmime_type\x18\x06 \x01(\tR\bmimeType\x126\n" +
 	"\vannotations\x18\a \x01(\v2\x14.mcpd.v1.AnnotationsR\vannotations\x12+\n" +
-	"\x04meta\x18\b \x01(\v2\x17.google.protobuf.StructR\x04meta\"?\n" +
+	"\x04meta\x18\b \x01(\v2\x17.google.protobuf.StructR\x04meta\x12#\n" +
+	"\x05icons\x18\t \x03(\v2\r.mcpd.v1.IconR\x05icons\"?\n" +
 	"\x13ReadResourceRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x10\n" +
 	"\x03uri\x18\x02 \x01(\tR\x03uri\"z\n" +
@@ -8735,14 +8897,15 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"h\n" +
 	"\x13ListPromptsResponse\x12)\n" +
 	"\aprompts\x18\x01 \x03(\v2\x0f.mcpd.v1.PromptR\aprompts\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd0\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf5\x01\n" +
 	"\x06Prompt\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x03 \x01(\tR\x05title\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x125\n" +
 	"\targuments\x18\x05 \x03(\v2\x17.mcpd.v1.PromptArgumentR\targuments\x12+\n" +
-	"\x04meta\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x04meta\"x\n" +
+	"\x04meta\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x04meta\x12#\n" +
+	"\x05icons\x18\a \x03(\v2\r.mcpd.v1.IconR\x05icons\"x\n" +
 	"\x0ePromptArgument\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -9110,7 +9273,7 @@ func file_mcpd_v1_mcpd_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
+var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 112)
 var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerState)(0),                      // 0: mcpd.v1.ServerState
 	(ConfigScope)(0),                      // 1: mcpd.v1.ConfigScope
@@ -9126,321 +9289,328 @@ var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(*StdioConfig)(nil),                   // 11: mcpd.v1.StdioConfig
 	(*HttpConfig)(nil),                    // 12: mcpd.v1.HttpConfig
 	(*Implementation)(nil),                // 13: mcpd.v1.Implementation
-	(*Server)(nil),                        // 14: mcpd.v1.Server
-	(*ConnectServerRequest)(nil),          // 15: mcpd.v1.ConnectServerRequest
-	(*ConnectServerResponse)(nil),         // 16: mcpd.v1.ConnectServerResponse
-	(*DisconnectServerRequest)(nil),       // 17: mcpd.v1.DisconnectServerRequest
-	(*DisconnectServerResponse)(nil),      // 18: mcpd.v1.DisconnectServerResponse
-	(*RestartServerRequest)(nil),          // 19: mcpd.v1.RestartServerRequest
-	(*RestartServerResponse)(nil),         // 20: mcpd.v1.RestartServerResponse
-	(*SetServerEnabledRequest)(nil),       // 21: mcpd.v1.SetServerEnabledRequest
-	(*SetServerEnabledResponse)(nil),      // 22: mcpd.v1.SetServerEnabledResponse
-	(*GetServerRequest)(nil),              // 23: mcpd.v1.GetServerRequest
-	(*GetServerResponse)(nil),             // 24: mcpd.v1.GetServerResponse
-	(*ListServersRequest)(nil),            // 25: mcpd.v1.ListServersRequest
-	(*ListServersResponse)(nil),           // 26: mcpd.v1.ListServersResponse
-	(*ListToolsRequest)(nil),              // 27: mcpd.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),             // 28: mcpd.v1.ListToolsResponse
-	(*Tool)(nil),                          // 29: mcpd.v1.Tool
-	(*ToolAnnotations)(nil),               // 30: mcpd.v1.ToolAnnotations
-	(*CallToolRequest)(nil),               // 31: mcpd.v1.CallToolRequest
-	(*CallToolResponse)(nil),              // 32: mcpd.v1.CallToolResponse
-	(*Content)(nil),                       // 33: mcpd.v1.Content
-	(*TextContent)(nil),                   // 34: mcpd.v1.TextContent
-	(*MediaContent)(nil),                  // 35: mcpd.v1.MediaContent
-	(*ResourceLink)(nil),                  // 36: mcpd.v1.ResourceLink
-	(*ResourceContents)(nil),              // 37: mcpd.v1.ResourceContents
-	(*Annotations)(nil),                   // 38: mcpd.v1.Annotations
-	(*CallToolStreamRequest)(nil),         // 39: mcpd.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil),        // 40: mcpd.v1.CallToolStreamResponse
-	(*Progress)(nil),                      // 41: mcpd.v1.Progress
-	(*LogMessage)(nil),                    // 42: mcpd.v1.LogMessage
-	(*ListResourcesRequest)(nil),          // 43: mcpd.v1.ListResourcesRequest
-	(*ListResourcesResponse)(nil),         // 44: mcpd.v1.ListResourcesResponse
-	(*Resource)(nil),                      // 45: mcpd.v1.Resource
-	(*ListResourceTemplatesRequest)(nil),  // 46: mcpd.v1.ListResourceTemplatesRequest
-	(*ListResourceTemplatesResponse)(nil), // 47: mcpd.v1.ListResourceTemplatesResponse
-	(*ResourceTemplate)(nil),              // 48: mcpd.v1.ResourceTemplate
-	(*ReadResourceRequest)(nil),           // 49: mcpd.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),          // 50: mcpd.v1.ReadResourceResponse
-	(*ListPromptsRequest)(nil),            // 51: mcpd.v1.ListPromptsRequest
-	(*ListPromptsResponse)(nil),           // 52: mcpd.v1.ListPromptsResponse
-	(*Prompt)(nil),                        // 53: mcpd.v1.Prompt
-	(*PromptArgument)(nil),                // 54: mcpd.v1.PromptArgument
-	(*GetPromptRequest)(nil),              // 55: mcpd.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),             // 56: mcpd.v1.GetPromptResponse
-	(*PromptMessage)(nil),                 // 57: mcpd.v1.PromptMessage
-	(*CompleteRequest)(nil),               // 58: mcpd.v1.CompleteRequest
-	(*CompleteArgument)(nil),              // 59: mcpd.v1.CompleteArgument
-	(*CompleteResponse)(nil),              // 60: mcpd.v1.CompleteResponse
-	(*SetLogLevelRequest)(nil),            // 61: mcpd.v1.SetLogLevelRequest
-	(*SetLogLevelResponse)(nil),           // 62: mcpd.v1.SetLogLevelResponse
-	(*SetRootsRequest)(nil),               // 63: mcpd.v1.SetRootsRequest
-	(*Root)(nil),                          // 64: mcpd.v1.Root
-	(*SetRootsResponse)(nil),              // 65: mcpd.v1.SetRootsResponse
-	(*ResourceRef)(nil),                   // 66: mcpd.v1.ResourceRef
-	(*SubscribeRequest)(nil),              // 67: mcpd.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),             // 68: mcpd.v1.SubscribeResponse
-	(*Event)(nil),                         // 69: mcpd.v1.Event
-	(*ResourceUpdated)(nil),               // 70: mcpd.v1.ResourceUpdated
-	(*ListChanged)(nil),                   // 71: mcpd.v1.ListChanged
-	(*ServerStateChanged)(nil),            // 72: mcpd.v1.ServerStateChanged
-	(*Gap)(nil),                           // 73: mcpd.v1.Gap
-	(*HandleServerRequestsRequest)(nil),   // 74: mcpd.v1.HandleServerRequestsRequest
-	(*ServerRequestRegistration)(nil),     // 75: mcpd.v1.ServerRequestRegistration
-	(*HandleServerRequestsResponse)(nil),  // 76: mcpd.v1.HandleServerRequestsResponse
-	(*ServerRequest)(nil),                 // 77: mcpd.v1.ServerRequest
-	(*SamplingRequest)(nil),               // 78: mcpd.v1.SamplingRequest
-	(*SamplingMessage)(nil),               // 79: mcpd.v1.SamplingMessage
-	(*ElicitationRequest)(nil),            // 80: mcpd.v1.ElicitationRequest
-	(*RootsRequest)(nil),                  // 81: mcpd.v1.RootsRequest
-	(*ServerRequestReply)(nil),            // 82: mcpd.v1.ServerRequestReply
-	(*SamplingResult)(nil),                // 83: mcpd.v1.SamplingResult
-	(*ElicitationResult)(nil),             // 84: mcpd.v1.ElicitationResult
-	(*RootsResult)(nil),                   // 85: mcpd.v1.RootsResult
-	(*ReplyError)(nil),                    // 86: mcpd.v1.ReplyError
-	(*AuthorizationRequest)(nil),          // 87: mcpd.v1.AuthorizationRequest
-	(*AuthorizationResult)(nil),           // 88: mcpd.v1.AuthorizationResult
-	(*ApprovalRequest)(nil),               // 89: mcpd.v1.ApprovalRequest
-	(*ApprovalResult)(nil),                // 90: mcpd.v1.ApprovalResult
-	(*CompleteAuthorizationRequest)(nil),  // 91: mcpd.v1.CompleteAuthorizationRequest
-	(*CompleteAuthorizationResponse)(nil), // 92: mcpd.v1.CompleteAuthorizationResponse
-	(*ForgetAuthorizationRequest)(nil),    // 93: mcpd.v1.ForgetAuthorizationRequest
-	(*ForgetAuthorizationResponse)(nil),   // 94: mcpd.v1.ForgetAuthorizationResponse
-	(*ServeToolsRequest)(nil),             // 95: mcpd.v1.ServeToolsRequest
-	(*ToolServerDeclaration)(nil),         // 96: mcpd.v1.ToolServerDeclaration
-	(*ToolDefinition)(nil),                // 97: mcpd.v1.ToolDefinition
-	(*ToolCallResult)(nil),                // 98: mcpd.v1.ToolCallResult
-	(*ToolCallProgress)(nil),              // 99: mcpd.v1.ToolCallProgress
-	(*ServeToolsResponse)(nil),            // 100: mcpd.v1.ServeToolsResponse
-	(*ToolCall)(nil),                      // 101: mcpd.v1.ToolCall
-	(*ToolCallCancel)(nil),                // 102: mcpd.v1.ToolCallCancel
-	(*StartPollRequest)(nil),              // 103: mcpd.v1.StartPollRequest
-	(*PollToolCall)(nil),                  // 104: mcpd.v1.PollToolCall
-	(*StartPollResponse)(nil),             // 105: mcpd.v1.StartPollResponse
-	(*StopPollRequest)(nil),               // 106: mcpd.v1.StopPollRequest
-	(*StopPollResponse)(nil),              // 107: mcpd.v1.StopPollResponse
-	(*ListPollsRequest)(nil),              // 108: mcpd.v1.ListPollsRequest
-	(*ListPollsResponse)(nil),             // 109: mcpd.v1.ListPollsResponse
-	(*Poll)(nil),                          // 110: mcpd.v1.Poll
-	(*PollResult)(nil),                    // 111: mcpd.v1.PollResult
-	(*SearchToolsRequest)(nil),            // 112: mcpd.v1.SearchToolsRequest
-	(*SearchToolsResponse)(nil),           // 113: mcpd.v1.SearchToolsResponse
-	(*ToolMatch)(nil),                     // 114: mcpd.v1.ToolMatch
-	nil,                                   // 115: mcpd.v1.StdioConfig.EnvEntry
-	nil,                                   // 116: mcpd.v1.HttpConfig.HeadersEntry
-	nil,                                   // 117: mcpd.v1.GetPromptRequest.ArgumentsEntry
-	nil,                                   // 118: mcpd.v1.CompleteRequest.ContextEntry
-	(*durationpb.Duration)(nil),           // 119: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 120: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),         // 121: google.protobuf.Timestamp
-	(*structpb.Value)(nil),                // 122: google.protobuf.Value
+	(*Icon)(nil),                          // 14: mcpd.v1.Icon
+	(*Server)(nil),                        // 15: mcpd.v1.Server
+	(*ConnectServerRequest)(nil),          // 16: mcpd.v1.ConnectServerRequest
+	(*ConnectServerResponse)(nil),         // 17: mcpd.v1.ConnectServerResponse
+	(*DisconnectServerRequest)(nil),       // 18: mcpd.v1.DisconnectServerRequest
+	(*DisconnectServerResponse)(nil),      // 19: mcpd.v1.DisconnectServerResponse
+	(*RestartServerRequest)(nil),          // 20: mcpd.v1.RestartServerRequest
+	(*RestartServerResponse)(nil),         // 21: mcpd.v1.RestartServerResponse
+	(*SetServerEnabledRequest)(nil),       // 22: mcpd.v1.SetServerEnabledRequest
+	(*SetServerEnabledResponse)(nil),      // 23: mcpd.v1.SetServerEnabledResponse
+	(*GetServerRequest)(nil),              // 24: mcpd.v1.GetServerRequest
+	(*GetServerResponse)(nil),             // 25: mcpd.v1.GetServerResponse
+	(*ListServersRequest)(nil),            // 26: mcpd.v1.ListServersRequest
+	(*ListServersResponse)(nil),           // 27: mcpd.v1.ListServersResponse
+	(*ListToolsRequest)(nil),              // 28: mcpd.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),             // 29: mcpd.v1.ListToolsResponse
+	(*Tool)(nil),                          // 30: mcpd.v1.Tool
+	(*ToolAnnotations)(nil),               // 31: mcpd.v1.ToolAnnotations
+	(*CallToolRequest)(nil),               // 32: mcpd.v1.CallToolRequest
+	(*CallToolResponse)(nil),              // 33: mcpd.v1.CallToolResponse
+	(*Content)(nil),                       // 34: mcpd.v1.Content
+	(*TextContent)(nil),                   // 35: mcpd.v1.TextContent
+	(*MediaContent)(nil),                  // 36: mcpd.v1.MediaContent
+	(*ResourceLink)(nil),                  // 37: mcpd.v1.ResourceLink
+	(*ResourceContents)(nil),              // 38: mcpd.v1.ResourceContents
+	(*Annotations)(nil),                   // 39: mcpd.v1.Annotations
+	(*CallToolStreamRequest)(nil),         // 40: mcpd.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),        // 41: mcpd.v1.CallToolStreamResponse
+	(*Progress)(nil),                      // 42: mcpd.v1.Progress
+	(*LogMessage)(nil),                    // 43: mcpd.v1.LogMessage
+	(*ListResourcesRequest)(nil),          // 44: mcpd.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil),         // 45: mcpd.v1.ListResourcesResponse
+	(*Resource)(nil),                      // 46: mcpd.v1.Resource
+	(*ListResourceTemplatesRequest)(nil),  // 47: mcpd.v1.ListResourceTemplatesRequest
+	(*ListResourceTemplatesResponse)(nil), // 48: mcpd.v1.ListResourceTemplatesResponse
+	(*ResourceTemplate)(nil),              // 49: mcpd.v1.ResourceTemplate
+	(*ReadResourceRequest)(nil),           // 50: mcpd.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),          // 51: mcpd.v1.ReadResourceResponse
+	(*ListPromptsRequest)(nil),            // 52: mcpd.v1.ListPromptsRequest
+	(*ListPromptsResponse)(nil),           // 53: mcpd.v1.ListPromptsResponse
+	(*Prompt)(nil),                        // 54: mcpd.v1.Prompt
+	(*PromptArgument)(nil),                // 55: mcpd.v1.PromptArgument
+	(*GetPromptRequest)(nil),              // 56: mcpd.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),             // 57: mcpd.v1.GetPromptResponse
+	(*PromptMessage)(nil),                 // 58: mcpd.v1.PromptMessage
+	(*CompleteRequest)(nil),               // 59: mcpd.v1.CompleteRequest
+	(*CompleteArgument)(nil),              // 60: mcpd.v1.CompleteArgument
+	(*CompleteResponse)(nil),              // 61: mcpd.v1.CompleteResponse
+	(*SetLogLevelRequest)(nil),            // 62: mcpd.v1.SetLogLevelRequest
+	(*SetLogLevelResponse)(nil),           // 63: mcpd.v1.SetLogLevelResponse
+	(*SetRootsRequest)(nil),               // 64: mcpd.v1.SetRootsRequest
+	(*Root)(nil),                          // 65: mcpd.v1.Root
+	(*SetRootsResponse)(nil),              // 66: mcpd.v1.SetRootsResponse
+	(*ResourceRef)(nil),                   // 67: mcpd.v1.ResourceRef
+	(*SubscribeRequest)(nil),              // 68: mcpd.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),             // 69: mcpd.v1.SubscribeResponse
+	(*Event)(nil),                         // 70: mcpd.v1.Event
+	(*ResourceUpdated)(nil),               // 71: mcpd.v1.ResourceUpdated
+	(*ListChanged)(nil),                   // 72: mcpd.v1.ListChanged
+	(*ServerStateChanged)(nil),            // 73: mcpd.v1.ServerStateChanged
+	(*Gap)(nil),                           // 74: mcpd.v1.Gap
+	(*HandleServerRequestsRequest)(nil),   // 75: mcpd.v1.HandleServerRequestsRequest
+	(*ServerRequestRegistration)(nil),     // 76: mcpd.v1.ServerRequestRegistration
+	(*HandleServerRequestsResponse)(nil),  // 77: mcpd.v1.HandleServerRequestsResponse
+	(*ServerRequest)(nil),                 // 78: mcpd.v1.ServerRequest
+	(*SamplingRequest)(nil),               // 79: mcpd.v1.SamplingRequest
+	(*SamplingMessage)(nil),               // 80: mcpd.v1.SamplingMessage
+	(*ElicitationRequest)(nil),            // 81: mcpd.v1.ElicitationRequest
+	(*RootsRequest)(nil),                  // 82: mcpd.v1.RootsRequest
+	(*ServerRequestReply)(nil),            // 83: mcpd.v1.ServerRequestReply
+	(*SamplingResult)(nil),                // 84: mcpd.v1.SamplingResult
+	(*ElicitationResult)(nil),             // 85: mcpd.v1.ElicitationResult
+	(*RootsResult)(nil),                   // 86: mcpd.v1.RootsResult
+	(*ReplyError)(nil),                    // 87: mcpd.v1.ReplyError
+	(*AuthorizationRequest)(nil),          // 88: mcpd.v1.AuthorizationRequest
+	(*AuthorizationResult)(nil),           // 89: mcpd.v1.AuthorizationResult
+	(*ApprovalRequest)(nil),               // 90: mcpd.v1.ApprovalRequest
+	(*ApprovalResult)(nil),                // 91: mcpd.v1.ApprovalResult
+	(*CompleteAuthorizationRequest)(nil),  // 92: mcpd.v1.CompleteAuthorizationRequest
+	(*CompleteAuthorizationResponse)(nil), // 93: mcpd.v1.CompleteAuthorizationResponse
+	(*ForgetAuthorizationRequest)(nil),    // 94: mcpd.v1.ForgetAuthorizationRequest
+	(*ForgetAuthorizationResponse)(nil),   // 95: mcpd.v1.ForgetAuthorizationResponse
+	(*ServeToolsRequest)(nil),             // 96: mcpd.v1.ServeToolsRequest
+	(*ToolServerDeclaration)(nil),         // 97: mcpd.v1.ToolServerDeclaration
+	(*ToolDefinition)(nil),                // 98: mcpd.v1.ToolDefinition
+	(*ToolCallResult)(nil),                // 99: mcpd.v1.ToolCallResult
+	(*ToolCallProgress)(nil),              // 100: mcpd.v1.ToolCallProgress
+	(*ServeToolsResponse)(nil),            // 101: mcpd.v1.ServeToolsResponse
+	(*ToolCall)(nil),                      // 102: mcpd.v1.ToolCall
+	(*ToolCallCancel)(nil),                // 103: mcpd.v1.ToolCallCancel
+	(*StartPollRequest)(nil),              // 104: mcpd.v1.StartPollRequest
+	(*PollToolCall)(nil),                  // 105: mcpd.v1.PollToolCall
+	(*StartPollResponse)(nil),             // 106: mcpd.v1.StartPollResponse
+	(*StopPollRequest)(nil),               // 107: mcpd.v1.StopPollRequest
+	(*StopPollResponse)(nil),              // 108: mcpd.v1.StopPollResponse
+	(*ListPollsRequest)(nil),              // 109: mcpd.v1.ListPollsRequest
+	(*ListPollsResponse)(nil),             // 110: mcpd.v1.ListPollsResponse
+	(*Poll)(nil),                          // 111: mcpd.v1.Poll
+	(*PollResult)(nil),                    // 112: mcpd.v1.PollResult
+	(*SearchToolsRequest)(nil),            // 113: mcpd.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),           // 114: mcpd.v1.SearchToolsResponse
+	(*ToolMatch)(nil),                     // 115: mcpd.v1.ToolMatch
+	nil,                                   // 116: mcpd.v1.StdioConfig.EnvEntry
+	nil,                                   // 117: mcpd.v1.HttpConfig.HeadersEntry
+	nil,                                   // 118: mcpd.v1.GetPromptRequest.ArgumentsEntry
+	nil,                                   // 119: mcpd.v1.CompleteRequest.ContextEntry
+	(*durationpb.Duration)(nil),           // 120: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 121: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),         // 122: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                // 123: google.protobuf.Value
 }
 var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	11,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
 	12,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
 	12,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
 	12,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
-	119, // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	119, // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	120, // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	120, // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
 	9,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
 	10,  // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
-	115, // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	116, // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
-	0,   // 10: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
-	2,   // 11: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
-	13,  // 12: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	120, // 13: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	121, // 14: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	121, // 15: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
-	1,   // 16: mcpd.v1.Server.scope:type_name -> mcpd.v1.ConfigScope
-	8,   // 17: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
-	14,  // 18: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
-	14,  // 19: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
-	14,  // 20: mcpd.v1.SetServerEnabledResponse.server:type_name -> mcpd.v1.Server
-	14,  // 21: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
-	14,  // 22: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
-	29,  // 23: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	120, // 24: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	120, // 25: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
-	30,  // 26: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	120, // 27: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
-	120, // 28: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	119, // 29: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	120, // 30: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
-	33,  // 31: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	122, // 32: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	120, // 33: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
-	34,  // 34: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
-	35,  // 35: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
-	35,  // 36: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
-	36,  // 37: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
-	37,  // 38: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
-	38,  // 39: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	120, // 40: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
-	120, // 41: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
-	3,   // 42: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	120, // 43: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	119, // 44: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	120, // 45: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
-	41,  // 46: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
-	42,  // 47: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
-	32,  // 48: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
-	4,   // 49: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	122, // 50: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
-	45,  // 51: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
-	38,  // 52: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	120, // 53: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
-	48,  // 54: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
-	38,  // 55: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	120, // 56: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
-	37,  // 57: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	120, // 58: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
-	53,  // 59: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
-	54,  // 60: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	120, // 61: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
-	117, // 62: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
-	57,  // 63: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	120, // 64: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
-	3,   // 65: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
-	33,  // 66: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
-	59,  // 67: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	118, // 68: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
-	4,   // 69: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
-	64,  // 70: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
-	66,  // 71: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
-	5,   // 72: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
-	119, // 73: mcpd.v1.SubscribeRequest.fallback_poll_interval:type_name -> google.protobuf.Duration
-	69,  // 74: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	121, // 75: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
-	70,  // 76: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
-	71,  // 77: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
-	71,  // 78: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
-	71,  // 79: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
-	72,  // 80: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
-	42,  // 81: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
-	73,  // 82: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
-	111, // 83: mcpd.v1.Event.poll_result:type_name -> mcpd.v1.PollResult
-	0,   // 84: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
-	75,  // 85: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
-	82,  // 86: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
-	6,   // 87: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
-	75,  // 88: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
-	77,  // 89: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
-	78,  // 90: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
-	80,  // 91: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
-	81,  // 92: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
-	87,  // 93: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
-	89,  // 94: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
-	121, // 95: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
-	79,  // 96: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	120, // 97: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
-	3,   // 98: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
-	33,  // 99: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	120, // 100: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	83,  // 101: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	84,  // 102: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	85,  // 103: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	88,  // 104: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
-	90,  // 105: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
-	86,  // 106: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	3,   // 107: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	33,  // 108: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	7,   // 109: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	120, // 110: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	64,  // 111: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	121, // 112: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
-	120, // 113: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
-	120, // 114: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
-	119, // 115: mcpd.v1.ApprovalRequest.poll_interval:type_name -> google.protobuf.Duration
-	14,  // 116: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	96,  // 117: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
-	98,  // 118: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
-	99,  // 119: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
-	97,  // 120: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
-	13,  // 121: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
-	120, // 122: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	120, // 123: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
-	30,  // 124: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
-	120, // 125: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
-	32,  // 126: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
-	86,  // 127: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
-	41,  // 128: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
-	14,  // 129: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
-	101, // 130: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
-	102, // 131: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
-	120, // 132: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
-	120, // 133: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
-	121, // 134: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
-	104, // 135: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
-	119, // 136: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
-	120, // 137: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
-	110, // 138: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
-	110, // 139: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
-	104, // 140: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
-	119, // 141: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
-	121, // 142: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
-	37,  // 143: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
-	32,  // 144: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
-	114, // 145: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
-	29,  // 146: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
-	15,  // 147: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	17,  // 148: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	19,  // 149: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	21,  // 150: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
-	23,  // 151: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	25,  // 152: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	27,  // 153: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	31,  // 154: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	39,  // 155: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	43,  // 156: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	46,  // 157: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	49,  // 158: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	51,  // 159: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	55,  // 160: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	58,  // 161: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	61,  // 162: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	63,  // 163: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	67,  // 164: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	74,  // 165: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	91,  // 166: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	93,  // 167: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	95,  // 168: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
-	103, // 169: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
-	106, // 170: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
-	108, // 171: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
-	112, // 172: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
-	16,  // 173: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	18,  // 174: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	20,  // 175: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	22,  // 176: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
-	24,  // 177: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	26,  // 178: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	28,  // 179: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	32,  // 180: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	40,  // 181: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	44,  // 182: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	47,  // 183: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	50,  // 184: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	52,  // 185: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	56,  // 186: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	60,  // 187: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	62,  // 188: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	65,  // 189: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	68,  // 190: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	76,  // 191: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	92,  // 192: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	94,  // 193: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	100, // 194: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
-	105, // 195: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
-	107, // 196: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
-	109, // 197: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
-	113, // 198: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
-	173, // [173:199] is the sub-list for method output_type
-	147, // [147:173] is the sub-list for method input_type
-	147, // [147:147] is the sub-list for extension type_name
-	147, // [147:147] is the sub-list for extension extendee
-	0,   // [0:147] is the sub-list for field type_name
+	116, // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	117, // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	14,  // 10: mcpd.v1.Implementation.icons:type_name -> mcpd.v1.Icon
+	0,   // 11: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
+	2,   // 12: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
+	13,  // 13: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
+	121, // 14: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	122, // 15: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	122, // 16: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
+	1,   // 17: mcpd.v1.Server.scope:type_name -> mcpd.v1.ConfigScope
+	8,   // 18: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
+	15,  // 19: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
+	15,  // 20: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
+	15,  // 21: mcpd.v1.SetServerEnabledResponse.server:type_name -> mcpd.v1.Server
+	15,  // 22: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
+	15,  // 23: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
+	30,  // 24: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
+	121, // 25: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	121, // 26: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	31,  // 27: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
+	121, // 28: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	14,  // 29: mcpd.v1.Tool.icons:type_name -> mcpd.v1.Icon
+	121, // 30: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	120, // 31: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	121, // 32: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	34,  // 33: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
+	123, // 34: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	121, // 35: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	35,  // 36: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
+	36,  // 37: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
+	36,  // 38: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
+	37,  // 39: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
+	38,  // 40: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
+	39,  // 41: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
+	121, // 42: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	14,  // 43: mcpd.v1.ResourceLink.icons:type_name -> mcpd.v1.Icon
+	121, // 44: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	3,   // 45: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
+	121, // 46: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	120, // 47: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	121, // 48: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	42,  // 49: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
+	43,  // 50: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
+	33,  // 51: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
+	4,   // 52: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
+	123, // 53: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	46,  // 54: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
+	39,  // 55: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
+	121, // 56: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	14,  // 57: mcpd.v1.Resource.icons:type_name -> mcpd.v1.Icon
+	49,  // 58: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
+	39,  // 59: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
+	121, // 60: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	14,  // 61: mcpd.v1.ResourceTemplate.icons:type_name -> mcpd.v1.Icon
+	38,  // 62: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
+	121, // 63: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	54,  // 64: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
+	55,  // 65: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
+	121, // 66: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	14,  // 67: mcpd.v1.Prompt.icons:type_name -> mcpd.v1.Icon
+	118, // 68: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	58,  // 69: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
+	121, // 70: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	3,   // 71: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
+	34,  // 72: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
+	60,  // 73: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
+	119, // 74: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	4,   // 75: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
+	65,  // 76: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
+	67,  // 77: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
+	5,   // 78: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
+	120, // 79: mcpd.v1.SubscribeRequest.fallback_poll_interval:type_name -> google.protobuf.Duration
+	70,  // 80: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
+	122, // 81: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	71,  // 82: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
+	72,  // 83: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
+	72,  // 84: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
+	72,  // 85: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
+	73,  // 86: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
+	43,  // 87: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
+	74,  // 88: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
+	112, // 89: mcpd.v1.Event.poll_result:type_name -> mcpd.v1.PollResult
+	0,   // 90: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
+	76,  // 91: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
+	83,  // 92: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
+	6,   // 93: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
+	76,  // 94: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
+	78,  // 95: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
+	79,  // 96: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
+	81,  // 97: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
+	82,  // 98: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
+	88,  // 99: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
+	90,  // 100: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
+	122, // 101: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	80,  // 102: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
+	121, // 103: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	3,   // 104: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
+	34,  // 105: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
+	121, // 106: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	84,  // 107: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	85,  // 108: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	86,  // 109: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	89,  // 110: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
+	91,  // 111: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
+	87,  // 112: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	3,   // 113: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	34,  // 114: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	7,   // 115: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	121, // 116: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	65,  // 117: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	122, // 118: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	121, // 119: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
+	121, // 120: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
+	120, // 121: mcpd.v1.ApprovalRequest.poll_interval:type_name -> google.protobuf.Duration
+	15,  // 122: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	97,  // 123: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
+	99,  // 124: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
+	100, // 125: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
+	98,  // 126: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
+	13,  // 127: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
+	121, // 128: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	121, // 129: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	31,  // 130: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
+	121, // 131: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
+	33,  // 132: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
+	87,  // 133: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
+	42,  // 134: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
+	15,  // 135: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
+	102, // 136: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
+	103, // 137: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
+	121, // 138: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	121, // 139: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
+	122, // 140: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
+	105, // 141: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
+	120, // 142: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
+	121, // 143: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
+	111, // 144: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
+	111, // 145: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
+	105, // 146: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
+	120, // 147: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
+	122, // 148: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
+	38,  // 149: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
+	33,  // 150: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
+	115, // 151: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
+	30,  // 152: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
+	16,  // 153: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	18,  // 154: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	20,  // 155: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	22,  // 156: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
+	24,  // 157: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	26,  // 158: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	28,  // 159: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	32,  // 160: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	40,  // 161: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	44,  // 162: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	47,  // 163: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	50,  // 164: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	52,  // 165: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	56,  // 166: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	59,  // 167: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	62,  // 168: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	64,  // 169: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	68,  // 170: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	75,  // 171: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	92,  // 172: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	94,  // 173: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	96,  // 174: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
+	104, // 175: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
+	107, // 176: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
+	109, // 177: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
+	113, // 178: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
+	17,  // 179: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	19,  // 180: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	21,  // 181: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	23,  // 182: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
+	25,  // 183: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	27,  // 184: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	29,  // 185: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	33,  // 186: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	41,  // 187: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	45,  // 188: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	48,  // 189: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	51,  // 190: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	53,  // 191: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	57,  // 192: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	61,  // 193: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	63,  // 194: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	66,  // 195: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	69,  // 196: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	77,  // 197: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	93,  // 198: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	95,  // 199: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	101, // 200: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
+	106, // 201: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
+	108, // 202: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
+	110, // 203: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
+	114, // 204: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
+	179, // [179:205] is the sub-list for method output_type
+	153, // [153:179] is the sub-list for method input_type
+	153, // [153:153] is the sub-list for extension type_name
+	153, // [153:153] is the sub-list for extension extendee
+	0,   // [0:153] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -9454,34 +9624,34 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerConfig_Sse)(nil),
 		(*ServerConfig_Remote)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[22].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[25].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[23].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[26].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Audio)(nil),
 		(*Content_ResourceLink)(nil),
 		(*Content_Resource)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[28].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[29].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[29].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[30].OneofWrappers = []any{
 		(*ResourceContents_Text)(nil),
 		(*ResourceContents_Blob)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[30].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[32].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[31].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[33].OneofWrappers = []any{
 		(*CallToolStreamResponse_Progress)(nil),
 		(*CallToolStreamResponse_Log)(nil),
 		(*CallToolStreamResponse_Result)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[33].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[37].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[50].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[34].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[38].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[51].OneofWrappers = []any{
 		(*CompleteRequest_Prompt)(nil),
 		(*CompleteRequest_ResourceTemplate)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[52].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[59].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[61].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[53].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[60].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[62].OneofWrappers = []any{
 		(*Event_ResourceUpdated)(nil),
 		(*Event_ToolsChanged)(nil),
 		(*Event_PromptsChanged)(nil),
@@ -9491,22 +9661,22 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*Event_Gap)(nil),
 		(*Event_PollResult)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[66].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[67].OneofWrappers = []any{
 		(*HandleServerRequestsRequest_Register)(nil),
 		(*HandleServerRequestsRequest_Reply)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[68].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[69].OneofWrappers = []any{
 		(*HandleServerRequestsResponse_Registered)(nil),
 		(*HandleServerRequestsResponse_Request)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[69].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[70].OneofWrappers = []any{
 		(*ServerRequest_Sampling)(nil),
 		(*ServerRequest_Elicitation)(nil),
 		(*ServerRequest_Roots)(nil),
 		(*ServerRequest_Authorization)(nil),
 		(*ServerRequest_Approval)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[74].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[75].OneofWrappers = []any{
 		(*ServerRequestReply_Sampling)(nil),
 		(*ServerRequestReply_Elicitation)(nil),
 		(*ServerRequestReply_Roots)(nil),
@@ -9514,25 +9684,25 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerRequestReply_Approval)(nil),
 		(*ServerRequestReply_Error)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[87].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[88].OneofWrappers = []any{
 		(*ServeToolsRequest_Declare)(nil),
 		(*ServeToolsRequest_Result)(nil),
 		(*ServeToolsRequest_Progress)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[90].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[91].OneofWrappers = []any{
 		(*ToolCallResult_Result)(nil),
 		(*ToolCallResult_Error)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[92].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[93].OneofWrappers = []any{
 		(*ServeToolsResponse_Serving)(nil),
 		(*ServeToolsResponse_Call)(nil),
 		(*ServeToolsResponse_Cancel)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[95].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[96].OneofWrappers = []any{
 		(*StartPollRequest_ResourceUri)(nil),
 		(*StartPollRequest_Tool)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[102].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[103].OneofWrappers = []any{
 		(*Poll_ResourceUri)(nil),
 		(*Poll_Tool)(nil),
 	}
@@ -9542,7 +9712,7 @@ func file_mcpd_v1_mcpd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpd_v1_mcpd_proto_rawDesc), len(file_mcpd_v1_mcpd_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   111,
+			NumMessages:   112,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

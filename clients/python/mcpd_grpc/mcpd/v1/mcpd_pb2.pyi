@@ -386,15 +386,33 @@ class HttpConfig(_message.Message):
     url: str
     def __init__(self, url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
+class Icon(_message.Message):
+    __slots__ = ["mime_type", "sizes", "src", "theme"]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SIZES_FIELD_NUMBER: _ClassVar[int]
+    SRC_FIELD_NUMBER: _ClassVar[int]
+    THEME_FIELD_NUMBER: _ClassVar[int]
+    mime_type: str
+    sizes: _containers.RepeatedScalarFieldContainer[str]
+    src: str
+    theme: str
+    def __init__(self, src: _Optional[str] = ..., mime_type: _Optional[str] = ..., sizes: _Optional[_Iterable[str]] = ..., theme: _Optional[str] = ...) -> None: ...
+
 class Implementation(_message.Message):
-    __slots__ = ["name", "title", "version"]
+    __slots__ = ["description", "icons", "name", "title", "version", "website_url"]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ICONS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    WEBSITE_URL_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    icons: _containers.RepeatedCompositeFieldContainer[Icon]
     name: str
     title: str
     version: str
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
+    website_url: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., website_url: _Optional[str] = ..., icons: _Optional[_Iterable[_Union[Icon, _Mapping]]] = ...) -> None: ...
 
 class ListChanged(_message.Message):
     __slots__ = []
@@ -615,20 +633,22 @@ class Progress(_message.Message):
     def __init__(self, progress: _Optional[float] = ..., total: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Prompt(_message.Message):
-    __slots__ = ["arguments", "description", "meta", "name", "server", "title"]
+    __slots__ = ["arguments", "description", "icons", "meta", "name", "server", "title"]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ICONS_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     arguments: _containers.RepeatedCompositeFieldContainer[PromptArgument]
     description: str
+    icons: _containers.RepeatedCompositeFieldContainer[Icon]
     meta: _struct_pb2.Struct
     name: str
     server: str
     title: str
-    def __init__(self, server: _Optional[str] = ..., name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., arguments: _Optional[_Iterable[_Union[PromptArgument, _Mapping]]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, server: _Optional[str] = ..., name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., arguments: _Optional[_Iterable[_Union[PromptArgument, _Mapping]]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., icons: _Optional[_Iterable[_Union[Icon, _Mapping]]] = ...) -> None: ...
 
 class PromptArgument(_message.Message):
     __slots__ = ["description", "name", "required", "title"]
@@ -675,9 +695,10 @@ class ReplyError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Resource(_message.Message):
-    __slots__ = ["annotations", "description", "meta", "mime_type", "name", "server", "size", "title", "uri"]
+    __slots__ = ["annotations", "description", "icons", "meta", "mime_type", "name", "server", "size", "title", "uri"]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ICONS_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -687,6 +708,7 @@ class Resource(_message.Message):
     URI_FIELD_NUMBER: _ClassVar[int]
     annotations: Annotations
     description: str
+    icons: _containers.RepeatedCompositeFieldContainer[Icon]
     meta: _struct_pb2.Struct
     mime_type: str
     name: str
@@ -694,7 +716,7 @@ class Resource(_message.Message):
     size: int
     title: str
     uri: str
-    def __init__(self, server: _Optional[str] = ..., uri: _Optional[str] = ..., name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., mime_type: _Optional[str] = ..., size: _Optional[int] = ..., annotations: _Optional[_Union[Annotations, _Mapping]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, server: _Optional[str] = ..., uri: _Optional[str] = ..., name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., mime_type: _Optional[str] = ..., size: _Optional[int] = ..., annotations: _Optional[_Union[Annotations, _Mapping]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., icons: _Optional[_Iterable[_Union[Icon, _Mapping]]] = ...) -> None: ...
 
 class ResourceContents(_message.Message):
     __slots__ = ["blob", "meta", "mime_type", "text", "uri"]
@@ -711,20 +733,22 @@ class ResourceContents(_message.Message):
     def __init__(self, uri: _Optional[str] = ..., mime_type: _Optional[str] = ..., text: _Optional[str] = ..., blob: _Optional[bytes] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ResourceLink(_message.Message):
-    __slots__ = ["description", "mime_type", "name", "size", "title", "uri"]
+    __slots__ = ["description", "icons", "mime_type", "name", "size", "title", "uri"]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ICONS_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     URI_FIELD_NUMBER: _ClassVar[int]
     description: str
+    icons: _containers.RepeatedCompositeFieldContainer[Icon]
     mime_type: str
     name: str
     size: int
     title: str
     uri: str
-    def __init__(self, uri: _Optional[str] = ..., name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., mime_type: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+    def __init__(self, uri: _Optional[str] = ..., name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., mime_type: _Optional[str] = ..., size: _Optional[int] = ..., icons: _Optional[_Iterable[_Union[Icon, _Mapping]]] = ...) -> None: ...
 
 class ResourceRef(_message.Message):
     __slots__ = ["server", "uri"]
@@ -735,9 +759,10 @@ class ResourceRef(_message.Message):
     def __init__(self, server: _Optional[str] = ..., uri: _Optional[str] = ...) -> None: ...
 
 class ResourceTemplate(_message.Message):
-    __slots__ = ["annotations", "description", "meta", "mime_type", "name", "server", "title", "uri_template"]
+    __slots__ = ["annotations", "description", "icons", "meta", "mime_type", "name", "server", "title", "uri_template"]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ICONS_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -746,13 +771,14 @@ class ResourceTemplate(_message.Message):
     URI_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
     annotations: Annotations
     description: str
+    icons: _containers.RepeatedCompositeFieldContainer[Icon]
     meta: _struct_pb2.Struct
     mime_type: str
     name: str
     server: str
     title: str
     uri_template: str
-    def __init__(self, server: _Optional[str] = ..., uri_template: _Optional[str] = ..., name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., mime_type: _Optional[str] = ..., annotations: _Optional[_Union[Annotations, _Mapping]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, server: _Optional[str] = ..., uri_template: _Optional[str] = ..., name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., mime_type: _Optional[str] = ..., annotations: _Optional[_Union[Annotations, _Mapping]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., icons: _Optional[_Iterable[_Union[Icon, _Mapping]]] = ...) -> None: ...
 
 class ResourceUpdated(_message.Message):
     __slots__ = ["uri"]
@@ -1110,9 +1136,10 @@ class TextContent(_message.Message):
     def __init__(self, text: _Optional[str] = ...) -> None: ...
 
 class Tool(_message.Message):
-    __slots__ = ["annotations", "description", "input_schema", "meta", "name", "output_schema", "server", "title", "tool_name"]
+    __slots__ = ["annotations", "description", "icons", "input_schema", "meta", "name", "output_schema", "server", "title", "tool_name"]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ICONS_FIELD_NUMBER: _ClassVar[int]
     INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -1122,6 +1149,7 @@ class Tool(_message.Message):
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     annotations: ToolAnnotations
     description: str
+    icons: _containers.RepeatedCompositeFieldContainer[Icon]
     input_schema: _struct_pb2.Struct
     meta: _struct_pb2.Struct
     name: str
@@ -1129,7 +1157,7 @@ class Tool(_message.Message):
     server: str
     title: str
     tool_name: str
-    def __init__(self, name: _Optional[str] = ..., server: _Optional[str] = ..., tool_name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., annotations: _Optional[_Union[ToolAnnotations, _Mapping]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., server: _Optional[str] = ..., tool_name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., annotations: _Optional[_Union[ToolAnnotations, _Mapping]] = ..., meta: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., icons: _Optional[_Iterable[_Union[Icon, _Mapping]]] = ...) -> None: ...
 
 class ToolAnnotations(_message.Message):
     __slots__ = ["destructive_hint", "idempotent_hint", "open_world_hint", "read_only_hint", "title"]
