@@ -837,7 +837,9 @@ class SamplingRequest:
 @dataclass(frozen=True)
 class SamplingResult:
     """The model's answer to a :class:`SamplingRequest`. A handler may also
-    return a plain ``str``, which becomes a text answer."""
+    return a plain ``str``, which becomes a text answer. ``content`` is one
+    text, image or audio block (or a sequence of one): mcpd refuses more,
+    for an MCP sampling result holds one."""
 
     content: Union[str, Content, Sequence[Content]]
     model: str = ""

@@ -439,6 +439,7 @@ export type ServerRequest = SamplingRequest | ElicitationRequest | RootsRequest 
 
 /** The answer to a sampling request; a handler may also return a string. */
 export interface SamplingResult {
+  /** One text, image or audio block (or a list of one): mcpd refuses more, for an MCP sampling result holds one. */
   content: string | Content | Content[];
   model?: string;
   /** Default "endTurn". */
