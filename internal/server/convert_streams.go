@@ -80,6 +80,9 @@ func serverRequestToProto(req *mcpclient.ServerRequest) (*mcpdv1.HandleServerReq
 		if e.RequestedSchema, err = jsonStruct(p.RequestedSchema); err != nil {
 			return nil, fmt.Errorf("elicitation schema: %w", err)
 		}
+		if e.Params, err = jsonStruct(p); err != nil {
+			return nil, fmt.Errorf("elicitation params: %w", err)
+		}
 		out.Kind = &mcpdv1.ServerRequest_Elicitation{Elicitation: e}
 	case mcpclient.KindRoots:
 		out.Kind = &mcpdv1.ServerRequest_Roots{Roots: &mcpdv1.RootsRequest{}}

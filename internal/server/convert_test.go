@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
 func samplingReply(content ...*mcpdv1.Content) *mcpdv1.ServerRequestReply {
@@ -208,5 +209,20 @@ func TestAgentResourceLinkKeepsIcons(t *testing.T) {
 	want := []mcp.Icon{{Source: "https://example.com/i.png", MIMEType: "image/png", Sizes: []string{"16x16"}, Theme: "dark"}}
 	if diff := cmp.Diff(want, c.(*mcp.ResourceLink).Icons); diff != "" {
 		t.Errorf("icons (-want +got):\n%s", diff)
+	}
+}
+
+// TestElicitationRequestKeepsParams: an elicitation request reaches the
+// agent with its full params, _meta included, as a sampling request does.
+func TestElicitationRequestKeepsParams(t *testing.T) {
+	resp, err := serverRequestToProto(&mcpclient.ServerRequest{ID: "e1", Server: "s", Kind: mcpclient.KindElicitation,
+		Elicitation: &mcp.ElicitParams{Message: "name?", Meta: mcp.Meta{"trace": "t-7"},
+			RequestedSchema: map[string]any{"type": "object"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := resp.GetRequest().GetElicitation().GetParams().AsMap()
+	if meta, _ := params["_meta"].(map[string]any); meta["trace"] != "t-7" || params["message"] != "name?" {
+		t.Errorf("elicitation params: got %v, want the request's, _meta included", params)
 	}
 }

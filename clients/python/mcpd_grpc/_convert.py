@@ -663,6 +663,7 @@ def server_request(r: pb.ServerRequest) -> Union[t.SamplingRequest, t.Elicitatio
             requested_schema=opt_struct(e, "requested_schema"),
             url=e.url,
             elicitation_id=e.elicitation_id,
+            params=opt_struct(e, "params"),
             deadline=deadline,
         )
     if kind == "roots":

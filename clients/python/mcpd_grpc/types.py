@@ -851,7 +851,8 @@ class SamplingResult:
 class ElicitationRequest:
     """A server asks the user for input (elicitation/create): ``mode`` is
     ``"form"`` (answer matching ``requested_schema``) or ``"url"`` (open
-    ``url``)."""
+    ``url``). ``params`` holds the full MCP request params (``_meta``
+    among them)."""
 
     id: str
     server: str
@@ -861,6 +862,7 @@ class ElicitationRequest:
     url: str = ""
     elicitation_id: str = ""
     deadline: Optional[datetime.datetime] = None
+    params: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import re
 
 import grpc
 import pytest
+from google.protobuf import struct_pb2
 
 import mcpd_grpc
 from conftest import REPO
@@ -366,3 +367,11 @@ def test_icons_and_server_info_survive_conversion() -> None:
     assert cv.content_to_proto(link).resource_link.icons == [icon]
     info = cv.implementation(pb.Server(server_info=pb.Implementation(name="n", description="d", website_url="https://example.com", icons=[icon])))
     assert (info.description, info.website_url, info.icons) == ("d", "https://example.com", want)
+
+
+def test_elicitation_request_keeps_params() -> None:
+    params = struct_pb2.Struct()
+    params.update({"message": "name?", "_meta": {"trace": "t-7"}})
+    req = cv.server_request(pb.ServerRequest(id="e1", server="s", elicitation=pb.ElicitationRequest(mode="form", message="name?", params=params)))
+    assert isinstance(req, mcpd_grpc.ElicitationRequest)
+    assert req.params == {"message": "name?", "_meta": {"trace": "t-7"}}

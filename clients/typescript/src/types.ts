@@ -414,6 +414,8 @@ export interface ElicitationRequest {
   requestedSchema: JsonObject | undefined;
   url: string;
   elicitationId: string;
+  /** The full MCP request params (`_meta` among them). */
+  params: JsonObject | undefined;
   deadline: Date | undefined;
 }
 
@@ -494,6 +496,7 @@ export function toServerRequest(r: pb.ServerRequest): ServerRequest | undefined 
         requestedSchema: e.requestedSchema,
         url: e.url,
         elicitationId: e.elicitationId,
+        params: e.params,
       };
     }
     case "roots":

@@ -6060,7 +6060,7 @@ type SamplingRequest struct {
 	// Bounds the length of the answer.
 	MaxTokens int32 `protobuf:"varint,3,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
 	// Holds the full MCP request params (model preferences, temperature, stop
-	// sequences, tools, ...), as MCP JSON.
+	// sequences, _meta, ...), as MCP JSON.
 	Params        *structpb.Struct `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -6193,6 +6193,8 @@ type ElicitationRequest struct {
 	Url string `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
 	// Identifies the elicitation (url mode).
 	ElicitationId string `protobuf:"bytes,5,opt,name=elicitation_id,json=elicitationId,proto3" json:"elicitation_id,omitempty"`
+	// Holds the full MCP request params (_meta among them), as MCP JSON.
+	Params        *structpb.Struct `protobuf:"bytes,6,opt,name=params,proto3" json:"params,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6260,6 +6262,13 @@ func (x *ElicitationRequest) GetElicitationId() string {
 		return x.ElicitationId
 	}
 	return ""
+}
+
+func (x *ElicitationRequest) GetParams() *structpb.Struct {
+	if x != nil {
+		return x.Params
+	}
+	return nil
 }
 
 // RootsRequest asks for the client's roots.
@@ -9022,13 +9031,14 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x06params\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06params\"`\n" +
 	"\x0fSamplingMessage\x12!\n" +
 	"\x04role\x18\x01 \x01(\x0e2\r.mcpd.v1.RoleR\x04role\x12*\n" +
-	"\acontent\x18\x02 \x03(\v2\x10.mcpd.v1.ContentR\acontent\"\xbf\x01\n" +
+	"\acontent\x18\x02 \x03(\v2\x10.mcpd.v1.ContentR\acontent\"\xf0\x01\n" +
 	"\x12ElicitationRequest\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12B\n" +
 	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x10\n" +
 	"\x03url\x18\x04 \x01(\tR\x03url\x12%\n" +
-	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\"\x0e\n" +
+	"\x0eelicitation_id\x18\x05 \x01(\tR\relicitationId\x12/\n" +
+	"\x06params\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x06params\"\x0e\n" +
 	"\fRootsRequest\"\xfd\x02\n" +
 	"\x12ServerRequestReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
@@ -9508,109 +9518,110 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	3,   // 104: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
 	34,  // 105: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
 	121, // 106: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	84,  // 107: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	85,  // 108: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	86,  // 109: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	89,  // 110: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
-	91,  // 111: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
-	87,  // 112: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	3,   // 113: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	34,  // 114: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	7,   // 115: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	121, // 116: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	65,  // 117: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	122, // 118: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
-	121, // 119: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
-	121, // 120: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
-	120, // 121: mcpd.v1.ApprovalRequest.poll_interval:type_name -> google.protobuf.Duration
-	15,  // 122: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	97,  // 123: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
-	99,  // 124: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
-	100, // 125: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
-	98,  // 126: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
-	13,  // 127: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
-	121, // 128: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	121, // 129: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
-	31,  // 130: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
-	121, // 131: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
-	33,  // 132: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
-	87,  // 133: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
-	42,  // 134: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
-	15,  // 135: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
-	102, // 136: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
-	103, // 137: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
-	121, // 138: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
-	121, // 139: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
-	122, // 140: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
-	105, // 141: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
-	120, // 142: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
-	121, // 143: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
-	111, // 144: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
-	111, // 145: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
-	105, // 146: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
-	120, // 147: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
-	122, // 148: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
-	38,  // 149: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
-	33,  // 150: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
-	115, // 151: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
-	30,  // 152: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
-	16,  // 153: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	18,  // 154: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	20,  // 155: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	22,  // 156: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
-	24,  // 157: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	26,  // 158: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	28,  // 159: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	32,  // 160: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	40,  // 161: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	44,  // 162: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	47,  // 163: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	50,  // 164: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	52,  // 165: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	56,  // 166: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	59,  // 167: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	62,  // 168: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	64,  // 169: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	68,  // 170: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	75,  // 171: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	92,  // 172: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	94,  // 173: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	96,  // 174: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
-	104, // 175: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
-	107, // 176: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
-	109, // 177: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
-	113, // 178: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
-	17,  // 179: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	19,  // 180: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	21,  // 181: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	23,  // 182: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
-	25,  // 183: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	27,  // 184: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	29,  // 185: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	33,  // 186: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	41,  // 187: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	45,  // 188: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	48,  // 189: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	51,  // 190: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	53,  // 191: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	57,  // 192: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	61,  // 193: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	63,  // 194: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	66,  // 195: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	69,  // 196: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	77,  // 197: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	93,  // 198: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	95,  // 199: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	101, // 200: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
-	106, // 201: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
-	108, // 202: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
-	110, // 203: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
-	114, // 204: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
-	179, // [179:205] is the sub-list for method output_type
-	153, // [153:179] is the sub-list for method input_type
-	153, // [153:153] is the sub-list for extension type_name
-	153, // [153:153] is the sub-list for extension extendee
-	0,   // [0:153] is the sub-list for field type_name
+	121, // 107: mcpd.v1.ElicitationRequest.params:type_name -> google.protobuf.Struct
+	84,  // 108: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	85,  // 109: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	86,  // 110: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	89,  // 111: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
+	91,  // 112: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
+	87,  // 113: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	3,   // 114: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	34,  // 115: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	7,   // 116: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	121, // 117: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	65,  // 118: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	122, // 119: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	121, // 120: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
+	121, // 121: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
+	120, // 122: mcpd.v1.ApprovalRequest.poll_interval:type_name -> google.protobuf.Duration
+	15,  // 123: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	97,  // 124: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
+	99,  // 125: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
+	100, // 126: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
+	98,  // 127: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
+	13,  // 128: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
+	121, // 129: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	121, // 130: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	31,  // 131: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
+	121, // 132: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
+	33,  // 133: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
+	87,  // 134: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
+	42,  // 135: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
+	15,  // 136: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
+	102, // 137: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
+	103, // 138: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
+	121, // 139: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	121, // 140: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
+	122, // 141: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
+	105, // 142: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
+	120, // 143: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
+	121, // 144: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
+	111, // 145: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
+	111, // 146: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
+	105, // 147: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
+	120, // 148: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
+	122, // 149: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
+	38,  // 150: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
+	33,  // 151: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
+	115, // 152: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
+	30,  // 153: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
+	16,  // 154: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	18,  // 155: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	20,  // 156: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	22,  // 157: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
+	24,  // 158: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	26,  // 159: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	28,  // 160: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	32,  // 161: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	40,  // 162: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	44,  // 163: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	47,  // 164: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	50,  // 165: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	52,  // 166: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	56,  // 167: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	59,  // 168: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	62,  // 169: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	64,  // 170: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	68,  // 171: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	75,  // 172: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	92,  // 173: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	94,  // 174: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	96,  // 175: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
+	104, // 176: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
+	107, // 177: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
+	109, // 178: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
+	113, // 179: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
+	17,  // 180: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	19,  // 181: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	21,  // 182: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	23,  // 183: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
+	25,  // 184: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	27,  // 185: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	29,  // 186: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	33,  // 187: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	41,  // 188: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	45,  // 189: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	48,  // 190: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	51,  // 191: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	53,  // 192: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	57,  // 193: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	61,  // 194: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	63,  // 195: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	66,  // 196: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	69,  // 197: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	77,  // 198: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	93,  // 199: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	95,  // 200: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	101, // 201: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
+	106, // 202: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
+	108, // 203: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
+	110, // 204: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
+	114, // 205: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
+	180, // [180:206] is the sub-list for method output_type
+	154, // [154:180] is the sub-list for method input_type
+	154, // [154:154] is the sub-list for extension type_name
+	154, // [154:154] is the sub-list for extension extendee
+	0,   // [0:154] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }

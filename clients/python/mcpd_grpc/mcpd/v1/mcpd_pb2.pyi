@@ -251,18 +251,20 @@ class DisconnectServerResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ElicitationRequest(_message.Message):
-    __slots__ = ["elicitation_id", "message", "mode", "requested_schema", "url"]
+    __slots__ = ["elicitation_id", "message", "mode", "params", "requested_schema", "url"]
     ELICITATION_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     elicitation_id: str
     message: str
     mode: str
+    params: _struct_pb2.Struct
     requested_schema: _struct_pb2.Struct
     url: str
-    def __init__(self, mode: _Optional[str] = ..., message: _Optional[str] = ..., requested_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., url: _Optional[str] = ..., elicitation_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, mode: _Optional[str] = ..., message: _Optional[str] = ..., requested_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., url: _Optional[str] = ..., elicitation_id: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ElicitationResult(_message.Message):
     __slots__ = ["action", "content"]
