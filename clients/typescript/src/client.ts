@@ -36,7 +36,7 @@ const CALL_TIMEOUT_GRACE_MS = 5_000;
 /** Resumable streams wait this long before the first reconnect, doubling up to RECONNECT_MAX_MS. */
 const RECONNECT_INITIAL_MS = 100;
 const RECONNECT_MAX_MS = 2_000;
-/** A stream that stayed open this long before it failed counts as a fresh outage. */
+/** A stream that mcpd answered this long before it failed counts as a fresh outage. */
 const STABLE_STREAM_MS = 5_000;
 
 export interface ClientOptions extends TlsOptions {
@@ -196,9 +196,15 @@ class ReconnectPolicy {
   private delay = RECONNECT_INITIAL_MS;
   constructor(private readonly timeoutMs: number | null) {}
 
-  /** Ms to wait before reopening a stream opened at openedAt that dropped now; undefined when the budget is spent. */
-  nextWait(now: number, openedAt: number): number | undefined {
-    if (!this.outage || now - openedAt >= STABLE_STREAM_MS) {
+  /**
+   * Ms to wait before reopening a stream that mcpd answered at answeredAt
+   * (undefined: never) and that dropped now; undefined when the budget is
+   * spent. How long a stream stayed open says nothing: one to an mcpd that
+   * stopped answering stays open until the connection is given up on (a
+   * keep-alive PING unanswered, the system's connect timeout).
+   */
+  nextWait(now: number, answeredAt: number | undefined): number | undefined {
+    if (!this.outage || (answeredAt !== undefined && now - answeredAt >= STABLE_STREAM_MS)) {
       this.outage = true;
       this.giveUp = this.timeoutMs === null ? undefined : now + this.timeoutMs;
       this.delay = RECONNECT_INITIAL_MS;
@@ -755,7 +761,8 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
   private reading: Promise<IteratorResult<t.Event>> | undefined;
   private stream: AbortController | undefined;
   private streamDispose: (() => void) | undefined;
-  private openedAt = 0;
+  /** When mcpd answered the open stream (its response header); undefined until then. */
+  private answeredAt: number | undefined;
   private readonly reconnect: boolean;
   private readonly reconnectTimeoutMs: number | null;
 
@@ -789,13 +796,14 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
     this.stream = l.controller;
     this.streamDispose = l.dispose;
     this.startedAfter = undefined;
+    this.answeredAt = undefined;
     this.it = this.open(req, this.stream.signal, (headers) => {
+      this.answeredAt = performance.now();
       const after = Number(headers.get(AFTER_SEQUENCE_HEADER) ?? NaN);
       if (Number.isSafeInteger(after)) this.startedAfter = after;
     })[Symbol.asyncIterator]();
     this.pending = this.it.next();
     this.pending.catch(() => undefined); // read (and thrown) by next()
-    this.openedAt = performance.now();
   }
 
   /** Whether the subscription is over: close(), its signal, the client's close(), or a next() that threw or returned done. */
@@ -845,7 +853,7 @@ export class Subscription implements AsyncIterableIterator<t.Event> {
       // No event yet: resume where the stream started, not from a later "now".
       this.resume ??= this.startedAfter;
       if (this.closed) return this.ended();
-      const wait = this.reconnect && resumable(err) ? policy.nextWait(performance.now(), this.openedAt) : undefined;
+      const wait = this.reconnect && resumable(err) ? policy.nextWait(performance.now(), this.answeredAt) : undefined;
       if (wait === undefined) {
         if (err === undefined) return this.ended();
         throw err;
