@@ -21,6 +21,8 @@ import {
 } from "./names.js";
 import {
   openTransport,
+  resolveKeepalive,
+  resolveKeepaliveTimeout,
   resolveTarget,
   resolveToken,
   resolveWire,
@@ -48,6 +50,19 @@ export interface ClientOptions extends TlsOptions {
   token?: string;
   /** A default deadline (ms) for every unary call. */
   timeoutMs?: number;
+  /**
+   * Checks that mcpd still answers once a connection has been quiet this
+   * long (ms; default 30000; at least 5000, as often as mcpd lets a client
+   * ping; 0 or false: never). On HTTP/2 (the "grpc" and "connect-h2" wires,
+   * and the HandleServerRequests and serveTools streams of "connect") a PING
+   * unanswered for `keepaliveTimeoutMs` fails every call and stream on the
+   * connection with Unavailable, whether mcpd froze or the network path
+   * died. The HTTP/1.1 sockets of "connect" get TCP keep-alive probes after
+   * this long, which find a dead path (about 10 s later) but not a frozen mcpd.
+   */
+  keepaliveMs?: number | false;
+  /** How long an HTTP/2 PING may go unanswered (ms; default 20000). */
+  keepaliveTimeoutMs?: number;
   /** Where handler failures are reported (default: console.error). */
   log?: (message: string, error: unknown) => void;
 }
@@ -241,7 +256,14 @@ export class Client {
     this.wire = resolveWire(o.wire);
     this.timeoutMs = o.timeoutMs;
     this.log = o.log ?? ((message, error) => console.error(`mcpd-client: ${message}:`, error));
-    this.conn = openTransport({ target: this.target, wire: this.wire, token: resolveToken(o.token), tls: tlsMaterial(o) });
+    this.conn = openTransport({
+      target: this.target,
+      wire: this.wire,
+      token: resolveToken(o.token),
+      tls: tlsMaterial(o),
+      keepaliveMs: resolveKeepalive(o.keepaliveMs),
+      keepaliveTimeoutMs: resolveKeepaliveTimeout(o.keepaliveTimeoutMs),
+    });
     this.hub = createClient(pb.MCPHub, this.conn.transport);
     // Every call in flight listens on it.
     setMaxListeners(0, this.closing.signal);

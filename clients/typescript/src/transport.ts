@@ -17,7 +17,7 @@ import * as https from "node:https";
 import * as net from "node:net";
 import * as tls from "node:tls";
 import type { Interceptor, Transport } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport, Http2SessionManager, type Http2SessionOptions } from "@connectrpc/connect-node";
 
 /** mcpd's default listen address. */
 export const DEFAULT_TARGET = "127.0.0.1:50051";
@@ -43,6 +43,27 @@ const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
  * that a call never goes out on a socket mcpd is closing.
  */
 export const IDLE_SOCKET_TIMEOUT_MS = 60_000;
+
+/**
+ * How long a connection may carry nothing before the client checks that
+ * mcpd is still there (HTTP/2 PING on "grpc" and "connect-h2", and on the
+ * HTTP/2 streams "connect" uses for HandleServerRequests and ServeTools;
+ * TCP keep-alive probes on the HTTP/1.1 sockets of "connect"). Half a
+ * minute: six times what mcpd permits, and with the PING timeout a quiet
+ * stream to a frozen mcpd still fails within a minute.
+ */
+export const DEFAULT_KEEPALIVE_MS = 30_000;
+/**
+ * How often mcpd lets a client ping (its clientPingMinInterval): a client
+ * that pings more often gets its connection closed (GOAWAY too_many_pings).
+ */
+export const MIN_KEEPALIVE_MS = 5_000;
+/**
+ * How long an HTTP/2 PING may go unanswered before the connection, and every
+ * call and stream on it, fails with Unavailable. gRPC's own default: long
+ * enough for a busy machine or a slow link, short against a frozen mcpd.
+ */
+export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 20_000;
 
 /**
  * connect-node's session manager, guarded against connectrpc/connect-es#1768:
@@ -97,6 +118,27 @@ export function resolveWire(wire: Wire | undefined): Wire {
   const w = wire ?? (process.env[ENV_WIRE] as Wire | undefined) ?? DEFAULT_WIRE;
   if (!WIRES.includes(w)) throw new TypeError(`wire must be one of ${WIRES.join(", ")}, got ${JSON.stringify(w)}`);
   return w;
+}
+
+/** The keep-alive interval in ms (0: off) from the client's `keepaliveMs`; see {@link DEFAULT_KEEPALIVE_MS}. */
+export function resolveKeepalive(keepaliveMs: number | false | undefined): number {
+  if (keepaliveMs === undefined) return DEFAULT_KEEPALIVE_MS;
+  if (keepaliveMs === false || keepaliveMs === 0) return 0;
+  if (typeof keepaliveMs !== "number" || !Number.isFinite(keepaliveMs) || keepaliveMs < MIN_KEEPALIVE_MS) {
+    throw new TypeError(
+      `keepaliveMs must be at least ${MIN_KEEPALIVE_MS} (mcpd closes the connection of a client that pings more often than every 5 s), or 0 or false for no keep-alive; got ${String(keepaliveMs)}`,
+    );
+  }
+  return keepaliveMs;
+}
+
+/** How long a PING may go unanswered (ms), from the client's `keepaliveTimeoutMs`. */
+export function resolveKeepaliveTimeout(timeoutMs: number | undefined): number {
+  if (timeoutMs === undefined) return DEFAULT_KEEPALIVE_TIMEOUT_MS;
+  if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+    throw new TypeError(`keepaliveTimeoutMs must be a positive number of ms; got ${String(timeoutMs)}`);
+  }
+  return timeoutMs;
 }
 
 /** The bearer token: the argument, else $MCPD_API_TOKEN; "" for none. */
@@ -160,6 +202,10 @@ export interface TransportOptions {
   maxSockets?: number;
   /** Close a keep-alive socket idle this long (ms; Connect over HTTP/1.1; default {@link IDLE_SOCKET_TIMEOUT_MS}). */
   idleSocketTimeoutMs?: number;
+  /** Check mcpd after this long without traffic (ms; 0: never; default {@link DEFAULT_KEEPALIVE_MS}); see {@link resolveKeepalive}. */
+  keepaliveMs?: number;
+  /** How long an HTTP/2 PING may go unanswered (ms; default {@link DEFAULT_KEEPALIVE_TIMEOUT_MS}). */
+  keepaliveTimeoutMs?: number;
 }
 
 export function openTransport(o: TransportOptions): OpenTransport {
@@ -179,6 +225,15 @@ export function openTransport(o: TransportOptions): OpenTransport {
     });
   }
   const common = { baseUrl, interceptors, readMaxBytes: MAX_MESSAGE_BYTES, writeMaxBytes: MAX_MESSAGE_BYTES };
+  const keepaliveMs = o.keepaliveMs ?? DEFAULT_KEEPALIVE_MS;
+  // connect-node pings a connection with calls or streams open once it has
+  // read nothing from mcpd for pingIntervalMs; a PING unanswered for
+  // pingTimeoutMs destroys the connection, and its calls and streams fail
+  // with Unavailable ("PING timed out"), which a subscription resumes from.
+  // An idle connection is not pinged: one idle that long gets a PING before
+  // a call uses it, and a new connection if that goes unanswered.
+  const pings: Http2SessionOptions =
+    keepaliveMs > 0 ? { pingIntervalMs: keepaliveMs, pingTimeoutMs: o.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS } : {};
   const sessions: Http2SessionManager[] = [];
   const h2 = (): Http2SessionManager => {
     const options: import("node:http2").SecureClientSessionOptions = { ...(o.tls ?? {}) };
@@ -188,7 +243,7 @@ export function openTransport(o: TransportOptions): OpenTransport {
           ? tls.connect({ path: socketPath, ALPNProtocols: ["h2"], servername: "localhost", ...(o.tls ?? {}) })
           : net.connect(socketPath);
     }
-    const m = new GuardedSessionManager(baseUrl, { idleConnectionTimeoutMs: 60_000 }, options);
+    const m = new GuardedSessionManager(baseUrl, { idleConnectionTimeoutMs: 60_000, ...pings }, options);
     sessions.push(m);
     return m;
   };
@@ -204,8 +259,15 @@ export function openTransport(o: TransportOptions): OpenTransport {
     // other call wait behind the streams.
     // The agent's `timeout` closes only sockets in its free list: a quiet
     // stream or a slow call keeps its socket.
+    // HTTP/1.1 has no PING. The agent turns on TCP keep-alive on its
+    // sockets with keepAliveMsecs as the idle time before the first probe
+    // (Node's default: 1 s), and libuv sends up to 10 probes 1 s apart:
+    // a connection whose network path died fails about 10 s after the
+    // keep-alive interval. It cannot tell a frozen mcpd, whose kernel
+    // answers the probes, nor reach a Unix socket.
     const agentOptions = {
       keepAlive: true,
+      ...(keepaliveMs > 0 ? { keepAliveMsecs: keepaliveMs } : {}),
       maxSockets: o.maxSockets ?? Infinity,
       timeout: o.idleSocketTimeoutMs ?? IDLE_SOCKET_TIMEOUT_MS,
       ...(o.tls ?? {}),

@@ -87,6 +87,12 @@ async function ticks(it: AsyncIterator<Event>, n: number): Promise<number[]> {
 }
 
 const CLOCK: [string, string] = ["demo", "demo://clock"];
+/**
+ * How long a test waits for the keep-alive to fail what a frozen mcpd holds
+ * open (about 6 s per try with a 5 s keep-alive and a 1 s PING timeout): a
+ * hang fails the test instead of stalling the suite.
+ */
+const HANG_MS = 60_000;
 /** What a timer that won a race against next() resolves with. */
 const TIMED_OUT = Symbol("timed out");
 
@@ -467,6 +473,48 @@ for (const wire of testWires()) {
         assert.equal(ev?.kind, "gap", JSON.stringify(ev));
         sub.close();
       } finally {
+        await c.close();
+        await own.stop();
+      }
+    });
+
+    it("fails its calls and streams with Unavailable when mcpd stops answering", async () => {
+      // A frozen mcpd (SIGSTOP) closes nothing, and its kernel acknowledges
+      // what is sent: only a PING left unanswered tells the client. HTTP/1.1
+      // has none, so on "connect" only its HTTP/2 streams (serveTools) can
+      // tell; its subscriptions and calls wait (see the README).
+      const h2 = wire !== "connect";
+      const metrics = await freePort();
+      const own = await new Daemon(["--metrics-listen", `127.0.0.1:${metrics}`]).start();
+      const subscribers = async (): Promise<number> => {
+        const body = await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text();
+        return Number(/^mcpd_event_subscribers (\S+)$/m.exec(body)?.[1] ?? 0);
+      };
+      // No timeoutMs: nothing but the keep-alive ends the calls.
+      const c = new Client(own.target(wire), { wire, keepaliveMs: 5_000, keepaliveTimeoutMs: 1_000 });
+      try {
+        await own.demoReady();
+        const serving = await c.serveTools("frozen", { noop: { description: "Does nothing.", run: () => "ok" } });
+        const sub = h2 ? c.subscribe({ servers: ["demo"], kinds: ["server_state"], reconnectTimeoutMs: 1_000 }) : undefined;
+        if (sub) await poll("the stream to be open at mcpd", async () => (await subscribers()) === 1);
+        own.signal("SIGSTOP");
+        const failure = (p: Promise<unknown>): Promise<unknown> => p.then((v) => new Error(`no failure: ${JSON.stringify(v)}`), (e: unknown) => e);
+        let timer: NodeJS.Timeout | undefined;
+        const hang = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`still waiting ${HANG_MS} ms after mcpd froze`)), HANG_MS);
+        });
+        const [served, subscribed, called] = await Promise.race([
+          Promise.all([serving.done, sub ? failure(sub.next()) : undefined, h2 ? failure(c.servers()) : undefined]),
+          hang,
+        ]).finally(() => clearTimeout(timer));
+        assert.ok(served instanceof Unavailable, `serveTools ended with ${String(served)}`);
+        if (h2) {
+          assert.ok(subscribed instanceof Unavailable, `the subscription ended with ${String(subscribed)}`);
+          assert.ok(sub!.reconnects >= 1, "the subscription gave up without reconnecting");
+          assert.ok(called instanceof Unavailable, `the call ended with ${String(called)}`);
+        }
+      } finally {
+        own.signal("SIGCONT");
         await c.close();
         await own.stop();
       }

@@ -175,6 +175,15 @@ export class Daemon {
     clearTimeout(timer);
   }
 
+  /**
+   * Sends mcpd a signal. SIGSTOP freezes it as a deadlock would: its
+   * kernel still takes connections and acknowledges what is sent, and
+   * nothing reaches mcpd until SIGCONT.
+   */
+  signal(sig: NodeJS.Signals): void {
+    this.proc?.kill(sig);
+  }
+
   logTail(n = 40): string {
     try {
       return fs.readFileSync(this.log, "utf8").split("\n").slice(-n).join("\n");

@@ -44,6 +44,22 @@ describe("Client options", () => {
     assert.throws(() => new Client("unix:", {}), TypeError);
   });
 
+  it("refuses a keep-alive more frequent than mcpd allows, and takes 0 or false for none", async () => {
+    for (const keepaliveMs of [4_999, 1, -5_000, Number.NaN, Number.POSITIVE_INFINITY, "30000" as unknown as number]) {
+      assert.throws(
+        () => new Client("127.0.0.1:1", { keepaliveMs }),
+        (e: Error) => e instanceof TypeError && e.message.includes("keepaliveMs must be at least 5000") && e.message.includes("every 5 s"),
+        String(keepaliveMs),
+      );
+    }
+    for (const keepaliveTimeoutMs of [0, -1, Number.NaN]) {
+      assert.throws(() => new Client("127.0.0.1:1", { keepaliveTimeoutMs }), (e: Error) => e instanceof TypeError && e.message.includes("keepaliveTimeoutMs"));
+    }
+    for (const keepaliveMs of [undefined, 0, false, 5_000, 120_000] as const) {
+      for (const wire of ["grpc", "connect", "connect-h2"] as const) await new Client("127.0.0.1:1", { wire, keepaliveMs, keepaliveTimeoutMs: 500 }).close();
+    }
+  });
+
   it("refuses calls after close()", async () => {
     const c = new Client("127.0.0.1:1");
     await c.close();
