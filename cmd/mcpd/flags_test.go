@@ -165,6 +165,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "no message size", args: []string{"--max-message-bytes", "0"}, wantErr: "--max-message-bytes 0: want at least 1"},
 		{name: "zero call timeout", args: []string{"--call-timeout", "0"}, wantErr: "--call-timeout 0: want a duration above 0"},
 		{name: "negative stop grace", args: []string{"--stop-grace", "-1s"}, wantErr: "--stop-grace -1s: want a duration of 0 or more"},
+		{name: "client keepalive below a second", args: []string{"--client-keepalive", "500ms"}, wantErr: "--client-keepalive 500ms: want 0 (off) or at least 1s"},
+		{name: "no client keepalive", args: []string{"--client-keepalive", "0"}, want: with(func(c *config) { c.clientKeepalive = 0 })},
 		{name: "negative timeout from the environment", env: map[string]string{"MCPD_SHUTDOWN_TIMEOUT": "-5s"}, wantErr: "--shutdown-timeout -5s"},
 		{name: "backoff ceiling below its start", args: []string{"--restart-backoff", "1m", "--restart-backoff-max", "30s"}, wantErr: "--restart-backoff-max 30s is below --restart-backoff 1m0s"},
 		{name: "a slow start lifts the default ceiling", args: []string{"--restart-backoff", "1m"}, want: with(func(c *config) { c.restartBackoff, c.restartMax = time.Minute, time.Minute })},

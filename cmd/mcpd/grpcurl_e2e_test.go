@@ -18,13 +18,7 @@ const grpcurlEnv = "MCPD_GRPCURL_BIN"
 // reflection, with no generated code.
 func TestGrpcurl(t *testing.T) {
 	t.Parallel()
-	bin := os.Getenv(grpcurlEnv)
-	if bin == "" {
-		if os.Getenv(requiredEnv) == "1" {
-			t.Fatalf("%s is not set and %s=1: run `make tools` or point it at grpcurl", grpcurlEnv, requiredEnv)
-		}
-		t.Skipf("%s is not set", grpcurlEnv)
-	}
+	bin := grpcurlBinary(t)
 	ctx := testContext(t)
 	d := startDaemon(ctx, t, daemonOptions{})
 	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
@@ -71,4 +65,18 @@ func TestGrpcurl(t *testing.T) {
 			t.Errorf("health of demo: got %q, want SERVING", out)
 		}
 	})
+}
+
+// grpcurlBinary is the grpcurl executable MCPD_GRPCURL_BIN names; without
+// one the test is skipped, or fails when MCPD_E2E_REQUIRED=1.
+func grpcurlBinary(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv(grpcurlEnv)
+	if bin == "" {
+		if os.Getenv(requiredEnv) == "1" {
+			t.Fatalf("%s is not set and %s=1: run `make tools` or point it at grpcurl", grpcurlEnv, requiredEnv)
+		}
+		t.Skipf("%s is not set", grpcurlEnv)
+	}
+	return bin
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
 	"net"
+	"os/exec"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,3 +108,53 @@ func TestClientKeepalivePings(t *testing.T) {
 // (server.clientPingMinInterval); with the half second each ping waits
 // after its answer, the pings go out a little over it apart.
 const clientPingInterval = 5 * time.Second
+
+// TestClientKeepaliveEndsFrozenClients: with --client-keepalive, mcpd
+// pings a quiet client connection, and one whose client stopped answering
+// (a frozen process; a host that died looks the same) is closed after
+// twice the interval, its streams with it: on the gRPC listener and on
+// the HTTP listener's HTTP/2. A client that answers keeps its stream.
+func TestClientKeepaliveEndsFrozenClients(t *testing.T) {
+	t.Parallel()
+	bin := grpcurlBinary(t)
+	ctx := testContext(t)
+	metrics := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t),
+		args: []string{"--client-keepalive", "1s", "--metrics-listen", metrics, "--http-listen", httpAddr}})
+	subscribers := func() float64 {
+		v, _ := scrapeMetrics(ctx, t, metrics).value("mcpd_event_subscribers", nil)
+		return v
+	}
+	// subscribe starts grpcurl with a Subscribe stream open on target.
+	subscribe := func(target ...string) *exec.Cmd {
+		args := append(append([]string{"-plaintext", "-d", "{}"}, target...), "mcpd.v1.MCPHub/Subscribe")
+		cmd := exec.Command(bin, args...)
+		dieWithTest(cmd)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		return cmd
+	}
+	frozen := []*exec.Cmd{subscribe("-unix", d.sock), subscribe(httpAddr)}
+	subscribe("-unix", d.sock) // stays awake
+	poll(ctx, t, "three streams open", func() (bool, error) { return subscribers() == 3, nil })
+	for _, cmd := range frozen {
+		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two intervals and change; a hang guard, no timing claim.
+	guard, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	poll(guard, t, "the frozen clients' streams end", func() (bool, error) { return subscribers() == 1, nil })
+	time.Sleep(3 * time.Second) // a few more pings, answered
+	if n := subscribers(); n != 1 {
+		t.Errorf("streams open after the frozen clients' ended: got %v, want the awake client's one", n)
+	}
+}

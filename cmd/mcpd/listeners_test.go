@@ -26,7 +26,7 @@ func TestListenersCloseIdleConnections(t *testing.T) {
 	}
 	defer redirect.close(t.Context())
 	for name, srv := range map[string]*http.Server{
-		"mcp":            newMCPServer(lis, http.NotFoundHandler()),
+		"mcp":            newMCPServer(lis, http.NotFoundHandler(), 0),
 		"metrics":        newMetricsServer(lis, http.NotFoundHandler(), ""),
 		"oauth redirect": redirect.srv,
 	} {

@@ -209,6 +209,7 @@ type config struct {
 	crashWindow     time.Duration
 	keepAlive       time.Duration
 	keepAliveFails  int
+	clientKeepalive time.Duration
 	maxInFlight     int
 	maxPolls        int
 	queueTimeout    time.Duration
@@ -360,6 +361,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.crashWindow, "crash-loop-window", time.Minute, "window in which --crash-loop-restarts failures end retrying")
 	fs.DurationVar(&c.keepAlive, "keepalive-interval", 30*time.Second, "ping interval for legacy (initialize-based) sessions; 0 disables pings")
 	fs.IntVar(&c.keepAliveFails, "keepalive-failures", 3, "consecutive failed pings after which a session is rebuilt")
+	fs.DurationVar(&c.clientKeepalive, "client-keepalive", 30*time.Second, "ping a client's HTTP/2 or gRPC connection that brought nothing for this long, and close it, ending its calls and streams, when the ping goes unanswered as long again (at least 1s; 0 disables)")
 	fs.IntVar(&c.maxInFlight, "max-inflight-calls", 128, "tool calls in flight to one server at most; 0 means no cap")
 	fs.IntVar(&c.maxPolls, "max-polls", 64, "polls (StartPoll, and fallback polls of Subscribe) running at once at most")
 	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
@@ -517,6 +519,7 @@ func (c *config) checkRanges() error {
 		{"shutdown-timeout", c.shutdownTimeout, true},
 		{"queue-timeout", c.queueTimeout, true},
 		{"keepalive-interval", c.keepAlive, true},
+		{"client-keepalive", c.clientKeepalive, true},
 		{"max-call-timeout", c.maxCallTimeout, true},
 	} {
 		switch {
@@ -525,6 +528,9 @@ func (c *config) checkRanges() error {
 		case d.v == 0 && !d.zeroOK:
 			return fmt.Errorf("--%s 0: want a duration above 0", d.flag)
 		}
+	}
+	if c.clientKeepalive > 0 && c.clientKeepalive < time.Second {
+		return fmt.Errorf("--client-keepalive %v: want 0 (off) or at least 1s", c.clientKeepalive)
 	}
 	if c.restartMax < c.restartBackoff {
 		return fmt.Errorf("--restart-backoff-max %v is below --restart-backoff %v", c.restartMax, c.restartBackoff)

@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/mcpd-project/mcpd/internal/server"
 )
@@ -14,8 +15,8 @@ const mcpEndpointPath = "/mcp"
 // refuses a request from a web page of another origin, as the MCP spec
 // asks of local servers (the SDK checks the Host header itself), and
 // closes idle connections as every listener of mcpd does.
-func newMCPServer(lis net.Listener, h http.Handler) *http.Server {
+func newMCPServer(lis net.Listener, h http.Handler, keepalive time.Duration) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle(mcpEndpointPath, h)
-	return server.NewHTTPServer(lis, mux)
+	return server.NewHTTPServer(lis, mux, keepalive)
 }

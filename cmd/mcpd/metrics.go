@@ -63,7 +63,8 @@ func newMetricsServer(lis net.Listener, h http.Handler, token string) *http.Serv
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
-	return server.NewHTTPServer(lis, mux)
+	// A scrape is one short request: nothing to keep alive.
+	return server.NewHTTPServer(lis, mux, 0)
 }
 
 // requireBearer lets through only requests with the token, compared in

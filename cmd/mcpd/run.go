@@ -191,15 +191,16 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		return err
 	}
 	srv := server.New(mgr, health, &server.Options{
-		Registry:      servers,
-		Logger:        log,
-		Access:        authz,
-		Audit:         audit,
-		Commands:      commands,
-		LocalListener: isLocal(lis),
-		Telemetry:     tel,
-		GRPCOptions:   grpcOpts,
-		MaxSendBytes:  c.maxMessageBytes,
+		Registry:        servers,
+		Logger:          log,
+		Access:          authz,
+		Audit:           audit,
+		Commands:        commands,
+		LocalListener:   isLocal(lis),
+		Telemetry:       tel,
+		GRPCOptions:     grpcOpts,
+		MaxSendBytes:    c.maxMessageBytes,
+		ClientKeepalive: c.clientKeepalive,
 	})
 
 	serveErr := make(chan error, 1)
@@ -207,7 +208,9 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	log.Info().Str("listen", c.listen).Bool("tls", tlsConfig != nil).Bool("mtls", c.tlsClientCA != "").Str("version", buildVersion()).Int("procs", runtime.GOMAXPROCS(0)).Stringer("memory_limit", effectiveMemoryLimit()).Msg("mcpd serving")
 	httpErr := make(chan error, 1)
 	if httpLis != nil {
-		go func() { httpErr <- srv.ServeHTTP(httpLis, &server.HTTPOptions{MaxMessageBytes: c.maxMessageBytes}) }()
+		go func() {
+			httpErr <- srv.ServeHTTP(httpLis, &server.HTTPOptions{MaxMessageBytes: c.maxMessageBytes, ClientKeepalive: c.clientKeepalive})
+		}()
 		log.Info().Str("listen", c.httpListen).Bool("tls", c.tlsCert != "").Msg("serving the API over HTTP")
 	}
 	mcpErr := make(chan error, 1)
@@ -228,7 +231,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			defer close(gwDone)
 			gw.Run(gwCtx)
 		}()
-		mcpSrv := newMCPServer(mcpLis, gw.Handler())
+		mcpSrv := newMCPServer(mcpLis, gw.Handler(), c.clientKeepalive)
 		go func() {
 			if err := mcpSrv.Serve(mcpLis); !errors.Is(err, http.ErrServerClosed) {
 				mcpErr <- err

@@ -42,13 +42,20 @@ const (
 )
 
 // NewHTTPServer is the http.Server of one of mcpd's HTTP listeners, lis:
-// h behind LoopbackOnly, with the header and idle timeouts above.
-func NewHTTPServer(lis net.Listener, h http.Handler) *http.Server {
-	return &http.Server{
+// h behind LoopbackOnly, with the header and idle timeouts above. With a
+// positive keepalive, an HTTP/2 connection that brought nothing for that
+// long is pinged, and closed when the ping goes unanswered as long again
+// (see Options.ClientKeepalive); HTTP/1.1 has no ping.
+func NewHTTPServer(lis net.Listener, h http.Handler, keepalive time.Duration) *http.Server {
+	hs := &http.Server{
 		Handler:           LoopbackOnly(lis, h),
 		ReadHeaderTimeout: HTTPReadHeaderTimeout,
 		IdleTimeout:       HTTPIdleTimeout,
 	}
+	if keepalive > 0 {
+		hs.HTTP2 = &http.HTTP2Config{SendPingTimeout: keepalive, PingTimeout: keepalive}
+	}
+	return hs
 }
 
 // transcodeBufferFactor sizes the transcoder's message buffer against the
@@ -62,6 +69,9 @@ type HTTPOptions struct {
 	// unary request, or one message of a stream), as MaxRecvMsgSize does
 	// on the gRPC listener; 0 means the transcoder's default.
 	MaxMessageBytes int
+	// ClientKeepalive pings quiet HTTP/2 connections, as
+	// Options.ClientKeepalive does on the gRPC listener; 0: never.
+	ClientKeepalive time.Duration
 }
 
 // ServeHTTP serves the MCPHub API on lis over HTTP until Shutdown, which
@@ -105,7 +115,7 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 		}
 		handler.ServeHTTP(headersAtOnce{w}, r)
 	})
-	hs := NewHTTPServer(lis, connectWithoutHeader(route))
+	hs := NewHTTPServer(lis, connectWithoutHeader(route), opts.ClientKeepalive)
 	hs.Protocols = &protocols
 	s.mu.Lock()
 	if s.stopping {

@@ -200,6 +200,13 @@ type Options struct {
 	// metrics), traces them when tracing is on, and records the event
 	// streams.
 	Telemetry *telemetry.Telemetry
+	// ClientKeepalive, if positive, pings a client connection that
+	// brought nothing for this long, and closes it (ending its calls and
+	// streams) when the ping goes unanswered as long again: an agent
+	// whose host died or froze would otherwise hold its streams (event
+	// subscriptions and their polls, server-request registrations, served
+	// tools) until the kernel gives up on the connection, if ever.
+	ClientKeepalive time.Duration
 	// LocalListener says that the listener reaches only this machine (a
 	// loopback address or a Unix socket). The HTTP/2 flow-control windows
 	// are then fixed, which turns off bandwidth probing: it answers every
@@ -313,6 +320,9 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		grpc.NumStreamWorkers(handlerWorkers),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: clientPingMinInterval, PermitWithoutStream: true}),
 	}, opts.GRPCOptions...)
+	if opts.ClientKeepalive > 0 {
+		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: opts.ClientKeepalive, Timeout: opts.ClientKeepalive}))
+	}
 	tracing := opts.Telemetry.GRPCStatsHandler()
 	if tracing != nil {
 		gopts = append(gopts, grpc.StatsHandler(tracing))
