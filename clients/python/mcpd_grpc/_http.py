@@ -240,6 +240,8 @@ class HTTPStub(StubBase["Connection"]):
             except socket.timeout as e:
                 if conn is not None:
                     conn.close()
+                if not deadline_passed(e):
+                    raise unreachable(self, e) from e
                 raise DeadlineExceeded("the call's deadline passed before mcpd answered") from e
             except (OSError, ValueError) as e:
                 if conn is not None:
@@ -317,6 +319,8 @@ class ServerStream:
             raise
         except socket.timeout as e:
             self._finish()
+            if not deadline_passed(e):
+                raise Unavailable("the stream to mcpd broke") from e
             raise DeadlineExceeded("the call's deadline passed") from e
         except (OSError, ValueError) as e:
             self._finish()
@@ -432,6 +436,14 @@ def stream_message(head: bytes, data: bytes, out: Any) -> Any:
     msg = out()
     msg.ParseFromString(data)
     return msg
+
+
+def deadline_passed(e: OSError) -> bool:
+    """Whether a socket.timeout is the socket's own timeout (the call's
+    deadline), not the kernel's ETIMEDOUT on a connection it gave up on
+    (socket.timeout is TimeoutError from Python 3.10, which ETIMEDOUT
+    raises too)."""
+    return e.errno is None
 
 
 def _address_host(host: str) -> Union[str, bytes]:

@@ -7,6 +7,8 @@ and the AsyncClient."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import socket
 import struct
 import threading
@@ -262,3 +264,37 @@ def test_an_async_stream_is_opened_at_once(serve: Callable[..., ScriptedServer])
 
     run_async(body())
     assert server.requests == ["/mcpd.v1.MCPHub/Subscribe"]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_connection_the_kernel_gave_up_on_is_unavailable(wire: str, serve: Callable[..., ScriptedServer], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection the kernel gave up on (TCP keepalive probes or sent
+    bytes left unanswered) fails its reads with ETIMEDOUT, a TimeoutError
+    like the socket's own timeout from Python 3.10: the call raises
+    Unavailable, as for any connection that broke, not DeadlineExceeded,
+    and a subscription reconnects."""
+    from mcpd_grpc import _http, _http_aio
+
+    def script(conn: Conn, index: int) -> None:
+        while conn.read_request():
+            pass  # no answer: the client's reads fail first
+
+    def dead(*args: object) -> None:
+        raise TimeoutError(errno.ETIMEDOUT, os.strerror(errno.ETIMEDOUT))
+
+    monkeypatch.setattr(_http.Connection if wire == "sync" else _http_aio.Connection, "read_head", dead)
+    server = serve(script)
+    assert calls(wire, server.url, 1) == ["Unavailable"]
+
+    if wire == "sync":
+        with Client(server.url, timeout=10) as c:
+            with pytest.raises(mcpd_grpc.Unavailable):
+                next(c.subscribe(kinds=["log"], reconnect=False))
+        return
+
+    async def body() -> None:
+        async with AsyncClient(server.url, timeout=10) as c:
+            with pytest.raises(mcpd_grpc.Unavailable):
+                await c.subscribe(kinds=["log"], reconnect=False).__anext__()
+
+    run_async(body())
