@@ -68,6 +68,73 @@ _CHANNEL_OPTIONS: Dict[str, Any] = {
     "grpc.max_reconnect_backoff_ms": 2000,
 }
 
+#: The clients' default ``keepalive=``: after this many seconds without a
+#: byte from mcpd, the client checks that mcpd is still there. Without it
+#: a quiet stream (a subscription, a handler stream) or a call without a
+#: deadline to an mcpd that froze, or whose host or network path went away
+#: without closing the connection, waits for ever.
+KEEPALIVE = 30.0
+#: The shortest keepalive mcpd allows (internal/server/server.go,
+#: clientPingMinInterval): it closes the connection of a client that pings
+#: more often (GOAWAY too_many_pings), and every call on it.
+KEEPALIVE_MIN = 5.0
+#: The longest a keepalive probe waits for its answer (gRPC's default).
+KEEPALIVE_TIMEOUT_MAX = 20.0
+
+
+def check_keepalive(keepalive: Optional[float]) -> Optional[float]:
+    """The ``keepalive=`` argument in seconds, checked: None (off), or a
+    number of seconds that mcpd accepts."""
+    if keepalive is None:
+        return None
+    if isinstance(keepalive, bool) or not isinstance(keepalive, (int, float)):
+        raise TypeError(f"keepalive must be a number of seconds or None, not {type(keepalive).__name__}")
+    # Also refuses NaN (no comparison holds) and infinity (None turns it off).
+    if not KEEPALIVE_MIN <= keepalive < float("inf"):
+        raise ValueError(
+            f"keepalive={keepalive!r}: want None (off) or at least {KEEPALIVE_MIN:g} seconds; "
+            "mcpd closes the connection of a client that pings more often (GOAWAY too_many_pings)"
+        )
+    return float(keepalive)
+
+
+def keepalive_timeout(keepalive: float) -> float:
+    """How long a keepalive probe waits for mcpd's answer before the
+    connection counts as dead: as long as the quiet before it, at most
+    KEEPALIVE_TIMEOUT_MAX."""
+    return min(keepalive, KEEPALIVE_TIMEOUT_MAX)
+
+
+def millis(seconds: float) -> int:
+    """Seconds in whole milliseconds, at most what a C int holds (gRPC's
+    channel arguments and TCP_USER_TIMEOUT are C ints)."""
+    return min(int(seconds * 1000), 2**31 - 1)
+
+
+def keepalive_channel_options(keepalive: Optional[float]) -> Dict[str, Any]:
+    """The gRPC channel options of ``keepalive=`` (checked): HTTP/2 pings
+    after keepalive seconds without a byte from mcpd, and the connection,
+    with every call on it, closed (UNAVAILABLE) when the answer has not
+    come within keepalive_timeout."""
+    if keepalive is None:
+        return {}
+    timeout = millis(keepalive_timeout(keepalive))
+    return {
+        "grpc.keepalive_time_ms": millis(keepalive),
+        "grpc.keepalive_timeout_ms": timeout,
+        # Newer gRPC cores wait this long for a ping's answer (1 minute
+        # unless set) whatever keepalive_timeout_ms says; older ones do not
+        # know it, and use keepalive_timeout_ms.
+        "grpc.http2.ping_timeout_ms": timeout,
+        # By default gRPC sends two pings, then none until the client sends
+        # data again, which a subscription never does: it would go deaf.
+        "grpc.http2.max_pings_without_data": 0,
+        # Idle connections too (mcpd permits it): a dead one is found before
+        # a call lands on it, and a NAT or load balancer in between does not
+        # drop it for being quiet.
+        "grpc.keepalive_permit_without_calls": 1,
+    }
+
 
 #: The scheme of the HTTP wire over a Unix socket (``--http-listen
 #: unix:///path``): ``http+unix:///path/to.sock``.
@@ -128,8 +195,11 @@ def tls_credentials(
     )
 
 
-def channel_options(options: Optional[Sequence[Tuple[str, Any]]]) -> List[Tuple[str, Any]]:
+def channel_options(options: Optional[Sequence[Tuple[str, Any]]], keepalive: Optional[float] = None) -> List[Tuple[str, Any]]:
+    """The defaults, then the options of keepalive (checked), then the
+    caller's options, each over the ones before."""
     merged = dict(_CHANNEL_OPTIONS)
+    merged.update(keepalive_channel_options(keepalive))
     merged.update(dict(options or ()))
     return list(merged.items())
 

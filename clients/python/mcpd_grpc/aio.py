@@ -88,6 +88,7 @@ class AsyncClient:
         *,
         token: Optional[str] = None,
         timeout: Optional[float] = None,
+        keepalive: Optional[float] = _common.KEEPALIVE,
         credentials: Optional[grpc.ChannelCredentials] = None,
         options: Optional[Sequence[Tuple[str, Any]]] = None,
         ca_file: Optional[_common.PathLike] = None,
@@ -96,6 +97,7 @@ class AsyncClient:
     ) -> None:
         self.target = _common.resolve_target(target)
         self._metadata = _common.resolve_metadata(token)
+        keepalive = _common.check_keepalive(keepalive)
         self._channel: Any = None
         #: The exceptions a failed call raises: the HTTP wire raises
         #: MCPDError itself.
@@ -108,7 +110,7 @@ class AsyncClient:
                 raise ValueError("credentials= and options= are for the gRPC wire; an https:// target takes ca_file=/cert_file=/key_file=")
             self._stub: Any = AsyncHTTPStub(self.target, ca_file=ca_file, cert_file=cert_file, key_file=key_file)
         else:
-            opts = _common.channel_options(options)
+            opts = _common.channel_options(options, keepalive)
             credentials = _common.tls_credentials(credentials, ca_file, cert_file, key_file)
             if credentials is not None:
                 self._channel = grpc.aio.secure_channel(self.target, credentials, opts)

@@ -48,6 +48,13 @@ class Client:
             default ``$MCPD_API_TOKEN``, else none.
         timeout: default deadline in seconds of every unary RPC (None: no
             deadline). ``call_tool(timeout=)`` overrides it for that call.
+        keepalive: seconds without a byte from mcpd after which the client
+            checks that mcpd is still there (default 30; at least 5, the
+            most often mcpd allows; None: never). On the gRPC wire it
+            sends an HTTP/2 ping; without an answer within as long again
+            (at most 20 s) it closes the connection, and the calls and
+            streams on it raise Unavailable (a subscription reconnects,
+            within its ``reconnect_timeout``).
         credentials: ``grpc.ChannelCredentials`` for a TLS target; default
             plaintext (loopback or Unix socket).
         options: extra gRPC channel options, merged over the defaults
@@ -66,6 +73,7 @@ class Client:
         *,
         token: Optional[str] = None,
         timeout: Optional[float] = None,
+        keepalive: Optional[float] = _common.KEEPALIVE,
         credentials: Optional[grpc.ChannelCredentials] = None,
         options: Optional[Sequence[Tuple[str, Any]]] = None,
         ca_file: Optional[_common.PathLike] = None,
@@ -74,6 +82,7 @@ class Client:
     ) -> None:
         self.target = _common.resolve_target(target)
         self._metadata = _common.resolve_metadata(token)
+        keepalive = _common.check_keepalive(keepalive)
         self._channel: Any = None
         #: The exceptions the wire raises for a failed call: the HTTP wire
         #: raises MCPDError itself.
@@ -88,7 +97,7 @@ class Client:
         else:
             import grpc
 
-            opts = _common.channel_options(options)
+            opts = _common.channel_options(options, keepalive)
             credentials = _common.tls_credentials(credentials, ca_file, cert_file, key_file)
             if credentials is not None:
                 self._channel = grpc.secure_channel(self.target, credentials, opts)

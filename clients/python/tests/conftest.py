@@ -10,6 +10,7 @@ Environment (set by `make test`):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import faulthandler
 import os
 import signal
@@ -203,6 +204,35 @@ class Daemon:
         """SIGTERM without waiting (mcpd stops its servers itself)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGCONT)  # a frozen mcpd exits too
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Stops mcpd (SIGSTOP) for the block: its sockets stay open, and
+        its kernel still accepts connections and takes their bytes, but
+        mcpd answers nothing, as when it deadlocks."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+        try:
+            # The signal stops one thread, which then stops the others: until
+            # they all are, mcpd may still answer a call made right away.
+            poll("every thread of mcpd to stop", self._all_threads_stopped, interval=0.01)
+            yield
+        finally:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def _all_threads_stopped(self) -> bool:
+        assert self.proc is not None
+        tasks = Path(f"/proc/{self.proc.pid}/task")
+        for task in tasks.iterdir():
+            try:
+                stat = (task / "stat").read_text()
+            except OSError:
+                continue  # the thread has ended
+            # "tid (comm) state ...": comm may hold spaces and parentheses.
+            if stat.rpartition(")")[2].split()[0] not in ("T", "t"):
+                return False
+        return True
 
     def log_tail(self, n: int = 40) -> str:
         try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -265,3 +265,92 @@ def test_async_timed_reads_still_give_up(tmp_path: Path, wire: str) -> None:
             pytest.fail(f"no Unavailable within 10s of reconnect_timeout=0.5 ({sub.reconnects} reconnects)")
 
     run_async(body())
+
+
+#: How long the keepalive tests wait for the client to give up on a frozen
+#: mcpd before they fail instead of hanging. With keepalive=5 it takes
+#: about 10 s to find the connection dead, and about 10 s more to give up
+#: on the connection that the subscription opens again.
+FROZEN_GUARD = 60.0
+
+
+def _daemon_to_freeze(mcpd_bin: str, tmp_path: Path) -> Tuple[Daemon, int]:
+    """A daemon of the test's own, and the port of its metrics, which say
+    when a subscription is open at mcpd."""
+    from conftest import free_port
+
+    metrics = free_port()
+    return Daemon(mcpd_bin, tmp_path, "frozen", ["--metrics-listen", f"127.0.0.1:{metrics}"]).start(), metrics
+
+
+def _subscription_open(metrics_port: int) -> None:
+    from conftest import poll
+
+    poll("the subscription to be open at mcpd", lambda: _subscribers(metrics_port) == 1)
+
+
+def test_keepalive_finds_a_frozen_daemon(mcpd_bin: str, tmp_path: Path) -> None:
+    """A quiet subscription and a call without a deadline to an mcpd that
+    answers nothing any more (stopped here; a deadlock, or a host or
+    network path gone without closing the connection, look the same to
+    the client) end with Unavailable once keepalive pings go unanswered:
+    the subscription gives up after its reconnect_timeout, as it does when
+    mcpd is gone, instead of waiting for ever."""
+    import threading
+
+    d, metrics = _daemon_to_freeze(mcpd_bin, tmp_path)
+    try:
+        with Client(d.target, keepalive=5) as c:  # no timeout: the call below has no deadline
+            # Nothing happens to the tools of demo: no event comes.
+            sub = c.subscribe(servers=["demo"], kinds=["tools_changed"], reconnect_timeout=1)
+            _subscription_open(metrics)
+            outcomes: Dict[str, object] = {}
+
+            def outcome(name: str, fn: Callable[[], object]) -> None:
+                try:
+                    outcomes[name] = fn()
+                except Exception as e:
+                    outcomes[name] = e
+
+            with d.frozen():
+                threads = [
+                    threading.Thread(target=outcome, args=("subscription", lambda: list(sub)), daemon=True),
+                    threading.Thread(target=outcome, args=("call", lambda: c.get_server("demo")), daemon=True),
+                ]
+                for th in threads:
+                    th.start()
+                deadline = time.monotonic() + FROZEN_GUARD
+                for th in threads:
+                    th.join(max(0.0, deadline - time.monotonic()))
+                waiting = sorted({"subscription", "call"} - set(outcomes))
+            sub.close()
+            assert not waiting, f"{waiting} still waited on the frozen mcpd after {FROZEN_GUARD}s"
+            for name, got in sorted(outcomes.items()):
+                assert isinstance(got, mcpd_grpc.Unavailable), f"{name}: got {got!r}, want Unavailable"
+    finally:
+        d.stop()
+
+
+def test_keepalive_finds_a_frozen_daemon_async(mcpd_bin: str, tmp_path: Path) -> None:
+    d, metrics = _daemon_to_freeze(mcpd_bin, tmp_path)
+
+    async def body() -> None:
+        async with AsyncClient(d.target, keepalive=5) as c:
+            sub = c.subscribe(servers=["demo"], kinds=["tools_changed"], reconnect_timeout=1)
+            await asyncio.to_thread(_subscription_open, metrics)
+
+            async def drain() -> List[mcpd_grpc.Event]:
+                return [ev async for ev in sub]
+
+            with d.frozen():
+                try:
+                    got = await asyncio.wait_for(asyncio.gather(drain(), c.get_server("demo"), return_exceptions=True), FROZEN_GUARD)
+                except asyncio.TimeoutError:
+                    pytest.fail(f"still waiting on the frozen mcpd after {FROZEN_GUARD}s")
+            for name, outcome in zip(("subscription", "call"), got):
+                assert isinstance(outcome, mcpd_grpc.Unavailable), f"{name}: got {outcome!r}, want Unavailable"
+
+    try:
+        run_async(body(), FROZEN_GUARD + RPC_TIMEOUT)
+    finally:
+        d.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from typing import Any
 
 import grpc
 import pytest
@@ -375,3 +376,60 @@ def test_elicitation_request_keeps_params() -> None:
     req = cv.server_request(pb.ServerRequest(id="e1", server="s", elicitation=pb.ElicitationRequest(mode="form", message="name?", params=params)))
     assert isinstance(req, mcpd_grpc.ElicitationRequest)
     assert req.params == {"message": "name?", "_meta": {"trace": "t-7"}}
+
+
+class TestKeepalive:
+    @pytest.mark.parametrize("bad", [0, 4.9, -30, float("nan"), float("inf")])
+    def test_below_mcpds_limit_is_refused(self, bad: float) -> None:
+        for target in ("127.0.0.1:1", "http://127.0.0.1:1"):
+            with pytest.raises(ValueError, match="at least 5 seconds.*too_many_pings"):
+                mcpd_grpc.Client(target, keepalive=bad)
+            with pytest.raises(ValueError, match="at least 5 seconds"):
+                mcpd_grpc.AsyncClient(target, keepalive=bad)
+
+    @pytest.mark.parametrize("bad", ["30", True])
+    def test_a_number_or_none(self, bad: object) -> None:
+        with pytest.raises(TypeError, match="keepalive"):
+            mcpd_grpc.Client("127.0.0.1:1", keepalive=bad)  # type: ignore[arg-type]
+
+    def test_channel_options(self) -> None:
+        got = dict(_common.channel_options(None, 30.0))
+        assert got["grpc.keepalive_time_ms"] == 30_000
+        # Both: grpc-core 1.51 waits keepalive_timeout_ms for the answer,
+        # newer ones ping_timeout_ms.
+        assert got["grpc.keepalive_timeout_ms"] == got["grpc.http2.ping_timeout_ms"] == 20_000
+        # gRPC stops pinging a stream that sends nothing after two pings
+        # unless this is 0.
+        assert got["grpc.http2.max_pings_without_data"] == 0
+        assert got["grpc.keepalive_permit_without_calls"] == 1
+        # The answer may take as long as the quiet before the ping, 20 s at most.
+        assert dict(_common.channel_options(None, 5.0))["grpc.keepalive_timeout_ms"] == 5_000
+        assert not [k for k in dict(_common.channel_options(None, None)) if "keepalive" in k or "ping" in k]
+        # The caller's options win.
+        assert dict(_common.channel_options([("grpc.keepalive_time_ms", 60_000)], 30.0))["grpc.keepalive_time_ms"] == 60_000
+
+    def test_clients_ping_by_default(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import asyncio
+
+        import grpc.aio
+
+        seen: list = []
+
+        def spy(real: Any) -> Any:
+            def channel(target: str, options: Any = None, *args: Any, **kwargs: Any) -> Any:
+                seen.append(dict(options).get("grpc.keepalive_time_ms"))
+                return real(target, options, *args, **kwargs)
+
+            return channel
+
+        monkeypatch.setattr(grpc, "insecure_channel", spy(grpc.insecure_channel))
+        monkeypatch.setattr(grpc.aio, "insecure_channel", spy(grpc.aio.insecure_channel))
+
+        async def async_clients() -> None:
+            await mcpd_grpc.AsyncClient("127.0.0.1:1").close()
+            await mcpd_grpc.AsyncClient("127.0.0.1:1", keepalive=None).close()
+
+        mcpd_grpc.Client("127.0.0.1:1").close()
+        mcpd_grpc.Client("127.0.0.1:1", keepalive=None).close()
+        asyncio.run(async_clients())
+        assert seen == [30_000, None, 30_000, None]
