@@ -16,6 +16,7 @@ failures raise :class:`~mcpd_grpc.MCPDError` directly.
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import weakref
@@ -74,6 +75,7 @@ class StubBase(Generic[C]):
         ca_file: Optional[_common.PathLike] = None,
         cert_file: Optional[_common.PathLike] = None,
         key_file: Optional[_common.PathLike] = None,
+        keepalive: Optional[float] = None,
     ) -> None:
         if (cert_file is None) != (key_file is None):
             raise ValueError("cert_file= and key_file= go together (a client certificate and its key)")
@@ -94,6 +96,8 @@ class StubBase(Generic[C]):
         self._prefix = path.rstrip("/") + _SERVICE
         host = f"[{self._host}]" if ":" in self._host else self._host
         self._host_header = f"{host}:{self._port}"
+        #: The socket options of every TCP connection (none on a Unix socket).
+        self._sockopts = keepalive_options(keepalive) if self._unix is None else []
         self._ssl: Optional[ssl.SSLContext] = None
         if self._https:
             import ssl  # https only: it costs milliseconds at start-up
@@ -199,7 +203,7 @@ class HTTPStub(StubBase["Connection"]):
             s.cancel()
 
     def new_connection(self, timeout: Optional[float]) -> Connection:
-        return Connection(self._host, self._port, self._ssl, timeout, self._unix)
+        return Connection(self._host, self._port, self._ssl, timeout, self._unix, self._sockopts)
 
     def _take(self, timeout: Optional[float]) -> Tuple[Connection, bool]:
         with self._lock:
@@ -438,12 +442,63 @@ def stream_message(head: bytes, data: bytes, out: Any) -> Any:
     return msg
 
 
+#: A socket option: level, name, value.
+SocketOption = Tuple[int, int, int]
+
+#: How many TCP keepalive probes go unanswered before the kernel gives up.
+KEEPALIVE_PROBES = 3
+#: The longest idle time Linux takes for TCP keepalive (MAX_TCP_KEEPIDLE).
+_MAX_KEEPIDLE = 32767
+
+
+def keepalive_options(keepalive: Optional[float]) -> List[SocketOption]:
+    """The socket options of ``keepalive=`` (checked) on a TCP connection:
+    the kernel probes the connection after keepalive seconds without a
+    byte from mcpd, and ends it (reads fail, the call raises Unavailable)
+    when KEEPALIVE_PROBES probes spread over keepalive_timeout went
+    unanswered. A kernel answers the probes of its process whether that
+    runs or not: this finds a dead host or network path (gone without a
+    FIN or a reset), not an mcpd that is frozen or deadlocked."""
+    if keepalive is None:
+        return []
+    idle = min(math.ceil(keepalive), _MAX_KEEPIDLE)
+    timeout = _common.keepalive_timeout(keepalive)
+    opts = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    # The names the platforms have (Linux, Windows, the BSDs: TCP_KEEPIDLE;
+    # macOS: TCP_KEEPALIVE); without them, the system's own idle time and
+    # probes (two hours on Linux).
+    for name, value in (
+        ("TCP_KEEPIDLE" if hasattr(socket, "TCP_KEEPIDLE") else "TCP_KEEPALIVE", idle),
+        ("TCP_KEEPINTVL", max(1, math.ceil(timeout / KEEPALIVE_PROBES))),
+        ("TCP_KEEPCNT", KEEPALIVE_PROBES),
+        # Linux: data that mcpd's kernel leaves unacknowledged this long
+        # ends the connection too (without it, retransmissions go on for
+        # about 15 minutes); it also ends a quiet connection whose probes
+        # went unanswered, at the same time as the probe count would.
+        ("TCP_USER_TIMEOUT", _common.millis(keepalive + timeout)),
+    ):
+        option = getattr(socket, name, None)
+        if option is not None:
+            opts.append((socket.IPPROTO_TCP, option, value))
+    return opts
+
+
 def deadline_passed(e: OSError) -> bool:
     """Whether a socket.timeout is the socket's own timeout (the call's
     deadline), not the kernel's ETIMEDOUT on a connection it gave up on
     (socket.timeout is TimeoutError from Python 3.10, which ETIMEDOUT
     raises too)."""
     return e.errno is None
+
+
+def set_options(sock: Any, opts: Sequence[SocketOption]) -> None:
+    """Sets socket options where the system takes them: keepalive is
+    worth having, not worth failing a connection for."""
+    for level, name, value in opts:
+        try:
+            sock.setsockopt(level, name, value)
+        except OSError:
+            pass
 
 
 def _address_host(host: str) -> Union[str, bytes]:
@@ -464,7 +519,15 @@ class Connection:
     #: so must not go back to the pool.
     closed = False
 
-    def __init__(self, host: str, port: int, ssl_context: Optional[ssl.SSLContext], timeout: Optional[float], unix: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        ssl_context: Optional[ssl.SSLContext],
+        timeout: Optional[float],
+        unix: Optional[str] = None,
+        sockopts: Sequence[SocketOption] = (),
+    ) -> None:
         sock_timeout = None if timeout is None else timeout + READ_GRACE
         if unix is not None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -483,6 +546,7 @@ class Connection:
         sock = socket.create_connection(address, timeout=sock_timeout)  # type: ignore[arg-type]
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            set_options(sock, sockopts)
             if ssl_context is not None:
                 sock = ssl_context.wrap_socket(sock, server_hostname=host)
         except BaseException:

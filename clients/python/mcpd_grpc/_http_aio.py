@@ -33,6 +33,7 @@ from ._http import (
     envelope_size,
     error_of,
     interim,
+    set_options,
     status_of,
     stream_cut,
     stream_message,
@@ -88,6 +89,7 @@ class AsyncHTTPStub(StubBase["Connection"]):
             # asyncio sets TCP_NODELAY on its TCP connections.
             server_hostname = self._host if self._ssl is not None else None
             reader, writer = await asyncio.open_connection(self._host, self._port, ssl=self._ssl, server_hostname=server_hostname, limit=MAX_LINE)
+            set_options(writer.get_extra_info("socket"), self._sockopts)
         return Connection(reader, writer)
 
     def _take_idle(self) -> Optional[Connection]:

@@ -108,7 +108,7 @@ class AsyncClient:
 
             if credentials is not None or options is not None:
                 raise ValueError("credentials= and options= are for the gRPC wire; an https:// target takes ca_file=/cert_file=/key_file=")
-            self._stub: Any = AsyncHTTPStub(self.target, ca_file=ca_file, cert_file=cert_file, key_file=key_file)
+            self._stub: Any = AsyncHTTPStub(self.target, ca_file=ca_file, cert_file=cert_file, key_file=key_file, keepalive=keepalive)
         else:
             opts = _common.channel_options(options, keepalive)
             credentials = _common.tls_credentials(credentials, ca_file, cert_file, key_file)

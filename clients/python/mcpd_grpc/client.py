@@ -54,7 +54,10 @@ class Client:
             sends an HTTP/2 ping; without an answer within as long again
             (at most 20 s) it closes the connection, and the calls and
             streams on it raise Unavailable (a subscription reconnects,
-            within its ``reconnect_timeout``).
+            within its ``reconnect_timeout``). On the HTTP wire it turns
+            on TCP keepalive, which finds a dead host or network path but
+            not a frozen mcpd (its kernel still answers); nothing on a
+            Unix socket.
         credentials: ``grpc.ChannelCredentials`` for a TLS target; default
             plaintext (loopback or Unix socket).
         options: extra gRPC channel options, merged over the defaults
@@ -93,7 +96,7 @@ class Client:
 
             if credentials is not None or options is not None:
                 raise ValueError("credentials= and options= are for the gRPC wire; an https:// target takes ca_file=/cert_file=/key_file=")
-            self._stub: Any = _http.HTTPStub(self.target, ca_file=ca_file, cert_file=cert_file, key_file=key_file)
+            self._stub: Any = _http.HTTPStub(self.target, ca_file=ca_file, cert_file=cert_file, key_file=key_file, keepalive=keepalive)
         else:
             import grpc
 

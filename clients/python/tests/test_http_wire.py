@@ -11,8 +11,9 @@ import errno
 import os
 import socket
 import struct
+import sys
 import threading
-from typing import Callable, Iterator, List
+from typing import Callable, Dict, Iterator, List
 
 import pytest
 
@@ -298,3 +299,47 @@ def test_a_connection_the_kernel_gave_up_on_is_unavailable(wire: str, serve: Cal
                 await c.subscribe(kinds=["log"], reconnect=False).__anext__()
 
     run_async(body())
+
+
+#: The socket options of TCP keepalive, by name, where Linux has them.
+KEEPALIVE_OPTIONS = [
+    (socket.SOL_SOCKET, "SO_KEEPALIVE"),
+    *((socket.IPPROTO_TCP, name) for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT", "TCP_USER_TIMEOUT")),
+]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the TCP keepalive options checked are Linux's")
+@pytest.mark.parametrize("wire", WIRES)
+def test_tcp_keepalive(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    """keepalive= turns on the kernel's TCP keepalive on the connections:
+    three probes after keepalive seconds of quiet, spread over as long
+    again (at most 20 s), and the connection ends when none is answered."""
+
+    def script(conn: Conn, index: int) -> None:
+        while conn.read_request():
+            conn.sock.sendall(OK)
+
+    server = serve(script)
+
+    def options(sock: socket.socket) -> Dict[str, int]:
+        return {name: sock.getsockopt(level, getattr(socket, name)) for level, name in KEEPALIVE_OPTIONS}
+
+    def pooled_connection_options(**kwargs: object) -> Dict[str, int]:
+        """The options of the connection a call leaves in the pool."""
+        if wire == "sync":
+            with Client(server.url, timeout=10, **kwargs) as c:  # type: ignore[arg-type]
+                assert c.call_tool("mcp__x__echo").text == "ok"
+                return options(c._stub._idle[0]._sock)
+
+        async def body() -> Dict[str, int]:
+            async with AsyncClient(server.url, timeout=10, **kwargs) as c:  # type: ignore[arg-type]
+                assert (await c.call_tool("mcp__x__echo")).text == "ok"
+                return options(c._stub._idle[0]._writer.get_extra_info("socket"))
+
+        return run_async(body())  # type: ignore[return-value]
+
+    want = {"SO_KEEPALIVE": 1, "TCP_KEEPIDLE": 30, "TCP_KEEPINTVL": 7, "TCP_KEEPCNT": 3, "TCP_USER_TIMEOUT": 50_000}
+    assert pooled_connection_options() == want, "the default, keepalive=30"
+    want = {"SO_KEEPALIVE": 1, "TCP_KEEPIDLE": 7, "TCP_KEEPINTVL": 3, "TCP_KEEPCNT": 3, "TCP_USER_TIMEOUT": 14_000}
+    assert pooled_connection_options(keepalive=7) == want
+    assert pooled_connection_options(keepalive=None)["SO_KEEPALIVE"] == 0
