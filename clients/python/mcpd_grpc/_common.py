@@ -53,7 +53,7 @@ CALL_TIMEOUT_GRACE = 5.0
 #: the first reconnect, doubling up to RECONNECT_MAX.
 RECONNECT_INITIAL = 0.1
 RECONNECT_MAX = 2.0
-#: A stream that stayed open this long before it failed counts as a fresh
+#: A stream that mcpd answered this long before it failed counts as a fresh
 #: outage: the reconnect budget starts again.
 STABLE_STREAM = 5.0
 
@@ -212,6 +212,15 @@ def next_backoff(delay: float) -> float:
 AFTER_SEQUENCE_HEADER = "mcpd-after-sequence"
 
 
+def answered_at(metadata: Any, opened_at: float) -> Optional[float]:
+    """When mcpd answered a Subscribe stream that was opened at opened_at
+    and has ended, from its response headers (pairs): mcpd sends them at
+    once, so about opened_at; None when none came (the stream never reached
+    a running mcpd). On the gRPC wire only mcpd's own header shows: a quiet
+    stream from an mcpd older than that counts as never answered."""
+    return opened_at if metadata else None
+
+
 def after_sequence(metadata: Any) -> Optional[int]:
     """The sequence a Subscribe stream starts after, from its response
     headers (pairs); None when they do not say (an older mcpd, or a
@@ -243,8 +252,8 @@ class ReconnectPolicy:
     """When to reopen a resumable stream that dropped: after waits that
     double from RECONNECT_INITIAL to RECONNECT_MAX, within a budget of
     timeout seconds (None: no limit) from the first drop of an outage. A
-    stream that stayed open STABLE_STREAM seconds before it dropped starts a
-    new outage."""
+    stream that mcpd answered STABLE_STREAM seconds before it dropped starts
+    a new outage."""
 
     def __init__(self, timeout: Optional[float]) -> None:
         self._timeout = timeout
@@ -252,10 +261,14 @@ class ReconnectPolicy:
         self._give_up: Optional[float] = None
         self._delay = RECONNECT_INITIAL
 
-    def next_wait(self, now: float, opened_at: float) -> Optional[float]:
-        """Seconds to wait before reopening a stream, opened at opened_at,
-        that dropped at now; None when the budget is spent."""
-        if not self._outage or now - opened_at >= STABLE_STREAM:
+    def next_wait(self, now: float, answered_at: Optional[float]) -> Optional[float]:
+        """Seconds to wait before reopening a stream that mcpd answered at
+        answered_at (None: never) and that dropped at now; None when the
+        budget is spent. How long a stream stayed open says nothing: one to
+        an mcpd that stopped answering stays open until the connection is
+        given up on (a keepalive ping left unanswered, gRPC's connect
+        deadline)."""
+        if not self._outage or (answered_at is not None and now - answered_at >= STABLE_STREAM):
             self._outage = True
             self._give_up = None if self._timeout is None else now + self._timeout
             self._delay = RECONNECT_INITIAL

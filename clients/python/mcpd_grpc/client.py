@@ -660,13 +660,15 @@ class Subscription:
             with self._lock:
                 if self._call is call:
                     self._call = None
+            headers = call.initial_metadata()
             if self._resume is None:
                 # No event yet: resume where the stream started, not from
                 # a later "now".
-                self._resume = _common.after_sequence(call.initial_metadata())
+                self._resume = _common.after_sequence(headers)
             if self._closed.is_set():
                 raise StopIteration
-            wait = policy.next_wait(time.monotonic(), self._opened_at) if self._reconnect and _common.resumable(err) else None
+            answered_at = _common.answered_at(headers, self._opened_at)
+            wait = policy.next_wait(time.monotonic(), answered_at) if self._reconnect and _common.resumable(err) else None
             if wait is None:
                 if err is None:
                     raise StopIteration

@@ -305,19 +305,31 @@ def test_generated_stubs_live_inside_the_package() -> None:
 def test_reconnect_policy_backs_off_without_a_budget() -> None:
     # No budget must still back off: 0.1 s doubling to 2 s, never 0.1 s forever.
     p = _common.ReconnectPolicy(None)
-    waits = [p.next_wait(now=100.0 + i, opened_at=100.0 + i) for i in range(7)]
+    waits = [p.next_wait(now=100.0 + i, answered_at=100.0 + i) for i in range(7)]
     assert waits == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0], waits
 
 
 def test_reconnect_policy_budget_and_stable_stream() -> None:
     p = _common.ReconnectPolicy(1.0)
-    assert p.next_wait(now=10.0, opened_at=10.0) == 0.1
-    assert p.next_wait(now=10.5, opened_at=10.2) == 0.2
+    assert p.next_wait(now=10.0, answered_at=10.0) == 0.1
+    assert p.next_wait(now=10.5, answered_at=10.2) == 0.2
     # The last wait is cut to what is left of the budget, then it is spent.
-    assert p.next_wait(now=10.9, opened_at=10.8) == pytest.approx(0.1)
-    assert p.next_wait(now=11.0, opened_at=10.95) is None
-    # A stream that stayed up STABLE_STREAM seconds starts a fresh outage.
-    assert p.next_wait(now=30.0, opened_at=30.0 - _common.STABLE_STREAM) == 0.1
+    assert p.next_wait(now=10.9, answered_at=10.8) == pytest.approx(0.1)
+    assert p.next_wait(now=11.0, answered_at=10.95) is None
+    # A stream that mcpd answered STABLE_STREAM seconds before it dropped
+    # starts a fresh outage.
+    assert p.next_wait(now=30.0, answered_at=30.0 - _common.STABLE_STREAM) == 0.1
+
+
+def test_reconnect_policy_a_stream_never_answered_is_the_same_outage() -> None:
+    # A reconnect to an mcpd that stopped answering waits on a connection
+    # that never completes, for longer than STABLE_STREAM: that must not
+    # start a fresh budget, or the subscription never gives up.
+    p = _common.ReconnectPolicy(1.0)
+    assert p.next_wait(now=10.0, answered_at=0.0) == 0.1
+    assert p.next_wait(now=30.0, answered_at=None) is None
+    assert _common.answered_at((), 10.0) is None
+    assert _common.answered_at((("mcpd-after-sequence", "7"),), 10.0) == 10.0
 
 
 def test_resumable() -> None:
