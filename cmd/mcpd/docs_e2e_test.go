@@ -249,13 +249,7 @@ func shellQuote(s string) string {
 // rules above.
 func TestDocs(t *testing.T) {
 	t.Parallel()
-	grpcurl := os.Getenv(grpcurlEnv)
-	if grpcurl == "" {
-		if os.Getenv(requiredEnv) == "1" {
-			t.Fatalf("%s is not set and %s=1: run `make tools` or point it at grpcurl", grpcurlEnv, requiredEnv)
-		}
-		t.Skipf("%s is not set", grpcurlEnv)
-	}
+	grpcurl := grpcurlBinary(t)
 	everything := os.Getenv(everythingEnv)
 	for _, page := range docPages(t) {
 		t.Run(page, func(t *testing.T) {

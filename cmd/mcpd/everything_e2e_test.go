@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -15,14 +14,7 @@ import (
 // is unset unless MCPD_E2E_REQUIRED=1.
 func everythingBinary(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv(everythingEnv)
-	if bin == "" {
-		if os.Getenv(requiredEnv) == "1" {
-			t.Fatalf("%s is not set and %s=1: run `make tools` or point it at mcp-server-everything", everythingEnv, requiredEnv)
-		}
-		t.Skipf("%s is not set (install @modelcontextprotocol/server-everything@2026.8.31 and point it at the mcp-server-everything bin)", everythingEnv)
-	}
-	return bin
+	return externalBinary(t, everythingEnv, "mcp-server-everything", " (install @modelcontextprotocol/server-everything@2026.8.31 and point it at the mcp-server-everything bin)")
 }
 
 // TestEverythingServer connects the reference server

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -71,12 +70,5 @@ func TestGrpcurl(t *testing.T) {
 // one the test is skipped, or fails when MCPD_E2E_REQUIRED=1.
 func grpcurlBinary(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv(grpcurlEnv)
-	if bin == "" {
-		if os.Getenv(requiredEnv) == "1" {
-			t.Fatalf("%s is not set and %s=1: run `make tools` or point it at grpcurl", grpcurlEnv, requiredEnv)
-		}
-		t.Skipf("%s is not set", grpcurlEnv)
-	}
-	return bin
+	return externalBinary(t, grpcurlEnv, "grpcurl", "")
 }

@@ -94,3 +94,18 @@ func repoRoot() string {
 	}
 	return root
 }
+
+// externalBinary returns the executable the variable env names (what, for
+// the messages), skipping the test when it is unset, with hint, unless
+// MCPD_E2E_REQUIRED=1.
+func externalBinary(t *testing.T, env, what, hint string) string {
+	t.Helper()
+	bin := os.Getenv(env)
+	if bin == "" {
+		if os.Getenv(requiredEnv) == "1" {
+			t.Fatalf("%s is not set and %s=1: run `make tools` or point it at %s", env, requiredEnv, what)
+		}
+		t.Skipf("%s is not set%s", env, hint)
+	}
+	return bin
+}

@@ -30,14 +30,7 @@ const (
 // MCPD_E2E_REQUIRED=1.
 func uvxBinary(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv(uvxEnv)
-	if bin == "" {
-		if os.Getenv(requiredEnv) == "1" {
-			t.Fatalf("%s is not set and %s=1: run `make tools` or point it at uvx", uvxEnv, requiredEnv)
-		}
-		t.Skipf("%s is not set (install uv and point it at uvx)", uvxEnv)
-	}
-	return bin
+	return externalBinary(t, uvxEnv, "uvx", " (install uv and point it at uvx)")
 }
 
 // fetchSite is a loopback web site for mcp-server-fetch: a robots.txt that
