@@ -108,7 +108,7 @@ func runFakeServer(mode string) int {
 	if mode == fakeNote {
 		opts = &mcp.ServerOptions{SubscribeHandler: note.subscribe, UnsubscribeHandler: note.unsubscribe}
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "fake-" + mode, Version: "0.0.1"}, opts)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "fake-" + mode, Version: "0.0.1", Description: fakeDescription, Icons: fakeIcons}, opts)
 	addEchoTool(srv)
 	switch mode {
 	case fakeNote:
@@ -511,8 +511,13 @@ func (n *fakeNoteState) add(srv *mcp.Server) {
 		})
 }
 
+// What every fake server says of itself, and of its echo tool.
+const fakeDescription = "a fake server of the end-to-end tests"
+
+var fakeIcons = []mcp.Icon{{Source: "data:image/png;base64,iVBORw0KGgo=", MIMEType: "image/png", Sizes: []string{"48x48"}, Theme: "dark"}}
+
 func addEchoTool(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echoes text"},
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echoes text", Icons: fakeIcons},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
 			return textResult(in.Text), nil, nil
 		})

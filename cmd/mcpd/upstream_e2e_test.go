@@ -306,3 +306,25 @@ func TestDisconnectDuringCall(t *testing.T) {
 	_, err = d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "demo"})
 	wantCode(t, err, codes.NotFound)
 }
+
+// TestIconsReachAgent: a server's description and icons, and its tools'
+// icons, reach the agent.
+func TestIconsReachAgent(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+	info := d.connectFake(ctx, t, "f", fakeNote).GetServerInfo()
+	want := &mcpdv1.Icon{Src: fakeIcons[0].Source, MimeType: "image/png", Sizes: []string{"48x48"}, Theme: "dark"}
+	if info.GetDescription() != fakeDescription || len(info.GetIcons()) != 1 || !proto.Equal(info.GetIcons()[0], want) {
+		t.Errorf("server_info: got %v, want the description %q and the icon %v", info, fakeDescription, want)
+	}
+	tools, err := d.hub.ListTools(ctx, &mcpdv1.ListToolsRequest{Server: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.GetTools() {
+		if tool.GetToolName() == "echo" && (len(tool.GetIcons()) != 1 || !proto.Equal(tool.GetIcons()[0], want)) {
+			t.Errorf("echo's icons: got %v, want %v", tool.GetIcons(), want)
+		}
+	}
+}
