@@ -623,8 +623,19 @@ func TestCallersReload(t *testing.T) {
 		v, _ := s.value("mcpd_config_last_reload_success_timestamp_seconds", callersFiles)
 		return v
 	}
-	good := scrapeMetrics(ctx, t, metrics)
-	good.want(t, "mcpd_config_last_reload_successful", callersFiles, 1)
+	// reloadRead waits until the metrics say the last read of the callers
+	// file succeeded (1) or failed (0): a reload takes effect a moment
+	// before they say so.
+	reloadRead := func(want float64) scrape {
+		var s scrape
+		poll(ctx, t, fmt.Sprintf("mcpd_config_last_reload_successful{files=callers} %v", want), func() (bool, error) {
+			s = scrapeMetrics(ctx, t, metrics)
+			v, ok := s.value("mcpd_config_last_reload_successful", callersFiles)
+			return ok && v == want, nil
+		})
+		return s
+	}
+	good := reloadRead(1)
 	replaceFile(t, path, `{"callers": [{"name": "broken"`)
 	d.send(t, syscall.SIGHUP)
 	poll(ctx, t, "the reload error is logged", func() (bool, error) {
@@ -633,8 +644,7 @@ func TestCallersReload(t *testing.T) {
 	if _, err := d.hub.ListServers(second, &mcpdv1.ListServersRequest{}); err != nil {
 		t.Errorf("second caller after a broken reload: %v", err)
 	}
-	broken := scrapeMetrics(ctx, t, metrics)
-	broken.want(t, "mcpd_config_last_reload_successful", callersFiles, 0)
+	broken := reloadRead(0)
 	broken.want(t, "mcpd_config_last_reload_successful", map[string]string{"files": "config"}, 1)
 	if loadedAt(broken) != loadedAt(good) {
 		t.Errorf("the callers' last good read moved at a failed one: %v, then %v", loadedAt(good), loadedAt(broken))
@@ -645,8 +655,7 @@ func TestCallersReload(t *testing.T) {
 		_, err := d.hub.ListServers(bearer(ctx, "third-token-3"), &mcpdv1.ListServersRequest{})
 		return err == nil, err
 	})
-	mended := scrapeMetrics(ctx, t, metrics)
-	mended.want(t, "mcpd_config_last_reload_successful", callersFiles, 1)
+	mended := reloadRead(1)
 	if loadedAt(mended) == loadedAt(broken) {
 		t.Errorf("the callers' last good read did not move at a good reload: %v", loadedAt(mended))
 	}

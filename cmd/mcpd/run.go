@@ -319,12 +319,12 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		case <-reload:
 			if c.callersFile != "" {
 				err := authz.Reload()
+				tel.FilesRead(telemetry.FilesCallers, err == nil, time.Now())
 				if err != nil {
 					log.Error().Err(err).Msg("reload: keeping the previous callers")
 				} else {
 					log.Info().Msg("reloaded callers")
 				}
-				tel.FilesRead(telemetry.FilesCallers, err == nil, time.Now())
 			}
 			merged, err := loadConfig(c)
 			tel.FilesRead(telemetry.FilesConfig, err == nil, time.Now())
