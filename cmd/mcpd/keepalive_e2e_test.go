@@ -121,7 +121,7 @@ func TestClientKeepaliveEndsFrozenClients(t *testing.T) {
 	metrics := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t),
-		args: []string{"--client-keepalive", "1s", "--metrics-listen", metrics, "--http-listen", httpAddr}})
+		args: []string{"--client-keepalive", "2s", "--metrics-listen", metrics, "--http-listen", httpAddr}})
 	subscribers := func() float64 {
 		v, _ := scrapeMetrics(ctx, t, metrics).value("mcpd_event_subscribers", nil)
 		return v
@@ -153,7 +153,7 @@ func TestClientKeepaliveEndsFrozenClients(t *testing.T) {
 	guard, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	poll(guard, t, "the frozen clients' streams end", func() (bool, error) { return subscribers() == 1, nil })
-	time.Sleep(3 * time.Second) // a few more pings, answered
+	time.Sleep(5 * time.Second) // a few more pings, answered
 	if n := subscribers(); n != 1 {
 		t.Errorf("streams open after the frozen clients' ended: got %v, want the awake client's one", n)
 	}
