@@ -52,9 +52,21 @@ function binary(env: string, fallback: string, what: string): string | undefined
 export const MCPD_BIN = binary("MCPD_BIN", path.join(REPO, "bin", "mcpd"), "mcpd (run `make build`)");
 export const EVERYTHING_BIN = binary("MCPD_EVERYTHING_BIN", "", "server-everything (run `make tools`)");
 
+/**
+ * The folders tempDir made: removed when this test file's process exits
+ * with every test passed, kept (with the daemons' logs) when one failed.
+ */
+const tempDirs: string[] = [];
+process.on("exit", (code) => {
+  if (code !== 0) return;
+  for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 /** A short temporary folder (Unix socket paths are limited to ~107 bytes). */
 export function tempDir(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), "mcpd-ts-"));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mcpd-ts-"));
+  tempDirs.push(dir);
+  return dir;
 }
 
 export async function poll<T>(what: string, fn: () => Promise<T> | T, timeoutMs = POLL_TIMEOUT_MS): Promise<NonNullable<T>> {
