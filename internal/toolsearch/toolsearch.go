@@ -5,13 +5,18 @@
 //
 // The ranking, as docs/tools.md documents it:
 //
-//   - Text becomes terms by Tokenize: camelCase and letter/digit
-//     boundaries split words, every character that is not a letter or a
-//     digit separates them, terms are lower-cased, terms of one character
-//     and common words ("the", "of", "with", ..., and "get", "tool" and
-//     "use", which say nothing about a tool) are dropped, and a
-//     light suffix rule folds plurals ("numbers" -> "number", "queries" ->
-//     "query", "boxes" -> "box").
+//   - Text becomes terms by Tokenize: every character that is not a
+//     letter, a digit or a combining mark separates words (a mark belongs
+//     to the letter before it: Devanagari vowel signs, decomposed
+//     accents); camelCase humps split words, an acronym ending where the
+//     next word begins (HTTPServer: http, server); letter/digit
+//     boundaries split them too, and a word so split also counts whole
+//     (s3, ipv4, utf8: its one-character parts alone would say nothing);
+//     terms are lower-cased, terms of one character and common words
+//     ("the", "of", "with", ..., and "get", "tool" and "use", which say
+//     nothing about a tool) are dropped, and a light suffix rule folds
+//     plurals ("numbers" -> "number", "queries" -> "query", "boxes" ->
+//     "box", "sizes" -> "size").
 //   - A tool's terms come from its name (weight 3), title (weight 2),
 //     description (1) and the names of its parameters (1): a term's
 //     frequency in a tool is the weighted count of its occurrences, and the
@@ -136,42 +141,67 @@ func Rank(docs []Document, query string, limit int) []Match {
 // Tokenize splits text into search terms (see the package comment).
 func Tokenize(text string) []string {
 	var (
-		out  []string
-		word []rune
+		out   []string
+		word  []rune // the term being read
+		whole []rune // the run of letters and digits word belongs to
+		split bool   // whether whole was split between a letter and a digit
+		prev  rune   // the last letter or digit of word
 	)
-	flush := func() {
-		if len(word) > 1 {
-			t := fold(strings.ToLower(string(word)))
+	add := func(w []rune) {
+		if len(w) > 1 {
+			t := fold(strings.ToLower(string(w)))
 			if !stopWords[t] && len(t) > 1 {
 				out = append(out, t)
 			}
 		}
-		word = word[:0]
 	}
-	var prev rune
-	for _, r := range text {
-		switch {
-		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
-			flush()
-		case len(word) > 0 && (unicode.IsUpper(r) && unicode.IsLower(prev) ||
-			unicode.IsDigit(r) != unicode.IsDigit(prev)):
-			flush()
-			word = append(word, r)
-		default:
-			word = append(word, r)
+	// endWhole ends the term and its run: a run split between letters
+	// and digits also counts whole, so that s3, ipv4 and utf8 are terms
+	// of their own (their one-letter parts are not).
+	endWhole := func() {
+		add(word)
+		if split {
+			add(whole)
 		}
+		word, whole, split = word[:0], whole[:0], false
+	}
+	runes := []rune(text)
+	for i, r := range runes {
+		switch {
+		case unicode.IsMark(r) && len(word) > 0:
+			// A combining mark (a vowel sign, a virama, a decomposed
+			// accent) is part of the letter before it.
+			word, whole = append(word, r), append(whole, r)
+			continue
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
+			endWhole()
+			continue
+		case len(word) == 0:
+		case unicode.IsUpper(r) && (unicode.IsLower(prev) || unicode.IsDigit(prev) ||
+			unicode.IsUpper(prev) && i+2 < len(runes) && unicode.IsLower(runes[i+1]) && unicode.IsLower(runes[i+2])):
+			// A camelCase hump: a capital after a small letter or a
+			// digit, or the last capital of an acronym that begins the
+			// next word (HTTPServer; but not URLs).
+			endWhole()
+		case unicode.IsDigit(r) != unicode.IsDigit(prev):
+			add(word)
+			word, split = word[:0], true
+		}
+		word, whole = append(word, r), append(whole, r)
 		prev = r
 	}
-	flush()
+	endWhole()
 	return out
 }
 
-// fold is the light suffix rule: plurals become singulars.
+// fold is the light suffix rule: plurals become singulars. -zes is left
+// to the plain -s rule but for -zzes: "sizes" and "summarizes" are -ze
+// words far more often than "buzzes" is a -zz one.
 func fold(t string) string {
 	switch {
 	case len(t) > 4 && strings.HasSuffix(t, "ies"):
 		return t[:len(t)-3] + "y"
-	case len(t) > 4 && (strings.HasSuffix(t, "sses") || strings.HasSuffix(t, "xes") || strings.HasSuffix(t, "zes") ||
+	case len(t) > 4 && (strings.HasSuffix(t, "sses") || strings.HasSuffix(t, "xes") || strings.HasSuffix(t, "zzes") ||
 		strings.HasSuffix(t, "ches") || strings.HasSuffix(t, "shes")):
 		return t[:len(t)-2]
 	case len(t) > 3 && strings.HasSuffix(t, "s") && !strings.HasSuffix(t, "ss") &&

@@ -16,7 +16,20 @@ func TestTokenize(t *testing.T) {
 		{"Returns the sum of two numbers", []string{"return", "sum", "two", "number"}},
 		{"queries, boxes and classes", []string{"query", "box", "class"}},
 		{"status analysis", []string{"status", "analysis"}},
-		{"delay_ms utf8", []string{"delay", "ms", "utf"}},
+		// A word of letters and digits counts whole too, so that s3,
+		// ipv4 and ipv6 stay apart.
+		{"delay_ms utf8", []string{"delay", "ms", "utf", "utf8"}},
+		{"list_s3_buckets k8s", []string{"list", "s3", "bucket", "k8s"}},
+		{"ipv4Address S3Bucket", []string{"ipv", "ipv4", "address", "s3", "bucket"}},
+		// An acronym ends where the next capitalised word begins.
+		{"getHTTPServer parseJSON", []string{"http", "server", "parse", "json"}},
+		{"XMLHttpRequest IOError URLs", []string{"xml", "http", "request", "io", "error", "url"}},
+		// -izes is a verb's -ize, not a -z plural.
+		{"summarizes sizes buzzes", []string{"summarize", "size", "buzz"}},
+		// Combining marks belong to their word: Devanagari vowel signs and
+		// viramas, decomposed accents.
+		{"फ़ाइल पढ़ें", []string{"फ़ाइल", "पढ़ें"}},
+		{"cafe\u0301 menu", []string{"cafe\u0301", "menu"}},
 		{"", nil},
 		{"a I of", nil},
 	} {
