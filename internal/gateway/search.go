@@ -83,6 +83,9 @@ func (g *Gateway) searchTools(_ context.Context, req *mcp.CallToolRequest) (*mcp
 	if strings.TrimSpace(args.Query) == "" {
 		return nil, invalidParams("query is required: describe the task in plain words")
 	}
+	if n := len(args.Query); n > toolsearch.MaxQueryBytes {
+		return nil, invalidParams(fmt.Sprintf("query is %d bytes, more than %d: describe the task in fewer words", n, toolsearch.MaxQueryBytes))
+	}
 	limit := defaultSearchLimit
 	if args.Limit != nil {
 		limit = min(max(*args.Limit, 1), maxSearchLimit)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/toolsearch"
 )
 
 // agentTools are the tools of the in-process server the tests search.
@@ -124,9 +126,10 @@ func TestToolSearch(t *testing.T) {
 	defer link.Close()
 	waitListed(ctx, t, cs, "mcp__app__weather", searchToolName)
 
-	for _, args := range []map[string]any{{}, {"query": "weather", "servers": []string{"nope"}}, {"query": 3}} {
+	tooLong := strings.Repeat("weather ", toolsearch.MaxQueryBytes/8+1)
+	for _, args := range []map[string]any{{}, {"query": "weather", "servers": []string{"nope"}}, {"query": 3}, {"query": tooLong}} {
 		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: searchToolName, Arguments: args}); err == nil {
-			t.Errorf("search_tools %v: got no error, want invalid params", args)
+			t.Errorf("search_tools %.80v: got no error, want invalid params", args)
 		}
 	}
 }

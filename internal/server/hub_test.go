@@ -25,6 +25,7 @@ import (
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/toolsearch"
 )
 
 func wantCode(t *testing.T, err error, want codes.Code) *status.Status {
@@ -612,5 +613,24 @@ func TestMissingNames(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) { wantCode(t, call(), codes.InvalidArgument) })
+	}
+}
+
+// TestSearchToolsQueryTooLong: ranking costs the query's distinct terms
+// times the tools searched, so a query of megabytes (a message may be
+// 16 MiB) would hold the daemon's one Go thread for a minute. Such a
+// query is refused before it is read, and one at the limit is searched.
+func TestSearchToolsQueryTooLong(t *testing.T) {
+	e := newEnv(t, nil)
+	e.connect(t, "fx", newFixtureServer(t, nil, 0))
+	ctx := testContext(t)
+	long := strings.Repeat("echo ", toolsearch.MaxQueryBytes/5+1)
+	_, err := e.client.SearchTools(ctx, &mcpdv1.SearchToolsRequest{Query: long})
+	if st := wantCode(t, err, codes.InvalidArgument); !strings.Contains(st.Message(), strconv.Itoa(toolsearch.MaxQueryBytes)) {
+		t.Errorf("message %q: want it to name the limit, %d bytes", st.Message(), toolsearch.MaxQueryBytes)
+	}
+	resp, err := e.client.SearchTools(ctx, &mcpdv1.SearchToolsRequest{Query: long[:toolsearch.MaxQueryBytes]})
+	if err != nil || len(resp.GetMatches()) != 1 || resp.GetMatches()[0].GetTool().GetName() != "mcp__fx__echo" {
+		t.Errorf("a query at the limit: got %v, %v; want mcp__fx__echo", resp.GetMatches(), err)
 	}
 }

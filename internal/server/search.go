@@ -21,6 +21,9 @@ func (h *hub) SearchTools(ctx context.Context, req *mcpdv1.SearchToolsRequest) (
 	if strings.TrimSpace(req.GetQuery()) == "" {
 		return nil, toStatus(invalidf("query is required"))
 	}
+	if n := len(req.GetQuery()); n > toolsearch.MaxQueryBytes {
+		return nil, toStatus(invalidf("query is %d bytes, more than %d: describe the task in fewer words", n, toolsearch.MaxQueryBytes))
+	}
 	limit := int(req.GetLimit())
 	switch {
 	case limit < 0:

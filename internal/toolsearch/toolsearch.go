@@ -55,6 +55,13 @@ const (
 	weightParameter   = 1
 )
 
+// MaxQueryBytes is the longest query, in bytes, that mcpd's edges accept
+// (they refuse a longer one as a bad argument). Ranking costs the query's
+// distinct terms times the tools searched, so a query of megabytes would
+// hold a CPU for many seconds; a task described in words, even at length,
+// is far shorter.
+const MaxQueryBytes = 8192
+
 // Document is one tool as the search sees it.
 type Document struct {
 	// ID breaks ties; the qualified tool name.
