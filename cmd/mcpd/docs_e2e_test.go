@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
@@ -537,5 +539,46 @@ func TestDocsUvxVersions(t *testing.T) {
 	}
 	if pinned == 0 {
 		t.Errorf("no page pins a uvx server (README.md's config example runs %s)", uvxTimeServer)
+	}
+}
+
+// docsPythonDemoCall matches a Python example's call of a demo tool with
+// a literal dict of arguments, as the pages write them.
+var docsPythonDemoCall = regexp.MustCompile(`(?:call_tool|call_tool_stream)\(\s*"(mcp__demo__[a-z_]+)"\s*,\s*(\{[^{}]*\})`)
+
+// TestDocsPythonDemoCalls calls the demo tools with the arguments the
+// Python examples of README.md and docs/*.md pass them (those blocks are
+// not run): a reader who copies one must not get INVALID_ARGUMENT.
+func TestDocsPythonDemoCalls(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	calls := 0
+	for _, page := range docPages(t) {
+		blocks, err := readDocBlocks(filepath.Join(repoRoot(), page))
+		if err != nil {
+			t.Fatalf("%s: %v", page, err)
+		}
+		for _, b := range blocks {
+			if b.info != "python" {
+				continue
+			}
+			for _, m := range docsPythonDemoCall.FindAllStringSubmatch(strings.Join(b.lines, "\n"), -1) {
+				args := &structpb.Struct{}
+				if err := protojson.Unmarshal([]byte(m[2]), args); err != nil {
+					t.Errorf("%s:%d: arguments %s are not plain JSON: %v", page, b.line, m[2], err)
+					continue
+				}
+				calls++
+				res, err := d.hub.CallTool(ctx, &mcpdv1.CallToolRequest{Name: m[1], Arguments: args})
+				if err != nil || res.GetIsError() {
+					t.Errorf("%s:%d: %s(%s): got %v, %v; want a result", page, b.line, m[1], m[2], err, res)
+				}
+			}
+		}
+	}
+	if calls == 0 {
+		t.Error("found no Python call of a demo tool in the pages")
 	}
 }
