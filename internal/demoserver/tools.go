@@ -127,11 +127,17 @@ func (s *Server) addTools() {
 	})
 
 	s.addTool(&mcp.Tool{
-		Name:        toolAudio,
-		Title:       "Audio",
-		Description: "Returns a tenth of a second of a 440 Hz tone as an audio content block (audio/wav).",
+		Name:  toolAudio,
+		Title: "Audio",
+		Description: "Returns a tenth of a second of a 440 Hz tone as an audio content block (audio/wav; " +
+			"to a 2024-11-05 client, which knows no audio blocks, as an embedded " + toneURI + " resource).",
 		Annotations: readOnly("Audio", true),
-	}, nil, func(context.Context, *mcp.CallToolRequest, args) (*mcp.CallToolResult, error) {
+	}, nil, func(_ context.Context, req *mcp.CallToolRequest, _ args) (*mcp.CallToolResult, error) {
+		if before(req, versionAudio) {
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: toneURI, MIMEType: "audio/wav", Blob: s.wav}},
+			}}, nil
+		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.AudioContent{Data: s.wav, MIMEType: "audio/wav"}}}, nil
 	})
 
@@ -160,16 +166,39 @@ func (s *Server) addTools() {
 	})
 
 	s.addTool(&mcp.Tool{
-		Name:        toolResourceLink,
-		Title:       "Resource link",
-		Description: "Returns a resource_link content block pointing at " + clockURI + " and an embedded text resource (" + readmeURI + ").",
+		Name:  toolResourceLink,
+		Title: "Resource link",
+		Description: "Returns a resource_link content block pointing at " + clockURI + " and an embedded text resource (" + readmeURI + "); " +
+			"to a client of a protocol before 2025-06-18, which knows no resource links, the link as text.",
 		Annotations: readOnly("Resource link", true),
-	}, nil, func(context.Context, *mcp.CallToolRequest, args) (*mcp.CallToolResult, error) {
+	}, nil, func(_ context.Context, req *mcp.CallToolRequest, _ args) (*mcp.CallToolResult, error) {
+		var link mcp.Content = &mcp.ResourceLink{URI: clockURI, Name: "clock", Title: "Clock", Description: clockDescription, MIMEType: "text/plain"}
+		if before(req, versionResourceLink) {
+			link = &mcp.TextContent{Text: "Resource " + clockURI + " (Clock): " + clockDescription}
+		}
 		return &mcp.CallToolResult{Content: []mcp.Content{
-			&mcp.ResourceLink{URI: clockURI, Name: "clock", Title: "Clock", Description: clockDescription, MIMEType: "text/plain"},
+			link,
 			&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: readmeURI, MIMEType: "text/markdown", Text: readme}},
 		}}, nil
 	})
+}
+
+// The protocol revisions that introduced content kinds: a client of an
+// older one cannot parse them, so the tools answer it with what it knows.
+const (
+	versionAudio        = "2025-03-26"
+	versionResourceLink = "2025-06-18"
+)
+
+// toneURI names the audio tool's tone where it is an embedded resource.
+const toneURI = "demo://tone.wav"
+
+// before reports whether req comes from a client of a protocol revision
+// older than version. Revisions are dates, so they compare as strings; an
+// unknown one counts as the newest.
+func before(req *mcp.CallToolRequest, version string) bool {
+	v := req.ProtocolVersion()
+	return v != "" && v < version
 }
 
 type addOutput struct {
