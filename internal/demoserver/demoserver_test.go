@@ -719,6 +719,15 @@ func testSubscribe(ctx context.Context, t *testing.T, f *fixture, version string
 		if err := f.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "demo://nope"}); err == nil {
 			t.Error("Subscribe demo://nope: got nil error, want not found")
 		}
+		// A resource of the template is as real as the fixed ones: it reads,
+		// so it may be subscribed to (it never changes), and one that does
+		// not read may not.
+		if err := f.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "demo://greeting/Ada"}); err != nil {
+			t.Errorf("Subscribe demo://greeting/Ada: %v, want it accepted as demo://readme is", err)
+		}
+		if err := f.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "demo://greeting/a/b"}); err == nil {
+			t.Error("Subscribe demo://greeting/a/b: got nil error, want not found")
+		}
 	}
 }
 

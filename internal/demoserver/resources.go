@@ -83,20 +83,30 @@ func (s *Server) addResources() {
 		MIMEType:    "text/plain",
 	}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		uri := req.Params.URI
-		name, err := url.PathUnescape(strings.TrimPrefix(uri, greetingPrefix))
-		if !strings.HasPrefix(uri, greetingPrefix) || err != nil || name == "" || strings.Contains(name, "/") {
+		name, ok := greetingName(uri)
+		if !ok {
 			return nil, mcp.ResourceNotFoundError(uri)
 		}
 		return textResource(uri, "text/plain", "Hello, "+name+"!"), nil
 	})
 }
 
+// greetingName returns the name a demo://greeting/{name} URI greets, and
+// whether uri is one.
+func greetingName(uri string) (string, bool) {
+	name, err := url.PathUnescape(strings.TrimPrefix(uri, greetingPrefix))
+	if !strings.HasPrefix(uri, greetingPrefix) || err != nil || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return name, true
+}
+
 func textResource(uri, mimeType, text string) *mcp.ReadResourceResult {
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: mimeType, Text: text}}}
 }
 
-// subscribe accepts subscriptions to the fixed resources. Only demo://clock
-// ever changes; the SDK records the subscription and routes the updates
+// subscribe accepts subscriptions to every resource that reads: the fixed
+// ones and the greetings. Only demo://clock ever changes; the SDK records the subscription and routes the updates
 // (resources/subscribe before 2026-07-28, subscriptions/listen from then on).
 func (s *Server) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
 	switch uri := req.Params.URI; uri {
@@ -104,6 +114,10 @@ func (s *Server) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
 		s.log.Debug().Str("uri", uri).Msg("demo resource subscribed")
 		return nil
 	default:
+		if _, ok := greetingName(uri); ok {
+			s.log.Debug().Str("uri", uri).Msg("demo resource subscribed")
+			return nil
+		}
 		return mcp.ResourceNotFoundError(uri)
 	}
 }
