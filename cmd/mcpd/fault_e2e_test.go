@@ -234,6 +234,11 @@ func TestResponseTooLarge(t *testing.T) {
 	if got := text(d.mustCall(ctx, t, "mcp__big__big", map[string]any{"bytes": 10})); got != "xxxxxxxxxx" {
 		t.Errorf("after the oversized response: got %q", got)
 	}
+	// The server's status says what ended its session: the line, not the
+	// exit of the process mcpd stopped for it.
+	if s := d.waitServer(ctx, t, "big", mcpdv1.ServerState_SERVER_STATE_READY); !strings.Contains(s.GetLastError(), "exceeds 65536 bytes") {
+		t.Errorf("last_error %q does not explain the limit", s.GetLastError())
+	}
 	// A request over the limit is refused by mcpd's gRPC server; the
 	// upstream goes on.
 	_, err = d.call(ctx, t, "mcp__big__echo", map[string]any{"text": strings.Repeat("y", 100000)}, 0)

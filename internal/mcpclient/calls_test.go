@@ -94,6 +94,15 @@ func TestTooLargeAnswerNotSentAgain(t *testing.T) {
 	if st, _ := m.Get("f"); st.Restarts > 1 {
 		t.Errorf("restarts %d, want at most 1: the call ended one session", st.Restarts)
 	}
+	// The server's status says what ended the session: the line, not the
+	// exit of the process mcpd stopped because of it.
+	eventually(ctx, t, "the server ready again", func() bool {
+		st, _ := m.Get("f")
+		return st.State == StateReady && st.Restarts == 1
+	})
+	if st, _ := m.Get("f"); !strings.Contains(st.LastError, "exceeds 4096 bytes") {
+		t.Errorf("last error %q, want the line over the limit", st.LastError)
+	}
 }
 
 // TestCallMeetsForgottenSession calls a remote server that restarted and

@@ -452,9 +452,10 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			_ = cs.Close()
 			reason := u.stopProcess()
 			switch {
-			case errors.Is(endErr, transport.ErrWriteFailed):
-				// The process was stopped because the pipe broke; the
-				// write says more than the exit status.
+			case errors.Is(endErr, transport.ErrWriteFailed), errors.Is(endErr, transport.ErrMessageTooLarge):
+				// The process was stopped because the pipe broke, or
+				// because it sent a line over the limit; that says more
+				// than the exit status of the stop.
 				reason = endErr.Error()
 			case u.cfg.Kind != config.TransportStdio && endErr != nil && !errors.Is(endErr, io.EOF):
 				// A remote session: the SDK's reason (a stream that failed
