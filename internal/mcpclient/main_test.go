@@ -65,6 +65,21 @@ func runFakeServer(mode string) int {
 		return serveStdio(&mcp.StdioTransport{})
 	case "ignore-discover":
 		return serveStdio(&droppingStdio{drop: "server/discover"})
+	case "big-tools":
+		// Its tools/list answer is a line of over 64 KiB.
+		srv := fakeMCPServer()
+		srv.AddTool(&mcp.Tool{Name: "wordy", Description: strings.Repeat("w", 64<<10), InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			fmt.Fprintln(os.Stderr, "fake server:", err)
+			return 1
+		}
+		return 0
+	case "die-on-list":
+		// Answers initialize, then exits when asked for its tools.
+		return serveStdio(&droppingStdio{drop: "tools/list", exit: true})
 	case "ticking", "ticking-legacy":
 		return serveTicking(mode == "ticking-legacy")
 	}
@@ -153,26 +168,35 @@ func serveTicking(legacy bool) int {
 }
 
 // droppingStdio is a stdio transport whose connection never sees requests
-// of one method: the server neither answers nor rejects them.
-type droppingStdio struct{ drop string }
+// of one method: the server neither answers nor rejects them, or, with
+// exit, exits with status 4 when one comes.
+type droppingStdio struct {
+	drop string
+	exit bool
+}
 
 func (d *droppingStdio) Connect(ctx context.Context) (mcp.Connection, error) {
 	conn, err := (&mcp.StdioTransport{}).Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &droppingConn{Connection: conn, drop: d.drop}, nil
+	return &droppingConn{Connection: conn, drop: d.drop, exit: d.exit}, nil
 }
 
 type droppingConn struct {
 	mcp.Connection
 	drop string
+	exit bool
 }
 
 func (c *droppingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
 		if req, ok := msg.(*jsonrpc.Request); err == nil && ok && req.Method == c.drop {
+			if c.exit {
+				fmt.Fprintln(os.Stderr, "exiting on "+c.drop)
+				os.Exit(4)
+			}
 			continue
 		}
 		return msg, err

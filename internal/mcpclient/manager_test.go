@@ -174,6 +174,49 @@ func TestExitAtStart(t *testing.T) {
 	}
 }
 
+// TestSessionEndsWhileSettingUp: a session that ends while mcpd sets it
+// up (its tools/list answer is over MaxLineBytes, or the server exits when
+// asked for its tools) never served: on the first start the server is
+// FAILED at once, never READY, and last_error says what ended it, not
+// that mcpd stopped the process afterwards.
+func TestSessionEndsWhileSettingUp(t *testing.T) {
+	tests := []struct {
+		mode string
+		want string
+	}{
+		{"big-tools", "exceeds 4096 bytes"},
+		{"die-on-list", "exit status 4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			t.Parallel()
+			rec := &stateRecorder{states: make(map[string][]State)}
+			m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, MaxLineBytes: 4 << 10, OnStateChange: rec.record})
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := m.Close(ctx); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			st, err := m.Connect(testContext(t), fakeServer("f", tt.mode), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.State != StateFailed || !strings.Contains(st.LastError, tt.want) {
+				t.Errorf("got %v, last error %q; want failed, saying %q", st.State, st.LastError, tt.want)
+
+			}
+			if got := rec.get("f"); !slices.Equal(got, []State{StateConnecting, StateFailed}) {
+				t.Errorf("state changes: got %v, want [connecting failed]", got)
+			}
+			if st.Pid != 0 {
+				t.Errorf("pid %d, want no process", st.Pid)
+			}
+		})
+	}
+}
+
 func TestCommandNotFound(t *testing.T) {
 	m, _ := newTestManager(t)
 	cfg := fakeServer("nope", "serve")

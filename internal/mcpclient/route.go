@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -86,12 +87,26 @@ type routedConn struct {
 	// queued holds a token for each notification handed to the SDK and not
 	// yet handled (see notificationHandled).
 	queued chan struct{}
+	// readErr is the error that ended reading, once one did (see ended).
+	readErr atomic.Pointer[error]
+}
+
+// ended returns the error that ended the connection's reading, or nil
+// while it reads on.
+func (c *routedConn) ended() error {
+	if p := c.readErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (c *routedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
 		if err != nil {
+			// Recorded before the SDK hears of it, and so before it fails
+			// the requests in flight with it.
+			c.readErr.Store(&err)
 			c.u.connFailed(c, err)
 			return msg, err
 		}

@@ -361,6 +361,21 @@ func (u *upstream) serve(r *run) {
 			}
 		}
 		if err == nil {
+			// Nor is one whose connection ended while it was set up (a
+			// tools/list answer over the size limit, a server that exits
+			// when asked for its tools): it never served, and on a first
+			// start that is a startup problem like a failed handshake.
+			if connErr := u.connEnded(cs); connErr != nil {
+				u.closeSession(cs, nil)
+				exited := u.stopProcess()
+				why := connErr.Error()
+				if errors.Is(connErr, io.EOF) && u.cfg.Kind == config.TransportStdio {
+					why = exited // the process ended it: say how
+				}
+				cs, err = nil, fmt.Errorf("session ended while mcpd set it up: %s", why)
+			}
+		}
+		if err == nil {
 			u.goReady(r.ctx, cs, level, uris, settle)
 			wasReady = true
 			started := time.Now()
@@ -641,6 +656,20 @@ func (u *upstream) connectTimeout() time.Duration {
 		return u.cfg.ConnectTimeout
 	}
 	return u.opts.ConnectTimeout
+}
+
+// connEnded returns the error that ended the connection of session cs,
+// nil while it is open or when its transport does not say (a Streamable
+// HTTP session is not routed).
+func (u *upstream) connEnded(cs *mcp.ClientSession) error {
+	u.mu.Lock()
+	c := u.liveConn
+	current := u.session == cs
+	u.mu.Unlock()
+	if c == nil || !current {
+		return nil
+	}
+	return c.ended()
 }
 
 // connOf returns the routed connection a transport made, if it is routed.
