@@ -231,6 +231,10 @@ func TestResponseTooLarge(t *testing.T) {
 	if !strings.Contains(st.Message(), "exceeds 65536 bytes") {
 		t.Errorf("error %q does not explain the limit", st.Message())
 	}
+	// The server ran the call: its answer was the line.
+	if info := errorInfo(st); info.GetReason() != "CALL_MAY_HAVE_RUN" {
+		t.Errorf("error details %v, want reason CALL_MAY_HAVE_RUN", info)
+	}
 	if got := text(d.mustCall(ctx, t, "mcp__big__big", map[string]any{"bytes": 10})); got != "xxxxxxxxxx" {
 		t.Errorf("after the oversized response: got %q", got)
 	}

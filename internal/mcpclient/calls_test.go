@@ -72,7 +72,10 @@ func TestCallsAcrossRestart(t *testing.T) {
 
 // TestTooLargeAnswerNotSentAgain calls an idempotent tool whose answer is
 // a line over MaxLineBytes: the line ends the session, and the call is not
-// sent again, for its answer would end the next session too.
+// sent again, for its answer would end the next session too. The server
+// ran it, so its error says it may have run; so does that of a call that
+// was in flight on the session when the line came (mcpd cannot tell whose
+// answer the line was).
 func TestTooLargeAnswerNotSentAgain(t *testing.T) {
 	ctx := testContext(t)
 	m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, MaxLineBytes: 4 << 10})
@@ -86,10 +89,27 @@ func TestTooLargeAnswerNotSentAgain(t *testing.T) {
 	if _, err := m.Connect(ctx, fakeServer("f", "serve"), false); err != nil {
 		t.Fatal(err)
 	}
+	marker := filepath.Join(t.TempDir(), "held")
+	held := make(chan error, 1)
+	go func() {
+		_, err := m.CallTool(ctx, "mcp__f__hold", map[string]any{"marker": marker}, CallOptions{Timeout: time.Hour})
+		held <- err
+	}()
+	eventually(ctx, t, "the call held by the server", func() bool {
+		st, _ := m.Get("f")
+		return slices.Contains(st.StderrTail, "holding "+marker)
+	})
+
 	_, err := m.CallTool(ctx, "mcp__f__big_idempotent", map[string]any{"size": 64 << 10}, CallOptions{})
 	var interrupted *CallInterruptedError
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "exceeds") || errors.As(err, &interrupted) {
-		t.Fatalf("got %v, want ErrUnavailable saying the answer exceeds the limit, the call not sent again", err)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "exceeds") || !errors.As(err, &interrupted) {
+		t.Fatalf("got %v, want a CallInterruptedError of kind ErrUnavailable saying the answer exceeds the limit", err)
+	}
+	if !interrupted.Repeatable || interrupted.Retried {
+		t.Errorf("got %+v, want a repeatable tool, not sent again", interrupted)
+	}
+	if err := <-held; !errors.Is(err, ErrUnavailable) || !errors.As(err, &interrupted) || interrupted.Tool != "hold" {
+		t.Errorf("the call in flight beside it: got %v, want a CallInterruptedError of kind ErrUnavailable", err)
 	}
 	if st, _ := m.Get("f"); st.Restarts > 1 {
 		t.Errorf("restarts %d, want at most 1: the call ended one session", st.Restarts)

@@ -164,7 +164,7 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 			continue
 		}
 		sent++
-		if repeatable && sent == 1 {
+		if repeatable && sent == 1 && !a.tooLarge {
 			u.opts.Telemetry.ToolCallResent(u.cfg.Name, toolName, "idempotent")
 			continue
 		}
@@ -187,9 +187,13 @@ type attemptResult struct {
 	// sent: the request may have reached the server.
 	sent bool
 	// sessionEnded: the session the attempt used is over (its connection
-	// closed or was lost, or the server was stopped or restarted), and not
-	// by the call's own answer.
+	// closed or was lost, or the server was stopped or restarted).
 	sessionEnded bool
+	// tooLarge: a line over the size limit ended the session. It may have
+	// been this call's answer, and would end the next session too: a call
+	// that may have reached the server is not sent again (one that did not
+	// cannot be the line's, and is).
+	tooLarge bool
 }
 
 // attempt sends a call on cs once.
@@ -233,10 +237,13 @@ func (u *upstream) attempt(ctx context.Context, cs *mcp.ClientSession, c toolCal
 		// on the session fails the same way, ran or not.)
 		out.sent = false
 	}
-	// An answer over the size limit ended the session; sent again, it
-	// would end the next one too.
-	out.sessionEnded = ctx.Err() == nil && errors.Is(out.err, ErrUnavailable) && !errors.Is(err, transport.ErrMessageTooLarge) &&
-		(errors.Is(err, mcp.ErrSessionMissing) || errors.Is(context.Cause(callCtx), errRunStopped) ||
+	// A line over the size limit on a stream ends the session (classify
+	// made it ErrUnavailable then); the call ends with it, as with any
+	// other end: the server ran the call whose answer it was, and any call
+	// that reached it may be that one.
+	out.tooLarge = errors.Is(err, transport.ErrMessageTooLarge)
+	out.sessionEnded = ctx.Err() == nil && errors.Is(out.err, ErrUnavailable) &&
+		(out.tooLarge || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(context.Cause(callCtx), errRunStopped) ||
 			errors.Is(context.Cause(callCtx), errSessionEnded) || !u.isCurrent(cs))
 	return nil, out
 }
