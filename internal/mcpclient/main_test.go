@@ -77,6 +77,14 @@ func runFakeServer(mode string) int {
 			return 1
 		}
 		return 0
+	case "stdout-logger":
+		// Logs each request it reads to stdout, as a server whose logging
+		// goes to the wrong stream does, and answers none.
+		r := bufio.NewScanner(os.Stdin)
+		for r.Scan() {
+			fmt.Println("DEBUG handling a request")
+		}
+		return 0
 	case "die-on-list":
 		// Answers initialize, then exits when asked for its tools.
 		return serveStdio(&droppingStdio{drop: "tools/list", exit: true})

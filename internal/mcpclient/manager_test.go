@@ -217,6 +217,31 @@ func TestSessionEndsWhileSettingUp(t *testing.T) {
 	}
 }
 
+// TestConnectTimeoutNamesStdoutNoise: a server that writes lines that
+// are not JSON-RPC to stdout (its logging on the wrong stream) and never
+// answers fails at the connect timeout with an error that says what it
+// wrote, not only that it did not answer.
+func TestConnectTimeoutNamesStdoutNoise(t *testing.T) {
+	m := NewManager(&Options{ConnectTimeout: 3 * time.Second, StopGrace: 500 * time.Millisecond})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	cfg := fakeServer("f", "stdout-logger")
+	cfg.ProtocolVersion = "2025-11-25" // one process, asked once: no probe
+	st, err := m.Connect(testContext(t), cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateFailed || !strings.Contains(st.LastError, "connect timeout") || !strings.Contains(st.LastError, "DEBUG handling a request") {
+		t.Errorf("got %v, last error %q; want failed at the connect timeout, quoting what the server wrote to stdout", st.State, st.LastError)
+
+	}
+}
+
 func TestCommandNotFound(t *testing.T) {
 	m, _ := newTestManager(t)
 	cfg := fakeServer("nope", "serve")

@@ -763,7 +763,7 @@ func (u *upstream) connect(parent context.Context) (*mcp.ClientSession, error) {
 			return nil, err
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("connect: no answer within %v (the connect timeout)", timeout)
+			return nil, fmt.Errorf("connect: no answer within %v (the connect timeout)%s", timeout, u.stdoutNoise())
 		}
 		errs = append(errs, fmt.Errorf("as %s: %w", kind, err))
 	}
@@ -771,6 +771,23 @@ func (u *upstream) connect(parent context.Context) (*mcp.ClientSession, error) {
 		return nil, errors.Unwrap(errs[0])
 	}
 	return nil, errors.Join(errs...)
+}
+
+// stdoutNoise says, for a stdio server that did not answer in time, what
+// it wrote to stdout instead that was no JSON-RPC message (its logging on
+// the wrong stream, a line printed into a message): "" if nothing.
+func (u *upstream) stdoutNoise() string {
+	u.mu.Lock()
+	proc := u.lastProc
+	u.mu.Unlock()
+	if proc == nil {
+		return ""
+	}
+	n, last := proc.SkippedOutput()
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; of what it wrote to stdout, %d line(s) were no JSON-RPC message, the last: %q", n, last)
 }
 
 // connectAs opens a session over one transport kind. Without a forced

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -223,6 +224,12 @@ func (c *lineConn) decodeBatch(line []byte) jsonrpc.Message {
 // skip logs a stdout line that is not JSON-RPC. Servers print banners such as
 // "Starting..." to stdout; that must not end the session.
 func (c *lineConn) skip(line []byte, err error) {
+	isJSON := len(line) > 0 && (line[0] == '{' || line[0] == '[')
+	if isJSON {
+		c.p.skippedLine(fmt.Sprintf("a line of %d bytes that looks like JSON", len(line)))
+	} else {
+		c.p.skippedLine(strings.ToValidUTF8(string(line[:min(len(line), maxSkippedLogBytes)]), ""))
+	}
 	ev := c.p.log.Warn()
 	if ev == nil {
 		return
@@ -230,7 +237,7 @@ func (c *lineConn) skip(line []byte, err error) {
 	if err != nil {
 		ev = ev.Err(err)
 	}
-	if len(line) > 0 && (line[0] == '{' || line[0] == '[') {
+	if isJSON {
 		// JSON that is no valid message may still be one in all but a
 		// detail (a bad id or version), holding a result or arguments:
 		// payloads stay out of the log. Its size and the error tell enough.

@@ -135,6 +135,11 @@ func TestReadSkipsNonJSONRPC(t *testing.T) {
 	if want := 5; warned != want {
 		t.Errorf("warnings: got %d, want %d", warned, want)
 	}
+	// The status of a server that never answers quotes the last of them,
+	// cut as in the log.
+	if n, last := p.SkippedOutput(); n != 5 || last != ("INFO " + strings.Repeat("y", 1000))[:maxSkippedLogBytes] {
+		t.Errorf("SkippedOutput: got %d, %q; want 5 and the head of the INFO line", n, last)
+	}
 }
 
 func TestReadBatch(t *testing.T) {

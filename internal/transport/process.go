@@ -112,6 +112,12 @@ type Process struct {
 	// stayed open after the child's exit.
 	outputAbandoned atomic.Bool
 
+	// skipMu guards skipped and lastSkipped: the stdout lines the
+	// connection skipped as no JSON-RPC (see SkippedOutput).
+	skipMu      sync.Mutex
+	skipped     int
+	lastSkipped string
+
 	// closing is set when the stop sequence starts; the connection reports
 	// ErrConnectionClosed from then on.
 	closing        atomic.Bool
@@ -404,6 +410,25 @@ func (p *Process) exitStatus() error {
 		return p.exitErr
 	}
 	return errors.New("exit status 0")
+}
+
+// SkippedOutput says how many stdout lines the connection skipped because
+// they were no JSON-RPC message, and describes the last: its first bytes
+// when it is not JSON, only its size when it is (JSON that is no valid
+// message may still carry a result or arguments). A server that answers
+// nothing but such lines (its logging on stdout, a line printed into its
+// messages) is told apart by it from one that says nothing.
+func (p *Process) SkippedOutput() (lines int, last string) {
+	p.skipMu.Lock()
+	defer p.skipMu.Unlock()
+	return p.skipped, p.lastSkipped
+}
+
+func (p *Process) skippedLine(desc string) {
+	p.skipMu.Lock()
+	defer p.skipMu.Unlock()
+	p.skipped++
+	p.lastSkipped = desc
 }
 
 // StderrTail returns a copy of the last stderr lines, oldest first.
