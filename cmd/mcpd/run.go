@@ -214,7 +214,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 		log.Info().Str("listen", c.httpListen).Bool("tls", c.tlsCert != "").Msg("serving the API over HTTP")
 	}
 	mcpErr := make(chan error, 1)
-	stopMCP := func() {}
+	stopMCP := func(context.Context) {}
 	if mcpLis != nil {
 		gw := gateway.New(mgr, &gateway.Options{
 			Logger:          log,
@@ -238,18 +238,24 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			}
 		}()
 		// Called before the servers stop: the hosts' sessions end (which
-		// ends their long-lived streams), then their requests drain.
-		stopMCP = sync.OnceFunc(func() {
-			stopGateway()
-			<-gwDone
-			gw.Close()
+		// ends their long-lived streams), then their requests drain until
+		// drain ends.
+		var once sync.Once
+		stopMCP = func(drain context.Context) {
+			once.Do(func() {
+				stopGateway()
+				<-gwDone
+				gw.Close()
+				if err := mcpSrv.Shutdown(drain); err != nil {
+					_ = mcpSrv.Close()
+				}
+			})
+		}
+		defer func() {
 			shutCtx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 			defer cancel()
-			if err := mcpSrv.Shutdown(shutCtx); err != nil {
-				_ = mcpSrv.Close()
-			}
-		})
-		defer stopMCP()
+			stopMCP(shutCtx)
+		}()
 		log.Info().Str("listen", c.mcpListen).Bool("tls", c.tlsCert != "").Msg("serving the MCP endpoint at " + mcpEndpointPath)
 	}
 	metricsErr := make(chan error, 1)
@@ -342,10 +348,15 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			reloads <- merged
 		}
 	}
-	stopMCP()
+	// Both edges drain at once, under one deadline: the gRPC side turns
+	// NOT_SERVING and refuses new calls as the shutdown begins, not once
+	// the MCP endpoint's calls are done.
 	drainCtx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
+	var drained sync.WaitGroup
+	drained.Go(func() { stopMCP(drainCtx) })
 	srv.Shutdown(drainCtx)
+	drained.Wait()
 	// Stopping servers is bounded by their stop grace; give it its own
 	// deadline so that a drained RPC budget cannot skip it.
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), c.shutdownTimeout+3*c.stopGrace)

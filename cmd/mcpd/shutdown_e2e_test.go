@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -167,5 +169,66 @@ func TestShutdownDrains(t *testing.T) {
 				t.Errorf("mcpd exit code: got %d, want 0", code)
 			}
 		})
+	}
+}
+
+// TestShutdownWithMCPCallInFlight stops mcpd while a host's tool call runs
+// on the MCP endpoint: the gRPC side still turns NOT_SERVING, and refuses
+// new calls, as soon as the shutdown begins, not once the MCP endpoint's
+// requests have drained.
+func TestShutdownWithMCPCallInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	// Longer than the test: a drain that held up the rest of the shutdown
+	// shows as a health watch that never hears NOT_SERVING.
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--mcp-listen", addr, "--shutdown-timeout", "5m"}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	progress := make(chan struct{}, 1)
+	cs := connectMCP(ctx, t, "http://"+addr+"/mcp", mcpEras[0], "", &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			select {
+			case progress <- struct{}{}:
+			default:
+			}
+		},
+	})
+	callCtx, cancelCall := context.WithCancel(ctx)
+	defer cancelCall()
+	callDone := make(chan struct{})
+	go func() {
+		defer close(callDone)
+		params := &mcp.CallToolParams{Name: "mcp__demo__slow", Arguments: map[string]any{"steps": 1000, "delay_ms": 200}}
+		params.SetProgressToken("t")
+		_, _ = cs.CallTool(callCtx, params)
+	}()
+	select {
+	case <-progress: // the call runs on the server
+	case <-ctx.Done():
+		t.Fatal("no progress from the slow call")
+	}
+
+	// Generous, and far below the shutdown timeout.
+	watchCtx, cancelWatch := context.WithTimeout(ctx, 20*time.Second)
+	defer cancelWatch()
+	watch, err := d.health.Watch(watchCtx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health before shutdown: got %v, %v; want SERVING", h.GetStatus(), err)
+	}
+	d.send(t, syscall.SIGTERM)
+	if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("health after SIGTERM with an MCP call in flight: got %v, %v; want NOT_SERVING", h.GetStatus(), err)
+	}
+	if _, err := d.hub.ListServers(watchCtx, &mcpdv1.ListServersRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("a new RPC after SIGTERM: got %v, want UNAVAILABLE", err)
+	}
+	cancelCall()
+	<-callDone
+	if code := d.wait(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("mcpd exit code: got %d, want 0", code)
 	}
 }
