@@ -264,6 +264,35 @@ func TestListen(t *testing.T) {
 		}
 	})
 
+	// With --listen, --http-listen, --mcp-listen and --metrics-listen, an
+	// address in use must say which of them it is.
+	t.Run("address in use names the flag", func(t *testing.T) {
+		taken, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer taken.Close()
+		for _, addr := range []string{taken.Addr().String(), "unix://" + filepath.Join(shortTempDir(t), "missing", "s.sock")} {
+			for _, flag := range []string{"--listen", "--http-listen", "--mcp-listen", "--metrics-listen"} {
+				var lis net.Listener
+				var err error
+				if flag == "--metrics-listen" {
+					lis, err = listenMetrics(addr, false, nil)
+				} else {
+					lis, err = listenFor(flag, addr, false)
+				}
+				if err == nil {
+					lis.Close()
+					t.Errorf("%s %s: got no error, want one", flag, addr)
+					continue
+				}
+				if !strings.Contains(err.Error(), flag+" ") && !strings.Contains(err.Error(), flag+":") {
+					t.Errorf("%s %s: got %q, want an error naming %s", flag, addr, err, flag)
+				}
+			}
+		}
+	})
+
 	t.Run("unix socket", func(t *testing.T) {
 		path := filepath.Join(shortTempDir(t), "s.sock")
 		// A stale socket from a previous run is replaced.

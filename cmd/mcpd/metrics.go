@@ -37,7 +37,7 @@ func listenMetrics(addr string, guarded bool, tlsConfig *tls.Config) (net.Listen
 	}
 	lis, err := listenFor("--metrics-listen", addr, true)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return nil, err // it names --metrics-listen
 	}
 	if tlsConfig != nil {
 		lis = tls.NewListener(lis, tlsConfig)

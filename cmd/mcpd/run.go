@@ -442,7 +442,7 @@ func listenFor(flag, addr string, guarded bool) (net.Listener, error) {
 		lis, err := net.Listen("unix", path)
 		syscall.Umask(old)
 		if err != nil {
-			return nil, fmt.Errorf("listen: %w", err)
+			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
 		return lis, nil
 	}
@@ -455,7 +455,7 @@ func listenFor(flag, addr string, guarded bool) (net.Listener, error) {
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	return lis, nil
 }
