@@ -180,6 +180,12 @@ func TestParseFlags(t *testing.T) {
 		{name: "MCPD_API_TOKEN with a newline", env: map[string]string{"MCPD_API_TOKEN": "tok-value\n"}, wantErr: "MCPD_API_TOKEN contains whitespace"},
 		{name: "MCPD_API_TOKEN with a space", env: map[string]string{"MCPD_API_TOKEN": "tok value"}, wantErr: "MCPD_API_TOKEN contains whitespace"},
 		{name: "bad environment value", env: map[string]string{"MCPD_STOP_GRACE": "soon"}, wantErr: "MCPD_STOP_GRACE"},
+		// The flag package says only "parse error"; without the usage it
+		// prints for a bad flag, the variable's error must say what it wants.
+		{name: "duration without a unit from the environment", env: map[string]string{"MCPD_CALL_TIMEOUT": "5"}, wantErr: `MCPD_CALL_TIMEOUT "5": want a duration such as 30s or 2m (--call-timeout)`},
+		{name: "bad boolean from the environment", env: map[string]string{"MCPD_STRICT": "yes"}, wantErr: `MCPD_STRICT "yes": want true or false (--strict)`},
+		{name: "bad number from the environment", env: map[string]string{"MCPD_EVENT_BUFFER": "4k"}, wantErr: `MCPD_EVENT_BUFFER "4k": want a whole number (--event-buffer)`},
+		{name: "bad size from the environment", env: map[string]string{"MCPD_MEMORY_LIMIT": "1GB"}, wantErr: `MCPD_MEMORY_LIMIT: "1GB": want a positive size`},
 		{name: "bad flag value", args: []string{"--call-timeout", "forever"}, wantErr: "call-timeout"},
 		{name: "unknown flag", args: []string{"--api-token", "x"}, wantErr: "api-token"},
 		{name: "extra argument", args: []string{"serve"}, wantErr: `unexpected argument "serve"`},

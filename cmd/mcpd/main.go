@@ -420,7 +420,7 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 		}
 		if v, ok := lookup(name); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s: %w", name, err)
+				envErr = envError(name, v, f, err)
 			}
 		}
 	})
@@ -496,6 +496,28 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 		return nil, err
 	}
 	return c, nil
+}
+
+// envError is why variable name's value v does not set flag f. The flag
+// package's own values say only "parse error", and a variable gets no
+// usage text to show what the flag takes: say it, with the value (no
+// MCPD_* flag variable holds a secret; the API token is read apart).
+func envError(name, v string, f *flag.Flag, err error) error {
+	var want string
+	if g, ok := f.Value.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case bool:
+			want = "true or false"
+		case time.Duration:
+			want = "a duration such as 30s or 2m"
+		case int:
+			want = "a whole number"
+		}
+	}
+	if want == "" {
+		return fmt.Errorf("%s: %w", name, err) // a value of mcpd's own, which says what it wants
+	}
+	return fmt.Errorf("%s %q: want %s (--%s)", name, v, want, f.Name)
 }
 
 // checkRanges refuses numbers and durations that mean nothing: a negative
