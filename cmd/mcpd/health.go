@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -50,6 +51,16 @@ func runHealth(args []string, lookup func(string) (string, bool), stdout, stderr
 		fmt.Fprintf(stderr, "mcpd health: unexpected argument %q\n", fs.Arg(0))
 		return healthUsage
 	}
+	// A probe that cannot succeed is a mistake in the manifest: said as
+	// such (2), not as a daemon that does not answer (1).
+	if *timeout <= 0 {
+		fmt.Fprintf(stderr, "mcpd health: --timeout %v: want a duration above 0\n", *timeout)
+		return healthUsage
+	}
+	if err := checkAddress("--listen", *listen); err != nil {
+		fmt.Fprintf(stderr, "mcpd health: %v\n", err)
+		return healthUsage
+	}
 	creds, err := h.credentials()
 	if err != nil {
 		fmt.Fprintf(stderr, "mcpd health: %v\n", err)
@@ -90,4 +101,19 @@ func (c *tlsFlags) credentials() (credentials.TransportCredentials, error) {
 		return nil, err
 	}
 	return credentials.NewTLS(cfg), nil
+}
+
+// checkAddress checks that addr is an address as the daemon's flag takes
+// it: host:port, or unix:// with a path.
+func checkAddress(flag, addr string) error {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		if path == "" {
+			return fmt.Errorf("%s unix:// needs a path, e.g. unix:///run/mcpd.sock", flag)
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%s %q: want host:port or unix:///path: %w", flag, addr, err)
+	}
+	return nil
 }

@@ -86,6 +86,12 @@ func TestHealthCommand(t *testing.T) {
 		{"daemon's TLS variables ignored", []string{"MCPD_TLS_CERT=/nonexistent.pem", "MCPD_TLS_KEY=/nonexistent.pem", "MCPD_TLS_CA=/nonexistent.pem"}, []string{"--listen", sock}, 0, "SERVING\n"},
 		{"bad flag", nil, []string{"--listen", sock, "--nope"}, 2, ""},
 		{"extra argument", nil, []string{"--listen", sock, "extra"}, 2, ""},
+		// A probe that cannot succeed is a usage error, not "mcpd is down".
+		{"zero timeout", nil, []string{"--listen", sock, "--timeout", "0"}, 2, ""},
+		{"negative timeout", nil, []string{"--listen", sock, "--timeout", "-1s"}, 2, ""},
+		{"empty address", nil, []string{"--listen", ""}, 2, ""},
+		{"socket without a path", nil, []string{"--listen", "unix://"}, 2, ""},
+		{"address without a port", nil, []string{"--listen", "127.0.0.1"}, 2, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"health"}, tc.args...)
