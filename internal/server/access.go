@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
@@ -460,14 +461,17 @@ func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	}
 	w := &guardedStream{ServerStream: ss, ctx: ctx, g: g, srv: srv, caller: caller, method: path.Base(info.FullMethod), start: time.Now()}
 	err := handler(srv, w)
+	w.mu.Lock()
+	req, denied := w.req, w.denied
+	w.mu.Unlock()
 	if gone := callerGone(ctx); gone != nil {
 		err = toStatus(gone)
-		if !w.req.audited {
+		if !req.audited {
 			g.audit.Log(access.Record{Caller: caller.Name, Method: w.method, Code: codes.Unauthenticated.String(), Duration: time.Since(w.start)})
 		}
 	}
-	if w.req.audited && !w.denied {
-		rec := w.req.record
+	if req.audited && !denied {
+		rec := req.record
 		rec.Caller = caller.Name
 		rec.Code = status.Code(err).String()
 		rec.IsError = w.isError
@@ -490,15 +494,20 @@ func (e *callerGoneError) Unwrap() error { return access.ErrUnauthenticated }
 // guardedStream checks a stream's first message, which carries the
 // request (the registration, for HandleServerRequests), before the handler
 // sees it, and notes a tool result's is_error on its way out. The first
-// RecvMsg happens before the handler starts any goroutine of its own.
+// RecvMsg happens before the handler reads any other message, on the
+// handler's goroutine or on firstMessage's.
 type guardedStream struct {
 	grpc.ServerStream
-	ctx     context.Context // the stream's, ended early if its caller goes
-	g       *guard
-	srv     any // the service the stream is for
-	caller  access.Caller
-	method  string
-	start   time.Time
+	ctx    context.Context // the stream's, ended early if its caller goes
+	g      *guard
+	srv    any // the service the stream is for
+	caller access.Caller
+	method string
+	start  time.Time
+	// mu guards checked, denied and req: a handler that stops waiting for
+	// the first message (firstMessage) returns while its read may still
+	// complete.
+	mu      sync.Mutex
 	checked bool
 	denied  bool
 	req     request
@@ -511,6 +520,8 @@ func (w *guardedStream) RecvMsg(m any) error {
 	if err := w.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.checked {
 		return nil
 	}

@@ -390,9 +390,9 @@ func (s *Server) Serve(lis net.Listener) error {
 }
 
 // Shutdown marks the daemon NOT_SERVING, ends the long-lived streams
-// (health Watch, Subscribe, HandleServerRequests) with UNAVAILABLE so that
-// clients reconnect elsewhere or later, lets other in-flight RPCs finish
-// until ctx ends, then closes whatever is left.
+// (health Watch, Subscribe, HandleServerRequests, ServeTools) with
+// UNAVAILABLE so that clients reconnect elsewhere or later, lets other
+// in-flight RPCs finish until ctx ends, then closes whatever is left.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.health.srv.Shutdown() // before the watches end: they pass NOT_SERVING on
 	s.once.Do(func() {

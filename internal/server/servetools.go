@@ -28,7 +28,7 @@ func (h *hub) ServeTools(stream grpc.BidiStreamingServer[mcpdv1.ServeToolsReques
 	// a reload from then on, even one while the server is being set up,
 	// is seen below.
 	reloaded := h.access.Reloaded()
-	first, err := stream.Recv()
+	first, err := firstMessage(h.stopping, stream.Recv)
 	if errors.Is(err, io.EOF) {
 		return toStatus(invalidf("the first message must be declare"))
 	}

@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -59,4 +62,42 @@ func TestHungSetupStillSettles(t *testing.T) {
 	if got.GetState() != mcpdv1.ServerState_SERVER_STATE_READY || got.GetToolCount() != 0 {
 		t.Errorf("got %v with %d tools, want READY without the tools it could not list", got.GetState(), got.GetToolCount())
 	}
+}
+
+// TestShutdownEndsStreamsWaitingForTheirFirstMessage stops the daemon
+// while a HandleServerRequests and a ServeTools stream are open but have
+// sent nothing yet: both end at once with "mcpd is shutting down", as
+// registered ones do, instead of holding the graceful stop open until its
+// deadline.
+func TestShutdownEndsStreamsWaitingForTheirFirstMessage(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := testContext(t)
+	requests, err := e.client.HandleServerRequests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := e.client.ServeTools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A call after them on the same connection: once it is answered, mcpd
+	// has both streams.
+	if _, err := e.client.ListServers(ctx, &mcpdv1.ListServersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		e.srv.Shutdown(ctx) // with the bug, it returns only when ctx ends
+	}()
+	recvs := map[string]func() error{
+		"HandleServerRequests": func() error { _, err := requests.Recv(); return err },
+		"ServeTools":           func() error { _, err := tools.Recv(); return err },
+	}
+	for name, recv := range recvs {
+		if err := recv(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "mcpd is shutting down") {
+			t.Errorf("%s at shutdown: got %v, want UNAVAILABLE: mcpd is shutting down", name, err)
+		}
+	}
+	<-stopped
 }

@@ -267,7 +267,7 @@ func requestKinds(reg *mcpdv1.ServerRequestRegistration) ([]mcpclient.RequestKin
 
 func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.HandleServerRequestsRequest, mcpdv1.HandleServerRequestsResponse]) error {
 	ctx := stream.Context()
-	first, err := stream.Recv()
+	first, err := firstMessage(h.stopping, stream.Recv)
 	if errors.Is(err, io.EOF) { // the client closed its side before registering
 		return toStatus(invalidf("the first message must be register"))
 	}
@@ -410,6 +410,29 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 		case <-ctx.Done():
 			return nil
 		}
+	}
+}
+
+// firstMessage is a bidirectional stream's first message (recv is its
+// Recv), or errShuttingDown when the daemon stops first: a client that
+// opened the stream and sent nothing yet must not hold the graceful stop
+// open until its deadline. The message is read on a goroutine of its own,
+// which ends with the stream once the handler has returned.
+func firstMessage[T any](stopping context.Context, recv func() (*T, error)) (*T, error) {
+	type received struct {
+		msg *T
+		err error
+	}
+	got := make(chan received, 1)
+	go func() {
+		msg, err := recv()
+		got <- received{msg, err}
+	}()
+	select {
+	case r := <-got:
+		return r.msg, r.err
+	case <-stopping.Done():
+		return nil, errShuttingDown
 	}
 }
 
