@@ -127,10 +127,9 @@ func (s *Server) addTools() {
 	})
 
 	s.addTool(&mcp.Tool{
-		Name:  toolAudio,
-		Title: "Audio",
-		Description: "Returns a tenth of a second of a 440 Hz tone as an audio content block (audio/wav; " +
-			"to a 2024-11-05 client, which knows no audio blocks, as an embedded " + toneURI + " resource).",
+		Name:        toolAudio,
+		Title:       "Audio",
+		Description: "Returns a tenth of a second of a 440 Hz tone as an audio content block (audio/wav).",
 		Annotations: readOnly("Audio", true),
 	}, nil, func(_ context.Context, req *mcp.CallToolRequest, _ args) (*mcp.CallToolResult, error) {
 		if before(req, versionAudio) {
@@ -166,10 +165,9 @@ func (s *Server) addTools() {
 	})
 
 	s.addTool(&mcp.Tool{
-		Name:  toolResourceLink,
-		Title: "Resource link",
-		Description: "Returns a resource_link content block pointing at " + clockURI + " and an embedded text resource (" + readmeURI + "); " +
-			"to a client of a protocol before 2025-06-18, which knows no resource links, the link as text.",
+		Name:        toolResourceLink,
+		Title:       "Resource link",
+		Description: "Returns a resource_link content block pointing at " + clockURI + " and an embedded text resource (" + readmeURI + ").",
 		Annotations: readOnly("Resource link", true),
 	}, nil, func(_ context.Context, req *mcp.CallToolRequest, _ args) (*mcp.CallToolResult, error) {
 		var link mcp.Content = &mcp.ResourceLink{URI: clockURI, Name: "clock", Title: "Clock", Description: clockDescription, MIMEType: "text/plain"}
