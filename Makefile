@@ -358,7 +358,11 @@ PYTEST_FLAGS      ?=
 # all three): `make tools` runs each once with uvx to fill uv's cache, and
 # the test runs them with UV_OFFLINE=1 from that cache.
 UVX_SERVERS := mcp-server-time==2026.10.19 mcp-server-fetch==2026.10.24
-STAMP_UVX   := $(STAMPS)/uvx@$(subst ==,-,$(subst $(space),+,$(UVX_SERVERS)))
+# The Python SDK of the last 1.x release, for a FastMCP 1.x server the same
+# test writes (its plain-def tools run on the thread that reads its input);
+# also from uv's cache, offline.
+UVX_MCP1    := mcp==1.30.0
+STAMP_UVX   := $(STAMPS)/uvx@$(subst ==,-,$(subst $(space),+,$(UVX_SERVERS) $(UVX_MCP1)))
 # A lockfile's stamp is named by its hash: editing the lockfile re-installs.
 py_lock_hash = $(shell sha256sum $(PY_LOCK_DIR)/$(1).txt 2>/dev/null | cut -c1-16)
 # Named by content, not ordered by mtime: a fresh checkout (or another
@@ -493,6 +497,7 @@ $(STAMP_UVX): | $(STAMPS) $(STAMP_UV)
 	for s in $(UVX_SERVERS); do $(UV_ENV) '$(UVX)' "$$s" --help >/dev/null; done
 	for s in $(filter mcp-server-fetch==%,$(UVX_SERVERS)); do $(UV_ENV) '$(UVX)' --from "$$s" python -c \
 		'from readabilipy.simple_json import have_node; print("readabilipy: node", have_node())'; done
+	$(UV_ENV) '$(UVX)' --from '$(UVX_MCP1)' python -c 'import mcp.server.fastmcp'
 	rm -f $(STAMPS)/uvx@* && touch $@
 
 $(STAMP_PY_BENCH): | $(STAMPS) $(STAMP_UV)

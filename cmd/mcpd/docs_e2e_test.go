@@ -522,6 +522,9 @@ func TestDocsUvxVersions(t *testing.T) {
 	if !slices.Equal(cached, tested) {
 		t.Errorf("Makefile's UVX_SERVERS is %q, uvx_e2e_test.go runs %q", cached, tested)
 	}
+	if m := regexp.MustCompile(`(?m)^UVX_MCP1\s*:?=\s*(\S*)`).FindSubmatch(makefile); m == nil || string(m[1]) != uvxMCP1 {
+		t.Errorf("Makefile's UVX_MCP1 line: got %q, uvx_e2e_test.go runs %s", m, uvxMCP1)
+	}
 
 	pin := regexp.MustCompile(`mcp-server-[a-z-]+==[0-9][0-9A-Za-z.]*`)
 	pinned := 0

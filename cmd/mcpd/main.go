@@ -360,7 +360,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.crashRestarts, "crash-loop-restarts", 5, "failures within --crash-loop-window after which a server is FAILED instead of retried")
 	fs.DurationVar(&c.crashWindow, "crash-loop-window", time.Minute, "window in which --crash-loop-restarts failures end retrying")
 	fs.DurationVar(&c.keepAlive, "keepalive-interval", 30*time.Second, "ping interval for legacy (initialize-based) sessions; 0 disables pings")
-	fs.IntVar(&c.keepAliveFails, "keepalive-failures", 3, "consecutive failed pings after which a session is rebuilt")
+	fs.IntVar(&c.keepAliveFails, "keepalive-failures", 3, "consecutive failed pings after which a session is rebuilt (once the requests sent before them have ended)")
 	fs.DurationVar(&c.clientKeepalive, "client-keepalive", 30*time.Second, "ping a client's HTTP/2 or gRPC connection that brought nothing for this long, and close it, ending its calls and streams, when the ping goes unanswered as long again (at least 1s; 0 disables)")
 	fs.IntVar(&c.maxInFlight, "max-inflight-calls", 128, "tool calls in flight to one server at most; 0 means no cap")
 	fs.IntVar(&c.maxPolls, "max-polls", 64, "polls (StartPoll, and fallback polls of Subscribe) running at once at most")

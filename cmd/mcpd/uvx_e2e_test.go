@@ -21,6 +21,9 @@ import (
 const (
 	uvxTimeServer  = "mcp-server-time==2026.10.19"
 	uvxFetchServer = "mcp-server-fetch==2026.10.24"
+	// uvxMCP1 is the Python SDK that TestUvxBusyFastMCP1Server's server
+	// runs on (Makefile: UVX_MCP1).
+	uvxMCP1 = "mcp==1.30.0"
 	// uvxEnv names the uvx executable; a link to it goes first on mcpd's
 	// PATH, so the config can say "command": "uvx".
 	uvxEnv = "MCPD_UVX_BIN"
@@ -156,4 +159,90 @@ func TestUvxServers(t *testing.T) {
 			t.Errorf("fetch of a missing page: got %q (is_error %v), want an error result naming 404", text(resp), resp.GetIsError())
 		}
 	})
+}
+
+// busyFastMCP1Server is a FastMCP server of the Python SDK's 1.x line whose
+// tool is a plain def: FastMCP 1.x runs it on the event loop that reads
+// the server's input, so the server answers nothing, pings included, until
+// it returns. The tool returns once its marker file is gone.
+const busyFastMCP1Server = `
+import os, sys, time
+from mcp.server.fastmcp import FastMCP
+
+mcp = FastMCP("busy")
+
+@mcp.tool()
+def work(marker: str) -> str:
+    open(marker, "w").close()
+    print("working " + marker, file=sys.stderr, flush=True)
+    while os.path.exists(marker):
+        time.sleep(0.01)
+    return "done"
+
+mcp.run()
+`
+
+// TestUvxBusyFastMCP1Server: a FastMCP 1.x server busy with a plain-def
+// tool fails mcpd's keepalive pings for as long as the tool runs; its
+// session is kept, and the call gets its result from the same process.
+func TestUvxBusyFastMCP1Server(t *testing.T) {
+	t.Parallel()
+	uvx := uvxBinary(t)
+	ctx := testContext(t)
+	script := filepath.Join(t.TempDir(), "busy.py")
+	if err := os.WriteFile(script, []byte(busyFastMCP1Server), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config, err := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"busy": map[string]any{"command": uvx, "args": []string{"--from", uvxMCP1, "python", script}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(ctx, t, daemonOptions{
+		config: writeConfig(t, string(config)),
+		env:    []string{"XDG_CACHE_HOME=" + t.TempDir()},
+		args:   []string{"--keepalive-interval", "200ms", "--keepalive-failures", "2"},
+	})
+	s := d.waitServer(ctx, t, "busy", mcpdv1.ServerState_SERVER_STATE_READY, mcpdv1.ServerState_SERVER_STATE_FAILED)
+	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY || s.GetProtocolVersion() == "2026-07-28" {
+		t.Fatalf("server: %v %s (%s); stderr %q", s.GetState(), s.GetProtocolVersion(), s.GetLastError(), s.GetStderrTail())
+	}
+
+	marker := filepath.Join(t.TempDir(), "working")
+	type outcome struct {
+		resp *mcpdv1.CallToolResponse
+		err  error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		resp, err := d.call(ctx, t, "mcp__busy__work", map[string]any{"marker": marker}, 0)
+		done <- outcome{resp, err}
+	}()
+	// The tool has begun, and the pings sent since have failed, enough of
+	// them to end a session that runs nothing.
+	var ended *outcome
+	poll(ctx, t, "the pings to fail while the tool runs", func() (bool, error) {
+		select {
+		case o := <-done:
+			ended = &o
+			return true, nil
+		default:
+			return strings.Contains(d.log.String(), "the session is kept until that request ends"), nil
+		}
+	})
+	if ended != nil {
+		t.Fatalf("the call ended while the server was busy: %v, %v", text(ended.resp), ended.err)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if o.err != nil || o.resp.GetIsError() || text(o.resp) != "done" {
+		t.Fatalf("the call: got %q, %v; want done", text(o.resp), o.err)
+	}
+	after := d.waitServer(ctx, t, "busy", mcpdv1.ServerState_SERVER_STATE_READY)
+	if after.GetPid() != s.GetPid() || after.GetRestarts() != 0 {
+		t.Errorf("after the call: pid %d, %d restarts; want the same process (%d), none", after.GetPid(), after.GetRestarts(), s.GetPid())
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
 
 	"github.com/mcpd-project/mcpd/internal/config"
 )
@@ -171,20 +173,12 @@ func TestCallMeetsForgottenSession(t *testing.T) {
 }
 
 // TestKeepAliveEndsHungSession: a server that stops answering (SIGSTOP)
-// fails its keepalive pings; the session ends at once with them, its call
-// in flight is interrupted then rather than at its deadline, and the
-// server comes back.
+// fails its keepalive pings; the call it was running when it stopped ends
+// at its deadline, and then the session ends with the pings and the server
+// comes back.
 func TestKeepAliveEndsHungSession(t *testing.T) {
 	ctx := testContext(t)
-	m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 200 * time.Millisecond,
-		KeepAlive: 100 * time.Millisecond, KeepAliveFailures: 2, RestartBackoff: 10 * time.Millisecond})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	m := newKeepAliveManager(t, zerolog.Nop())
 	cfg := fakeServer("f", "serve")
 	cfg.ProtocolVersion = "2025-11-25" // keepalive pings are for initialize-era sessions
 	if _, err := m.Connect(ctx, cfg, false); err != nil {
@@ -193,7 +187,7 @@ func TestKeepAliveEndsHungSession(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "held")
 	done := make(chan error, 1)
 	go func() {
-		_, err := m.CallTool(ctx, "mcp__f__hold", map[string]any{"marker": marker}, CallOptions{Timeout: time.Hour})
+		_, err := m.CallTool(ctx, "mcp__f__hold", map[string]any{"marker": marker}, CallOptions{Timeout: time.Second})
 		done <- err
 	}()
 	eventually(ctx, t, "the call held by the server", func() bool {
@@ -207,9 +201,8 @@ func TestKeepAliveEndsHungSession(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(hung, syscall.SIGKILL) })
 
-	var interrupted *CallInterruptedError
-	if err := <-done; !errors.As(err, &interrupted) || !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("the call in flight: got %v, want a CallInterruptedError once the pings failed", err)
+	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the call in flight: got %v, want its deadline", err)
 	}
 	eventually(ctx, t, "the server back, in a new process", func() bool {
 		st, _ := m.Get("f")
@@ -221,4 +214,81 @@ func TestKeepAliveEndsHungSession(t *testing.T) {
 	if _, err := m.CallTool(ctx, "mcp__f__echo", map[string]any{"message": "hi"}, CallOptions{}); err != nil {
 		t.Errorf("a call after the restart: %v", err)
 	}
+}
+
+// TestKeepAliveKeepsBusySession: a server that answers nothing while it
+// runs a call (stopped here, as a server whose tool runs on the thread
+// that reads its input) fails its pings, but its session is kept until
+// the call ends, and the call gets its result.
+func TestKeepAliveKeepsBusySession(t *testing.T) {
+	ctx := testContext(t)
+	var logs lockedBuffer
+	m := newKeepAliveManager(t, zerolog.New(&logs))
+	cfg := fakeServer("f", "serve")
+	cfg.ProtocolVersion = "2025-11-25"
+	if _, err := m.Connect(ctx, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "busy")
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := m.CallTool(ctx, "mcp__f__await", map[string]any{"marker": marker}, CallOptions{Timeout: time.Hour})
+		done <- outcome{res, err}
+	}()
+	eventually(ctx, t, "the call running at the server", func() bool {
+		st, _ := m.Get("f")
+		return slices.Contains(st.StderrTail, "awaiting "+marker)
+	})
+	st, _ := m.Get("f")
+	busy := st.Pid
+	if err := syscall.Kill(busy, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(busy, syscall.SIGKILL) })
+	// Enough failed pings to end a session that runs nothing.
+	var ended *outcome
+	eventually(ctx, t, "the pings to fail while the call runs", func() bool {
+		select {
+		case o := <-done:
+			ended = &o
+			return true
+		default:
+			return strings.Contains(logs.String(), "the session is kept until that request ends")
+		}
+	})
+	if ended != nil {
+		t.Fatalf("the call ended while the server was busy: %v, %v", ended.res, ended.err)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(busy, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if o.err != nil || len(o.res.Content) == 0 || o.res.Content[0].(*mcp.TextContent).Text != "released" {
+		t.Fatalf("the call: got %v, %v; want its result", o.res, o.err)
+	}
+	if st, _ := m.Get("f"); st.Pid != busy || st.State != StateReady {
+		t.Errorf("after the call: pid %d, state %v; want the same process, ready", st.Pid, st.State)
+	}
+}
+
+// newKeepAliveManager is a Manager that pings every 100ms and ends a
+// session after two failed pings in a row.
+func newKeepAliveManager(t *testing.T, log zerolog.Logger) *Manager {
+	m := NewManager(&Options{Logger: log, ProbeTimeout: 20 * time.Second, StopGrace: 200 * time.Millisecond,
+		KeepAlive: 100 * time.Millisecond, KeepAliveFailures: 2, RestartBackoff: 10 * time.Millisecond})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return m
 }

@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -123,6 +124,26 @@ func fakeMCPServer() *mcp.Server {
 		Size int `json:"size"`
 	}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", in.Size)}}}, nil, nil
+	})
+	// await creates its marker file, says so on stderr and answers once
+	// the file is gone: a tool that takes as long as the test wants.
+	mcp.AddTool(srv, &mcp.Tool{Name: "await"}, func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+		Marker string `json:"marker"`
+	}) (*mcp.CallToolResult, any, error) {
+		if err := os.WriteFile(in.Marker, nil, 0o600); err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintln(os.Stderr, "awaiting "+in.Marker)
+		for {
+			if _, err := os.Stat(in.Marker); errors.Is(err, os.ErrNotExist) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "hold"}, hold)
 	mcp.AddTool(srv, &mcp.Tool{Name: "hold_idempotent", Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, hold)

@@ -114,9 +114,10 @@ type upstream struct {
 	client *mcp.Client
 	tracer *tracer // nil unless the server is traced
 
-	calls   *inflight
-	refresh chan struct{}           // a tools/list_changed arrived (capacity 1)
-	lost    chan *mcp.ClientSession // a request found this session gone (capacity 1)
+	calls    *inflight
+	requests runningRequests         // what the server is running, for keepAlive
+	refresh  chan struct{}           // a tools/list_changed arrived (capacity 1)
+	lost     chan *mcp.ClientSession // a request found this session gone (capacity 1)
 	// authWake is signalled when the server's authorization changed
 	// (capacity 1).
 	authWake chan struct{}
@@ -213,6 +214,7 @@ func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp
 	}
 	u.client = mcp.NewClient(opts.ClientInfo, u.clientOptions())
 	u.client.AddReceivingMiddleware(u.rootsMiddleware)
+	u.client.AddSendingMiddleware(u.requests.middleware)
 	// Innermost: the span and duration of a request cover all its rounds.
 	u.client.AddSendingMiddleware(u.inputMiddleware)
 	up := telemetry.Upstream{Server: cfg.Name, Transport: u.transportName}
@@ -517,6 +519,17 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 // not pinged again. (The SDK's own keepalive closes the session itself,
 // and its Close waits for every call in flight, up to their deadlines,
 // while the server still looks ready.)
+//
+// Pings cannot tell a hung server from one too busy to answer: a server
+// that runs its tools on the thread that reads its input (a Python
+// FastMCP 1.x tool that is a plain def) answers nothing until the tool
+// returns. So while a request sent before the failing pings began is
+// still running, the failures do not end the session: that request's own
+// deadline bounds the wait, and ending the session would throw away the
+// work it asked for (and an idempotent call would be sent again, to be
+// cut off again). Requests sent later do not hold the session: a hung
+// server is restarted once the requests it was given before it stopped
+// answering have ended.
 func (u *upstream) keepAlive(ctx context.Context, cs *mcp.ClientSession) <-chan error {
 	failed := make(chan error, 1)
 	threshold := max(u.opts.KeepAliveFailures, 1)
@@ -524,12 +537,14 @@ func (u *upstream) keepAlive(ctx context.Context, cs *mcp.ClientSession) <-chan 
 		tick := time.NewTicker(u.opts.KeepAlive)
 		defer tick.Stop()
 		misses := 0
+		var failingSince time.Time // when the first failed ping of the streak was sent
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
 			}
+			sent := time.Now()
 			pingCtx, cancel := context.WithTimeout(ctx, u.opts.KeepAlive/2)
 			err := cs.Ping(pingCtx, nil)
 			cancel()
@@ -543,8 +558,18 @@ func (u *upstream) keepAlive(ctx context.Context, cs *mcp.ClientSession) <-chan 
 			case errors.As(err, &wireErr) && wireErr.Code == jsonrpc.CodeMethodNotFound:
 				return
 			}
+			if misses == 0 {
+				failingSince = sent
+			}
 			if misses++; misses < threshold {
 				u.log.Warn().Int("failures", misses).Str("error", u.cfg.Redact(err.Error())).Msg("keepalive ping failed")
+				continue
+			}
+			if u.requests.sentBefore(failingSince) {
+				if misses == threshold {
+					u.log.Warn().Int("failures", misses).Str("error", u.cfg.Redact(err.Error())).
+						Msg("keepalive pings unanswered while the server runs a request sent before them; the session is kept until that request ends")
+				}
 				continue
 			}
 			failed <- err
@@ -552,6 +577,56 @@ func (u *upstream) keepAlive(ctx context.Context, cs *mcp.ClientSession) <-chan 
 		}
 	}()
 	return failed
+}
+
+// runningRequests notes when each request that runs a server's own code
+// (a tool call, a prompt, a resource read) was sent, until it ends, for
+// keepAlive.
+type runningRequests struct {
+	mu    sync.Mutex
+	next  uint64
+	since map[uint64]time.Time
+}
+
+// middleware is a sending middleware that notes the requests.
+func (r *runningRequests) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "tools/call" && method != "prompts/get" && method != "resources/read" {
+			return next(ctx, method, req)
+		}
+		defer r.begin()()
+		return next(ctx, method, req)
+	}
+}
+
+// begin notes a request sent now; the returned func notes its end.
+func (r *runningRequests) begin() (end func()) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.since == nil {
+		r.since = make(map[uint64]time.Time)
+	}
+	id := r.next
+	r.next++
+	r.since[id] = now
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.since, id)
+	}
+}
+
+// sentBefore reports whether a request sent before t is still running.
+func (r *runningRequests) sentBefore(t time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sent := range r.since {
+		if sent.Before(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // setUp prepares a new session before it is declared ready: it lists the
