@@ -184,6 +184,7 @@ func TestParseFlags(t *testing.T) {
 		// prints for a bad flag, the variable's error must say what it wants.
 		{name: "duration without a unit from the environment", env: map[string]string{"MCPD_CALL_TIMEOUT": "5"}, wantErr: `MCPD_CALL_TIMEOUT "5": want a duration such as 30s or 2m (--call-timeout)`},
 		{name: "bad boolean from the environment", env: map[string]string{"MCPD_STRICT": "yes"}, wantErr: `MCPD_STRICT "yes": want true or false (--strict)`},
+		{name: "blank config from the environment", env: map[string]string{"MCPD_CONFIG": "  "}, wantErr: `MCPD_CONFIG "  ": empty: want a file or inline JSON (--config)`},
 		{name: "bad number from the environment", env: map[string]string{"MCPD_EVENT_BUFFER": "4k"}, wantErr: `MCPD_EVENT_BUFFER "4k": want a whole number (--event-buffer)`},
 		{name: "bad size from the environment", env: map[string]string{"MCPD_MEMORY_LIMIT": "1GB"}, wantErr: `MCPD_MEMORY_LIMIT: "1GB": want a positive size`},
 		{name: "bad flag value", args: []string{"--call-timeout", "forever"}, wantErr: "call-timeout"},

@@ -443,7 +443,9 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 		return nil, fmt.Errorf("--tool-default %q: want allow, ask or deny", c.toolDefault)
 	}
 	if v, ok := lookup("MCPD_CONFIG"); ok && v != "" && !onCommandLine["config"] {
-		_ = c.configs.Set(v)
+		if err := c.configs.Set(v); err != nil {
+			return nil, fmt.Errorf("MCPD_CONFIG %q: %v (--config)", v, err)
+		}
 	}
 	// GOMAXPROCS is Go's own setting: an operator who sets it, and not
 	// --max-procs, gets what they asked for.
