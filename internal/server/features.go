@@ -174,8 +174,11 @@ func (h *hub) SetLogLevel(ctx context.Context, req *mcpdv1.SetLogLevelRequest) (
 		return nil, toStatus(invalidf("server is required"))
 	}
 	level, ok := logLevelFromProto[req.GetLevel()]
-	if !ok {
+	if !ok && req.GetLevel() == mcpdv1.LogLevel_LOG_LEVEL_UNSPECIFIED {
 		return nil, toStatus(invalidf("level is required"))
+	}
+	if !ok {
+		return nil, toStatus(invalidf("level %d is not a LogLevel this mcpd knows", req.GetLevel()))
 	}
 	if err := h.mgr.SetLogLevel(ctx, req.GetServer(), level); err != nil {
 		return nil, toStatus(err)

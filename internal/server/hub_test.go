@@ -616,6 +616,22 @@ func TestMissingNames(t *testing.T) {
 	}
 }
 
+// TestSetLogLevelRefusals: a missing level and one this mcpd does not
+// know (a newer client's) are refused, each saying which it is.
+func TestSetLogLevelRefusals(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := testContext(t)
+	for level, want := range map[mcpdv1.LogLevel]string{
+		mcpdv1.LogLevel_LOG_LEVEL_UNSPECIFIED: "level is required",
+		mcpdv1.LogLevel(99):                   "level 99 is not a LogLevel",
+	} {
+		_, err := e.client.SetLogLevel(ctx, &mcpdv1.SetLogLevelRequest{Server: "s", Level: level})
+		if st := wantCode(t, err, codes.InvalidArgument); !strings.Contains(st.Message(), want) {
+			t.Errorf("level %d: message %q, want %q", level, st.Message(), want)
+		}
+	}
+}
+
 // TestSearchToolsQueryTooLong: ranking costs the query's distinct terms
 // times the tools searched, so a query of megabytes (a message may be
 // 16 MiB) would hold the daemon's one Go thread for a minute. Such a
