@@ -564,7 +564,7 @@ func TestDocsPythonDemoCalls(t *testing.T) {
 			t.Fatalf("%s: %v", page, err)
 		}
 		for _, b := range blocks {
-			if b.info != "python" {
+			if b.info != "python" && b.info != "python fragment" {
 				continue
 			}
 			for _, m := range docsPythonDemoCall.FindAllStringSubmatch(strings.Join(b.lines, "\n"), -1) {
