@@ -69,7 +69,7 @@ TS_INFOS = {"ts": False, "typescript": False, "ts fragment": True, "typescript f
 PY_PRELUDE = """\
 import asyncio
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 import mcpd_grpc
 from mcpd_grpc import ServerConfig
