@@ -27,7 +27,9 @@ The rules a block follows (its info string is the text after the fence):
   - An HTML comment "<!-- prelude ... -->" on the line right before the
     fence is added after the standard prelude (at module level): the
     stand-ins of the reader's own code a block calls (a model, say), as
-    declarations with types. Readers of the rendered page do not see it.
+    declarations with types, or a mypy inline config ("# mypy:
+    allow-untyped-calls" for the untyped generated gRPC stubs). Readers
+    of the rendered page do not see it.
   - Blocks with any other info string are not checked.
 
 Run it by hand with `make check-doc-snippets`, or as
