@@ -550,8 +550,9 @@ func TestDocsUvxVersions(t *testing.T) {
 var docsPythonDemoCall = regexp.MustCompile(`(?:call_tool|call_tool_stream)\(\s*"(mcp__demo__[a-z_]+)"\s*,\s*(\{[^{}]*\})`)
 
 // TestDocsPythonDemoCalls calls the demo tools with the arguments the
-// Python examples of README.md and docs/*.md pass them (those blocks are
-// not run): a reader who copies one must not get INVALID_ARGUMENT.
+// Python examples of README.md and docs/*.md pass them (tools/doc_snippets.py,
+// part of make test, type-checks those blocks and runs only some): a reader
+// who copies one must not get INVALID_ARGUMENT.
 func TestDocsPythonDemoCalls(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -564,7 +565,8 @@ func TestDocsPythonDemoCalls(t *testing.T) {
 			t.Fatalf("%s: %v", page, err)
 		}
 		for _, b := range blocks {
-			if b.info != "python" && b.info != "python fragment" {
+			// "python", "python fragment", "python run", ...: see tools/doc_snippets.py.
+			if f := strings.Fields(b.info); len(f) == 0 || f[0] != "python" {
 				continue
 			}
 			for _, m := range docsPythonDemoCall.FindAllStringSubmatch(strings.Join(b.lines, "\n"), -1) {
