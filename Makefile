@@ -428,10 +428,10 @@ python-dist: $(STAMP_PY_NEWEST) ## Build the wheel and sdist of clients/python i
 	@ls '$(PY_DIST)'
 
 .PHONY: lint-python
-lint-python: python-dist ## mypy --strict and ruff (newest set) on clients/python and examples/python
-	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' check --no-cache . ../../examples/python ../../bench/python
-	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' format --no-cache --check --diff . ../../examples/python ../../bench/python
-	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/mypy' --no-incremental --cache-dir=/dev/null mcpd_grpc ../../examples/python
+lint-python: python-dist ## mypy --strict and ruff (newest set) on clients/python, examples/python and tools/doc_snippets.py
+	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' check --no-cache . ../../examples/python ../../bench/python ../../tools/doc_snippets.py
+	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' format --no-cache --check --diff . ../../examples/python ../../bench/python ../../tools/doc_snippets.py
+	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/mypy' --no-incremental --cache-dir=/dev/null mcpd_grpc ../../examples/python ../../tools/doc_snippets.py
 
 # pytest runs as the venv's script (not `python -m`, which would put the
 # source folder first on sys.path): the tests import the installed package.
@@ -598,6 +598,25 @@ bench: bench-typescript
 tools: $(STAMP_TS)
 test: test-typescript
 # TypeScript client (end).
+# ---------------------------------------------------------------------------
+
+# ---------------------------------------------------------------------------
+# Documentation examples (begin). The Python and TypeScript blocks of
+# README.md, docs/*.md and the clients' READMEs are checked by
+# tools/doc_snippets.py (its docstring has the rules a block follows):
+# mypy --strict from the venv of lint-python and the client's tsc
+# type-check every block, in one run per language, and the blocks marked
+# "run" run against bin/mcpd (Python on the same venv with the client's
+# source, TypeScript on the pinned Node 22). A few seconds in all.
+##@ Documentation
+
+.PHONY: check-doc-snippets
+check-doc-snippets: python-dist $(STAMP_TS) $(STAMP_NPM) build ## Type-check the docs' Python (mypy --strict) and TypeScript (tsc) blocks and run those marked run against bin/mcpd
+	'$(PY_VENVS)/build/bin/python' tools/doc_snippets.py --mypy '$(PY_VENVS)/build/bin/mypy' \
+		--tsc '$(TSC)' --node '$(NODE22)' --mcpd '$(MCPD)'
+
+test: check-doc-snippets
+# Documentation examples (end).
 # ---------------------------------------------------------------------------
 
 ##@ Tools
