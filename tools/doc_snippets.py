@@ -374,22 +374,16 @@ def start_daemon(mcpd: str, work: Path) -> Iterator[Daemon]:
     with open(work / "mcpd.log", "wb") as log:
         proc = subprocess.Popen([mcpd, "--listen", daemon.grpc, "--http-listen", daemon.http], env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT)
     try:
-        sys.path.insert(0, str(ROOT / "clients" / "python"))
-        import mcpd_grpc
-
-        with mcpd_grpc.Client(daemon.grpc, timeout=5) as c:
-            deadline = time.monotonic() + DAEMON_START_TIMEOUT_S
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"mcpd exited with {proc.returncode}; see {work / 'mcpd.log'}")
-                try:
-                    if c.get_server("demo").state == mcpd_grpc.ServerState.READY:
-                        break
-                except mcpd_grpc.MCPDError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the demo server of mcpd was not ready within {DAEMON_START_TIMEOUT_S} s; see {work / 'mcpd.log'}")
-                time.sleep(0.05)
+        # Ready when the demo server is: mcpd's own health check, so that
+        # a broken client fails its blocks, not the start.
+        health = [mcpd, "health", "--listen", daemon.grpc, "--service", "mcpd.server/demo"]
+        deadline = time.monotonic() + DAEMON_START_TIMEOUT_S
+        while subprocess.run(health, env=env, capture_output=True).returncode != 0:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                why = f"exited with {proc.returncode}" if proc.returncode is not None else f"had no ready demo server within {DAEMON_START_TIMEOUT_S} s"
+                tail = (work / "mcpd.log").read_text(encoding="utf-8", errors="replace").splitlines()[-20:]
+                raise RuntimeError(f"mcpd {why}; the end of its log:\n" + "\n".join(tail))
+            time.sleep(0.05)
         yield daemon
     finally:
         proc.terminate()
@@ -423,6 +417,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 node = args.node if os.sep not in args.node else os.path.abspath(args.node)
                 failed += check_typescript(os.path.abspath(args.tsc), node, work, daemon, env)
         return 1 if failed else 0
+    except RuntimeError as e:
+        print(f"doc snippets: {e}")
+        return 1
     finally:
         if args.keep:
             print(f"doc snippets: files in {work}", file=sys.stderr)
