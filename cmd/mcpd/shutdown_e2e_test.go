@@ -117,15 +117,7 @@ func TestShutdownDrains(t *testing.T) {
 
 			// Shorter than Finishes' shutdown timeout: a watch that held
 			// the graceful stop open would end only with that timeout.
-			watchCtx, cancelWatch := context.WithTimeout(ctx, 10*time.Second)
-			defer cancelWatch()
-			watch, err := d.health.Watch(watchCtx, &healthpb.HealthCheckRequest{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-				t.Fatalf("health before shutdown: got %v, %v; want SERVING", h.GetStatus(), err)
-			}
+			watch := d.watchServing(ctx, t, 10*time.Second)
 			call, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{
 				Name:      "mcp__demo__slow",
 				Arguments: mustStruct(t, map[string]any{"steps": tc.steps, "delay_ms": 200}),
@@ -210,20 +202,12 @@ func TestShutdownWithMCPCallInFlight(t *testing.T) {
 	}
 
 	// Generous, and far below the shutdown timeout.
-	watchCtx, cancelWatch := context.WithTimeout(ctx, 20*time.Second)
-	defer cancelWatch()
-	watch, err := d.health.Watch(watchCtx, &healthpb.HealthCheckRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("health before shutdown: got %v, %v; want SERVING", h.GetStatus(), err)
-	}
+	watch := d.watchServing(ctx, t, 20*time.Second)
 	d.send(t, syscall.SIGTERM)
 	if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health after SIGTERM with an MCP call in flight: got %v, %v; want NOT_SERVING", h.GetStatus(), err)
 	}
-	if _, err := d.hub.ListServers(watchCtx, &mcpdv1.ListServersRequest{}); status.Code(err) != codes.Unavailable {
+	if _, err := d.hub.ListServers(watch.Context(), &mcpdv1.ListServersRequest{}); status.Code(err) != codes.Unavailable {
 		t.Errorf("a new RPC after SIGTERM: got %v, want UNAVAILABLE", err)
 	}
 	cancelCall()
@@ -231,4 +215,20 @@ func TestShutdownWithMCPCallInFlight(t *testing.T) {
 	if code := d.wait(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("mcpd exit code: got %d, want 0", code)
 	}
+}
+
+// watchServing opens a watch of mcpd's overall health, which ends within
+// timeout, and checks that its first status is SERVING.
+func (d *daemon) watchServing(ctx context.Context, t *testing.T, timeout time.Duration) healthpb.Health_WatchClient {
+	t.Helper()
+	watchCtx, cancel := context.WithTimeout(ctx, timeout)
+	t.Cleanup(cancel)
+	watch, err := d.health.Watch(watchCtx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health before shutdown: got %v, %v; want SERVING", h.GetStatus(), err)
+	}
+	return watch
 }

@@ -190,16 +190,7 @@ func TestKeepAliveEndsHungSession(t *testing.T) {
 		_, err := m.CallTool(ctx, "mcp__f__hold", map[string]any{"marker": marker}, CallOptions{Timeout: time.Second})
 		done <- err
 	}()
-	eventually(ctx, t, "the call held by the server", func() bool {
-		st, _ := m.Get("f")
-		return slices.Contains(st.StderrTail, "holding "+marker)
-	})
-	st, _ := m.Get("f")
-	hung := st.Pid
-	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(hung, syscall.SIGKILL) })
+	hung := stopWhenSaid(ctx, t, m, "f", "holding "+marker)
 
 	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the call in flight: got %v, want its deadline", err)
@@ -239,16 +230,7 @@ func TestKeepAliveKeepsBusySession(t *testing.T) {
 		res, err := m.CallTool(ctx, "mcp__f__await", map[string]any{"marker": marker}, CallOptions{Timeout: time.Hour})
 		done <- outcome{res, err}
 	}()
-	eventually(ctx, t, "the call running at the server", func() bool {
-		st, _ := m.Get("f")
-		return slices.Contains(st.StderrTail, "awaiting "+marker)
-	})
-	st, _ := m.Get("f")
-	busy := st.Pid
-	if err := syscall.Kill(busy, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(busy, syscall.SIGKILL) })
+	busy := stopWhenSaid(ctx, t, m, "f", "awaiting "+marker)
 	// Enough failed pings to end a session that runs nothing.
 	var ended *outcome
 	eventually(ctx, t, "the pings to fail while the call runs", func() bool {
@@ -276,6 +258,22 @@ func TestKeepAliveKeepsBusySession(t *testing.T) {
 	if st, _ := m.Get("f"); st.Pid != busy || st.State != StateReady {
 		t.Errorf("after the call: pid %d, state %v; want the same process, ready", st.Pid, st.State)
 	}
+}
+
+// stopWhenSaid waits until server's stderr has the line, then stops its
+// process (SIGSTOP, killed when the test ends) and returns its pid.
+func stopWhenSaid(ctx context.Context, t *testing.T, m *Manager, server, line string) int {
+	t.Helper()
+	eventually(ctx, t, line, func() bool {
+		st, _ := m.Get(server)
+		return slices.Contains(st.StderrTail, line)
+	})
+	st, _ := m.Get(server)
+	if err := syscall.Kill(st.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(st.Pid, syscall.SIGKILL) })
+	return st.Pid
 }
 
 // newKeepAliveManager is a Manager that pings every 100ms and ends a
