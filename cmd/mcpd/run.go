@@ -272,14 +272,11 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	servers.apply(ctx, merged)
 	stopWaiting := markReadyWhenStarted(ctx, mgr, health, log)
 	defer stopWaiting()
+	// fatal ends mcpd with an error, after the same bounded shutdown as a
+	// signal's: RPCs in flight get --shutdown-timeout, not for ever.
+	var fatal error
 	if c.strict {
-		if err := checkStrictStart(ctx, mgr, merged); err != nil {
-			srv.Shutdown(context.Background())
-			stopCtx, cancel := context.WithTimeout(context.Background(), 3*c.stopGrace+time.Second)
-			defer cancel()
-			_ = mgr.Close(stopCtx)
-			return err
-		}
+		fatal = checkStrictStart(ctx, mgr, merged)
 	}
 
 	// A reload's servers stop and start off this loop, so that a signal
@@ -299,29 +296,22 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	})
 	defer endReloads()
 
-	for done := false; !done; {
+	for done := fatal != nil; !done; {
 		select {
 		case <-ctx.Done():
 			log.Info().Msg("shutting down")
 			done = true
 		case err := <-serveErr:
-			_ = mgr.Close(context.Background())
-			return fmt.Errorf("serve: %w", err)
+			fatal, done = fmt.Errorf("serve: %w", err), true
 		case err := <-httpErr:
 			if err == nil {
 				continue // closed by a shutdown already under way
 			}
-			srv.Shutdown(context.Background())
-			_ = mgr.Close(context.Background())
-			return fmt.Errorf("serve http: %w", err)
+			fatal, done = fmt.Errorf("serve http: %w", err), true
 		case err := <-mcpErr:
-			srv.Shutdown(context.Background())
-			_ = mgr.Close(context.Background())
-			return fmt.Errorf("serve mcp: %w", err)
+			fatal, done = fmt.Errorf("serve mcp: %w", err), true
 		case err := <-metricsErr:
-			srv.Shutdown(context.Background())
-			_ = mgr.Close(context.Background())
-			return fmt.Errorf("serve metrics: %w", err)
+			fatal, done = fmt.Errorf("serve metrics: %w", err), true
 		case <-reload:
 			if c.callersFile != "" {
 				err := authz.Reload()
@@ -362,8 +352,11 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), c.shutdownTimeout+3*c.stopGrace)
 	defer cancelStop()
 	endReloads()
-	if err := mgr.Close(stopCtx); err != nil {
+	if err := mgr.Close(stopCtx); err != nil && fatal == nil {
 		return fmt.Errorf("stop servers: %w", err)
+	}
+	if fatal != nil {
+		return fatal
 	}
 	log.Info().Msg("mcpd stopped")
 	return nil

@@ -6,6 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
@@ -39,6 +44,49 @@ func TestStrictStart(t *testing.T) {
 		}
 		if pids := processesWithEnv(t, "MCPD_E2E_MARKER="+marker); len(pids) > 0 {
 			t.Errorf("mcpd --strict left processes behind: %v", pids)
+		}
+	})
+
+	t.Run("a server fails while a call runs", func(t *testing.T) {
+		// The server fails its first start once the call runs; the call
+		// would run for hours. mcpd still exits, its drain bounded by
+		// --shutdown-timeout, and the call ends.
+		failNow := filepath.Join(shortTempDir(t), "fail-now")
+		config := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+			"good": demo,
+			"late": map[string]any{"command": "/bin/sh", "args": []string{"-c", "while [ ! -e " + failNow + " ]; do sleep 0.05; done; exit 3"}},
+		}}))
+		d := startDaemon(ctx, t, daemonOptions{config: config, unready: true,
+			args: []string{"--strict", "--crash-loop-restarts", "1", "--shutdown-timeout", "1s"}})
+		d.waitServer(ctx, t, "good", mcpdv1.ServerState_SERVER_STATE_READY)
+		stream, err := d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{
+			Name: "mcp__good__slow", Arguments: mustStruct(t, map[string]any{"steps": 1000, "delay_ms": 10000}),
+			Timeout: durationpb.New(time.Hour),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			t.Fatalf("the slow call's first progress: %v", err)
+		}
+		if err := os.WriteFile(failNow, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-d.exited:
+		case <-ctx.Done():
+			t.Fatal("mcpd --strict did not exit after a server failed while a call ran")
+		}
+		if code := d.cmd.ProcessState.ExitCode(); code != 1 {
+			t.Errorf("exit code %d, want 1", code)
+		}
+		for {
+			if _, err := stream.Recv(); err != nil {
+				if status.Code(err) != codes.Unavailable {
+					t.Errorf("the call: got %v, want UNAVAILABLE", err)
+				}
+				break
+			}
 		}
 	})
 
