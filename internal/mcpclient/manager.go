@@ -357,8 +357,10 @@ func (m *Manager) DisconnectAll(names []string) int {
 		if m.opts.OAuth != nil {
 			m.opts.OAuth.Release(u.cfg.Name) // its tokens stay for the next connect
 		}
-		// Its series go with it: server names are the callers' to choose.
+		// Its series and settings go with it: server names are the
+		// callers' to choose.
 		m.opts.Telemetry.ForgetServer(u.cfg.Name)
+		m.settings.forgetServer(u.cfg.Name)
 		if m.opts.OnRemoved != nil {
 			m.opts.OnRemoved(u.cfg.Name)
 		}

@@ -24,7 +24,7 @@ var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error"
 // upstreams: a restarted or replaced server gets it replayed.
 type settings struct {
 	mu           sync.Mutex
-	calls        map[string]callLock             // server -> lock held across its subscribe and unsubscribe calls
+	calls        map[string]*callLock            // server -> lock held across its subscribe and unsubscribe calls
 	subs         map[string]map[string]*interest // server -> uri -> the upstream subscription's holders
 	levels       map[string]mcp.LoggingLevel
 	roots        map[string][]*mcp.Root // per-server roots, overriding defaultRoots
@@ -52,7 +52,7 @@ type interest struct {
 
 func newSettings() *settings {
 	return &settings{
-		calls:    make(map[string]callLock),
+		calls:    make(map[string]*callLock),
 		subs:     make(map[string]map[string]*interest),
 		settling: make(map[string]map[string]time.Time),
 		levels:   make(map[string]mcp.LoggingLevel),
@@ -73,35 +73,60 @@ func (s *settings) resources(server string) []string {
 	return uris
 }
 
-// subscribing returns the lock that orders a server's upstream subscribe and
-// unsubscribe calls: they reach the server in the order interests come and
-// go, each once. Servers do not wait on each other's. A lock is kept for
-// every server name used, as the rest of settings is.
-func (s *settings) subscribing(server string) callLock {
+// lockSubscribing takes the lock that orders a server's upstream subscribe
+// and unsubscribe calls: they reach the server in the order interests come
+// and go, each once. Servers do not wait on each other's. It returns ctx's
+// error if ctx ends before the lock is free. A lock exists while someone
+// holds or waits for it, so that server names used once (servers
+// connected and disconnected under names of their own) leave none behind.
+func (s *settings) lockSubscribing(ctx context.Context, server string) (unlock func(), err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	lock, ok := s.calls[server]
-	if !ok {
-		lock = make(callLock, 1)
+	lock := s.calls[server]
+	if lock == nil {
+		lock = &callLock{ch: make(chan struct{}, 1)}
 		s.calls[server] = lock
 	}
-	return lock
+	lock.users++
+	s.mu.Unlock()
+	select {
+	case lock.ch <- struct{}{}:
+	case <-ctx.Done():
+		s.leave(server, lock)
+		return nil, ctx.Err()
+	}
+	return sync.OnceFunc(func() {
+		<-lock.ch
+		s.leave(server, lock)
+	}), nil
 }
 
-// callLock is a mutex whose wait a caller can give up.
-type callLock chan struct{}
-
-func (l callLock) Lock()   { l <- struct{}{} }
-func (l callLock) Unlock() { <-l }
-
-// lockContext takes the lock, or returns ctx's error if ctx ends first.
-func (l callLock) lockContext(ctx context.Context) error {
-	select {
-	case l <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// leave counts one user of a server's lock less, and drops the lock with
+// its last user.
+func (s *settings) leave(server string, lock *callLock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lock.users--
+	if lock.users == 0 && s.calls[server] == lock {
+		delete(s.calls, server)
 	}
+}
+
+// callLock is a mutex whose wait a caller can give up, and the count of
+// those who hold it or wait for it (guarded by settings.mu).
+type callLock struct {
+	ch    chan struct{}
+	users int
+}
+
+// forgetServer drops what was set up for a server that is gone for good
+// (disconnected, removed from the config): its log level and its roots.
+// Resource subscriptions stay while streams hold them, and go with the
+// last holder.
+func (s *settings) forgetServer(server string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.levels, server)
+	delete(s.roots, server)
 }
 
 func (s *settings) logLevel(server string) mcp.LoggingLevel {
@@ -303,16 +328,16 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 	}
 	// A new session catching up holds the lock for up to its connect
 	// timeout; the caller's deadline bounds the wait.
-	lock := m.settings.subscribing(server)
+	var unlock func()
 	for {
-		if err := lock.lockContext(ctx); err != nil {
+		if unlock, err = m.settings.lockSubscribing(ctx, server); err != nil {
 			return nil, err
 		}
 		left := m.settings.settleLeft(server, uri)
 		if left <= 0 {
 			break
 		}
-		lock.Unlock()
+		unlock()
 		t := time.NewTimer(left)
 		select {
 		case <-t.C:
@@ -321,7 +346,7 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 			return nil, ctx.Err()
 		}
 	}
-	defer lock.Unlock()
+	defer unlock()
 	// Looked up under the lock: a server replaced meanwhile has caught up
 	// by now, and this is the one to subscribe on.
 	u, err := m.lookup(server)
@@ -412,9 +437,8 @@ func (m *Manager) ResourceInterest(server, uri string) int {
 }
 
 func (m *Manager) releaseResource(server, uri string) {
-	lock := m.settings.subscribing(server)
-	lock.Lock()
-	defer lock.Unlock()
+	unlock, _ := m.settings.lockSubscribing(context.Background(), server)
+	defer unlock()
 	if !m.settings.dropInterest(server, uri) {
 		return
 	}
@@ -425,9 +449,8 @@ func (m *Manager) releaseResource(server, uri string) {
 
 // unsubscribeUnheld is the delayed unsubscribe gen, if still due.
 func (m *Manager) unsubscribeUnheld(server, uri string, gen int) {
-	lock := m.settings.subscribing(server)
-	lock.Lock()
-	defer lock.Unlock()
+	unlock, _ := m.settings.lockSubscribing(context.Background(), server)
+	defer unlock()
 	if m.settings.endRelease(server, uri, gen) {
 		m.unsubscribe(server, uri)
 	}

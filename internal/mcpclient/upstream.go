@@ -184,9 +184,10 @@ type interests interface {
 	unsubscribed(server, uri string)
 	// logLevel is the level set with SetLogLevel, or "".
 	logLevel(server string) mcp.LoggingLevel
-	// subscribing is held across every upstream subscribe and unsubscribe
-	// call of a server that follows a change of interest (see goReady).
-	subscribing(server string) callLock
+	// lockSubscribing takes the lock held across every upstream subscribe
+	// and unsubscribe call of a server that follows a change of interest
+	// (see goReady).
+	lockSubscribing(ctx context.Context, server string) (unlock func(), err error)
 	// rootsFor is the roots set with SetRoots for the server.
 	rootsFor(server string) []*mcp.Root
 }
@@ -657,9 +658,8 @@ func (u *upstream) setUp(ctx context.Context, cs *mcp.ClientSession) (level mcp.
 // interest added between the two steps would be subscribed by both.
 func (u *upstream) goReady(ctx context.Context, cs *mcp.ClientSession, level mcp.LoggingLevel, uris []string, settle func()) {
 	if u.wants != nil {
-		lock := u.wants.subscribing(u.cfg.Name)
-		lock.Lock()
-		defer lock.Unlock()
+		unlock, _ := u.wants.lockSubscribing(context.Background(), u.cfg.Name)
+		defer unlock()
 	}
 	u.setState(StateReady, "")
 	u.log.Info().Str("protocol_version", cs.InitializeResult().ProtocolVersion).Msg("server ready")
