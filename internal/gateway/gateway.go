@@ -75,7 +75,7 @@ type Gateway struct {
 	toolsMu sync.Mutex
 
 	mu        sync.Mutex
-	loaded    map[string]bool                         // qualified names of the tools search_tools loaded
+	loaded    map[string]string                       // the tools search_tools loaded: qualified name -> server
 	published map[string]*serverItems                 // by server name
 	subs      map[subscription]held                   // the upstream subscription of each
 	levels    map[*mcp.ServerSession]mcp.LoggingLevel // set by legacy hosts
@@ -116,7 +116,7 @@ type held struct {
 func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	g := &Gateway{mgr: mgr, published: make(map[string]*serverItems), subs: make(map[subscription]held),
 		levels: make(map[*mcp.ServerSession]mcp.LoggingLevel), hosts: make(map[*mcp.ServerSession]*hostSession),
-		loaded: make(map[string]bool)}
+		loaded: make(map[string]string)}
 	if opts != nil {
 		g.opts = *opts
 	}

@@ -19,8 +19,9 @@ import (
 // of tools searches, and the tools a search returns are then published
 // (loaded) under their qualified names, so the host gets list_changed and
 // calls them directly. The SDK server holds one tool set for every host,
-// so a loaded tool is loaded for all of them, for the life of the daemon;
-// like any published tool it is hidden while its server is not READY. A
+// so a loaded tool is loaded for all of them, until its server is gone
+// (see forgetGone); like any published tool it is hidden while its server
+// is not READY. A
 // call of a tool not loaded yet, by its qualified name, loads it first.
 
 // searchToolName is the one tool the endpoint lists under tool search.
@@ -173,8 +174,8 @@ func (g *Gateway) loadTools(tools []rankedTool) {
 	var servers []string
 	g.mu.Lock()
 	for _, t := range tools {
-		if !g.loaded[t.Name] {
-			g.loaded[t.Name] = true
+		if _, ok := g.loaded[t.Name]; !ok {
+			g.loaded[t.Name] = t.Server
 			if !slices.Contains(servers, t.Server) {
 				servers = append(servers, t.Server)
 			}
@@ -194,7 +195,7 @@ func (g *Gateway) loadCalled(name string) {
 		return
 	}
 	g.mu.Lock()
-	loaded := g.loaded[name]
+	_, loaded := g.loaded[name]
 	g.mu.Unlock()
 	if loaded {
 		return

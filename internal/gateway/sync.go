@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -77,6 +78,7 @@ func (s *syncer) run(server string, what syncWhat) {
 	for {
 		if s.ctx.Err() == nil {
 			s.g.syncServer(s.ctx, server, what)
+			s.g.forgetGone(server)
 		}
 		s.mu.Lock()
 		what = s.next[server]
@@ -107,19 +109,18 @@ func (s *syncer) stop() {
 func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) {
 	ready := g.ready(server)
 	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
 		return
 	}
-	items := g.published[server]
-	if items == nil {
-		items = &serverItems{}
-		g.published[server] = items
-	}
-	g.mu.Unlock()
+	items := g.itemsOf(server)
 
 	if what&syncTools != 0 {
 		g.toolsMu.Lock()
+		// Looked up again under the lock: forgetGone may have dropped the
+		// items of a server gone meanwhile, and this one is back.
+		items := g.itemsOf(server)
 		// The state is read under the lock: a refresh that waited for it
 		// must not publish a state older than the one before it did.
 		next := map[string]*mcp.Tool{}
@@ -127,7 +128,7 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 			tools, _ := g.mgr.Tools(server)
 			g.mu.Lock()
 			for _, t := range tools {
-				if !g.opts.ToolSearch || g.loaded[t.Name] {
+				if _, loaded := g.loaded[t.Name]; !g.opts.ToolSearch || loaded {
 					next[t.Name] = t.Tool
 				}
 			}
@@ -201,6 +202,42 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 			g.mu.Unlock()
 		}
 	}
+}
+
+// itemsOf returns the items published of server, made if there are none.
+func (g *Gateway) itemsOf(server string) *serverItems {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	items := g.published[server]
+	if items == nil {
+		items = &serverItems{}
+		g.published[server] = items
+	}
+	return items
+}
+
+// forgetGone drops what the gateway keeps of a server the Manager no
+// longer has (disconnected, removed from the config), once a sync has
+// unpublished its items: its entry in published and the tools of it that
+// search_tools loaded. Server names are the callers' to choose, and a
+// daemon that lives for months sees many come and go. A server connected
+// again under the name starts afresh. The tools lock keeps a tool refresh
+// of the server (loadTools) from publishing into the dropped items.
+func (g *Gateway) forgetGone(server string) {
+	g.toolsMu.Lock()
+	defer g.toolsMu.Unlock()
+	if _, err := g.mgr.Get(server); !errors.Is(err, mcpclient.ErrNotFound) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if items := g.published[server]; items != nil {
+		if len(items.tools)+len(items.prompts)+len(items.resources)+len(items.templates) > 0 {
+			return
+		}
+		delete(g.published, server)
+	}
+	maps.DeleteFunc(g.loaded, func(_, of string) bool { return of == server })
 }
 
 // ready says whether server is READY.
