@@ -21,7 +21,8 @@ const unsubscribeTimeout = 5 * time.Second
 var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
 // settings is what agents set up per server name. It outlives sessions and
-// upstreams: a restarted or replaced server gets it replayed.
+// upstreams: a restarted or replaced server gets it replayed. A server
+// disconnected for good takes its own with it (forgetServer).
 type settings struct {
 	mu           sync.Mutex
 	calls        map[string]*callLock            // server -> lock held across its subscribe and unsubscribe calls
@@ -119,7 +120,9 @@ type callLock struct {
 }
 
 // forgetServer drops what was set up for a server that is gone for good
-// (disconnected, removed from the config): its log level and its roots.
+// (disconnected, removed from the config): its log level, its roots and
+// the notes of its unsubscribes (a server connected again under the name
+// has sessions of its own, with no listen of the old one to unwind).
 // Resource subscriptions stay while streams hold them, and go with the
 // last holder.
 func (s *settings) forgetServer(server string) {
@@ -127,6 +130,7 @@ func (s *settings) forgetServer(server string) {
 	defer s.mu.Unlock()
 	delete(s.levels, server)
 	delete(s.roots, server)
+	delete(s.settling, server)
 }
 
 func (s *settings) logLevel(server string) mcp.LoggingLevel {

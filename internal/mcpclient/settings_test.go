@@ -441,68 +441,81 @@ func TestUnsubscribeDelay(t *testing.T) {
 
 // TestChurnedServersLeaveNoSettings connects, uses and disconnects servers
 // under names of their own, as a long-running caller of ConnectServer may
-// for months: once a server is disconnected (forgotten), nothing of what
-// was set up for it stays behind, neither its log level, its roots, its
-// resource subscriptions nor the lock that orders its subscribe calls; a
-// server connected again under the same name starts afresh.
+// for months, in both eras: once a server is disconnected (forgotten),
+// nothing of what was set up for it stays behind, neither its log level,
+// its roots, its resource subscriptions, the notes of its unsubscribes nor
+// the lock that orders its subscribe calls; a server connected again under
+// the same name starts afresh.
 func TestChurnedServersLeaveNoSettings(t *testing.T) {
-	ctx := testContext(t)
-	ts := serveRemote(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
-		return newRemoteMCPServer(legacyVersions)
-	}, nil))
-	m, _, _ := remoteManager(t, nil)
-	for i := range 3 {
-		name := fmt.Sprintf("tmp-%d", i)
-		if _, err := m.Connect(ctx, remoteConfig(name, config.TransportHTTP, ts.URL), false); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.SetLogLevel(ctx, name, "debug"); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.SetRoots(name, []*mcp.Root{{URI: "file:///" + name}}); err != nil {
-			t.Fatal(err)
-		}
-		release, err := m.SubscribeResource(ctx, name, testDocURI)
-		if err != nil {
-			t.Fatal(err)
-		}
-		release()
-		// A stream still holding a subscription as its server goes lets
-		// go of it afterwards.
-		release, err = m.SubscribeResource(ctx, name, testDocURI)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Disconnect(ctx, name); err != nil {
-			t.Fatal(err)
-		}
-		release()
-	}
-	poll := time.NewTicker(20 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		m.settings.mu.Lock()
-		calls, subs, levels, roots := len(m.settings.calls), len(m.settings.subs), len(m.settings.levels), len(m.settings.roots)
-		m.settings.mu.Unlock()
-		if calls == 0 && subs == 0 && levels == 0 && roots == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("after the servers were disconnected: got %d subscription locks, %d servers with subscriptions, %d log levels, %d root lists; want none", calls, subs, levels, roots)
-		case <-poll.C:
-		}
-	}
+	for era, versions := range map[string][]string{"legacy": legacyVersions, "2026-07-28": nil} {
+		t.Run(era, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			srv := newRemoteMCPServer(versions)
+			ts := serveRemote(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+				&mcp.StreamableHTTPOptions{Stateless: versions == nil}))
+			// Unsubscribed at once, so that unsubscribes go out while
+			// the servers are there.
+			m, _ := busManager(t, &Options{
+				ProbeTimeout: 20 * time.Second, UnsubscribeDelay: -1,
+				Dialer: NewRemoteDialer(&RemoteOptions{HTTPClient: testHTTPClient(t)}),
+			})
+			for i := range 3 {
+				name := fmt.Sprintf("tmp-%d", i)
+				if _, err := m.Connect(ctx, remoteConfig(name, config.TransportHTTP, ts.URL), false); err != nil {
+					t.Fatal(err)
+				}
+				if err := m.SetLogLevel(ctx, name, "debug"); err != nil {
+					t.Fatal(err)
+				}
+				if err := m.SetRoots(name, []*mcp.Root{{URI: "file:///" + name}}); err != nil {
+					t.Fatal(err)
+				}
+				release, err := m.SubscribeResource(ctx, name, testDocURI)
+				if err != nil {
+					t.Fatal(err)
+				}
+				release() // unsubscribed upstream
+				// A stream still holding a subscription as its server
+				// goes lets go of it afterwards.
+				release, err = m.SubscribeResource(ctx, name, "test://other")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.Disconnect(ctx, name); err != nil {
+					t.Fatal(err)
+				}
+				release()
+			}
+			poll := time.NewTicker(20 * time.Millisecond)
+			defer poll.Stop()
+			for {
+				m.settings.mu.Lock()
+				calls, subs, settling := len(m.settings.calls), len(m.settings.subs), len(m.settings.settling)
+				levels, roots := len(m.settings.levels), len(m.settings.roots)
+				m.settings.mu.Unlock()
+				if calls == 0 && subs == 0 && settling == 0 && levels == 0 && roots == 0 {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("after the servers were disconnected: got %d subscription locks, %d servers with subscriptions, %d with unsubscribe notes, %d log levels, %d root lists; want none",
+						calls, subs, settling, levels, roots)
+				case <-poll.C:
+				}
+			}
 
-	// Connected again under a used name: the defaults, not what was set
-	// for the server before.
-	if _, err := m.Connect(ctx, remoteConfig("tmp-0", config.TransportHTTP, ts.URL), false); err != nil {
-		t.Fatal(err)
-	}
-	if got := m.settings.logLevel("tmp-0"); got != "" {
-		t.Errorf("log level of tmp-0 connected again: got %q, want none", got)
-	}
-	if got := m.settings.rootsFor("tmp-0"); len(got) != 0 {
-		t.Errorf("roots of tmp-0 connected again: got %v, want none", got)
+			// Connected again under a used name: the defaults, not what
+			// was set for the server before.
+			if _, err := m.Connect(ctx, remoteConfig("tmp-0", config.TransportHTTP, ts.URL), false); err != nil {
+				t.Fatal(err)
+			}
+			if got := m.settings.logLevel("tmp-0"); got != "" {
+				t.Errorf("log level of tmp-0 connected again: got %q, want none", got)
+			}
+			if got := m.settings.rootsFor("tmp-0"); len(got) != 0 {
+				t.Errorf("roots of tmp-0 connected again: got %v, want none", got)
+			}
+		})
 	}
 }
