@@ -1264,6 +1264,59 @@ func TestMCPEndpointAskOnceAcrossInput(t *testing.T) {
 	}
 }
 
+// TestGatewaySessionTimeout: a host that initialized and went away
+// without DELETE (no request, no stream since) holds its session only for
+// --mcp-session-timeout; then the session is closed, its slot is free, and
+// the host's next request with it gets 404.
+func TestGatewaySessionTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{
+		"--mcp-listen", addr, "--mcp-max-sessions", "1", "--mcp-session-timeout", "1s",
+	}})
+	url := "http://" + addr + "/mcp"
+	post := func(session, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	// The host that goes away: initialize, initialized, nothing more.
+	resp := post("", `{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "gone", "version": "0"}}}`)
+	gone := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || gone == "" {
+		t.Fatalf("initialize: got %d, session %q", resp.StatusCode, gone)
+	}
+	post(gone, `{"jsonrpc": "2.0", "method": "notifications/initialized"}`)
+
+	poll(ctx, t, "room for another host once the idle session timed out", func() (bool, error) {
+		c := mcp.NewClient(&mcp.Implementation{Name: "gateway-e2e", Version: "0"}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err == nil {
+			_ = cs.Close()
+		}
+		return err == nil, nil
+	})
+	if resp := post(gone, `{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}`); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the timed-out session's next request: got %d, want 404", resp.StatusCode)
+	}
+}
+
 // TestGatewaySessionLimit: with --mcp-max-sessions 1, a second
 // initialize-era host is refused (-32000, naming the flag) while the first
 // holds its session, and let in once that session ended.

@@ -227,6 +227,7 @@ type config struct {
 	mcpListen       string
 	mcpToolSearch   bool
 	mcpMaxSessions  int
+	mcpIdleTimeout  time.Duration
 	showVersion     bool // --version: print the version instead of serving
 	oauthStateDir   string
 	// oauthStateDirDefault: oauthStateDir is the per-user default, not
@@ -379,7 +380,8 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.auditArguments, "audit-arguments", false, "add tool and prompt arguments to audit lines, with values of keys that look secret redacted")
 	fs.StringVar(&c.httpListen, "http-listen", "", "address to serve the MCPHub API on over HTTP as well (Connect protocol with JSON or binary, gRPC-Web and gRPC; HTTP/1.1 and h2c, or HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
 	fs.StringVar(&c.mcpListen, "mcp-listen", "", "address to serve every connected server as one MCP server on, at /mcp (Streamable HTTP, both protocol eras; HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
-	fs.IntVar(&c.mcpMaxSessions, "mcp-max-sessions", gateway.DefaultMaxSessions, "sessions of initialize-era hosts and 2026-07-28 listen streams the MCP endpoint keeps open at once at most; an initialize or listen stream beyond it is refused (an idle session closes after 30 minutes)")
+	fs.IntVar(&c.mcpMaxSessions, "mcp-max-sessions", gateway.DefaultMaxSessions, "sessions of initialize-era hosts and 2026-07-28 listen streams the MCP endpoint keeps open at once at most; an initialize or listen stream beyond it is refused (an idle session closes after --mcp-session-timeout)")
+	fs.DurationVar(&c.mcpIdleTimeout, "mcp-session-timeout", 30*time.Minute, "close an initialize-era host's MCP endpoint session after this long without a request or an open stream of its (the host then starts a new one)")
 	fs.BoolVar(&c.mcpToolSearch, "mcp-tool-search", false, "the MCP endpoint lists one tool, search_tools, instead of every server's tools; the tools a search finds (or a host calls by name) are then listed, for every host, until mcpd stops or their server is disconnected")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; served with TLS when --tls-cert is set; a non-loopback address needs TLS plus an API token (which scrapes then present) or mutual TLS")
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
@@ -545,6 +547,7 @@ func (c *config) checkRanges() error {
 		{"keepalive-interval", c.keepAlive, true},
 		{"client-keepalive", c.clientKeepalive, true},
 		{"max-call-timeout", c.maxCallTimeout, true},
+		{"mcp-session-timeout", c.mcpIdleTimeout, false},
 	} {
 		switch {
 		case d.v < 0:

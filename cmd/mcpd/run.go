@@ -224,6 +224,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			MaxMessageBytes: int64(c.maxMessageBytes),
 			ToolSearch:      c.mcpToolSearch,
 			MaxSessions:     c.mcpMaxSessions,
+			SessionTimeout:  c.mcpIdleTimeout,
 		})
 		gwCtx, stopGateway := context.WithCancel(ctx)
 		gwDone := make(chan struct{})
