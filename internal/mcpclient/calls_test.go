@@ -38,15 +38,7 @@ func TestCallsAcrossRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			marker := filepath.Join(t.TempDir(), "held")
-			type result struct {
-				res *mcp.CallToolResult
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				res, err := m.CallTool(ctx, "mcp__f__"+tt.tool, map[string]any{"marker": marker}, CallOptions{})
-				done <- result{res, err}
-			}()
+			done := goCall(ctx, m, "mcp__f__"+tt.tool, map[string]any{"marker": marker}, CallOptions{})
 			eventually(ctx, t, "the call held by the server", func() bool {
 				st, _ := m.Get("f")
 				return slices.Contains(st.StderrTail, "holding "+marker)
@@ -221,18 +213,10 @@ func TestKeepAliveKeepsBusySession(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := filepath.Join(t.TempDir(), "busy")
-	type outcome struct {
-		res *mcp.CallToolResult
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := m.CallTool(ctx, "mcp__f__await", map[string]any{"marker": marker}, CallOptions{Timeout: time.Hour})
-		done <- outcome{res, err}
-	}()
+	done := goCall(ctx, m, "mcp__f__await", map[string]any{"marker": marker}, CallOptions{Timeout: time.Hour})
 	busy := stopWhenSaid(ctx, t, m, "f", "awaiting "+marker)
 	// Enough failed pings to end a session that runs nothing.
-	var ended *outcome
+	var ended *heldCall
 	eventually(ctx, t, "the pings to fail while the call runs", func() bool {
 		select {
 		case o := <-done:
@@ -258,6 +242,23 @@ func TestKeepAliveKeepsBusySession(t *testing.T) {
 	if st, _ := m.Get("f"); st.Pid != busy || st.State != StateReady {
 		t.Errorf("after the call: pid %d, state %v; want the same process, ready", st.Pid, st.State)
 	}
+}
+
+// heldCall is what a call made by goCall returned.
+type heldCall struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+// goCall makes a call on a goroutine of its own; its outcome arrives on
+// the returned channel.
+func goCall(ctx context.Context, m *Manager, tool string, args map[string]any, opts CallOptions) <-chan heldCall {
+	done := make(chan heldCall, 1)
+	go func() {
+		res, err := m.CallTool(ctx, tool, args, opts)
+		done <- heldCall{res, err}
+	}()
+	return done
 }
 
 // stopWhenSaid waits until server's stderr has the line, then stops its
