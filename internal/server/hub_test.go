@@ -499,10 +499,8 @@ func TestAuthAndHealth(t *testing.T) {
 	if _, err := e.client.DisconnectServer(good, &mcpdv1.DisconnectServerRequest{Name: "fx"}); err != nil {
 		t.Fatal(err)
 	}
-	hr, err = health.Check(ctx, &healthpb.HealthCheckRequest{Service: HealthServicePrefix + "fx"})
-	if err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_SERVICE_UNKNOWN {
-		t.Fatalf("per-server health after disconnect: got %v %v, want SERVICE_UNKNOWN", hr, err)
-	}
+	_, err = health.Check(ctx, &healthpb.HealthCheckRequest{Service: HealthServicePrefix + "fx"})
+	wantCode(t, err, codes.NotFound) // as for a name mcpd never had
 }
 
 // TestUpstreamErrorData: a server's JSON-RPC error data reaches the
@@ -533,7 +531,8 @@ func TestUpstreamErrorData(t *testing.T) {
 
 // TestServerHealth: a server's health is SERVING when ready, NOT_SERVING
 // in every other state, STOPPED included (an agent's server whose stream
-// ended stays listed), and SERVICE_UNKNOWN only once it was removed.
+// ended stays listed), and NOT_FOUND, as a name mcpd never had, only once
+// it was removed.
 func TestServerHealth(t *testing.T) {
 	h := NewHealth()
 	check := func(want healthpb.HealthCheckResponse_ServingStatus) {
@@ -548,7 +547,8 @@ func TestServerHealth(t *testing.T) {
 	h.ServerStateChanged("app", mcpclient.StateStopped)
 	check(healthpb.HealthCheckResponse_NOT_SERVING)
 	h.ServerRemoved("app")
-	check(healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
+	_, err := h.srv.Check(context.Background(), &healthpb.HealthCheckRequest{Service: HealthServicePrefix + "app"})
+	wantCode(t, err, codes.NotFound)
 }
 
 func TestToStatus(t *testing.T) {

@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -21,7 +20,6 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
@@ -72,12 +70,12 @@ const handlerWorkers = 128
 // Create it before the Manager so that the Manager can report state changes
 // to it.
 type Health struct {
-	srv *health.Server
+	srv *healthServer
 }
 
 // NewHealth returns a Health that reports the daemon as serving.
 func NewHealth() *Health {
-	return &Health{srv: health.NewServer()}
+	return &Health{srv: newHealthServer()}
 }
 
 // SetServing sets the daemon's overall health (service ""): a daemon
@@ -88,29 +86,18 @@ func (h *Health) SetServing(serving bool) {
 	if serving {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
-	h.srv.SetServingStatus("", st)
+	h.srv.set("", st)
 }
 
-// healthService is grpc.health.v1 as served by mcpd: health.Server's
+// healthService is grpc.health.v1 as served by mcpd: healthServer's
 // Check and List, and its Watch until the daemon stops (graceful stop
 // waits for every open stream).
 type healthService struct {
-	healthpb.HealthServer
+	*healthServer
 	stopping context.Context // the hub's
 }
 
-// List lists mcpd's own status ("") only. Health needs no credential, and
-// the per-server services would name every server to anyone.
-func (s healthService) List(ctx context.Context, in *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
-	resp, err := s.HealthServer.List(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	maps.DeleteFunc(resp.Statuses, func(service string, _ *healthpb.HealthCheckResponse) bool { return service != "" })
-	return resp, nil
-}
-
-// Watch streams a service's status like health.Server's Watch. At
+// Watch streams a service's status like healthServer's Watch. At
 // shutdown the watcher gets NOT_SERVING (even for a service mcpd never
 // had), then the stream ends with UNAVAILABLE: a watcher must not hold
 // the daemon's graceful stop open.
@@ -119,7 +106,7 @@ func (s healthService) Watch(in *healthpb.HealthCheckRequest, stream healthpb.He
 	defer cancel()
 	defer context.AfterFunc(s.stopping, cancel)()
 	w := &lastStatusStream{Health_WatchServer: stream, ctx: ctx, last: -1}
-	err := s.HealthServer.Watch(in, w)
+	err := s.healthServer.Watch(in, w)
 	if s.stopping.Err() == nil || stream.Context().Err() != nil {
 		return err
 	}
@@ -160,14 +147,16 @@ func (h *Health) ServerStateChanged(name string, state mcpclient.State) {
 	if state == mcpclient.StateReady {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
-	h.srv.SetServingStatus(HealthServicePrefix+name, st)
+	h.srv.set(HealthServicePrefix+name, st)
 }
 
-// ServerRemoved records that a server is gone (disconnected):
-// SERVICE_UNKNOWN, as for a name mcpd never had. It has the signature of
+// ServerRemoved forgets a server that is gone (disconnected), as if mcpd
+// never had it: Check answers NOT_FOUND, a Watch of it gets
+// SERVICE_UNKNOWN and goes on watching the name, and nothing of it is
+// kept once no Watch holds it. It has the signature of
 // mcpclient.Options.OnRemoved.
 func (h *Health) ServerRemoved(name string) {
-	h.srv.SetServingStatus(HealthServicePrefix+name, healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
+	h.srv.remove(HealthServicePrefix + name)
 }
 
 // Options configure a Server.
@@ -360,7 +349,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	}
 	g.approve = hb.approve
 	mcpdv1.RegisterMCPHubServer(gs, hb)
-	healthpb.RegisterHealthServer(gs, healthService{HealthServer: h.srv, stopping: hb.stopping})
+	healthpb.RegisterHealthServer(gs, healthService{healthServer: h.srv, stopping: hb.stopping})
 	reflection.Register(gs)
 	opts.Telemetry.InitializeGRPC(gs)
 	return &Server{grpc: gs, health: h, hub: hb, unary: chain, stats: tracing}
@@ -394,7 +383,7 @@ func (s *Server) Serve(lis net.Listener) error {
 // UNAVAILABLE so that clients reconnect elsewhere or later, lets other
 // in-flight RPCs finish until ctx ends, then closes whatever is left.
 func (s *Server) Shutdown(ctx context.Context) {
-	s.health.srv.Shutdown() // before the watches end: they pass NOT_SERVING on
+	s.health.srv.stop() // before the watches end: they pass NOT_SERVING on
 	s.once.Do(func() {
 		s.hub.stop()
 		s.hub.events.Close()
