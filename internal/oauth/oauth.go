@@ -156,6 +156,7 @@ func (m *Manager) server(name, resource string, cfg *config.OAuth) *serverAuth {
 		sa = &serverAuth{m: m, name: name, authSem: make(chan struct{}, 1)}
 		m.servers[name] = sa
 	}
+	sa.released = false
 	m.mu.Unlock()
 	sa.configure(resource, cfg)
 	return sa
@@ -249,6 +250,7 @@ func (m *Manager) Forget(server string) error {
 	var err error
 	if sa != nil {
 		err = sa.forget()
+		m.dropIfReleased(sa)
 	} else {
 		err = m.store.remove(server)
 	}
@@ -271,13 +273,35 @@ func (m *Manager) Stored(server string) bool {
 
 // Release ends server's pending authorization (the server was removed or
 // replaced); its tokens stay, on disk and in memory, for the next time it
-// is connected.
+// is connected. A server with nothing stored (no token, no client
+// registration) leaves nothing behind, and one with something leaves
+// nothing once Forget deletes it: server names are the callers' to
+// choose, and every HTTP or SSE server has an authorization here.
 func (m *Manager) Release(server string) {
 	m.mu.Lock()
 	sa := m.servers[server]
+	if sa != nil {
+		sa.released = true
+	}
 	m.mu.Unlock()
-	if sa != nil && sa.endFlow(nil) {
+	if sa == nil {
+		return
+	}
+	ended := sa.endFlow(nil)
+	m.dropIfReleased(sa)
+	if ended {
 		m.changed(server)
+	}
+}
+
+// dropIfReleased forgets sa, the authorization of a server no longer
+// connected, when it holds nothing worth keeping. A server connected
+// since (Transport) has it again and keeps it.
+func (m *Manager) dropIfReleased(sa *serverAuth) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.servers[sa.name] == sa && sa.released && !sa.holdsAnything() {
+		delete(m.servers, sa.name)
 	}
 }
 

@@ -53,6 +53,19 @@ type serverAuth struct {
 	// and still refuse a tool.
 	stepUps   int
 	stepUpKey string
+
+	// released says the server was removed (Manager.Release) and not
+	// connected since; guarded by m.mu, not mu.
+	released bool
+}
+
+// holdsAnything reports whether sa has something a later connect of the
+// server reuses: a token, a client registration, a DPoP key, or a
+// consent still pending.
+func (sa *serverAuth) holdsAnything() bool {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	return sa.pending != nil || (sa.rec != nil && (sa.rec.Token != nil || sa.rec.Client != nil || sa.rec.DPoPKey != ""))
 }
 
 // configure takes the server's current settings, loading the stored
