@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -325,5 +329,222 @@ func TestChurnPolls(t *testing.T) {
 		if _, err := startPoll("churn-last"); err != nil {
 			t.Fatalf("StartPoll after the churn: %v", err)
 		}
+	}
+}
+
+// TestChurnToggles enables and disables servers of the config file that a
+// reload then removes, and servers added through the API that are then
+// disconnected, under fresh names: the state file keeps none of the names
+// once they are gone, and mcpd holds no more than before.
+func TestChurnToggles(t *testing.T) {
+	t.Parallel()
+	ctx := churnContext(t)
+	dir := shortTempDir(t)
+	config := filepath.Join(dir, "mcp.json")
+	stateFile := filepath.Join(dir, "state.json")
+	fake := func(disabled bool) map[string]any {
+		return map[string]any{"command": testBinary(t), "env": map[string]string{fakeServerEnv: fakeQuietClock}, "disabled": disabled}
+	}
+	replaceFile(t, config, `{"mcpServers": {}}`)
+	metrics := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--metrics-listen", metrics, "--state-file", stateFile}})
+
+	reload := func(servers map[string]any) {
+		t.Helper()
+		replaceFile(t, config, mustJSON(t, map[string]any{"mcpServers": servers}))
+		d.send(t, syscall.SIGHUP)
+	}
+	setEnabled := func(name string, enabled bool) {
+		t.Helper()
+		if _, err := d.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: name, Enabled: enabled}); err != nil {
+			t.Fatalf("SetServerEnabled %s %v: %v", name, enabled, err)
+		}
+	}
+	round := func(prefix string, i int) {
+		on, off := fmt.Sprintf("%s-on-%d", prefix, i), fmt.Sprintf("%s-off-%d", prefix, i)
+		reload(map[string]any{on: fake(false), off: fake(true)})
+		d.waitServer(ctx, t, on, mcpdv1.ServerState_SERVER_STATE_READY)
+		d.waitServer(ctx, t, off, mcpdv1.ServerState_SERVER_STATE_DISABLED)
+		setEnabled(on, false) // kept as "disabled"
+		setEnabled(off, true) // kept as "enabled"
+		api := fmt.Sprintf("%s-api-%d", prefix, i)
+		d.connectFake(ctx, t, api, fakeQuietClock)
+		setEnabled(api, false)
+		if state := readState(t, stateFile); !strings.Contains(state, on) || !strings.Contains(state, off) || !strings.Contains(state, api) {
+			t.Fatalf("state file while the servers are there: got %s, want %s, %s and %s in it", state, on, off, api)
+		}
+		d.disconnect(ctx, t, api)
+		reload(map[string]any{})
+		for _, name := range []string{on, off} {
+			poll(ctx, t, "reload removes "+name, func() (bool, error) {
+				_, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: name})
+				return err != nil, err
+			})
+		}
+	}
+	round("warm", 0)
+	base := measure(ctx, t, metrics, "churn")
+	for i := range churnRounds {
+		round("churn", i)
+	}
+	d.settle(ctx, t, metrics, "churn", base)
+	poll(ctx, t, "the state file forgets the gone servers", func() (bool, error) {
+		if state := readState(t, stateFile); strings.Contains(state, "churn") || strings.Contains(state, "warm") {
+			return false, fmt.Errorf("state file: %s", state)
+		}
+		return true, nil
+	})
+}
+
+func readState(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// TestChurnGatewaySessions opens MCP endpoint sessions of initialize-era
+// hosts that subscribe to a resource, set a log level and then go away
+// without a word (no DELETE, no stream): once --mcp-session-timeout has
+// closed them, the upstream subscription they held is released and mcpd
+// holds no more than before.
+func TestChurnGatewaySessions(t *testing.T) {
+	t.Parallel()
+	ctx := churnContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d, metrics := churnDaemon(ctx, t, "--mcp-listen", addr, "--mcp-session-timeout", "1s")
+	d.connectFake(ctx, t, "note", fakeNote)
+	url := "http://" + addr + "/mcp"
+	post := func(session, body string) (string, string) {
+		t.Helper()
+		resp := mcpRequest(ctx, t, http.MethodPost, url, "", session, body)
+		data, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode/100 != 2 {
+			t.Fatalf("POST %s: HTTP %d, %v: %s", body, resp.StatusCode, err, data)
+		}
+		return resp.Header.Get("Mcp-Session-Id"), string(data)
+	}
+	subscribed := func() string { return text(d.mustCall(ctx, t, "mcp__note__subscribed", nil)) }
+	var uri string
+	host := func(name string) {
+		session, _ := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcpEras[0]+`","capabilities":{},"clientInfo":{"name":"`+name+`","version":"0"}}}`)
+		if session == "" {
+			t.Fatal("initialize: no session id")
+		}
+		post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		// The endpoint publishes the note once it has synchronised.
+		poll(ctx, t, "the endpoint lists the note", func() (bool, error) {
+			if uri != "" {
+				return true, nil
+			}
+			_, list := post(session, `{"jsonrpc":"2.0","id":2,"method":"resources/list"}`)
+			m := regexp.MustCompile(`"uri":"([^"]*note[^"]*)"`).FindStringSubmatch(list)
+			if m == nil {
+				return false, fmt.Errorf("resources/list: %s", list)
+			}
+			uri = m[1]
+			return true, nil
+		})
+		post(session, `{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":"`+uri+`"}}`)
+		post(session, `{"jsonrpc":"2.0","id":4,"method":"logging/setLevel","params":{"level":"debug"}}`)
+		// ... and nothing more.
+	}
+	waitUnsubscribed := func() {
+		poll(ctx, t, "the abandoned sessions time out and release their subscription", func() (bool, error) {
+			if got := subscribed(); got != "false" {
+				return false, fmt.Errorf("the upstream is followed: %s", got)
+			}
+			return true, nil
+		})
+	}
+	host("warm")
+	waitUnsubscribed()
+	base := measure(ctx, t, metrics, "churn")
+	for i := range churnRounds {
+		for j := range 3 {
+			host(fmt.Sprintf("churn-%d-%d", i, j))
+		}
+		if got := subscribed(); got != "true" {
+			t.Fatalf("round %d: the upstream is followed: got %s, want true while the hosts' sessions are open", i, got)
+		}
+	}
+	waitUnsubscribed()
+	d.settle(ctx, t, metrics, "churn", base)
+}
+
+// TestChurnOAuthServers connects servers that need a person's consent
+// under fresh names: some are authorized, called and disconnected, others
+// disconnected while the consent is pending. What stays of a gone name is
+// what the docs say stays (its record of tokens and client registration,
+// one file each, for the next connect) until ForgetAuthorization, which
+// leaves nothing: no file, and no name it can forget again.
+func TestChurnOAuthServers(t *testing.T) {
+	t.Parallel()
+	ctx := churnContext(t)
+	up := newOAuthUpstream(t)
+	stateDir := filepath.Join(shortTempDir(t), "oauth")
+	d, metrics := churnDaemon(ctx, t, "--oauth-state-dir", stateDir)
+
+	connect := func(name string) string {
+		t.Helper()
+		resp, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: httpServerConfig(name, up.url(), nil)})
+		if err != nil {
+			t.Fatalf("ConnectServer %s: %v", name, err)
+		}
+		srv := resp.GetServer()
+		if srv.GetState() != mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED {
+			t.Fatalf("ConnectServer %s: state %v (%s), want AUTHORIZATION_REQUIRED", name, srv.GetState(), srv.GetLastError())
+		}
+		return srv.GetAuthorizationUrl()
+	}
+	var names []string
+	round := func(prefix string, i int) {
+		authorized := fmt.Sprintf("%s-auth-%d", prefix, i)
+		redirect := approve(ctx, t, connect(authorized))
+		if r := httpGet(ctx, t, http.DefaultClient, redirect); r.StatusCode != http.StatusOK {
+			t.Fatalf("the redirect listener: got HTTP %d, want 200", r.StatusCode)
+		}
+		d.waitServer(ctx, t, authorized, mcpdv1.ServerState_SERVER_STATE_READY)
+		d.mustCall(ctx, t, "mcp__"+authorized+"__echo", map[string]any{"message": "hi"})
+		d.disconnect(ctx, t, authorized)
+
+		pending := fmt.Sprintf("%s-pending-%d", prefix, i)
+		connect(pending)
+		d.disconnect(ctx, t, pending)
+		names = append(names, authorized, pending)
+	}
+	round("warm", 0)
+	for _, name := range names {
+		if _, err := d.hub.ForgetAuthorization(ctx, &mcpdv1.ForgetAuthorizationRequest{Server: name}); err != nil {
+			t.Fatalf("ForgetAuthorization %s: %v", name, err)
+		}
+	}
+	names = nil
+	base := measure(ctx, t, metrics, "churn")
+	for i := range churnRounds {
+		round("churn", i)
+	}
+	d.settle(ctx, t, metrics, "churn", base)
+	files, err := os.ReadDir(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !slices.Contains(names, strings.TrimSuffix(f.Name(), ".json")) {
+			t.Errorf("oauth state directory: %s, which is no gone server's record", f.Name())
+		}
+	}
+	for _, name := range names {
+		if _, err := d.hub.ForgetAuthorization(ctx, &mcpdv1.ForgetAuthorizationRequest{Server: name}); err != nil {
+			t.Fatalf("ForgetAuthorization %s: %v", name, err)
+		}
+	}
+	if files, _ := os.ReadDir(stateDir); len(files) != 0 {
+		t.Errorf("oauth state directory after ForgetAuthorization of every gone server: got %d files, want none", len(files))
+	}
+	for _, name := range names {
+		d.wantForgotten(ctx, t, name)
 	}
 }
