@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -188,6 +189,18 @@ func (d *daemon) wantForgotten(ctx context.Context, t *testing.T, name string) {
 	wantCode(t, err, codes.NotFound)
 	_, err = d.hub.ForgetAuthorization(ctx, &mcpdv1.ForgetAuthorizationRequest{Server: name})
 	wantCode(t, err, codes.NotFound)
+	_, err = d.health.Check(ctx, &healthpb.HealthCheckRequest{Service: "mcpd.server/" + name})
+	wantCode(t, err, codes.NotFound)
+}
+
+// wantHealthList fails unless grpc.health.v1's List answers mcpd's own
+// status alone.
+func (d *daemon) wantHealthList(ctx context.Context, t *testing.T) {
+	t.Helper()
+	resp, err := d.health.List(ctx, &healthpb.HealthListRequest{})
+	if err != nil || len(resp.GetStatuses()) != 1 {
+		t.Errorf("Health/List: got %v, %v; want mcpd's own status alone", resp.GetStatuses(), err)
+	}
 }
 
 // TestChurnRemoteServers connects Streamable HTTP and legacy SSE servers
@@ -388,6 +401,24 @@ func TestChurnToggles(t *testing.T) {
 		round("churn", i)
 	}
 	d.settle(ctx, t, metrics, "churn", base)
+	// More names than gRPC's health server lists (100) come and go.
+	many := map[string]any{}
+	for i := range 120 {
+		many[fmt.Sprintf("churn-many-%d", i)] = fake(true)
+	}
+	reload(many)
+	d.waitServer(ctx, t, "churn-many-119", mcpdv1.ServerState_SERVER_STATE_DISABLED)
+	reload(map[string]any{})
+	poll(ctx, t, "reload removes the many", func() (bool, error) {
+		_, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "churn-many-119"})
+		return err != nil, err
+	})
+	d.wantHealthList(ctx, t)
+	for i := range churnRounds {
+		for _, kind := range []string{"on", "off", "api"} {
+			d.wantForgotten(ctx, t, fmt.Sprintf("churn-%s-%d", kind, i))
+		}
+	}
 	poll(ctx, t, "the state file forgets the gone servers", func() (bool, error) {
 		if state := readState(t, stateFile); strings.Contains(state, "churn") || strings.Contains(state, "warm") {
 			return false, fmt.Errorf("state file: %s", state)
