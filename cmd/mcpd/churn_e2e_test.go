@@ -45,9 +45,7 @@ const churnTimeout = 3 * time.Minute
 
 func churnContext(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), churnTimeout)
-	t.Cleanup(cancel)
-	return ctx
+	return contextWithin(t, churnTimeout)
 }
 
 // footprint is what mcpd holds, as its metrics endpoint tells.

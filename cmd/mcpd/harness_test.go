@@ -44,7 +44,13 @@ const (
 // testTimeout.
 func testContext(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	return contextWithin(t, testTimeout)
+}
+
+// contextWithin is the test's context, ended after timeout at the latest.
+func contextWithin(t *testing.T, timeout time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -41,9 +41,7 @@ const memoryTimeout = 3 * time.Minute
 // memoryContext is testContext with memoryTimeout.
 func memoryContext(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), memoryTimeout)
-	t.Cleanup(cancel)
-	return ctx
+	return contextWithin(t, memoryTimeout)
 }
 
 // The flood: as many log notifications as the server can write.
