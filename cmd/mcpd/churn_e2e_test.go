@@ -152,12 +152,13 @@ func (u *echoUpstream) stop() {
 	}
 }
 
+// remoteConfig is the config of a Streamable HTTP ("http") or legacy SSE
+// ("sse") server at url.
 func remoteConfig(name, kind, url string) *mcpdv1.ServerConfig {
-	c := &mcpdv1.HttpConfig{Url: url}
 	if kind == "sse" {
-		return &mcpdv1.ServerConfig{Name: name, Transport: &mcpdv1.ServerConfig_Sse{Sse: c}}
+		return &mcpdv1.ServerConfig{Name: name, Transport: &mcpdv1.ServerConfig_Sse{Sse: &mcpdv1.HttpConfig{Url: url}}}
 	}
-	return &mcpdv1.ServerConfig{Name: name, Transport: &mcpdv1.ServerConfig_Http{Http: c}}
+	return httpServerConfig(name, url, nil)
 }
 
 // connectReady connects a server and fails unless it is READY.
