@@ -70,10 +70,12 @@ func main() {
 	tuneGC()
 	setMemoryLimit(cfg.memoryLimit)
 	setMaxProcs(cfg.maxProcs)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	defer dumpStacksOnSignal(os.Stderr)()
-	if err := run(ctx, cfg, reload); err != nil {
+	ctx, now, release := shutdownSignals()
+	stopStacks := dumpStacksOnSignal(os.Stderr)
+	err = run(ctx, now, cfg, reload)
+	stopStacks()
+	release()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "mcpd:", err)
 		os.Exit(1)
 	}
@@ -347,7 +349,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token that every RPC but health and reflection must present as 'authorization: Bearer <token>' (or set MCPD_API_TOKEN)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format: json or console")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs may run on after SIGTERM or SIGINT")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs may run on after SIGTERM or SIGINT; a second signal cuts them off and kills the servers at once")
 	fs.DurationVar(&c.callTimeout, "call-timeout", 60*time.Second, "default deadline of a tool call (a server's or a call's own timeout wins)")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 30*time.Second, "how long starting a server and opening its session may take")
 	fs.DurationVar(&c.probeTimeout, "probe-timeout", 5*time.Second, "how long to wait for a server to answer the 2026-07-28 server/discover probe before falling back to initialize")

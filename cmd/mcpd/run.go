@@ -47,7 +47,10 @@ func effectiveMemoryLimit() *byteSize {
 // run serves until ctx ends, then shuts down in order: health NOT_SERVING,
 // in-flight RPCs drain up to the shutdown timeout, servers stop. Each
 // value on reload re-reads the config files of every scope.
-func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
+// run serves until ctx ends (the first SIGTERM or SIGINT) or a listener
+// fails, then shuts down in order; once now ends (the second signal) the
+// shutdown cuts RPCs off and kills the servers at once.
+func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 	log, err := newLogger(c.logLevel, c.logFormat)
 	if err != nil {
 		return err
@@ -253,7 +256,7 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 			})
 		}
 		defer func() {
-			shutCtx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+			shutCtx, cancel := context.WithTimeout(now, c.shutdownTimeout)
 			defer cancel()
 			stopMCP(shutCtx)
 		}()
@@ -342,7 +345,12 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	// Both edges drain at once, under one deadline: the gRPC side turns
 	// NOT_SERVING and refuses new calls as the shutdown begins, not once
 	// the MCP endpoint's calls are done.
-	drainCtx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+	stopNow := context.AfterFunc(now, func() {
+		log.Warn().Msg("second signal: cutting off RPCs in flight and killing servers now")
+		mgr.Hurry()
+	})
+	defer stopNow()
+	drainCtx, cancel := context.WithTimeout(now, c.shutdownTimeout)
 	defer cancel()
 	var drained sync.WaitGroup
 	drained.Go(func() { stopMCP(drainCtx) })
@@ -350,10 +358,10 @@ func run(ctx context.Context, c *config, reload <-chan os.Signal) error {
 	drained.Wait()
 	// Stopping servers is bounded by their stop grace; give it its own
 	// deadline so that a drained RPC budget cannot skip it.
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), c.shutdownTimeout+3*c.stopGrace)
+	stopCtx, cancelStop := context.WithTimeout(now, c.shutdownTimeout+3*c.stopGrace)
 	defer cancelStop()
 	endReloads()
-	if err := mgr.Close(stopCtx); err != nil && fatal == nil {
+	if err := mgr.Close(stopCtx); err != nil && fatal == nil && now.Err() == nil {
 		return fmt.Errorf("stop servers: %w", err)
 	}
 	if fatal != nil {

@@ -217,6 +217,91 @@ func TestShutdownWithMCPCallInFlight(t *testing.T) {
 	}
 }
 
+// TestShutdownSecondSignal: a second SIGTERM or SIGINT ends a shutdown
+// that would otherwise wait out --shutdown-timeout and --stop-grace (both
+// far longer than the test): a call in flight is cut off, a server that
+// ignores the end of its stdin and SIGTERM is killed, and mcpd exits 0
+// with nothing left running, whether the second signal comes while RPCs
+// drain or while servers stop.
+func TestShutdownSecondSignal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		callRunning bool // a call is in flight: the second signal comes during the drain
+		second      syscall.Signal
+	}{
+		{"DuringDrain", true, syscall.SIGINT},
+		{"DuringServerStop", false, syscall.SIGTERM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			mark := filepath.Join(shortTempDir(t), "stubborn.stopping")
+			cfg := map[string]any{"mcpServers": map[string]any{
+				"demo":     map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}},
+				"stubborn": map[string]any{"command": testBinary(t), "env": map[string]string{fakeServerEnv: fakeStubborn, fakeMarkEnv: mark}},
+			}}
+			d := startDaemon(ctx, t, daemonOptions{
+				config: writeConfig(t, mustJSON(t, cfg)),
+				args:   []string{"--shutdown-timeout", "10m", "--stop-grace", "10m"},
+			})
+			d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+			stubborn := int(d.waitServer(ctx, t, "stubborn", mcpdv1.ServerState_SERVER_STATE_READY).GetPid())
+			t.Cleanup(func() {
+				if !processGone(stubborn) {
+					_ = syscall.Kill(-stubborn, syscall.SIGKILL)
+				}
+			})
+
+			var call mcpdv1.MCPHub_CallToolStreamClient
+			if tc.callRunning {
+				var err error
+				call, err = d.hub.CallToolStream(ctx, &mcpdv1.CallToolStreamRequest{
+					Name:      "mcp__demo__slow",
+					Arguments: mustStruct(t, map[string]any{"steps": 1000, "delay_ms": 1000}),
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if msg, err := call.Recv(); err != nil || msg.GetProgress() == nil {
+					t.Fatalf("first message: got %v, %v; want progress", msg, err)
+				}
+			}
+			watch := d.watchServing(ctx, t, time.Minute)
+			d.send(t, syscall.SIGTERM)
+			if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+				t.Fatalf("health after SIGTERM: got %v, %v; want NOT_SERVING", h.GetStatus(), err)
+			}
+			if !tc.callRunning {
+				poll(ctx, t, "mcpd begins stopping the stubborn server", func() (bool, error) {
+					_, err := os.Stat(mark)
+					return err == nil, nil
+				})
+			}
+			d.send(t, tc.second)
+			if call != nil {
+				for {
+					if _, err := call.Recv(); err != nil {
+						if status.Code(err) != codes.Unavailable {
+							t.Errorf("the call after the second signal: got %v, want UNAVAILABLE", err)
+						}
+						break
+					}
+				}
+			}
+			if code := d.wait(t, tc.second); code != 0 {
+				t.Errorf("mcpd exit code: got %d, want 0", code)
+			}
+			if !processGone(stubborn) {
+				t.Errorf("the stubborn server (pid %d) outlived mcpd", stubborn)
+			}
+			if !logHasLine(d.log.String(), "second signal") {
+				t.Errorf("mcpd log: no line about the second signal")
+			}
+		})
+	}
+}
+
 // watchServing opens a watch of mcpd's overall health, which ends within
 // timeout, and checks that its first status is SERVING.
 func (d *daemon) watchServing(ctx context.Context, t *testing.T, timeout time.Duration) healthpb.Health_WatchClient {

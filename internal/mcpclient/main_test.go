@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,6 +68,12 @@ func runFakeServer(mode string) int {
 		return serveStdio(&mcp.StdioTransport{})
 	case "ignore-discover":
 		return serveStdio(&droppingStdio{drop: "server/discover"})
+	case "stubborn":
+		// Ignores SIGTERM, and hangs once its stdin ends: only SIGKILL
+		// stops it.
+		signal.Ignore(syscall.SIGTERM)
+		serveStdio(&mcp.StdioTransport{})
+		select {}
 	case "big-tools":
 		// Its tools/list answer is a line of over 64 KiB.
 		srv := fakeMCPServer()

@@ -153,11 +153,17 @@ type Manager struct {
 	closed   bool
 	settings *settings
 	polls    *poller
+
+	// stopping ends with Hurry: the stops of child processes under way
+	// and to come skip their graces.
+	stopping context.Context
+	hurry    context.CancelFunc
 }
 
 // NewManager returns an empty Manager.
 func NewManager(opts *Options) *Manager {
 	m := &Manager{opts: opts.withDefaults(), servers: make(map[string]*upstream), settings: newSettings()}
+	m.stopping, m.hurry = context.WithCancel(context.Background())
 	m.polls = newPoller(m, m.opts.MaxPolls)
 	if bus, tel := m.opts.Events, m.opts.Telemetry; bus != nil && tel != nil {
 		// Counted where every event passes, servers' and polls' alike.
@@ -309,7 +315,7 @@ func (m *Manager) Relabel(name string, src config.Source, warnings []string) {
 }
 
 func (m *Manager) newUpstream(cfg config.Server) *upstream {
-	return newUpstream(cfg, m.opts, m.settings, m.settings.rootsFor(cfg.Name))
+	return newUpstream(cfg, m.opts, m.stopping, m.settings, m.settings.rootsFor(cfg.Name))
 }
 
 // settle waits for u's first attempt and returns its status.
@@ -495,8 +501,10 @@ func (m *Manager) WaitStarted(ctx context.Context) error {
 	return nil
 }
 
-// Close stops every poll and server and refuses new ones. It waits for the servers'
-// processes to exit; ctx bounds the wait.
+// Close stops every poll and server and refuses new ones. It waits for the
+// servers' processes to exit; ctx bounds the wait: when it ends first, the
+// processes still stopping are killed (see Hurry) and Close returns ctx's
+// error.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
@@ -519,9 +527,27 @@ func (m *Manager) Close(ctx context.Context) error {
 	case <-stopped:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
 	}
+	// Out of time: kill what is left rather than leave it running after
+	// mcpd. After SIGKILL a child is reaped at once, so this wait is short
+	// but for a process stuck in the kernel; it is bounded all the same.
+	m.Hurry()
+	t := time.NewTimer(hurriedStopWait)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+	}
+	return ctx.Err()
 }
+
+// hurriedStopWait bounds Close's wait for the stops it hurried.
+const hurriedStopWait = 5 * time.Second
+
+// Hurry makes the stops of the servers' child processes under way, and
+// all later ones, skip their graces: the process group is killed at once
+// (SIGKILL), as when a second signal asks mcpd to stop now.
+func (m *Manager) Hurry() { m.hurry() }
 
 func (m *Manager) lookup(name string) (*upstream, error) {
 	m.mu.Lock()

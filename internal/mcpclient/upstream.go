@@ -113,6 +113,9 @@ type upstream struct {
 	log    zerolog.Logger
 	client *mcp.Client
 	tracer *tracer // nil unless the server is traced
+	// stopping is the context of the child process's stops: once it ends
+	// (Manager.Hurry), a stop kills the process group at once.
+	stopping context.Context
 
 	calls    *inflight
 	requests runningRequests         // what the server is running, for keepAlive
@@ -192,10 +195,11 @@ type interests interface {
 	rootsFor(server string) []*mcp.Root
 }
 
-func newUpstream(cfg config.Server, opts *Options, wants interests, roots []*mcp.Root) *upstream {
+func newUpstream(cfg config.Server, opts *Options, stopping context.Context, wants interests, roots []*mcp.Root) *upstream {
 	u := &upstream{
 		cfg:      cfg,
 		opts:     opts,
+		stopping: stopping,
 		wants:    wants,
 		log:      opts.Logger.With().Str("server", cfg.Name).Logger(),
 		calls:    newInflight(opts.MaxInFlight, opts.QueueTimeout),
@@ -776,7 +780,7 @@ func (u *upstream) closeSession(cs *mcp.ClientSession, sessionEnded <-chan struc
 		stopped := make(chan struct{})
 		go func() {
 			defer close(stopped)
-			_ = proc.Stop(context.Background())
+			_ = proc.Stop(u.stopping)
 		}()
 		defer func() { <-stopped }()
 	}
@@ -795,7 +799,7 @@ func (u *upstream) stopProcess() string {
 	if proc == nil {
 		return "session closed"
 	}
-	_ = proc.Stop(context.Background())
+	_ = proc.Stop(u.stopping)
 	return exitReason(proc)
 }
 
@@ -962,7 +966,7 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 	t := u.routed(proc)
 	cs, err := u.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
-		_ = proc.Stop(context.Background())
+		_ = proc.Stop(u.stopping)
 		// A closed connection means the process went away: say how. Any
 		// other error (a JSON-RPC error answered to initialize, say) is
 		// the server's own word and is kept.

@@ -1,0 +1,32 @@
+package mcpclient
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCloseKillsWhenOutOfTime: a server that ignores the end of its stdin
+// and SIGTERM would take twice the stop grace (here far longer than the
+// test) to stop. When Close's deadline comes first, Close kills it rather
+// than return with it still running.
+func TestCloseKillsWhenOutOfTime(t *testing.T) {
+	m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 10 * time.Minute})
+	ctx := testContext(t)
+	st, err := m.Connect(ctx, fakeServer("stubborn", "stubborn"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(st.Pid, syscall.SIGKILL) })
+
+	closeCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := m.Close(closeCtx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Close: got %v, want the deadline's error", err)
+	}
+	if !processGone(st.Pid) {
+		t.Errorf("the server (pid %d) still runs after Close returned", st.Pid)
+	}
+}
