@@ -87,9 +87,18 @@ def own_daemon(mcpd_bin: str, tmp_path: Path) -> Iterator[Daemon]:
 
 
 def _wait_ready(c: Client) -> None:
+    """Waits for demo to be ready, through a client that may have tried
+    mcpd while it was down: its channel then fails calls fast
+    (UNAVAILABLE) until its reconnect backoff ends."""
     from conftest import poll
 
-    poll("demo to be ready", lambda: c.get_server("demo").ready)
+    def ready() -> bool:
+        try:
+            return c.get_server("demo").ready
+        except mcpd_grpc.Unavailable:
+            return False
+
+    poll("demo to be ready", ready)
 
 
 def test_subscription_survives_a_daemon_restart(own_daemon: Daemon) -> None:
