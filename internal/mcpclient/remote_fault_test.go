@@ -1,12 +1,16 @@
 package mcpclient
 
 import (
+	"context"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/events"
 )
 
 // unknownSession400 answers requests for sessions next does not know the
@@ -123,4 +127,72 @@ func TestStatelessSubscriptionSurvivesServerRestart(t *testing.T) {
 		return st.State == StateReady && st.Restarts >= 1
 	})
 	waitResourceUpdate(ctx, t, bus, fresh, "s", testDocURI)
+}
+
+// TestReconnectFailuresPublishState: a remote server that goes away after
+// READY is RECONNECTING, and each failed reconnect whose error differs from
+// the last one published says so on the event bus, so that an agent
+// following events learns why the server stays away; the same error again
+// publishes nothing.
+func TestReconnectFailuresPublishState(t *testing.T) {
+	ctx := testContext(t)
+	srv := newRemoteMCPServer(legacyVersions)
+	obs := newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	ts := serveRemote(t, obs)
+	t.Cleanup(func() { closeSessions(srv) })
+	m, bus := busManager(t, &Options{
+		ProbeTimeout:      20 * time.Second,
+		RestartBackoff:    10 * time.Millisecond,
+		RestartBackoffMax: 20 * time.Millisecond,
+		Dialer:            NewRemoteDialer(&RemoteOptions{HTTPClient: testHTTPClient(t)}),
+	})
+	if st, err := m.Connect(ctx, remoteConfig("r", config.TransportHTTP, ts.URL), false); err != nil || st.State != StateReady {
+		t.Fatalf("connect: %v %v (%s)", st.State, err, st.LastError)
+	}
+	sub := bus.Subscribe(events.Filter{Servers: []string{"r"}, Kinds: []events.Kind{events.KindServerState}}, nil)
+	defer sub.Close()
+
+	// The server goes away: its deployment now answers 503 to everything,
+	// so the session ends (its stream cannot be reopened) and every
+	// reconnect fails with another error (initialize is refused).
+	obs.swap(forgetful(http.StatusServiceUnavailable, "down for maintenance"))
+	closeSessions(srv)
+	_, _ = m.CallTool(ctx, "mcp__r__echo", map[string]any{"message": "x"}, CallOptions{Timeout: time.Second})
+
+	var got []events.Event
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for a reconnecting event with the reconnect's error: %v; got %+v", err, got)
+		}
+		got = append(got, ev)
+		// The session's end names the failed stream; a reconnect, the
+		// initialize that failed.
+		if ev.State == StateReconnecting.String() && strings.Contains(ev.Error, `"initialize"`) {
+			break
+		}
+	}
+	// Many more attempts fail the same way: none of them publishes again.
+	st, _ := m.Get("r")
+	eventually(ctx, t, "more failed reconnects", func() bool {
+		now, _ := m.Get("r")
+		return now.Restarts >= st.Restarts+5
+	})
+	if st, _ := m.Get("r"); st.State != StateReconnecting || !strings.Contains(st.LastError, `"initialize"`) {
+		t.Fatalf("got state %v, last error %q; want reconnecting with the failed initialize (events: %+v)", st.State, st.LastError, got)
+	}
+	for {
+		waitCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		ev, err := sub.Next(waitCtx)
+		cancel()
+		if err != nil {
+			break
+		}
+		got = append(got, ev)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].State == got[i-1].State && got[i].Error == got[i-1].Error {
+			t.Errorf("event %d repeats the one before: %q %q", i, got[i].State, got[i].Error)
+		}
+	}
 }

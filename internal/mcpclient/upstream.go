@@ -140,6 +140,7 @@ type upstream struct {
 	state        State
 	changed      chan struct{} // closed and replaced on every state change
 	lastErr      string
+	publishedErr string // the error of the last server_state event
 	stateChanged time.Time
 	restarts     uint32
 	session      *mcp.ClientSession
@@ -382,6 +383,7 @@ func (u *upstream) serve(r *run) {
 				cs, err = nil, fmt.Errorf("session ended while mcpd set it up: %s", why)
 			}
 		}
+		connectFailed := err != nil // no session came up, so none ended
 		if err == nil {
 			u.goReady(r.ctx, cs, level, uris, settle)
 			wasReady = true
@@ -420,9 +422,12 @@ func (u *upstream) serve(r *run) {
 			u.setState(StateFailed, fmt.Sprintf("crash loop: %d failures within %v; last: %v", len(failures), u.opts.CrashLoopWindow, err))
 			return
 		}
-		if wasReady {
+		switch {
+		case wasReady && connectFailed:
+			u.reconnectFailed(err.Error())
+		case wasReady:
 			u.setState(StateReconnecting, err.Error())
-		} else {
+		default:
 			u.setState(StateFailed, err.Error())
 			settle()
 		}
@@ -1034,6 +1039,21 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 }
 
 func (u *upstream) setState(state State, lastErr string) {
+	u.changeState(state, lastErr, false)
+}
+
+// reconnectFailed sets StateReconnecting after a failed attempt to
+// reconnect. The state stays, but an error unlike the one last published is
+// news to an agent following events: it is published. The same error again
+// is not (a server away for an hour must not flood the event buffer).
+func (u *upstream) reconnectFailed(lastErr string) {
+	u.changeState(StateReconnecting, lastErr, true)
+}
+
+// changeState sets the state and, if not empty, the last error, and
+// publishes the state when it changed, or when newErr and the error
+// differs from the one last published.
+func (u *upstream) changeState(state State, lastErr string, newErr bool) {
 	u.mu.Lock()
 	changed := u.state != state
 	u.state = state
@@ -1045,19 +1065,21 @@ func (u *upstream) setState(state State, lastErr string) {
 		close(u.changed)
 		u.changed = make(chan struct{})
 	}
-	shownErr := u.lastErr
-	u.mu.Unlock()
-	if !changed {
-		return
-	}
-	if u.opts.OnStateChange != nil {
-		u.opts.OnStateChange(u.cfg.Name, state)
-	}
 	ev := events.Event{Kind: events.KindServerState, State: state.String()}
 	if state == StateFailed || state == StateReconnecting || state == StateAuthorizationRequired {
-		ev.Error = shownErr
+		ev.Error = u.lastErr
 	}
-	u.publish(ev)
+	publish := changed || (newErr && ev.Error != u.publishedErr)
+	if publish {
+		u.publishedErr = ev.Error
+	}
+	u.mu.Unlock()
+	if changed && u.opts.OnStateChange != nil {
+		u.opts.OnStateChange(u.cfg.Name, state)
+	}
+	if publish {
+		u.publish(ev)
+	}
 }
 
 // publish puts an event of this server on the bus, if there is one.
