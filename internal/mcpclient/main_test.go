@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -97,6 +98,17 @@ func runFakeServer(mode string) int {
 	case "die-on-list":
 		// Answers initialize, then exits when asked for its tools.
 		return serveStdio(&droppingStdio{drop: "tools/list", exit: true})
+	case "close-stdout-on-initialize", "close-stdout-on-list", "close-stdout-after-list":
+		// Closes its stdout when asked to initialize or for its tools
+		// (without an answer, or a moment after it answered), then runs on
+		// whatever mcpd closes, until a signal ends it.
+		c := &closingStdio{method: "tools/list", answer: mode == "close-stdout-after-list"}
+		if mode == "close-stdout-on-initialize" {
+			c.method = "initialize"
+		}
+		go serveStdio(c)
+		time.Sleep(time.Hour)
+		return 0
 	case "ticking", "ticking-legacy":
 		return serveTicking(mode == "ticking-legacy")
 	}
@@ -244,3 +256,59 @@ func (c *droppingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// closingStdio is a stdio transport that closes stdout on the first
+// request of method, or, with answer, a moment after it answered one.
+type closingStdio struct {
+	method string
+	answer bool
+}
+
+func (c *closingStdio) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := (&mcp.StdioTransport{}).Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &closingConn{Connection: conn, method: c.method, answer: c.answer}, nil
+}
+
+type closingConn struct {
+	mcp.Connection
+	method string
+	answer bool
+	mu     sync.Mutex
+	id     *jsonrpc.ID // of the request to close stdout after
+}
+
+func (c *closingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); err == nil && ok && req.Method == c.method {
+		if !c.answer {
+			fmt.Fprintln(os.Stderr, "closing stdout on "+c.method)
+			os.Stdout.Close()
+		} else {
+			c.mu.Lock()
+			c.id = &req.ID
+			c.mu.Unlock()
+		}
+	}
+	return msg, err
+}
+
+func (c *closingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	c.mu.Lock()
+	after := c.id != nil
+	if resp, ok := msg.(*jsonrpc.Response); !ok || !after || resp.ID != *c.id {
+		after = false
+	}
+	c.mu.Unlock()
+	if after {
+		// Late enough for mcpd to have declared the session ready.
+		time.AfterFunc(300*time.Millisecond, func() {
+			fmt.Fprintln(os.Stderr, "closing stdout after "+c.method)
+			os.Stdout.Close()
+		})
+	}
+	return err
+}

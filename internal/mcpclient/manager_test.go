@@ -217,6 +217,53 @@ func TestSessionEndsWhileSettingUp(t *testing.T) {
 	}
 }
 
+// TestStdoutClosedNamedInLastError: a stdio server that closes its stdout
+// but runs on is stopped by mcpd, and last_error says that it closed its
+// stdout, whether it did so in the handshake, while mcpd set the session
+// up, or once it was ready; not how the process ended, which is by mcpd's
+// own SIGTERM.
+func TestStdoutClosedNamedInLastError(t *testing.T) {
+	tests := []struct {
+		mode  string
+		state State // once the session ended
+	}{
+		{"close-stdout-on-initialize", StateFailed},
+		{"close-stdout-on-list", StateFailed},
+		{"close-stdout-after-list", StateReconnecting},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			// No second attempt within the test: last_error stays the
+			// first session's.
+			m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 200 * time.Millisecond, RestartBackoff: time.Hour})
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := m.Close(ctx); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			cfg := fakeServer("f", tt.mode)
+			cfg.ProtocolVersion = "2025-11-25" // an initialize, not a probe, comes first
+			if _, err := m.Connect(ctx, cfg, false); err != nil {
+				t.Fatal(err)
+			}
+			// Once the process is gone and the reason of the end is set:
+			// the connection's failure is noted first, as "connection lost".
+			eventually(ctx, t, "the session to end", func() bool {
+				st, _ := m.Get("f")
+				return st.State == tt.state && st.Pid == 0 && st.LastError != "" && !strings.HasPrefix(st.LastError, "connection lost")
+			})
+			st, _ := m.Get("f")
+			if !strings.Contains(st.LastError, "closed stdout") || strings.Contains(st.LastError, "signal") {
+				t.Errorf("last error %q: want it to say the server closed stdout, not how mcpd stopped it", st.LastError)
+			}
+		})
+	}
+}
+
 // TestConnectTimeoutNamesStdoutNoise: a server that writes lines that
 // are not JSON-RPC to stdout (its logging on the wrong stream) and never
 // answers fails at the connect timeout with an error that says what it

@@ -377,7 +377,10 @@ func (u *upstream) serve(r *run) {
 				u.closeSession(cs, nil)
 				exited := u.stopProcess()
 				why := connErr.Error()
-				if errors.Is(connErr, io.EOF) && u.cfg.Kind == config.TransportStdio {
+				switch {
+				case errors.Is(connErr, transport.ErrStdoutClosed):
+					why = stdoutClosedReason
+				case errors.Is(connErr, io.EOF) && u.cfg.Kind == config.TransportStdio:
 					why = exited // the process ended it: say how
 				}
 				cs, err = nil, fmt.Errorf("session ended while mcpd set it up: %s", why)
@@ -477,8 +480,11 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			// its subscriptions/listen goroutine) even though the peer is
 			// already gone.
 			_ = cs.Close()
+			readErr := u.connEnded(cs) // before stopProcess forgets cs
 			reason := u.stopProcess()
 			switch {
+			case errors.Is(readErr, transport.ErrStdoutClosed):
+				reason = stdoutClosedReason
 			case errors.Is(endErr, transport.ErrWriteFailed), errors.Is(endErr, transport.ErrMessageTooLarge):
 				// The process was stopped because the pipe broke, or
 				// because it sent a line over the limit; that says more
@@ -808,6 +814,11 @@ func (u *upstream) stopProcess() string {
 	return exitReason(proc)
 }
 
+// stdoutClosedReason is why a session ended whose server closed its
+// stdout but ran on: mcpd stopped the process then, so how it exited (by
+// mcpd's own SIGTERM) says nothing about what went wrong.
+const stdoutClosedReason = "server closed stdout (the process ran on until mcpd stopped it)"
+
 // exitReason describes how a child process ended.
 func exitReason(proc *transport.Process) string {
 	if err := proc.ExitError(); err != nil {
@@ -976,6 +987,9 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 		// other error (a JSON-RPC error answered to initialize, say) is
 		// the server's own word and is kept.
 		if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed)) {
+			if c := connOf(t); c != nil && errors.Is(c.ended(), transport.ErrStdoutClosed) {
+				return nil, fmt.Errorf("connect: %s", stdoutClosedReason)
+			}
 			return nil, fmt.Errorf("connect: %s", exitReason(proc))
 		}
 		return nil, fmt.Errorf("connect: %w", err)

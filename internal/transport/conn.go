@@ -23,6 +23,11 @@ import (
 // write ended (see lineConn.Write).
 var ErrWriteFailed = errors.New("connection ended by a failed write")
 
+// ErrStdoutClosed is wrapped, with io.EOF, by the Read error of a
+// connection whose server closed its stdout and had not exited a stop
+// grace later.
+var ErrStdoutClosed = errors.New("server closed stdout")
+
 // ErrMessageTooLarge is wrapped by the Read error when the server sends a
 // line longer than ProcessOptions.MaxLineBytes. It ends the connection.
 var ErrMessageTooLarge = errors.New("message too large")
@@ -278,7 +283,7 @@ func (c *lineConn) readError(ctx context.Context, err error) error {
 	if exited := c.exitError(ctx); exited != nil {
 		return exited
 	}
-	return fmt.Errorf("read: server closed stdout: %w", io.EOF)
+	return fmt.Errorf("read: %w: %w", ErrStdoutClosed, io.EOF)
 }
 
 // exitError waits, up to the stop grace, for the child to be reaped and
