@@ -199,6 +199,38 @@ func TestKeepAliveEndsHungSession(t *testing.T) {
 	}
 }
 
+// TestKeepAliveEndsSessionHungInRefresh: a server that hangs while mcpd
+// lists its tools again after a tools/list_changed fails its pings, and
+// the session ends with them, not once the listing's own timeout (the call
+// timeout, 60s) has passed.
+func TestKeepAliveEndsSessionHungInRefresh(t *testing.T) {
+	ctx := testContext(t)
+	m := newKeepAliveManager(t, zerolog.Nop())
+	cfg := fakeServer("f", "hang-on-relist")
+	cfg.ProtocolVersion = "2025-11-25"
+	st, err := m.Connect(ctx, cfg, false)
+	if err != nil || st.State != StateReady {
+		t.Fatalf("connect: %v %v (%s)", st.State, err, st.LastError)
+	}
+	if _, err := m.CallTool(ctx, "mcp__f__add_tool", nil, CallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "the server to hang in the listing", func() bool {
+		st, _ := m.Get("f")
+		return slices.Contains(st.StderrTail, "hanging on tools/list")
+	})
+	// Two failed pings take a few hundred milliseconds.
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	eventually(waitCtx, t, "the server back, in a new process", func() bool {
+		now, _ := m.Get("f")
+		return now.State == StateReady && now.Pid != st.Pid
+	})
+	if now, _ := m.Get("f"); !strings.Contains(now.LastError, "keepalive") {
+		t.Errorf("last error %q: want the failed keepalive pings", now.LastError)
+	}
+}
+
 // TestKeepAliveKeepsBusySession: a server that answers nothing while it
 // runs a call (stopped here, as a server whose tool runs on the thread
 // that reads its input) fails its pings, but its session is kept until

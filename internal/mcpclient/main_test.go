@@ -109,6 +109,22 @@ func runFakeServer(mode string) int {
 		go serveStdio(c)
 		time.Sleep(time.Hour)
 		return 0
+	case "hang-on-relist":
+		// Its tool add_tool adds a tool, which announces a changed tool
+		// list; asked for its tools a second time, it hangs: it reads, and
+		// so answers, nothing more.
+		srv := fakeMCPServer()
+		mcp.AddTool(srv, &mcp.Tool{Name: "add_tool"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			mcp.AddTool(srv, &mcp.Tool{Name: "added"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{}, nil, nil
+			})
+			return &mcp.CallToolResult{}, nil, nil
+		})
+		if err := srv.Run(context.Background(), &hangingStdio{method: "tools/list", after: 1}); err != nil {
+			fmt.Fprintln(os.Stderr, "fake server:", err)
+			return 1
+		}
+		return 0
 	case "ticking", "ticking-legacy":
 		return serveTicking(mode == "ticking-legacy")
 	}
@@ -311,4 +327,37 @@ func (c *closingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		})
 	}
 	return err
+}
+
+// hangingStdio is a stdio transport whose connection stops reading, for
+// good, at the request of method that follows after such requests.
+type hangingStdio struct {
+	method string
+	after  int
+}
+
+func (h *hangingStdio) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := (&mcp.StdioTransport{}).Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &hangingConn{Connection: conn, method: h.method, left: h.after}, nil
+}
+
+type hangingConn struct {
+	mcp.Connection
+	method string
+	left   int // requests of method still read; only Read uses it
+}
+
+func (c *hangingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); err == nil && ok && req.Method == c.method {
+		if c.left == 0 {
+			fmt.Fprintln(os.Stderr, "hanging on "+c.method)
+			time.Sleep(time.Hour) // a sleep, not a block: no deadlock to detect
+		}
+		c.left--
+	}
+	return msg, err
 }

@@ -452,26 +452,44 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 		endErr = cs.Wait()
 		close(sessionEnded)
 	}()
-	pingCtx, stopPings := context.WithCancel(r.ctx)
-	defer stopPings()
+	// workCtx bounds what this loop starts for the session: the pings and
+	// a listing of the tools. refreshed is closed when the listing that
+	// runs ends; nil while none runs. The loop waits for it, so that no
+	// late listing overwrites the tools of the next session.
+	workCtx, stopWork := context.WithCancel(r.ctx)
+	var refreshed chan struct{}
+	defer func() {
+		stopWork()
+		if refreshed != nil {
+			<-refreshed
+		}
+	}()
 	var pingsFailed <-chan error
 	if u.opts.KeepAlive > 0 && !isStateless(cs) {
-		pingsFailed = u.keepAlive(pingCtx, cs)
+		pingsFailed = u.keepAlive(workCtx, cs)
 	}
 	// end closes a session whose connection is still open: its requests,
-	// a ping in flight among them, end first, for Close would wait for them.
+	// a ping or a listing in flight among them, end first, for Close would
+	// wait for them.
 	end := func(why string) {
-		stopPings()
+		stopWork()
 		u.endSession(cs, why)
 		u.closeSession(cs, sessionEnded)
 	}
 	for {
+		// One listing at a time: a change announced while one runs stays
+		// queued in u.refresh for the next.
+		refresh := u.refresh
+		if refreshed != nil {
+			refresh = nil
+		}
 		select {
 		case <-r.ctx.Done():
 			u.closeSession(cs, sessionEnded)
 			u.stopProcess()
 			return "", true
 		case <-sessionEnded:
+			stopWork()
 			// The connection is gone: the calls in flight fail with their
 			// own errors (a message over the limit, the closed connection),
 			// which say more than ending them here would.
@@ -516,15 +534,26 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			end(reason)
 			u.stopProcess()
 			return reason, false
-		case <-u.refresh:
-			ctx, cancel := context.WithTimeout(r.ctx, u.callTimeout(0))
-			err := u.refreshTools(ctx, cs)
-			cancel()
-			if err != nil {
-				u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Msg("refreshing tools")
-				continue
-			}
-			u.publish(events.Event{Kind: events.KindToolsChanged})
+		case <-refreshed:
+			refreshed = nil
+		case <-refresh:
+			// Listed off this loop: a server that hangs in the listing
+			// still has its failed pings (or a lost session) acted on at
+			// once, not after the listing's own timeout.
+			done := make(chan struct{})
+			refreshed = done
+			go func() {
+				defer close(done)
+				ctx, cancel := context.WithTimeout(workCtx, u.callTimeout(0))
+				defer cancel()
+				if err := u.refreshTools(ctx, cs); err != nil {
+					if workCtx.Err() == nil {
+						u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Msg("refreshing tools")
+					}
+					return
+				}
+				u.publish(events.Event{Kind: events.KindToolsChanged})
+			}()
 		}
 	}
 }
