@@ -42,6 +42,7 @@ const (
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
 	fakeStubborn       = "stubborn"          // real server that ignores SIGTERM and, once its stdin closes, creates the file fakeMarkEnv names and hangs
 	fakeNote           = "note"              // real server whose resource fakeNoteURI changes only by its tool "set"; tool "subscribed" says whether anyone follows it
+	fakeCloseStdout    = "close-stdout"      // real server that closes its stdout a moment after it listed its tools, and runs on until a signal ends it
 	fakeMarkEnv        = "MCPD_FAKE_MARK"
 	// fakeStacksEnv names a directory: on SIGUSR1 a fake writes the stacks
 	// of its goroutines to <mode>-<pid>.stacks there (see dumpStacks).
@@ -226,6 +227,20 @@ func runFakeServer(mode string) int {
 			fmt.Fprintln(os.Stderr, "fake:", err)
 			return 1
 		}
+	case fakeCloseStdout:
+		conn = func(c mcp.Connection) mcp.Connection {
+			return &filterConn{Connection: c, onRead: func(msg jsonrpc.Message, _ bool) bool {
+				if isRequest(msg, "tools/list") {
+					// Late enough for the answer to be out and the
+					// session ready.
+					time.AfterFunc(300*time.Millisecond, func() {
+						fmt.Fprintln(os.Stderr, "fake: closing stdout")
+						_ = os.Stdout.Close()
+					})
+				}
+				return true
+			}}
+		}
 	case fakeStubborn:
 		// Nor does a write to a pipe mcpd closed end it: only SIGKILL.
 		signal.Ignore(syscall.SIGTERM, syscall.SIGPIPE)
@@ -246,6 +261,9 @@ func runFakeServer(mode string) int {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake: run:", err)
+	}
+	if mode == fakeCloseStdout {
+		time.Sleep(time.Hour) // until mcpd's SIGTERM
 	}
 	return 0
 }

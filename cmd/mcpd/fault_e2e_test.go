@@ -121,6 +121,32 @@ func TestCrashLoopEndsFailed(t *testing.T) {
 	}
 }
 
+// TestClosedStdoutInLastError: a server that closes its stdout but runs
+// on is stopped by mcpd, and GetServer's last_error says that the server
+// closed its stdout, not that the process was ended by mcpd's own SIGTERM.
+func TestClosedStdoutInLastError(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	// No second start within the test: last_error stays the first
+	// session's.
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--restart-backoff", "1h"}})
+	if s := d.connectFake(ctx, t, "closer", fakeCloseStdout); s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("start: %v %s", s.GetState(), s.GetLastError())
+	}
+	var s *mcpdv1.Server
+	// The failed read is noted first ("connection lost: ..."); the reason
+	// of the end follows once the process is stopped.
+	poll(ctx, t, "the session to end and the process to be stopped", func() (bool, error) {
+		r, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "closer"})
+		s = r.GetServer()
+		return err == nil && s.GetState() == mcpdv1.ServerState_SERVER_STATE_RECONNECTING && s.GetPid() == 0 &&
+			!strings.HasPrefix(s.GetLastError(), "connection lost"), err
+	})
+	if !strings.Contains(s.GetLastError(), "closed stdout") || strings.Contains(s.GetLastError(), "signal") {
+		t.Errorf("last_error %q: want it to say the server closed stdout, not how mcpd stopped it", s.GetLastError())
+	}
+}
+
 // TestHungServerRecovers freezes a legacy server: calls time out, the
 // keepalive pings fail, mcpd rebuilds the session, and calls work again.
 func TestHungServerRecovers(t *testing.T) {
