@@ -16,8 +16,19 @@ import * as http from "node:http";
 import * as https from "node:https";
 import * as net from "node:net";
 import * as tls from "node:tls";
+import type * as stream from "node:stream";
 import type { Interceptor, Transport } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport, Http2SessionManager, type Http2SessionOptions } from "@connectrpc/connect-node";
+import { createAsyncIterable, validateReadWriteMaxBytes, type UniversalClientFn, type UniversalClientResponse } from "@connectrpc/connect/protocol";
+import { createTransport } from "@connectrpc/connect/protocol-connect";
+import {
+  compressionBrotli,
+  compressionGzip,
+  createConnectTransport,
+  createGrpcTransport,
+  createNodeHttpClient,
+  Http2SessionManager,
+  type Http2SessionOptions,
+} from "@connectrpc/connect-node";
 
 /** mcpd's default listen address. */
 export const DEFAULT_TARGET = "127.0.0.1:50051";
@@ -85,6 +96,126 @@ class GuardedSessionManager extends Http2SessionManager {
     }
     return stream;
   }
+}
+
+/** One send of a unary call on the "connect" wire, as its agent saw it. */
+interface Send {
+  /** It went out on a keep-alive socket that an earlier request used. */
+  reused: boolean;
+  /** A byte came on that socket after the request got it: mcpd began to answer. */
+  answered: boolean;
+}
+
+/**
+ * What the "connect" wire adds to Node's keep-alive agent: it tells the
+ * send being started whether its request got a reused socket and whether a
+ * byte of the answer came, and it can start a request on a new connection.
+ */
+interface ResendAgent extends http.Agent {
+  /**
+   * The send whose request is being created. The agent takes it at once:
+   * connect-node's HTTP/1.1 client calls http.request before it returns,
+   * and http.request picks a free socket before it does. (Were that to
+   * change, no send would be seen as reused, and none sent again.)
+   */
+  starting: Send | undefined;
+  /** Runs `start` with the idle sockets hidden, so that its request gets a new connection. */
+  withoutIdleSockets<T>(start: () => T): T;
+}
+
+/** Errors of a socket the peer closed or reset, as Node names them. */
+const CLOSED_SOCKET = new Set(["ECONNRESET", "EPIPE"]);
+
+function socketClosed(err: unknown): boolean {
+  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && CLOSED_SOCKET.has(code)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+function resendAgent(secure: boolean, options: https.AgentOptions): ResendAgent {
+  const Base = secure ? https.Agent : http.Agent;
+  class Agent extends Base implements ResendAgent {
+    starting: Send | undefined;
+
+    override reuseSocket(socket: stream.Duplex, request: http.ClientRequest): void {
+      super.reuseSocket(socket, request);
+      const send = this.starting;
+      this.starting = undefined;
+      if (send === undefined) return;
+      send.reused = true;
+      // Node reads the answer from the socket's "data" events while the
+      // request has it (its own listener is on before "socket" is emitted,
+      // and the request goes out after): one more listener sees whether a
+      // byte came, and goes with the first byte or the request.
+      let done = false;
+      const onData = (): void => {
+        send.answered = true;
+        socket.off("data", onData);
+      };
+      request.once("socket", () => {
+        if (!done) socket.on("data", onData);
+      });
+      request.once("close", () => {
+        done = true;
+        socket.off("data", onData);
+      });
+    }
+
+    withoutIdleSockets<T>(start: () => T): T {
+      // addRequest takes a socket from freeSockets, or creates one, before
+      // it returns, and puts nothing in freeSockets meanwhile.
+      const agent = this as { freeSockets: http.Agent["freeSockets"] };
+      const idle = agent.freeSockets;
+      agent.freeSockets = Object.create(null) as http.Agent["freeSockets"];
+      try {
+        return start();
+      } finally {
+        agent.freeSockets = idle;
+      }
+    }
+  }
+  return new Agent(options);
+}
+
+/**
+ * The HTTP/1.1 client of the "connect" wire's unary calls. A keep-alive
+ * socket that mcpd (or a proxy) closes just as a request goes out on it
+ * fails the request with ECONNRESET or EPIPE although mcpd never read it
+ * (Node's docs, `request.reusedSocket`). A call whose request went out on a
+ * reused socket and failed so before a byte of the answer came is sent once
+ * more, on a new connection, with the same signal (its deadline and abort);
+ * once a byte came, mcpd may have run it, and it fails. Streams do not come
+ * here: a stream is never sent again.
+ */
+function resendOnReusedSocket(client: UniversalClientFn, agent: ResendAgent): UniversalClientFn {
+  return async (req) => {
+    // A unary request is one message, sent again as it was.
+    let chunks: Uint8Array[] | undefined;
+    if (req.body !== undefined) {
+      chunks = [];
+      for await (const chunk of req.body) chunks.push(chunk);
+    }
+    const start = (): Promise<UniversalClientResponse> => client(chunks === undefined ? req : { ...req, body: createAsyncIterable(chunks) });
+    const send: Send = { reused: false, answered: false };
+    agent.starting = send;
+    let first: Promise<UniversalClientResponse>;
+    try {
+      first = start();
+    } finally {
+      agent.starting = undefined;
+    }
+    try {
+      return await first;
+    } catch (e) {
+      if (!send.reused || send.answered || req.signal?.aborted || !socketClosed(e)) throw e;
+    }
+    // The idle sockets sat idle at least as long as the one that was closed
+    // (the agent reuses the most recently used first): a new one.
+    return agent.withoutIdleSockets(start);
+  };
 }
 
 /** PEM data, or the path of a PEM file. */
@@ -272,10 +403,25 @@ export function openTransport(o: TransportOptions): OpenTransport {
       timeout: o.idleSocketTimeoutMs ?? IDLE_SOCKET_TIMEOUT_MS,
       ...(o.tls ?? {}),
     };
-    agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+    const resending = resendAgent(secure, agentOptions);
+    agent = resending;
     const nodeOptions: http.RequestOptions = { agent };
     if (socketPath !== undefined) nodeOptions.socketPath = socketPath;
-    transport = createConnectTransport({ ...common, httpVersion: "1.1", nodeOptions });
+    // createConnectTransport with an HTTP client of our own for unary
+    // calls: the same options and defaults (connect-node's
+    // validateNodeTransportOptions), and its HTTP/1.1 client underneath.
+    const h1 = createNodeHttpClient({ httpVersion: "1.1", nodeOptions });
+    const options = {
+      ...common,
+      httpClient: h1,
+      useBinaryFormat: true,
+      acceptCompression: [compressionGzip, compressionBrotli],
+      sendCompression: null,
+      ...validateReadWriteMaxBytes(common.readMaxBytes, common.writeMaxBytes, undefined),
+    };
+    const unary = createTransport({ ...options, httpClient: resendOnReusedSocket(h1, resending) });
+    const streams = createTransport(options);
+    transport = { unary: (...args) => unary.unary(...args), stream: (...args) => streams.stream(...args) };
   }
   let bidi: Transport | undefined;
   return {

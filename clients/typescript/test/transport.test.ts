@@ -1,7 +1,9 @@
 // The "connect" wire's keep-alive sockets against a server that closes idle
 // connections, as mcpd does after 2 minutes: a scripted HTTP/1.1 server on
 // loopback drops a connection, unread, when a request arrives on it after it
-// sat idle too long (the server's idle close crossing the request).
+// sat idle too long (the server's idle close crossing the request); and
+// against one that closes or resets a reused connection at a request, before
+// or after it began to answer.
 
 import assert from "node:assert/strict";
 import * as http from "node:http";
@@ -12,6 +14,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import * as pb from "../src/gen/mcpd/v1/mcpd_pb.js";
 import { openTransport } from "../src/transport.js";
+import { Cancelled, Client, DeadlineExceeded, Unavailable } from "../src/index.js";
 
 const SERVER_IDLE_MS = 150;
 const CLIENT_IDLE_MS = 50;
@@ -71,4 +74,225 @@ describe("the connect wire's keep-alive sockets", () => {
       server.close();
     }
   });
+});
+
+/** What a scripted server saw: connections, requests, and how it ended each connection it cut. */
+interface Seen {
+  connections: number;
+  requests: string[];
+  cut: number;
+}
+
+/**
+ * A scripted HTTP/1.1 server on loopback: `answer` gets each request, with
+ * its number on its connection (1 for a connection's first), once the
+ * request's body has been read.
+ */
+async function scripted(
+  answer: (nth: number, req: http.IncomingMessage, res: http.ServerResponse, seen: Seen) => void,
+  run: (target: string, seen: Seen) => Promise<void>,
+): Promise<void> {
+  const seen: Seen = { connections: 0, requests: [], cut: 0 };
+  const count = new WeakMap<net.Socket, number>();
+  const server = http.createServer((req, res) => {
+    const nth = (count.get(req.socket) ?? 0) + 1;
+    count.set(req.socket, nth);
+    req.resume();
+    req.on("end", () => {
+      seen.requests.push(req.url ?? "");
+      answer(nth, req, res, seen);
+    });
+  });
+  server.on("connection", () => seen.connections++);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    await run(`127.0.0.1:${(server.address() as net.AddressInfo).port}`, seen);
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
+}
+
+/** An empty answer of a unary call, on a keep-alive connection. */
+function ok(res: http.ServerResponse): void {
+  res.writeHead(200, { "content-type": "application/proto" }).end();
+}
+
+describe("the connect wire on a reused connection that breaks at a request", () => {
+  it("sends a unary call again on a new connection when the reused one closed before a byte of the answer came", () =>
+    scripted(
+      (nth, req, res, seen) => {
+        // The idle close crossing the request: read, then dropped unanswered.
+        if (nth > 1) {
+          seen.cut++;
+          req.socket.destroy();
+          return;
+        }
+        ok(res);
+      },
+      async (target, seen) => {
+        const c = new Client(target, { timeoutMs: 10_000 });
+        try {
+          await c.servers();
+          await c.servers();
+          assert.equal(seen.cut, 1, "the second call went out on the reused connection");
+          assert.equal(seen.requests.length, 3);
+          assert.equal(seen.connections, 2, "the call was sent again on a new connection");
+        } finally {
+          await c.close();
+        }
+      },
+    ));
+
+  it("sends a unary call again on a new connection when the reused one was reset before a byte of the answer came", () =>
+    scripted(
+      (nth, req, res, seen) => {
+        if (nth > 1) {
+          seen.cut++;
+          req.socket.resetAndDestroy();
+          return;
+        }
+        ok(res);
+      },
+      async (target, seen) => {
+        const c = new Client(target, { timeoutMs: 10_000 });
+        try {
+          await c.servers();
+          await c.servers();
+          assert.deepEqual([seen.cut, seen.requests.length, seen.connections], [1, 3, 2]);
+        } finally {
+          await c.close();
+        }
+      },
+    ));
+
+  it("sends it again on a new connection, not on another idle one", () =>
+    scripted(
+      (nth, req, res, seen) => {
+        // Every connection is cut at its second request, as when mcpd restarted.
+        if (nth > 1) {
+          seen.cut++;
+          req.socket.destroy();
+          return;
+        }
+        ok(res);
+      },
+      async (target, seen) => {
+        const c = new Client(target, { timeoutMs: 10_000 });
+        try {
+          // Two calls at once: two connections, both idle after.
+          await Promise.all([c.servers(), c.servers()]);
+          assert.equal(seen.connections, 2);
+          await c.servers();
+          assert.deepEqual([seen.cut, seen.requests.length, seen.connections], [1, 4, 3]);
+        } finally {
+          await c.close();
+        }
+      },
+    ));
+
+  for (const [what, begun] of [
+    ["the status line", "HTTP/1.1 200 OK\r\n"],
+    ["the head and part of the body", "HTTP/1.1 200 OK\r\ncontent-type: application/proto\r\ncontent-length: 10\r\n\r\n\x0a\x02"],
+  ] as const) {
+    it(`does not send a unary call again once ${what} came and the connection was reset`, () =>
+      scripted(
+        (nth, req, res, seen) => {
+          if (nth > 1) {
+            seen.cut++;
+            req.socket.write(begun, () => setTimeout(() => req.socket.resetAndDestroy(), 20));
+            return;
+          }
+          ok(res);
+        },
+        async (target, seen) => {
+          const c = new Client(target, { timeoutMs: 10_000 });
+          try {
+            await c.servers();
+            await assert.rejects(c.servers(), Unavailable);
+            assert.equal(seen.cut, 1, "the second call went out on the reused connection");
+            assert.equal(seen.requests.length, 2, "the call, which may have run, was not sent again");
+            assert.equal(seen.connections, 1);
+          } finally {
+            await c.close();
+          }
+        },
+      ));
+  }
+
+  it("does not send a stream again", () =>
+    scripted(
+      (nth, req, res, seen) => {
+        if (nth > 1) {
+          seen.cut++;
+          req.socket.destroy();
+          return;
+        }
+        ok(res);
+      },
+      async (target, seen) => {
+        const c = new Client(target, { timeoutMs: 10_000 });
+        try {
+          await c.servers();
+          const sub = c.subscribe({ reconnect: false });
+          await assert.rejects(sub.next(), Unavailable);
+          assert.deepEqual([seen.cut, seen.requests.length], [1, 2]);
+          assert.match(seen.requests[1] ?? "", /\/Subscribe$/);
+        } finally {
+          await c.close();
+        }
+      },
+    ));
+
+  it("keeps the call's deadline for the call sent again", () =>
+    scripted(
+      (nth, req, res, seen) => {
+        // The reused connection is cut late; the new one never answers.
+        if (nth > 1) {
+          seen.cut++;
+          setTimeout(() => req.socket.destroy(), 400);
+          return;
+        }
+        if (seen.connections === 1) ok(res);
+      },
+      async (target, seen) => {
+        const c = new Client(target, { timeoutMs: 10_000 });
+        try {
+          await c.servers();
+          const start = performance.now();
+          await assert.rejects(c.servers({ timeoutMs: 700 }), DeadlineExceeded);
+          const took = performance.now() - start;
+          // A deadline started again for the second send would end at 1100 ms.
+          assert.ok(took < 1000, `the call took ${Math.round(took)} ms, want its deadline of 700 ms`);
+          assert.deepEqual([seen.cut, seen.requests.length, seen.connections], [1, 3, 2]);
+        } finally {
+          await c.close();
+        }
+      },
+    ));
+
+  it("does not send a call again once its signal aborted", () =>
+    scripted(
+      (nth, req, res, seen) => {
+        if (nth > 1) {
+          seen.cut++;
+          setTimeout(() => req.socket.destroy(), 200);
+          return;
+        }
+        ok(res);
+      },
+      async (target, seen) => {
+        const c = new Client(target, { timeoutMs: 10_000 });
+        try {
+          await c.servers();
+          const ac = new AbortController();
+          setTimeout(() => ac.abort(), 100);
+          await assert.rejects(c.servers({ signal: ac.signal }), Cancelled);
+          await sleep(300);
+          assert.deepEqual([seen.cut, seen.requests.length], [1, 2]);
+        } finally {
+          await c.close();
+        }
+      },
+    ));
 });
