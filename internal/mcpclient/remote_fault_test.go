@@ -140,12 +140,7 @@ func TestReconnectFailuresPublishState(t *testing.T) {
 	obs := newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	ts := serveRemote(t, obs)
 	t.Cleanup(func() { closeSessions(srv) })
-	m, bus := busManager(t, &Options{
-		ProbeTimeout:      20 * time.Second,
-		RestartBackoff:    10 * time.Millisecond,
-		RestartBackoffMax: 20 * time.Millisecond,
-		Dialer:            NewRemoteDialer(&RemoteOptions{HTTPClient: testHTTPClient(t)}),
-	})
+	m, bus := retryingManager(t)
 	if st, err := m.Connect(ctx, remoteConfig("r", config.TransportHTTP, ts.URL), false); err != nil || st.State != StateReady {
 		t.Fatalf("connect: %v %v (%s)", st.State, err, st.LastError)
 	}
@@ -158,28 +153,63 @@ func TestReconnectFailuresPublishState(t *testing.T) {
 	obs.swap(forgetful(http.StatusServiceUnavailable, "down for maintenance"))
 	closeSessions(srv)
 	_, _ = m.CallTool(ctx, "mcp__r__echo", map[string]any{"message": "x"}, CallOptions{Timeout: time.Second})
+	// The session's end names the failed stream; a reconnect, the
+	// initialize that failed.
+	expectRetryEvents(ctx, t, m, sub, StateReconnecting, `"initialize"`)
+}
 
+// TestNeverReadyFailuresPublishState: a remote server that was never ready
+// is FAILED and tried again in the background; when the attempts begin to
+// fail differently, an event says so, and the same error again publishes
+// nothing.
+func TestNeverReadyFailuresPublishState(t *testing.T) {
+	ctx := testContext(t)
+	obs := newObserver(forgetful(http.StatusServiceUnavailable, "down for maintenance"))
+	ts := serveRemote(t, obs)
+	m, bus := retryingManager(t)
+	sub := bus.Subscribe(events.Filter{Servers: []string{"r"}, Kinds: []events.Kind{events.KindServerState}}, nil)
+	defer sub.Close()
+	if st, _ := m.Connect(ctx, remoteConfig("r", config.TransportHTTP, ts.URL), false); st.State != StateFailed {
+		t.Fatalf("connect: got %v (%s), want failed", st.State, st.LastError)
+	}
+	obs.swap(forgetful(http.StatusBadGateway, "no upstream"))
+	expectRetryEvents(ctx, t, m, sub, StateFailed, "Bad Gateway")
+}
+
+// retryingManager returns a Manager with a bus that tries remote servers
+// again every few milliseconds.
+func retryingManager(t *testing.T) (*Manager, *events.Bus) {
+	return busManager(t, &Options{
+		ProbeTimeout:      20 * time.Second,
+		RestartBackoff:    10 * time.Millisecond,
+		RestartBackoffMax: 20 * time.Millisecond,
+		Dialer:            NewRemoteDialer(&RemoteOptions{HTTPClient: testHTTPClient(t)}),
+	})
+}
+
+// expectRetryEvents reads server r's state events until one in state whose
+// error contains errPart, lets five more attempts fail the same way, and
+// checks that no event repeated the one before it.
+func expectRetryEvents(ctx context.Context, t *testing.T, m *Manager, sub *events.Subscription, state State, errPart string) {
+	t.Helper()
 	var got []events.Event
 	for {
 		ev, err := sub.Next(ctx)
 		if err != nil {
-			t.Fatalf("waiting for a reconnecting event with the reconnect's error: %v; got %+v", err, got)
+			t.Fatalf("waiting for a %v event with %q in its error: %v; got %+v", state, errPart, err, got)
 		}
 		got = append(got, ev)
-		// The session's end names the failed stream; a reconnect, the
-		// initialize that failed.
-		if ev.State == StateReconnecting.String() && strings.Contains(ev.Error, `"initialize"`) {
+		if ev.State == state.String() && strings.Contains(ev.Error, errPart) {
 			break
 		}
 	}
-	// Many more attempts fail the same way: none of them publishes again.
 	st, _ := m.Get("r")
-	eventually(ctx, t, "more failed reconnects", func() bool {
+	eventually(ctx, t, "more failed attempts", func() bool {
 		now, _ := m.Get("r")
 		return now.Restarts >= st.Restarts+5
 	})
-	if st, _ := m.Get("r"); st.State != StateReconnecting || !strings.Contains(st.LastError, `"initialize"`) {
-		t.Fatalf("got state %v, last error %q; want reconnecting with the failed initialize (events: %+v)", st.State, st.LastError, got)
+	if st, _ := m.Get("r"); st.State != state || !strings.Contains(st.LastError, errPart) {
+		t.Fatalf("got state %v, last error %q; want %v with %q (events: %+v)", st.State, st.LastError, state, errPart, got)
 	}
 	for {
 		waitCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)

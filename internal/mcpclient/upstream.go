@@ -426,12 +426,12 @@ func (u *upstream) serve(r *run) {
 			return
 		}
 		switch {
-		case wasReady && connectFailed:
-			u.reconnectFailed(err.Error())
-		case wasReady:
+		case wasReady && !connectFailed:
 			u.setState(StateReconnecting, err.Error())
-		default:
-			u.setState(StateFailed, err.Error())
+		case wasReady:
+			u.retryFailed(StateReconnecting, err.Error())
+		default: // a remote server that was never ready, retried
+			u.retryFailed(StateFailed, err.Error())
 			settle()
 		}
 		if !backoff.wait(r.ctx) {
@@ -1085,12 +1085,13 @@ func (u *upstream) setState(state State, lastErr string) {
 	u.changeState(state, lastErr, false)
 }
 
-// reconnectFailed sets StateReconnecting after a failed attempt to
-// reconnect. The state stays, but an error unlike the one last published is
-// news to an agent following events: it is published. The same error again
-// is not (a server away for an hour must not flood the event buffer).
-func (u *upstream) reconnectFailed(lastErr string) {
-	u.changeState(StateReconnecting, lastErr, true)
+// retryFailed sets the state after a failed attempt to connect that will
+// be retried (StateReconnecting, or StateFailed for a remote server never
+// ready). The state may stay, but an error unlike the one last published
+// is news to an agent following events: it is published. The same error
+// again is not (a server away for an hour must not flood the event buffer).
+func (u *upstream) retryFailed(state State, lastErr string) {
+	u.changeState(state, lastErr, true)
 }
 
 // changeState sets the state and, if not empty, the last error, and
