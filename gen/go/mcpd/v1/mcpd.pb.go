@@ -5540,7 +5540,9 @@ func (*ListChanged) Descriptor() ([]byte, []int) {
 	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{64}
 }
 
-// ServerStateChanged gives a server's new state.
+// ServerStateChanged gives a server's new state, or, for a server retried
+// in the background (RECONNECTING, or a remote server FAILED before it was
+// ever ready), the same state with a new error.
 type ServerStateChanged struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Gives the new state.

@@ -2780,7 +2780,9 @@ export const ListChangedSchema: GenMessage<ListChanged> = /*@__PURE__*/
   messageDesc(file_mcpd_v1_mcpd, 64);
 
 /**
- * ServerStateChanged gives a server's new state.
+ * ServerStateChanged gives a server's new state, or, for a server retried
+ * in the background (RECONNECTING, or a remote server FAILED before it was
+ * ever ready), the same state with a new error.
  *
  * @generated from message mcpd.v1.ServerStateChanged
  */
