@@ -72,14 +72,7 @@ func TestCallsAcrossRestart(t *testing.T) {
 // answer the line was).
 func TestTooLargeAnswerNotSentAgain(t *testing.T) {
 	ctx := testContext(t)
-	m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, MaxLineBytes: 4 << 10})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	m := closingManager(t, &Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, MaxLineBytes: 4 << 10})
 	if _, err := m.Connect(ctx, fakeServer("f", "serve"), false); err != nil {
 		t.Fatal(err)
 	}
@@ -312,14 +305,6 @@ func stopWhenSaid(ctx context.Context, t *testing.T, m *Manager, server, line st
 // newKeepAliveManager is a Manager that pings every 100ms and ends a
 // session after two failed pings in a row.
 func newKeepAliveManager(t *testing.T, log zerolog.Logger) *Manager {
-	m := NewManager(&Options{Logger: log, ProbeTimeout: 20 * time.Second, StopGrace: 200 * time.Millisecond,
+	return closingManager(t, &Options{Logger: log, ProbeTimeout: 20 * time.Second, StopGrace: 200 * time.Millisecond,
 		KeepAlive: 100 * time.Millisecond, KeepAliveFailures: 2, RestartBackoff: 10 * time.Millisecond})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return m
 }

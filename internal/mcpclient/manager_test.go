@@ -49,6 +49,21 @@ func (r *stateRecorder) get(name string) []State {
 	return append([]State(nil), r.states[name]...)
 }
 
+// closingManager returns a Manager that is closed when the test ends,
+// failing the test if its servers do not stop within 10s.
+func closingManager(t *testing.T, opts *Options) *Manager {
+	t.Helper()
+	m := NewManager(opts)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return m
+}
+
 // newTestManager returns a Manager whose era probe waits probe: long for
 // servers that answer it (a loaded machine must not turn them legacy),
 // short for those that ignore it.
@@ -58,17 +73,10 @@ func newTestManager(t *testing.T, probe ...time.Duration) (*Manager, *stateRecor
 	if len(probe) > 0 {
 		timeout = probe[0]
 	}
-	m := NewManager(&Options{
+	m := closingManager(t, &Options{
 		ProbeTimeout:  timeout,
 		StopGrace:     500 * time.Millisecond,
 		OnStateChange: rec.record,
-	})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
 	})
 	return m, rec
 }
@@ -191,14 +199,7 @@ func TestSessionEndsWhileSettingUp(t *testing.T) {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Parallel()
 			rec := &stateRecorder{states: make(map[string][]State)}
-			m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, MaxLineBytes: 4 << 10, OnStateChange: rec.record})
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				if err := m.Close(ctx); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
+			m := closingManager(t, &Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, MaxLineBytes: 4 << 10, OnStateChange: rec.record})
 			st, err := m.Connect(testContext(t), fakeServer("f", tt.mode), false)
 			if err != nil {
 				t.Fatal(err)
@@ -237,14 +238,7 @@ func TestStdoutClosedNamedInLastError(t *testing.T) {
 			ctx := testContext(t)
 			// No second attempt within the test: last_error stays the
 			// first session's.
-			m := NewManager(&Options{ProbeTimeout: 20 * time.Second, StopGrace: 200 * time.Millisecond, RestartBackoff: time.Hour})
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				if err := m.Close(ctx); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
+			m := closingManager(t, &Options{ProbeTimeout: 20 * time.Second, StopGrace: 200 * time.Millisecond, RestartBackoff: time.Hour})
 			cfg := fakeServer("f", tt.mode)
 			cfg.ProtocolVersion = "2025-11-25" // an initialize, not a probe, comes first
 			if _, err := m.Connect(ctx, cfg, false); err != nil {
@@ -269,14 +263,7 @@ func TestStdoutClosedNamedInLastError(t *testing.T) {
 // answers fails at the connect timeout with an error that says what it
 // wrote, not only that it did not answer.
 func TestConnectTimeoutNamesStdoutNoise(t *testing.T) {
-	m := NewManager(&Options{ConnectTimeout: 3 * time.Second, StopGrace: 500 * time.Millisecond})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	m := closingManager(t, &Options{ConnectTimeout: 3 * time.Second, StopGrace: 500 * time.Millisecond})
 	cfg := fakeServer("f", "stdout-logger")
 	cfg.ProtocolVersion = "2025-11-25" // one process, asked once: no probe
 	st, err := m.Connect(testContext(t), cfg, false)

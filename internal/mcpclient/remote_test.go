@@ -175,16 +175,8 @@ func busManager(t *testing.T, opts *Options) (*Manager, *events.Bus) {
 	t.Helper()
 	bus := events.NewBus(nil)
 	opts.Events = bus
-	m := NewManager(opts)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		bus.Close()
-	})
-	return m, bus
+	t.Cleanup(bus.Close) // after the Manager's Close: cleanups run last first
+	return closingManager(t, opts), bus
 }
 
 func remoteConfig(name string, kind config.TransportKind, url string) config.Server {
