@@ -120,6 +120,10 @@ type Server struct {
 	// OAuth configures authorization for an HTTP or SSE server; nil means
 	// the defaults (see [OAuth]).
 	OAuth *OAuth
+	// TLS names a private CA and a client certificate for an HTTP or SSE
+	// server; nil means the system's roots and no client certificate.
+	// Validate reads its files; mcpd reads them again for every session.
+	TLS *TLS
 
 	// Options.
 	CallTimeout     time.Duration // per-call timeout when the caller sets none
@@ -217,7 +221,9 @@ func isNameByte(c byte) bool {
 // Validate checks that s describes a server mcpd can start: a valid name,
 // a command for stdio, an absolute http(s) URL for http and sse, no fields
 // of the other transport, a known ProtocolVersion, non-negative timeouts,
-// well-formed tool filters, env names and header names. It reports every
+// well-formed tool filters, env names and header names, and a tls block
+// whose files exist and load (a valid CA, a client certificate that
+// matches its key). It reports every
 // problem it finds in one error wrapping [ErrInvalid]. Error messages name
 // fields and keys but never print env or header values.
 func (s *Server) Validate() error {
@@ -259,6 +265,9 @@ func (s *Server) Validate() error {
 		if s.OAuth != nil {
 			add("stdio server takes no oauth block (OAuth is for http and sse servers)")
 		}
+		if s.TLS != nil {
+			add("stdio server takes no tls block (tls is for http and sse servers)")
+		}
 	case TransportHTTP, TransportSSE, TransportAuto:
 		if p := urlProblem(s.URL); p != "" {
 			ps = append(ps, p)
@@ -277,9 +286,18 @@ func (s *Server) Validate() error {
 		if s.OAuth != nil {
 			ps = append(ps, s.OAuth.problems()...)
 		}
+		if s.TLS != nil {
+			if tp := s.TLS.problems(); len(tp) > 0 {
+				ps = append(ps, tp...)
+			} else if _, err := s.TLS.Load(); err != nil {
+				// Read again at every connect: a file that goes bad
+				// later fails that connect instead (last_error).
+				ps = append(ps, err.Error())
+			}
+		}
 	case TransportAgent:
-		if s.Command != "" || len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" || s.URL != "" || len(s.Headers) > 0 || s.OAuth != nil {
-			add("sdk server takes no command, args, env, cwd, url, headers or oauth: an agent serves its tools")
+		if s.Command != "" || len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" || s.URL != "" || len(s.Headers) > 0 || s.OAuth != nil || s.TLS != nil {
+			add("sdk server takes no command, args, env, cwd, url, headers, oauth or tls: an agent serves its tools")
 		}
 	default:
 		add("transport is %s (want stdio, http or sse)", s.Kind)
@@ -414,6 +432,7 @@ func (s *Server) Equal(o *Server) bool {
 		s.URL == o.URL &&
 		maps.Equal(s.Headers, o.Headers) &&
 		s.OAuth.Equal(o.OAuth) &&
+		s.TLS.Equal(o.TLS) &&
 		s.CallTimeout == o.CallTimeout &&
 		s.ConnectTimeout == o.ConnectTimeout &&
 		s.ProtocolVersion == o.ProtocolVersion &&
@@ -439,6 +458,7 @@ func (s *Server) Clone() *Server {
 	c.Env = maps.Clone(s.Env)
 	c.Headers = maps.Clone(s.Headers)
 	c.OAuth = s.OAuth.Clone()
+	c.TLS = s.TLS.Clone()
 	c.ToolsAllow = slices.Clone(s.ToolsAllow)
 	c.ToolsDeny = slices.Clone(s.ToolsDeny)
 	c.ToolsAsk = slices.Clone(s.ToolsAsk)
@@ -547,6 +567,9 @@ func (s Server) String() string {
 		b.WriteByte(' ')
 		b.WriteString(s.DisplayURL())
 		writeKeys(&b, "headers", s.Headers)
+		if s.TLS != nil {
+			b.WriteString(" tls")
+		}
 	}
 	if s.CallTimeout != 0 {
 		fmt.Fprintf(&b, " timeout=%v", s.CallTimeout)

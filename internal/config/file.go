@@ -90,6 +90,12 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 //	{"command": "npx", "args": [...], "env": {...}, "cwd": "..."}       stdio ("type": "stdio" optional)
 //	{"type": "http" | "sse" | "streamable-http", "url": "...", "headers": {...}}
 //
+// A url entry may have a "tls" block, {"ca": "...", "cert": "...",
+// "key": "..."}: absolute paths of PEM files, the CA its certificate must
+// chain to and the client certificate mcpd presents (see [TLS]). The
+// files must load when the entry is read, or the entry is invalid; mcpd
+// reads them again for every session.
+//
 // An entry with a url and no type (or "type": "auto") has its transport
 // detected when mcpd connects: Streamable HTTP, then legacy SSE;
 // "serverUrl" (Windsurf) is read as "url". "disabled": true parks the
@@ -101,8 +107,9 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 // run without asking), "trace" and "traceRedact". Any other field is
 // reported in the server's [Server.Warnings] and otherwise ignored.
 //
-// ${VAR} and ${VAR:-default} expand in command, args, env values, cwd, url
-// and header values; not in names, keys or options.
+// ${VAR} and ${VAR:-default} expand in command, args, env values, cwd, url,
+// header values, the oauth block's secrets, URLs and paths, and the tls
+// block's paths; not in names, keys or options.
 //
 // Parse returns an error only when the whole file is unusable: not JSON, not
 // an object, no "mcpServers" or "servers" key, or one of those not an
@@ -232,6 +239,7 @@ type entry struct {
 	// StrictCapabilities: see Server.StrictCapabilities.
 	StrictCapabilities bool       `json:"strictCapabilities"`
 	OAuth              *OAuth     `json:"oauth"`
+	TLS                *TLS       `json:"tls"`
 	Permissions        *ToolRules `json:"permissions"`
 	AlwaysAllow        []string   `json:"alwaysAllow"`
 	AutoApprove        []string   `json:"autoApprove"`
@@ -253,10 +261,11 @@ var entryFields = jsonNames(reflect.TypeFor[entry]())
 var permissionFields = jsonNames(reflect.TypeFor[ToolRules]())
 
 // oauthFields and idpFields are the keys of an "oauth" block and of its
-// "idp" object.
+// "idp" object; tlsFields those of a "tls" block.
 var (
 	oauthFields = jsonNames(reflect.TypeFor[OAuth]())
 	idpFields   = jsonNames(reflect.TypeFor[IdP]())
+	tlsFields   = jsonNames(reflect.TypeFor[TLS]())
 )
 
 // entryWarnings names every key of an entry, and of its nested blocks,
@@ -271,6 +280,9 @@ func entryWarnings(raw json.RawMessage) []string {
 		if im, ok := rawMember(om, "idp"); ok {
 			ws = append(ws, unknownKeys(im, idpFields, "oauth.idp field")...)
 		}
+	}
+	if tm, ok := rawMember(raw, "tls"); ok {
+		ws = append(ws, unknownKeys(tm, tlsFields, "tls field")...)
 	}
 	return ws
 }
@@ -336,7 +348,7 @@ func onlyKeys(raw json.RawMessage, known map[string]bool) json.RawMessage {
 }
 
 // knownOnly is the entry raw with only the fields mcpd reads, in its
-// nested permissions and oauth blocks too.
+// nested permissions, oauth and tls blocks too.
 func knownOnly(raw json.RawMessage) json.RawMessage {
 	out := onlyKeys(raw, entryFields)
 	ms, err := objectMembers(out)
@@ -358,6 +370,8 @@ func knownOnly(raw json.RawMessage) json.RawMessage {
 				o = joinMembers(om)
 			}
 			ms[i].value = o
+		case "tls":
+			ms[i].value = onlyKeys(m.value, tlsFields)
 		}
 	}
 	return joinMembers(ms)
@@ -535,6 +549,9 @@ func (e *entry) server(name string, ex expander, warnings []string) (Server, err
 	s.Headers = expandMap("headers", e.Headers, expand)
 	if e.OAuth != nil {
 		s.OAuth = expandOAuth(e.OAuth, expand)
+	}
+	if e.TLS != nil {
+		s.TLS = &TLS{CA: expand("tls.ca", e.TLS.CA), Cert: expand("tls.cert", e.TLS.Cert), Key: expand("tls.key", e.TLS.Key)}
 	}
 
 	s.CallTimeout, err = seconds("timeout", e.Timeout)

@@ -27,10 +27,10 @@ import (
 // The reader ([Layer.Reserved]) must be given the same reserved. It
 // must name finitely many variables.
 //
-// Command, args, cwd, options and the other OAuth fields are written as
-// they are, "${" and all: read back as a state file (a [Layer] with
-// State), only the references above expand, so every other value means
-// what it meant to ConnectServer. secrets reports the references written.
+// Command, args, cwd, options, the other OAuth fields and the tls block's
+// paths are written as they are, "${" and all: read back as a state file
+// (a [Layer] with State), only the references above expand, so every
+// other value means what it meant to ConnectServer. secrets reports the references written.
 func MarshalEntry(s *Server, reserved func(name string) bool) (data []byte, secrets []string, err error) {
 	ref := func(field string) string {
 		name, _ := stateRef(s.Name, field, reserved)
@@ -70,6 +70,7 @@ func MarshalEntry(s *Server, reserved func(name string) bool) (data []byte, secr
 	if u, perr := url.Parse(s.URL); s.URL != "" && (perr != nil || u.User != nil || u.RawQuery != "") {
 		e.URL = ref("url")
 	}
+	e.TLS = s.TLS.Clone() // paths, not secrets: written as they are
 	if s.OAuth != nil {
 		o := s.OAuth.Clone()
 		secret := func(v *string, field string) {
@@ -160,6 +161,7 @@ type persistedEntry struct {
 	ToolsDeny       []string          `json:"toolsDeny,omitempty"`
 	ToolsAsk        []string          `json:"toolsAsk,omitempty"`
 	OAuth           *OAuth            `json:"oauth,omitempty"`
+	TLS             *TLS              `json:"tls,omitempty"`
 
 	StrictCapabilities bool     `json:"strictCapabilities,omitempty"`
 	Trace              bool     `json:"trace,omitempty"`
