@@ -89,6 +89,9 @@ type RemoteOptions struct {
 	// answers such a POST would otherwise hold a goroutine, and the
 	// session's close, for ever. Default 1 minute.
 	PostTimeout time.Duration
+
+	// tls holds the HTTP transports of servers with a tls block.
+	tls *tlsTransports
 }
 
 func (o *RemoteOptions) withDefaults() *RemoteOptions {
@@ -108,6 +111,7 @@ func (o *RemoteOptions) withDefaults() *RemoteOptions {
 	if out.PostTimeout <= 0 {
 		out.PostTimeout = defaultPostTimeout
 	}
+	out.tls = &tlsTransports{byServer: make(map[string]*tlsTransport)}
 	return &out
 }
 
@@ -208,8 +212,16 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errorf(ErrInvalidArgument, "server %q: url is not an absolute http(s) URL", cfg.Name)
 	}
+	wire := o.HTTPClient.Transport
+	if cfg.TLS != nil {
+		t, err := o.tls.get(cfg.Name, cfg.TLS, wire)
+		if err != nil {
+			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
+		}
+		wire = t
+	}
 	rt := &remoteRoundTripper{
-		base:        o.Telemetry.HTTPTransport(o.HTTPClient.Transport),
+		base:        o.Telemetry.HTTPTransport(wire),
 		origin:      origin(u),
 		headers:     make(http.Header, len(cfg.Headers)),
 		maxBytes:    o.MaxMessageBytes,

@@ -1,0 +1,88 @@
+package mcpclient
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+)
+
+// A server with a tls block (a private CA, a client certificate) needs
+// TLS settings of its own, and net/http keeps them per http.Transport: such
+// a server gets a copy of the base transport, with the block's
+// configuration, that its sessions share (and with it their pooled
+// connections). As the listener's certificates are (access.NewServerTLS),
+// the block's files are read again for every new session and parsed
+// again when their content changed: a rotated client certificate or CA
+// is used from the next session on, without a restart of mcpd. The
+// connections of the previous copy are closed once idle; those in use
+// (a session's open stream) end with their session.
+//
+// Unlike a listener, which keeps serving the previous certificate when
+// changed files do not load, a session whose files do not load fails to
+// connect with an error naming the field and the path: that is the
+// server's last_error, and the next attempt reads the files again.
+
+// tlsTransports are the transports of the servers with a tls block, by
+// server name. A server that is gone keeps its entry (a few bytes, and
+// connections that close once idle for the base's IdleConnTimeout):
+// only config files set tls blocks, so the names are few.
+type tlsTransports struct {
+	mu       sync.Mutex
+	byServer map[string]*tlsTransport
+}
+
+// tlsTransport is the transport of one server's tls block, and the file
+// contents it was made from.
+type tlsTransport struct {
+	block config.TLS
+	pem   config.TLSPEM
+	t     *http.Transport
+}
+
+// get returns the transport of server, whose block is block, reading the
+// block's files. base is RemoteOptions.HTTPClient's transport; nil stands
+// for http.DefaultTransport.
+func (ts *tlsTransports) get(server string, block *config.TLS, base http.RoundTripper) (*http.Transport, error) {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	bt, ok := base.(*http.Transport)
+	if !ok {
+		return nil, errorf(ErrInvalidArgument, "a tls block needs mcpd's own HTTP transport, not a %T", base)
+	}
+	pem, err := block.Read()
+	if err != nil {
+		return nil, err
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	cur := ts.byServer[server]
+	if cur != nil && cur.block == *block && cur.pem.Equal(pem) {
+		return cur.t, nil
+	}
+	cfg, err := block.ClientConfig(pem)
+	if err != nil {
+		return nil, err
+	}
+	t := bt.Clone()
+	if bt.TLSClientConfig != nil {
+		// Keep what the base sets (a server name, say); what the block
+		// names replaces the base's.
+		c := bt.TLSClientConfig.Clone()
+		if block.CA != "" {
+			c.RootCAs = cfg.RootCAs
+		}
+		if block.Cert != "" {
+			c.Certificates, c.GetClientCertificate = nil, cfg.GetClientCertificate
+		}
+		c.MinVersion = max(c.MinVersion, cfg.MinVersion)
+		cfg = c
+	}
+	t.TLSClientConfig = cfg
+	ts.byServer[server] = &tlsTransport{block: *block, pem: pem, t: t}
+	if cur != nil {
+		cur.t.CloseIdleConnections()
+	}
+	return t, nil
+}
