@@ -64,7 +64,9 @@ type RemoteOptions struct {
 	// are kept. Its Timeout must stay zero: streams live as long as their
 	// session, and each request is bounded by its own context. Default: a
 	// client with dial, TLS handshake and idle timeouts and no overall
-	// timeout.
+	// timeout. A server with a tls block gets a copy of the Transport
+	// with the block's settings, so the Transport must then be an
+	// *http.Transport (or nil, for http.DefaultTransport).
 	HTTPClient *http.Client
 	// Telemetry, if set and tracing, adds the trace context of each MCP
 	// request to its HTTP request as traceparent headers.

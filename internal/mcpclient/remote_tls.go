@@ -15,8 +15,8 @@ import (
 // the block's files are read again for every new session and parsed
 // again when their content changed: a rotated client certificate or CA
 // is used from the next session on, without a restart of mcpd. The
-// connections of the previous copy are closed once idle; those in use
-// (a session's open stream) end with their session.
+// previous copy's idle connections are closed then; one still in use (a
+// stream of an older session) closes by the idle timeout once it is idle.
 //
 // Unlike a listener, which keeps serving the previous certificate when
 // changed files do not load, a session whose files do not load fails to
