@@ -854,8 +854,8 @@ func TestMCPEndpointSessionOwnerByCertificate(t *testing.T) {
 	  {"name": "alpha", "dns_name": "alpha.e2e.test", "permissions": {"servers": ["demo"]}},
 	  {"name": "beta", "dns_name": "beta.e2e.test", "permissions": {"servers": ["demo"]}}
 	]}`)
-	alphaCert, alphaKey := clientCA.issue(t, "alpha", certSpec{cn: "alpha", dns: []string{"alpha.e2e.test"}})
-	betaCert, betaKey := clientCA.issue(t, "beta", certSpec{cn: "beta", dns: []string{"beta.e2e.test"}})
+	alphaCert, alphaKey := clientCA.issue(t, "alpha", certSpec{CN: "alpha", DNS: []string{"alpha.e2e.test"}})
+	betaCert, betaKey := clientCA.issue(t, "beta", certSpec{CN: "beta", DNS: []string{"beta.e2e.test"}})
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	d := startDaemon(ctx, t, daemonOptions{
 		args:  []string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA.path, "--callers", callers, "--mcp-listen", addr},

@@ -128,8 +128,8 @@ func TestHealthTLS(t *testing.T) {
 	ctx := testContext(t)
 	serverCA, otherCA, clientCA := newCA(t, "server"), newCA(t, "other"), newCA(t, "clients")
 	// Only the name "mcpd": dialing 127.0.0.1 needs --tls-server-name.
-	cert, key := serverCA.issue(t, "mcpd", certSpec{cn: "mcpd", dns: []string{"mcpd"}, server: true})
-	clientCert, clientKey := clientCA.issue(t, "probe", certSpec{cn: "probe"})
+	cert, key := serverCA.issue(t, "mcpd", certSpec{CN: "mcpd", DNS: []string{"mcpd"}, Server: true})
+	clientCert, clientKey := clientCA.issue(t, "probe", certSpec{CN: "probe"})
 	notPEM := filepath.Join(shortTempDir(t), "not.pem")
 	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
 		t.Fatal(err)

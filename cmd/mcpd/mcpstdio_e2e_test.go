@@ -145,7 +145,7 @@ func TestMCPStdioTLS(t *testing.T) {
 	serverCA := newCA(t, "server")
 	clientCA := newCA(t, "clients")
 	cert, key := serverCA.serverCert(t, "mcpd")
-	clientCert, clientKey := clientCA.issue(t, "host", certSpec{cn: "host"})
+	clientCert, clientKey := clientCA.issue(t, "host", certSpec{CN: "host"})
 	serve := []string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA.path}
 	tcp := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	sock := "unix://" + filepath.Join(shortTempDir(t), "mcp.sock")

@@ -255,7 +255,7 @@ func TestMetricsListenerSafety(t *testing.T) {
 			env:    []string{"MCPD_API_TOKEN=" + token},
 			creds:  clientTLS(t, ca, "", ""),
 		})
-		httpsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool(), MinVersion: tls.VersionTLS12}}}
+		httpsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}}}
 		t.Cleanup(httpsClient.CloseIdleConnections)
 		for _, tc := range []struct {
 			client *http.Client

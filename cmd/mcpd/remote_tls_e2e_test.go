@@ -40,7 +40,7 @@ func TestRemoteServerMutualTLS(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Message}}}, nil, nil
 	})
 	up := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	up.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientCA.pool(), MinVersion: tls.VersionTLS12}
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientCA.Pool(), MinVersion: tls.VersionTLS12}
 	up.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
 	up.StartTLS()
 	t.Cleanup(func() {
@@ -62,7 +62,7 @@ func TestRemoteServerMutualTLS(t *testing.T) {
 		}
 	}
 	copyFile(serverCA.path, "ca.pem")
-	goodCert, goodKey := clientCA.issue(t, "mcpd", certSpec{cn: "mcpd"})
+	goodCert, goodKey := clientCA.issue(t, "mcpd", certSpec{CN: "mcpd"})
 	copyFile(goodCert, "client.pem")
 	copyFile(goodKey, "client-key.pem")
 
@@ -93,7 +93,7 @@ func TestRemoteServerMutualTLS(t *testing.T) {
 			t.Logf("RestartServer: %v", err) // the state below says how it went
 		}
 	}
-	rogueCert, rogueKey := rogueCA.issue(t, "rogue", certSpec{cn: "mcpd"})
+	rogueCert, rogueKey := rogueCA.issue(t, "rogue", certSpec{CN: "mcpd"})
 	copyFile(rogueCert, "client.pem")
 	copyFile(rogueKey, "client-key.pem")
 	restart()
@@ -101,7 +101,7 @@ func TestRemoteServerMutualTLS(t *testing.T) {
 	if e := s.GetLastError(); !strings.Contains(e, "bad certificate") && !strings.Contains(e, "unknown certificate authority") {
 		t.Errorf("internal with a rogue client certificate: got last error %q, want the server's refusal", e)
 	}
-	newCert, newKey := clientCA.issue(t, "mcpd-rotated", certSpec{cn: "mcpd"})
+	newCert, newKey := clientCA.issue(t, "mcpd-rotated", certSpec{CN: "mcpd"})
 	copyFile(newCert, "client.pem")
 	copyFile(newKey, "client-key.pem")
 	restart()

@@ -166,8 +166,8 @@ func TestMutualTLSCallers(t *testing.T) {
 	  {"name": "beta", "dns_name": "beta.e2e.test",
 	   "permissions": {"servers": ["demo"], "tools": ["mcp__demo__a*"]}}
 	]}`)
-	alphaCert, alphaKey := clientCA.issue(t, "alpha", certSpec{cn: "ignored", uris: []string{"spiffe://e2e.test/agent/alpha"}})
-	betaCert, betaKey := clientCA.issue(t, "beta", certSpec{cn: "beta", dns: []string{"beta.e2e.test"}})
+	alphaCert, alphaKey := clientCA.issue(t, "alpha", certSpec{CN: "ignored", URIs: []string{"spiffe://e2e.test/agent/alpha"}})
+	betaCert, betaKey := clientCA.issue(t, "beta", certSpec{CN: "beta", DNS: []string{"beta.e2e.test"}})
 	d := startDaemon(ctx, t, daemonOptions{
 		listen: "127.0.0.1:" + strconv.Itoa(freePort(t)), // beyond loopback too (TestGuards)
 		args:   []string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA.path, "--callers", callers},
@@ -195,10 +195,10 @@ func TestMutualTLSCallers(t *testing.T) {
 		t.Errorf("beta calls add: %v", err)
 	}
 
-	stranger, strangerKey := clientCA.issue(t, "stranger", certSpec{cn: "stranger"})
+	stranger, strangerKey := clientCA.issue(t, "stranger", certSpec{CN: "stranger"})
 	otherCA := newCA(t, "other")
-	foreign, foreignKey := otherCA.issue(t, "foreign", certSpec{uris: []string{"spiffe://e2e.test/agent/alpha"}})
-	expired, expiredKey := clientCA.issue(t, "expired", certSpec{uris: []string{"spiffe://e2e.test/agent/alpha"}, notAfter: time.Now().Add(-time.Minute)})
+	foreign, foreignKey := otherCA.issue(t, "foreign", certSpec{URIs: []string{"spiffe://e2e.test/agent/alpha"}})
+	expired, expiredKey := clientCA.issue(t, "expired", certSpec{URIs: []string{"spiffe://e2e.test/agent/alpha"}, NotAfter: time.Now().Add(-time.Minute)})
 	for _, tc := range []struct {
 		name string
 		cert string
@@ -234,7 +234,7 @@ func TestTLSRotation(t *testing.T) {
 	})
 	served := func() string {
 		t.Helper()
-		dialer := &tls.Dialer{Config: &tls.Config{RootCAs: ca.pool(), ServerName: "localhost", NextProtos: []string{"h2"}}}
+		dialer := &tls.Dialer{Config: &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", NextProtos: []string{"h2"}}}
 		conn, err := dialer.DialContext(ctx, "tcp", d.dialTo)
 		if err != nil {
 			t.Fatalf("TLS dial: %v", err)
@@ -245,7 +245,7 @@ func TestTLSRotation(t *testing.T) {
 	if got := served(); got != "mcpd-one" {
 		t.Fatalf("served certificate: got CN %q, want mcpd-one", got)
 	}
-	newCert, newKey := ca.issueBytes(t, certSpec{cn: "mcpd-two", dns: []string{"localhost"}, ips: []net.IP{net.IPv4(127, 0, 0, 1)}, server: true})
+	newCert, newKey := ca.Issue(t, certSpec{CN: "mcpd-two", DNS: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true})
 	replaceFile(t, cert, string(newCert))
 	if got := served(); got != "mcpd-one" {
 		t.Errorf("with a new certificate but the old key: got CN %q, want mcpd-one still served", got)
@@ -274,8 +274,8 @@ func TestTLSClientCARotation(t *testing.T) {
 	cert, key := serverCA.serverCert(t, "mcpd")
 	clientCA := filepath.Join(shortTempDir(t), "clients-ca.pem")
 	copyFile(t, oldCA.path, clientCA)
-	oldCert, oldKey := oldCA.issue(t, "agent", certSpec{cn: "agent"})
-	newCert, newKey := newClientCA.issue(t, "agent", certSpec{cn: "agent"})
+	oldCert, oldKey := oldCA.issue(t, "agent", certSpec{CN: "agent"})
+	newCert, newKey := newClientCA.issue(t, "agent", certSpec{CN: "agent"})
 	d := startDaemon(ctx, t, daemonOptions{
 		listen: "127.0.0.1:" + strconv.Itoa(freePort(t)),
 		config: emptyConfig(t),
@@ -297,7 +297,7 @@ func TestTLSClientCARotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := &tls.Dialer{Config: &tls.Config{
-		RootCAs: serverCA.pool(), ServerName: "localhost", Certificates: []tls.Certificate{pair},
+		RootCAs: serverCA.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{pair},
 		MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11, NextProtos: []string{"h2"},
 	}}
 	if conn, err := old.DialContext(ctx, "tcp", d.dialTo); err == nil {

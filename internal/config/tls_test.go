@@ -1,20 +1,13 @@
 package config
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/mcpd-project/mcpd/internal/testpki"
 )
 
 // tlsFiles are PEM files made for one test: a CA, a client certificate
@@ -27,53 +20,22 @@ type tlsFiles struct {
 func writeTLSFiles(t *testing.T) tlsFiles {
 	t.Helper()
 	dir := t.TempDir()
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	write := func(name, typ string, der []byte) (string, []byte) {
+	write := func(name string, b []byte) string {
 		path := filepath.Join(dir, name)
-		b := pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path, b
+		testpki.WriteFile(t, path, b)
+		return path
 	}
-	caKey := newKey()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	ca := testpki.NewCA(t, "test CA")
+	cert, key := ca.Issue(t, testpki.Spec{CN: "mcpd"})
+	return tlsFiles{
+		dir:      dir,
+		ca:       write("ca.pem", ca.PEM),
+		cert:     write("client.pem", cert),
+		key:      write("client-key.pem", key),
+		keyPEM:   key,
+		otherKey: write("other-key.pem", testpki.KeyPEM(t, testpki.NewKey(t))),
+		garbage:  write("garbage.pem", []byte("not a certificate\n")),
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	clientKey := newKey()
-	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "mcpd"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, caCert, &clientKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := tlsFiles{dir: dir}
-	f.ca, _ = write("ca.pem", "CERTIFICATE", caDER)
-	f.cert, _ = write("client.pem", "CERTIFICATE", der)
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(clientKey)
-	f.key, f.keyPEM = write("client-key.pem", "PRIVATE KEY", keyDER)
-	otherDER, _ := x509.MarshalPKCS8PrivateKey(newKey())
-	f.otherKey, _ = write("other-key.pem", "PRIVATE KEY", otherDER)
-	f.garbage = filepath.Join(dir, "garbage.pem")
-	if err := os.WriteFile(f.garbage, []byte("not a certificate\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // tlsEntry is a .mcp.json with one server, name, whose entry is entry.
