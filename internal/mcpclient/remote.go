@@ -113,7 +113,7 @@ func (o *RemoteOptions) withDefaults() *RemoteOptions {
 	if out.PostTimeout <= 0 {
 		out.PostTimeout = defaultPostTimeout
 	}
-	out.tls = &tlsTransports{byServer: make(map[string]*tlsTransport)}
+	out.tls = &tlsTransports{byBlock: make(map[config.TLS]*tlsTransport)}
 	return &out
 }
 
@@ -216,7 +216,7 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 	}
 	wire := o.HTTPClient.Transport
 	if cfg.TLS != nil {
-		t, err := o.tls.get(cfg.Name, cfg.TLS, wire)
+		t, err := o.tls.get(cfg.TLS, wire)
 		if err != nil {
 			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}

@@ -10,7 +10,8 @@ import (
 // A server with a tls block (a private CA, a client certificate) needs
 // TLS settings of its own, and net/http keeps them per http.Transport: such
 // a server gets a copy of the base transport, with the block's
-// configuration, that its sessions share (and with it their pooled
+// configuration, that its sessions share with those of servers whose
+// blocks name the same files (and with it their pooled
 // connections). As the listener's certificates are (access.NewServerTLS),
 // the block's files are read again for every new session and parsed
 // again when their content changed: a rotated client certificate or CA
@@ -23,27 +24,28 @@ import (
 // connect with an error naming the field and the path: that is the
 // server's last_error, and the next attempt reads the files again.
 
-// tlsTransports are the transports of the servers with a tls block, by
-// server name. A server that is gone keeps its entry (a few bytes, and
-// connections that close once idle for the base's IdleConnTimeout):
-// only config files set tls blocks, so the names are few.
+// tlsTransports are the transports of the tls blocks in use, by block:
+// servers whose blocks name the same files share one (net/http keeps its
+// connections per host all the same). A block no server uses any more
+// keeps its entry (a few bytes, and connections that close once idle for
+// the base's IdleConnTimeout); only config files set blocks, so they are
+// few, and renaming or replacing servers adds none.
 type tlsTransports struct {
-	mu       sync.Mutex
-	byServer map[string]*tlsTransport
+	mu      sync.Mutex
+	byBlock map[config.TLS]*tlsTransport
 }
 
-// tlsTransport is the transport of one server's tls block, and the file
-// contents it was made from.
+// tlsTransport is the transport of one tls block, and the file contents
+// it was made from.
 type tlsTransport struct {
-	block config.TLS
-	pem   config.TLSPEM
-	t     *http.Transport
+	pem config.TLSPEM
+	t   *http.Transport
 }
 
-// get returns the transport of server, whose block is block, reading the
-// block's files. base is RemoteOptions.HTTPClient's transport; nil stands
-// for http.DefaultTransport.
-func (ts *tlsTransports) get(server string, block *config.TLS, base http.RoundTripper) (*http.Transport, error) {
+// get returns the transport of block, reading the block's files. base is
+// RemoteOptions.HTTPClient's transport; nil stands for
+// http.DefaultTransport.
+func (ts *tlsTransports) get(block *config.TLS, base http.RoundTripper) (*http.Transport, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
@@ -57,8 +59,8 @@ func (ts *tlsTransports) get(server string, block *config.TLS, base http.RoundTr
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	cur := ts.byServer[server]
-	if cur != nil && cur.block == *block && cur.pem.Equal(pem) {
+	cur := ts.byBlock[*block]
+	if cur != nil && cur.pem.Equal(pem) {
 		return cur.t, nil
 	}
 	cfg, err := block.ClientConfig(pem)
@@ -80,7 +82,7 @@ func (ts *tlsTransports) get(server string, block *config.TLS, base http.RoundTr
 		cfg = c
 	}
 	t.TLSClientConfig = cfg
-	ts.byServer[server] = &tlsTransport{block: *block, pem: pem, t: t}
+	ts.byBlock[*block] = &tlsTransport{pem: pem, t: t}
 	if cur != nil {
 		cur.t.CloseIdleConnections()
 	}
