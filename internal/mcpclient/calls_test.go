@@ -226,14 +226,21 @@ func TestKeepAliveEndsSessionHungInRefresh(t *testing.T) {
 
 // TestKeepAliveKeepsBusySession: a server that answers nothing while it
 // runs a call (stopped here, as a server whose tool runs on the thread
-// that reads its input) fails its pings, but its session is kept until
-// the call ends, and the call gets its result.
+// that reads its input) fails its pings (its server/discover probes, in
+// the 2026-07-28 era), but its session is kept until the call ends, and
+// the call gets its result.
 func TestKeepAliveKeepsBusySession(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) { testKeepAliveKeepsBusySession(t, version) })
+	}
+}
+
+func testKeepAliveKeepsBusySession(t *testing.T, version string) {
 	ctx := testContext(t)
 	var logs lockedBuffer
 	m := newKeepAliveManager(t, zerolog.New(&logs))
 	cfg := fakeServer("f", "serve")
-	cfg.ProtocolVersion = "2025-11-25"
+	cfg.ProtocolVersion = version
 	if _, err := m.Connect(ctx, cfg, false); err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +273,66 @@ func TestKeepAliveKeepsBusySession(t *testing.T) {
 	}
 	if st, _ := m.Get("f"); st.Pid != busy || st.State != StateReady {
 		t.Errorf("after the call: pid %d, state %v; want the same process, ready", st.Pid, st.State)
+	}
+}
+
+// TestKeepAliveEndsHungStatelessSession: a 2026-07-28 stdio server that
+// stops reading (its process runs on) fails the server/discover probes
+// mcpd sends in place of pings, and the session ends with them: the
+// server comes back in a new process.
+func TestKeepAliveEndsHungStatelessSession(t *testing.T) {
+	ctx := testContext(t)
+	m := newKeepAliveManager(t, zerolog.Nop())
+	st, err := m.Connect(ctx, fakeServer("f", "freeze"), false)
+	if err != nil || st.State != StateReady || st.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("connect: %v %q %v (%s); want a ready 2026-07-28 session", st.State, st.ProtocolVersion, err, st.LastError)
+	}
+	if _, err := m.CallTool(ctx, "mcp__f__freeze", nil, CallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Two failed probes take a few hundred milliseconds.
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	eventually(waitCtx, t, "the server back, in a new process", func() bool {
+		now, _ := m.Get("f")
+		return now.State == StateReady && now.Pid != st.Pid
+	})
+	if now, _ := m.Get("f"); !strings.Contains(now.LastError, "keepalive") || now.Restarts < 1 {
+		t.Errorf("got restarts %d, last error %q; want a restart after the failed keepalive probes", now.Restarts, now.LastError)
+	}
+	res, err := m.CallTool(ctx, "mcp__f__echo", map[string]any{"message": "back"}, CallOptions{})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "back" {
+		t.Errorf("a call after the restart: %v, %v", res, err)
+	}
+}
+
+// TestKeepAliveKeepsIdleStatelessSession: a healthy 2026-07-28 stdio
+// server that is probed over many intervals answers every probe, and its
+// session is kept: same process, no restart, nothing logged, calls work.
+func TestKeepAliveKeepsIdleStatelessSession(t *testing.T) {
+	ctx := testContext(t)
+	var logs lockedBuffer
+	// Probes at a slower pace than the other tests': a probe answered
+	// late on a loaded machine would log a failure.
+	m := newKeepAliveManagerEvery(t, zerolog.New(&logs).Level(zerolog.WarnLevel), 300*time.Millisecond)
+	st, err := m.Connect(ctx, fakeServer("f", "freeze"), false)
+	if err != nil || st.State != StateReady || st.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("connect: %v %q %v (%s); want a ready 2026-07-28 session", st.State, st.ProtocolVersion, err, st.LastError)
+	}
+	// The connect sent one server/discover; six more are probes.
+	eventually(ctx, t, "six keepalive probes", func() bool {
+		now, _ := m.Get("f")
+		return slices.Contains(now.StderrTail, "server/discover 7")
+	})
+	res, err := m.CallTool(ctx, "mcp__f__echo", map[string]any{"message": "still here"}, CallOptions{})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "still here" {
+		t.Errorf("a call between the probes: %v, %v", res, err)
+	}
+	if now, _ := m.Get("f"); now.Pid != st.Pid || now.Restarts != 0 || now.State != StateReady {
+		t.Errorf("after the probes: pid %d (was %d), restarts %d, state %v; want the same session", now.Pid, st.Pid, now.Restarts, now.State)
+	}
+	if logs.String() != "" {
+		t.Errorf("logged while the server answered every probe: %s", logs.String())
 	}
 }
 
@@ -305,6 +372,11 @@ func stopWhenSaid(ctx context.Context, t *testing.T, m *Manager, server, line st
 // newKeepAliveManager is a Manager that pings every 100ms and ends a
 // session after two failed pings in a row.
 func newKeepAliveManager(t *testing.T, log zerolog.Logger) *Manager {
+	return newKeepAliveManagerEvery(t, log, 100*time.Millisecond)
+}
+
+// newKeepAliveManagerEvery is newKeepAliveManager, pinging every interval.
+func newKeepAliveManagerEvery(t *testing.T, log zerolog.Logger, interval time.Duration) *Manager {
 	return closingManager(t, &Options{Logger: log, ProbeTimeout: 20 * time.Second, StopGrace: 200 * time.Millisecond,
-		KeepAlive: 100 * time.Millisecond, KeepAliveFailures: 2, RestartBackoff: 10 * time.Millisecond})
+		KeepAlive: interval, KeepAliveFailures: 2, RestartBackoff: 10 * time.Millisecond})
 }

@@ -127,6 +127,8 @@ func runFakeServer(mode string) int {
 		return 0
 	case "ticking", "ticking-legacy":
 		return serveTicking(mode == "ticking-legacy")
+	case "freeze":
+		return serveFreezing()
 	}
 	return serveStdio(&mcp.StdioTransport{})
 }
@@ -192,6 +194,59 @@ func serveStdio(t mcp.Transport) int {
 		return 1
 	}
 	return 0
+}
+
+// serveFreezing serves on stdio, in either era, and says on stderr how
+// many server/discover requests it has read ("server/discover 3"). Its
+// tool freeze answers, then makes the server hang: it reads, and so
+// answers, nothing more, while its process runs on.
+func serveFreezing() int {
+	frozen := make(chan struct{})
+	var once sync.Once
+	srv := fakeMCPServer()
+	mcp.AddTool(srv, &mcp.Tool{Name: "freeze"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		fmt.Fprintln(os.Stderr, "freezing")
+		once.Do(func() { close(frozen) })
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	if err := srv.Run(context.Background(), &freezingStdio{frozen: frozen}); err != nil {
+		fmt.Fprintln(os.Stderr, "fake server:", err)
+		return 1
+	}
+	return 0
+}
+
+// freezingStdio is a stdio transport whose connection counts the
+// server/discover requests it reads on stderr, and stops reading for good
+// once frozen is closed.
+type freezingStdio struct{ frozen chan struct{} }
+
+func (f *freezingStdio) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := (&mcp.StdioTransport{}).Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &freezingConn{Connection: conn, frozen: f.frozen}, nil
+}
+
+type freezingConn struct {
+	mcp.Connection
+	frozen    chan struct{}
+	discovers int // only Read uses it
+}
+
+func (c *freezingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	select {
+	case <-c.frozen:
+		time.Sleep(time.Hour) // a sleep, not a block: no deadlock to detect
+	default:
+	}
+	if req, ok := msg.(*jsonrpc.Request); err == nil && ok && req.Method == "server/discover" {
+		c.discovers++
+		fmt.Fprintf(os.Stderr, "server/discover %d\n", c.discovers)
+	}
+	return msg, err
 }
 
 // tickURI is the resource of a ticking fake server: it changes, and its

@@ -45,9 +45,11 @@ type Options struct {
 	// Defaults 5 and 1m.
 	CrashLoopRestarts int
 	CrashLoopWindow   time.Duration
-	// KeepAlive, if positive, pings legacy sessions at this interval;
-	// KeepAliveFailures consecutive failed pings end the session, which is
-	// then rebuilt. 2026-07-28 sessions have no ping.
+	// KeepAlive, if positive, checks sessions at this interval: a ping on
+	// legacy sessions, a server/discover on 2026-07-28 stdio sessions
+	// (that era has no ping); KeepAliveFailures consecutive failed checks
+	// end the session, which is then rebuilt. 2026-07-28 Streamable HTTP
+	// sessions are not checked.
 	KeepAlive         time.Duration
 	KeepAliveFailures int
 	// MaxInFlight caps the concurrent calls to one server (0: no cap); a

@@ -20,7 +20,7 @@ func (u *upstream) clientOptions() *mcp.ClientOptions {
 			// mcpd always answers roots/list, from SetRoots.
 			RootsV2: &mcp.RootCapabilities{ListChanged: true},
 		},
-		// Keepalive pings are sent by hold (keepAlive), which ends the
+		// Keepalive checks are made by hold (keepAlive), which ends the
 		// session's calls with it.
 		ToolListChangedHandler:      u.onToolListChanged,
 		PromptListChangedHandler:    u.onPromptListChanged,

@@ -3,7 +3,11 @@ package mcpclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +31,12 @@ import (
 // maxQueuedNotifications others wait in the SDK's queue, reading nothing
 // more until one of them is handled. The server then blocks on a full
 // pipe: backpressure instead of memory.
+
+// A routed connection also carries mcpd's keepalive probes of 2026-07-28
+// stdio sessions. That era has no ping, and the SDK sends server/discover
+// only to connect, so mcpd writes the probe, a server/discover request,
+// itself (see discover), and Read takes its answer off the stream: the SDK
+// never sees an answer to a request it did not send.
 
 // routed wraps t so that the upstream's calls get their notifications in
 // order. The SDK's Streamable HTTP connection needs session updates through
@@ -89,6 +99,92 @@ type routedConn struct {
 	queued chan struct{}
 	// readErr is the error that ended reading, once one did (see ended).
 	readErr atomic.Pointer[error]
+
+	// discoverMeta is the _meta of the SDK's own server/discover, which
+	// a keepalive probe repeats; nil until the SDK sent one.
+	discoverMeta atomic.Pointer[json.RawMessage]
+	probeSeq     atomic.Uint64
+	probeMu      sync.Mutex
+	probes       map[string]chan struct{} // probes awaiting their answer, by id; under probeMu
+}
+
+// keepAliveIDPrefix starts the id of every keepalive probe. The SDK numbers
+// its requests with integers, so a string id never names one of its own.
+const keepAliveIDPrefix = "mcpd-keepalive-"
+
+const methodDiscover = "server/discover"
+
+// Write notes the _meta of the SDK's server/discover for the keepalive
+// probes, and writes msg.
+func (c *routedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == methodDiscover {
+		var params struct {
+			Meta json.RawMessage `json:"_meta"`
+		}
+		if json.Unmarshal(req.Params, &params) == nil && len(params.Meta) > 0 {
+			c.discoverMeta.Store(&params.Meta)
+		}
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+// canDiscover says whether discover has a _meta to send.
+func (c *routedConn) canDiscover() bool { return c.discoverMeta.Load() != nil }
+
+// discover sends a keepalive probe: a server/discover request with the
+// _meta of the SDK's own (the protocol version, client info and client
+// capabilities that 2026-07-28 requires of every request; no log level,
+// so the server logs nothing for it), under an id of keepAliveIDPrefix.
+// It returns nil once the server answers, with a result or a JSON-RPC
+// error alike: either proves that it reads and answers. Otherwise it
+// returns the write's error, or ctx's once ctx ends. Write is safe to
+// call alongside the SDK's writes (mcp.Connection requires it; the stdio
+// connection takes a write lock), and a probe's line never interleaves
+// with theirs.
+func (c *routedConn) discover(ctx context.Context) error {
+	meta := c.discoverMeta.Load()
+	if meta == nil {
+		return errors.New("keepalive: the SDK sent no server/discover to repeat")
+	}
+	id := keepAliveIDPrefix + strconv.FormatUint(c.probeSeq.Add(1), 10)
+	rid, err := jsonrpc.MakeID(id)
+	if err != nil {
+		return err
+	}
+	answered := make(chan struct{})
+	c.probeMu.Lock()
+	if c.probes == nil {
+		c.probes = make(map[string]chan struct{})
+	}
+	c.probes[id] = answered
+	c.probeMu.Unlock()
+	defer func() {
+		c.probeMu.Lock()
+		delete(c.probes, id)
+		c.probeMu.Unlock()
+	}()
+	params := append(append([]byte(`{"_meta":`), *meta...), '}')
+	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: rid, Method: methodDiscover, Params: params}); err != nil {
+		return err
+	}
+	select {
+	case <-answered:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// probeAnswered reports the answer to a keepalive probe to its waiting
+// discover, if it still waits.
+func (c *routedConn) probeAnswered(id string) {
+	c.probeMu.Lock()
+	answered := c.probes[id]
+	delete(c.probes, id)
+	c.probeMu.Unlock()
+	if answered != nil {
+		close(answered)
+	}
 }
 
 // ended returns the error that ended the connection's reading, or nil
@@ -109,6 +205,15 @@ func (c *routedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			c.readErr.Store(&err)
 			c.u.connFailed(c, err)
 			return msg, err
+		}
+		if resp, ok := msg.(*jsonrpc.Response); ok {
+			// A keepalive probe's answer, even one that came too late, is
+			// mcpd's alone.
+			if id, ok := resp.ID.Raw().(string); ok && strings.HasPrefix(id, keepAliveIDPrefix) {
+				c.probeAnswered(id)
+				continue
+			}
+			return msg, nil
 		}
 		req, ok := msg.(*jsonrpc.Request)
 		if !ok || req.IsCall() {

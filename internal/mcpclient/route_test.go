@@ -3,9 +3,12 @@ package mcpclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -125,5 +128,122 @@ func TestRoutedConnStalledQueueResets(t *testing.T) {
 	}
 	if n := len(c.queued); n != 1 {
 		t.Errorf("after a reset: %d queue tokens taken, want 1", n)
+	}
+}
+
+// pipeConn is a connection whose Read returns what the test sends on in
+// and whose Write hands each message to out.
+type pipeConn struct {
+	mcp.Connection // nil: only Read and Write are used
+	in, out        chan jsonrpc.Message
+}
+
+func (c *pipeConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case msg := <-c.in:
+		return msg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *pipeConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	select {
+	case c.out <- msg:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestRoutedConnKeepAliveProbe: a keepalive probe is a server/discover
+// request with the _meta of the SDK's own server/discover and an id the
+// SDK never uses; its answer, a result or a JSON-RPC error alike, proves
+// the server alive and is taken off the stream, as is a late one: the SDK
+// reads only what answers its own requests.
+func TestRoutedConnKeepAliveProbe(t *testing.T) {
+	ctx := testContext(t)
+	u := &upstream{cfg: config.Server{Name: "s"}, opts: &Options{}}
+	pipe := &pipeConn{in: make(chan jsonrpc.Message, 8), out: make(chan jsonrpc.Message, 8)}
+	c := &routedConn{Connection: pipe, u: u, queued: make(chan struct{}, maxQueuedNotifications)}
+
+	sdkID, err := jsonrpc.MakeID(float64(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"mcpd","version":"1"}}`
+	if err := c.Write(ctx, &jsonrpc.Request{ID: sdkID, Method: "server/discover", Params: json.RawMessage(`{"_meta":` + meta + `}`)}); err != nil {
+		t.Fatal(err)
+	}
+	<-pipe.out
+
+	// probe sends one probe and answers it with what answer returns (nil:
+	// nothing).
+	probe := func(answer func(id jsonrpc.ID) *jsonrpc.Response) error {
+		t.Helper()
+		probeCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- c.discover(probeCtx) }()
+		req, ok := (<-pipe.out).(*jsonrpc.Request)
+		if !ok || req.Method != "server/discover" || !req.IsCall() {
+			t.Fatalf("probe: wrote %#v, want a server/discover request", req)
+		}
+		if id, ok := req.ID.Raw().(string); !ok || !strings.HasPrefix(id, "mcpd-keepalive-") {
+			t.Errorf("probe id %#v: want a string starting mcpd-keepalive-", req.ID.Raw())
+		}
+		var params struct {
+			Meta json.RawMessage `json:"_meta"`
+		}
+		if err := json.Unmarshal(req.Params, &params); err != nil || string(params.Meta) != meta {
+			t.Errorf("probe params %s: want the _meta of the SDK's server/discover", req.Params)
+		}
+		if resp := answer(req.ID); resp != nil {
+			pipe.in <- resp
+		}
+		return <-done
+	}
+
+	reads := make(chan jsonrpc.Message, 8)
+	readCtx, stopReading := context.WithCancel(ctx)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		for {
+			msg, err := c.Read(readCtx)
+			if err != nil {
+				return
+			}
+			reads <- msg
+		}
+	}()
+	defer func() {
+		stopReading()
+		<-readDone
+	}()
+
+	if err := probe(func(id jsonrpc.ID) *jsonrpc.Response {
+		return &jsonrpc.Response{ID: id, Result: json.RawMessage(`{"supportedVersions":["2026-07-28"]}`)}
+	}); err != nil {
+		t.Errorf("probe answered with a result: %v, want nil", err)
+	}
+	if err := probe(func(id jsonrpc.ID) *jsonrpc.Response {
+		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "busy"}}
+	}); err != nil {
+		t.Errorf("probe answered with a JSON-RPC error: %v, want nil (the server answered)", err)
+	}
+	var lateID jsonrpc.ID
+	if err := probe(func(id jsonrpc.ID) *jsonrpc.Response { lateID = id; return nil }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("unanswered probe: %v, want its deadline", err)
+	}
+	pipe.in <- &jsonrpc.Response{ID: lateID, Result: json.RawMessage(`{}`)}
+	pipe.in <- &jsonrpc.Response{ID: sdkID, Result: json.RawMessage(`{}`)}
+	if msg := <-reads; msg.(*jsonrpc.Response).ID != sdkID {
+		t.Errorf("Read: got %#v, want only the answer to the SDK's request", msg)
+	}
+	select {
+	case msg := <-reads:
+		t.Errorf("Read also returned %#v", msg)
+	default:
 	}
 }

@@ -464,9 +464,15 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			<-refreshed
 		}
 	}()
-	var pingsFailed <-chan error
-	if u.opts.KeepAlive > 0 && !isStateless(cs) {
-		pingsFailed = u.keepAlive(workCtx, cs)
+	var (
+		pingsFailed <-chan error
+		probeName   string
+	)
+	if u.opts.KeepAlive > 0 {
+		var probe func(context.Context) error
+		if probe, probeName = u.keepAliveProbe(cs); probe != nil {
+			pingsFailed = u.keepAlive(workCtx, probe, probeName)
+		}
 	}
 	// end closes a session whose connection is still open: its requests,
 	// a ping or a listing in flight among them, end first, for Close would
@@ -530,7 +536,7 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			u.stopProcess()
 			return "server lost the session", false
 		case err := <-pingsFailed:
-			reason := fmt.Sprintf("%d keepalive pings in a row failed; last: %v", max(u.opts.KeepAliveFailures, 1), err)
+			reason := fmt.Sprintf("%d keepalive %ss in a row failed; last: %v", max(u.opts.KeepAliveFailures, 1), probeName, err)
 			end(reason)
 			u.stopProcess()
 			return reason, false
@@ -558,31 +564,57 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 	}
 }
 
-// keepAlive pings cs every KeepAlive, each ping bounded by half of that,
-// and reports on the returned channel once KeepAliveFailures pings in a
-// row have failed. It ends with ctx; a server that does not know ping is
-// not pinged again. (The SDK's own keepalive closes the session itself,
-// and its Close waits for every call in flight, up to their deadlines,
-// while the server still looks ready.)
+// keepAliveProbe returns how keepAlive checks that cs's server is alive,
+// and the probe's name for logs: a ping on a legacy session; on a
+// 2026-07-28 stdio session, which has no ping, a server/discover that the
+// routed connection sends itself (see routedConn.discover). A 2026-07-28
+// session over Streamable HTTP gets none (nil): it has no connection mcpd
+// could rebuild, and each of its requests is an HTTP request of its own.
+func (u *upstream) keepAliveProbe(cs *mcp.ClientSession) (probe func(context.Context) error, name string) {
+	if !isStateless(cs) {
+		return func(ctx context.Context) error { return cs.Ping(ctx, nil) }, "ping"
+	}
+	if u.cfg.Kind != config.TransportStdio {
+		return nil, ""
+	}
+	u.mu.Lock()
+	c := u.liveConn
+	current := u.session == cs
+	u.mu.Unlock()
+	if c == nil || !current || !c.canDiscover() {
+		return nil, ""
+	}
+	return c.discover, "server/discover probe"
+}
+
+// keepAlive runs probe (a ping, or a server/discover; see keepAliveProbe)
+// every KeepAlive, each bounded by half of that, and reports on the
+// returned channel once KeepAliveFailures probes in a row have failed. It
+// ends with ctx; a server that does not know ping is not pinged again. A
+// server/discover answered with a JSON-RPC error does not fail: the
+// server read and answered, which is all a probe asks; restarting it
+// would bring back a server that answers the same. (The SDK's own
+// keepalive closes the session itself, and its Close waits for every call
+// in flight, up to their deadlines, while the server still looks ready.)
 //
-// Pings cannot tell a hung server from one too busy to answer: a server
+// Probes cannot tell a hung server from one too busy to answer: a server
 // that runs its tools on the thread that reads its input (a Python
 // FastMCP 1.x tool that is a plain def) answers nothing until the tool
-// returns. So while a request sent before the failing pings began is
+// returns. So while a request sent before the failing probes began is
 // still running, the failures do not end the session: that request's own
 // deadline bounds the wait, and ending the session would throw away the
 // work it asked for (and an idempotent call would be sent again, to be
 // cut off again). Requests sent later do not hold the session: a hung
 // server is restarted once the requests it was given before it stopped
 // answering have ended.
-func (u *upstream) keepAlive(ctx context.Context, cs *mcp.ClientSession) <-chan error {
+func (u *upstream) keepAlive(ctx context.Context, probe func(context.Context) error, name string) <-chan error {
 	failed := make(chan error, 1)
 	threshold := max(u.opts.KeepAliveFailures, 1)
 	go func() {
 		tick := time.NewTicker(u.opts.KeepAlive)
 		defer tick.Stop()
 		misses := 0
-		var failingSince time.Time // when the first failed ping of the streak was sent
+		var failingSince time.Time // when the first failed probe of the streak was sent
 		for {
 			select {
 			case <-ctx.Done():
@@ -590,8 +622,8 @@ func (u *upstream) keepAlive(ctx context.Context, cs *mcp.ClientSession) <-chan 
 			case <-tick.C:
 			}
 			sent := time.Now()
-			pingCtx, cancel := context.WithTimeout(ctx, u.opts.KeepAlive/2)
-			err := cs.Ping(pingCtx, nil)
+			probeCtx, cancel := context.WithTimeout(ctx, u.opts.KeepAlive/2)
+			err := probe(probeCtx)
 			cancel()
 			var wireErr *jsonrpc.Error
 			switch {
@@ -607,13 +639,13 @@ func (u *upstream) keepAlive(ctx context.Context, cs *mcp.ClientSession) <-chan 
 				failingSince = sent
 			}
 			if misses++; misses < threshold {
-				u.log.Warn().Int("failures", misses).Str("error", u.cfg.Redact(err.Error())).Msg("keepalive ping failed")
+				u.log.Warn().Int("failures", misses).Str("error", u.cfg.Redact(err.Error())).Msg("keepalive " + name + " failed")
 				continue
 			}
 			if u.requests.sentBefore(failingSince) {
 				if misses == threshold {
 					u.log.Warn().Int("failures", misses).Str("error", u.cfg.Redact(err.Error())).
-						Msg("keepalive pings unanswered while the server runs a request sent before them; the session is kept until that request ends")
+						Msg("keepalive " + name + "s unanswered while the server runs a request sent before them; the session is kept until that request ends")
 				}
 				continue
 			}

@@ -399,7 +399,7 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // elicitation, ping) that way. A server that asked and then reads nothing
 // of the answer for this long is wedged; without a bound the write would
 // hold the write lock for good, every later request would time out waiting
-// for it, and a 2026-07-28 session (no keepalive pings) would never end.
+// for it, and with keepalive off the session would never end.
 // Ending the connection rebuilds the session instead.
 const defaultMaxWriteWait = time.Minute
 
