@@ -36,6 +36,7 @@ const (
 	fakeCrashSoon      = "crash-soon"        // real server that exits 5 shortly after every start
 	fakeBig            = "big"               // real server whose tool "big" returns bytes bytes of text
 	fakeFreeze         = "freeze"            // legacy-only server whose tool "freeze" stops it reading anything
+	fakeFreeze2026     = "freeze-stateless"  // fakeFreeze, but a server of both eras: mcpd reaches it with 2026-07-28
 	fakeRendezvous     = "rendezvous"        // real server that serves once its peers have started; tool "describe"
 	fakeFlood          = "flood"             // real server whose tool "flood" writes count log notifications of bytes bytes, then answers
 	fakeAskPair        = "ask-pair"          // real server whose tool "ask" waits for count calls of a group, then asks each call's client to sample its tag
@@ -102,7 +103,7 @@ func runFakeServer(mode string) int {
 	var conn func(mcp.Connection) mcp.Connection // optional wrapper
 	var opts *mcp.ServerOptions
 	if mode == fakeFreeze {
-		// Pings exist only before 2026-07-28: keepalive needs a legacy session.
+		// A legacy session: keepalive checks it with pings.
 		opts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}}
 	}
 	var note fakeNoteState
@@ -180,7 +181,7 @@ func runFakeServer(mode string) int {
 			}) (*mcp.CallToolResult, any, error) {
 				return textResult(strings.Repeat("x", in.Bytes)), nil, nil
 			})
-	case fakeFreeze:
+	case fakeFreeze, fakeFreeze2026:
 		frozen := make(chan struct{})
 		var once sync.Once
 		mcp.AddTool(srv, &mcp.Tool{Name: "freeze", Description: "stops the server reading requests, for good"},

@@ -147,29 +147,43 @@ func TestClosedStdoutInLastError(t *testing.T) {
 	}
 }
 
-// TestHungServerRecovers freezes a legacy server: calls time out, the
-// keepalive pings fail, mcpd rebuilds the session, and calls work again.
+// TestHungServerRecovers freezes a server of each era: calls time out,
+// the keepalive checks (pings, or server/discover in 2026-07-28) fail,
+// mcpd rebuilds the session, and calls work again.
 func TestHungServerRecovers(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
-	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{
-		"--keepalive-interval", "200ms", "--keepalive-failures", "2",
-	}})
-	s := d.connectFake(ctx, t, "frozen", fakeFreeze)
-	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY || s.GetProtocolVersion() != "2025-11-25" {
-		t.Fatalf("start: %v %q %s", s.GetState(), s.GetProtocolVersion(), s.GetLastError())
-	}
-	d.mustCall(ctx, t, "mcp__frozen__freeze", nil)
-	_, err := d.call(ctx, t, "mcp__frozen__echo", map[string]any{"text": "anyone?"}, 300*time.Millisecond)
-	if c := status.Code(err); c != codes.DeadlineExceeded && c != codes.Unavailable {
-		t.Fatalf("call to a hung server: got %v, want DEADLINE_EXCEEDED (or UNAVAILABLE once the pings gave up)", err)
-	}
-	poll(ctx, t, "the hung server to be restarted", func() (bool, error) {
-		r, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "frozen"})
-		return err == nil && r.GetServer().GetRestarts() >= 1 && r.GetServer().GetState() == mcpdv1.ServerState_SERVER_STATE_READY, err
-	})
-	if got := text(d.mustCall(ctx, t, "mcp__frozen__echo", map[string]any{"text": "back"})); got != "back" {
-		t.Errorf("echo after recovery: got %q", got)
+	for _, tt := range []struct{ mode, version string }{
+		{fakeFreeze, "2025-11-25"},
+		{fakeFreeze2026, "2026-07-28"},
+	} {
+		t.Run(tt.version, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{
+				"--keepalive-interval", "200ms", "--keepalive-failures", "2",
+			}})
+			s := d.connectFake(ctx, t, "frozen", tt.mode)
+			if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY || s.GetProtocolVersion() != tt.version {
+				t.Fatalf("start: %v %q %s", s.GetState(), s.GetProtocolVersion(), s.GetLastError())
+			}
+			d.mustCall(ctx, t, "mcp__frozen__freeze", nil)
+			_, err := d.call(ctx, t, "mcp__frozen__echo", map[string]any{"text": "anyone?"}, 300*time.Millisecond)
+			if c := status.Code(err); c != codes.DeadlineExceeded && c != codes.Unavailable {
+				t.Fatalf("call to a hung server: got %v, want DEADLINE_EXCEEDED (or UNAVAILABLE once the checks gave up)", err)
+			}
+			var now *mcpdv1.Server
+			poll(ctx, t, "the hung server to be restarted", func() (bool, error) {
+				r, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "frozen"})
+				now = r.GetServer()
+				return err == nil && now.GetRestarts() >= 1 && now.GetState() == mcpdv1.ServerState_SERVER_STATE_READY, err
+			})
+			if now.GetPid() == s.GetPid() || !strings.Contains(now.GetLastError(), "keepalive") {
+				t.Errorf("after the restart: pid %d (was %d), last_error %q; want a new process, restarted by the keepalive checks", now.GetPid(), s.GetPid(), now.GetLastError())
+			}
+			if got := text(d.mustCall(ctx, t, "mcp__frozen__echo", map[string]any{"text": "back"})); got != "back" {
+				t.Errorf("echo after recovery: got %q", got)
+			}
+		})
 	}
 }
 
