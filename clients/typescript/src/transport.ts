@@ -17,6 +17,8 @@ import * as https from "node:https";
 import * as net from "node:net";
 import * as tls from "node:tls";
 import type * as stream from "node:stream";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import type { Interceptor, Transport } from "@connectrpc/connect";
 import { createAsyncIterable, validateReadWriteMaxBytes, type UniversalClientFn, type UniversalClientResponse } from "@connectrpc/connect/protocol";
 import { createTransport } from "@connectrpc/connect/protocol-connect";
@@ -181,14 +183,15 @@ function resendAgent(secure: boolean, options: https.AgentOptions): ResendAgent 
 }
 
 /**
- * The HTTP/1.1 client of the "connect" wire's unary calls. A keep-alive
- * socket that mcpd (or a proxy) closes just as a request goes out on it
- * fails the request with ECONNRESET or EPIPE although mcpd never read it
- * (Node's docs, `request.reusedSocket`). A call whose request went out on a
- * reused socket and failed so before a byte of the answer came is sent once
- * more, on a new connection, with the same signal (its deadline and abort);
- * once a byte came, mcpd may have run it, and it fails. Streams do not come
- * here: a stream is never sent again.
+ * The HTTP/1.1 client of the "connect" wire's unary calls that are safe to
+ * repeat (see {@link safeToResend}). A keep-alive socket that mcpd (or a
+ * proxy) closes just as a request goes out on it fails the request with
+ * ECONNRESET or EPIPE although mcpd never read it (Node's docs,
+ * `request.reusedSocket`). A call whose request went out on a reused socket
+ * and failed so before a byte of the answer came is sent once more, on a
+ * new connection, with the same signal (its deadline and abort); once a
+ * byte came, it fails. Streams do not come here: a stream is never sent
+ * again.
  */
 function resendOnReusedSocket(client: UniversalClientFn, agent: ResendAgent): UniversalClientFn {
   return async (req) => {
@@ -216,6 +219,21 @@ function resendOnReusedSocket(client: UniversalClientFn, agent: ResendAgent): Un
     // (the agent reuses the most recently used first): a new one.
     return agent.withoutIdleSockets(start);
   };
+}
+
+/**
+ * Whether a failed call of method may be sent again: only a method the
+ * proto declares free of side effects or idempotent. No byte of an answer
+ * does not prove that mcpd never read a request: mcpd answers a unary call
+ * only when it ends, so a tool call it ran and then cut off (a shutdown
+ * past its drain) looks the same, and sending it again, to another mcpd
+ * behind the same address, would run the tool twice.
+ */
+export function safeToResend(method: DescMethod): boolean {
+  return (
+    method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS ||
+    method.idempotency === MethodOptions_IdempotencyLevel.IDEMPOTENT
+  );
 }
 
 /** PEM data, or the path of a PEM file. */
@@ -419,9 +437,12 @@ export function openTransport(o: TransportOptions): OpenTransport {
       sendCompression: null,
       ...validateReadWriteMaxBytes(common.readMaxBytes, common.writeMaxBytes, undefined),
     };
-    const unary = createTransport({ ...options, httpClient: resendOnReusedSocket(h1, resending) });
-    const streams = createTransport(options);
-    transport = { unary: (...args) => unary.unary(...args), stream: (...args) => streams.stream(...args) };
+    const resendable = createTransport({ ...options, httpClient: resendOnReusedSocket(h1, resending) });
+    const once = createTransport(options);
+    transport = {
+      unary: (method, ...rest) => (safeToResend(method) ? resendable : once).unary(method, ...rest),
+      stream: (...args) => once.stream(...args),
+    };
   }
   let bidi: Transport | undefined;
   return {

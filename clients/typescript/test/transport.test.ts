@@ -142,6 +142,8 @@ async function withClient(target: string, body: (c: Client) => Promise<void>): P
 
 describe("the connect wire on a reused connection that breaks at a request", () => {
   // The idle close crossing the request: read, then dropped unanswered.
+  // Only calls declared free of side effects or idempotent (here
+  // ListServers) are sent again.
   for (const [how, cut] of [
     ["closed", (req: http.IncomingMessage) => req.socket.destroy()],
     ["reset", (req: http.IncomingMessage) => req.socket.resetAndDestroy()],
@@ -157,6 +159,20 @@ describe("the connect wire on a reused connection that breaks at a request", () 
         }),
       ));
   }
+
+  it("does not send a tool call again: mcpd may have run it", () =>
+    // mcpd answers a unary call only when it ends: a call it ran and then
+    // cut off looks the same as one it never read.
+    scripted(
+      cutAfterFirst((req) => req.socket.destroy()),
+      (target, seen) =>
+        withClient(target, async (c) => {
+          await c.servers();
+          await assert.rejects(c.callTool("mcp__x__echo", {}), Unavailable);
+          assert.deepEqual([seen.cut, seen.requests.length, seen.connections], [1, 2, 1]);
+          assert.match(seen.requests[1] ?? "", /\/CallTool$/);
+        }),
+    ));
 
   it("sends it again on a new connection, not on another idle one", () =>
     // Every connection is cut at its second request, as when mcpd restarted.
