@@ -17,6 +17,7 @@ failures raise :class:`~mcpd_grpc.MCPDError` directly.
 from __future__ import annotations
 
 import math
+import select
 import socket
 import threading
 import weakref
@@ -32,6 +33,28 @@ if TYPE_CHECKING:
 _SERVICE = "/mcpd.v1.MCPHub/"
 _SERVER_STREAMS = frozenset({"CallToolStream", "Subscribe"})
 _BIDI_STREAMS = frozenset({"HandleServerRequests", "ServeTools"})
+#: The unary methods the proto marks free of side effects or idempotent
+#: (tests/test_http_wire.py checks the list against it): the only ones sent
+#: again after a reused connection failed before a byte of the answer came.
+#: That does not prove mcpd never read the request: it answers a unary call
+#: only when the call ends, so a tool call it ran and then cut off (a
+#: shutdown past its drain) fails the same way, and sending it again could
+#: run the tool twice.
+RESENDABLE = frozenset(
+    {
+        "Complete",
+        "GetPrompt",
+        "GetServer",
+        "ListPolls",
+        "ListPrompts",
+        "ListResourceTemplates",
+        "ListResources",
+        "ListServers",
+        "ListTools",
+        "ReadResource",
+        "SearchTools",
+    }
+)
 _ERROR_INFO = "google.rpc.ErrorInfo"
 _END_STREAM = 0x02
 
@@ -171,8 +194,10 @@ class HTTPStub(StubBase["Connection"]):
     (one per concurrent call, kept for the next). Thread-safe."""
 
     def _unary_method(self, path: str, out: Any) -> Callable[..., Any]:
+        resendable = path.rsplit("/", 1)[-1] in RESENDABLE
+
         def unary(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> Any:
-            return self._unary(path, out, request, metadata, timeout)
+            return self._unary(path, out, request, metadata, timeout, resendable)
 
         return unary
 
@@ -207,8 +232,11 @@ class HTTPStub(StubBase["Connection"]):
 
     def _take(self, timeout: Optional[float]) -> Tuple[Connection, bool]:
         with self._lock:
-            if self._idle:
+            while self._idle:
                 conn = self._idle.pop()
+                if conn.dropped():
+                    conn.close()
+                    continue
                 conn.set_timeout(timeout)
                 return conn, True
         return self.new_connection(timeout), False
@@ -220,7 +248,7 @@ class HTTPStub(StubBase["Connection"]):
                 return
         conn.close()
 
-    def _unary(self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> Any:
+    def _unary(self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float], resendable: bool) -> Any:
         body = request.SerializeToString()
         head = self.request_head(path, "application/proto", metadata, timeout, len(body))
         while True:
@@ -238,7 +266,7 @@ class HTTPStub(StubBase["Connection"]):
                 if conn is None:
                     raise unreachable(self, e) from e
                 conn.close()
-                if reused and not conn.answered:  # mcpd closed the idle connection: the request never ran
+                if reused and not conn.answered and resendable:  # most likely closed idle by mcpd
                     continue
                 raise unreachable(self, e) from e
             except socket.timeout as e:
@@ -511,9 +539,10 @@ def _address_host(host: str) -> Union[str, bytes]:
 class Connection:
     """One HTTP/1.1 connection: writes requests, reads responses."""
 
-    #: Whether a byte of the last response came: a request that failed
-    #: before that may be sent again on a new connection if this one was
-    #: idle (mcpd closed it), one that failed after it may not.
+    #: Whether a byte of the last response came: a request of a RESENDABLE
+    #: method that failed before that may be sent again on a new connection
+    #: if this one was idle (mcpd closed it), one that failed after it may
+    #: not.
     answered = False
     #: Whether the connection is closed (a body that ran to its end), and
     #: so must not go back to the pool.
@@ -558,9 +587,20 @@ class Connection:
     def set_timeout(self, timeout: Optional[float]) -> None:
         self._sock.settimeout(None if timeout is None else timeout + READ_GRACE)
 
+    def dropped(self) -> bool:
+        """Whether this idle connection is readable: mcpd (or a proxy)
+        closed or reset it, or sent on it unasked. Either way it must not
+        carry a request, which would fail, or worse, unanswered."""
+        if not hasattr(select, "poll"):  # Windows: no check
+            return False
+        p = select.poll()
+        p.register(self._sock, select.POLLIN)
+        return bool(p.poll(0))
+
     def send(self, data: bytes) -> None:
         # Nothing of this request's answer has come yet: a reset idle
-        # connection fails it unanswered, and it may be sent again.
+        # connection fails it unanswered, and it may be sent again if its
+        # method is RESENDABLE.
         self.answered = False
         self._sock.sendall(data)
 

@@ -24,6 +24,7 @@ from ._http import (
     MAX_HEADERS,
     MAX_LINE,
     READ_GRACE,
+    RESENDABLE,
     TRUNCATED,
     Closed,
     StubBase,
@@ -57,8 +58,10 @@ class AsyncHTTPStub(StubBase["Connection"]):
     no lock: everything runs on the loop's thread."""
 
     def _unary_method(self, path: str, out: Any) -> Callable[..., Any]:
+        resendable = path.rsplit("/", 1)[-1] in RESENDABLE
+
         async def unary(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> Any:
-            return await self._unary(path, out, request, metadata, timeout)
+            return await self._unary(path, out, request, metadata, timeout, resendable)
 
         return unary
 
@@ -101,7 +104,7 @@ class AsyncHTTPStub(StubBase["Connection"]):
             conn.close()
         return None
 
-    async def _unary(self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float]) -> Any:
+    async def _unary(self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float], resendable: bool) -> Any:
         body = request.SerializeToString()
         data = self.request_head(path, "application/proto", metadata, timeout, len(body)) + body
         deadline = _deadline(timeout)
@@ -119,7 +122,7 @@ class AsyncHTTPStub(StubBase["Connection"]):
                 status, headers, answer = await bounded(conn.exchange(data), deadline, _LATE)
             except (Closed, ConnectionResetError, BrokenPipeError) as e:
                 conn.close()
-                if reused and not conn.answered:  # mcpd closed the idle connection: the request never ran
+                if reused and not conn.answered and resendable:  # most likely closed idle by mcpd (see RESENDABLE)
                     continue
                 raise unreachable(self, e) from e
             except (OSError, ValueError, EOFError) as e:

@@ -26,6 +26,8 @@ WIRES = ["sync", "async"]
 
 ANSWER = pb.CallToolResponse(content=[pb.Content(text=pb.TextContent(text="ok"))]).SerializeToString()
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/proto\r\nContent-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
+#: An empty message: the answer of any unary method.
+EMPTY = b"HTTP/1.1 200 OK\r\nContent-Type: application/proto\r\nContent-Length: 0\r\n\r\n"
 
 
 class Conn:
@@ -181,6 +183,74 @@ def test_an_idle_connection_reset_is_replaced(wire: str, serve: Callable[..., Sc
     server = serve(script)
     assert calls(wire, server.url, 2, pause=0.2) == ["ok", "ok"]
     assert len(server.requests) == 2 and server.connections == 2
+
+
+def cut_after_first(conn: Conn, index: int) -> None:
+    """Answers a connection's first request; reads the next one, then
+    closes without a word, as a shutdown past its drain does with a call
+    it ran."""
+    if index == 0 and conn.read_request():
+        conn.sock.sendall(OK)
+        conn.read_request()
+        return
+    while conn.read_request():
+        conn.sock.sendall(EMPTY)
+
+
+def second_call(wire: str, url: str, method: str) -> str:
+    """A tool call (answered), then method on the same connection: the
+    second call's outcome, the name of its error if it raised."""
+
+    def outcome(result: object) -> str:
+        return "ok" if result is not None else "none"
+
+    if wire == "sync":
+        with Client(url, timeout=10) as c:
+            c.call_tool("mcp__x__echo")
+            try:
+                return outcome(c.call_tool("mcp__x__echo") if method == "call_tool" else c.servers())
+            except mcpd_grpc.MCPDError as e:
+                return type(e).__name__
+
+    async def body() -> str:
+        async with AsyncClient(url, timeout=10) as c:
+            await c.call_tool("mcp__x__echo")
+            try:
+                return outcome(await c.call_tool("mcp__x__echo") if method == "call_tool" else await c.servers())
+            except mcpd_grpc.MCPDError as e:
+                return type(e).__name__
+
+    return run_async(body())  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_tool_call_cut_unanswered_is_not_sent_again(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    """A call cut off with no byte of its answer on a reused connection may
+    have run: a tool call fails (UNAVAILABLE) rather than run twice."""
+    server = serve(cut_after_first)
+    assert second_call(wire, server.url, "call_tool") == "Unavailable"
+    assert server.requests == ["/mcpd.v1.MCPHub/CallTool"] * 2 and server.connections == 1
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_listing_cut_unanswered_is_sent_again(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    """A call the proto marks free of side effects is sent again on a new
+    connection: most likely mcpd closed the idle connection as it went out."""
+    server = serve(cut_after_first)
+    assert second_call(wire, server.url, "servers") == "ok"
+    assert server.requests[1:] == ["/mcpd.v1.MCPHub/ListServers"] * 2 and server.connections == 2
+
+
+def test_resendable_methods_are_those_the_proto_marks() -> None:
+    from google.protobuf import descriptor_pb2
+
+    from mcpd_grpc._http import RESENDABLE
+
+    options = descriptor_pb2.MethodOptions
+    marked = {
+        m.name for m in pb.DESCRIPTOR.services_by_name["MCPHub"].methods if m.GetOptions().idempotency_level in (options.NO_SIDE_EFFECTS, options.IDEMPOTENT)
+    }
+    assert RESENDABLE == marked
 
 
 @pytest.mark.parametrize("wire", WIRES)
