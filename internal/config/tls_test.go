@@ -111,16 +111,6 @@ func TestParseTLSErrors(t *testing.T) {
 		{"cert-without-key", remote(`{"cert": ` + quote(files.cert) + `}`), []string{"tls: cert needs key"}},
 		{"key-without-cert", remote(`{"key": ` + quote(files.key) + `}`), []string{"tls: key needs cert"}},
 		{"relative", remote(`{"ca": "certs/ca.pem"}`), []string{"tls.ca certs/ca.pem is a relative path"}},
-		{"missing", remote(`{"ca": ` + quote(files.dir+"/missing.pem") + `}`),
-			[]string{"tls.ca " + files.dir + "/missing.pem cannot be read", "no such file"}},
-		{"ca-not-pem", remote(`{"ca": ` + quote(files.garbage) + `}`),
-			[]string{"tls.ca " + files.garbage + ": no PEM certificate"}},
-		{"cert-not-pem", remote(`{"cert": ` + quote(files.garbage) + `, "key": ` + quote(files.key) + `}`),
-			[]string{"tls.cert " + files.garbage + " and tls.key " + files.key}},
-		{"key-mismatch", remote(`{"cert": ` + quote(files.cert) + `, "key": ` + quote(files.otherKey) + `}`),
-			[]string{"tls.cert " + files.cert + " and tls.key " + files.otherKey, "private key does not match public key"}},
-		{"key-as-cert", remote(`{"cert": ` + quote(files.key) + `, "key": ` + quote(files.key) + `}`),
-			[]string{"tls.cert " + files.key}},
 		{"unset-variable", remote(`{"ca": "${NO_SUCH_DIR}/ca.pem"}`), []string{"tls.ca:", "NO_SUCH_DIR"}},
 	}
 	for _, tt := range tests {
@@ -165,6 +155,54 @@ func TestMarshalEntryKeepsTLS(t *testing.T) {
 	}
 	if got := m.Entries[0].Server.TLS; !got.Equal(s.TLS) {
 		t.Errorf("tls read back: got %+v, want %+v (written %s)", got, s.TLS, data)
+	}
+}
+
+// TestTLSFilesReadAtConnect: the entry's check looks at the paths only: a
+// file that does not exist yet leaves the entry valid (it fails the
+// connect instead, which is retried).
+func TestTLSFilesReadAtConnect(t *testing.T) {
+	f, err := Parse(tlsEntry("later", `{"type": "http", "url": "https://h.example/mcp", "tls": {"ca": "/nonexistent/ca.pem"}}`), mapLookup(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Invalid) != 0 || len(f.Servers) != 1 {
+		t.Fatalf("got servers %v, invalid %v; want the entry valid", f.Servers, f.Invalid)
+	}
+}
+
+// TestTLSLoadErrors: files that cannot be read or do not load give an
+// error that names the field and the path, and never shows what a key
+// file holds.
+func TestTLSLoadErrors(t *testing.T) {
+	files := writeTLSFiles(t)
+	tests := []struct {
+		name  string
+		block TLS
+		want  []string
+	}{
+		{"missing", TLS{CA: files.dir + "/missing.pem"}, []string{"tls.ca " + files.dir + "/missing.pem cannot be read", "no such file"}},
+		{"ca-not-pem", TLS{CA: files.garbage}, []string{"tls.ca " + files.garbage + ": no PEM certificate"}},
+		{"cert-not-pem", TLS{Cert: files.garbage, Key: files.key}, []string{"tls.cert " + files.garbage + " and tls.key " + files.key}},
+		{"key-mismatch", TLS{Cert: files.cert, Key: files.otherKey}, []string{"tls.cert " + files.cert + " and tls.key " + files.otherKey, "private key does not match public key"}},
+		{"key-as-cert", TLS{Cert: files.key, Key: files.key}, []string{"tls.cert " + files.key}},
+	}
+	keyBody := strings.Split(string(files.keyPEM), "\n")[1]
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.block.Load()
+			if err == nil {
+				t.Fatal("Load: got no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error: got %q, want it to contain %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), keyBody) {
+				t.Errorf("error %q holds the key file's content", err)
+			}
+		})
 	}
 }
 

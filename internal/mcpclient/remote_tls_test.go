@@ -129,4 +129,19 @@ func TestRemoteTLSFilesGoneAtConnect(t *testing.T) {
 		st, err := m.Get("gone")
 		return err == nil && st.State != StateReady && strings.Contains(st.LastError, want)
 	})
+	// The config is still valid: a restart (or an enable) is an attempt
+	// like the others, not a refused request.
+	if st, err := m.Restart(ctx, "gone"); err != nil || !strings.Contains(st.LastError, want) {
+		t.Errorf("restart with the CA file bad: got %v (last error %q), want the attempt failing on the file", err, st.LastError)
+	}
+	if err := m.SetEnabled("gone", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetEnabled("gone", true); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "the enabled server to fail on the CA file", func() bool {
+		st, err := m.Get("gone")
+		return err == nil && st.State == StateFailed && strings.Contains(st.LastError, want)
+	})
 }
