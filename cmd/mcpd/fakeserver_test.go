@@ -43,7 +43,7 @@ const (
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
 	fakeStubborn       = "stubborn"          // real server that ignores SIGTERM and, once its stdin closes, creates the file fakeMarkEnv names and hangs
 	fakeNote           = "note"              // real server whose resource fakeNoteURI changes only by its tool "set"; tool "subscribed" says whether anyone follows it
-	fakeCloseStdout    = "close-stdout"      // real server that closes its stdout a moment after it listed its tools, and runs on until a signal ends it
+	fakeCloseStdout    = "close-stdout"      // real server that closes its stdout, unanswered, when asked to call a tool, and runs on until a signal ends it
 	fakeMarkEnv        = "MCPD_FAKE_MARK"
 	// fakeStacksEnv names a directory: on SIGUSR1 a fake writes the stacks
 	// of its goroutines to <mode>-<pid>.stacks there (see dumpStacks).
@@ -231,13 +231,9 @@ func runFakeServer(mode string) int {
 	case fakeCloseStdout:
 		conn = func(c mcp.Connection) mcp.Connection {
 			return &filterConn{Connection: c, onRead: func(msg jsonrpc.Message, _ bool) bool {
-				if isRequest(msg, "tools/list") {
-					// Late enough for the answer to be out and the
-					// session ready.
-					time.AfterFunc(300*time.Millisecond, func() {
-						fmt.Fprintln(os.Stderr, "fake: closing stdout")
-						_ = os.Stdout.Close()
-					})
+				if isRequest(msg, "tools/call") {
+					fmt.Fprintln(os.Stderr, "fake: closing stdout")
+					_ = os.Stdout.Close()
 				}
 				return true
 			}}

@@ -133,6 +133,8 @@ func TestClosedStdoutInLastError(t *testing.T) {
 	if s := d.connectFake(ctx, t, "closer", fakeCloseStdout); s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
 		t.Fatalf("start: %v %s", s.GetState(), s.GetLastError())
 	}
+	// Asked to call a tool, it closes its stdout.
+	_, _ = d.hub.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__closer__echo", Arguments: mustStruct(t, map[string]any{"message": "x"})})
 	var s *mcpdv1.Server
 	// The failed read is noted first ("connection lost: ..."); the reason
 	// of the end follows once the process is stopped.

@@ -98,13 +98,16 @@ func runFakeServer(mode string) int {
 	case "die-on-list":
 		// Answers initialize, then exits when asked for its tools.
 		return serveStdio(&droppingStdio{drop: "tools/list", exit: true})
-	case "close-stdout-on-initialize", "close-stdout-on-list", "close-stdout-after-list":
-		// Closes its stdout when asked to initialize or for its tools
-		// (without an answer, or a moment after it answered), then runs on
+	case "close-stdout-on-initialize", "close-stdout-on-list", "close-stdout-on-call":
+		// Closes its stdout, without an answer, when asked to initialize,
+		// for its tools, or to call one (once ready), then runs on
 		// whatever mcpd closes, until a signal ends it.
-		c := &closingStdio{method: "tools/list", answer: mode == "close-stdout-after-list"}
-		if mode == "close-stdout-on-initialize" {
-			c.method = "initialize"
+		c := &closingStdio{method: strings.TrimPrefix(mode, "close-stdout-on-")}
+		switch c.method {
+		case "list":
+			c.method = "tools/list"
+		case "call":
+			c.method = "tools/call"
 		}
 		go serveStdio(c)
 		time.Sleep(time.Hour)
@@ -332,7 +335,6 @@ func (nopWriteCloser) Close() error { return nil }
 // request of method, or, with answer, a moment after it answered one.
 type closingStdio struct {
 	method string
-	answer bool
 }
 
 func (c *closingStdio) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -340,48 +342,22 @@ func (c *closingStdio) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &closingConn{Connection: conn, method: c.method, answer: c.answer}, nil
+	return &closingConn{Connection: conn, method: c.method}, nil
 }
 
+// closingConn closes stdout when it reads a request of method.
 type closingConn struct {
 	mcp.Connection
 	method string
-	answer bool
-	mu     sync.Mutex
-	id     *jsonrpc.ID // of the request to close stdout after
 }
 
 func (c *closingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if req, ok := msg.(*jsonrpc.Request); err == nil && ok && req.Method == c.method {
-		if !c.answer {
-			fmt.Fprintln(os.Stderr, "closing stdout on "+c.method)
-			os.Stdout.Close()
-		} else {
-			c.mu.Lock()
-			c.id = &req.ID
-			c.mu.Unlock()
-		}
+		fmt.Fprintln(os.Stderr, "closing stdout on "+c.method)
+		os.Stdout.Close()
 	}
 	return msg, err
-}
-
-func (c *closingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	err := c.Connection.Write(ctx, msg)
-	c.mu.Lock()
-	after := c.id != nil
-	if resp, ok := msg.(*jsonrpc.Response); !ok || !after || resp.ID != *c.id {
-		after = false
-	}
-	c.mu.Unlock()
-	if after {
-		// Late enough for mcpd to have declared the session ready.
-		time.AfterFunc(300*time.Millisecond, func() {
-			fmt.Fprintln(os.Stderr, "closing stdout after "+c.method)
-			os.Stdout.Close()
-		})
-	}
-	return err
 }
 
 // hangingStdio is a stdio transport whose connection stops reading, for

@@ -230,7 +230,7 @@ func TestStdoutClosedNamedInLastError(t *testing.T) {
 	}{
 		{"close-stdout-on-initialize", StateFailed},
 		{"close-stdout-on-list", StateFailed},
-		{"close-stdout-after-list", StateReconnecting},
+		{"close-stdout-on-call", StateReconnecting},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
@@ -243,6 +243,9 @@ func TestStdoutClosedNamedInLastError(t *testing.T) {
 			cfg.ProtocolVersion = "2025-11-25" // an initialize, not a probe, comes first
 			if _, err := m.Connect(ctx, cfg, false); err != nil {
 				t.Fatal(err)
+			}
+			if tt.state == StateReconnecting { // ready: a call makes it close stdout
+				_, _ = m.CallTool(ctx, "mcp__f__echo", map[string]any{"message": "x"}, CallOptions{})
 			}
 			// Once the process is gone and the reason of the end is set:
 			// the connection's failure is noted first, as "connection lost".
