@@ -226,3 +226,39 @@ func expectRetryEvents(ctx context.Context, t *testing.T, m *Manager, sub *event
 		}
 	}
 }
+
+// TestRetryFailuresIgnoreLocalPorts: failed attempts whose errors differ
+// only in the connection's local port, new for each attempt, are one
+// failure: one event, not one per attempt.
+func TestRetryFailuresIgnoreLocalPorts(t *testing.T) {
+	ctx := testContext(t)
+	bus := events.NewBus(nil)
+	defer bus.Close()
+	u := newUpstream(config.Server{Name: "r", Kind: config.TransportHTTP}, (&Options{Events: bus}).withDefaults(), ctx, newSettings(), nil)
+	sub := bus.Subscribe(events.Filter{Servers: []string{"r"}, Kinds: []events.Kind{events.KindServerState}}, nil)
+	defer sub.Close()
+	u.setState(StateReconnecting, "session ended")
+	for _, err := range []string{
+		"read tcp 127.0.0.1:53422->127.0.0.1:8080: read: connection reset by peer",
+		"read tcp 127.0.0.1:53423->127.0.0.1:8080: read: connection reset by peer",
+		"read tcp [::1]:53424->[::1]:8080: read: connection reset by peer",
+		"dial tcp 127.0.0.1:8080: connect: connection refused",
+		"dial tcp 127.0.0.1:8080: connect: connection refused",
+	} {
+		u.retryFailed(StateReconnecting, err)
+	}
+	want := []string{
+		"session ended",
+		"read tcp 127.0.0.1:53422->127.0.0.1:8080: read: connection reset by peer",
+		"read tcp [::1]:53424->[::1]:8080: read: connection reset by peer",
+		"dial tcp 127.0.0.1:8080: connect: connection refused",
+	}
+	// Then a change of state: the event after those wanted must be its.
+	u.setState(StateReady, "")
+	for i, w := range append(want, "") {
+		ev, err := sub.Next(ctx)
+		if err != nil || ev.Error != w {
+			t.Fatalf("event %d: got %q %q, %v; want %q", i, ev.State, ev.Error, err, w)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -1145,7 +1146,7 @@ func (u *upstream) changeState(state State, lastErr string, newErr bool) {
 	if state == StateFailed || state == StateReconnecting || state == StateAuthorizationRequired {
 		ev.Error = u.lastErr
 	}
-	publish := changed || (newErr && ev.Error != u.publishedErr)
+	publish := changed || (newErr && failureKey(ev.Error) != failureKey(u.publishedErr))
 	if publish {
 		u.publishedErr = ev.Error
 	}
@@ -1157,6 +1158,14 @@ func (u *upstream) changeState(state State, lastErr string, newErr bool) {
 		u.publish(ev)
 	}
 }
+
+// localPort matches the local port of a connection in an error ("read tcp
+// 10.0.0.2:53422->10.0.0.9:443: ..."), new for every attempt.
+var localPort = regexp.MustCompile(`:\d+->`)
+
+// failureKey is what two failures must share to be the same failure for
+// retryFailed: their text but for the local port of the connection.
+func failureKey(err string) string { return localPort.ReplaceAllString(err, ":*->") }
 
 // publish puts an event of this server on the bus, if there is one.
 func (u *upstream) publish(e events.Event) {
