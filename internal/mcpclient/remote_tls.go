@@ -53,12 +53,14 @@ func (ts *tlsTransports) get(block *config.TLS, base http.RoundTripper) (*http.T
 	if !ok {
 		return nil, errorf(ErrInvalidArgument, "a tls block needs mcpd's own HTTP transport, not a %T", base)
 	}
+	// Read under the lock: two sessions connecting during a rotation must
+	// not install the older contents after the newer.
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
 	pem, err := block.Read()
 	if err != nil {
 		return nil, err
 	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
 	cur := ts.byBlock[*block]
 	if cur != nil && cur.pem.Equal(pem) {
 		return cur.t, nil
