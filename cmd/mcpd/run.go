@@ -44,12 +44,11 @@ func effectiveMemoryLimit() *byteSize {
 	return &l
 }
 
-// run serves until ctx ends, then shuts down in order: health NOT_SERVING,
-// in-flight RPCs drain up to the shutdown timeout, servers stop. Each
-// value on reload re-reads the config files of every scope.
 // run serves until ctx ends (the first SIGTERM or SIGINT) or a listener
-// fails, then shuts down in order; once now ends (the second signal) the
-// shutdown cuts RPCs off and kills the servers at once.
+// fails, then shuts down in order: health NOT_SERVING, in-flight RPCs
+// drain up to the shutdown timeout, servers stop. Once now ends (the
+// second signal) the shutdown cuts RPCs off and kills the servers at once.
+// Each value on reload re-reads the config files of every scope.
 func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 	log, err := newLogger(c.logLevel, c.logFormat)
 	if err != nil {
