@@ -513,6 +513,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Unlock()
 	m.polls.close()
 	m.settings.close()
+	// From ctx's end on, stops are hurried, those of an operation that
+	// holds opMu (a reload's) too.
+	defer context.AfterFunc(ctx, m.Hurry)()
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	var wg sync.WaitGroup
@@ -531,8 +534,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	// Out of time: kill what is left rather than leave it running after
-	// mcpd. After SIGKILL a child is reaped at once, so this wait is short
-	// but for a process stuck in the kernel; it is bounded all the same.
+	// mcpd (the AfterFunc above may not have run yet). After SIGKILL a
+	// child is reaped at once, so this wait is short but for a process
+	// stuck in the kernel; it is bounded all the same.
 	m.Hurry()
 	t := time.NewTimer(hurriedStopWait)
 	defer t.Stop()
