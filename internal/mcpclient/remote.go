@@ -113,7 +113,7 @@ func (o *RemoteOptions) withDefaults() *RemoteOptions {
 	if out.PostTimeout <= 0 {
 		out.PostTimeout = defaultPostTimeout
 	}
-	out.tls = &tlsTransports{byBlock: make(map[config.TLS]*tlsTransport)}
+	out.tls = &tlsTransports{byBlock: make(map[config.TLS]*tlsBlock)}
 	return &out
 }
 

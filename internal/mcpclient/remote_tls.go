@@ -32,14 +32,16 @@ import (
 // few, and renaming or replacing servers adds none.
 type tlsTransports struct {
 	mu      sync.Mutex
-	byBlock map[config.TLS]*tlsTransport
+	byBlock map[config.TLS]*tlsBlock
 }
 
-// tlsTransport is the transport of one tls block, and the file contents
-// it was made from.
-type tlsTransport struct {
+// tlsBlock is what one tls block is in use with: its transport and the
+// file contents it was made from, under its own lock, so that a slow read
+// of one block's files (a network mount) holds up no other block.
+type tlsBlock struct {
+	mu  sync.Mutex
 	pem config.TLSPEM
-	t   *http.Transport
+	t   *http.Transport // nil until the files first loaded
 }
 
 // get returns the transport of block, reading the block's files. base is
@@ -53,17 +55,23 @@ func (ts *tlsTransports) get(block *config.TLS, base http.RoundTripper) (*http.T
 	if !ok {
 		return nil, errorf(ErrInvalidArgument, "a tls block needs mcpd's own HTTP transport, not a %T", base)
 	}
-	// Read under the lock: two sessions connecting during a rotation must
-	// not install the older contents after the newer.
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
+	b := ts.byBlock[*block]
+	if b == nil {
+		b = &tlsBlock{}
+		ts.byBlock[*block] = b
+	}
+	ts.mu.Unlock()
+	// Read under the block's lock: two sessions connecting during a
+	// rotation must not install the older contents after the newer.
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	pem, err := block.Read()
 	if err != nil {
 		return nil, err
 	}
-	cur := ts.byBlock[*block]
-	if cur != nil && cur.pem.Equal(pem) {
-		return cur.t, nil
+	if b.t != nil && b.pem.Equal(pem) {
+		return b.t, nil
 	}
 	cfg, err := block.ClientConfig(pem)
 	if err != nil {
@@ -84,9 +92,9 @@ func (ts *tlsTransports) get(block *config.TLS, base http.RoundTripper) (*http.T
 		cfg = c
 	}
 	t.TLSClientConfig = cfg
-	ts.byBlock[*block] = &tlsTransport{pem: pem, t: t}
-	if cur != nil {
-		cur.t.CloseIdleConnections()
+	if b.t != nil {
+		b.t.CloseIdleConnections()
 	}
+	b.pem, b.t = pem, t
 	return t, nil
 }

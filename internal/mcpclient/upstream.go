@@ -1159,13 +1159,15 @@ func (u *upstream) changeState(state State, lastErr string, newErr bool) {
 	}
 }
 
-// localPort matches the local port of a connection in an error ("read tcp
-// 10.0.0.2:53422->10.0.0.9:443: ..."), new for every attempt.
-var localPort = regexp.MustCompile(`:\d+->`)
+// ipPort matches an IP address and port in an error: a connection's own
+// ("read tcp 10.0.0.2:53422->10.0.0.9:443: ..."), whose port is new for
+// every attempt, and the peer's, which changes from one attempt to the
+// next behind round-robin DNS.
+var ipPort = regexp.MustCompile(`(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Za-z:.%]+\]):\d+`)
 
 // failureKey is what two failures must share to be the same failure for
-// retryFailed: their text but for the local port of the connection.
-func failureKey(err string) string { return localPort.ReplaceAllString(err, ":*->") }
+// retryFailed: their text but for the addresses and ports in it.
+func failureKey(err string) string { return ipPort.ReplaceAllString(err, "*") }
 
 // publish puts an event of this server on the bus, if there is one.
 func (u *upstream) publish(e events.Event) {

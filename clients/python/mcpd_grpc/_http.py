@@ -591,8 +591,8 @@ class Connection:
         """Whether this idle connection is readable: mcpd (or a proxy)
         closed or reset it, or sent on it unasked. Either way it must not
         carry a request, which would fail, or worse, unanswered."""
-        if not hasattr(select, "poll"):  # Windows: no check
-            return False
+        if not hasattr(select, "poll"):  # Windows: select takes sockets there
+            return bool(select.select([self._sock], [], [], 0)[0])
         p = select.poll()
         p.register(self._sock, select.POLLIN)
         return bool(p.poll(0))

@@ -116,21 +116,19 @@ def serve() -> Iterator[Callable[[Callable[[Conn, int], None]], ScriptedServer]]
         s.close()
 
 
-def calls(wire: str, url: str, n: int, pause: float = 0.0) -> List[str]:
-    """n calls in a row on one client; the text of each result, or the
-    name of the error it raised."""
+def calls(wire: str, url: str, n: int, between: Callable[[], object] = lambda: None) -> List[str]:
+    """n calls in a row on one client, between() run before each but the
+    first; the text of each result, or the name of the error it raised."""
 
     def outcome(e: mcpd_grpc.MCPDError) -> str:
         return type(e).__name__
 
     if wire == "sync":
-        import time
-
         out = []
         with Client(url, timeout=10) as c:
             for i in range(n):
-                if i and pause:
-                    time.sleep(pause)
+                if i:
+                    between()
                 try:
                     out.append(c.call_tool("mcp__x__echo").text)
                 except mcpd_grpc.MCPDError as e:
@@ -141,8 +139,9 @@ def calls(wire: str, url: str, n: int, pause: float = 0.0) -> List[str]:
         out = []
         async with AsyncClient(url, timeout=10) as c:
             for i in range(n):
-                if i and pause:
-                    await asyncio.sleep(pause)
+                if i:
+                    await asyncio.to_thread(between)
+                    await asyncio.sleep(0)  # the loop sees the connection's end
                 try:
                     out.append((await c.call_tool("mcp__x__echo")).text)
                 except mcpd_grpc.MCPDError as e:
@@ -154,15 +153,22 @@ def calls(wire: str, url: str, n: int, pause: float = 0.0) -> List[str]:
 
 @pytest.mark.parametrize("wire", WIRES)
 def test_an_idle_connection_closed_by_mcpd_is_replaced(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    """A pooled connection mcpd closed while idle is not used for the next
+    call, a tool call here, which is never sent again."""
+    closed = threading.Event()
+
     def script(conn: Conn, index: int) -> None:
         if conn.read_request():
             conn.sock.sendall(OK)  # kept alive by the client, then closed here
         if index > 0:
             while conn.read_request():
                 conn.sock.sendall(OK)
+        else:
+            conn.sock.close()
+            closed.set()
 
     server = serve(script)
-    assert calls(wire, server.url, 2, pause=0.2) == ["ok", "ok"]
+    assert calls(wire, server.url, 2, between=lambda: closed.wait(10)) == ["ok", "ok"]
     assert len(server.requests) == 2 and server.connections == 2
 
 
@@ -171,17 +177,20 @@ def test_an_idle_connection_reset_is_replaced(wire: str, serve: Callable[..., Sc
     """A pooled connection a proxy reset while idle fails the next request
     before any answer: it never ran, and goes out on a new connection."""
 
+    reset = threading.Event()
+
     def script(conn: Conn, index: int) -> None:
         if conn.read_request():
             conn.sock.sendall(OK)
             if index == 0:
                 conn.reset()
+                reset.set()
                 return
         while conn.read_request():
             conn.sock.sendall(OK)
 
     server = serve(script)
-    assert calls(wire, server.url, 2, pause=0.2) == ["ok", "ok"]
+    assert calls(wire, server.url, 2, between=lambda: reset.wait(10)) == ["ok", "ok"]
     assert len(server.requests) == 2 and server.connections == 2
 
 
