@@ -38,7 +38,7 @@ func (p TLSPEM) Equal(q TLSPEM) bool {
 }
 
 // problems lists what is wrong with the block's paths: the files
-// themselves are checked by Load.
+// themselves are read, and checked, at every connect (Read, ClientConfig).
 func (t *TLS) problems() []string {
 	var ps []string
 	if t.CA == "" && t.Cert == "" && t.Key == "" {
@@ -119,15 +119,6 @@ func (t *TLS) ClientConfig(p TLSPEM) (*tls.Config, error) {
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
 	}
 	return cfg, nil
-}
-
-// Load reads and parses the block's files: Read, then ClientConfig.
-func (t *TLS) Load() (*tls.Config, error) {
-	p, err := t.Read()
-	if err != nil {
-		return nil, err
-	}
-	return t.ClientConfig(p)
 }
 
 // Clone returns a copy.

@@ -171,6 +171,15 @@ func TestTLSFilesReadAtConnect(t *testing.T) {
 	}
 }
 
+// load reads the block's files and parses them, as a connect does.
+func load(b *TLS) (*tls.Config, error) {
+	p, err := b.Read()
+	if err != nil {
+		return nil, err
+	}
+	return b.ClientConfig(p)
+}
+
 // TestTLSLoadErrors: files that cannot be read or do not load give an
 // error that names the field and the path, and never shows what a key
 // file holds.
@@ -190,7 +199,7 @@ func TestTLSLoadErrors(t *testing.T) {
 	keyBody := strings.Split(string(files.keyPEM), "\n")[1]
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := tt.block.Load()
+			_, err := load(&tt.block)
 			if err == nil {
 				t.Fatal("Load: got no error")
 			}
@@ -206,11 +215,11 @@ func TestTLSLoadErrors(t *testing.T) {
 	}
 }
 
-// TestTLSLoad: Load builds a client configuration with the CA as the only
+// TestTLSLoad: the files make a client configuration with the CA as the only
 // roots and the client certificate.
 func TestTLSLoad(t *testing.T) {
 	files := writeTLSFiles(t)
-	cfg, err := (&TLS{CA: files.ca, Cert: files.cert, Key: files.key}).Load()
+	cfg, err := load(&TLS{CA: files.ca, Cert: files.cert, Key: files.key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +229,7 @@ func TestTLSLoad(t *testing.T) {
 	if c, err := cfg.GetClientCertificate(&tls.CertificateRequestInfo{}); err != nil || len(c.Certificate) != 1 {
 		t.Errorf("client certificate: got %v, %v; want the one issued", c, err)
 	}
-	cfg, err = (&TLS{Cert: files.cert, Key: files.key}).Load()
+	cfg, err = load(&TLS{Cert: files.cert, Key: files.key})
 	if err != nil {
 		t.Fatal(err)
 	}
