@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -466,4 +469,71 @@ func TestCallTimeouts(t *testing.T) {
 	wantCode(t, err, codes.DeadlineExceeded)
 	_, err = d.call(ctx, t, "mcp__demo__slow", chatty, 500*time.Millisecond)
 	wantCode(t, err, codes.DeadlineExceeded)
+}
+
+// TestRetryFailuresPublished: a remote server that is not up yet is
+// FAILED and tried again in the background; a subscriber hears each new
+// reason it fails for (503, then 502) once, not once per attempt, and
+// then that it is READY.
+func TestRetryFailuresPublished(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	up := echoServer(t)
+	var mode atomic.Int32 // 0: 503, 1: 502, 2: serves
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load() {
+		case 0:
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+		case 1:
+			http.Error(w, "no upstream", http.StatusBadGateway)
+		default:
+			up.Config.Handler.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(front.Close)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--restart-backoff", "20ms", "--restart-backoff-max", "40ms"}})
+	states := d.subscribe(ctx, t, "away", mcpdv1.EventKind_EVENT_KIND_SERVER_STATE)
+	resp, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: httpServerConfig("away", front.URL+"/mcp", nil)})
+	if err != nil || resp.GetServer().GetState() != mcpdv1.ServerState_SERVER_STATE_FAILED {
+		t.Fatalf("connect: got %v, %v; want FAILED", resp.GetServer(), err)
+	}
+
+	type change struct{ state, err string }
+	var got []change
+	// next reads state events until one in state whose error contains
+	// part, and lets a few more attempts fail meanwhile.
+	next := func(state mcpdv1.ServerState, part string) {
+		t.Helper()
+		for {
+			m, err := states.Recv()
+			if err != nil {
+				t.Fatalf("waiting for %v with %q: %v; got %v", state, part, err, got)
+			}
+			st := m.GetEvent().GetServerState()
+			got = append(got, change{st.GetState().String(), st.GetError()})
+			if st.GetState() == state && strings.Contains(st.GetError(), part) {
+				return
+			}
+		}
+	}
+	restartsAfter := func(n uint32) {
+		t.Helper()
+		poll(ctx, t, "more failed attempts", func() (bool, error) {
+			r, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "away"})
+			return err == nil && r.GetServer().GetRestarts() >= n, err
+		})
+	}
+	next(mcpdv1.ServerState_SERVER_STATE_FAILED, "Service Unavailable")
+	restartsAfter(5)
+	mode.Store(1)
+	next(mcpdv1.ServerState_SERVER_STATE_FAILED, "Bad Gateway")
+	r, _ := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "away"})
+	restartsAfter(r.GetServer().GetRestarts() + 5)
+	mode.Store(2)
+	next(mcpdv1.ServerState_SERVER_STATE_READY, "")
+	for i := 1; i < len(got); i++ {
+		if got[i] == got[i-1] {
+			t.Errorf("event %d repeats the one before: %v (all: %v)", i, got[i], got)
+		}
+	}
 }
