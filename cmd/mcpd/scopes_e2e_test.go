@@ -177,6 +177,18 @@ func TestConfigScopeErrors(t *testing.T) {
 	}
 }
 
+// TestEditorFileWithoutServersKeepsDefault: Claude Code's ~/.claude.json
+// exists for every user of it, mostly without servers; such a file does
+// not count as a configuration, so mcpd still runs the demo server.
+func TestEditorFileWithoutServersKeepsDefault(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	home, project := shortTempDir(t), shortTempDir(t)
+	replaceFile(t, filepath.Join(home, ".claude.json"), `{"numStartups": 3, "projects": {}}`)
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--project", project}, env: []string{"HOME=" + home}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+}
+
 // TestServerToggles disables and enables servers, lists "disabled": true
 // entries as DISABLED, and keeps API changes in the state file across a
 // restart of mcpd, without a secret in the file.

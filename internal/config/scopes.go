@@ -78,8 +78,8 @@ type Layer struct {
 	// exists but cannot be read or parsed is an error all the same.
 	Optional bool
 	// Shared marks a file another program owns (an editor's settings): a
-	// file without a "mcpServers" or "servers" key holds no servers
-	// instead of being an error.
+	// file without a "mcpServers" or "servers" key is skipped as if it
+	// did not exist, instead of being an error.
 	Shared bool
 	// State marks mcpd's own state file (see [MarshalEntry]): its values
 	// are read back as they were written, and only the references written
@@ -174,7 +174,11 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 		}
 		f, err := parse(data, opts)
 		if l.Shared && errors.Is(err, errNoServersKey) {
-			f, err = &File{}, nil
+			// Claude Code keeps ~/.claude.json whether or not it has
+			// servers: one without them is as missing as no file, so
+			// that it does not stand for a configuration (and keep the
+			// built-in default from applying).
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("load config %s: %w", l.Path, err)

@@ -148,13 +148,14 @@ func TestLoadLayersMissingAndBroken(t *testing.T) {
 }
 
 // TestLoadLayersShared: an editor's own settings file may hold no servers
-// at all; mcpd's own files must have the key.
+// at all, and then counts as not read (so that the built-in default still
+// applies); mcpd's own files must have the key.
 func TestLoadLayersShared(t *testing.T) {
 	dir := t.TempDir()
 	editor := writeFile(t, dir, "editor.json", `{"theme": "dark"}`)
 	m, err := LoadLayers([]Layer{{Scope: ScopeUser, Path: editor, Optional: true, Shared: true}}, nil)
-	if err != nil || len(m.Entries) != 0 {
-		t.Errorf("shared file without servers: got %+v, %v; want no entries and no error", m, err)
+	if err != nil || len(m.Entries) != 0 || len(m.Read) != 0 {
+		t.Errorf("shared file without servers: got %+v, %v; want no entries, no file read and no error", m, err)
 	}
 	if _, err := LoadLayers([]Layer{{Scope: ScopeUser, Path: editor, Optional: true}}, nil); err == nil {
 		t.Errorf("own file without servers: got nil error, want one")
