@@ -519,16 +519,18 @@ func newLogger(level, format string) (zerolog.Logger, error) {
 }
 
 // checkStrictStart waits for the first start of every server the config
-// files list (but those they disable) and reports, naming them, those that
-// are not READY then: failed, stopped, or waiting for an OAuth consent
-// nobody is there to give. A signal during the wait is not a failure.
+// files list (but those they disable, and "sdk" entries, which wait for an
+// agent that can attach only once mcpd serves) and reports, naming them,
+// those that are not READY then: failed, stopped, or waiting for an OAuth
+// consent nobody is there to give. A signal during the wait is not a
+// failure.
 func checkStrictStart(ctx context.Context, mgr *mcpclient.Manager, merged *mcpconfig.Merged) error {
 	if mgr.WaitStarted(ctx) != nil {
 		return nil // stopping anyway
 	}
 	var failed []string
 	for _, e := range merged.Entries {
-		if e.Disabled {
+		if e.Disabled || (e.Err == nil && e.Server.Kind == mcpconfig.TransportAgent) {
 			continue
 		}
 		st, err := mgr.Get(e.Name)

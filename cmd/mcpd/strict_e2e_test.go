@@ -92,15 +92,17 @@ func TestStrictStart(t *testing.T) {
 
 	t.Run("every server ready", func(t *testing.T) {
 		// "off" was disabled through the API (SetServerEnabled), which the
-		// state file keeps: on purpose, so not a server that failed.
+		// state file keeps: on purpose, so not a server that failed; "notes"
+		// waits for an agent, which can attach only once mcpd serves.
 		state := filepath.Join(shortTempDir(t), "state.json")
 		if err := os.WriteFile(state, []byte(`{"mcpServers": {}, "disabled": ["off"]}`), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		config := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{"good": demo, "off": demo}}))
+		config := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{"good": demo, "off": demo, "notes": map[string]any{"type": "sdk"}}}))
 		d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--strict", "--state-file", state}})
 		d.waitServer(ctx, t, "off", mcpdv1.ServerState_SERVER_STATE_DISABLED)
 		d.waitServer(ctx, t, "good", mcpdv1.ServerState_SERVER_STATE_READY)
+		d.waitServer(ctx, t, "notes", mcpdv1.ServerState_SERVER_STATE_CONNECTING)
 		if _, err := d.call(ctx, t, "mcp__good__echo", map[string]any{"message": "hi"}, 0); err != nil {
 			t.Errorf("call through a strict mcpd: %v", err)
 		}
