@@ -244,7 +244,7 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 	}
 	var base http.RoundTripper = rt
 	if o.OAuth != nil && (cfg.OAuth != nil || !hasHeader(cfg.Headers, "Authorization")) {
-		base = o.OAuth.Transport(cfg.Name, cfg.URL, cfg.OAuth, rt)
+		base = o.OAuth.Transport(cfg.Name, cfg.URL, cfg.OAuth, rt, nil)
 	}
 	if cfg.Trace && cfg.Kind == config.TransportHTTP {
 		// Stdio and SSE sessions are traced on their connection.

@@ -38,8 +38,9 @@ type metadata struct {
 // validated). A metadata document that exists but names another resource
 // stops discovery: it must not lead to an authorization request. With no
 // metadata at all, the server's origin is taken as its authorization
-// server (the 2025-03-26 revision's fallback).
-func discover(ctx context.Context, c *http.Client, serverURL string, challenges []oauthex.Challenge) (*metadata, error) {
+// server (the 2025-03-26 revision's fallback). hc are the server's
+// clients.
+func discover(ctx context.Context, hc *httpClients, serverURL string, challenges []oauthex.Challenge) (*metadata, error) {
 	su, err := url.Parse(serverURL)
 	if err != nil {
 		return nil, fmt.Errorf("server url: %w", err)
@@ -70,11 +71,11 @@ func discover(ctx context.Context, c *http.Client, serverURL string, challenges 
 			// reserved address, literal, resolved or redirected to
 			// (SSRF). One that fails leaves the server's own well-known
 			// URLs to try.
-			prm, err = offOriginMetadata(ctx, c, cand.metadataURL, serverURL)
+			prm, err = offOriginMetadata(ctx, hc.discovery(cand.metadataURL), cand.metadataURL, serverURL)
 			if err != nil {
 				continue
 			}
-		} else if prm, err = fetchResourceMetadata(ctx, c, cand.metadataURL); err != nil {
+		} else if prm, err = fetchResourceMetadata(ctx, hc.any, cand.metadataURL); err != nil {
 			return nil, err
 		}
 		if prm == nil {
@@ -86,13 +87,13 @@ func discover(ctx context.Context, c *http.Client, serverURL string, challenges 
 		if len(prm.AuthorizationServers) == 0 {
 			return nil, errorf(ErrAuthorizationFailed, "protected resource metadata names no authorization server")
 		}
-		asm, err := authServerMetadata(ctx, c, prm.AuthorizationServers[0])
+		asm, err := authServerMetadata(ctx, hc.discovery(prm.AuthorizationServers[0]), prm.AuthorizationServers[0])
 		if err != nil {
 			return nil, err
 		}
 		return &metadata{resource: prm.Resource, scopesSupported: prm.ScopesSupported, asm: asm}, nil
 	}
-	asm, err := authServerMetadata(ctx, c, origin.String())
+	asm, err := authServerMetadata(ctx, hc.discovery(origin.String()), origin.String())
 	if err != nil {
 		return nil, err
 	}

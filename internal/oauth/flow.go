@@ -166,7 +166,7 @@ func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect
 	}
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	resp, err := oauthex.RegisterClient(rctx, asm.RegistrationEndpoint, req, sa.m.opts.HTTPClient)
+	resp, err := oauthex.RegisterClient(rctx, asm.RegistrationEndpoint, req, sa.httpClients().any)
 	if err != nil {
 		return nil, registrationError(err)
 	}
@@ -270,7 +270,7 @@ func (f *flow) complete(ctx context.Context, params url.Values) error {
 	if err != nil {
 		return fail(err)
 	}
-	t, err := tokenRequest(ctx, sa.m.opts.HTTPClient, asm.TokenEndpoint, form, sa.clientAuth(f.client), asm.Issuer, dk)
+	t, err := tokenRequest(ctx, sa.httpClients().any, asm.TokenEndpoint, form, sa.clientAuth(f.client), asm.Issuer, dk)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnreachable) {
 			// The flow stays pending: the caller went away, or the token

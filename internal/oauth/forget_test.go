@@ -25,7 +25,7 @@ func TestReleasedServersLeaveNothing(t *testing.T) {
 	m := newManager(t, dir)
 	for i := range 50 {
 		name := fmt.Sprintf("gone-%d", i)
-		m.Transport(name, "http://127.0.0.1:1/mcp", nil, http.DefaultTransport)
+		m.Transport(name, "http://127.0.0.1:1/mcp", nil, http.DefaultTransport, nil)
 		m.Release(name)
 		if m.Stored(name) {
 			t.Fatalf("Stored(%q) after Release with nothing obtained: got true, want false", name)
@@ -37,7 +37,7 @@ func TestReleasedServersLeaveNothing(t *testing.T) {
 
 	// A connected server keeps its authorization through a Forget: its
 	// transport still asks it for tokens and consents.
-	m.Transport("live", "http://127.0.0.1:1/mcp", nil, http.DefaultTransport)
+	m.Transport("live", "http://127.0.0.1:1/mcp", nil, http.DefaultTransport, nil)
 	if err := m.Forget("live"); err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func (sa *serverAuth) grantToken(ctx context.Context, grant string, meta *metada
 	default:
 		return nil, errorf(ErrAuthorizationFailed, "grant %q needs a person", grant)
 	}
-	t, err := tokenRequest(ctx, sa.m.opts.HTTPClient, asm.TokenEndpoint, form, client, asm.Issuer, dk)
+	t, err := tokenRequest(ctx, sa.httpClients().any, asm.TokenEndpoint, form, client, asm.Issuer, dk)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func (sa *serverAuth) identityAssertion(ctx context.Context, idp *config.IdP, au
 	}
 	endpoint := idp.TokenEndpoint
 	if endpoint == "" {
-		asm, err := authServerMetadata(ctx, sa.m.opts.HTTPClient, idp.Issuer)
+		asm, err := authServerMetadata(ctx, sa.httpClients().discovery(idp.Issuer), idp.Issuer)
 		if err != nil {
 			return "", err
 		}
@@ -96,7 +96,7 @@ func (sa *serverAuth) identityAssertion(ctx context.Context, idp *config.IdP, au
 	if idp.ClientSecret != "" {
 		ca.method = config.AuthMethodClientSecretPost
 	}
-	t, err := tokenRequest(ctx, sa.m.opts.HTTPClient, endpoint, form, ca, idp.Issuer, nil)
+	t, err := tokenRequest(ctx, sa.httpClients().any, endpoint, form, ca, idp.Issuer, nil)
 	if err != nil {
 		return "", errorf(ErrAuthorizationFailed, "identity provider token exchange: %v", err)
 	}

@@ -47,7 +47,7 @@ func TestRegistrationSecretNotEchoed(t *testing.T) {
 		w.WriteHeader(http.StatusUnauthorized)
 	})
 	m := newManager(t, t.TempDir())
-	c := &http.Client{Transport: m.Transport("srv", srv.URL+"/mcp", nil, http.DefaultTransport)}
+	c := &http.Client{Transport: m.Transport("srv", srv.URL+"/mcp", nil, http.DefaultTransport, nil)}
 	_, err := c.Post(srv.URL+"/mcp", "application/json", strings.NewReader(`{}`))
 	if err == nil || !errors.Is(err, ErrAuthorizationFailed) {
 		t.Fatalf("got %v, want ErrAuthorizationFailed", err)
@@ -97,7 +97,7 @@ func TestResourceMetadataStaysPublic(t *testing.T) {
 				t.Fatal(err)
 			}
 			m.SetRedirectURL("http://127.0.0.1:1" + CallbackPath)
-			c := &http.Client{Transport: m.Transport("srv", srv.URL+"/mcp", nil, http.DefaultTransport)}
+			c := &http.Client{Transport: m.Transport("srv", srv.URL+"/mcp", nil, http.DefaultTransport, nil)}
 			_, _ = c.Post(srv.URL+"/mcp", "application/json", strings.NewReader(`{}`))
 			for _, h := range rec.hosts {
 				if !strings.HasPrefix(h, "127.0.0.1") {
@@ -162,7 +162,7 @@ func TestURLChangeDuringTokenRequest(t *testing.T) {
 		sawAuth = r.Header.Get("Authorization")
 	}))
 	defer other.Close()
-	c2 := &http.Client{Transport: m.Transport("srv", other.URL+"/mcp", cfg, http.DefaultTransport)}
+	c2 := &http.Client{Transport: m.Transport("srv", other.URL+"/mcp", cfg, http.DefaultTransport, nil)}
 	close(net.release)
 	<-done
 	resp, err := c2.Post(other.URL+"/mcp", "application/json", strings.NewReader(`{}`))
@@ -343,7 +343,7 @@ func TestResourceMetadataRedirectStaysPublic(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.SetRedirectURL("http://127.0.0.1:1" + CallbackPath)
-	c := &http.Client{Transport: m.Transport("srv", srv.URL+"/mcp", nil, http.DefaultTransport)}
+	c := &http.Client{Transport: m.Transport("srv", srv.URL+"/mcp", nil, http.DefaultTransport, nil)}
 	if resp, err := c.Post(srv.URL+"/mcp", "application/json", strings.NewReader(`{}`)); err == nil {
 		resp.Body.Close()
 	}
@@ -416,7 +416,7 @@ func newLimitedResource(t *testing.T, issuer string, limited *atomic.Bool, serve
 // poster returns a function that POSTs to the resource through m (as
 // server "srv", with cfg) and returns the request's error.
 func (rs *limitedResource) poster(m *Manager, cfg *config.OAuth) func() error {
-	c := &http.Client{Transport: m.Transport("srv", rs.URL+"/mcp", cfg, http.DefaultTransport)}
+	c := &http.Client{Transport: m.Transport("srv", rs.URL+"/mcp", cfg, http.DefaultTransport, nil)}
 	return func() error {
 		resp, err := c.Post(rs.URL+"/mcp", "application/json", strings.NewReader(`{}`))
 		if err == nil {

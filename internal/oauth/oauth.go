@@ -77,7 +77,9 @@ type Options struct {
 	// keeps them in memory.
 	StateDir string
 	// HTTPClient sends metadata, registration and token requests; default
-	// a client with a 30s timeout.
+	// a client with a 30s timeout. A server given Transports of its own
+	// (Manager.Transport) has its requests sent through those instead,
+	// by a copy of HTTPClient.
 	HTTPClient *http.Client
 	// FlowTTL bounds how long a pending authorization waits for consent;
 	// default 10 minutes.
@@ -146,10 +148,10 @@ func (m *Manager) redirect() string {
 	return m.redirectURL
 }
 
-// server returns the authorization of a server, made on first use. cfg and
-// resource are the server's current settings: a changed resource (the URL)
-// drops the stored tokens.
-func (m *Manager) server(name, resource string, cfg *config.OAuth) *serverAuth {
+// server returns the authorization of a server, made on first use. cfg,
+// resource and requests are the server's current settings: a changed
+// resource (the URL) drops the stored tokens.
+func (m *Manager) server(name, resource string, cfg *config.OAuth, requests *Transports) *serverAuth {
 	m.mu.Lock()
 	sa := m.servers[name]
 	if sa == nil {
@@ -158,7 +160,7 @@ func (m *Manager) server(name, resource string, cfg *config.OAuth) *serverAuth {
 	}
 	sa.released = false
 	m.mu.Unlock()
-	sa.configure(resource, cfg)
+	sa.configure(resource, cfg, requests)
 	return sa
 }
 

@@ -171,7 +171,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // client sends requests to the test resource through m.
 func client(m *Manager, as *testAS, cfg *config.OAuth) *http.Client {
-	return &http.Client{Transport: m.Transport("srv", as.srv.URL+"/mcp", cfg, http.DefaultTransport)}
+	return &http.Client{Transport: m.Transport("srv", as.srv.URL+"/mcp", cfg, http.DefaultTransport, nil)}
 }
 
 func post(t *testing.T, c *http.Client, as *testAS) (*http.Response, error) {
@@ -544,7 +544,7 @@ func TestConfigureWhileAuthorizing(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				m.Transport("srv", as.srv.URL+"/mcp", cfg.Clone(), http.DefaultTransport)
+				m.Transport("srv", as.srv.URL+"/mcp", cfg.Clone(), http.DefaultTransport, nil)
 			}
 		}
 	})

@@ -42,6 +42,8 @@ type serverAuth struct {
 	dpop     *dpopKey
 	pending  *flow
 	lastErr  string
+	// http sends the server's metadata, registration and token requests.
+	http *httpClients
 	// refused is why the last authorization attempt failed, until a token
 	// is obtained (see Manager.Blocked).
 	refused string
@@ -70,8 +72,11 @@ func (sa *serverAuth) holdsAnything() bool {
 
 // configure takes the server's current settings, loading the stored
 // record on first use. A record for another URL, or obtained under other
-// settings (grant, client, scopes, DPoP), is not reused.
-func (sa *serverAuth) configure(resource string, cfg *config.OAuth) {
+// settings (grant, client, scopes, DPoP), is not reused. requests (nil:
+// the Manager's client) carry the OAuth requests made from now on, those
+// of a flow started before too: a consent completed after a reconnect
+// exchanges its code with what the new session uses.
+func (sa *serverAuth) configure(resource string, cfg *config.OAuth, requests *Transports) {
 	settings := settingsOf(cfg)
 	var stale *flow
 	defer func() {
@@ -101,6 +106,7 @@ func (sa *serverAuth) configure(resource string, cfg *config.OAuth) {
 	}
 	sa.resource = resource
 	sa.cfg = cfg.Clone()
+	sa.http = newHTTPClients(sa.m.opts.HTTPClient, resource, requests)
 	if sa.wantsDPoP() && sa.dpop == nil && sa.rec.DPoPKey != "" {
 		if k, err := parseDPoPKey(sa.rec.DPoPKey); err == nil {
 			sa.dpop = k
@@ -122,6 +128,13 @@ func settingsOf(c *config.OAuth) string {
 		s += "|" + c.IdP.Issuer + "|" + c.IdP.TokenEndpoint + "|" + c.IdP.ClientID
 	}
 	return s
+}
+
+// httpClients returns the clients of the server's OAuth requests.
+func (sa *serverAuth) httpClients() *httpClients {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	return sa.http
 }
 
 func (sa *serverAuth) wantsDPoP() bool { return sa.cfg != nil && sa.cfg.DPoP }
@@ -282,7 +295,7 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	if t == nil || t.RefreshToken == "" {
 		return errorf(ErrAuthorizationFailed, "no refresh token")
 	}
-	meta, err := discover(ctx, sa.m.opts.HTTPClient, resource, challenges)
+	meta, err := discover(ctx, sa.httpClients(), resource, challenges)
 	if err != nil {
 		return err
 	}
@@ -308,7 +321,7 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	if err != nil {
 		return err
 	}
-	nt, err := tokenRequest(ctx, sa.m.opts.HTTPClient, meta.asm.TokenEndpoint, form, ca, meta.asm.Issuer, dk)
+	nt, err := tokenRequest(ctx, sa.httpClients().any, meta.asm.TokenEndpoint, form, ca, meta.asm.Issuer, dk)
 	if err != nil {
 		if refusedGrant(err) {
 			sa.dropToken(t)
@@ -402,7 +415,7 @@ func (sa *serverAuth) authorizeLocked(ctx context.Context, challenges []oauthex.
 	gen := sa.gen
 	resource := sa.resource
 	sa.mu.Unlock()
-	meta, err := discover(ctx, sa.m.opts.HTTPClient, resource, challenges)
+	meta, err := discover(ctx, sa.httpClients(), resource, challenges)
 	if err != nil {
 		return err
 	}

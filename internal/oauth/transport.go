@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -19,8 +18,11 @@ import (
 // carry its token, and an answer that asks for authorization is
 // authorized and the request sent once more. A request that needs a
 // person's consent fails with an error wrapping ErrAuthorizationRequired.
-func (m *Manager) Transport(server, serverURL string, cfg *config.OAuth, base http.RoundTripper) http.RoundTripper {
-	return &transport{sa: m.server(server, serverURL, cfg), base: base, origin: originOf(serverURL)}
+// The server's own metadata, registration and token requests go through
+// requests, or, when it is nil, Options.HTTPClient; the latest call for
+// a server decides, for its requests from then on.
+func (m *Manager) Transport(server, serverURL string, cfg *config.OAuth, base http.RoundTripper, requests *Transports) http.RoundTripper {
+	return &transport{sa: m.server(server, serverURL, cfg, requests), base: base, origin: originOf(serverURL)}
 }
 
 type transport struct {
@@ -29,16 +31,8 @@ type transport struct {
 	origin string
 }
 
-func originOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
-}
-
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if originOf(req.URL.String()) != t.origin {
+	if urlOrigin(req.URL) != t.origin {
 		return t.base.RoundTrip(req) // a token never leaves its server
 	}
 	ctx := req.Context()
