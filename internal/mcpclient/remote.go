@@ -65,8 +65,9 @@ type RemoteOptions struct {
 	// session, and each request is bounded by its own context. Default: a
 	// client with dial, TLS handshake and idle timeouts and no overall
 	// timeout. A server with a tls block gets a copy of the Transport
-	// with the block's settings, so the Transport must then be an
-	// *http.Transport (or nil, for http.DefaultTransport).
+	// with the block's settings (and another for its OAuth requests to
+	// other origins), so the Transport must then be an *http.Transport
+	// (or nil, for http.DefaultTransport).
 	HTTPClient *http.Client
 	// Telemetry, if set and tracing, adds the trace context of each MCP
 	// request to its HTTP request as traceparent headers.
@@ -83,7 +84,10 @@ type RemoteOptions struct {
 	// response) before it ends the session. Default 2; negative for none.
 	StreamRetries int
 	// OAuth, if set, authorizes requests to servers that have an oauth
-	// block or no static Authorization header.
+	// block or no static Authorization header. The metadata,
+	// registration and token requests of a server with a tls block go
+	// through copies of HTTPClient's Transport with the block's settings
+	// (see tlsTransports), not through the Manager's own client.
 	OAuth *oauth.Manager
 	// PostTimeout bounds the POST of a message the SDK sends on a context
 	// that never ends: its answers to a server's own requests (roots,
@@ -215,12 +219,16 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 		return nil, errorf(ErrInvalidArgument, "server %q: url is not an absolute http(s) URL", cfg.Name)
 	}
 	wire := o.HTTPClient.Transport
+	// The OAuth requests of a server with a tls block use the block too;
+	// nil leaves those of the others to the oauth.Manager's own client.
+	var oauthVia *oauth.Transports
 	if cfg.TLS != nil {
-		t, err := o.tls.get(cfg.TLS, wire)
+		t, elsewhere, err := o.tls.get(cfg.TLS, wire)
 		if err != nil {
 			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}
 		wire = t
+		oauthVia = &oauth.Transports{Own: t, Other: elsewhere}
 	}
 	rt := &remoteRoundTripper{
 		base:        o.Telemetry.HTTPTransport(wire),
@@ -244,7 +252,7 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 	}
 	var base http.RoundTripper = rt
 	if o.OAuth != nil && (cfg.OAuth != nil || !hasHeader(cfg.Headers, "Authorization")) {
-		base = o.OAuth.Transport(cfg.Name, cfg.URL, cfg.OAuth, rt, nil)
+		base = o.OAuth.Transport(cfg.Name, cfg.URL, cfg.OAuth, rt, oauthVia)
 	}
 	if cfg.Trace && cfg.Kind == config.TransportHTTP {
 		// Stdio and SSE sessions are traced on their connection.

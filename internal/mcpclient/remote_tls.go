@@ -1,6 +1,8 @@
 package mcpclient
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net/http"
 	"sync"
 
@@ -23,6 +25,13 @@ import (
 // changed files do not load, a session whose files do not load fails to
 // connect with an error naming the field and the path: that is the
 // server's last_error, and the next attempt reads the files again.
+//
+// The server's OAuth requests use the block too (oauth.Transports): those
+// to its own origin go through the endpoint's transport, and those to
+// other origins (its authorization server, often behind the same private
+// CA, or a public one) through a second copy that trusts the block's CA
+// as well as the roots the endpoint's would trust without it, and
+// presents the client certificate to a server that asks (RFC 8705).
 
 // tlsTransports are the transports of the tls blocks in use, by block:
 // servers whose blocks name the same files share one (net/http keeps its
@@ -42,18 +51,22 @@ type tlsBlock struct {
 	mu  sync.Mutex
 	pem config.TLSPEM
 	t   *http.Transport // nil until the files first loaded
+	// elsewhere is t for origins other than the server's: t itself when
+	// the block names no CA.
+	elsewhere *http.Transport
 }
 
-// get returns the transport of block, reading the block's files. base is
-// RemoteOptions.HTTPClient's transport; nil stands for
+// get returns the transports of block, reading the block's files: that
+// of the server's endpoint, and that of the OAuth requests to other
+// origins. base is RemoteOptions.HTTPClient's transport; nil stands for
 // http.DefaultTransport.
-func (ts *tlsTransports) get(block *config.TLS, base http.RoundTripper) (*http.Transport, error) {
+func (ts *tlsTransports) get(block *config.TLS, base http.RoundTripper) (endpoint, elsewhere *http.Transport, err error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	bt, ok := base.(*http.Transport)
 	if !ok {
-		return nil, errorf(ErrInvalidArgument, "a tls block needs mcpd's own HTTP transport, not a %T", base)
+		return nil, nil, errorf(ErrInvalidArgument, "a tls block needs mcpd's own HTTP transport, not a %T", base)
 	}
 	ts.mu.Lock()
 	b := ts.byBlock[*block]
@@ -68,14 +81,14 @@ func (ts *tlsTransports) get(block *config.TLS, base http.RoundTripper) (*http.T
 	defer b.mu.Unlock()
 	pem, err := block.Read()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if b.t != nil && b.pem.Equal(pem) {
-		return b.t, nil
+		return b.t, b.elsewhere, nil
 	}
 	cfg, err := block.ClientConfig(pem)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t := bt.Clone()
 	if bt.TLSClientConfig != nil {
@@ -92,9 +105,34 @@ func (ts *tlsTransports) get(block *config.TLS, base http.RoundTripper) (*http.T
 		cfg = c
 	}
 	t.TLSClientConfig = cfg
+	other := t
+	if block.CA != "" {
+		other = t.Clone()
+		other.TLSClientConfig.RootCAs = rootsWith(bt.TLSClientConfig, pem.CA)
+	}
 	if b.t != nil {
 		b.t.CloseIdleConnections()
+		b.elsewhere.CloseIdleConnections()
 	}
-	b.pem, b.t = pem, t
-	return t, nil
+	b.pem, b.t, b.elsewhere = pem, t, other
+	return t, other, nil
+}
+
+// rootsWith returns the roots that base trusts (the system's when it
+// names none) with the certificates of caPEM added: what origins other
+// than the server's are verified with. caPEM loaded already
+// (ClientConfig).
+func rootsWith(base *tls.Config, caPEM []byte) *x509.CertPool {
+	var pool *x509.CertPool
+	if base != nil && base.RootCAs != nil {
+		pool = base.RootCAs.Clone()
+	} else if sys, err := x509.SystemCertPool(); err == nil {
+		pool = sys // a copy of its own
+	} else {
+		// No system roots to be had (none installed): only the CA is
+		// trusted, as nothing else would be without the block.
+		pool = x509.NewCertPool()
+	}
+	pool.AppendCertsFromPEM(caPEM)
+	return pool
 }
