@@ -513,7 +513,7 @@ func TestChurnGatewaySessions(t *testing.T) {
 func TestChurnOAuthServers(t *testing.T) {
 	t.Parallel()
 	ctx := churnContext(t)
-	up := newOAuthUpstream(t)
+	up := newOAuthUpstream(t, nil)
 	stateDir := filepath.Join(shortTempDir(t), "oauth")
 	d, metrics := churnDaemon(ctx, t, "--oauth-state-dir", stateDir)
 

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -69,6 +71,9 @@ func TestOAuthStateDirUnusable(t *testing.T) {
 type oauthUpstream struct {
 	resource *httptest.Server
 	as       *httptest.Server
+	// browser is the person's browser: it trusts the authorization
+	// server's certificate and stops where it redirects (see approve).
+	browser *http.Client
 
 	mu sync.Mutex
 	// access: valid access tokens; refresh: valid refresh tokens; codes:
@@ -93,9 +98,48 @@ const (
 	oauthClientSecret = "e2e-client-secret-8c2d"
 )
 
-func newOAuthUpstream(t *testing.T) *oauthUpstream {
+// oauthUpstreamTLS puts both servers of an oauthUpstream behind TLS.
+type oauthUpstreamTLS struct {
+	// resourceCA and asCA issue the certificates of the resource server
+	// and of the authorization server.
+	resourceCA, asCA *testCA
+	// clientCA issues the client certificates the servers take: the
+	// resource server requires one; the authorization server asks every
+	// client for one, and its token endpoint refuses a client that
+	// presented none (RFC 8705 client authentication), while a browser
+	// without one gets to its authorization endpoint.
+	clientCA *testCA
+}
+
+// newOAuthUpstream starts an oauthUpstream, on plain HTTP when tlsOpts is
+// nil.
+func newOAuthUpstream(t *testing.T, tlsOpts *oauthUpstreamTLS) *oauthUpstream {
 	u := &oauthUpstream{access: map[string]bool{}, refresh: map[string]bool{}, codes: map[string]string{}, expiresIn: 3600,
-		secrets: []string{oauthClientSecret}, grants: map[string]int{}}
+		secrets: []string{oauthClientSecret}, grants: map[string]int{}, browser: noRedirects}
+	// start starts ts, behind TLS with a certificate from ca if set.
+	var resourceCA, asCA *testCA
+	start := func(ts *httptest.Server, ca *testCA, clientAuth tls.ClientAuthType) {
+		if ca == nil {
+			ts.Start()
+			return
+		}
+		cert, key := ca.serverCert(t, "upstream")
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: clientAuth, ClientCAs: tlsOpts.clientCA.Pool(), MinVersion: tls.VersionTLS12}
+		ts.Config.ErrorLog = log.New(io.Discard, "", 0) // a refused handshake shows in mcpd's last_error
+		ts.StartTLS()
+	}
+	if tlsOpts != nil {
+		resourceCA, asCA = tlsOpts.resourceCA, tlsOpts.asCA
+		u.browser = &http.Client{
+			Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: tlsOpts.asCA.Pool(), MinVersion: tls.VersionTLS12}},
+			CheckRedirect: noRedirects.CheckRedirect,
+		}
+		t.Cleanup(u.browser.CloseIdleConnections)
+	}
 
 	srv := mcp.NewServer(&mcp.Implementation{Name: "oauth-e2e", Version: "1.0.0"}, nil)
 	type echoIn struct {
@@ -119,13 +163,14 @@ func newOAuthUpstream(t *testing.T) *oauthUpstream {
 	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(prm))
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	u.resource = httptest.NewUnstartedServer(mux)
-	u.resource.Start()
+	start(u.resource, resourceCA, tls.RequireAndVerifyClientCert)
 	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: u.resource.URL + "/.well-known/oauth-protected-resource/mcp",
 	})(handler))
 
 	asMux := http.NewServeMux()
-	u.as = httptest.NewServer(asMux)
+	u.as = httptest.NewUnstartedServer(asMux)
+	start(u.as, asCA, tls.VerifyClientCertIfGiven)
 	issuer := u.as.URL
 	prm.Resource = u.resource.URL + "/mcp"
 	prm.AuthorizationServers = []string{issuer}
@@ -188,6 +233,10 @@ func newOAuthUpstream(t *testing.T) *oauthUpstream {
 		}
 		if id, secret, ok := r.BasicAuth(); !ok || id != oauthClientID || secret != oauthClientSecret {
 			writeTestJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client"})
+			return
+		}
+		if tlsOpts != nil && len(r.TLS.PeerCertificates) == 0 {
+			writeTestJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client", "error_description": "no client certificate"})
 			return
 		}
 		_ = r.ParseForm()
@@ -339,7 +388,14 @@ var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Reques
 // listener, with code, state and iss), without following it.
 func approve(ctx context.Context, t *testing.T, authURL string) string {
 	t.Helper()
-	resp := httpGet(ctx, t, noRedirects, authURL)
+	return approveIn(ctx, t, noRedirects, authURL)
+}
+
+// approveIn is approve with browser, a client that does not follow
+// redirects.
+func approveIn(ctx context.Context, t *testing.T, browser *http.Client, authURL string) string {
+	t.Helper()
+	resp := httpGet(ctx, t, browser, authURL)
 	if resp.StatusCode != http.StatusFound {
 		t.Fatalf("authorization endpoint: got HTTP %d, want a redirect", resp.StatusCode)
 	}
@@ -407,7 +463,7 @@ func serversText(ctx context.Context, t *testing.T, d *daemon) string {
 func TestOAuthUpstream(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	up := newOAuthUpstream(t)
+	up := newOAuthUpstream(t, nil)
 	stateDir := filepath.Join(shortTempDir(t), "oauth")
 	opts := daemonOptions{config: emptyConfig(t), args: []string{"--oauth-state-dir", stateDir}}
 	const (
@@ -685,7 +741,7 @@ func checkMode(t *testing.T, path string, want os.FileMode) {
 func TestOAuthURLOnlyForWhoMayComplete(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	up := newOAuthUpstream(t)
+	up := newOAuthUpstream(t, nil)
 	const (
 		name          = "protected"
 		viewerToken   = "viewer-token-64b1"

@@ -120,3 +120,66 @@ func TestRemoteServerMutualTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestOAuthTLSBlock: the OAuth requests of a server with a tls block use
+// the block too. The server is behind mutual TLS with a private CA, and
+// so is its protected resource metadata; its authorization server, whose
+// token endpoint refuses a client without a certificate from that CA, is
+// behind the same CA ("internal"), or has a certificate that chains to
+// the system's roots (here SSL_CERT_FILE; "public"). Each server reaches
+// READY after consent, a tool call works, and the refresh of an expired
+// token goes the same way.
+func TestOAuthTLSBlock(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	privateCA, publicCA := newCA(t, "private"), newCA(t, "public")
+	ups := map[string]*oauthUpstream{
+		"internal": newOAuthUpstream(t, &oauthUpstreamTLS{resourceCA: privateCA, asCA: privateCA, clientCA: privateCA}),
+		"public":   newOAuthUpstream(t, &oauthUpstreamTLS{resourceCA: privateCA, asCA: publicCA, clientCA: privateCA}),
+	}
+	clientCert, clientKey := privateCA.issue(t, "mcpd", certSpec{CN: "mcpd"})
+	block := mustJSON(t, map[string]string{"ca": privateCA.path, "cert": clientCert, "key": clientKey})
+	cfg := writeConfig(t, `{"mcpServers": {
+  "internal": {"type": "http", "url": "`+ups["internal"].url()+`", "tls": `+block+`},
+  "public": {"type": "http", "url": "`+ups["public"].url()+`", "tls": `+block+`}
+}}`)
+	d := startDaemon(ctx, t, daemonOptions{
+		config: cfg,
+		args:   []string{"--oauth-state-dir", filepath.Join(shortTempDir(t), "oauth")},
+		env:    []string{"SSL_CERT_FILE=" + publicCA.path},
+	})
+
+	for _, name := range []string{"internal", "public"} {
+		up := ups[name]
+		s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED, mcpdv1.ServerState_SERVER_STATE_FAILED)
+		if s.GetState() != mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED || !strings.HasPrefix(s.GetAuthorizationUrl(), up.as.URL+"/authorize?") {
+			t.Fatalf("%s: got %v (last error %q) at %q, want AUTHORIZATION_REQUIRED at its authorization server", name, s.GetState(), s.GetLastError(), s.GetAuthorizationUrl())
+		}
+		redirect := approveIn(ctx, t, up.browser, s.GetAuthorizationUrl())
+		if r := httpGet(ctx, t, http.DefaultClient, redirect); r.StatusCode != http.StatusOK {
+			t.Fatalf("%s: the redirect listener: got HTTP %d, want 200", name, r.StatusCode)
+		}
+		if s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY, mcpdv1.ServerState_SERVER_STATE_FAILED); s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+			t.Fatalf("%s: after consent: got %v (last error %q), want READY", name, s.GetState(), s.GetLastError())
+		}
+		tool := "mcp__" + name + "__echo"
+		if got := text(d.mustCall(ctx, t, tool, map[string]any{"message": "hello"})); got != "echo: hello" {
+			t.Errorf("%s: CallTool: got %q, want %q", name, got, "echo: hello")
+		}
+		up.expireAccess()
+		if got := text(d.mustCall(ctx, t, tool, map[string]any{"message": "refreshed"})); got != "echo: refreshed" {
+			t.Errorf("%s: CallTool after the token expired: got %q", name, got)
+		}
+		if n, m := up.grantCount("authorization_code"), up.grantCount("refresh_token"); n != 1 || m != 1 {
+			t.Errorf("%s: %d code exchanges and %d refreshes, want 1 and 1", name, n, m)
+		}
+		checkNoSecrets(t, "mcpd's log", d.log.String(), up.allSecrets())
+	}
+	key, err := os.ReadFile(clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := strings.Split(string(key), "\n")[1]; strings.Contains(d.log.String(), body) {
+		t.Error("mcpd's log holds the client key")
+	}
+}
