@@ -15,6 +15,9 @@
 // ErrAuthorizationRequired: nothing waits for a person inside a request.
 // The consent ends when the browser's redirect reaches the Manager's
 // redirect handler, or when Complete is given the URL the browser ended on.
+// A server's metadata, registration and token requests go through the
+// Manager's HTTP client, or through the Transports its Transport call
+// names (those of a server with TLS settings of its own).
 //
 // Tokens and client registrations persist in a state directory, one file
 // per server, mode 0600 in a 0700 directory, written atomically. They are
