@@ -101,8 +101,31 @@ func (m *Manager) GetPrompt(ctx context.Context, server, name string, args map[s
 // resource template.
 func (m *Manager) Complete(ctx context.Context, server string, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
 	return request(ctx, m, server, "completion/complete", func(ctx context.Context, cs *mcp.ClientSession) (*mcp.CompleteResult, error) {
-		return cs.Complete(ctx, params)
+		res, err := cs.Complete(ctx, params)
+		if err == nil && res != nil {
+			capCompletion(&res.Completion)
+		}
+		return res, err
 	})
+}
+
+// maxCompletionValues is the spec's bound on the values of one completion
+// result, which mcpd's clients (and its own MCP endpoint's) may rely on.
+const maxCompletionValues = 100
+
+// capCompletion keeps the first maxCompletionValues values of a server
+// that sent more, and says that more exist; with the server's has_more
+// unset, the count it sent is the total.
+func capCompletion(c *mcp.CompletionResultDetails) {
+	n := len(c.Values)
+	if n <= maxCompletionValues {
+		return
+	}
+	if c.Total == 0 && !c.HasMore {
+		c.Total = n
+	}
+	c.Values = c.Values[:maxCompletionValues:maxCompletionValues]
+	c.HasMore = true
 }
 
 func hasResources(c *mcp.ServerCapabilities) bool { return c != nil && c.Resources != nil }

@@ -51,6 +51,13 @@ func newSurfaceServer(t *testing.T, versions []string) *surfaceServer {
 		},
 		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			var values []string
+			if req.Params.Argument.Value == "many" {
+				// Over the spec's 100: mcpd passes on the first 100.
+				for i := range 150 {
+					values = append(values, fmt.Sprintf("v%03d", i))
+				}
+				return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: values}}, nil
+			}
 			for _, v := range []string{"alpha", "beta", "bravo"} {
 				if strings.HasPrefix(v, req.Params.Argument.Value) {
 					values = append(values, req.Params.Ref.Type+":"+v)
@@ -215,6 +222,12 @@ func TestResourcesPromptsCompletion(t *testing.T) {
 				Argument: &mcpdv1.CompleteArgument{Name: "id", Value: "a"}})
 			if err != nil || !slices.Equal(c.GetValues(), []string{"ref/resource:alpha"}) {
 				t.Errorf("complete template: got %v %v", c, err)
+			}
+			c, err = e.client.Complete(ctx, &mcpdv1.CompleteRequest{Server: "s", Ref: &mcpdv1.CompleteRequest_Prompt{Prompt: "greet"},
+				Argument: &mcpdv1.CompleteArgument{Name: "name", Value: "many"}})
+			if err != nil || len(c.GetValues()) != 100 || c.GetValues()[99] != "v099" || !c.GetHasMore() || c.GetTotal() != 150 {
+				t.Errorf("complete with 150 values: got %d values, has_more %v, total %d, %v; want the first 100, has_more, total 150",
+					len(c.GetValues()), c.GetHasMore(), c.GetTotal(), err)
 			}
 			_, err = e.client.Complete(ctx, &mcpdv1.CompleteRequest{Server: "s", Argument: &mcpdv1.CompleteArgument{Name: "id"}})
 			wantCode(t, err, codes.InvalidArgument)
