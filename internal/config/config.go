@@ -122,7 +122,7 @@ type Server struct {
 	OAuth *OAuth
 	// TLS names a private CA and a client certificate for an HTTP or SSE
 	// server; nil means the system's roots and no client certificate.
-	// Validate reads its files; mcpd reads them again for every session.
+	// Validate checks its paths; mcpd reads the files for every session.
 	TLS *TLS
 
 	// Options.
@@ -222,8 +222,8 @@ func isNameByte(c byte) bool {
 // a command for stdio, an absolute http(s) URL for http and sse, no fields
 // of the other transport, a known ProtocolVersion, non-negative timeouts,
 // well-formed tool filters, env names and header names, and a tls block
-// whose files exist and load (a valid CA, a client certificate that
-// matches its key). It reports every
+// of absolute paths, cert and key both or neither (its files are read at
+// connect, not here). It reports every
 // problem it finds in one error wrapping [ErrInvalid]. Error messages name
 // fields and keys but never print env or header values.
 func (s *Server) Validate() error {

@@ -92,9 +92,9 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 //
 // A url entry may have a "tls" block, {"ca": "...", "cert": "...",
 // "key": "..."}: absolute paths of PEM files, the CA its certificate must
-// chain to and the client certificate mcpd presents (see [TLS]). The
-// files must load when the entry is read, or the entry is invalid; mcpd
-// reads them again for every session.
+// chain to and the client certificate mcpd presents (see [TLS]). Reading
+// the entry checks the paths only; mcpd reads the files for every
+// session, and a file that does not load fails that connect.
 //
 // An entry with a url and no type (or "type": "auto") has its transport
 // detected when mcpd connects: Streamable HTTP, then legacy SSE;

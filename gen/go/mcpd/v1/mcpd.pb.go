@@ -1365,7 +1365,9 @@ type Server struct {
 	Instructions string `protobuf:"bytes,6,opt,name=instructions,proto3" json:"instructions,omitempty"`
 	// Holds the capabilities the server advertised, as MCP JSON.
 	Capabilities *structpb.Struct `protobuf:"bytes,7,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
-	// Counts the tools mcpd exposes for this server (after filters).
+	// Counts the tools mcpd exposes for this server after its tools_allow
+	// and tools_deny filters; tool rules, which may differ per caller, are
+	// not applied (ListTools applies them).
 	ToolCount int32 `protobuf:"varint,8,opt,name=tool_count,json=toolCount,proto3" json:"tool_count,omitempty"`
 	// Explains the most recent failure, empty when there was none. It stays
 	// after the server recovers, so that the cause of a restart remains
@@ -2505,8 +2507,8 @@ type CallToolRequest struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Holds the arguments, which must match the tool's input schema.
 	Arguments *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
-	// Bounds the call; unset means the server's call timeout. The RPC's own
-	// deadline also applies.
+	// Bounds the call; unset or zero means the server's call timeout. The
+	// RPC's own deadline also applies.
 	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Holds _meta sent with the MCP request.
 	Meta          *structpb.Struct `protobuf:"bytes,4,opt,name=meta,proto3" json:"meta,omitempty"`
@@ -3190,7 +3192,7 @@ type CallToolStreamRequest struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Holds the arguments, which must match the tool's input schema.
 	Arguments *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
-	// Bounds the call; unset means the server's call timeout.
+	// Bounds the call; unset or zero means the server's call timeout.
 	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Holds _meta sent with the MCP request (mcpd sets progressToken itself).
 	Meta          *structpb.Struct `protobuf:"bytes,4,opt,name=meta,proto3" json:"meta,omitempty"`
@@ -5748,7 +5750,8 @@ type ServerRequestRegistration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Names the servers whose requests the agent answers; empty means all.
 	Servers []string `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
-	// Lists the kinds the agent answers; empty means all.
+	// Lists the kinds the agent answers; empty means sampling, elicitation
+	// and roots (authorization and approval requests only when listed).
 	Kinds         []ServerRequestKind `protobuf:"varint,2,rep,packed,name=kinds,proto3,enum=mcpd.v1.ServerRequestKind" json:"kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -549,7 +549,9 @@ export type Server = Message<"mcpd.v1.Server"> & {
   capabilities?: JsonObject | undefined;
 
   /**
-   * Counts the tools mcpd exposes for this server (after filters).
+   * Counts the tools mcpd exposes for this server after its tools_allow
+   * and tools_deny filters; tool rules, which may differ per caller, are
+   * not applied (ListTools applies them).
    *
    * @generated from field: int32 tool_count = 8;
    */
@@ -1163,8 +1165,8 @@ export type CallToolRequest = Message<"mcpd.v1.CallToolRequest"> & {
   arguments?: JsonObject | undefined;
 
   /**
-   * Bounds the call; unset means the server's call timeout. The RPC's own
-   * deadline also applies.
+   * Bounds the call; unset or zero means the server's call timeout. The
+   * RPC's own deadline also applies.
    *
    * @generated from field: google.protobuf.Duration timeout = 3;
    */
@@ -1531,7 +1533,7 @@ export type CallToolStreamRequest = Message<"mcpd.v1.CallToolStreamRequest"> & {
   arguments?: JsonObject | undefined;
 
   /**
-   * Bounds the call; unset means the server's call timeout.
+   * Bounds the call; unset or zero means the server's call timeout.
    *
    * @generated from field: google.protobuf.Duration timeout = 3;
    */
@@ -2892,7 +2894,8 @@ export type ServerRequestRegistration = Message<"mcpd.v1.ServerRequestRegistrati
   servers: string[];
 
   /**
-   * Lists the kinds the agent answers; empty means all.
+   * Lists the kinds the agent answers; empty means sampling, elicitation
+   * and roots (authorization and approval requests only when listed).
    *
    * @generated from field: repeated mcpd.v1.ServerRequestKind kinds = 2;
    */
