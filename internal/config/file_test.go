@@ -1,7 +1,9 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -588,5 +590,39 @@ func TestParseWarningsExplainUnusableEntries(t *testing.T) {
 	want := []string{`oauth field "scope" is not understood by mcpd; ignored`, `oauth.idp field "tenant" is not understood by mcpd; ignored`}
 	if got := f.Servers[0].Warnings; !slices.Equal(got, want) {
 		t.Errorf("remote warnings: got %q, want %q", got, want)
+	}
+}
+
+// TestEntryKeysAreTheClientsList checks the keys of a server entry, its
+// oauth block and the block's idp object against the list the Python
+// client's tests read (clients/testdata/mcp-json-keys.json): a key added
+// here must be added there, where ServerConfig.from_mcp_json has to read
+// it or refuse it by name rather than drop it.
+func TestEntryKeysAreTheClientsList(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "clients", "testdata", "mcp-json-keys.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shared map[string]any
+	if err := json.Unmarshal(data, &shared); err != nil {
+		t.Fatalf("mcp-json-keys.json: %v", err)
+	}
+	for _, tc := range []struct {
+		list  string
+		known map[string]bool
+	}{
+		{"entry", entryFields},
+		{"oauth", oauthFields},
+		{"oauth.idp", idpFields},
+	} {
+		var got []string
+		raw, _ := shared[tc.list].([]any)
+		for _, k := range raw {
+			s, _ := k.(string)
+			got = append(got, s)
+		}
+		if want := slices.Sorted(maps.Keys(tc.known)); !slices.Equal(got, want) {
+			t.Errorf("mcp-json-keys.json %q: got %q, want the keys internal/config reads, sorted: %q", tc.list, got, want)
+		}
 	}
 }
