@@ -332,7 +332,7 @@ def server(s: pb.Server) -> t.Server:
 def server_config_to_proto(c: Union[t.ServerConfig, pb.ServerConfig]) -> pb.ServerConfig:
     if isinstance(c, pb.ServerConfig):
         return c
-    out = pb.ServerConfig(name=c.name, protocol_version=c.protocol_version, strict_capabilities=c.strict_capabilities)
+    out = pb.ServerConfig(name=c.name, protocol_version=c.protocol_version, strict_capabilities=c.strict_capabilities, trace=c.trace)
     out.tools_allow.extend(c.tools_allow)
     out.tools_deny.extend(c.tools_deny)
     out.tools_ask.extend(c.tools_ask)

@@ -439,6 +439,9 @@ class ServerConfig:
     oauth: Optional[OAuthConfig] = None
     strict_capabilities: bool = False
     """List tools only when the server declares the tools capability."""
+    trace: bool = False
+    """Log every JSON-RPC message of the server at mcpd's debug level
+    (docs/servers.md, "Wire tracing")."""
 
     def __repr__(self) -> str:
         # env and header values are secrets: show only their names (and
@@ -525,7 +528,7 @@ class ServerConfig:
         raise ValueError(f"server {name!r}: unknown type {kind!r}")
 
 
-_OPTION_NAMES = ("call_timeout", "connect_timeout", "protocol_version", "tools_allow", "tools_deny", "tools_ask", "strict_capabilities")
+_OPTION_NAMES = ("call_timeout", "connect_timeout", "protocol_version", "tools_allow", "tools_deny", "tools_ask", "strict_capabilities", "trace")
 
 
 def _options(options: Mapping[str, Any]) -> Dict[str, Any]:

@@ -188,6 +188,7 @@ class TestConvert:
         p = cv.server_config_to_proto(c)
         assert p.stdio.command == "npx" and list(p.stdio.args) == ["-y", "pkg"] and p.stdio.env["TOKEN"] == "s3cret"
         assert p.call_timeout.ToNanoseconds() == 1_500_000_000 and list(p.tools_deny) == ["rm*"] and list(p.tools_ask) == ["write*"]
+        assert not p.trace and cv.server_config_to_proto(ServerConfig.stdio("fs", "npx", trace=True)).trace
         h = cv.server_config_to_proto(ServerConfig.from_mcp_json("web", {"type": "sse", "url": "http://127.0.0.1:1/sse", "headers": {"A": "b"}}))
         assert h.WhichOneof("transport") == "sse" and h.sse.headers["A"] == "b"
         j = ServerConfig.from_mcp_json("x", {"command": "srv", "args": ["a"]})
