@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import math
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 if TYPE_CHECKING:
@@ -511,21 +512,284 @@ class ServerConfig:
 
     @classmethod
     def from_mcp_json(cls, name: str, entry: Mapping[str, Any], **options: Any) -> ServerConfig:
-        """One entry of a ``.mcp.json`` ``mcpServers`` map: ``{"command",
-        "args", "env", "cwd"}`` or ``{"type": "http"|"sse", "url", "headers",
-        "oauth"}``. ``${VAR}`` is not expanded here (the daemon expands it
-        only in files)."""
-        kind = entry.get("type", "stdio" if "command" in entry else "http")
-        if kind == "stdio":
-            return cls.stdio(name, entry["command"], entry.get("args", ()), env=entry.get("env"), cwd=entry.get("cwd", ""), **options)
-        oauth = OAuthConfig.from_mcp_json(entry["oauth"]) if entry.get("oauth") is not None else None
-        if kind in ("http", "streamable-http", "streamableHttp"):
-            return cls.http(name, entry["url"], headers=entry.get("headers"), oauth=oauth, **options)
-        if kind == "sse":
-            return cls.sse(name, entry["url"], headers=entry.get("headers"), oauth=oauth, **options)
-        if kind == "sdk":
-            raise ValueError(f"server {name!r}: an sdk server is not connected but served by an agent: Client.serve_tools")
-        raise ValueError(f"server {name!r}: unknown type {kind!r}")
+        """One entry of a ``.mcp.json`` ``mcpServers`` (or ``servers``) map,
+        read as mcpd's config file reader reads it, for ``connect_server``.
+
+        Read, with the daemon's names, spellings and units:
+
+        - ``type``: ``stdio``; ``http`` (also ``streamable-http``,
+          ``streamable_http``, ``streamableHttp``); ``sse``; ``auto``; in
+          any case. Without one, an entry with a ``url`` is ``auto`` (its
+          transport is detected when mcpd connects: Streamable HTTP, then
+          legacy SSE; :meth:`remote`), one with a ``command`` is stdio, and
+          one with both is refused.
+        - stdio: ``command``, ``args``, ``env``, ``cwd``.
+        - ``http``, ``sse``, ``auto``: ``url`` (``serverUrl`` when ``url``
+          is empty), ``headers``, ``oauth`` (camelCase keys, see
+          :meth:`OAuthConfig.from_mcp_json`).
+        - ``timeout`` (``call_timeout``) and ``connectTimeout``, in seconds,
+          0 meaning the daemon's default; ``protocolVersion``,
+          ``toolsAllow``, ``toolsDeny``, ``toolsAsk``,
+          ``strictCapabilities``, ``trace``.
+
+        ``${VAR}`` is not expanded here: mcpd expands it only in files, and
+        uses ``ConnectServer``'s values as given, so expand what you need
+        before.
+
+        Refused with a ValueError that names the key, since ``ConnectServer``
+        has no field for it and dropping it would leave the server less
+        guarded, or otherwise, than the entry says: a ``tls`` block (config
+        files only), and unless empty ``permissions``, ``alwaysAllow``,
+        ``autoApprove`` and ``traceRedact``. ``"disabled": true`` is refused
+        too: a server cannot be connected disabled, and connecting it would
+        start what the entry parks (leave such an entry out).
+
+        Refused as mcpd refuses them: a value of the wrong JSON type, a field
+        of the other transport (``headers`` on a stdio server, ...) and a
+        timeout that is negative or over a year. A key mcpd does not know
+        (``envFile``; ``ToolsDeny``, as keys are read as spelled; a misspelt
+        ``toolDeny``) is refused too: mcpd ignores one with a warning in the
+        server's status, which here would reach no one. An ``sdk`` entry is
+        refused: an agent serves it (:meth:`Client.serve_tools`). Ignored as
+        by mcpd: ``name`` (an agent SDK's; the entry's key names the
+        server). A known key whose value is ``null`` counts as absent.
+
+        ``options`` (``call_timeout=``, ``tools_deny=``, ...) add to the
+        entry; one the entry sets too is refused rather than replace it.
+        """
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"server {name!r}: entry is {_json_kind(entry)}, want an object")
+        e = _Entry(name, entry)
+        unknown = sorted(k for k in entry if k not in _ENTRY_READ and k not in _ENTRY_REFUSED and k not in _ENTRY_IGNORED)
+        if unknown:
+            raise e.error(
+                f"not understood by mcpd: {', '.join(map(repr, unknown))} (mcpd's config file reader ignores such fields with "
+                "a warning; refused here so that a misspelt setting is not lost without a word)"
+            )
+        for key, why in _ENTRY_REFUSED.items():
+            value = entry.get(key)
+            if key == "disabled":
+                if e.boolean(key):
+                    raise e.error(
+                        'the entry is "disabled": true, and ConnectServer cannot add a server disabled: connecting it would start '
+                        f'what the entry parks. Leave the entry out, or remove "disabled" and call set_server_enabled({name!r}, False) '
+                        "after connecting (which starts it first)"
+                    )
+            elif value is not None and (key == "tls" or _says_something(value)):
+                raise e.error(f"{key!r} cannot be sent with ConnectServer, which has no field for it ({why}): connect this server from a config file")
+        url, server_url = e.string("url"), e.string("serverUrl")
+        url = url or server_url
+        command, args, env, cwd = e.string("command"), e.strings("args"), e.string_map("env"), e.string("cwd")
+        headers = e.string_map("headers")
+        kind = e.string("type")
+        if kind:
+            transport = _MCP_JSON_TYPES.get(kind.lower())
+            if transport is None:
+                if kind.lower() in ("sdk", "agent"):
+                    raise e.error("an sdk server is not connected but served by an agent: Client.serve_tools")
+                raise e.error(f"unknown type {kind!r} (want stdio, http, sse, auto, streamable-http or sdk)")
+        elif url and command:
+            raise e.error('entry has both command and url; set "type" or remove one')
+        elif url:
+            transport = Transport.AUTO
+        elif command:
+            transport = Transport.STDIO
+        else:
+            raise e.error("entry needs a command (stdio) or a url (http, sse)")
+        raw_oauth = entry.get("oauth")
+        if raw_oauth is not None and not isinstance(raw_oauth, Mapping):
+            raise e.error(f"field 'oauth' is {_json_kind(raw_oauth)}, want an object")
+
+        for key, option in _ENTRY_OPTIONS.items():
+            if entry.get(key) is not None and option in options:
+                raise e.error(f"{key!r} is in the entry and {option}= is given too: give it once")
+        opts: Dict[str, Any] = {
+            "call_timeout": e.seconds("timeout"),
+            "connect_timeout": e.seconds("connectTimeout"),
+            "protocol_version": e.string("protocolVersion"),
+            "tools_allow": e.strings("toolsAllow"),
+            "tools_deny": e.strings("toolsDeny"),
+            "tools_ask": e.strings("toolsAsk"),
+            "strict_capabilities": e.boolean("strictCapabilities"),
+            "trace": e.boolean("trace"),
+        }
+        opts.update(options)
+
+        if transport is Transport.STDIO:
+            if not command:
+                raise e.error("stdio server needs a command")
+            if url:
+                raise e.error("stdio server takes no url")
+            if headers:
+                raise e.error("stdio server takes no headers")
+            if raw_oauth is not None:
+                raise e.error("stdio server takes no oauth block (OAuth is for http and sse servers)")
+            return cls.stdio(name, command, args, env=env, cwd=cwd, **opts)
+        if not url:
+            raise e.error("http and sse servers need a url")
+        if command or args or env or cwd:
+            raise e.error(f"{transport.value} server takes no command, args, env or cwd")
+        try:
+            oauth = OAuthConfig.from_mcp_json(raw_oauth) if raw_oauth is not None else None
+        except ValueError as err:
+            raise e.error(str(err)) from None
+        return cls(name, transport, url=url, headers=headers, oauth=oauth, **_options(opts))
+
+
+# How ServerConfig.from_mcp_json treats each key mcpd's config file reader
+# knows in a server entry (internal/config's entry). The keys are listed in
+# clients/testdata/mcp-json-keys.json, which tests check against both.
+_ENTRY_READ = frozenset(
+    {
+        "type",
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "url",
+        "serverUrl",
+        "headers",
+        "oauth",
+        "timeout",
+        "connectTimeout",
+        "protocolVersion",
+        "toolsAllow",
+        "toolsDeny",
+        "toolsAsk",
+        "strictCapabilities",
+        "trace",
+    }
+)
+# Keys mcpd honours that ConnectServer cannot carry, and why: refused when
+# they say something (tls whenever it is there, disabled when true, with a
+# message of its own).
+_ENTRY_REFUSED = {
+    "tls": "a private CA and client certificate are read from config files only",
+    "permissions": "a server's own tool rules are read from config files only",
+    "alwaysAllow": "tools that run without asking are read from config files only",
+    "autoApprove": "tools that run without asking are read from config files only",
+    "traceRedact": "the fields a trace redacts are read from config files only",
+    "disabled": "a server cannot be connected disabled",
+}
+# Keys mcpd reads and leaves: an agent SDK's name for the server.
+_ENTRY_IGNORED = frozenset({"name"})
+# The entry's option keys and ServerConfig's fields for them.
+_ENTRY_OPTIONS = {
+    "timeout": "call_timeout",
+    "connectTimeout": "connect_timeout",
+    "protocolVersion": "protocol_version",
+    "toolsAllow": "tools_allow",
+    "toolsDeny": "tools_deny",
+    "toolsAsk": "tools_ask",
+    "strictCapabilities": "strict_capabilities",
+    "trace": "trace",
+}
+# The values of "type", lower-cased, as mcpd reads them.
+_MCP_JSON_TYPES = {
+    "stdio": Transport.STDIO,
+    "http": Transport.HTTP,
+    "streamable-http": Transport.HTTP,
+    "streamable_http": Transport.HTTP,
+    "streamablehttp": Transport.HTTP,
+    "sse": Transport.SSE,
+    "auto": Transport.AUTO,
+}
+# mcpd's bound on a config file's timeouts: a year, in seconds.
+_MAX_TIMEOUT_SECONDS = 365 * 24 * 60 * 60
+
+
+def _json_kind(v: Any) -> str:
+    """What v is, in JSON's words; never v itself, which may be a secret."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, Mapping):
+        return "an object"
+    if isinstance(v, (list, tuple)):
+        return "an array"
+    return f"a {type(v).__name__}"
+
+
+def _says_something(v: Any) -> bool:
+    """Whether a value sets anything: not false, nor an empty string, array
+    or object."""
+    if isinstance(v, (str, list, tuple, Mapping)):
+        return len(v) > 0
+    return v is not False
+
+
+class _Entry:
+    """The typed fields of one .mcp.json entry; a field that is null or
+    absent has its type's zero value, as when mcpd decodes it."""
+
+    def __init__(self, name: str, entry: Mapping[str, Any]) -> None:
+        self.name = name
+        self.entry = entry
+
+    def error(self, problem: str) -> ValueError:
+        return ValueError(f"server {self.name!r}: {problem}")
+
+    def _wrong(self, key: str, v: Any, want: str) -> ValueError:
+        return self.error(f"field {key!r} is {_json_kind(v)}, want {want}")
+
+    def string(self, key: str) -> str:
+        v = self.entry.get(key)
+        if v is None:
+            return ""
+        if not isinstance(v, str):
+            raise self._wrong(key, v, "a string")
+        return v
+
+    def boolean(self, key: str) -> bool:
+        v = self.entry.get(key)
+        if v is None:
+            return False
+        if not isinstance(v, bool):
+            raise self._wrong(key, v, "true or false")
+        return v
+
+    def strings(self, key: str) -> Tuple[str, ...]:
+        v = self.entry.get(key)
+        if v is None:
+            return ()
+        if not isinstance(v, (list, tuple)):
+            raise self._wrong(key, v, "an array of strings")
+        for i, s in enumerate(v):
+            if not isinstance(s, str):
+                raise self._wrong(f"{key}[{i}]", s, "a string")
+        return tuple(v)
+
+    def string_map(self, key: str) -> Dict[str, str]:
+        v = self.entry.get(key)
+        if v is None:
+            return {}
+        if not isinstance(v, Mapping):
+            raise self._wrong(key, v, "an object with string values")
+        for k, s in v.items():
+            if not isinstance(k, str):
+                raise self.error(f"field {key!r} has a name that is {_json_kind(k)}, want a string")
+            if not isinstance(s, str):
+                raise self._wrong(f"{key}.{k}", s, "a string")
+        return dict(v)
+
+    def seconds(self, key: str) -> Optional[float]:
+        v = self.entry.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self._wrong(key, v, "a number of seconds")
+        if not math.isfinite(v):
+            raise self.error(f"field {key!r} is not a finite number")
+        if v < 0:
+            raise self.error(f"field {key!r} is negative")
+        if v > _MAX_TIMEOUT_SECONDS:
+            raise self.error(f"field {key!r} is more than {_MAX_TIMEOUT_SECONDS} seconds")
+        return float(v) if v else None
 
 
 _OPTION_NAMES = ("call_timeout", "connect_timeout", "protocol_version", "tools_allow", "tools_deny", "tools_ask", "strict_capabilities", "trace")

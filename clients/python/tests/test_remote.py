@@ -104,6 +104,21 @@ def test_connect_server_remote(client: Client, everything_remote: Tuple[str, str
         client.disconnect_server(name)
 
 
+@pytest.mark.parametrize("kind", ["no type", "streamable_http"])
+def test_connect_server_from_mcp_json_url(client: Client, everything_remote: Tuple[str, str], kind: str) -> None:
+    """A .mcp.json url without a type is detected, as in a config file
+    (here an SSE endpoint); streamable_http and serverUrl are read too."""
+    http_url, sse_url = everything_remote
+    name, entry, want = ("ev-detected", {"url": sse_url}, "sse") if kind == "no type" else ("ev-json-http", {"type": kind, "serverUrl": http_url}, "http")
+    s = client.connect_server(ServerConfig.from_mcp_json(name, entry), replace=True)
+    try:
+        assert s.ready, f"{name}: {s.state} {s.last_error}"
+        assert s.transport.value == want, f"got transport {s.transport}, want {want}"
+        assert client.call_tool(f"mcp__{name}__echo", {"message": "hi"}).text == "Echo: hi"
+    finally:
+        client.disconnect_server(name)
+
+
 def test_unavailable_from_mcpd(client: Client) -> None:
     """A call to a server that failed to start is UNAVAILABLE from mcpd
     itself, with the reason, and retryable."""
