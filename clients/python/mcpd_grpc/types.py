@@ -466,7 +466,7 @@ class ServerConfig:
         **options: Any,
     ) -> ServerConfig:
         """A server run as a child process speaking MCP on stdin/stdout."""
-        return cls(name, Transport.STDIO, command=command, args=tuple(args), env=dict(env or {}), cwd=cwd, **_options(options))
+        return cls(name, Transport.STDIO, command=command, args=_string_tuple("args", args), env=dict(env or {}), cwd=cwd, **_options(options))
 
     @classmethod
     def http(
@@ -802,8 +802,16 @@ def _options(options: Mapping[str, Any]) -> Dict[str, Any]:
     out = dict(options)
     for k in ("tools_allow", "tools_deny", "tools_ask"):
         if k in out:
-            out[k] = tuple(out[k])
+            out[k] = _string_tuple(k, out[k])
     return out
+
+
+def _string_tuple(what: str, values: Sequence[str]) -> Tuple[str, ...]:
+    """values as a tuple; a lone string is refused, since tuple() would
+    split it into characters: tools_deny="rm" would deny "r" and "m"."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{what}: want a sequence of strings, not one string (wrap it in a list)")
+    return tuple(values)
 
 
 # ---------------------------------------------------------------------------

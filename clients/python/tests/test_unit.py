@@ -195,6 +195,12 @@ class TestConvert:
         assert j.transport is Transport.STDIO and j.args == ("a",)
         with pytest.raises(TypeError):
             ServerConfig.http("x", "http://h", bogus=1)
+        # A lone string would become its characters: a deny list of "r"
+        # and "m" instead of "rm".
+        with pytest.raises(TypeError, match="tools_deny"):
+            ServerConfig.stdio("fs", "npx", tools_deny="rm")
+        with pytest.raises(TypeError, match="args"):
+            ServerConfig.stdio("fs", "npx", "-y")
 
     def test_oauth_config(self) -> None:
         idp = mcpd_grpc.OAuthIdentityProvider(issuer="https://idp.example", client_id="mcpd", client_secret="idp-s3cret", id_token="id-t0ken")
