@@ -87,7 +87,7 @@ func ParseTransportKind(s string) (TransportKind, error) {
 		// over ServeTools.
 		return TransportAgent, nil
 	}
-	return TransportUnspecified, fmt.Errorf("%w: unknown type %q (want stdio, http, sse, streamable-http or sdk)", ErrInvalid, s)
+	return TransportUnspecified, fmt.Errorf("%w: unknown type %q (want stdio, http, sse, auto, streamable-http or sdk)", ErrInvalid, s)
 }
 
 // KnownProtocolVersions returns the MCP protocol revisions a forced
