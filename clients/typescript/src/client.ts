@@ -146,6 +146,7 @@ export type SamplingHandler = Handler<t.SamplingRequest, t.SamplingResult | stri
 export type ElicitationHandler = Handler<t.ElicitationRequest, t.ElicitationResult | JsonObject | undefined | null>;
 export type RootsHandler = Handler<t.RootsRequest, t.RootLike[]>;
 export type AuthorizationHandler = Handler<t.AuthorizationRequest, string | { redirectUrl: string } | undefined | null>;
+export type ApprovalHandler = Handler<t.ApprovalRequest, t.ApprovalResult | boolean>;
 
 /**
  * A tool in the Vercel AI SDK's tool-set shape (what its `tool({...})`
@@ -656,6 +657,16 @@ export class Client {
   /** Handles servers' needs for a person's OAuth consent. */
   onAuthorization(handler: AuthorizationHandler): AuthorizationHandler {
     return this.on("authorization", handler);
+  }
+
+  /**
+   * Decides tool calls that an "ask" tool rule holds: return true (or
+   * `{ approved: true }`) to let the call run, false or `{ reason }` to deny
+   * it. A handler that throws denies it too. Without an approval handler
+   * attached anywhere, such calls are denied.
+   */
+  onApproval(handler: ApprovalHandler): ApprovalHandler {
+    return this.on("approval", handler);
   }
 
   private on<H>(kind: t.ServerRequestKind, handler: H): H {

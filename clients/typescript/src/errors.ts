@@ -198,7 +198,8 @@ const BY_CODE: Record<number, new (message: string, init: MCPDErrorInit) => MCPD
 /**
  * Raise from a sampling, elicitation, roots or authorization handler to
  * refuse the request with a JSON-RPC error code (default -32603, internal
- * error).
+ * error); from an approval handler, to deny the call with the message as
+ * the reason.
  */
 export class ServerRequestError extends Error {
   readonly code: number;

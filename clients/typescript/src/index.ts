@@ -24,6 +24,8 @@ export { DEFAULT_TARGET, DEFAULT_WIRE, WIRES, type PemSource, type TlsOptions, t
 export {
   ServerConfig,
   contentText,
+  type ApprovalRequest,
+  type ApprovalResult,
   type AuthorizationRequest,
   type Completion,
   type Content,

@@ -6,7 +6,7 @@
  */
 
 import { create, toJson, type JsonObject, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
-import { timestampDate, ValueSchema, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import { timestampDate, ValueSchema, type Duration, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
 import * as pb from "./gen/mcpd/v1/mcpd_pb.js";
 
 export type { JsonObject, JsonValue };
@@ -44,8 +44,11 @@ export type EventKind =
   | "log"
   | "poll_result"
   | "gap";
-/** A kind of request servers send to their client. */
-export type ServerRequestKind = "sampling" | "elicitation" | "roots" | "authorization";
+/**
+ * A kind of request mcpd hands an agent: servers' sampling, elicitation,
+ * roots and authorization requests, and mcpd's own approval requests.
+ */
+export type ServerRequestKind = "sampling" | "elicitation" | "roots" | "authorization" | "approval";
 
 // The generated enums drop the proto's value prefix (SERVER_STATE_READY is
 // ServerState.READY); the client spells them in lower case ("ready").
@@ -85,6 +88,10 @@ function json(v: Value | undefined): JsonValue | undefined {
 
 function date(ts: Timestamp | undefined): Date | undefined {
   return ts === undefined ? undefined : timestampDate(ts);
+}
+
+function ms(d: Duration | undefined): number | undefined {
+  return d === undefined ? undefined : Number(d.seconds) * 1000 + d.nanos / 1e6;
 }
 
 export function toServer(s: pb.Server | undefined): Server {
@@ -310,6 +317,7 @@ export const REQUEST_KINDS: Record<ServerRequestKind, pb.ServerRequestKind> = {
   elicitation: pb.ServerRequestKind.ELICITATION,
   roots: pb.ServerRequestKind.ROOTS,
   authorization: pb.ServerRequestKind.AUTHORIZATION,
+  approval: pb.ServerRequestKind.APPROVAL,
 };
 
 // -- server configuration ------------------------------------------------
@@ -437,7 +445,32 @@ export interface AuthorizationRequest {
   deadline: Date | undefined;
 }
 
-export type ServerRequest = SamplingRequest | ElicitationRequest | RootsRequest | AuthorizationRequest;
+/**
+ * mcpd asks whether a tool call that an "ask" tool rule holds may run:
+ * `tool` is the qualified name, `server` its server, `rule` the rule that
+ * asked, `caller` who made the call.
+ */
+export interface ApprovalRequest {
+  kind: "approval";
+  id: string;
+  server: string;
+  tool: string;
+  /** The call's arguments ({} when it has none). */
+  arguments: JsonObject;
+  /** The tool's annotations (readOnlyHint, destructiveHint, ...); {} when the server gives none. */
+  annotations: JsonObject;
+  rule: string;
+  caller: string;
+  deadline: Date | undefined;
+  /**
+   * Set (ms) when the approval is for a poll of the tool (startPoll):
+   * approved, mcpd calls it with `arguments` that often until the poll
+   * stops, without asking again.
+   */
+  pollIntervalMs: number | undefined;
+}
+
+export type ServerRequest = SamplingRequest | ElicitationRequest | RootsRequest | AuthorizationRequest | ApprovalRequest;
 
 /** The answer to a sampling request; a handler may also return a string. */
 export interface SamplingResult {
@@ -457,6 +490,16 @@ export interface SamplingResult {
 export interface ElicitationResult {
   action: "accept" | "decline" | "cancel";
   content?: JsonObject;
+}
+
+/**
+ * The answer to an approval request: `approved` (default false) lets the
+ * call run; a denial's `reason` reaches the caller in its PermissionDenied.
+ * A handler may also return a boolean.
+ */
+export interface ApprovalResult {
+  approved?: boolean;
+  reason?: string;
 }
 
 /** A root: a URI string, or a URI with a name. */
@@ -508,6 +551,19 @@ export function toServerRequest(r: pb.ServerRequest): ServerRequest | undefined 
         authorizationUrl: r.kind.value.authorizationUrl,
         expireTime: date(r.kind.value.expireTime),
       };
+    case "approval": {
+      const a = r.kind.value;
+      return {
+        ...base,
+        kind: "approval",
+        tool: a.tool,
+        arguments: a.arguments ?? {},
+        annotations: a.annotations ?? {},
+        rule: a.rule,
+        caller: a.caller,
+        pollIntervalMs: ms(a.pollInterval),
+      };
+    }
     default:
       return undefined;
   }
@@ -572,6 +628,19 @@ export function replyFor(req: ServerRequest, result: unknown): pb.ServerRequestR
     case "authorization": {
       const url = result === undefined || result === null ? "" : typeof result === "string" ? result : (result as { redirectUrl?: string }).redirectUrl ?? "";
       return create(pb.ServerRequestReplySchema, { id, result: { case: "authorization", value: { redirectUrl: url } } });
+    }
+    case "approval": {
+      const r = typeof result === "boolean" ? { approved: result } : (result as ApprovalResult);
+      if (
+        r === null ||
+        typeof r !== "object" ||
+        Array.isArray(r) ||
+        (r.approved !== undefined && typeof r.approved !== "boolean") ||
+        (r.reason !== undefined && typeof r.reason !== "string")
+      ) {
+        throw new TypeError("an approval handler must return an ApprovalResult or a boolean");
+      }
+      return create(pb.ServerRequestReplySchema, { id, result: { case: "approval", value: { approved: r.approved ?? false, reason: r.reason ?? "" } } });
     }
   }
 }

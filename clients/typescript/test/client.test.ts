@@ -17,11 +17,13 @@ import {
   InvalidArgument,
   MCPDError,
   NotFound,
+  PermissionDenied,
   ServerConfig,
   ServerRequestError,
   Unauthenticated,
   Unavailable,
   isProviderSafe,
+  type ApprovalRequest,
   type ElicitationRequest,
   type Event,
   type SamplingRequest,
@@ -668,6 +670,89 @@ for (const wire of testWires()) {
         }
       }
       assert.deepEqual([...errors.keys()], ["UNAVAILABLE retryable=true"], JSON.stringify(Object.fromEntries(errors)));
+    });
+
+    describe("approvals", () => {
+      // mcpd with an ask rule: calls of mcp__demo__echo wait for an agent's approval.
+      let asking: Daemon;
+      before(async () => {
+        asking = await new Daemon(["--ask-tool", "mcp__demo__echo"]).start();
+        await asking.demoReady();
+      });
+      after(async () => {
+        await asking?.stop();
+      });
+
+      it("approves and denies the calls an ask rule holds with a handler", async () => {
+        const logged: unknown[] = [];
+        const c = asking.client(wire, { log: (_message, error) => logged.push(error) });
+        try {
+          await assert.rejects(c.callTool("mcp__demo__echo", { message: "unasked" }), (e) => e instanceof PermissionDenied && /no agent/.test(e.message));
+          const seen: ApprovalRequest[] = [];
+          c.onApproval(async (req) => {
+            seen.push(req);
+            if (req.arguments["message"] === "yes") return { approved: true };
+            if (req.arguments["message"] === "true") return true;
+            return { reason: "not this one" };
+          });
+          assert.ok(await c.handlersReady(RPC_TIMEOUT_MS), "mcpd did not confirm the handler");
+          assert.equal((await c.callTool("mcp__demo__echo", { message: "yes" })).text, "yes");
+          assert.equal((await c.callTool("mcp__demo__echo", { message: "true" })).text, "true");
+          await assert.rejects(c.callTool("mcp__demo__echo", { message: "no" }), (e) => e instanceof PermissionDenied && e.message.includes("not this one"));
+          const req = seen[0]!;
+          assert.equal(req.kind, "approval");
+          assert.equal(req.server, "demo");
+          assert.equal(req.tool, "mcp__demo__echo");
+          assert.equal(req.rule, "ask mcp__demo__echo");
+          assert.deepEqual(req.arguments, { message: "yes" });
+          assert.equal(req.annotations["readOnlyHint"], true);
+          assert.equal(typeof req.caller, "string");
+          assert.ok(req.deadline instanceof Date);
+          assert.equal(req.pollIntervalMs, undefined);
+          // Tools no rule holds are not asked about.
+          assert.equal((await c.callTool("mcp__demo__add", { a: 1, b: 2 })).text, "3");
+          assert.equal(seen.length, 3);
+          // A poll of the tool is asked about once, saying how often it calls.
+          const p = await c.startPoll("demo", { tool: "echo", arguments: { message: "yes" }, intervalMs: 7_000 });
+          await c.stopPoll(p.id);
+          assert.equal(seen.length, 4);
+          assert.equal(seen[3]!.pollIntervalMs, 7_000);
+          assert.deepEqual(seen[3]!.arguments, { message: "yes" });
+          assert.deepEqual(logged, []);
+        } finally {
+          await c.close();
+        }
+      });
+
+      it("denies a call whose approval handler throws, without telling the caller the error's text", async () => {
+        const logged: [string, unknown][] = [];
+        const c = asking.client(wire, { log: (message, error) => logged.push([message, error]) });
+        try {
+          c.onApproval(() => {
+            throw new Error("a secret of the handler");
+          });
+          assert.ok(await c.handlersReady(RPC_TIMEOUT_MS), "mcpd did not confirm the handler");
+          await assert.rejects(
+            c.callTool("mcp__demo__echo", { message: "x" }),
+            (e) => e instanceof PermissionDenied && e.message.includes("approval handler failed: Error") && !e.message.includes("secret"),
+          );
+          assert.equal(logged.length, 1);
+          assert.equal(logged[0]![0], "approval handler failed for server demo");
+          assert.equal((logged[0]![1] as Error).message, "a secret of the handler");
+          // A ServerRequestError is a refusal, with its message as the reason; nothing is logged.
+          c.onApproval(() => {
+            throw new ServerRequestError("ask again tomorrow", -32001);
+          });
+          await assert.rejects(c.callTool("mcp__demo__echo", { message: "x" }), (e) => e instanceof PermissionDenied && e.message.includes("ask again tomorrow"));
+          assert.equal(logged.length, 1);
+          // An answer that is neither a boolean nor an ApprovalResult fails the handler.
+          c.onApproval(() => "yes" as unknown as boolean);
+          await assert.rejects(c.callTool("mcp__demo__echo", { message: "x" }), (e) => e instanceof PermissionDenied && e.message.includes("approval handler failed: TypeError"));
+          assert.equal(logged.length, 2);
+        } finally {
+          await c.close();
+        }
+      });
     });
 
     it("answers sampling, elicitation and roots with callbacks", { skip: skipEverything }, () =>
