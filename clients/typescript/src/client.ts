@@ -96,6 +96,13 @@ export interface SubscribeOptions {
   pollIds?: string[];
   /** Start with the buffered events after this sequence (0: all that mcpd keeps). */
   afterSequence?: number;
+  /**
+   * Poll the `resources` of servers that cannot notify (no
+   * resources.subscribe capability) every this many ms (at least 1000)
+   * instead of failing: a change of the contents is a "resource_updated"
+   * event. Unset: mcpd subscribes upstream whatever the server declares.
+   */
+  fallbackPollIntervalMs?: number;
   /** Reopen a dropped stream, resuming after the last event (default true). */
   reconnect?: boolean;
   /** Give up with Unavailable after this long without mcpd (ms; default 30000; null: never). */
@@ -629,6 +636,9 @@ export class Client {
       kinds: (options.kinds ?? []).map(t.eventKindToProto),
       pollIds: options.pollIds ?? [],
     });
+    if (options.fallbackPollIntervalMs !== undefined) {
+      request.fallbackPollInterval = create(DurationSchema, t.durationFromMs(options.fallbackPollIntervalMs));
+    }
     return new Subscription(
       (req, signal, onHeader) => this.hub.subscribe(req, { signal, onHeader }),
       request,

@@ -43,6 +43,7 @@ async function freePort(): Promise<number> {
 }
 
 const RECORDING_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "recording-server.js");
+const QUIET_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "quiet-server.js");
 const skip = MCPD_BIN === undefined ? "no mcpd binary (MCPD_BIN)" : false;
 const skipEverything = skip || (EVERYTHING_BIN === undefined ? "no server-everything (MCPD_EVERYTHING_BIN)" : false);
 
@@ -86,6 +87,17 @@ async function ticks(it: AsyncIterator<Event>, n: number): Promise<number[]> {
     out.push(r.value.sequence);
   }
   return out;
+}
+
+/** The next value of an iterator; a read that gets none within RPC_TIMEOUT_MS fails here, not at the runner's timeout. */
+async function nextOf<T>(it: AsyncIterator<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no ${what} within ${RPC_TIMEOUT_MS} ms`)), RPC_TIMEOUT_MS);
+  });
+  const r = await Promise.race([it.next(), late]).finally(() => clearTimeout(timer));
+  assert.ok(!r.done, `the stream ended before ${what}`);
+  return r.value;
 }
 
 const CLOCK: [string, string] = ["demo", "demo://clock"];
@@ -522,6 +534,30 @@ for (const wire of testWires()) {
       }
     });
 
+    it("polls the resources of a server that cannot notify with fallbackPollIntervalMs", () =>
+      withClient(wire, async (c) => {
+        const name = `quiet-${wire.replace(/[^a-z0-9]/g, "")}`;
+        const s = await c.connectServer(ServerConfig.stdio(name, process.execPath, [QUIET_SERVER]), { replace: true });
+        assert.ok(s.ready, `${s.state} ${s.lastError}`);
+        const clock: [string, string] = [name, "quiet://clock"];
+        try {
+          // Without it, mcpd subscribes upstream, and the server's refusal ends the stream.
+          const refused = c.subscribe({ resources: [clock], kinds: ["resource_updated"] });
+          await assert.rejects(refused.next(), (e) => e instanceof MCPDError && e.server === name && !(e instanceof Unavailable));
+          // mcpd refuses less than a second; the client, a negative interval.
+          await assert.rejects(c.subscribe({ resources: [clock], fallbackPollIntervalMs: 500 }).next(), InvalidArgument);
+          assert.throws(() => c.subscribe({ resources: [clock], fallbackPollIntervalMs: -1 }), RangeError);
+          const sub = c.subscribe({ resources: [clock], kinds: ["resource_updated"], fallbackPollIntervalMs: 1000 });
+          for (let i = 0; i < 2; i++) {
+            const ev = await nextOf(sub, "an update of quiet://clock");
+            assert.deepEqual([ev.kind, ev.server, ev.uri], ["resource_updated", name, "quiet://clock"]);
+          }
+          sub.close();
+        } finally {
+          await c.disconnectServer(name);
+        }
+      }));
+
     it("replays buffered events with afterSequence", () =>
       withClient(wire, async (c) => {
         const sub = c.subscribe({ resources: [CLOCK], kinds: ["resource_updated"] });
@@ -859,3 +895,4 @@ for (const wire of testWires()) {
 
 // Keep the file list honest: a fixture the tests need must be built.
 assert.ok(fs.existsSync(RECORDING_SERVER) || skip, `missing ${RECORDING_SERVER}`);
+assert.ok(fs.existsSync(QUIET_SERVER) || skip, `missing ${QUIET_SERVER}`);
