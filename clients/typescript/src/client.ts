@@ -546,9 +546,7 @@ export class Client {
       req.target = { case: "tool", value: tool };
     }
     if (options.intervalMs !== undefined) req.interval = create(DurationSchema, t.durationFromMs(options.intervalMs));
-    const poll = (await this.rpc((o) => this.hub.startPoll(req, o), options)).poll;
-    if (poll === undefined) throw new Error("mcpd returned no poll");
-    return poll;
+    return t.toPoll((await this.rpc((o) => this.hub.startPoll(req, o), options)).poll);
   }
 
   /** Stops a poll. */
@@ -558,7 +556,7 @@ export class Client {
 
   /** The polls, sorted by id. */
   async listPolls(opts?: CallOptions): Promise<t.Poll[]> {
-    return (await this.rpc((o) => this.hub.listPolls({}, o), opts)).polls;
+    return (await this.rpc((o) => this.hub.listPolls({}, o), opts)).polls.map(t.toPoll);
   }
 
   // -- resources, prompts, completion -----------------------------------------

@@ -28,6 +28,7 @@ export {
   type ApprovalResult,
   type AuthorizationRequest,
   type Completion,
+  type ConfigScope,
   type Content,
   type ElicitationRequest,
   type ElicitationResult,

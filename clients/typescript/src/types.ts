@@ -30,6 +30,8 @@ export type ServerState =
   | "stopped"
   | "authorization_required"
   | "disabled";
+/** Where a server's configuration came from: "default" (the demo server), "managed", "user", "project", "local", "flag" or "api". */
+export type ConfigScope = "unspecified" | "default" | "managed" | "user" | "project" | "local" | "flag" | "api";
 /** How mcpd reaches a server. */
 export type Transport = "unspecified" | "stdio" | "http" | "sse" | "auto";
 /** A log severity, as MCP names them. */
@@ -71,9 +73,10 @@ export function contentText(content: readonly Content[]): string {
 }
 
 /** A server's status. */
-export interface Server extends Omit<pb.Server, "state" | "transport" | "stateChangedTime" | "authorizationExpireTime" | "$typeName"> {
+export interface Server extends Omit<pb.Server, "state" | "transport" | "scope" | "stateChangedTime" | "authorizationExpireTime" | "$typeName"> {
   state: ServerState;
   transport: Transport;
+  scope: ConfigScope;
   stateChangedTime: Date | undefined;
   authorizationExpireTime: Date | undefined;
   /** Whether the server is ready for calls. */
@@ -96,12 +99,13 @@ function ms(d: Duration | undefined): number | undefined {
 
 export function toServer(s: pb.Server | undefined): Server {
   if (s === undefined) throw new Error("mcpd returned no server");
-  const { $typeName: _, state, transport, stateChangedTime, authorizationExpireTime, ...rest } = s;
+  const { $typeName: _, state, transport, scope, stateChangedTime, authorizationExpireTime, ...rest } = s;
   const name = enumName(pb.ServerState, state) as ServerState;
   return {
     ...rest,
     state: name,
     transport: enumName(pb.Transport, transport) as Transport,
+    scope: enumName(pb.ConfigScope, scope) as ConfigScope,
     stateChangedTime: date(stateChangedTime),
     authorizationExpireTime: date(authorizationExpireTime),
     ready: name === "ready",
@@ -234,8 +238,46 @@ export interface Event {
   poll?: PollResult;
 }
 
-/** A poll mcpd runs for a server that cannot send change notifications. */
-export type Poll = pb.Poll;
+/**
+ * A poll mcpd runs for a server that cannot send change notifications: a
+ * resource read (`resourceUri`), or a tool call (`tool`, named as
+ * startPoll got it, with `arguments`), every `intervalMs`.
+ */
+export interface Poll {
+  id: string;
+  server: string;
+  resourceUri: string;
+  tool: string;
+  arguments: JsonObject;
+  intervalMs: number;
+  /** Whether it waits for its server to be ready again. */
+  paused: boolean;
+  /** The polls made. */
+  polls: number;
+  /** The "poll_result" events published, the baseline included. */
+  changes: number;
+  /** When the last poll ended; undefined before the first. */
+  lastPollTime: Date | undefined;
+  /** Why the last poll failed; empty when it succeeded. */
+  lastError: string;
+}
+
+export function toPoll(p: pb.Poll | undefined): Poll {
+  if (p === undefined) throw new Error("mcpd returned no poll");
+  return {
+    id: p.id,
+    server: p.server,
+    resourceUri: p.target.case === "resourceUri" ? p.target.value : "",
+    tool: p.target.case === "tool" ? p.target.value.name : "",
+    arguments: (p.target.case === "tool" ? p.target.value.arguments : undefined) ?? {},
+    intervalMs: ms(p.interval) ?? 0,
+    paused: p.paused,
+    polls: Number(p.polls),
+    changes: Number(p.changes),
+    lastPollTime: date(p.lastPollTime),
+    lastError: p.lastError,
+  };
+}
 
 /** What one poll read: a resource's contents or a tool's result, or an error. */
 export interface PollResult {

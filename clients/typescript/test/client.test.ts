@@ -117,6 +117,7 @@ for (const wire of testWires()) {
         const servers = await c.servers();
         const demo = servers.find((s) => s.name === "demo");
         assert.ok(demo?.ready, JSON.stringify(servers.map((s) => [s.name, s.state])));
+        assert.equal(demo.scope, "default", "enums are lower-case strings");
         assert.equal((await c.getServer("demo")).transport, "stdio");
         const tools = await c.listTools("demo");
         assert.ok(tools.some((t) => t.name === "mcp__demo__add"));
@@ -217,7 +218,11 @@ for (const wire of testWires()) {
         await assert.rejects(c.startPoll("demo", {}), TypeError);
         const p = await c.startPoll("demo", { resourceUri: "demo://clock", intervalMs: 1000 });
         try {
-          assert.ok((await c.listPolls()).some((x) => x.id === p.id));
+          assert.deepEqual([p.server, p.resourceUri, p.tool, p.intervalMs], ["demo", "demo://clock", "", 1000]);
+          const listed = (await c.listPolls()).find((x) => x.id === p.id);
+          assert.ok(listed, "the poll is not listed");
+          assert.ok(listed.lastPollTime === undefined || listed.lastPollTime instanceof Date, String(listed.lastPollTime));
+          assert.equal(typeof listed.polls, "number");
           const sub = c.subscribe({ pollIds: [p.id], afterSequence: 0, kinds: ["poll_result"] });
           const seen = [];
           for await (const ev of sub) {
@@ -234,6 +239,7 @@ for (const wire of testWires()) {
         await assert.rejects(c.stopPoll(p.id), NotFound);
         const t = await c.startPoll("demo", { tool: "echo", arguments: { message: "hi" }, intervalMs: 1000 });
         try {
+          assert.deepEqual([t.resourceUri, t.tool, t.arguments], ["", "echo", { message: "hi" }]);
           const sub = c.subscribe({ pollIds: [t.id], afterSequence: 0, kinds: ["poll_result"] });
           const first = (await sub.next()).value!;
           sub.close();
