@@ -38,6 +38,7 @@ export {
   type JsonValue,
   type LogLevel,
   type LogMessage,
+  type McpJsonEntry,
   type Poll,
   type PollResult,
   type Progress,

@@ -379,6 +379,62 @@ export interface ServerOptions {
   /** Tools whose calls wait for an agent's approval; only adds to mcpd's tool rules. */
   toolsAsk?: string[];
   oauth?: MessageInitShape<typeof pb.OAuthConfigSchema>;
+  /** List tools only when the server declares the tools capability. */
+  strictCapabilities?: boolean;
+}
+
+/**
+ * One entry of a `.mcp.json` file's `mcpServers` map, as the file spells
+ * it; other keys are ignored.
+ */
+export interface McpJsonEntry {
+  type?: string;
+  command?: string;
+  args?: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  url?: string;
+  headers?: Record<string, string>;
+  /** The oauth block, in the file's camelCase (`clientId`, `tokenEndpointAuthMethod`, ...). */
+  oauth?: JsonObject;
+  [key: string]: unknown;
+}
+
+// The keys of a .mcp.json oauth block and of its idp: the proto's field
+// names in camelCase, as the OAuthConfig message spells them here too.
+const OAUTH_KEYS = new Set([
+  "clientId",
+  "clientSecret",
+  "clientMetadataUrl",
+  "scopes",
+  "tokenEndpointAuthMethod",
+  "privateKeyFile",
+  "signingAlgorithm",
+  "grant",
+  "assertion",
+  "assertionFile",
+  "idp",
+  "dpop",
+]);
+const IDP_KEYS = new Set(["issuer", "tokenEndpoint", "clientId", "clientSecret", "idToken", "idTokenFile"]);
+
+function unknownKeys(o: object, known: Set<string>): string {
+  return Object.keys(o)
+    .filter((k) => !known.has(k))
+    .sort()
+    .join(", ");
+}
+
+function oauthFromMcpJson(o: JsonObject): MessageInitShape<typeof pb.OAuthConfigSchema> {
+  const unknown = unknownKeys(o, OAUTH_KEYS);
+  if (unknown) throw new TypeError(`unknown oauth keys: ${unknown}`);
+  const idp = o["idp"];
+  if (idp !== undefined && idp !== null) {
+    if (typeof idp !== "object" || Array.isArray(idp)) throw new TypeError("oauth.idp must be an object");
+    const unknownIdp = unknownKeys(idp, IDP_KEYS);
+    if (unknownIdp) throw new TypeError(`unknown oauth.idp keys: ${unknownIdp}`);
+  }
+  return o as MessageInitShape<typeof pb.OAuthConfigSchema>;
 }
 
 function duration(ms: number | undefined): MessageInitShape<typeof import("@bufbuild/protobuf/wkt").DurationSchema> | undefined {
@@ -401,7 +457,14 @@ function common(name: string, o: ServerOptions): ServerConfigInit {
   if (o.toolsDeny) c.toolsDeny = o.toolsDeny;
   if (o.toolsAsk) c.toolsAsk = o.toolsAsk;
   if (o.oauth) c.oauth = o.oauth;
+  if (o.strictCapabilities) c.strictCapabilities = true;
   return c;
+}
+
+function field(name: string, entry: McpJsonEntry, key: "command" | "url"): string {
+  const v = entry[key];
+  if (typeof v !== "string" || v === "") throw new TypeError(`server ${JSON.stringify(name)}: no ${key}`);
+  return v;
 }
 
 /** Builders of server configurations, like the Python client's `ServerConfig`. */
@@ -429,6 +492,23 @@ export const ServerConfig = {
   /** A remote server: Streamable HTTP, falling back to HTTP+SSE. */
   remote(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> } = {}): ServerConfigInit {
     return { ...common(name, opts), transport: { case: "remote", value: { url, headers: opts.headers ?? {} } } };
+  },
+  /**
+   * One entry of a `.mcp.json` `mcpServers` map: `{ command, args, env, cwd }`
+   * or `{ type: "http" | "sse", url, headers, oauth }`. `${VAR}` is not
+   * expanded here (mcpd expands it only in files).
+   */
+  fromMcpJson(name: string, entry: McpJsonEntry, opts: ServerOptions = {}): ServerConfigInit {
+    const kind = entry.type ?? ("command" in entry ? "stdio" : "http");
+    if (kind === "stdio") {
+      return ServerConfig.stdio(name, field(name, entry, "command"), entry.args ?? [], { ...opts, env: entry.env ?? {}, cwd: entry.cwd ?? "" });
+    }
+    const remote = { ...opts, headers: entry.headers ?? {} };
+    if (entry.oauth !== undefined && entry.oauth !== null) remote.oauth = oauthFromMcpJson(entry.oauth);
+    if (kind === "http" || kind === "streamable-http" || kind === "streamableHttp") return ServerConfig.http(name, field(name, entry, "url"), remote);
+    if (kind === "sse") return ServerConfig.sse(name, field(name, entry, "url"), remote);
+    if (kind === "sdk") throw new TypeError(`server ${JSON.stringify(name)}: an sdk server is not connected but served by an agent: Client.serveTools`);
+    throw new TypeError(`server ${JSON.stringify(name)}: unknown type ${JSON.stringify(kind)}`);
   },
 };
 

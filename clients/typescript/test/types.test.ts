@@ -1,10 +1,48 @@
-// Conversions without a daemon: approval requests and their replies.
+// Conversions without a daemon: server configurations, and approval
+// requests and their replies.
 
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { ServerConfig } from "../src/index.js";
 import * as pb from "../src/gen/mcpd/v1/mcpd_pb.js";
 import * as t from "../src/types.js";
+
+describe("ServerConfig", () => {
+  it("sets strictCapabilities", () => {
+    assert.equal(t.serverConfigMessage(ServerConfig.stdio("s", "cmd", [], { strictCapabilities: true })).strictCapabilities, true);
+    assert.equal(t.serverConfigMessage(ServerConfig.http("h", "https://example.com/mcp")).strictCapabilities, false);
+  });
+
+  it("reads an entry of a .mcp.json file", () => {
+    const stdio = t.serverConfigMessage(ServerConfig.fromMcpJson("fs", { command: "npx", args: ["-y", "server-fs"], env: { A: "1" }, cwd: "/srv" }, { toolsAsk: ["write_*"] }));
+    assert.equal(stdio.transport.case, "stdio");
+    assert.deepEqual(stdio.transport.case === "stdio" && [stdio.transport.value.command, stdio.transport.value.args, stdio.transport.value.env, stdio.transport.value.cwd], ["npx", ["-y", "server-fs"], { A: "1" }, "/srv"]);
+    assert.deepEqual(stdio.toolsAsk, ["write_*"]);
+    const http = t.serverConfigMessage(
+      ServerConfig.fromMcpJson("api", {
+        type: "http",
+        url: "https://example.com/mcp",
+        headers: { "X-Team": "a" },
+        oauth: { clientId: "mcpd", scopes: ["read"], tokenEndpointAuthMethod: "none", idp: { issuer: "https://idp.example.com", idTokenFile: "/run/token" } },
+      }),
+    );
+    assert.equal(http.transport.case, "http");
+    assert.deepEqual(http.transport.case === "http" && http.transport.value.headers, { "X-Team": "a" });
+    assert.equal(http.oauth?.clientId, "mcpd");
+    assert.deepEqual(http.oauth?.scopes, ["read"]);
+    assert.equal(http.oauth?.tokenEndpointAuthMethod, "none");
+    assert.equal(http.oauth?.idp?.idTokenFile, "/run/token");
+    // A URL without a type is Streamable HTTP, as in the file.
+    assert.equal(t.serverConfigMessage(ServerConfig.fromMcpJson("u", { url: "https://example.com/mcp" })).transport.case, "http");
+    assert.equal(t.serverConfigMessage(ServerConfig.fromMcpJson("s", { type: "streamable-http", url: "https://example.com/mcp" })).transport.case, "http");
+    assert.equal(t.serverConfigMessage(ServerConfig.fromMcpJson("o", { type: "sse", url: "http://127.0.0.1:3001/sse" })).transport.case, "sse");
+    assert.throws(() => ServerConfig.fromMcpJson("x", { type: "sdk" }), /serveTools/);
+    assert.throws(() => ServerConfig.fromMcpJson("x", { type: "ws", url: "ws://x" }), /unknown type "ws"/);
+    assert.throws(() => ServerConfig.fromMcpJson("x", { url: "https://x", oauth: { clientID: "typo" } }), /unknown oauth keys: clientID/);
+    assert.throws(() => ServerConfig.fromMcpJson("x", { url: "https://x", oauth: { idp: { issuer: "i", audience: "a" } } }), /unknown oauth.idp keys: audience/);
+  });
+});
 
 describe("approval requests", () => {
   const request = (approval: MessageInitShape<typeof pb.ApprovalRequestSchema>): t.ServerRequest | undefined =>
