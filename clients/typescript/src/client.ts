@@ -8,7 +8,7 @@ import { Code, ConnectError, createClient, type CallOptions as ConnectCallOption
 import { setMaxListeners } from "node:events";
 import { DurationSchema, ValueSchema } from "@bufbuild/protobuf/wkt";
 import * as pb from "./gen/mcpd/v1/mcpd_pb.js";
-import { Cancelled, InvalidArgument, NotFound, ServerRequestError, toMCPDError, type MCPDError } from "./errors.js";
+import { Cancelled, InvalidArgument, NotFound, ServerRequestError, ToolArgumentError, toMCPDError, type MCPDError } from "./errors.js";
 import {
   anthropicTool,
   aiSchema,
@@ -40,6 +40,8 @@ const RECONNECT_INITIAL_MS = 100;
 const RECONNECT_MAX_MS = 2_000;
 /** A stream that mcpd answered this long before it failed counts as a fresh outage. */
 const STABLE_STREAM_MS = 5_000;
+/** JSON-RPC "invalid params": what callers of an agent tool see as InvalidArgument. */
+const INVALID_PARAMS = -32602;
 
 export interface ClientOptions extends TlsOptions {
   /** `host:port`, `unix:///path.sock` or a URL; default $MCPD_ADDRESS, else 127.0.0.1:50051. */
@@ -125,13 +127,20 @@ export interface AgentToolContext {
  * A tool the agent serves through mcpd. `run` returns a string (one text
  * block), a {@link ToolResultInit}, or any other JSON value (structured
  * content, with its JSON as text). A thrown error becomes a result with
- * `isError` and the error's message: a tool that fails is data.
+ * `isError` and the error's message: a tool that fails is data. A thrown
+ * {@link ToolArgumentError} is the caller's InvalidArgument instead.
  */
 export interface AgentTool {
   description: string;
   title?: string;
   /** The JSON Schema of the arguments (default: any object). */
   inputSchema?: JsonObject;
+  /** The JSON Schema of the structured result, for a tool that returns one. */
+  outputSchema?: JsonObject;
+  /** Hints about the tool, as MCP spells them. */
+  annotations?: { title?: string; readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
+  /** The tool's `_meta`. */
+  meta?: JsonObject;
   run: (args: JsonObject, context: AgentToolContext) => unknown;
 }
 
@@ -145,6 +154,16 @@ export interface ToolResultInit {
   content: (string | t.Content | JsonObject)[];
   structured?: JsonValue;
   isError?: boolean;
+}
+
+/** Options of {@link Client.serveTools}. */
+export interface ServeToolsOptions {
+  /** Take over the name from another agent that serves it. */
+  replace?: boolean;
+  /** Shown to models in the server's status. */
+  instructions?: string;
+  /** The version in the server's `serverInfo` (whose name is the server's). */
+  version?: string;
 }
 
 /** A handler of server requests; it may be async. */
@@ -514,7 +533,7 @@ export class Client {
   async serveTools(
     server: string,
     tools: Record<string, AgentTool>,
-    options: { replace?: boolean; instructions?: string } = {},
+    options: ServeToolsOptions = {},
   ): Promise<ToolServing> {
     if (this.closed) throw new Cancelled("the client is closed");
     const serving = new ToolServing(createClient(pb.MCPHub, this.conn.bidi()), server, tools, options, linked(this.closing.signal));
@@ -947,23 +966,30 @@ export class ToolServing {
     hub: HubClient<typeof pb.MCPHub>,
     serverName: string,
     private readonly tools: Record<string, AgentTool>,
-    options: { replace?: boolean; instructions?: string },
+    options: ServeToolsOptions,
     private readonly life: { controller: AbortController; dispose: () => void },
   ) {
-    const definitions = Object.entries(tools).map(([name, tool]) => ({
-      name,
-      title: tool.title ?? "",
-      description: tool.description,
-      inputSchema: tool.inputSchema ?? { type: "object" },
-    }));
-    this.outbox.push(
-      create(pb.ServeToolsRequestSchema, {
-        message: {
-          case: "declare",
-          value: { server: serverName, tools: definitions, replace: options.replace ?? false, instructions: options.instructions ?? "" },
-        },
-      }),
-    );
+    const definitions = Object.entries(tools).map(([name, tool]) => {
+      const d = create(pb.ToolDefinitionSchema, {
+        name,
+        title: tool.title ?? "",
+        description: tool.description,
+        inputSchema: tool.inputSchema ?? { type: "object" },
+      });
+      if (tool.outputSchema !== undefined) d.outputSchema = tool.outputSchema;
+      if (tool.annotations !== undefined) d.annotations = create(pb.ToolAnnotationsSchema, tool.annotations);
+      if (tool.meta !== undefined) d.meta = tool.meta;
+      return d;
+    });
+    const declare = create(pb.ToolServerDeclarationSchema, {
+      server: serverName,
+      tools: definitions,
+      replace: options.replace ?? false,
+      instructions: options.instructions ?? "",
+    });
+    // Without a version, mcpd names the server itself (version "agent").
+    if (options.version !== undefined) declare.serverInfo = create(pb.ImplementationSchema, { name: serverName, version: options.version });
+    this.outbox.push(create(pb.ServeToolsRequestSchema, { message: { case: "declare", value: declare } }));
     let resolveReady!: (s: t.Server) => void;
     let rejectReady!: (e: unknown) => void;
     this.ready = new Promise((res, rej) => {
@@ -1007,7 +1033,7 @@ export class ToolServing {
   private async run(call: pb.ToolCall): Promise<void> {
     const tool = this.tools[call.tool];
     if (tool === undefined) {
-      this.send({ message: { case: "result", value: { id: call.id, outcome: { case: "error", value: { code: -32602, message: `unknown tool ${JSON.stringify(call.tool)}` } } } } });
+      this.send({ message: { case: "result", value: { id: call.id, outcome: { case: "error", value: { code: INVALID_PARAMS, message: `unknown tool ${JSON.stringify(call.tool)}` } } } } });
       return;
     }
     const controller = new AbortController();
@@ -1019,16 +1045,19 @@ export class ToolServing {
       meta: call.meta,
       deadline: call.deadline === undefined ? undefined : new Date(Number(call.deadline.seconds) * 1000 + call.deadline.nanos / 1e6),
     };
-    let result: pb.CallToolResponse;
+    let outcome: pb.ToolCallResult["outcome"];
     try {
-      result = agentResult(await tool.run(call.arguments ?? {}, context));
+      outcome = { case: "result", value: agentResult(await tool.run(call.arguments ?? {}, context)) };
     } catch (e) {
-      const text = e instanceof Error ? e.message || e.name : String(e);
-      result = create(pb.CallToolResponseSchema, { isError: true, content: [{ kind: { case: "text", value: { text } } }] });
+      if (e instanceof ToolArgumentError) outcome = { case: "error", value: create(pb.ReplyErrorSchema, { code: INVALID_PARAMS, message: e.message }) };
+      else {
+        const text = e instanceof Error ? e.message || e.name : String(e);
+        outcome = { case: "result", value: create(pb.CallToolResponseSchema, { isError: true, content: [{ kind: { case: "text", value: { text } } }] }) };
+      }
     } finally {
       this.calls.delete(call.id);
     }
-    this.send({ message: { case: "result", value: { id: call.id, outcome: { case: "result", value: result } } } });
+    this.send({ message: { case: "result", value: { id: call.id, outcome } } });
   }
 
   /** Stops serving: mcpd stops the server. */

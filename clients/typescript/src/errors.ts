@@ -210,6 +210,18 @@ export class ServerRequestError extends Error {
   }
 }
 
+/**
+ * Throw from an agent tool's `run` (see `Client.serveTools`) when the
+ * arguments do not fit: the caller gets InvalidArgument with the message,
+ * instead of a result.
+ */
+export class ToolArgumentError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ToolArgumentError";
+  }
+}
+
 /** Errors of a connection that failed or broke, as Node names them. */
 const CONNECTION_ERRORS = new Set([
   "ECONNREFUSED",

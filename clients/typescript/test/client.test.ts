@@ -20,6 +20,7 @@ import {
   PermissionDenied,
   ServerConfig,
   ServerRequestError,
+  ToolArgumentError,
   Unauthenticated,
   Unavailable,
   isProviderSafe,
@@ -264,8 +265,15 @@ for (const wire of testWires()) {
               return String(args["text"]).toUpperCase();
             },
           },
-          sum: { description: "Adds.", run: (args) => ({ sum: Number(args["a"]) + Number(args["b"]) }) },
+          sum: {
+            description: "Adds.",
+            outputSchema: { type: "object", properties: { sum: { type: "number" } } },
+            annotations: { readOnlyHint: true, openWorldHint: false },
+            meta: { "example.com/team": "ts" },
+            run: (args) => ({ sum: Number(args["a"]) + Number(args["b"]) }),
+          },
           fails: { description: "Fails.", run: () => { throw new Error("no luck"); } },
+          picky: { description: "Refuses its arguments.", run: () => { throw new ToolArgumentError("b must be a number"); } },
           blocks: {
             description: "Returns MCP-shaped content blocks.",
             run: () => ({
@@ -281,14 +289,20 @@ for (const wire of testWires()) {
             description: "Waits until cancelled.",
             run: (_args, ctx) => new Promise((_, reject) => ctx.signal.addEventListener("abort", () => { cancelled!(); reject(new Error("cancelled")); })),
           },
-        });
+        }, { version: "1.2.3" });
         try {
           assert.ok(serving.server?.ready, serving.server?.state);
+          assert.deepEqual([serving.server?.serverInfo?.name, serving.server?.serverInfo?.version], [name, "1.2.3"]);
+          const sum = (await c.listTools(name)).find((x) => x.toolName === "sum");
+          assert.deepEqual(sum?.outputSchema, { type: "object", properties: { sum: { type: "number" } } });
+          assert.deepEqual([sum?.annotations?.readOnlyHint, sum?.annotations?.openWorldHint], [true, false]);
+          assert.deepEqual(sum?.meta, { "example.com/team": "ts" });
           await withClient(wire, async (other) => {
             assert.equal((await other.callTool(`mcp__${name}__shout`, { text: "hi" })).text, "HI");
             assert.deepEqual((await other.callTool(`mcp__${name}__sum`, { a: 2, b: 3 })).structured, { sum: 5 });
             const failed = await other.callTool(`mcp__${name}__fails`, {});
             assert.ok(failed.isError && failed.text.includes("no luck"), failed.text);
+            await assert.rejects(other.callTool(`mcp__${name}__picky`, { b: "x" }), (e) => e instanceof InvalidArgument && e.message.includes("b must be a number"));
             const blocks = await other.callTool(`mcp__${name}__blocks`, {});
             assert.deepEqual(blocks.content.map((b) => b.kind.case), ["text", "image", "resourceLink"]);
             assert.equal(blocks.text, "as MCP says");
