@@ -20,9 +20,17 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrPermissionDenied means a policy (a tool filter) refuses the request.
 	ErrPermissionDenied = errors.New("permission denied")
-	// ErrResourceExhausted means a limit was reached (too many calls in
-	// flight to one server); retrying later may succeed.
+	// ErrResourceExhausted means a limit was reached: the calls in flight
+	// to one server (ErrQueueTimeout), the size of a message, the polls
+	// mcpd runs, the MCP endpoint's sessions. Only ErrQueueTimeout passes
+	// without anyone acting; a message over the bound fails the same way
+	// again.
 	ErrResourceExhausted = errors.New("resource exhausted")
+	// ErrQueueTimeout means a tool call waited the queue timeout for one
+	// of its server's in-flight slots and none came free; retrying later
+	// may succeed, as the calls in flight finish. It is of kind
+	// ErrResourceExhausted too.
+	ErrQueueTimeout = fmt.Errorf("queue timeout: %w", ErrResourceExhausted)
 	// ErrAuthorizationRequired means a server needs authorization that
 	// has not been given: a person's consent, or a grant that was refused.
 	ErrAuthorizationRequired = errors.New("authorization required")
@@ -81,8 +89,9 @@ func (e *CallInterruptedError) Error() string { return e.Err.Error() }
 func (e *CallInterruptedError) Unwrap() error { return e.Err }
 
 // kindError attaches a sentinel kind to a descriptive message, so that
-// errors.Is finds the kind while Error shows only the message. With a nil
-// kind it only rewords its cause, whose kind errors.Is still finds.
+// errors.Is finds the kind (and any kind the kind wraps, as ErrQueueTimeout
+// wraps ErrResourceExhausted) while Error shows only the message. With a
+// nil kind it only rewords its cause, whose kind errors.Is still finds.
 type kindError struct {
 	kind  error
 	msg   string
@@ -90,7 +99,7 @@ type kindError struct {
 }
 
 func (e *kindError) Error() string        { return e.msg }
-func (e *kindError) Is(target error) bool { return target == e.kind }
+func (e *kindError) Is(target error) bool { return errors.Is(e.kind, target) }
 func (e *kindError) Unwrap() error        { return e.cause }
 
 // errorf returns an error of the given kind with a formatted message; a %w

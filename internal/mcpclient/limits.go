@@ -8,7 +8,7 @@ import (
 
 // inflight caps the calls in flight to one server. A call waits for a slot
 // up to the queue timeout (or its own deadline, if sooner), then fails with
-// ErrResourceExhausted: a flood of calls must not pile up without bound in
+// ErrQueueTimeout (of kind ErrResourceExhausted): a flood of calls must not pile up without bound in
 // front of one slow server. It counts the calls running and waiting, and
 // the rejected ones, for the metrics.
 type inflight struct {
@@ -49,7 +49,7 @@ func (l *inflight) acquire(ctx context.Context, server string) (release func(), 
 		return l.release, nil
 	case <-t.C:
 		l.rejected.Add(1)
-		return nil, errorf(ErrResourceExhausted, "server %q has %d calls in flight; none finished within %v", server, cap(l.slots), l.queueWait)
+		return nil, errorf(ErrQueueTimeout, "server %q has %d calls in flight; none finished within %v", server, cap(l.slots), l.queueWait)
 	case <-ctx.Done():
 		// The cause tells a deadline, a cancellation and a stopped server
 		// apart, and the edge maps each to its own code.

@@ -690,6 +690,9 @@ func TestRemoteMessageLimit(t *testing.T) {
 		if !errors.Is(err, ErrResourceExhausted) || errors.As(err, &rpcErr) || !strings.Contains(err.Error(), "exceeds 65536 bytes") {
 			t.Errorf("got %v, want ErrResourceExhausted saying the message exceeds 65536 bytes, not a server error", err)
 		}
+		if errors.Is(err, ErrQueueTimeout) {
+			t.Errorf("got %v, an ErrQueueTimeout; want only ErrResourceExhausted: the same answer fails again", err)
+		}
 		if _, err := m.CallTool(ctx, "mcp__j__echo", map[string]any{"message": "x"}, CallOptions{}); err != nil {
 			t.Errorf("the session should go on after one oversized answer: %v", err)
 		}
