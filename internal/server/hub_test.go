@@ -37,6 +37,16 @@ func wantCode(t *testing.T, err error, want codes.Code) *status.Status {
 	return st
 }
 
+// errorInfo is the status's ErrorInfo, or nil.
+func errorInfo(st *status.Status) *errdetails.ErrorInfo {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info
+		}
+	}
+	return nil
+}
+
 func args(t *testing.T, m map[string]any) *structpb.Struct {
 	t.Helper()
 	s, err := structpb.NewStruct(m)
@@ -553,21 +563,28 @@ func TestServerHealth(t *testing.T) {
 
 func TestToStatus(t *testing.T) {
 	tests := []struct {
-		err  error
-		want codes.Code
+		err    error
+		want   codes.Code
+		reason string // the ErrorInfo reason, "" for none
 	}{
-		{fmt.Errorf("x: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
-		{fmt.Errorf("x: %w", context.Canceled), codes.Canceled},
-		{fmt.Errorf("x: %w", mcpclient.ErrNotFound), codes.NotFound},
-		{mcpclient.Deny("no"), codes.PermissionDenied},
-		{fmt.Errorf("x: %w", mcpclient.ErrUnavailable), codes.Unavailable},
-		{&mcpclient.RPCError{Server: "s", Code: -32602, Message: "bad"}, codes.InvalidArgument},
-		{&mcpclient.RPCError{Server: "s", Code: -32601, Message: "no method"}, codes.Unimplemented},
-		{&mcpclient.RPCError{Server: "s", Code: 42, Message: "custom"}, codes.Unknown},
-		{&mcpclient.RPCError{Server: "s", Code: -1, Message: "sampling declined"}, codes.FailedPrecondition},
-		{errors.New("some internal detail"), codes.Internal},
-		{&mcpclient.CallInterruptedError{Server: "s", Tool: "t", Err: fmt.Errorf("closed: %w", mcpclient.ErrUnavailable)}, codes.Unavailable},
-		{&mcpclient.CallInterruptedError{Server: "s", Tool: "t", Err: fmt.Errorf("waiting: %w", context.DeadlineExceeded)}, codes.DeadlineExceeded},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), codes.DeadlineExceeded, ""},
+		{fmt.Errorf("x: %w", context.Canceled), codes.Canceled, ""},
+		{fmt.Errorf("x: %w", mcpclient.ErrNotFound), codes.NotFound, ""},
+		{mcpclient.Deny("no"), codes.PermissionDenied, ""},
+		{fmt.Errorf("x: %w", mcpclient.ErrUnavailable), codes.Unavailable, ""},
+		{&mcpclient.RPCError{Server: "s", Code: -32602, Message: "bad"}, codes.InvalidArgument, reasonUpstreamError},
+		{&mcpclient.RPCError{Server: "s", Code: -32601, Message: "no method"}, codes.Unimplemented, reasonUpstreamError},
+		{&mcpclient.RPCError{Server: "s", Code: 42, Message: "custom"}, codes.Unknown, reasonUpstreamError},
+		{&mcpclient.RPCError{Server: "s", Code: -1, Message: "sampling declined"}, codes.FailedPrecondition, reasonUpstreamError},
+		{errors.New("some internal detail"), codes.Internal, ""},
+		{&mcpclient.CallInterruptedError{Server: "s", Tool: "t", Err: fmt.Errorf("closed: %w", mcpclient.ErrUnavailable)}, codes.Unavailable, reasonCallMayHaveRun},
+		{&mcpclient.CallInterruptedError{Server: "s", Tool: "t", Err: fmt.Errorf("waiting: %w", context.DeadlineExceeded)}, codes.DeadlineExceeded, ""},
+		{fmt.Errorf("x: %w", mcpclient.ErrDisabled), codes.FailedPrecondition, reasonServerDisabled},
+		// The queue timeout passes as calls finish: its reason tells it
+		// from the limits that fail the same way again.
+		{fmt.Errorf("x: %w", mcpclient.ErrQueueTimeout), codes.ResourceExhausted, reasonQueueTimeout},
+		{fmt.Errorf("x: message exceeds 64 bytes: %w", mcpclient.ErrResourceExhausted), codes.ResourceExhausted, ""},
+		{tooLarge(128, 64), codes.ResourceExhausted, ""},
 	}
 	for _, tt := range tests {
 		t.Run(strconv.Quote(tt.err.Error()), func(t *testing.T) {
@@ -578,13 +595,15 @@ func TestToStatus(t *testing.T) {
 			if tt.want == codes.Internal && st.Message() != "internal error" {
 				t.Errorf("internal error leaks its message: %q", st.Message())
 			}
-			if _, ok := tt.err.(*mcpclient.CallInterruptedError); ok && tt.want == codes.Unavailable {
-				if !strings.Contains(st.Message(), "the call may have run") {
-					t.Errorf("message %q does not say the call may have run", st.Message())
-				}
-				if len(st.Details()) != 1 || st.Details()[0].(*errdetails.ErrorInfo).GetReason() != reasonCallMayHaveRun {
-					t.Errorf("details %v, want ErrorInfo %s", st.Details(), reasonCallMayHaveRun)
-				}
+			info := errorInfo(st)
+			switch {
+			case tt.reason == "" && info != nil:
+				t.Errorf("got ErrorInfo %v, want none", info)
+			case tt.reason != "" && (info.GetReason() != tt.reason || info.GetDomain() != errorDomain):
+				t.Errorf("got ErrorInfo %v, want reason %s, domain %s", info, tt.reason, errorDomain)
+			}
+			if tt.reason == reasonCallMayHaveRun && !strings.Contains(st.Message(), "the call may have run") {
+				t.Errorf("message %q does not say the call may have run", st.Message())
 			}
 			// The logging interceptor logs the returned error: it keeps the cause.
 			if got := toStatus(tt.err).Error(); tt.want == codes.Internal && !strings.Contains(got, tt.err.Error()) {

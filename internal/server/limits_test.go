@@ -41,7 +41,11 @@ func TestInFlightCap(t *testing.T) {
 	}()
 	<-started
 	_, err := e.client.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__c__hold"})
-	wantCode(t, err, codes.ResourceExhausted)
+	// The reason tells the queue timeout, which passes as calls finish,
+	// from a message over the size bound, which fails again.
+	if info := errorInfo(wantCode(t, err, codes.ResourceExhausted)); info.GetReason() != "QUEUE_TIMEOUT" || info.GetDomain() != "mcpd.v1" {
+		t.Errorf("a call that waited out the queue timeout: got ErrorInfo %v, want reason QUEUE_TIMEOUT, domain mcpd.v1", info)
+	}
 	close(release)
 	if err := <-first; err != nil {
 		t.Fatalf("the call holding the slot: %v", err)

@@ -31,6 +31,10 @@ const (
 	reasonCallMayHaveRun = "CALL_MAY_HAVE_RUN"
 	// reasonServerDisabled marks a request to a disabled server.
 	reasonServerDisabled = "SERVER_DISABLED"
+	// reasonQueueTimeout marks a tool call that waited the queue timeout
+	// for one of its server's in-flight slots: unlike the other causes of
+	// RESOURCE_EXHAUSTED, it passes as the calls in flight finish.
+	reasonQueueTimeout = "QUEUE_TIMEOUT"
 )
 
 // toStatus is the one place where errors become gRPC statuses. Handlers
@@ -68,6 +72,8 @@ func toStatus(err error) error {
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, access.ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
+	case errors.Is(err, mcpclient.ErrQueueTimeout):
+		return reasonStatus(codes.ResourceExhausted, err, reasonQueueTimeout)
 	case errors.Is(err, mcpclient.ErrResourceExhausted):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, mcpclient.ErrAuthorizationRequired):
@@ -92,7 +98,17 @@ func toStatus(err error) error {
 // Server.authorization_url). SERVER_DISABLED: someone enables it
 // (SetServerEnabled).
 func preconditionStatus(err error, reason string) error {
-	st := status.New(codes.FailedPrecondition, err.Error())
+	return reasonStatus(codes.FailedPrecondition, err, reason)
+}
+
+// reasonStatus is the status of code with err's message and an ErrorInfo
+// of mcpd's domain with reason and no metadata. RESOURCE_EXHAUSTED with
+// QUEUE_TIMEOUT: the call waited --queue-timeout for one of the server's
+// --max-inflight-calls slots, and trying it again later may succeed; a
+// RESOURCE_EXHAUSTED without a reason (a message over --max-message-bytes)
+// fails the same way again.
+func reasonStatus(code codes.Code, err error, reason string) error {
+	st := status.New(code, err.Error())
 	withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain})
 	if derr != nil {
 		return st.Err()
