@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -291,7 +297,11 @@ func TestResponseTooLarge(t *testing.T) {
 	// A request over the limit is refused by mcpd's gRPC server; the
 	// upstream goes on.
 	_, err = d.call(ctx, t, "mcp__big__echo", map[string]any{"text": strings.Repeat("y", 100000)}, 0)
-	wantCode(t, err, codes.ResourceExhausted)
+	// No ErrorInfo: unlike a queue timeout (QUEUE_TIMEOUT), it fails the
+	// same way again.
+	if info := errorInfo(wantCode(t, err, codes.ResourceExhausted)); info != nil {
+		t.Errorf("a request over the limit: got ErrorInfo %v, want none", info)
+	}
 	if got := text(d.mustCall(ctx, t, "mcp__big__echo", map[string]any{"text": "small"})); got != "small" {
 		t.Errorf("after the oversized request: got %q", got)
 	}
@@ -405,12 +415,14 @@ func TestExpiringCallsKeepServer(t *testing.T) {
 
 // TestInFlightCap caps calls in flight to a server at one: while a long
 // call holds the slot, another waits --queue-timeout and is refused with
-// RESOURCE_EXHAUSTED (or DEADLINE_EXCEEDED when its own deadline is
+// RESOURCE_EXHAUSTED and ErrorInfo reason QUEUE_TIMEOUT, on the gRPC and
+// the HTTP listener alike (or DEADLINE_EXCEEDED when its own deadline is
 // sooner); once the long call ends, calls go through again.
 func TestInFlightCap(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	d := startDaemon(ctx, t, daemonOptions{args: []string{"--max-inflight-calls", "1", "--queue-timeout", "300ms"}})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--max-inflight-calls", "1", "--queue-timeout", "300ms", "--http-listen", addr}})
 	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
 
 	longCtx, cancelLong := context.WithCancel(ctx)
@@ -428,8 +440,34 @@ func TestInFlightCap(t *testing.T) {
 	}
 
 	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "queued"}, 0)
-	if st := wantCode(t, err, codes.ResourceExhausted); !strings.Contains(st.Message(), "in flight") {
+	st := wantCode(t, err, codes.ResourceExhausted)
+	if !strings.Contains(st.Message(), "in flight") {
 		t.Errorf("queued call: got %q, want a message about calls in flight", st.Message())
+	}
+	if info := errorInfo(st); info.GetReason() != "QUEUE_TIMEOUT" || info.GetDomain() != "mcpd.v1" {
+		t.Errorf("queued call: got ErrorInfo %v, want reason QUEUE_TIMEOUT, domain mcpd.v1", info)
+	}
+	// The HTTP listener: a Connect client reads the same ErrorInfo, and
+	// the JSON error body shows it.
+	api := newHTTPAPI(t, addr)
+	call := rpc[mcpdv1.CallToolRequest, mcpdv1.CallToolResponse](api.http1, api.base, "CallTool")
+	_, err = call.CallUnary(ctx, connect.NewRequest(&mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "queued"})}))
+	var reasons []string
+	if ce := new(connect.Error); errors.As(err, &ce) {
+		for _, detail := range ce.Details() {
+			if info, derr := detail.Value(); derr == nil {
+				if info, ok := info.(*errdetails.ErrorInfo); ok {
+					reasons = append(reasons, info.GetDomain()+" "+info.GetReason())
+				}
+			}
+		}
+	}
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !slices.Equal(reasons, []string{"mcpd.v1 QUEUE_TIMEOUT"}) {
+		t.Errorf("queued call over HTTP: got %v with ErrorInfo %q, want resource_exhausted with mcpd.v1 QUEUE_TIMEOUT", err, reasons)
+	}
+	code, body := api.postJSON(ctx, t, "CallTool", `{"name": "mcp__demo__echo", "arguments": {"message": "queued"}}`, nil)
+	if code != http.StatusTooManyRequests || !strings.Contains(body, `"reason":"QUEUE_TIMEOUT"`) {
+		t.Errorf("queued call over HTTP, JSON: got %d %s, want 429 with reason QUEUE_TIMEOUT", code, body)
 	}
 	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "impatient"}, 50*time.Millisecond)
 	wantCode(t, err, codes.DeadlineExceeded)
