@@ -13,7 +13,7 @@ has ``is_error`` set.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, Optional, Tuple, Type
 
 if TYPE_CHECKING:
     import grpc
@@ -50,8 +50,15 @@ REASON_UPSTREAM_JSONRPC_ERROR = "UPSTREAM_JSONRPC_ERROR"
 REASON_AUTHORIZATION_REQUIRED = "AUTHORIZATION_REQUIRED"
 #: The ErrorInfo reason of an ``UNAVAILABLE`` tool call whose server went
 #: away after it may have started the call; metadata ``server``, ``tool``
-#: and ``retried``.
+#: and ``retried``. Such an error is not ``retryable``: the tool may have
+#: had its effect, so call it again only if that is safe.
 REASON_CALL_MAY_HAVE_RUN = "CALL_MAY_HAVE_RUN"
+#: The ErrorInfo reason of a ``RESOURCE_EXHAUSTED`` tool call that waited
+#: ``--queue-timeout`` while ``--max-inflight-calls`` calls to its server
+#: were in flight. Such an error is ``retryable`` (later, with backoff);
+#: a ``RESOURCE_EXHAUSTED`` without it, a message over
+#: ``--max-message-bytes``, fails the same way again.
+REASON_QUEUE_TIMEOUT = "QUEUE_TIMEOUT"
 
 _DETAILS_KEY = "grpc-status-details-bin"
 _ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -67,6 +74,27 @@ class _LazyStatusCode:
         return grpc.StatusCode[owner.code_name]
 
 
+def _retryable(code_name: str, reason: str, domain: str) -> bool:
+    """Whether trying the same call again later may succeed, by the status
+    code and the ErrorInfo reason (mcpd's only: domain ``mcpd.v1``)."""
+    ours = reason if domain == ERROR_DOMAIN else ""
+    if code_name == "UNAVAILABLE":
+        return ours != REASON_CALL_MAY_HAVE_RUN
+    if code_name == "RESOURCE_EXHAUSTED":
+        return ours == REASON_QUEUE_TIMEOUT
+    return False
+
+
+class _Retryable:
+    """``retryable``: on an error, by its code and ErrorInfo reason; on a
+    class, for an error of the class's code without a reason."""
+
+    def __get__(self, obj: Optional[MCPDError], owner: Type[MCPDError]) -> bool:
+        if obj is None:
+            return _retryable(owner.code_name, "", "")
+        return _retryable(obj._code_name, obj.reason, obj.domain)
+
+
 class MCPDError(Exception):
     """Base of every error from mcpd.
 
@@ -76,10 +104,16 @@ class MCPDError(Exception):
         server: the MCP server that answered with a JSON-RPC error, if any.
         jsonrpc_code: that server's JSON-RPC error code, if any.
         reason, domain, metadata: the ``google.rpc.ErrorInfo``, if any.
-        retryable: whether trying the same call again later may succeed.
+        retryable: whether trying the same call again later may succeed:
+            True for ``UNAVAILABLE`` except with reason
+            ``CALL_MAY_HAVE_RUN`` (the tool may have had its effect), and
+            for ``RESOURCE_EXHAUSTED`` with reason ``QUEUE_TIMEOUT`` (too
+            many calls in flight to the server); False otherwise. On a
+            class (``Unavailable.retryable``) it answers for an error of
+            the class's code without a reason.
     """
 
-    retryable = False
+    retryable = _Retryable()
     #: The name of the class's :class:`grpc.StatusCode`.
     code_name = "UNKNOWN"
     # grpc loads on first use of a code: the HTTP wire never imports it.
@@ -165,7 +199,10 @@ class PermissionDenied(MCPDError):
 
 
 class ResourceExhausted(MCPDError):
-    """A limit was hit (e.g. a message too large)."""
+    """A limit was hit: ``--max-inflight-calls`` calls to the server were in
+    flight for ``--queue-timeout`` (``reason`` ``"QUEUE_TIMEOUT"``,
+    retryable), or a message was over ``--max-message-bytes`` (no reason,
+    not retryable)."""
 
     code_name = "RESOURCE_EXHAUSTED"
 
@@ -203,9 +240,10 @@ class Internal(MCPDError):
 
 class Unavailable(MCPDError):
     """mcpd or the server is not reachable right now (connecting,
-    reconnecting, crashed, shutting down). Retrying later may succeed."""
+    reconnecting, crashed, shutting down). Retrying later may succeed,
+    except after ``reason`` ``"CALL_MAY_HAVE_RUN"``: the tool call may have
+    had its effect (not retryable)."""
 
-    retryable = True
     code_name = "UNAVAILABLE"
 
 

@@ -8,7 +8,7 @@ from typing import Iterator
 import pytest
 
 import mcpd_grpc
-from conftest import RPC_TIMEOUT, Daemon, run_async
+from conftest import RPC_TIMEOUT, WIRES, Daemon, poll, run_async
 from mcpd_grpc import AsyncClient, Client, ServerConfig
 
 TOKEN = "test-token-5f1c"
@@ -84,6 +84,39 @@ def test_unavailable_is_retryable(tmp_path: Path) -> None:
         with pytest.raises(mcpd_grpc.Unavailable) as info:
             c.servers()
         assert info.value.retryable and info.value.code.name == "UNAVAILABLE"
+
+
+@pytest.fixture(scope="module")
+def capped_daemon(mcpd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """A daemon that runs one tool call per server at a time, queues
+    another for 0.2 s, and takes messages of up to 64 KiB."""
+    tmp = tmp_path_factory.mktemp("capped")
+    args = ["--max-inflight-calls", "1", "--queue-timeout", "200ms", "--max-message-bytes", "65536"]
+    d = Daemon(mcpd_bin, tmp, "capped", args, http=True).start()
+    try:
+        with d.client() as c:
+            poll("the demo server to be ready", lambda: c.get_server("demo").ready)
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_resource_exhausted_retryable_by_reason(capped_daemon: Daemon, wire: str) -> None:
+    """A call refused after waiting --queue-timeout is retryable, with
+    reason QUEUE_TIMEOUT; a message over --max-message-bytes is not."""
+    with capped_daemon.client() as holder, holder.call_tool_stream("mcp__demo__slow", {"steps": 600, "delay_ms": 100}) as long:
+        assert isinstance(next(long), mcpd_grpc.Progress)  # the long call holds the one slot
+        with capped_daemon.client(wire) as c:
+            with pytest.raises(mcpd_grpc.ResourceExhausted) as info:
+                c.call_tool("mcp__demo__echo", {"message": "queued"})
+    e = info.value
+    assert (e.reason, e.domain) == ("QUEUE_TIMEOUT", "mcpd.v1") and e.retryable, f"got {e!r} reason {e.reason!r}"
+    with capped_daemon.client(wire) as c:
+        with pytest.raises(mcpd_grpc.ResourceExhausted) as info:
+            c.call_tool("mcp__demo__echo", {"message": "x" * 100_000})
+        e = info.value
+        assert e.reason == "" and not e.retryable, f"got {e!r} reason {e.reason!r}"
 
 
 def test_token(locked_daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,10 @@ SAFE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 #: Tool-name cases shared with the TypeScript client, so the two never
 #: disagree on the name a model calls.
 NAME_CASES = json.loads((REPO / "clients" / "testdata" / "tool-names.json").read_text(encoding="utf-8"))["cases"]
+#: Error cases shared with the TypeScript client: class, reason and
+#: retryable by code and ErrorInfo.
+ERROR_CASES = json.loads((REPO / "clients" / "testdata" / "errors.json").read_text(encoding="utf-8"))["cases"]
+ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 
 
 class TestProviderNames:
@@ -95,10 +99,15 @@ def _field(num: int, payload: bytes) -> bytes:
     return _varint(num << 3 | 2) + _varint(len(payload)) + payload
 
 
-def _status_bin(type_url: str, reason: str, domain: str, metadata: dict) -> bytes:
+def _error_info_bin(reason: str, domain: str, metadata: dict) -> bytes:
     info = _field(1, reason.encode()) + _field(2, domain.encode())
     for k, v in metadata.items():
         info += _field(3, _field(1, k.encode()) + _field(2, v.encode()))
+    return info
+
+
+def _status_bin(type_url: str, reason: str, domain: str, metadata: dict) -> bytes:
+    info = _error_info_bin(reason, domain, metadata)
     anyv = _field(1, type_url.encode()) + _field(2, info)
     return _varint(1 << 3 | 0) + _varint(5) + _field(2, b"msg") + _field(3, anyv)
 
@@ -138,6 +147,29 @@ class TestErrors:
         assert isinstance(e, mcpd_grpc.MCPDError)
         assert e.code == code and e.message == "boom" and e.retryable is retryable
         assert e.server is None and e.jsonrpc_code is None
+
+    @pytest.mark.parametrize("case", ERROR_CASES, ids=[c["description"] for c in ERROR_CASES])
+    def test_shared_cases(self, case: dict) -> None:
+        info = case["error_info"]
+        trailing: tuple = ()
+        if info is not None:
+            trailing = (("grpc-status-details-bin", _status_bin(ERROR_INFO_TYPE, info["reason"], info["domain"], info["metadata"])),)
+        grpc_err = errors.from_rpc_error(FakeRpcError(grpc.StatusCode[case["code"]], "boom", trailing))
+        # The HTTP wire: a Connect error's code and the ErrorInfo among its details.
+        connect_code = "canceled" if case["code"] == "CANCELLED" else case["code"].lower()
+        info_bin = None if info is None else _error_info_bin(info["reason"], info["domain"], info["metadata"])
+        connect_err = errors.from_connect_error(connect_code, "boom", info_bin)
+        for wire, e in (("grpc", grpc_err), ("http", connect_err)):
+            assert type(e).__name__ == case["class"], f"{wire}: got {type(e).__name__}, want {case['class']}"
+            assert e.reason == ("" if info is None else info["reason"]), f"{wire}: got reason {e.reason!r}"
+            assert e.retryable is case["retryable"], f"{wire}: got retryable {e.retryable}, want {case['retryable']}"
+
+    def test_retryable_of_a_class(self) -> None:
+        # On a class, retryable answers for an error of its code without an
+        # ErrorInfo reason.
+        assert errors.Unavailable.retryable is True
+        assert errors.ResourceExhausted.retryable is False and errors.MCPDError.retryable is False
+        assert errors.Unavailable("x").retryable is True and errors.ResourceExhausted("x").retryable is False
 
     @pytest.mark.parametrize("code", ["canceled", "cancelled"])
     def test_connect_cancelled(self, code: str) -> None:
