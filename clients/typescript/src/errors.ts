@@ -20,6 +20,21 @@ export const ERROR_DOMAIN = "mcpd.v1";
 export const REASON_UPSTREAM_JSONRPC_ERROR = "UPSTREAM_JSONRPC_ERROR";
 /** The ErrorInfo reason of a call to a server that waits for a person's OAuth consent. */
 export const REASON_AUTHORIZATION_REQUIRED = "AUTHORIZATION_REQUIRED";
+/**
+ * The ErrorInfo reason of an `UNAVAILABLE` tool call whose server went away
+ * after it may have started the call; metadata `server`, `tool` and
+ * `retried`. Such an error is not `retryable`: the tool may have had its
+ * effect, so call it again only if that is safe.
+ */
+export const REASON_CALL_MAY_HAVE_RUN = "CALL_MAY_HAVE_RUN";
+/**
+ * The ErrorInfo reason of a `RESOURCE_EXHAUSTED` tool call that waited
+ * `--queue-timeout` while `--max-inflight-calls` calls to its server were in
+ * flight. Such an error is `retryable` (later, with backoff); a
+ * `RESOURCE_EXHAUSTED` without it, a message over `--max-message-bytes`,
+ * fails the same way again.
+ */
+export const REASON_QUEUE_TIMEOUT = "QUEUE_TIMEOUT";
 
 const ERROR_INFO_TYPE = "google.rpc.ErrorInfo";
 
@@ -72,9 +87,23 @@ export class MCPDError extends Error {
   readonly reason: string;
   readonly domain: string;
   readonly metadata: Record<string, string>;
-  /** Whether trying the same call again later may succeed. */
+  /**
+   * Whether trying the same call again later may succeed: true for
+   * `UNAVAILABLE` except with reason `CALL_MAY_HAVE_RUN` (the tool may have
+   * had its effect), and for `RESOURCE_EXHAUSTED` with reason
+   * `QUEUE_TIMEOUT` (too many calls in flight to the server); false
+   * otherwise. A reason counts only in domain `mcpd.v1`.
+   */
   get retryable(): boolean {
-    return false;
+    const reason = this.domain === ERROR_DOMAIN ? this.reason : "";
+    switch (this.code) {
+      case Code.Unavailable:
+        return reason !== REASON_CALL_MAY_HAVE_RUN;
+      case Code.ResourceExhausted:
+        return reason === REASON_QUEUE_TIMEOUT;
+      default:
+        return false;
+    }
   }
   protected static defaultCode: Code = Code.Unknown;
 
@@ -130,7 +159,11 @@ export class AlreadyExists extends MCPDError {
 export class PermissionDenied extends MCPDError {
   protected static override defaultCode = Code.PermissionDenied;
 }
-/** A limit was hit (e.g. a message too large). */
+/**
+ * A limit was hit: `--max-inflight-calls` calls to the server were in flight
+ * for `--queue-timeout` (`reason` "QUEUE_TIMEOUT", retryable), or a message
+ * was over `--max-message-bytes` (no reason, not retryable).
+ */
 export class ResourceExhausted extends MCPDError {
   protected static override defaultCode = Code.ResourceExhausted;
 }
@@ -159,13 +192,12 @@ export class Internal extends MCPDError {
 }
 /**
  * mcpd or the server is not reachable right now (connecting, reconnecting,
- * crashed, shutting down). Retrying later may succeed.
+ * crashed, shutting down). Retrying later may succeed, except after `reason`
+ * "CALL_MAY_HAVE_RUN": the tool call may have had its effect (not
+ * retryable).
  */
 export class Unavailable extends MCPDError {
   protected static override defaultCode = Code.Unavailable;
-  override get retryable(): boolean {
-    return true;
-  }
 }
 /** Unrecoverable data loss. */
 export class DataLoss extends MCPDError {

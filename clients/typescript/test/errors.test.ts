@@ -1,9 +1,14 @@
-// Error classes from a ConnectError, with the ErrorInfo mcpd attaches.
+// Error classes from a ConnectError, with the ErrorInfo mcpd attaches;
+// retryable against the cases the Python client tests too, and from a
+// real mcpd.
 
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { after, before, describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { Cancelled, MCPDError, NotFound, Unavailable, UnknownError, toMCPDError } from "../src/index.js";
+import { Cancelled, MCPDError, NotFound, ResourceExhausted, Unavailable, UnknownError, toMCPDError } from "../src/index.js";
+import { Daemon, MCPD_BIN, REPO, SUITE_TIMEOUT_MS, testWires } from "./harness.js";
 
 function field(num: number, payload: Uint8Array): number[] {
   return [(num << 3) | 2, payload.length, ...payload];
@@ -61,4 +66,103 @@ describe("toMCPDError", () => {
     assert.equal(toMCPDError(err).reason, "");
     assert.ok(toMCPDError(new Error("boom")) instanceof UnknownError);
   });
+});
+
+interface ErrorCase {
+  description: string;
+  code: string;
+  error_info: { reason: string; domain: string; metadata: Record<string, string> } | null;
+  class: string;
+  retryable: boolean;
+}
+
+const errorCases = (
+  JSON.parse(fs.readFileSync(path.join(REPO, "clients", "testdata", "errors.json"), "utf8")) as { cases: ErrorCase[] }
+).cases;
+
+/** gRPC code names by number, as the shared cases spell them. */
+const GRPC_NAMES = [
+  "OK",
+  "CANCELLED",
+  "UNKNOWN",
+  "INVALID_ARGUMENT",
+  "DEADLINE_EXCEEDED",
+  "NOT_FOUND",
+  "ALREADY_EXISTS",
+  "PERMISSION_DENIED",
+  "RESOURCE_EXHAUSTED",
+  "FAILED_PRECONDITION",
+  "ABORTED",
+  "OUT_OF_RANGE",
+  "UNIMPLEMENTED",
+  "INTERNAL",
+  "UNAVAILABLE",
+  "DATA_LOSS",
+  "UNAUTHENTICATED",
+];
+
+describe("retryable: the shared cases", () => {
+  it("has cases", () => assert.ok(errorCases.length >= 10, `only ${errorCases.length} cases`));
+  for (const c of errorCases) {
+    it(c.description, () => {
+      const code = GRPC_NAMES.indexOf(c.code);
+      assert.ok(code > 0, `unknown code ${c.code}`);
+      const err = new ConnectError("boom", code as Code);
+      if (c.error_info !== null) {
+        err.details.push({ type: "google.rpc.ErrorInfo", value: errorInfo(c.error_info.reason, c.error_info.domain, c.error_info.metadata) });
+      }
+      const e = toMCPDError(err);
+      assert.equal(e.name, c.class);
+      assert.equal(e.reason, c.error_info?.reason ?? "");
+      assert.equal(e.retryable, c.retryable);
+    });
+  }
+});
+
+const skip = MCPD_BIN === undefined ? "no mcpd binary (MCPD_BIN)" : false;
+
+describe("retryable from a real mcpd", { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  // One tool call per server at a time, another queued for 0.2 s, and
+  // messages of up to 64 KiB.
+  let daemon: Daemon;
+  before(async () => {
+    if (skip) return;
+    daemon = await new Daemon(["--max-inflight-calls", "1", "--queue-timeout", "200ms", "--max-message-bytes", "65536"]).start();
+    await daemon.demoReady();
+  });
+  after(async () => {
+    await daemon?.stop();
+  });
+
+  for (const wire of testWires()) {
+    it(`${wire}: a call refused after --queue-timeout is, with QUEUE_TIMEOUT; a message over --max-message-bytes is not`, async () => {
+      const holder = daemon.client("grpc");
+      const c = daemon.client(wire);
+      try {
+        const long = holder.callToolStream("mcp__demo__slow", { steps: 600, delay_ms: 100 });
+        try {
+          const first = await long.next();
+          assert.ok(!first.done && first.value.type === "progress", "the long call holds the one slot");
+          await assert.rejects(c.callTool("mcp__demo__echo", { message: "queued" }), (e: unknown) => {
+            assert.ok(e instanceof ResourceExhausted, String(e));
+            assert.equal(e.reason, "QUEUE_TIMEOUT");
+            assert.equal(e.domain, "mcpd.v1");
+            assert.equal(e.retryable, true);
+            return true;
+          });
+        } finally {
+          long.cancel();
+        }
+        await assert.rejects(c.callTool("mcp__demo__echo", { message: "x".repeat(100_000) }), (e: unknown) => {
+          assert.ok(e instanceof ResourceExhausted, String(e));
+          assert.equal(e.reason, "");
+          assert.equal(e.retryable, false);
+          return true;
+        });
+      } finally {
+        await c.close();
+        await holder.close();
+      }
+    });
+  }
 });
