@@ -381,6 +381,11 @@ export interface ServerOptions {
   oauth?: MessageInitShape<typeof pb.OAuthConfigSchema>;
   /** List tools only when the server declares the tools capability. */
   strictCapabilities?: boolean;
+  /**
+   * Log every JSON-RPC message of the server at mcpd's debug level
+   * (docs/servers.md, "Wire tracing").
+   */
+  trace?: boolean;
 }
 
 /**
@@ -446,6 +451,17 @@ function duration(ms: number | undefined): MessageInitShape<typeof import("@bufb
 
 export { duration as durationFromMs };
 
+/**
+ * values, an array of strings; a lone string is refused, since the wire
+ * would send its characters: toolsDeny: "rm" would deny "r" and "m".
+ */
+function strings(what: string, values: string[] | undefined): string[] | undefined {
+  if (values === undefined) return undefined;
+  if (typeof values === "string") throw new TypeError(`${what}: want an array of strings, not one string (wrap it in an array)`);
+  if (!Array.isArray(values) || values.some((v) => typeof v !== "string")) throw new TypeError(`${what}: want an array of strings`);
+  return values;
+}
+
 function common(name: string, o: ServerOptions): ServerConfigInit {
   const c: ServerConfigInit = { name };
   const call = duration(o.callTimeoutMs);
@@ -453,11 +469,15 @@ function common(name: string, o: ServerOptions): ServerConfigInit {
   if (call) c.callTimeout = call;
   if (connect) c.connectTimeout = connect;
   if (o.protocolVersion) c.protocolVersion = o.protocolVersion;
-  if (o.toolsAllow) c.toolsAllow = o.toolsAllow;
-  if (o.toolsDeny) c.toolsDeny = o.toolsDeny;
-  if (o.toolsAsk) c.toolsAsk = o.toolsAsk;
+  const allow = strings("toolsAllow", o.toolsAllow);
+  const deny = strings("toolsDeny", o.toolsDeny);
+  const ask = strings("toolsAsk", o.toolsAsk);
+  if (allow?.length) c.toolsAllow = allow;
+  if (deny?.length) c.toolsDeny = deny;
+  if (ask?.length) c.toolsAsk = ask;
   if (o.oauth) c.oauth = o.oauth;
   if (o.strictCapabilities) c.strictCapabilities = true;
+  if (o.trace) c.trace = true;
   return c;
 }
 
@@ -478,7 +498,7 @@ export const ServerConfig = {
   ): ServerConfigInit {
     return {
       ...common(name, opts),
-      transport: { case: "stdio", value: { command, args, env: opts.env ?? {}, cwd: opts.cwd ?? "" } },
+      transport: { case: "stdio", value: { command, args: strings("args", args) ?? [], env: opts.env ?? {}, cwd: opts.cwd ?? "" } },
     };
   },
   /** A server at a Streamable HTTP endpoint. */

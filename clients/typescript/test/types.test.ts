@@ -14,6 +14,23 @@ describe("ServerConfig", () => {
     assert.equal(t.serverConfigMessage(ServerConfig.http("h", "https://example.com/mcp")).strictCapabilities, false);
   });
 
+  it("sets trace", () => {
+    assert.equal(t.serverConfigMessage(ServerConfig.stdio("s", "cmd", [], { trace: true })).trace, true);
+    assert.equal(t.serverConfigMessage(ServerConfig.remote("r", "https://example.com/mcp", { trace: true })).trace, true);
+    assert.equal(t.serverConfigMessage(ServerConfig.http("h", "https://example.com/mcp")).trace, false);
+  });
+
+  it("refuses a lone string for args and the tool filters", () => {
+    // The wire would send its characters: a deny list of "r" and "m" instead of "rm".
+    const lone = "rm" as unknown as string[];
+    assert.throws(() => ServerConfig.stdio("fs", "npx", [], { toolsDeny: lone }), { name: "TypeError", message: /toolsDeny/ });
+    assert.throws(() => ServerConfig.http("h", "https://example.com/mcp", { toolsAllow: lone }), { name: "TypeError", message: /toolsAllow/ });
+    assert.throws(() => ServerConfig.sse("h", "https://example.com/sse", { toolsAsk: lone }), { name: "TypeError", message: /toolsAsk/ });
+    assert.throws(() => ServerConfig.stdio("fs", "npx", "-y" as unknown as string[]), { name: "TypeError", message: /args/ });
+    assert.throws(() => ServerConfig.stdio("fs", "npx", ["-y", 1 as unknown as string]), { name: "TypeError", message: /args/ });
+    assert.deepEqual(t.serverConfigMessage(ServerConfig.stdio("fs", "npx", [], { toolsDeny: ["rm"] })).toolsDeny, ["rm"]);
+  });
+
   it("reads an entry of a .mcp.json file", () => {
     const stdio = t.serverConfigMessage(ServerConfig.fromMcpJson("fs", { command: "npx", args: ["-y", "server-fs"], env: { A: "1" }, cwd: "/srv" }, { toolsAsk: ["write_*"] }));
     assert.equal(stdio.transport.case, "stdio");
