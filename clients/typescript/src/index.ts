@@ -39,6 +39,7 @@ export {
   type LogLevel,
   type LogMessage,
   type McpJsonEntry,
+  type McpJsonOptions,
   type Poll,
   type PollResult,
   type Progress,

@@ -389,25 +389,108 @@ export interface ServerOptions {
 }
 
 /**
- * One entry of a `.mcp.json` file's `mcpServers` map, as the file spells
- * it; other keys are ignored.
+ * The options `ServerConfig.fromMcpJson` takes beside an entry: the ones
+ * an entry's keys set too (its `oauth` block is the entry's own).
+ */
+export type McpJsonOptions = Omit<ServerOptions, "oauth">;
+
+/**
+ * One entry of a `.mcp.json` file's `mcpServers` (or `servers`) map, as the
+ * file spells it: `ServerConfig.fromMcpJson` says which keys it reads and
+ * which it refuses. A key whose value is `null` counts as absent.
  */
 export interface McpJsonEntry {
+  /** `stdio`, `http` (also `streamable-http`, `streamable_http`, `streamableHttp`), `sse` or `auto`, in any case. */
   type?: string;
   command?: string;
   args?: string[];
   env?: Record<string, string>;
   cwd?: string;
   url?: string;
+  /** Read as `url` when `url` is empty. */
+  serverUrl?: string;
   headers?: Record<string, string>;
   /** The oauth block, in the file's camelCase (`clientId`, `tokenEndpointAuthMethod`, ...). */
   oauth?: JsonObject;
+  /** The call timeout, in seconds (0: mcpd's default). */
+  timeout?: number;
+  /** In seconds (0: mcpd's default). */
+  connectTimeout?: number;
+  protocolVersion?: string;
+  toolsAllow?: string[];
+  toolsDeny?: string[];
+  toolsAsk?: string[];
+  strictCapabilities?: boolean;
+  trace?: boolean;
   [key: string]: unknown;
 }
 
+// How ServerConfig.fromMcpJson treats each key mcpd's config file reader
+// knows in a server entry (internal/config's entry), as the Python client's
+// ServerConfig.from_mcp_json does. The keys are listed in
+// clients/testdata/mcp-json-keys.json, which tests check against the Go
+// structs and against these lists.
+export const MCP_JSON_READ: ReadonlySet<string> = new Set([
+  "type",
+  "command",
+  "args",
+  "env",
+  "cwd",
+  "url",
+  "serverUrl",
+  "headers",
+  "oauth",
+  "timeout",
+  "connectTimeout",
+  "protocolVersion",
+  "toolsAllow",
+  "toolsDeny",
+  "toolsAsk",
+  "strictCapabilities",
+  "trace",
+]);
+// Keys mcpd honours that ConnectServer cannot carry, and why: refused when
+// they say something (tls whenever it is there, disabled when true, with a
+// message of its own).
+export const MCP_JSON_REFUSED: ReadonlyMap<string, string> = new Map([
+  ["tls", "a private CA and client certificate are read from config files only"],
+  ["permissions", "a server's own tool rules are read from config files only"],
+  ["alwaysAllow", "tools that run without asking are read from config files only"],
+  ["autoApprove", "tools that run without asking are read from config files only"],
+  ["traceRedact", "the fields a trace redacts are read from config files only"],
+  ["disabled", "a server cannot be connected disabled"],
+]);
+// Keys mcpd reads and leaves: an agent SDK's name for the server.
+export const MCP_JSON_IGNORED: ReadonlySet<string> = new Set(["name"]);
+// The entry's option keys and the options for them.
+const MCP_JSON_OPTIONS: ReadonlyMap<string, keyof McpJsonOptions> = new Map([
+  ["timeout", "callTimeoutMs"],
+  ["connectTimeout", "connectTimeoutMs"],
+  ["protocolVersion", "protocolVersion"],
+  ["toolsAllow", "toolsAllow"],
+  ["toolsDeny", "toolsDeny"],
+  ["toolsAsk", "toolsAsk"],
+  ["strictCapabilities", "strictCapabilities"],
+  ["trace", "trace"],
+]);
+const OPTION_NAMES: ReadonlySet<string> = new Set(MCP_JSON_OPTIONS.values());
+// The values of "type", lower-cased, as mcpd reads them, and the builders
+// of their transports.
+const MCP_JSON_TYPES: ReadonlyMap<string, "stdio" | "http" | "sse" | "remote"> = new Map([
+  ["stdio", "stdio"],
+  ["http", "http"],
+  ["streamable-http", "http"],
+  ["streamable_http", "http"],
+  ["streamablehttp", "http"],
+  ["sse", "sse"],
+  ["auto", "remote"],
+]);
+// mcpd's bound on a config file's timeouts: a year, in seconds.
+const MAX_TIMEOUT_SECONDS = 365 * 24 * 60 * 60;
+
 // The keys of a .mcp.json oauth block and of its idp: the proto's field
 // names in camelCase, as the OAuthConfig message spells them here too.
-const OAUTH_KEYS = new Set([
+export const OAUTH_KEYS: ReadonlySet<string> = new Set([
   "clientId",
   "clientSecret",
   "clientMetadataUrl",
@@ -421,25 +504,164 @@ const OAUTH_KEYS = new Set([
   "idp",
   "dpop",
 ]);
-const IDP_KEYS = new Set(["issuer", "tokenEndpoint", "clientId", "clientSecret", "idToken", "idTokenFile"]);
+export const IDP_KEYS: ReadonlySet<string> = new Set(["issuer", "tokenEndpoint", "clientId", "clientSecret", "idToken", "idTokenFile"]);
 
-function unknownKeys(o: object, known: Set<string>): string {
+const quote = (s: string): string => JSON.stringify(s);
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** What v is, in JSON's words; never v itself, which may be a secret. */
+function jsonKind(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  switch (typeof v) {
+    case "string":
+      return "a string";
+    case "number":
+      return "a number";
+    case "boolean":
+      return "a boolean";
+    case "object":
+      return "an object";
+    case "undefined":
+      return "undefined";
+    default:
+      return `a ${typeof v}`;
+  }
+}
+
+/** Whether a value sets anything: not false, nor an empty string, array or object. */
+function saysSomething(v: unknown): boolean {
+  if (typeof v === "string" || Array.isArray(v)) return v.length > 0;
+  if (isObject(v)) return Object.keys(v).length > 0;
+  return v !== false;
+}
+
+function unknownKeys(o: object, known: ReadonlySet<string>): string {
   return Object.keys(o)
     .filter((k) => !known.has(k))
     .sort()
     .join(", ");
 }
 
-function oauthFromMcpJson(o: JsonObject): MessageInitShape<typeof pb.OAuthConfigSchema> {
-  const unknown = unknownKeys(o, OAUTH_KEYS);
-  if (unknown) throw new TypeError(`unknown oauth keys: ${unknown}`);
-  const idp = o["idp"];
-  if (idp !== undefined && idp !== null) {
-    if (typeof idp !== "object" || Array.isArray(idp)) throw new TypeError("oauth.idp must be an object");
-    const unknownIdp = unknownKeys(idp, IDP_KEYS);
-    if (unknownIdp) throw new TypeError(`unknown oauth.idp keys: ${unknownIdp}`);
+/**
+ * The typed fields of one .mcp.json entry, or of its oauth block or idp
+ * (prefix "oauth.", "oauth.idp."). A field that is null or absent has its
+ * type's zero value, as when mcpd decodes it; one of another JSON type is
+ * refused, naming the field and the type, never the value.
+ */
+class McpJsonFields {
+  constructor(
+    private readonly server: string,
+    private readonly o: Record<string, unknown>,
+    private readonly prefix = "",
+  ) {}
+
+  error(problem: string): TypeError {
+    return new TypeError(`server ${quote(this.server)}: ${problem}`);
   }
-  return o as MessageInitShape<typeof pb.OAuthConfigSchema>;
+
+  /** The value of key; undefined when absent or null. */
+  get(key: string): unknown {
+    const v = Object.hasOwn(this.o, key) ? this.o[key] : undefined;
+    return v === null ? undefined : v;
+  }
+
+  wrong(key: string, v: unknown, want: string): TypeError {
+    return this.error(`field ${quote(this.prefix + key)} is ${jsonKind(v)}, want ${want}`);
+  }
+
+  string(key: string): string {
+    const v = this.get(key);
+    if (v === undefined) return "";
+    if (typeof v !== "string") throw this.wrong(key, v, "a string");
+    return v;
+  }
+
+  boolean(key: string): boolean {
+    const v = this.get(key);
+    if (v === undefined) return false;
+    if (typeof v !== "boolean") throw this.wrong(key, v, "true or false");
+    return v;
+  }
+
+  strings(key: string): string[] {
+    const v = this.get(key);
+    if (v === undefined) return [];
+    if (!Array.isArray(v)) throw this.wrong(key, v, "an array of strings");
+    v.forEach((s: unknown, i) => {
+      if (typeof s !== "string") throw this.wrong(`${key}[${i}]`, s, "a string");
+    });
+    return [...(v as string[])];
+  }
+
+  stringMap(key: string): Record<string, string> {
+    const v = this.get(key);
+    if (v === undefined) return {};
+    if (!isObject(v)) throw this.wrong(key, v, "an object with string values");
+    for (const [k, s] of Object.entries(v)) {
+      if (typeof s !== "string") throw this.wrong(`${key}.${k}`, s, "a string");
+    }
+    return { ...(v as Record<string, string>) };
+  }
+
+  object(key: string): Record<string, unknown> | undefined {
+    const v = this.get(key);
+    if (v !== undefined && !isObject(v)) throw this.wrong(key, v, "an object");
+    return v;
+  }
+
+  /** A timeout in seconds; undefined when absent or 0 (mcpd's default). */
+  seconds(key: string): number | undefined {
+    const v = this.get(key);
+    if (v === undefined) return undefined;
+    if (typeof v !== "number") throw this.wrong(key, v, "a number of seconds");
+    const field = quote(this.prefix + key);
+    if (!Number.isFinite(v)) throw new RangeError(`server ${quote(this.server)}: field ${field} is not a finite number`);
+    if (v < 0) throw new RangeError(`server ${quote(this.server)}: field ${field} is negative`);
+    if (v > MAX_TIMEOUT_SECONDS) throw new RangeError(`server ${quote(this.server)}: field ${field} is more than ${MAX_TIMEOUT_SECONDS} seconds`);
+    return v === 0 ? undefined : v;
+  }
+}
+
+/**
+ * The oauth block of server's entry, in the file's camelCase, with the
+ * types mcpd reads (null counts as absent); unknown keys are refused.
+ */
+function oauthFromMcpJson(server: string, o: Record<string, unknown>): MessageInitShape<typeof pb.OAuthConfigSchema> {
+  const f = new McpJsonFields(server, o, "oauth.");
+  const unknown = unknownKeys(o, OAUTH_KEYS);
+  if (unknown) throw f.error(`unknown oauth keys: ${unknown}`);
+  const idp = f.object("idp");
+  const unknownIdp = idp === undefined ? "" : unknownKeys(idp, IDP_KEYS);
+  if (unknownIdp) throw f.error(`unknown oauth.idp keys: ${unknownIdp}`);
+  const i = idp === undefined ? undefined : new McpJsonFields(server, idp, "oauth.idp.");
+  return {
+    clientId: f.string("clientId"),
+    clientSecret: f.string("clientSecret"),
+    clientMetadataUrl: f.string("clientMetadataUrl"),
+    scopes: f.strings("scopes"),
+    tokenEndpointAuthMethod: f.string("tokenEndpointAuthMethod"),
+    privateKeyFile: f.string("privateKeyFile"),
+    signingAlgorithm: f.string("signingAlgorithm"),
+    grant: f.string("grant"),
+    assertion: f.string("assertion"),
+    assertionFile: f.string("assertionFile"),
+    dpop: f.boolean("dpop"),
+    idp:
+      i === undefined
+        ? undefined
+        : {
+            issuer: i.string("issuer"),
+            tokenEndpoint: i.string("tokenEndpoint"),
+            clientId: i.string("clientId"),
+            clientSecret: i.string("clientSecret"),
+            idToken: i.string("idToken"),
+            idTokenFile: i.string("idTokenFile"),
+          },
+  };
 }
 
 function duration(ms: number | undefined): MessageInitShape<typeof import("@bufbuild/protobuf/wkt").DurationSchema> | undefined {
@@ -481,12 +703,6 @@ function common(name: string, o: ServerOptions): ServerConfigInit {
   return c;
 }
 
-function field(name: string, entry: McpJsonEntry, key: "command" | "url"): string {
-  const v = entry[key];
-  if (typeof v !== "string" || v === "") throw new TypeError(`server ${JSON.stringify(name)}: no ${key}`);
-  return v;
-}
-
 /** Builders of server configurations, like the Python client's `ServerConfig`. */
 export const ServerConfig = {
   /** A server run as a child process speaking MCP on stdin and stdout. */
@@ -514,21 +730,144 @@ export const ServerConfig = {
     return { ...common(name, opts), transport: { case: "remote", value: { url, headers: opts.headers ?? {} } } };
   },
   /**
-   * One entry of a `.mcp.json` `mcpServers` map: `{ command, args, env, cwd }`
-   * or `{ type: "http" | "sse", url, headers, oauth }`. `${VAR}` is not
-   * expanded here (mcpd expands it only in files).
+   * One entry of a `.mcp.json` `mcpServers` (or `servers`) map, read as
+   * mcpd's config file reader reads it, for `connectServer`. The entry is
+   * parsed JSON: its types are checked here, whatever TypeScript says.
+   *
+   * Read, with the daemon's names and spellings:
+   *
+   * - `type`: `stdio`; `http` (also `streamable-http`, `streamable_http`,
+   *   `streamableHttp`); `sse`; `auto`; in any case. Without one, an entry
+   *   with a `url` is `auto` (its transport is detected when mcpd connects:
+   *   Streamable HTTP, then legacy SSE; `ServerConfig.remote`), one with a
+   *   `command` is stdio, and one with both is refused.
+   * - stdio: `command`, `args`, `env`, `cwd`.
+   * - `http`, `sse`, `auto`: `url` (`serverUrl` when `url` is empty),
+   *   `headers`, `oauth` (camelCase keys: `clientId`, `clientSecret`,
+   *   `tokenEndpointAuthMethod`, ..., and an `idp` object; the keys mcpd
+   *   reads there, with its types; any other is refused).
+   * - `timeout` (`callTimeoutMs`) and `connectTimeout` (`connectTimeoutMs`),
+   *   in seconds as in the file, 0 meaning the daemon's default;
+   *   `protocolVersion`, `toolsAllow`, `toolsDeny`, `toolsAsk`,
+   *   `strictCapabilities`, `trace`.
+   *
+   * `${VAR}` is not expanded here: mcpd expands it only in files, and uses
+   * `ConnectServer`'s values as given, so expand what you need before.
+   *
+   * Refused with a TypeError that names the key, since `ConnectServer` has
+   * no field for it and dropping it would leave the server less guarded, or
+   * otherwise, than the entry says: a `tls` block (config files only), and
+   * unless empty `permissions`, `alwaysAllow`, `autoApprove` and
+   * `traceRedact`. `"disabled": true` is refused too: a server cannot be
+   * connected disabled, and connecting it would start what the entry parks
+   * (leave such an entry out).
+   *
+   * Refused as mcpd refuses them: a value of the wrong JSON type (a string
+   * where an array is expected, ...: TypeError), a field of the other
+   * transport (`headers` on a stdio server, ...: TypeError) and a timeout
+   * that is negative, not finite or over a year (RangeError). A key mcpd
+   * does not know (`envFile`; `ToolsDeny`, as keys are read as spelled; a
+   * misspelt `toolDeny`) is refused too: mcpd ignores one with a warning in
+   * the server's status, which here would reach no one. An `sdk` entry is
+   * refused: an agent serves it (`Client.serveTools`). Ignored as by mcpd:
+   * `name` (an agent SDK's; the entry's key names the server). A known key
+   * whose value is `null` counts as absent. Messages name keys and JSON
+   * types, never values, which may be secrets.
+   *
+   * `opts` (`callTimeoutMs`, `toolsDeny`, ...) add to the entry; one the
+   * entry sets too is refused rather than replace it, and one that is not
+   * an option of an entry's keys (`oauth`: it is the entry's) is a
+   * TypeError.
    */
-  fromMcpJson(name: string, entry: McpJsonEntry, opts: ServerOptions = {}): ServerConfigInit {
-    const kind = entry.type ?? ("command" in entry ? "stdio" : "http");
-    if (kind === "stdio") {
-      return ServerConfig.stdio(name, field(name, entry, "command"), entry.args ?? [], { ...opts, env: entry.env ?? {}, cwd: entry.cwd ?? "" });
+  fromMcpJson(name: string, entry: McpJsonEntry, opts: McpJsonOptions = {}): ServerConfigInit {
+    if (!isObject(entry)) throw new TypeError(`server ${quote(name)}: entry is ${jsonKind(entry)}, want an object`);
+    const e = new McpJsonFields(name, entry);
+    const unknown = Object.keys(entry)
+      .filter((k) => !MCP_JSON_READ.has(k) && !MCP_JSON_REFUSED.has(k) && !MCP_JSON_IGNORED.has(k))
+      .sort();
+    if (unknown.length > 0) {
+      throw e.error(
+        `not understood by mcpd: ${unknown.map(quote).join(", ")} (mcpd's config file reader ignores such fields with ` +
+          "a warning; refused here so that a misspelt setting is not lost without a word)",
+      );
     }
-    const remote = { ...opts, headers: entry.headers ?? {} };
-    if (entry.oauth !== undefined && entry.oauth !== null) remote.oauth = oauthFromMcpJson(entry.oauth);
-    if (kind === "http" || kind === "streamable-http" || kind === "streamableHttp") return ServerConfig.http(name, field(name, entry, "url"), remote);
-    if (kind === "sse") return ServerConfig.sse(name, field(name, entry, "url"), remote);
-    if (kind === "sdk") throw new TypeError(`server ${JSON.stringify(name)}: an sdk server is not connected but served by an agent: Client.serveTools`);
-    throw new TypeError(`server ${JSON.stringify(name)}: unknown type ${JSON.stringify(kind)}`);
+    for (const [key, why] of MCP_JSON_REFUSED) {
+      if (key === "disabled") {
+        if (e.boolean(key)) {
+          throw e.error(
+            'the entry is "disabled": true, and ConnectServer cannot add a server disabled: connecting it would start ' +
+              `what the entry parks. Leave the entry out, or remove "disabled" and call setServerEnabled(${quote(name)}, false) ` +
+              "after connecting (which starts it first)",
+          );
+        }
+        continue;
+      }
+      const v = e.get(key);
+      if (v !== undefined && (key === "tls" || saysSomething(v))) {
+        throw e.error(`${quote(key)} cannot be sent with ConnectServer, which has no field for it (${why}): connect this server from a config file`);
+      }
+    }
+    const serverUrl = e.string("serverUrl");
+    const url = e.string("url") || serverUrl;
+    const [command, args, env, cwd] = [e.string("command"), e.strings("args"), e.stringMap("env"), e.string("cwd")];
+    const headers = e.stringMap("headers");
+    const kind = e.string("type");
+    let transport: "stdio" | "http" | "sse" | "remote";
+    if (kind) {
+      const t = MCP_JSON_TYPES.get(kind.toLowerCase());
+      if (t === undefined) {
+        if (["sdk", "agent"].includes(kind.toLowerCase())) throw e.error("an sdk server is not connected but served by an agent: Client.serveTools");
+        throw e.error(`unknown type ${quote(kind)} (want stdio, http, sse, auto, streamable-http or sdk)`);
+      }
+      transport = t;
+    } else if (url && command) {
+      throw e.error('entry has both command and url; set "type" or remove one');
+    } else if (url) {
+      transport = "remote";
+    } else if (command) {
+      transport = "stdio";
+    } else {
+      throw e.error("entry needs a command (stdio) or a url (http, sse)");
+    }
+    const oauth = e.object("oauth");
+
+    const unknownOptions = Object.keys(opts)
+      .filter((k) => !OPTION_NAMES.has(k))
+      .sort();
+    if (unknownOptions.length > 0) throw new TypeError(`unknown server options: ${unknownOptions.join(", ")}`);
+    for (const [key, option] of MCP_JSON_OPTIONS) {
+      if (e.get(key) !== undefined && opts[option] !== undefined) throw e.error(`${quote(key)} is in the entry and the option ${option} is given too: give it once`);
+    }
+    const ms = (key: string): number | undefined => {
+      const s = e.seconds(key);
+      return s === undefined ? undefined : s * 1000;
+    };
+    const options: McpJsonOptions = {
+      callTimeoutMs: ms("timeout"),
+      connectTimeoutMs: ms("connectTimeout"),
+      protocolVersion: e.string("protocolVersion"),
+      toolsAllow: e.strings("toolsAllow"),
+      toolsDeny: e.strings("toolsDeny"),
+      toolsAsk: e.strings("toolsAsk"),
+      strictCapabilities: e.boolean("strictCapabilities"),
+      trace: e.boolean("trace"),
+    };
+    for (const [k, v] of Object.entries(opts)) if (v !== undefined) Object.assign(options, { [k]: v });
+
+    if (transport === "stdio") {
+      if (!command) throw e.error("stdio server needs a command");
+      if (url) throw e.error("stdio server takes no url");
+      if (Object.keys(headers).length > 0) throw e.error("stdio server takes no headers");
+      if (oauth !== undefined) throw e.error("stdio server takes no oauth block (OAuth is for http and sse servers)");
+      return ServerConfig.stdio(name, command, args, { ...options, env, cwd });
+    }
+    if (!url) throw e.error("http and sse servers need a url");
+    if (command || args.length > 0 || Object.keys(env).length > 0 || cwd) {
+      throw e.error(`${transport === "remote" ? "auto" : transport} server takes no command, args, env or cwd`);
+    }
+    const remote: ServerOptions & { headers: Record<string, string> } = { ...options, headers };
+    if (oauth !== undefined) remote.oauth = oauthFromMcpJson(name, oauth);
+    return ServerConfig[transport](name, url, remote);
   },
 };
 

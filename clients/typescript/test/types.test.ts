@@ -2,11 +2,18 @@
 // requests and their replies.
 
 import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { ServerConfig } from "../src/index.js";
+import { ServerConfig, type McpJsonEntry, type McpJsonOptions, type ServerConfigInit } from "../src/index.js";
 import * as pb from "../src/gen/mcpd/v1/mcpd_pb.js";
 import * as t from "../src/types.js";
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
+/** The keys mcpd's config file reader knows, shared with internal/config's and the Python client's tests. */
+const KEYS = JSON.parse(fs.readFileSync(path.join(REPO, "clients", "testdata", "mcp-json-keys.json"), "utf8")) as Record<"entry" | "oauth" | "oauth.idp", string[]>;
 
 describe("ServerConfig", () => {
   it("sets strictCapabilities", () => {
@@ -50,14 +57,277 @@ describe("ServerConfig", () => {
     assert.deepEqual(http.oauth?.scopes, ["read"]);
     assert.equal(http.oauth?.tokenEndpointAuthMethod, "none");
     assert.equal(http.oauth?.idp?.idTokenFile, "/run/token");
-    // A URL without a type is Streamable HTTP, as in the file.
-    assert.equal(t.serverConfigMessage(ServerConfig.fromMcpJson("u", { url: "https://example.com/mcp" })).transport.case, "http");
+    // A URL without a type is detected when mcpd connects, as in the file.
+    assert.equal(t.serverConfigMessage(ServerConfig.fromMcpJson("u", { url: "https://example.com/mcp" })).transport.case, "remote");
     assert.equal(t.serverConfigMessage(ServerConfig.fromMcpJson("s", { type: "streamable-http", url: "https://example.com/mcp" })).transport.case, "http");
     assert.equal(t.serverConfigMessage(ServerConfig.fromMcpJson("o", { type: "sse", url: "http://127.0.0.1:3001/sse" })).transport.case, "sse");
     assert.throws(() => ServerConfig.fromMcpJson("x", { type: "sdk" }), /serveTools/);
     assert.throws(() => ServerConfig.fromMcpJson("x", { type: "ws", url: "ws://x" }), /unknown type "ws"/);
     assert.throws(() => ServerConfig.fromMcpJson("x", { url: "https://x", oauth: { clientID: "typo" } }), /unknown oauth keys: clientID/);
     assert.throws(() => ServerConfig.fromMcpJson("x", { url: "https://x", oauth: { idp: { issuer: "i", audience: "a" } } }), /unknown oauth.idp keys: audience/);
+  });
+});
+
+// ServerConfig.fromMcpJson: a .mcp.json server entry read as mcpd's config
+// file reader reads it, or refused by name where ConnectServer cannot carry
+// what the entry says; case for case the Python client's test_mcp_json.py.
+describe("ServerConfig.fromMcpJson", () => {
+  const URL = "https://h.example/mcp";
+  /** An entry as JSON.parse gives it: TypeScript's types prove nothing about it. */
+  const read = (entry: unknown, opts?: McpJsonOptions): ServerConfigInit => ServerConfig.fromMcpJson("x", entry as McpJsonEntry, opts);
+  const message = (entry: unknown, opts?: McpJsonOptions): pb.ServerConfig => t.serverConfigMessage(read(entry, opts));
+  /** Asserts that entry is refused with an error of type whose message matches; returns the message. */
+  function refused(entry: unknown, match: RegExp, opts?: McpJsonOptions, type: ErrorConstructor = TypeError): string {
+    let got = "";
+    assert.throws(
+      () => read(entry, opts),
+      (e: unknown) => {
+        assert.ok(e instanceof Error && e.constructor === type, `got ${String(e)}, want a ${type.name}`);
+        got = e.message;
+        return true;
+      },
+    );
+    assert.match(got, match);
+    assert.ok(got.startsWith('server "x": '), got);
+    return got;
+  }
+
+  it("reads, refuses or ignores every key mcpd knows", () => {
+    const known = new Set<string>();
+    for (const keys of [t.MCP_JSON_READ, new Set(t.MCP_JSON_REFUSED.keys()), t.MCP_JSON_IGNORED]) {
+      for (const k of keys) {
+        assert.ok(!known.has(k), `${k} is in two lists`);
+        known.add(k);
+      }
+    }
+    assert.deepEqual([...known].sort(), [...KEYS.entry].sort());
+    assert.deepEqual([...t.OAUTH_KEYS].sort(), [...KEYS.oauth].sort());
+    assert.deepEqual([...t.IDP_KEYS].sort(), [...KEYS["oauth.idp"]].sort());
+    // And when reading: none is refused as unknown (null counts as absent).
+    for (const key of KEYS.entry) {
+      const [entry, want] = key === "command" ? [{ url: URL }, ServerConfig.remote("x", URL)] : [{ command: "srv" }, ServerConfig.stdio("x", "srv")];
+      assert.deepEqual(read({ ...entry, [key]: null }), want, key);
+    }
+    for (const key of KEYS.oauth) assert.ok(message({ url: URL, oauth: { [key]: null } }).oauth, key);
+    for (const key of KEYS["oauth.idp"]) assert.ok(message({ url: URL, oauth: { idp: { [key]: null } } }).oauth?.idp, key);
+  });
+
+  it("reads the options, with timeouts in seconds", () => {
+    const c = message({ command: "npx", toolsDeny: ["delete_*"], toolsAllow: ["get_*"], toolsAsk: ["put_*"], timeout: 30, connectTimeout: 2.5 });
+    assert.deepEqual([c.toolsDeny, c.toolsAllow, c.toolsAsk], [["delete_*"], ["get_*"], ["put_*"]]);
+    assert.deepEqual([c.callTimeout?.seconds, c.callTimeout?.nanos, c.connectTimeout?.seconds, c.connectTimeout?.nanos], [30n, 0, 2n, 500_000_000]);
+    const d = message({ command: "npx", protocolVersion: "2025-06-18", strictCapabilities: true, trace: true });
+    assert.deepEqual([d.protocolVersion, d.strictCapabilities, d.trace], ["2025-06-18", true, true]);
+    // The file's seconds are the options' milliseconds.
+    assert.deepEqual(
+      read({ command: "npx", toolsDeny: ["delete_*"], timeout: 30, connectTimeout: 2.5, trace: true }),
+      ServerConfig.stdio("x", "npx", [], { toolsDeny: ["delete_*"], callTimeoutMs: 30_000, connectTimeoutMs: 2_500, trace: true }),
+    );
+    // Unset, null and empty mean the daemon's defaults, as in a config file.
+    const e = read({ command: "npx", timeout: 0, connectTimeout: null, toolsDeny: null, toolsAllow: [], protocolVersion: "", trace: false });
+    assert.deepEqual(e, ServerConfig.stdio("x", "npx"));
+    assert.deepEqual([t.serverConfigMessage(e).callTimeout, t.serverConfigMessage(e).connectTimeout], [undefined, undefined]);
+  });
+
+  for (const key of ["timeout", "connectTimeout"]) {
+    it(`reads ${key} in seconds within the daemon's bound`, () => {
+      assert.match(refused({ command: "npx", [key]: -1 }, new RegExp(`"${key}"`), undefined, RangeError), /negative/);
+      assert.match(refused({ command: "npx", [key]: 365 * 24 * 3600 + 1 }, new RegExp(`"${key}"`), undefined, RangeError), /31536000 seconds/);
+      for (const bad of [NaN, Infinity]) refused({ command: "npx", [key]: bad }, new RegExp(`"${key}" is not a finite number`), undefined, RangeError);
+      refused({ command: "npx", [key]: "30" }, new RegExp(`"${key}" is a string, want a number of seconds`));
+      refused({ command: "npx", [key]: true }, new RegExp(`"${key}" is a boolean, want a number of seconds`));
+      const year = message({ command: "npx", [key]: 365 * 24 * 3600 });
+      assert.equal((key === "timeout" ? year.callTimeout : year.connectTimeout)?.seconds, 31_536_000n);
+    });
+  }
+
+  it("reads the types as mcpd spells them, in any case", () => {
+    // docs/remote-and-resilience.md's table.
+    const remote: Record<string, string> = {
+      http: "http",
+      HTTP: "http",
+      "streamable-http": "http",
+      streamable_http: "http",
+      streamableHttp: "http",
+      StreamableHTTP: "http",
+      sse: "sse",
+      SSE: "sse",
+      auto: "remote",
+      Auto: "remote",
+    };
+    for (const [kind, want] of Object.entries(remote)) {
+      const c = read({ type: kind, url: URL, headers: { Authorization: "Bearer t" } });
+      assert.deepEqual(c.transport, { case: want, value: { url: URL, headers: { Authorization: "Bearer t" } } }, kind);
+    }
+    for (const stdio of ["stdio", "STDIO", "", null]) {
+      const c = read({ type: stdio, command: "srv", args: ["a"], env: { A: "b" }, cwd: "/w" });
+      assert.deepEqual(c, ServerConfig.stdio("x", "srv", ["a"], { env: { A: "b" }, cwd: "/w" }), String(stdio));
+    }
+  });
+
+  it("detects the transport of a url without type", () => {
+    const c = read({ url: URL });
+    assert.deepEqual(c, ServerConfig.remote("x", URL));
+    assert.equal(t.serverConfigMessage(c).transport.case, "remote");
+  });
+
+  it("reads serverUrl", () => {
+    assert.deepEqual(read({ serverUrl: URL }), ServerConfig.remote("x", URL));
+    assert.deepEqual(read({ type: "sse", serverUrl: "https://h.example/sse" }), ServerConfig.sse("x", "https://h.example/sse"));
+    // As in mcpd, url wins when both are set.
+    assert.deepEqual(read({ url: "https://a.example/mcp", serverUrl: "https://b.example/mcp" }), ServerConfig.remote("x", "https://a.example/mcp"));
+  });
+
+  it("refuses types without a transport", () => {
+    refused({ type: "websocket", url: "wss://h.example" }, /unknown type "websocket"/);
+    for (const kind of ["sdk", "agent", "SDK"]) refused({ type: kind }, /serveTools/);
+    refused({ command: "srv", url: URL }, /both command and url/);
+    refused({}, /needs a command/);
+    refused({ type: "stdio" }, /needs a command/);
+    refused({ type: "http" }, /need a url/);
+  });
+
+  it("refuses fields of the other transport", () => {
+    refused({ type: "stdio", command: "srv", url: URL }, /takes no url/);
+    refused({ command: "srv", headers: { A: "b" } }, /takes no headers/);
+    refused({ command: "srv", oauth: { clientId: "app" } }, /takes no oauth/);
+    for (const [key, value] of [["command", "srv"], ["args", ["a"]], ["env", { A: "b" }], ["cwd", "/w"]] as const) {
+      refused({ type: "http", url: URL, [key]: value }, /takes no command, args, env or cwd/);
+    }
+    // Empty ones say nothing.
+    assert.deepEqual(read({ command: "srv", url: "", headers: {} }), ServerConfig.stdio("x", "srv"));
+    assert.deepEqual(read({ url: URL, command: "", args: [], env: {}, cwd: "" }), ServerConfig.remote("x", URL));
+  });
+
+  for (const [key, value, empty] of [
+    ["tls", { ca: "/etc/ca.pem" }, null],
+    ["permissions", { deny: ["delete_*"] }, {}],
+    ["alwaysAllow", ["read_file"], []],
+    ["autoApprove", ["read_file"], []],
+    ["traceRedact", ["query"], []],
+  ] as const) {
+    it(`refuses ${key}, which ConnectServer cannot carry`, () => {
+      const got = refused({ url: URL, [key]: value }, new RegExp(`"${key}" cannot be sent with ConnectServer`));
+      assert.match(got, /config file/);
+      // One that says nothing is read as absent (Cline writes "autoApprove": []).
+      assert.deepEqual(read({ url: URL, [key]: empty }), ServerConfig.remote("x", URL));
+      if (key === "tls") refused({ url: URL, [key]: {} }, /"tls"/); // mcpd refuses an empty block
+    });
+  }
+
+  it("refuses a disabled entry", () => {
+    const got = refused({ command: "npx", toolsDeny: ["delete_*"], toolsAllow: ["get_*"], timeout: 30, disabled: true }, /disabled/);
+    assert.match(got, /setServerEnabled\("x", false\)/);
+    refused({ command: "srv", disabled: "yes" }, /"disabled" is a string, want true or false/);
+    assert.deepEqual(message({ command: "srv", disabled: false, toolsDeny: ["rm"] }).toolsDeny, ["rm"]);
+  });
+
+  it("refuses keys mcpd does not know", () => {
+    assert.match(refused({ command: "npx", toolDeny: ["delete_*"], envFile: ".env" }, /"envFile", "toolDeny"/), /not understood/);
+    // Keys are read as spelled, as mcpd reads them.
+    refused({ command: "npx", ToolsDeny: ["delete_*"] }, /"ToolsDeny"/);
+    refused({ Command: "npx" }, /"Command"/);
+    refused({ url: URL, oauth: { clientID: "app" } }, /unknown oauth keys: clientID/);
+    refused({ url: URL, oauth: { idp: { issuer: "i", audience: "a" } } }, /unknown oauth.idp keys: audience/);
+    // An agent SDK's name for the server is read and left, as by mcpd.
+    assert.deepEqual(read({ command: "srv", name: "other" }), ServerConfig.stdio("x", "srv"));
+  });
+
+  for (const [key, value, want] of [
+    ["command", ["npx"], /"command" is an array, want a string/],
+    ["args", "-y pkg", /"args" is a string, want an array of strings/],
+    ["args", ["-y", 1], /"args\[1\]" is a number, want a string/],
+    ["toolsDeny", "delete_*", /"toolsDeny" is a string, want an array of strings/],
+    ["toolsAllow", "get_*", /"toolsAllow" is a string, want an array of strings/],
+    ["toolsAsk", "put_*", /"toolsAsk" is a string, want an array of strings/],
+    ["toolsDeny", { 0: "rm" }, /"toolsDeny" is an object, want an array of strings/],
+    ["env", ["A=b"], /"env" is an array, want an object with string values/],
+    ["env", { A: 1 }, /"env.A" is a number, want a string/],
+    ["cwd", 1, /"cwd" is a number, want a string/],
+    ["protocolVersion", 20250618, /"protocolVersion" is a number, want a string/],
+    ["strictCapabilities", "yes", /"strictCapabilities" is a string, want true or false/],
+    ["trace", 1, /"trace" is a number, want true or false/],
+    ["type", 1, /"type" is a number, want a string/],
+  ] as const) {
+    it(`refuses ${key} of the wrong type (${JSON.stringify(value)})`, () => {
+      refused({ command: "srv", [key]: value }, want);
+    });
+  }
+
+  it("refuses remote fields of the wrong type, without their values", () => {
+    refused({ url: 1 }, /"url" is a number, want a string/);
+    refused({ serverUrl: ["https://h.example"] }, /"serverUrl" is an array, want a string/);
+    assert.ok(!refused({ url: URL, headers: { Authorization: ["Bearer s3cret"] } }, /"headers.Authorization" is an array, want a string/).includes("s3cret"));
+    refused({ url: URL, headers: "Authorization: Bearer t" }, /"headers" is a string, want an object with string values/);
+    refused({ url: URL, oauth: "client" }, /"oauth" is a string, want an object/);
+    for (const [entry, kind] of [["command", "a string"], [null, "null"], [["command"], "an array"], [1, "a number"]] as const) {
+      refused(entry, new RegExp(`entry is ${kind}, want an object`));
+    }
+  });
+
+  it("reads the oauth block and its idp with the types mcpd reads, and refuses others without their values", () => {
+    const oauth = {
+      clientId: "app",
+      clientSecret: "cs",
+      clientMetadataUrl: "https://app.example/client.json",
+      scopes: ["read", "write"],
+      tokenEndpointAuthMethod: "private_key_jwt",
+      privateKeyFile: "/run/key.pem",
+      signingAlgorithm: "ES384",
+      grant: "token_exchange",
+      assertion: "jwt",
+      assertionFile: "/run/jwt",
+      dpop: true,
+      idp: { issuer: "https://idp.example", tokenEndpoint: "https://idp.example/token", clientId: "mcpd", clientSecret: "ics", idToken: "it", idTokenFile: "/run/id" },
+    };
+    assert.deepEqual(message({ url: URL, oauth }).oauth, create(pb.OAuthConfigSchema, oauth));
+    // null counts as absent, as when mcpd reads the block; an empty block is a block.
+    const empty = create(pb.OAuthConfigSchema, {});
+    assert.deepEqual(message({ url: URL, oauth: {} }).oauth, empty);
+    assert.deepEqual(message({ url: URL, oauth: { clientId: null, scopes: null, dpop: null, idp: null } }).oauth, empty);
+    assert.deepEqual(message({ url: URL, oauth: { idp: { issuer: null } } }).oauth, create(pb.OAuthConfigSchema, { idp: {} }));
+    assert.equal(message({ url: URL, oauth: null }).oauth, undefined);
+    for (const [bad, want] of [
+      [{ scopes: "read" }, /"oauth.scopes" is a string, want an array of strings/],
+      [{ scopes: ["read", 1] }, /"oauth.scopes\[1\]" is a number, want a string/],
+      [{ clientSecret: 12345 }, /"oauth.clientSecret" is a number, want a string/],
+      [{ dpop: "yes" }, /"oauth.dpop" is a string, want true or false/],
+      [{ idp: "https://idp.example" }, /"oauth.idp" is a string, want an object/],
+      [{ idp: ["https://idp.example"] }, /"oauth.idp" is an array, want an object/],
+      [{ idp: { idToken: ["s3cret"] } }, /"oauth.idp.idToken" is an array, want a string/],
+    ] as const) {
+      const got = refused({ url: URL, oauth: bad }, want);
+      for (const value of ["s3cret", "12345", "idp.example", '"read"']) assert.ok(!got.includes(value), got);
+    }
+  });
+
+  it("does not expand variables", () => {
+    // As documented: ConnectServer's values are used as given.
+    assert.deepEqual(
+      read({ command: "${BIN}", args: ["${DIR:-/srv}"], env: { TOKEN: "${TOKEN}" }, cwd: "${HOME}" }),
+      ServerConfig.stdio("x", "${BIN}", ["${DIR:-/srv}"], { env: { TOKEN: "${TOKEN}" }, cwd: "${HOME}" }),
+    );
+    assert.deepEqual(
+      read({ url: "https://${HOST}/mcp", headers: { Authorization: "Bearer ${KEY}" } }),
+      ServerConfig.remote("x", "https://${HOST}/mcp", { headers: { Authorization: "Bearer ${KEY}" } }),
+    );
+  });
+
+  it("adds the options beside the entry to it", () => {
+    assert.deepEqual(
+      read({ command: "srv", toolsDeny: ["delete_*"] }, { callTimeoutMs: 5_000, toolsAsk: ["put_*"] }),
+      ServerConfig.stdio("x", "srv", [], { toolsDeny: ["delete_*"], callTimeoutMs: 5_000, toolsAsk: ["put_*"] }),
+    );
+    // An option the entry sets too would replace it: say so instead.
+    refused({ command: "srv", toolsDeny: ["delete_*"] }, /"toolsDeny" is in the entry and the option toolsDeny is given too/, { toolsDeny: [] });
+    refused({ command: "srv", timeout: 30 }, /"timeout" is in the entry and the option callTimeoutMs is given too/, { callTimeoutMs: 5_000 });
+    refused({ command: "srv", trace: false }, /"trace" is in the entry and the option trace/, { trace: true });
+    // A null in the entry is no setting.
+    assert.deepEqual(read({ command: "srv", timeout: null }, { callTimeoutMs: 5_000 }), ServerConfig.stdio("x", "srv", [], { callTimeoutMs: 5_000 }));
+    assert.throws(() => read({ command: "srv" }, { bogus: 1 } as McpJsonOptions), { name: "TypeError", message: /unknown server options: bogus/ });
+    // The oauth block is the entry's.
+    assert.throws(() => read({ url: URL }, { oauth: { clientId: "app" } } as McpJsonOptions), { name: "TypeError", message: /unknown server options: oauth/ });
+    assert.throws(() => read({ command: "srv" }, { toolsDeny: "rm" as unknown as string[] }), { name: "TypeError", message: /toolsDeny/ });
   });
 });
 
