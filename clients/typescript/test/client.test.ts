@@ -195,6 +195,21 @@ for (const wire of testWires()) {
         }
       }));
 
+    it("connects a .mcp.json entry, whose tool filters hide and refuse tools", () =>
+      withClient(wire, async (c) => {
+        const name = `fromjson-${wire.replace(/[^a-z0-9]/g, "")}`;
+        // As a file's JSON.parse gives it.
+        const entry = JSON.parse(JSON.stringify({ command: MCPD_BIN, args: ["demo-server"], toolsAllow: ["ech*", "fail"], toolsDeny: ["fail"], timeout: 30 }));
+        const s = await c.connectServer(ServerConfig.fromMcpJson(name, entry), { replace: true });
+        try {
+          assert.ok(s.ready, `${s.state} ${s.lastError}`);
+          assert.deepEqual((await c.listTools(name)).map((x) => x.toolName), ["echo"]);
+          await assert.rejects(c.callTool(`mcp__${name}__fail`), PermissionDenied);
+        } finally {
+          await c.disconnectServer(name);
+        }
+      }));
+
     it("disables and enables a server", () =>
       withClient(wire, async (c) => {
         const name = `toggled-${wire.replace(/[^a-z0-9]/g, "")}`;
