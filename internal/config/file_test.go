@@ -594,10 +594,11 @@ func TestParseWarningsExplainUnusableEntries(t *testing.T) {
 }
 
 // TestEntryKeysAreTheClientsList checks the keys of a server entry, its
-// oauth block and the block's idp object against the list the Python
-// client's tests read (clients/testdata/mcp-json-keys.json): a key added
-// here must be added there, where ServerConfig.from_mcp_json has to read
-// it or refuse it by name rather than drop it.
+// oauth block and the block's idp object against the list the Python and
+// TypeScript clients' tests read (clients/testdata/mcp-json-keys.json): a
+// key added here must be added there, where ServerConfig.from_mcp_json and
+// ServerConfig.fromMcpJson have to read it or refuse it by name rather
+// than drop it.
 func TestEntryKeysAreTheClientsList(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "clients", "testdata", "mcp-json-keys.json"))
 	if err != nil {
