@@ -373,16 +373,10 @@ class OAuthConfig:
         """The ``oauth`` block of a ``.mcp.json`` server entry (camelCase
         keys: ``clientId``, ``clientSecret``, ``tokenEndpointAuthMethod``,
         ...). ``${VAR}`` is not expanded here."""
-        unknown = set(entry) - set(_OAUTH_JSON)
-        if unknown:
-            raise ValueError(f"unknown oauth keys: {', '.join(sorted(unknown))}")
-        kwargs: Dict[str, Any] = {_OAUTH_JSON[k]: v for k, v in entry.items() if k != "idp"}
+        kwargs = _json_fields("oauth", entry, _OAUTH_JSON)
         idp = entry.get("idp")
         if idp is not None:
-            unknown = set(idp) - set(_IDP_JSON)
-            if unknown:
-                raise ValueError(f"unknown oauth.idp keys: {', '.join(sorted(unknown))}")
-            kwargs["idp"] = OAuthIdentityProvider(**{_IDP_JSON[k]: v for k, v in idp.items()})
+            kwargs["idp"] = OAuthIdentityProvider(**_json_fields("oauth.idp", idp, _IDP_JSON))
         return cls(**kwargs)
 
 
@@ -409,6 +403,32 @@ _IDP_JSON = {
     "idToken": "id_token",
     "idTokenFile": "id_token_file",
 }
+
+
+def _json_fields(where: str, block: Any, names: Mapping[str, str]) -> Dict[str, Any]:
+    """The fields of an oauth block (or its idp object) by their field
+    names, checked as mcpd decodes them: strings, except scopes (an array
+    of strings) and dpop (a boolean); a null counts as absent. Errors name
+    keys and JSON kinds, never values (secrets among them)."""
+    if not isinstance(block, Mapping):
+        raise ValueError(f"{where} is {_json_kind(block)}, want an object")
+    unknown = set(block) - set(names)
+    if unknown:
+        raise ValueError(f"unknown {where} keys: {', '.join(sorted(unknown))}")
+    out: Dict[str, Any] = {}
+    for key, value in block.items():
+        if value is None or key == "idp":
+            continue
+        if key == "scopes":
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{where}.{key} is {_json_kind(value)}, want an array of strings")
+        elif key == "dpop":
+            if not isinstance(value, bool):
+                raise ValueError(f"{where}.{key} is {_json_kind(value)}, want true or false")
+        elif not isinstance(value, str):
+            raise ValueError(f"{where}.{key} is {_json_kind(value)}, want a string")
+        out[names[key]] = value
+    return out
 
 
 @dataclass(frozen=True)

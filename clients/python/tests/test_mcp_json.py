@@ -12,7 +12,7 @@ import pytest
 
 import mcpd_grpc
 from conftest import REPO
-from mcpd_grpc import Client, ServerConfig, types
+from mcpd_grpc import Client, OAuthConfig, ServerConfig, types
 from mcpd_grpc import _convert as cv
 from mcpd_grpc.types import Transport
 
@@ -183,6 +183,13 @@ def test_wrong_remote_types_are_refused() -> None:
     message = refused({"url": "https://h.example/mcp", "headers": {"Authorization": ["Bearer s3cret"]}}, "'headers.Authorization' is an array, want a string")
     assert "s3cret" not in message
     refused({"url": "https://h.example/mcp", "oauth": "client"}, "'oauth' is a string, want an object")
+    # The block's values are checked as mcpd decodes them, never quoted.
+    refused({"url": "https://h.example/mcp", "oauth": {"idp": "https://idp.example"}}, "oauth.idp is a string, want an object")
+    refused({"url": "https://h.example/mcp", "oauth": {"scopes": "read write"}}, "oauth.scopes is a string, want an array of strings")
+    refused({"url": "https://h.example/mcp", "oauth": {"dpop": "yes"}}, "oauth.dpop is a string, want true or false")
+    refused({"url": "https://h.example/mcp", "oauth": {"clientSecret": 12345}}, "oauth.clientSecret is a number, want a string")
+    refused({"url": "https://h.example/mcp", "oauth": {"idp": {"idToken": ["t0k3n"]}}}, "oauth.idp.idToken is an array, want a string")
+    assert read({"url": "https://h.example/mcp", "oauth": {"clientId": "app", "scopes": None, "idp": None}}).oauth == OAuthConfig(client_id="app")
     refused("command", "entry is a string, want an object")
 
 
