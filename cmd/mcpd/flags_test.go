@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -417,6 +418,10 @@ func (l addrListener) Addr() net.Addr            { return l.addr }
 
 func TestAPITokenSources(t *testing.T) {
 	dir := shortTempDir(t)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
@@ -435,6 +440,10 @@ func TestAPITokenSources(t *testing.T) {
 		{name: "file wins, trimmed", cfg: config{apiToken: "env-tok", apiTokenFile: write("tok", "  file-tok\n")}, want: "file-tok"},
 		{name: "empty file", cfg: config{apiTokenFile: write("empty", " \n")}, wantErr: "empty"},
 		{name: "missing file", cfg: config{apiTokenFile: filepath.Join(dir, "nope")}, wantErr: "read API token file"},
+		{name: "device", cfg: config{apiTokenFile: "/dev/zero"}, wantErr: "read API token file: read /dev/zero: is a character device, not a regular file"},
+		{name: "too large", cfg: config{apiTokenFile: write("big", strings.Repeat("t", 1<<20+1))}, wantErr: "big: too large: more than 1 MiB"},
+		// Opening a FIFO nobody writes to used to wait for a writer, for ever.
+		{name: "FIFO without a writer", cfg: config{apiTokenFile: fifo}, wantErr: "API token file is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := apiToken(&tc.cfg)

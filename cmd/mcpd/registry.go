@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/localfile"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 	"github.com/mcpd-project/mcpd/internal/server"
 )
@@ -91,24 +91,21 @@ func newRegistry(mgr *mcpclient.Manager, log zerolog.Logger, stateFile string, p
 // commands mcpd starts. mcpd writes it 0600; a group's write bit is let
 // pass, since Kubernetes adds it to the files of a volume with fsGroup.
 func readStateFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	data, err := localfile.ReadChecked(path, localfile.ConfigLimit, func(fi fs.FileInfo) error {
+		if fi.Mode().Perm()&0o002 != 0 {
+			return fmt.Errorf("state file %s: anyone may write it (mode %04o), and whoever writes it chooses the commands mcpd starts; chmod o-w it", path, fi.Mode().Perm())
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Getuid() {
+			return fmt.Errorf("state file %s: owned by uid %d, not by mcpd's user (uid %d) or root", path, st.Uid, os.Getuid())
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read state file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read state file: %w", err)
-	}
-	if fi.Mode().Perm()&0o002 != 0 {
-		return nil, fmt.Errorf("state file %s: anyone may write it (mode %04o), and whoever writes it chooses the commands mcpd starts; chmod o-w it", path, fi.Mode().Perm())
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Getuid() {
-		return nil, fmt.Errorf("state file %s: owned by uid %d, not by mcpd's user (uid %d) or root", path, st.Uid, os.Getuid())
-	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("read state file: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("read state file: %w", err)
+		}
+		return nil, err
 	}
 	return data, nil
 }

@@ -26,6 +26,7 @@ import (
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/gateway"
+	"github.com/mcpd-project/mcpd/internal/localfile"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 	"github.com/mcpd-project/mcpd/internal/server"
 	"github.com/mcpd-project/mcpd/internal/telemetry"
@@ -401,7 +402,7 @@ func apiToken(c *config) (string, error) {
 	if c.apiTokenFile == "" {
 		return c.apiToken, nil
 	}
-	b, err := os.ReadFile(c.apiTokenFile)
+	b, err := localfile.Read(c.apiTokenFile, localfile.CredentialLimit)
 	if err != nil {
 		return "", fmt.Errorf("read API token file: %w", err)
 	}

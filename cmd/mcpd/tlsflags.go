@@ -6,7 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
+
+	"github.com/mcpd-project/mcpd/internal/localfile"
 )
 
 // tlsFlags are the TLS flags of mcpd's client commands (`mcpd health`,
@@ -38,7 +39,7 @@ func (c *tlsFlags) set() bool {
 func (c *tlsFlags) config() (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.serverName}
 	if c.caFile != "" {
-		pem, err := os.ReadFile(c.caFile)
+		pem, err := localfile.Read(c.caFile, localfile.CredentialLimit)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-ca: %w", err)
 		}
@@ -51,9 +52,17 @@ func (c *tlsFlags) config() (*tls.Config, error) {
 		return nil, errors.New("--tls-client-cert and --tls-client-key go together")
 	}
 	if c.certFile != "" {
-		pair, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+		cert, err := localfile.Read(c.certFile, localfile.CredentialLimit)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-client-cert: %w", err)
+		}
+		key, err := localfile.Read(c.keyFile, localfile.CredentialLimit)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-key: %w", err)
+		}
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-cert %s and --tls-client-key %s: %w", c.certFile, c.keyFile, err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}

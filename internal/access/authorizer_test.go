@@ -204,6 +204,8 @@ func TestCallersFileErrors(t *testing.T) {
 		{"token as a default", `{"callers": [{"name": "a", "token": "${NOPE_UNSET:-sekret-literal}"}]}`, "no default"},
 		{"unset variable", `{"callers": [{"name": "a", "token": "${NOPE_UNSET}"}]}`, "NOPE_UNSET"},
 		{"missing token file", `{"callers": [{"name": "a", "token_file": "nope"}]}`, "token_file"},
+		{"token file a device", `{"callers": [{"name": "a", "token_file": "/dev/zero"}]}`, "token_file: read /dev/zero: is a character device, not a regular file"},
+		{"token file a directory", `{"callers": [{"name": "a", "token_file": "/"}]}`, "token_file: read /: is a directory, not a regular file"},
 		{"same token", `{"callers": [{"name": "a", "token_sha256": "` + hashHex("x") + `"}, {"name": "b", "token_sha256": "` + hashHex("x") + `"}]}`, "same token"},
 		{"same identity", `{"callers": [{"name": "a", "dns_name": "h"}, {"name": "b", "dns_name": "h"}]}`, "same identity"},
 		{"bad spiffe", `{"callers": [{"name": "a", "spiffe_id": "https://x"}]}`, "spiffe://"},
@@ -221,6 +223,43 @@ func TestCallersFileErrors(t *testing.T) {
 				t.Errorf("error %q quotes the token", err)
 			}
 		})
+	}
+}
+
+// TestCallersFileNotAFile: a callers file that is a device, or larger
+// than a callers file can be, is refused before it is read, by its path.
+func TestCallersFileNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	device := filepath.Join(dir, "callers.json")
+	if err := os.Symlink("/dev/zero", device); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(&Options{CallersFile: device})
+	if want := "callers file: read " + device + ": is a character device, not a regular file"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("device: got %v, want an error containing %q", err, want)
+	}
+	large := filepath.Join(dir, "large.json")
+	if err := os.WriteFile(large, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: the size is all that is looked at.
+	if err := os.Truncate(large, 64<<20+1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(&Options{CallersFile: large})
+	if want := "callers file: read " + large + ": too large: more than 64 MiB"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("too large: got %v, want an error containing %q", err, want)
+	}
+}
+
+// TestTokenFileTooLarge: a token file is read up to 1 MiB.
+func TestTokenFileTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "big.token", strings.Repeat("t", 1<<20+1))
+	path := writeFile(t, dir, "callers.json", `{"callers": [{"name": "a", "token_file": "big.token"}]}`)
+	_, err := New(&Options{CallersFile: path})
+	if want := "token_file: read " + filepath.Join(dir, "big.token") + ": too large: more than 1 MiB"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want an error containing %q", err, want)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/localfile"
 )
 
 // callersFile is the form of a callers file, JSON or YAML.
@@ -161,7 +161,7 @@ var callerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$`)
 // are relative to the file's directory; ${VAR} in token reads lookup.
 // Errors name the caller and field, never a token.
 func loadCallers(path string, lookup func(string) (string, bool)) (*callers, error) {
-	data, err := os.ReadFile(path)
+	data, err := localfile.Read(path, localfile.CallersLimit)
 	if err != nil {
 		return nil, fmt.Errorf("callers file: %w", err)
 	}
@@ -236,7 +236,7 @@ func (c *callers) add(e callerEntry, dir string, lookup func(string) (string, bo
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
 		}
-		b, err := os.ReadFile(p)
+		b, err := localfile.Read(p, localfile.CredentialLimit)
 		if err != nil {
 			return fmt.Errorf("token_file: %w", err)
 		}

@@ -6,10 +6,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 
 	"github.com/rs/zerolog"
+
+	"github.com/mcpd-project/mcpd/internal/localfile"
 )
 
 // TLSFiles name the PEM files of a TLS listener.
@@ -88,7 +89,7 @@ func (s *tlsSource) read() ([3][]byte, error) {
 		if path == "" {
 			continue
 		}
-		b, err := os.ReadFile(path)
+		b, err := localfile.Read(path, localfile.CredentialLimit)
 		if err != nil {
 			return raw, fmt.Errorf("TLS: %w", err)
 		}

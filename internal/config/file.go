@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/mcpd-project/mcpd/internal/localfile"
 )
 
 // The two top-level keys that hold servers: "mcpServers" (Claude Desktop,
@@ -65,7 +66,7 @@ func (e *EntryError) Unwrap() error { return e.Err }
 
 // Load reads and parses the .mcp.json file at path; see [Parse].
 func Load(path string, lookup func(string) (string, bool)) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := localfile.Read(path, localfile.ConfigLimit)
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}

@@ -448,6 +448,10 @@ func TestLoadErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "load config "+bad+": parse config: ") {
 		t.Errorf("Load bad file: got %v, want an error naming %s", err, bad)
 	}
+	_, err = Load("/dev/zero", nil)
+	if want := "load config: read /dev/zero: is a character device, not a regular file"; err == nil || err.Error() != want {
+		t.Errorf("Load /dev/zero: got %v, want %q", err, want)
+	}
 }
 
 func TestParsePermissions(t *testing.T) {

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/mcpd-project/mcpd/internal/localfile"
 )
 
 // Scope says where the configuration of a server came from. Scopes are
@@ -158,7 +159,7 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 		data := l.Inline
 		if data == nil {
 			var err error
-			data, err = os.ReadFile(l.Path)
+			data, err = localfile.Read(l.Path, localfile.ConfigLimit)
 			// A path through a file (HOME pointing at one) is as
 			// missing as a path that does not exist.
 			if l.Optional && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -143,6 +144,40 @@ func TestLoadLayersMissingAndBroken(t *testing.T) {
 		_, err = LoadLayers([]Layer{{Scope: ScopeLocal, Path: broken, Optional: true}}, nil)
 		if !errors.Is(err, os.ErrPermission) || !strings.Contains(err.Error(), broken) {
 			t.Errorf("unreadable optional file: got %v, want a permission error naming %s", err, broken)
+		}
+	}
+}
+
+// TestLoadLayersNotAFile: a scope's file that is a device (a cloned
+// repository's .mcp.json linked to /dev/zero), a directory or larger than
+// a config file can be is an error naming it, optional or not, and is
+// never read; a FIFO nobody writes to reads as empty at once.
+func TestLoadLayersNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	device := filepath.Join(dir, ".mcp.json")
+	if err := os.Symlink("/dev/zero", device); err != nil {
+		t.Fatal(err)
+	}
+	large := writeFile(t, dir, "large.json", "")
+	// Sparse: the size is all that is looked at.
+	if err := os.Truncate(large, 256<<20+1); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{device, "load config: read " + device + ": is a character device, not a regular file"},
+		{dir, "load config: read " + dir + ": is a directory, not a regular file"},
+		{large, "load config: read " + large + ": too large: more than 256 MiB"},
+		{fifo, "load config " + fifo + ": parse config: "},
+	} {
+		for _, optional := range []bool{true, false} {
+			_, err := LoadLayers([]Layer{{Scope: ScopeProject, Path: tc.path, Optional: optional}}, nil)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("%s (optional %v): got %v, want %q", tc.path, optional, err, tc.want)
+			}
 		}
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/mcpd-project/mcpd/internal/localfile"
 )
 
 // TLS is the "tls" block of an HTTP or SSE server: the private CA its
@@ -82,7 +83,7 @@ func (t *TLS) Read() (TLSPEM, error) {
 		if *f.path == "" {
 			continue
 		}
-		b, err := os.ReadFile(*f.path)
+		b, err := localfile.Read(*f.path, localfile.CredentialLimit)
 		if err != nil {
 			return TLSPEM{}, fmt.Errorf("tls.%s %s cannot be read: %w", f.name, *f.path, errWithoutPath(err))
 		}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/json"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 // it issued with its key, another key, and a file that holds no PEM.
 type tlsFiles struct {
 	dir, ca, cert, key, otherKey, garbage string
+	large                                 string // more than a certificate file may hold
 	keyPEM                                []byte
 }
 
@@ -35,6 +37,7 @@ func writeTLSFiles(t *testing.T) tlsFiles {
 		keyPEM:   key,
 		otherKey: write("other-key.pem", testpki.KeyPEM(t, testpki.NewKey(t))),
 		garbage:  write("garbage.pem", []byte("not a certificate\n")),
+		large:    write("large.pem", append(bytes.Repeat([]byte("#"), 1<<20), ca.PEM...)),
 	}
 }
 
@@ -191,6 +194,8 @@ func TestTLSLoadErrors(t *testing.T) {
 		want  []string
 	}{
 		{"missing", TLS{CA: files.dir + "/missing.pem"}, []string{"tls.ca " + files.dir + "/missing.pem cannot be read", "no such file"}},
+		{"device", TLS{Key: "/dev/zero", Cert: files.cert}, []string{"tls.key /dev/zero cannot be read: is a character device, not a regular file"}},
+		{"too large", TLS{CA: files.large}, []string{"tls.ca " + files.large + " cannot be read: too large: more than 1 MiB"}},
 		{"ca-not-pem", TLS{CA: files.garbage}, []string{"tls.ca " + files.garbage + ": no PEM certificate"}},
 		{"cert-not-pem", TLS{Cert: files.garbage, Key: files.key}, []string{"tls.cert " + files.garbage + " and tls.key " + files.key}},
 		{"key-mismatch", TLS{Cert: files.cert, Key: files.otherKey}, []string{"tls.cert " + files.cert + " and tls.key " + files.otherKey, "private key does not match public key"}},

@@ -3,10 +3,10 @@ package oauth
 import (
 	"context"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/localfile"
 )
 
 // Grant types of the token requests mcpd makes without a person.
@@ -127,7 +127,7 @@ func secretOrFile(inline, file, field string) (string, error) {
 	if inline != "" {
 		return inline, nil
 	}
-	data, err := os.ReadFile(file)
+	data, err := localfile.Read(file, localfile.CredentialLimit)
 	if err != nil {
 		return "", errorf(ErrAuthorizationFailed, "read %s: %v", field, errWithoutPath(err))
 	}

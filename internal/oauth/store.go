@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/localfile"
 )
 
 // record is what persists of one server's authorization.
@@ -94,7 +95,7 @@ func (s *store) load(server string) (*record, error) {
 	if s.dir == "" || strings.ContainsAny(server, `/\`) {
 		return nil, nil
 	}
-	data, err := os.ReadFile(s.path(server))
+	data, err := localfile.Read(s.path(server), localfile.CredentialLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/localfile"
 )
 
 // maxTokenResponseBytes bounds a token endpoint's answer.
@@ -57,7 +58,7 @@ func (a clientAuth) apply(req *http.Request, form url.Values, audience string) e
 
 // assertion signs a client authentication JWT (RFC 7523 section 2.2).
 func (a clientAuth) assertion(audience string) (string, error) {
-	pem, err := os.ReadFile(a.keyFile)
+	pem, err := localfile.Read(a.keyFile, localfile.CredentialLimit)
 	if err != nil {
 		return "", errorf(ErrAuthorizationFailed, "read privateKeyFile: %v", errWithoutPath(err))
 	}
