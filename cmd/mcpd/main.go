@@ -114,6 +114,15 @@ func setMemoryLimit(l byteSize) {
 	}
 }
 
+// maxProcsLimit bounds --max-procs, which sets GOMAXPROCS. Go starts
+// work for every P (a garbage collection worker each, among others), and
+// each may take a thread of its own; Go ends the process at 10000 threads
+// (debug.SetMaxThreads), which --max-procs 100000 reached within a minute.
+// 1024 stays far below that, is what Go itself allowed until 1.10, and is
+// more than the CPUs of any machine mcpd, a relay that runs best on one
+// (setMaxProcs), could use; --max-procs 0 takes one per CPU, however many.
+const maxProcsLimit = 1024
+
 // setMaxProcs caps the threads that run Go code at once; 0 leaves Go's
 // default. mcpd is a relay: each call is a few short steps handed from
 // goroutine to goroutine. With one thread they run in turn on it; with more,
@@ -369,7 +378,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.maxPolls, "max-polls", 64, "polls (StartPoll, and fallback polls of Subscribe) running at once at most")
 	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 0, "if longer than a call's default timeout, the call's progress notifications restart that timeout, up to this in all (mcpd then asks every call for progress); 0 turns it off; a call's own timeout is never extended")
-	fs.IntVar(&c.maxProcs, "max-procs", 1, "how many threads run mcpd's Go code at once; 0 means one per available CPU; without this flag a GOMAXPROCS variable is honoured; servers mcpd starts keep their own default")
+	fs.IntVar(&c.maxProcs, "max-procs", 1, "how many threads run mcpd's Go code at once, at most 1024; 0 means one per available CPU; without this flag a GOMAXPROCS variable is honoured; servers mcpd starts keep their own default")
 	c.memoryLimit = defaultMemoryLimit
 	fs.Var(&c.memoryLimit, "memory-limit", "soft limit on mcpd's memory, a `size` like 512MiB (B, KiB, MiB, GiB or TiB), or off: near it the garbage collector works harder instead of letting the heap grow; without this flag a GOMEMLIMIT variable is honoured")
 	fs.StringVar(&c.oauthStateDir, "oauth-state-dir", "", "directory where OAuth tokens and client registrations persist (mode 0700, files 0600); default $XDG_STATE_HOME/mcpd/oauth or ~/.local/state/mcpd/oauth")
@@ -478,8 +487,8 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 	if err := c.checkRanges(); err != nil {
 		return nil, err
 	}
-	if c.maxProcs < 0 {
-		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) or more", c.maxProcs)
+	if c.maxProcs < 0 || c.maxProcs > maxProcsLimit {
+		return nil, fmt.Errorf("--max-procs %d: want 0 (one per CPU) to %d", c.maxProcs, maxProcsLimit)
 	}
 	if c.maxInFlight < 0 {
 		return nil, fmt.Errorf("--max-inflight-calls %d: want 0 (no cap) or more", c.maxInFlight)
