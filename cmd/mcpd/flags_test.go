@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpd-project/mcpd/internal/access"
+	"github.com/mcpd-project/mcpd/internal/server"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -96,7 +97,7 @@ func TestParseFlags(t *testing.T) {
 			name: "environment",
 			env:  map[string]string{"MCPD_LISTEN": "127.0.0.1:1", "MCPD_CALL_TIMEOUT": "3s", "MCPD_API_TOKEN": "tok", "MCPD_ALLOW_COMMAND": "npx, uvx"},
 			want: with(func(c *config) {
-				c.listen, c.callTimeout, c.apiToken, c.allowCommands = "127.0.0.1:1", 3*time.Second, "tok", stringList{"npx", "uvx"}
+				c.listen, c.callTimeout, c.apiToken, c.allowCommands = "127.0.0.1:1", 3*time.Second, "tok", commandList{"npx", "uvx"}
 			}),
 		},
 		{
@@ -107,9 +108,20 @@ func TestParseFlags(t *testing.T) {
 		},
 		{
 			name: "repeated and comma-separated allow-command",
-			args: []string{"--allow-command", "a,b", "--allow-command", " c ", "--allow-command", ","},
-			want: with(func(c *config) { c.allowCommands = stringList{"a", "b", "c"} }),
+			args: []string{"--allow-command", "a,b", "--allow-command", " c ", "--allow-command", "d,"},
+			want: with(func(c *config) { c.allowCommands = commandList{"a", "b", "c", "d"} }),
 		},
+		// "$LIST" with LIST empty: none meant, every command allowed.
+		{name: "empty allow-command", args: []string{"--allow-command", ""}, wantErr: `invalid value "" for flag -allow-command: names no command: leave --allow-command out to allow every command, or give --allow-command none to allow none`},
+		{name: "allow-command of commas", args: []string{"--allow-command", "npx", "--allow-command", " , "}, wantErr: "names no command"},
+		{name: "allow-command of commas from the environment", env: map[string]string{"MCPD_ALLOW_COMMAND": ","}, wantErr: `MCPD_ALLOW_COMMAND ",": names no command: leave --allow-command out to allow every command, or give --allow-command none to allow none`},
+		{name: "empty MCPD_ALLOW_COMMAND is unset", env: map[string]string{"MCPD_ALLOW_COMMAND": ""}, want: defaults},
+		{name: "allow-command none", args: []string{"--allow-command", "none"}, want: with(func(c *config) { c.allowCommands = commandList{"none"} })},
+		{name: "allow-command none with a command", args: []string{"--allow-command", "none,npx"}, wantErr: "--allow-command none allows no command: it cannot go with a command"},
+		{name: "empty deny-tool", args: []string{"--deny-tool", ""}, wantErr: `invalid value "" for flag -deny-tool: names nothing: leave the flag out for none`},
+		{name: "trace-server of commas", args: []string{"--trace-server", ","}, wantErr: "names nothing"},
+		{name: "ask-tool of commas from the environment", env: map[string]string{"MCPD_ASK_TOOL": " ,"}, wantErr: `MCPD_ASK_TOOL " ,": names nothing: leave the flag out for none (--ask-tool)`},
+		{name: "empty MCPD_ALLOW_TOOL is unset", env: map[string]string{"MCPD_ALLOW_TOOL": ""}, want: defaults},
 		{
 			name: "max-procs",
 			env:  map[string]string{"MCPD_MAX_PROCS": "4"},
@@ -510,6 +522,24 @@ func TestAllowCommandFlagOverridesEnv(t *testing.T) {
 	}
 	if got := []string(c.allowCommands); !slices.Equal(got, []string{"/usr/bin/node"}) {
 		t.Errorf("flag over environment: got %q, want only the flag's", got)
+	}
+}
+
+// TestCommandPolicyFromFlags: no --allow-command allows every command,
+// none allows none, and a list allows what it names.
+func TestCommandPolicyFromFlags(t *testing.T) {
+	for _, tc := range []struct {
+		list commandList
+		want server.CommandPolicy
+	}{
+		{nil, server.CommandPolicy{}},
+		{commandList{"none"}, server.CommandPolicy{None: true}},
+		{commandList{"npx", "uvx"}, server.CommandPolicy{Allowed: []string{"npx", "uvx"}}},
+	} {
+		got := (&config{allowCommands: tc.list}).commandPolicy()
+		if diff := cmp.Diff(&tc.want, got); diff != "" {
+			t.Errorf("--allow-command %q (-want +got):\n%s", tc.list, diff)
+		}
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,7 +210,7 @@ type config struct {
 	connectTimeout  time.Duration
 	probeTimeout    time.Duration
 	stopGrace       time.Duration
-	allowCommands   stringList
+	allowCommands   commandList
 	eventBuffer     int
 	eventBytes      int
 	requestTimeout  time.Duration
@@ -255,14 +256,8 @@ type config struct {
 }
 
 // listFlags are the repeatable flags: an MCPD_* variable sets one only when
-// the command line does not.
-var listFlags = map[string]func(*config) *stringList{
-	"allow-command": func(c *config) *stringList { return &c.allowCommands },
-	"allow-tool":    func(c *config) *stringList { return &c.allowTools },
-	"ask-tool":      func(c *config) *stringList { return &c.askTools },
-	"deny-tool":     func(c *config) *stringList { return &c.denyTools },
-	"trace-server":  func(c *config) *stringList { return &c.traceServers },
-}
+// the command line does not, and an empty one counts as unset.
+var listFlags = []string{"allow-command", "allow-tool", "ask-tool", "deny-tool", "trace-server"}
 
 // byteSize is a size in bytes, written as GOMEMLIMIT is: an integer with
 // an optional unit B, KiB, MiB, GiB or TiB; or off.
@@ -326,18 +321,42 @@ func (s *configList) Set(v string) error {
 	return nil
 }
 
-// stringList is a repeatable flag that also splits on commas.
+// stringList is a repeatable flag that also splits on commas. Empty parts
+// are dropped ("a,b," is a and b), but a value with none left ("", ",")
+// is refused: --deny-tool "$LIST" with LIST unset is likelier a mistake
+// than a request for no rule.
 type stringList []string
 
 func (s *stringList) String() string { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error {
+	n := len(*s)
 	for _, part := range strings.Split(v, ",") {
 		if part = strings.TrimSpace(part); part != "" {
 			*s = append(*s, part)
 		}
 	}
+	if len(*s) == n {
+		return errors.New("names nothing: leave the flag out for none")
+	}
 	return nil
 }
+
+// commandList is --allow-command, a stringList whose empty value would be
+// read the wrong way round: no list allows every command, while
+// --allow-command "$LIST" with LIST empty means to allow none. The value
+// none allows none.
+type commandList []string
+
+func (s *commandList) String() string { return (*stringList)(s).String() }
+func (s *commandList) Set(v string) error {
+	if err := (*stringList)(s).Set(v); err != nil {
+		return errors.New("names no command: leave --allow-command out to allow every command, or give --allow-command none to allow none")
+	}
+	return nil
+}
+
+// allowNoCommand is the --allow-command value that allows no command.
+const allowNoCommand = "none"
 
 func parseFlags(args []string, lookup func(string) (string, bool), out io.Writer) (*config, error) {
 	c := &config{}
@@ -397,7 +416,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; served with TLS when --tls-cert is set; a non-loopback address needs TLS plus an API token (which scrapes then present) or mutual TLS")
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
 	fs.BoolVar(&c.strict, "strict", false, "exit with status 1, naming them, when configured servers do not come up on their first start (for CI and simulations)")
-	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated); none given allows all")
+	fs.Var(&c.allowCommands, "allow-command", "a command ConnectServer may start (repeatable or comma-separated; 'none' allows none); without the flag every command is allowed")
 	fs.Var(&c.allowTools, "allow-tool", "tool rule: allow calls of the qualified tool names this pattern matches, e.g. 'mcp__github__get_*' (repeatable or comma-separated; the most specific rule wins)")
 	fs.Var(&c.askTools, "ask-tool", "tool rule: calls of matching tools wait for an agent's approval (an APPROVAL server request), e.g. 'mcp__*__write_*' (repeatable or comma-separated)")
 	fs.Var(&c.denyTools, "deny-tool", "tool rule: refuse and hide matching tools, e.g. 'mcp__*__delete_*' (repeatable or comma-separated)")
@@ -425,10 +444,10 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := flagVariable(f.Name)
-		switch f.Name {
-		case "allow-command", "config", "allow-tool", "ask-tool", "deny-tool", "trace-server":
+		switch {
+		case f.Name == "config", slices.Contains(listFlags, f.Name):
 			return // a list: set below, unless the command line sets it
-		case "version":
+		case f.Name == "version":
 			return // a request, not a setting
 		}
 		if v, ok := lookup(name); ok && envErr == nil {
@@ -445,10 +464,17 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 	}
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	for name, list := range listFlags {
-		if v, ok := lookup(flagVariable(name)); ok && !onCommandLine[name] {
-			_ = list(c).Set(v)
+	for _, name := range listFlags {
+		// Empty, the variable is as unset (as MCPD_CONFIG and
+		// MCPD_API_TOKEN are): a container clears one that way.
+		if v, ok := lookup(flagVariable(name)); ok && v != "" && !onCommandLine[name] {
+			if err := fs.Lookup(name).Value.Set(v); err != nil {
+				return nil, fmt.Errorf("%s %q: %v (--%s)", flagVariable(name), v, err, name)
+			}
 		}
+	}
+	if slices.Contains(c.allowCommands, allowNoCommand) && len(c.allowCommands) > 1 {
+		return nil, fmt.Errorf("--allow-command %s allows no command: it cannot go with a command (%s)", allowNoCommand, c.allowCommands.String())
 	}
 	switch c.toolDefault {
 	case "", "allow", "ask", "deny":

@@ -188,7 +188,7 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 	if c.callersFile != "" {
 		tel.FilesRead(telemetry.FilesCallers, true, started)
 	}
-	commands := &server.CommandPolicy{Allowed: c.allowCommands}
+	commands := c.commandPolicy()
 	servers, err := newRegistry(mgr, log, c.stateFile, commands, stateReserved(authz))
 	if err != nil {
 		return err
@@ -396,6 +396,14 @@ func tracedServers(names []string) func(string) bool {
 		return nil
 	}
 	return func(server string) bool { return slices.Contains(names, server) || slices.Contains(names, "*") }
+}
+
+// commandPolicy is what --allow-command allows ConnectServer to start.
+func (c *config) commandPolicy() *server.CommandPolicy {
+	if slices.Equal(c.allowCommands, commandList{allowNoCommand}) {
+		return &server.CommandPolicy{None: true}
+	}
+	return &server.CommandPolicy{Allowed: c.allowCommands}
 }
 
 func apiToken(c *config) (string, error) {

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 	"github.com/mcpd-project/mcpd/internal/toolsearch"
 )
@@ -464,6 +465,21 @@ func TestCommandPolicy(t *testing.T) {
 		Name: "z", Transport: &mcpdv1.ServerConfig_Stdio{Stdio: &mcpdv1.StdioConfig{Command: "true", Env: map[string]string{"PATH": t.TempDir()}}},
 	}})
 	wantCode(t, err, codes.PermissionDenied)
+}
+
+// TestCommandPolicyNone: --allow-command none allows no command, not even
+// one named none; remote servers start nothing and pass.
+func TestCommandPolicyNone(t *testing.T) {
+	p := &CommandPolicy{None: true}
+	for _, command := range []string{"none", "npx", "/bin/true"} {
+		err := p.Check(config.Server{Name: "x", Kind: config.TransportStdio, Command: command})
+		if !errors.Is(err, mcpclient.ErrPermissionDenied) || !strings.Contains(err.Error(), "--allow-command none") {
+			t.Errorf("command %q: got %v, want a denial naming --allow-command none", command, err)
+		}
+	}
+	if err := p.Check(config.Server{Name: "x", Kind: config.TransportHTTP, URL: "https://mcp.example.com/mcp"}); err != nil {
+		t.Errorf("remote server: got %v, want it allowed", err)
+	}
 }
 
 func TestAuthAndHealth(t *testing.T) {

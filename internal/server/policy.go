@@ -17,11 +17,20 @@ type CommandPolicy struct {
 	// strings (so "npx" does not allow "/tmp/npx"). Empty allows every
 	// command.
 	Allowed []string
+	// None allows no command at all (--allow-command none), whatever
+	// Allowed holds.
+	None bool
 }
 
 // Check refuses a stdio server whose command the policy does not allow.
 func (p *CommandPolicy) Check(cfg config.Server) error {
-	if p == nil || len(p.Allowed) == 0 || cfg.Kind != config.TransportStdio {
+	if p == nil || cfg.Kind != config.TransportStdio {
+		return nil
+	}
+	if p.None {
+		return mcpclient.Deny("command %q: mcpd starts no command for ConnectServer (--allow-command none)", cfg.Command)
+	}
+	if len(p.Allowed) == 0 {
 		return nil
 	}
 	if !slices.Contains(p.Allowed, cfg.Command) {
