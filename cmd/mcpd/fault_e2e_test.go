@@ -171,7 +171,7 @@ func TestHungServerRecovers(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
 			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{
-				"--keepalive-interval", "200ms", "--keepalive-failures", "2",
+				"--keepalive-interval", "1s", "--keepalive-failures", "2",
 			}})
 			s := d.connectFake(ctx, t, "frozen", tt.mode)
 			if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY || s.GetProtocolVersion() != tt.version {

@@ -27,6 +27,8 @@ func TestFlagsRefusedAtStart(t *testing.T) {
 		// --allow-command "$LIST" with LIST empty allowed every command.
 		{[]string{"--allow-command", ""}, "mcpd: invalid value \"\" for flag -allow-command: names no command: leave --allow-command out to allow every command, or give --allow-command none to allow none\n"},
 		{[]string{"--allow-command", ","}, "names no command"},
+		// Each keepalive probe waits half the interval: all of them failed.
+		{[]string{"--keepalive-interval", "1ms"}, "mcpd: --keepalive-interval 1ms: want 0 (off) or at least 1s\n"},
 	} {
 		args := append([]string{"--listen", sock, "--scopes", "", "--config", emptyConfig(t)}, tc.args...)
 		code, out := runMcpd(ctx, t, args...)

@@ -183,6 +183,14 @@ func TestParseFlags(t *testing.T) {
 		{name: "negative stop grace", args: []string{"--stop-grace", "-1s"}, wantErr: "--stop-grace -1s: want a duration of 0 or more"},
 		{name: "client keepalive below a second", args: []string{"--client-keepalive", "500ms"}, wantErr: "--client-keepalive 500ms: want 0 (off) or at least 1s"},
 		{name: "no client keepalive", args: []string{"--client-keepalive", "0"}, want: with(func(c *config) { c.clientKeepalive = 0 })},
+		// A probe waits half the interval: at a few ms every probe failed,
+		// and every server went FAILED.
+		{name: "keepalive interval below a second", args: []string{"--keepalive-interval", "1ms"}, wantErr: "--keepalive-interval 1ms: want 0 (off) or at least 1s"},
+		{name: "keepalive interval of a nanosecond from the environment", env: map[string]string{"MCPD_KEEPALIVE_INTERVAL": "1ns"}, wantErr: "--keepalive-interval 1ns: want 0 (off) or at least 1s"},
+		{name: "no keepalive", args: []string{"--keepalive-interval", "0"}, want: with(func(c *config) { c.keepAlive = 0 })},
+		{name: "keepalive interval of a second", args: []string{"--keepalive-interval", "1s"}, want: with(func(c *config) { c.keepAlive = time.Second })},
+		// A host's session closed between its initialize and its next request.
+		{name: "MCP session timeout below a second", args: []string{"--mcp-session-timeout", "10ms"}, wantErr: "--mcp-session-timeout 10ms: want at least 1s"},
 		{name: "negative timeout from the environment", env: map[string]string{"MCPD_SHUTDOWN_TIMEOUT": "-5s"}, wantErr: "--shutdown-timeout -5s"},
 		{name: "backoff ceiling below its start", args: []string{"--restart-backoff", "1m", "--restart-backoff-max", "30s"}, wantErr: "--restart-backoff-max 30s is below --restart-backoff 1m0s"},
 		{name: "a slow start lifts the default ceiling", args: []string{"--restart-backoff", "1m"}, want: with(func(c *config) { c.restartBackoff, c.restartMax = time.Minute, time.Minute })},

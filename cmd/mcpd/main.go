@@ -390,7 +390,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.restartMax, "restart-backoff-max", 30*time.Second, "longest wait between reconnect attempts")
 	fs.IntVar(&c.crashRestarts, "crash-loop-restarts", 5, "failures within --crash-loop-window after which a server is FAILED instead of retried")
 	fs.DurationVar(&c.crashWindow, "crash-loop-window", time.Minute, "window in which --crash-loop-restarts failures end retrying")
-	fs.DurationVar(&c.keepAlive, "keepalive-interval", 30*time.Second, "interval of keepalive probes: ping on legacy (initialize-based) sessions, server/discover on 2026-07-28 stdio sessions; 0 disables them")
+	fs.DurationVar(&c.keepAlive, "keepalive-interval", 30*time.Second, "interval of keepalive probes: ping on legacy (initialize-based) sessions, server/discover on 2026-07-28 stdio sessions (at least 1s; 0 disables them)")
 	fs.IntVar(&c.keepAliveFails, "keepalive-failures", 3, "consecutive failed keepalive probes after which a session is rebuilt (once the requests sent before them have ended)")
 	fs.DurationVar(&c.clientKeepalive, "client-keepalive", 30*time.Second, "ping a client's HTTP/2 or gRPC connection that brought nothing for this long, and close it, ending its calls and streams, when the ping goes unanswered as long again (at least 1s; 0 disables)")
 	fs.IntVar(&c.maxInFlight, "max-inflight-calls", 128, "tool calls in flight to one server at most; 0 means no cap")
@@ -411,7 +411,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.httpListen, "http-listen", "", "address to serve the MCPHub API on over HTTP as well (Connect protocol with JSON or binary, gRPC-Web and gRPC; HTTP/1.1 and h2c, or HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
 	fs.StringVar(&c.mcpListen, "mcp-listen", "", "address to serve every connected server as one MCP server on, at /mcp (Streamable HTTP, both protocol eras; HTTPS with --tls-cert): host:port or unix:///path; empty serves none; the rules of --listen apply")
 	fs.IntVar(&c.mcpMaxSessions, "mcp-max-sessions", gateway.DefaultMaxSessions, "sessions of initialize-era hosts and 2026-07-28 listen streams the MCP endpoint keeps open at once at most; an initialize or listen stream beyond it is refused (an idle session closes after --mcp-session-timeout)")
-	fs.DurationVar(&c.mcpIdleTimeout, "mcp-session-timeout", 30*time.Minute, "close an initialize-era host's MCP endpoint session after this long without a request or an open stream of its (the host then starts a new one)")
+	fs.DurationVar(&c.mcpIdleTimeout, "mcp-session-timeout", 30*time.Minute, "close an initialize-era host's MCP endpoint session after this long without a request or an open stream of its (the host then starts a new one); at least 1s")
 	fs.BoolVar(&c.mcpToolSearch, "mcp-tool-search", false, "the MCP endpoint lists one tool, search_tools, instead of every server's tools; the tools a search finds (or a host calls by name) are then listed, for every host, until mcpd stops or their server is disconnected")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics: host:port or unix:///path; empty serves none; served with TLS when --tls-cert is set; a non-loopback address needs TLS plus an API token (which scrapes then present) or mutual TLS")
 	fs.BoolVar(&c.showVersion, "version", false, "print mcpd's version and exit (after checking the other flags)")
@@ -564,37 +564,43 @@ func envError(name, v string, f *flag.Flag, err error) error {
 // checkRanges refuses numbers and durations that mean nothing: a negative
 // one anywhere, and zero where zero is no setting (a zero call timeout
 // would otherwise be the default, a zero message limit would refuse every
-// RPC).
+// RPC); and the periods that break every connection when they are short:
+// a keepalive probe waits half of --keepalive-interval, so at a few ms
+// every probe failed and every server went FAILED; --client-keepalive
+// would close clients that are merely slow to answer a ping; and a host's
+// MCP session would close between its initialize and its next request.
 func (c *config) checkRanges() error {
 	for _, d := range []struct {
 		flag   string
 		v      time.Duration
-		zeroOK bool // zero is a setting: off, or no wait
+		zeroOK bool          // zero is a setting: off, or no wait
+		least  time.Duration // the shortest setting but zero
 	}{
-		{"call-timeout", c.callTimeout, false},
-		{"connect-timeout", c.connectTimeout, false},
-		{"probe-timeout", c.probeTimeout, false},
-		{"server-request-timeout", c.requestTimeout, false},
-		{"restart-backoff", c.restartBackoff, false},
-		{"restart-backoff-max", c.restartMax, false},
-		{"crash-loop-window", c.crashWindow, false},
-		{"stop-grace", c.stopGrace, true},
-		{"shutdown-timeout", c.shutdownTimeout, true},
-		{"queue-timeout", c.queueTimeout, true},
-		{"keepalive-interval", c.keepAlive, true},
-		{"client-keepalive", c.clientKeepalive, true},
-		{"max-call-timeout", c.maxCallTimeout, true},
-		{"mcp-session-timeout", c.mcpIdleTimeout, false},
+		{"call-timeout", c.callTimeout, false, 0},
+		{"connect-timeout", c.connectTimeout, false, 0},
+		{"probe-timeout", c.probeTimeout, false, 0},
+		{"server-request-timeout", c.requestTimeout, false, 0},
+		{"restart-backoff", c.restartBackoff, false, 0},
+		{"restart-backoff-max", c.restartMax, false, 0},
+		{"crash-loop-window", c.crashWindow, false, 0},
+		{"stop-grace", c.stopGrace, true, 0},
+		{"shutdown-timeout", c.shutdownTimeout, true, 0},
+		{"queue-timeout", c.queueTimeout, true, 0},
+		{"keepalive-interval", c.keepAlive, true, time.Second},
+		{"client-keepalive", c.clientKeepalive, true, time.Second},
+		{"max-call-timeout", c.maxCallTimeout, true, 0},
+		{"mcp-session-timeout", c.mcpIdleTimeout, false, time.Second},
 	} {
 		switch {
 		case d.v < 0:
 			return fmt.Errorf("--%s %v: want a duration of 0 or more", d.flag, d.v)
 		case d.v == 0 && !d.zeroOK:
 			return fmt.Errorf("--%s 0: want a duration above 0", d.flag)
+		case d.v > 0 && d.v < d.least && d.zeroOK:
+			return fmt.Errorf("--%s %v: want 0 (off) or at least %v", d.flag, d.v, d.least)
+		case d.v > 0 && d.v < d.least:
+			return fmt.Errorf("--%s %v: want at least %v", d.flag, d.v, d.least)
 		}
-	}
-	if c.clientKeepalive > 0 && c.clientKeepalive < time.Second {
-		return fmt.Errorf("--client-keepalive %v: want 0 (off) or at least 1s", c.clientKeepalive)
 	}
 	if c.restartMax < c.restartBackoff {
 		return fmt.Errorf("--restart-backoff-max %v is below --restart-backoff %v", c.restartMax, c.restartBackoff)

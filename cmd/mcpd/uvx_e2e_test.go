@@ -202,7 +202,7 @@ func TestUvxBusyFastMCP1Server(t *testing.T) {
 	d := startDaemon(ctx, t, daemonOptions{
 		config: writeConfig(t, string(config)),
 		env:    []string{"XDG_CACHE_HOME=" + t.TempDir()},
-		args:   []string{"--keepalive-interval", "200ms", "--keepalive-failures", "2"},
+		args:   []string{"--keepalive-interval", "1s", "--keepalive-failures", "2"},
 	})
 	s := d.waitServer(ctx, t, "busy", mcpdv1.ServerState_SERVER_STATE_READY, mcpdv1.ServerState_SERVER_STATE_FAILED)
 	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY || s.GetProtocolVersion() == "2026-07-28" {
