@@ -8,7 +8,8 @@
 // forced protocol version, tool filters). The gRPC edge builds Servers from
 // ConnectServer requests; [Parse] and [Load] build them from a file.
 //
-// The package imports only the standard library.
+// The package imports only the standard library and [localfile], which
+// reads its files.
 package config
 
 import (
