@@ -226,6 +226,20 @@ func TestCallersFileErrors(t *testing.T) {
 	}
 }
 
+// TestCallersFileByteOrderMark: a callers file that an editor started
+// with a UTF-8 byte order mark reads as without it.
+func TestCallersFileByteOrderMark(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"callers.json": "\ufeff" + `{"callers": [{"name": "a", "common_name": "a"}]}`,
+		"callers.yaml": "\ufeff" + "callers:\n  - name: a\n    common_name: a\n",
+	} {
+		if _, err := New(&Options{CallersFile: writeFile(t, dir, name, content)}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
 // TestCallersFileNotAFile: a callers file that is a device, or larger
 // than a callers file can be, is refused before it is read, by its path.
 func TestCallersFileNotAFile(t *testing.T) {

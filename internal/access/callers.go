@@ -165,6 +165,9 @@ func loadCallers(path string, lookup func(string) (string, bool)) (*callers, err
 	if err != nil {
 		return nil, fmt.Errorf("callers file: %w", err)
 	}
+	// Some Windows editors start a UTF-8 file with a byte order mark,
+	// which JSON does not allow.
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	if isYAML(path) {
 		// YAML is read as the JSON it stands for, so that both forms
 		// share one set of fields and one strict decoder.

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ErrInvalid is wrapped by every error that reports an invalid server
@@ -201,9 +202,15 @@ func nameProblem(name string) string {
 		return fmt.Sprintf("server name is %d bytes long, the limit is %d (%s)", len(name), maxNameLen, nameRule)
 	}
 	for i := 0; i < len(name); i++ {
-		if !isNameByte(name[i]) {
-			return fmt.Sprintf("server name %q has invalid character %q at byte %d (%s)", name, rune(name[i]), i, nameRule)
+		if isNameByte(name[i]) {
+			continue
 		}
+		// The character, not its first byte: 'Ü', not 'Ã'.
+		r, size := utf8.DecodeRuneInString(name[i:])
+		if r == utf8.RuneError && size == 1 {
+			return fmt.Sprintf("server name %q: byte 0x%02x at byte %d is not UTF-8 (%s)", name, name[i], i, nameRule)
+		}
+		return fmt.Sprintf("server name %q has invalid character %q at byte %d (%s)", name, r, i, nameRule)
 	}
 	if strings.Contains(name, "__") {
 		return fmt.Sprintf(`server name %q contains "__" (%s)`, name, nameRule)

@@ -85,7 +85,10 @@ func TestValidateName(t *testing.T) {
 		{name: "a b", err: "invalid character ' ' at byte 1"},
 		{name: "a.b", err: "invalid character '.'"},
 		{name: "a/b", err: "invalid character '/'"},
-		{name: "ä", err: "invalid character"},
+		{name: "ä", err: "invalid character 'ä' at byte 0"},
+		{name: "Ünï", err: "invalid character 'Ü' at byte 0"},
+		{name: "aé", err: "invalid character 'é' at byte 1"},
+		{name: "a\xffb", err: "byte 0xff at byte 1 is not UTF-8"},
 		{name: "a:b", err: "invalid character ':'"},
 	}
 	for _, tt := range tests {

@@ -322,7 +322,7 @@ func parsePermissions(raw json.RawMessage, warnings *[]string) (ToolRules, error
 		return r, nil
 	}
 	if err := json.Unmarshal(onlyKeys(raw, permissionFields), &r); err != nil {
-		return r, describeDecodeError(err)
+		return r, describeDecodeError(err, raw)
 	}
 	if err := RepeatedKey(raw); err != nil {
 		return r, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -461,9 +461,10 @@ const maxTimeoutSeconds = 365 * 24 * 60 * 60
 // half-written entries this way.
 func parseEntry(name string, raw json.RawMessage, ex expander) (_ Server, disabled bool, _ error) {
 	var e entry
-	err := json.Unmarshal(knownOnly(raw), &e)
+	known := knownOnly(raw)
+	err := json.Unmarshal(known, &e)
 	if err != nil {
-		return Server{Name: name}, e.Disabled, describeDecodeError(err)
+		return Server{Name: name}, e.Disabled, describeDecodeError(err, known)
 	}
 	if err := repeatedPermissions(raw); err != nil {
 		return Server{Name: name}, e.Disabled, err
@@ -804,10 +805,12 @@ func describeSyntaxError(data []byte, err error) error {
 	return fmt.Errorf("invalid JSON at line %d, column %d: %w", line, col, err)
 }
 
-// describeDecodeError rewords a type mismatch in an entry. It keeps only
-// the kind of the offending JSON value: encoding/json includes a number's
-// text, which may be a secret.
-func describeDecodeError(err error) error {
+// describeDecodeError rewords a type mismatch in an entry, raw (as it was
+// decoded). It keeps only the kind of the offending JSON value:
+// encoding/json includes a number's text, which may be a secret. A
+// mismatch inside an object or array field (a number among env's values)
+// names the key or index, which encoding/json leaves out.
+func describeDecodeError(err error, raw json.RawMessage) error {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -816,7 +819,45 @@ func describeDecodeError(err error) error {
 	if te.Field == "" {
 		return fmt.Errorf("%w: entry is a JSON %s, want an object", ErrInvalid, got)
 	}
-	return fmt.Errorf("%w: field %s is a JSON %s, want %s", ErrInvalid, te.Field, got, describeType(te.Type))
+	return fmt.Errorf("%w: field %s%s is a JSON %s, want %s", ErrInvalid, te.Field, offendingItem(raw, te), got, describeType(te.Type))
+}
+
+// offendingItem is where, inside the object or array at te.Field of raw,
+// the first value of the wrong kind is: `["KEY"]` or `[INDEX]`; "" when
+// the field itself has the wrong kind. Only fields whose items are strings
+// have items of a wrong kind.
+func offendingItem(raw json.RawMessage, te *json.UnmarshalTypeError) string {
+	if te.Type.Kind() != reflect.String {
+		return ""
+	}
+	v := raw
+	for _, key := range strings.Split(te.Field, ".") {
+		m, ok := rawMember(v, key)
+		if !ok {
+			return ""
+		}
+		v = m
+	}
+	// null decodes into a string as nothing: not the offender.
+	wrong := func(item json.RawMessage) bool { k := jsonKind(item); return k != "string" && k != "null" }
+	switch jsonKind(v) {
+	case "object":
+		ms, _ := objectMembers(v)
+		for _, m := range ms {
+			if wrong(m.value) {
+				return fmt.Sprintf("[%q]", m.key)
+			}
+		}
+	case "array":
+		var items []json.RawMessage
+		_ = json.Unmarshal(v, &items)
+		for i, item := range items {
+			if wrong(item) {
+				return fmt.Sprintf("[%d]", i)
+			}
+		}
+	}
+	return ""
 }
 
 func describeType(t reflect.Type) string {
@@ -835,10 +876,17 @@ func describeType(t reflect.Type) string {
 	return t.String()
 }
 
-// stripJSONC blanks out // and /* */ comments and trailing commas, which
-// VS Code's mcp.json allows. It replaces them with spaces (keeping
-// newlines) so that error offsets still point into the original file.
+// byteOrderMark is the UTF-8 byte order mark, which some Windows editors
+// write at the start of a file and JSON does not allow.
+const byteOrderMark = "\ufeff"
+
+// stripJSONC drops a leading byte order mark and blanks out // and /* */
+// comments and trailing commas, which VS Code's mcp.json allows. It
+// replaces them with spaces (keeping newlines) so that error offsets still
+// point into the original file (but for the mark, which an editor does
+// not show: the columns of line 1 are what it shows).
 func stripJSONC(data []byte) []byte {
+	data = bytes.TrimPrefix(data, []byte(byteOrderMark))
 	if !bytes.ContainsAny(data, "/,") {
 		return data
 	}

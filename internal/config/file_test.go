@@ -183,7 +183,10 @@ func TestParseEntries(t *testing.T) {
 		{name: "huge timeout", entry: `{"command": "x", "connectTimeout": 1e300}`, err: "connectTimeout is more than"},
 		{name: "string timeout", entry: `{"command": "x", "timeout": "30s"}`, err: "field timeout is a JSON string, want a number"},
 		{name: "args is a string", entry: `{"command": "x", "args": "-y pkg"}`, err: "field args is a JSON string, want an array of strings"},
-		{name: "env value is a number", entry: `{"command": "x", "env": {"PIN": 918273}}`, err: "is a JSON number, want a string"},
+		{name: "env value is a number", entry: `{"command": "x", "env": {"A": "b", "PIN": 918273}}`, err: `field env["PIN"] is a JSON number, want a string`},
+		{name: "header value is a boolean", entry: `{"url": "https://h/", "headers": {"X-Key": true}}`, err: `field headers["X-Key"] is a JSON bool, want a string`},
+		{name: "arg is a number", entry: `{"command": "x", "args": ["-y", 918273]}`, err: `field args[1] is a JSON number, want a string`},
+		{name: "oauth scope is a number", entry: `{"url": "https://h/", "oauth": {"scopes": ["a", 918273]}}`, err: `field oauth.scopes[1] is a JSON number, want a string`},
 		{name: "bad tool pattern", entry: `{"command": "x", "toolsDeny": ["*_admin"]}`, err: `toolsDeny[0]: tool pattern "*_admin"`},
 		{name: "entry is a string", entry: `"npx -y pkg"`, err: "entry is a JSON string, want an object"},
 		{name: "entry is null", entry: `null`, err: "needs a command"},
@@ -319,6 +322,8 @@ func TestParseFileErrors(t *testing.T) {
 		{name: "key twice", data: `{"mcpServers": {}, "mcpServers": {}}`, err: `key "mcpServers" appears twice`},
 		{name: "null servers", data: `{"mcpServers": null}`},
 		{name: "empty servers", data: `{"servers": {}}`},
+		{name: "byte order mark", data: "\ufeff{\"servers\": {}}"},
+		{name: "byte order mark, then not JSON", data: "\ufeff{x}", err: "invalid JSON at line 1, column 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -353,6 +358,9 @@ func TestStripJSONC(t *testing.T) {
 		{name: "comment markers in strings", in: `{"u": "http://x/*y*/", "c": ",]"}`, want: `{"u": "http://x/*y*/", "c": ",]"}`},
 		{name: "escaped quote in string", in: `{"a": "\"//", "b": 1,}`, want: `{"a": "\"//", "b": 1 }`},
 		{name: "comma before comment and brace", in: "[1, // c\n]", want: "[1      \n]"},
+		// Some Windows editors start a UTF-8 file with one.
+		{name: "byte order mark", in: "\ufeff{\"a\": 1}", want: "{\"a\": 1}"},
+		{name: "byte order mark and a comment", in: "\ufeff{\"a\": 1} // c", want: "{\"a\": 1}     "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
