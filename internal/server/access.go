@@ -392,6 +392,10 @@ func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	start := time.Now()
 	caller, _ := access.FromContext(ctx)
 	method := path.Base(info.FullMethod)
+	if err := checkRequest(req); err != nil {
+		g.refused(caller, access.Record{Method: method}, err, start)
+		return nil, toStatus(err)
+	}
 	if err := g.qualifyTool(caller, req); err != nil {
 		g.refused(caller, access.Record{Method: method, Tool: toolName(req)}, err, start)
 		return nil, toStatus(err)
@@ -526,6 +530,11 @@ func (w *guardedStream) RecvMsg(m any) error {
 		return nil
 	}
 	w.checked = true
+	if err := checkRequest(m); err != nil {
+		w.denied = true
+		w.g.refused(w.caller, access.Record{Method: w.method}, err, w.start)
+		return toStatus(err)
+	}
 	if err := w.g.qualifyTool(w.caller, m); err != nil {
 		w.denied = true
 		w.g.refused(w.caller, access.Record{Method: w.method, Tool: toolName(m)}, err, w.start)

@@ -153,7 +153,11 @@ func replyFromProto(r *mcpdv1.ServerRequestReply) (mcpclient.Reply, error) {
 		}
 		out := &mcp.ElicitResult{Action: action}
 		if action == "accept" {
-			out.Content = res.Elicitation.GetContent().AsMap()
+			content, err := structToMap("elicitation.content", res.Elicitation.GetContent())
+			if err != nil {
+				return mcpclient.Reply{}, err
+			}
+			out.Content = content
 		}
 		return mcpclient.Reply{Elicitation: out}, nil
 	case *mcpdv1.ServerRequestReply_Roots:

@@ -183,9 +183,17 @@ func (h *hub) CallTool(ctx context.Context, req *mcpdv1.CallToolRequest) (*mcpdv
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	res, err := h.mgr.CallTool(ctx, req.GetName(), req.GetArguments().AsMap(), mcpclient.CallOptions{
+	args, err := structToMap("arguments", req.GetArguments())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	meta, err := structToMap("meta", req.GetMeta())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	res, err := h.mgr.CallTool(ctx, req.GetName(), args, mcpclient.CallOptions{
 		Timeout: timeout,
-		Meta:    req.GetMeta().AsMap(),
+		Meta:    meta,
 	})
 	if err != nil {
 		return nil, toStatus(err)

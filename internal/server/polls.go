@@ -107,7 +107,9 @@ func pollSpecFromProto(req *mcpdv1.StartPollRequest) (mcpclient.PollSpec, error)
 		spec.URI = t.ResourceUri
 	case *mcpdv1.StartPollRequest_Tool:
 		spec.Tool = t.Tool.GetName()
-		spec.Arguments = t.Tool.GetArguments().AsMap()
+		if spec.Arguments, err = structToMap("tool.arguments", t.Tool.GetArguments()); err != nil {
+			return spec, err
+		}
 	}
 	if spec.Server == "" {
 		return spec, invalidf("server is required")

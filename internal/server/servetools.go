@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -149,21 +150,30 @@ func declarationFromProto(d *mcpdv1.ToolServerDeclaration) (mcpclient.AgentDecla
 		out.ServerInfo = &mcp.Implementation{Name: info.GetName(), Version: info.GetVersion(), Title: info.GetTitle(),
 			Description: info.GetDescription(), WebsiteURL: info.GetWebsiteUrl(), Icons: iconsFromProto(info.GetIcons())}
 	}
-	for _, t := range d.GetTools() {
+	for i, t := range d.GetTools() {
 		tool := &mcp.Tool{
 			Name:        t.GetName(),
 			Title:       t.GetTitle(),
 			Description: t.GetDescription(),
 			InputSchema: map[string]any{"type": "object"},
 		}
+		// They go to every caller's tool list as they are.
+		field := func(name string) string { return "tools[" + strconv.Itoa(i) + "]." + name }
+		var err error
 		if s := t.GetInputSchema(); s != nil {
-			tool.InputSchema = s.AsMap()
+			if tool.InputSchema, err = structToMap(field("input_schema"), s); err != nil {
+				return out, err
+			}
 		}
 		if s := t.GetOutputSchema(); s != nil {
-			tool.OutputSchema = s.AsMap()
+			if tool.OutputSchema, err = structToMap(field("output_schema"), s); err != nil {
+				return out, err
+			}
 		}
 		if m := t.GetMeta(); m != nil {
-			tool.Meta = m.AsMap()
+			if tool.Meta, err = structToMap(field("meta"), m); err != nil {
+				return out, err
+			}
 		}
 		if a := t.GetAnnotations(); a != nil {
 			tool.Annotations = &mcp.ToolAnnotations{
@@ -223,11 +233,16 @@ func agentReplyFromProto(r *mcpdv1.ToolCallResult) (mcpclient.AgentReply, error)
 			}
 			res.Content = append(res.Content, block)
 		}
+		var err error
 		if sc := o.Result.GetStructuredContent(); sc != nil {
-			res.StructuredContent = sc.AsInterface()
+			if res.StructuredContent, err = valueToAny("structured_content", sc); err != nil {
+				return mcpclient.AgentReply{}, err
+			}
 		}
 		if m := o.Result.GetMeta(); m != nil {
-			res.Meta = m.AsMap()
+			if res.Meta, err = structToMap("meta", m); err != nil {
+				return mcpclient.AgentReply{}, err
+			}
 		}
 		return mcpclient.AgentReply{Result: res}, nil
 	}
@@ -239,9 +254,12 @@ func toolContentFromProto(c *mcpdv1.Content) (mcp.Content, error) {
 	var (
 		meta mcp.Meta
 		ann  = annotationsFromProto(c.GetAnnotations())
+		err  error
 	)
 	if m := c.GetMeta(); m != nil {
-		meta = m.AsMap()
+		if meta, err = structToMap("meta", m); err != nil {
+			return nil, err
+		}
 	}
 	switch k := c.GetKind().(type) {
 	case *mcpdv1.Content_Text:
@@ -266,7 +284,9 @@ func toolContentFromProto(c *mcpdv1.Content) (mcp.Content, error) {
 			rc.Text = d.Text
 		}
 		if m := r.GetMeta(); m != nil {
-			rc.Meta = m.AsMap()
+			if rc.Meta, err = structToMap("resource.meta", m); err != nil {
+				return nil, err
+			}
 		}
 		return &mcp.EmbeddedResource{Resource: rc, Meta: meta, Annotations: ann}, nil
 	}

@@ -50,10 +50,13 @@ func toStatus(err error) error {
 	var (
 		rpcErr      *mcpclient.RPCError
 		interrupted *mcpclient.CallInterruptedError
+		badJSON     *jsonError
 	)
 	switch {
 	case errors.As(err, &rpcErr):
 		return upstreamStatus(rpcErr)
+	case errors.As(err, &badJSON):
+		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):

@@ -41,6 +41,14 @@ func (h *hub) CallToolStream(req *mcpdv1.CallToolStreamRequest, stream grpc.Serv
 	if err != nil {
 		return toStatus(err)
 	}
+	args, err := structToMap("arguments", req.GetArguments())
+	if err != nil {
+		return toStatus(err)
+	}
+	meta, err := structToMap("meta", req.GetMeta())
+	if err != nil {
+		return toStatus(err)
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 
@@ -57,9 +65,9 @@ func (h *hub) CallToolStream(req *mcpdv1.CallToolStreamRequest, stream grpc.Serv
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := h.mgr.CallTool(ctx, req.GetName(), req.GetArguments().AsMap(), mcpclient.CallOptions{
+		res, err := h.mgr.CallTool(ctx, req.GetName(), args, mcpclient.CallOptions{
 			Timeout: timeout,
-			Meta:    req.GetMeta().AsMap(),
+			Meta:    meta,
 			OnProgress: func(p *mcp.ProgressNotificationParams) {
 				pp := &mcpdv1.Progress{Progress: p.Progress, Message: p.Message}
 				if p.Total > 0 {

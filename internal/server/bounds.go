@@ -1,0 +1,180 @@
+package server
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// This file bounds the JSON a caller hands on, as google.protobuf.Struct
+// and Value, to servers (tool arguments, _meta, an agent's answers to
+// server requests) and to other callers (an agent's tool declarations
+// and results): every such Struct becomes JSON through structToMap or
+// valueToAny, which refuse what JSON cannot carry or a server cannot
+// decode.
+
+// maxJSONDepth bounds how deeply a caller's JSON may nest, counting
+// objects and arrays, the outermost one included. A server refuses a
+// message nested deeper than its decoder goes, and many end the session
+// over it: the call fails for the caller and, once mcpd restarts the
+// server a few times, the server fails for everyone. Decoders stop early:
+// Rust's serde_json (rmcp servers) at 128 levels for the whole message,
+// the JSON-RPC envelope taking 3 of them; the Go SDK at 1000; Python's
+// json near its recursion limit, 1000 frames. Tool arguments seldom nest
+// ten levels.
+const maxJSONDepth = 100
+
+// structToMap is s, a caller's JSON object in field (the name an error
+// gives it), as a JSON object for the MCP SDK. It refuses an object
+// nested deeper than maxJSONDepth, and a NaN or infinite number, which
+// JSON has no form for (structpb would make it a string), with a
+// *jsonError: INVALID_ARGUMENT. The error names where the problem is,
+// never a value. A nil s is an empty object, as Struct.AsMap has it.
+func structToMap(field string, s *structpb.Struct) (map[string]any, error) {
+	if err := checkStruct(field, s); err != nil {
+		return nil, err
+	}
+	return s.AsMap(), nil
+}
+
+// valueToAny is structToMap for a JSON value of any kind; nil is null.
+func valueToAny(field string, v *structpb.Value) (any, error) {
+	if p := walkValue(v, 0); p != nil {
+		return nil, p.err(field)
+	}
+	return v.AsInterface(), nil
+}
+
+// checkRequest refuses a request's JSON as its handler would, for the
+// guard to refuse it before anything else sees it: the audit line (with
+// --audit-arguments) and an agent asked to approve the call show a tool
+// call's arguments.
+func checkRequest(msg any) error {
+	switch m := msg.(type) {
+	case *mcpdv1.CallToolRequest:
+		return checkCallJSON(m.GetArguments(), m.GetMeta())
+	case *mcpdv1.CallToolStreamRequest:
+		return checkCallJSON(m.GetArguments(), m.GetMeta())
+	case *mcpdv1.StartPollRequest:
+		return checkStruct("tool.arguments", m.GetTool().GetArguments())
+	}
+	return nil
+}
+
+func checkCallJSON(args, meta *structpb.Struct) error {
+	if err := checkStruct("arguments", args); err != nil {
+		return err
+	}
+	return checkStruct("meta", meta)
+}
+
+// checkStruct refuses s as structToMap does, without converting it.
+func checkStruct(field string, s *structpb.Struct) error {
+	if p := walkStruct(s, 1); p != nil {
+		return p.err(field)
+	}
+	return nil
+}
+
+// jsonProblem is what is wrong with a caller's JSON, and where.
+type jsonProblem struct {
+	tooDeep bool
+	// path leads from the field to the problem, innermost step first
+	// (".key", `["key"]` or "[index]"); empty for a problem of depth,
+	// whose path would be as long as the bound.
+	path []string
+}
+
+func (p *jsonProblem) err(field string) error {
+	if p.tooDeep {
+		return &jsonError{msg: field + ": nested more than " + strconv.Itoa(maxJSONDepth) + " levels deep (objects and arrays)"}
+	}
+	slices.Reverse(p.path)
+	return &jsonError{msg: field + strings.Join(p.path, "") + ": not a finite number (JSON has no NaN or Infinity)"}
+}
+
+// jsonError refuses a caller's JSON that mcpd does not pass on; toStatus
+// makes it INVALID_ARGUMENT. Its message names the field and the path in
+// it, and no value.
+type jsonError struct{ msg string }
+
+func (e *jsonError) Error() string { return e.msg }
+
+// walkStruct checks s, at depth (the depth of the object s is).
+func walkStruct(s *structpb.Struct, depth int) *jsonProblem {
+	if depth > maxJSONDepth {
+		return &jsonProblem{tooDeep: true}
+	}
+	for k, v := range s.GetFields() {
+		if p := walkValue(v, depth); p != nil {
+			if !p.tooDeep {
+				p.path = append(p.path, keyStep(k))
+			}
+			return p
+		}
+	}
+	return nil
+}
+
+// walkValue checks v, a value inside an object or array at depth (0: a
+// value of its own).
+func walkValue(v *structpb.Value, depth int) *jsonProblem {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NumberValue:
+		if math.IsNaN(k.NumberValue) || math.IsInf(k.NumberValue, 0) {
+			return &jsonProblem{}
+		}
+	case *structpb.Value_StructValue:
+		return walkStruct(k.StructValue, depth+1)
+	case *structpb.Value_ListValue:
+		if depth+1 > maxJSONDepth {
+			return &jsonProblem{tooDeep: true}
+		}
+		for i, e := range k.ListValue.GetValues() {
+			if p := walkValue(e, depth+1); p != nil {
+				if !p.tooDeep {
+					p.path = append(p.path, "["+strconv.Itoa(i)+"]")
+				}
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// maxKeyInPath bounds how much of an object key an error quotes: a key
+// may be as long as the message.
+const maxKeyInPath = 64
+
+// keyStep is the step into the member key of an object: ".key" for a
+// key that reads as a name, else the key quoted in brackets.
+func keyStep(key string) string {
+	plain := key != "" && len(key) <= maxKeyInPath
+	for i := 0; plain && i < len(key); i++ {
+		c := key[i]
+		plain = c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9'
+	}
+	if plain {
+		return "." + key
+	}
+	return "[" + quotePrefix(key, maxKeyInPath) + "]"
+}
+
+// quotePrefix is s quoted, as %q quotes it, or the quoted first max bytes
+// of a longer s (cut where a character starts), followed by "...".
+func quotePrefix(s string, max int) string {
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "..."
+}
