@@ -91,6 +91,7 @@ const bodyLimitSlack = 1 << 10
 func (s *Server) unaryCall(method string, handler grpc.MethodHandler, maxMessageBytes int) func(context.Context, *connect.Request[encodedMessage]) (*connect.Response[message], error) {
 	return func(ctx context.Context, req *connect.Request[encodedMessage]) (*connect.Response[message], error) {
 		req.Msg.max = maxMessageBytes
+		req.Msg.codec = s.codec
 		stream := &headerStream{method: method}
 		md, err := incomingMetadata(req.Header())
 		if err != nil {
@@ -264,13 +265,16 @@ func (s *headerStream) metadata() (header, trailer metadata.MD) {
 // encodedMessage is a request as it came, decoded by the method handler
 // into the message it expects.
 type encodedMessage struct {
-	data []byte
-	json bool
-	max  int // the largest message accepted, in protobuf bytes; 0: any
+	data  []byte
+	json  bool
+	max   int           // the largest message accepted, in protobuf bytes; 0: any
+	codec *requestCodec // holds a decoding error for the interceptors
 }
 
 // decode is the method handler's decoder. A request that does not parse
-// is the caller's error.
+// is the caller's error, INVALID_ARGUMENT: it reaches the interceptors as
+// an empty message, and the error with it, as on the gRPC listener (see
+// requestCodec).
 func (m *encodedMessage) decode(v any) error {
 	msg, ok := v.(proto.Message)
 	if !ok {
@@ -289,7 +293,9 @@ func (m *encodedMessage) decode(v any) error {
 		err = proto.Unmarshal(m.data, msg)
 	}
 	if err != nil {
-		return status.Errorf(codes.InvalidArgument, "request does not parse: %v", err)
+		proto.Reset(msg)
+		m.codec.hold(msg, err)
+		return nil
 	}
 	if m.json && m.max > 0 {
 		if size := proto.Size(msg); size > m.max {

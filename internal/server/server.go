@@ -216,6 +216,9 @@ type Server struct {
 	// unary calls run too.
 	unary grpc.UnaryServerInterceptor
 	stats stats.Handler
+	// codec decodes the requests of gs, and holds the decoding errors of
+	// the HTTP listener's direct calls too.
+	codec *requestCodec
 
 	mu       sync.Mutex
 	http     []*http.Server // the HTTP listeners' servers (ServeHTTP)
@@ -269,6 +272,11 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	// elsewhere) rather than run and cut at the deadline: the gRPC listener
 	// keeps accepting while the HTTP listener drains.
 	stopping, stop := context.WithCancel(context.Background())
+	// A request that did not decode is refused next, before any
+	// interceptor may end the call first (see requestCodec).
+	codec := newRequestCodec(opts.Audit)
+	unary = append(unary, codec.refuseUnary)
+	stream = append(stream, codec.refuseStream)
 	// Health (NOT_SERVING) and reflection still answer, for probes.
 	refuseStopping := selector.MatchFunc(func(ctx context.Context, c interceptors.CallMeta) bool {
 		return stopping.Err() != nil && notProbe.Match(ctx, c)
@@ -307,6 +315,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 		grpc.UnaryInterceptor(chain),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.NumStreamWorkers(handlerWorkers),
+		grpc.ForceServerCodecV2(codec),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: clientPingMinInterval, PermitWithoutStream: true}),
 	}, opts.GRPCOptions...)
 	if opts.ClientKeepalive > 0 {
@@ -352,7 +361,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	healthpb.RegisterHealthServer(gs, healthService{healthServer: h.srv, stopping: hb.stopping})
 	reflection.Register(gs)
 	opts.Telemetry.InitializeGRPC(gs)
-	return &Server{grpc: gs, health: h, hub: hb, unary: chain, stats: tracing}
+	return &Server{grpc: gs, health: h, hub: hb, unary: chain, stats: tracing, codec: codec}
 }
 
 // chainUnary is the interceptors as one, the first outermost, as
