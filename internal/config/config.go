@@ -177,9 +177,10 @@ type Server struct {
 	urlTemplate  string   // "" unless the URL came from a ${...} template
 }
 
-// maxNameLen bounds a server name; together with the "mcp__" prefix and the
-// tool name it keeps qualified names within what model APIs accept.
-const maxNameLen = 64
+// MaxNameLen bounds a server name, in bytes; together with the "mcp__"
+// prefix and the tool name it keeps qualified names within what model
+// APIs accept.
+const MaxNameLen = 64
 
 // ValidateName reports whether name can be a server name: 1 to 64
 // characters from A-Z, a-z, 0-9, '_' and '-', without "__" (the qualified
@@ -198,8 +199,8 @@ func nameProblem(name string) string {
 	if name == "" {
 		return "server name is empty (" + nameRule + ")"
 	}
-	if len(name) > maxNameLen {
-		return fmt.Sprintf("server name is %d bytes long, the limit is %d (%s)", len(name), maxNameLen, nameRule)
+	if len(name) > MaxNameLen {
+		return fmt.Sprintf("server name is %d bytes long, the limit is %d (%s)", len(name), MaxNameLen, nameRule)
 	}
 	for i := 0; i < len(name); i++ {
 		if isNameByte(name[i]) {

@@ -58,7 +58,7 @@ func TestToolSeriesFollowTheToolList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	long := strings.Repeat("x", 4<<10)
+	long := strings.Repeat("x", MaxToolNameLen)
 	names := []string{"tool_0", "tool_1", long}
 	for i, name := range names {
 		if i > 0 {

@@ -41,7 +41,7 @@ type CallOptions struct {
 }
 
 // refreshTools lists every page of the server's tools and keeps the ones
-// the filters allow.
+// the filters allow and whose names are not longer than MaxToolNameLen.
 //
 // A server that does not declare the tools capability is asked all the
 // same, unless its config says StrictCapabilities: quick servers written
@@ -55,6 +55,7 @@ func (u *upstream) refreshTools(ctx context.Context, cs *mcp.ClientSession) erro
 		return nil
 	}
 	tools := make(map[string]*mcp.Tool)
+	tooLong := 0
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			if !declared {
@@ -64,9 +65,15 @@ func (u *upstream) refreshTools(ctx context.Context, cs *mcp.ClientSession) erro
 			}
 			return fmt.Errorf("tools/list: %w", err)
 		}
-		if u.cfg.AllowsTool(tool.Name) {
+		switch {
+		case len(tool.Name) > MaxToolNameLen:
+			tooLong++
+		case u.cfg.AllowsTool(tool.Name):
 			tools[tool.Name] = tool
 		}
+	}
+	if tooLong > 0 {
+		u.log.Warn().Int("tools", tooLong).Msgf("tools with names longer than %d bytes left out", MaxToolNameLen)
 	}
 	undeclared := !declared && len(tools) > 0
 	if undeclared {

@@ -1,0 +1,55 @@
+package mcpclient
+
+import (
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/mcpd-project/mcpd/internal/config"
+)
+
+// MaxToolNameLen bounds the name of a server's tool that mcpd lists, in
+// bytes. MCP allows 128 since revision 2025-11-25 (SEP-986); mcpd takes
+// longer names from servers that break the rule (the metrics label them
+// "other"), up to this, far beyond any name in use. A tool whose name is
+// longer is left out: no request could name it (CheckToolNameLength).
+const MaxToolNameLen = 1024
+
+// MaxQualifiedToolNameLen bounds a qualified tool name,
+// mcp__<server>__<tool>, in bytes.
+const MaxQualifiedToolNameLen = len("mcp__") + config.MaxNameLen + len("__") + MaxToolNameLen
+
+// CheckServerNameLength refuses, as ErrInvalidArgument, a server name
+// (the request field field) longer than any server's can be: it names no
+// server, and answering NOT_FOUND would quote all of it, in the answer
+// and in the log. The error quotes only its start.
+func CheckServerNameLength(field, name string) error {
+	if len(name) <= config.MaxNameLen {
+		return nil
+	}
+	return errorf(ErrInvalidArgument, "%s %s is %d bytes long; a server name is at most %d",
+		field, quoteStart(name), len(name), config.MaxNameLen)
+}
+
+// CheckToolNameLength is CheckServerNameLength for a tool name, qualified
+// or a server's own: at most MaxQualifiedToolNameLen bytes.
+func CheckToolNameLength(field, name string) error {
+	if len(name) <= MaxQualifiedToolNameLen {
+		return nil
+	}
+	return errorf(ErrInvalidArgument, "%s %s is %d bytes long; a qualified tool name is at most %d",
+		field, quoteStart(name), len(name), MaxQualifiedToolNameLen)
+}
+
+// quotedStart is how many bytes of a name too long an error quotes.
+const quotedStart = 32
+
+// quoteStart is the first bytes of name, which is longer than
+// quotedStart, quoted and cut where a character starts, and "..." for
+// the rest.
+func quoteStart(name string) string {
+	cut := quotedStart
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return strconv.Quote(name[:cut]) + "..."
+}
