@@ -355,6 +355,11 @@ func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request)
 			// It finds only what the caller may call.
 			return nil, rec, false, nil
 		}
+		// A name longer than any tool's names nothing, and the answer
+		// and the audit line would copy it whole.
+		if err := mcpclient.CheckToolNameLength("tool name", p.Name); err != nil {
+			return nil, rec, false, err
+		}
 		name, err := g.resolveTool(caller, p.Name)
 		if err != nil {
 			return nil, access.Record{Tool: p.Name}, false, err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
@@ -450,5 +452,59 @@ func TestProgressAfterInputRound(t *testing.T) {
 	}
 	if !slices.Equal(got, []any{"tok"}) {
 		t.Errorf("progress tokens: got %v, want [tok]", got)
+	}
+}
+
+// TestLongNamesRefused: a tool name longer than any qualified tool name
+// can be is refused as invalid params, quoting only its start, and its
+// audit line does not copy it: a megabyte name must not cost a megabyte
+// of answer and of log per call.
+func TestLongNamesRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := newTestManager(t)
+	t.Cleanup(serveAgent(ctx, t, m).Close)
+	var buf syncBuffer
+	g := New(m, &Options{Audit: access.NewAuditor(zerolog.New(&buf), nil)})
+	runGateway(ctx, t, g)
+	cs := connectHost(ctx, t, g)
+	long := strings.Repeat("a", 1<<20)
+	for name, do := range map[string]func() error{
+		"bare tool name": func() error {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: long, Arguments: map[string]any{}})
+			return err
+		},
+		"qualified, long server": func() error {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__" + long + "__add", Arguments: map[string]any{}})
+			return err
+		},
+		"qualified, long tool": func() error {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__app__" + long, Arguments: map[string]any{}})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var je *jsonrpc.Error
+			if err := do(); !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams || len(je.Message) > 300 || !strings.Contains(je.Message, "bytes long") {
+				t.Errorf("got %.300v, want invalid params saying how long the name is, quoting only its start", err)
+			}
+		})
+	}
+	if n := len(buf.String()); n > 10_000 {
+		t.Fatalf("audit trail of %d bytes after three calls: want lines without the name", n)
+	}
+	lines := auditLines(t, &buf)
+	if len(lines) != 3 {
+		t.Errorf("audit lines: got %d, want 3", len(lines))
+	}
+	for _, l := range lines {
+		for k, v := range l {
+			if s, ok := v.(string); ok && len(s) > 1000 {
+				t.Errorf("audit line of %v: field %s of %d bytes, want none that copies the name", l["method"], k, len(s))
+			}
+		}
+		if l["code"] != "InvalidArgument" {
+			t.Errorf("audit line of %v: code %v, want InvalidArgument", l["method"], l["code"])
+		}
 	}
 }

@@ -10,14 +10,16 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
-// This file bounds the JSON a caller hands on, as google.protobuf.Struct
-// and Value, to servers (tool arguments, _meta, an agent's answers to
-// server requests) and to other callers (an agent's tool declarations
-// and results): every such Struct becomes JSON through structToMap or
-// valueToAny, which refuse what JSON cannot carry or a server cannot
-// decode.
+// This file bounds what a request may carry. The JSON a caller hands on,
+// as google.protobuf.Struct and Value, to servers (tool arguments, _meta,
+// an agent's answers to server requests) and to other callers (an
+// agent's tool declarations and results) becomes JSON through structToMap
+// or valueToAny, which refuse what JSON cannot carry or a server cannot
+// decode. The names a request gives are no longer than a server's or a
+// tool's can be (checkRequest).
 
 // maxJSONDepth bounds how deeply a caller's JSON may nest, counting
 // objects and arrays, the outermost one included. A server refuses a
@@ -51,23 +53,93 @@ func valueToAny(field string, v *structpb.Value) (any, error) {
 	return v.AsInterface(), nil
 }
 
-// checkRequest refuses a request's JSON as its handler would, for the
-// guard to refuse it before anything else sees it: the audit line (with
-// --audit-arguments) and an agent asked to approve the call show a tool
-// call's arguments.
+// checkRequest is the guard's first check of a request (the first
+// message of a stream), on every listener. It refuses, as
+// INVALID_ARGUMENT, a server or tool name longer than any can be
+// (mcpclient.CheckServerNameLength, CheckToolNameLength): such a name
+// names nothing, and every later refusal would quote it whole, in the
+// answer, the log and the audit line. And it refuses a tool call's JSON
+// as the handler would, before anything else sees it: the audit line
+// (with --audit-arguments) and an agent asked to approve the call show
+// the arguments.
 func checkRequest(msg any) error {
 	switch m := msg.(type) {
+	case *mcpdv1.GetServerRequest:
+		return mcpclient.CheckServerNameLength("name", m.GetName())
+	case *mcpdv1.DisconnectServerRequest:
+		return mcpclient.CheckServerNameLength("name", m.GetName())
+	case *mcpdv1.RestartServerRequest:
+		return mcpclient.CheckServerNameLength("name", m.GetName())
+	case *mcpdv1.SetServerEnabledRequest:
+		return mcpclient.CheckServerNameLength("name", m.GetName())
+	case *mcpdv1.ConnectServerRequest:
+		return mcpclient.CheckServerNameLength("server.name", m.GetServer().GetName())
+	case *mcpdv1.ServeToolsRequest:
+		return mcpclient.CheckServerNameLength("declare.server", m.GetDeclare().GetServer())
+	case *mcpdv1.CompleteAuthorizationRequest:
+		return mcpclient.CheckServerNameLength("server", m.GetServer())
+	case *mcpdv1.ForgetAuthorizationRequest:
+		return mcpclient.CheckServerNameLength("server", m.GetServer())
+	case *mcpdv1.ListToolsRequest:
+		return mcpclient.CheckServerNameLength("server", m.GetServer())
+	case *mcpdv1.ListResourcesRequest:
+		return mcpclient.CheckServerNameLength("server", m.GetServer())
+	case *mcpdv1.ListResourceTemplatesRequest:
+		return mcpclient.CheckServerNameLength("server", m.GetServer())
+	case *mcpdv1.ListPromptsRequest:
+		return mcpclient.CheckServerNameLength("server", m.GetServer())
+	case *mcpdv1.ReadResourceRequest:
+		return mcpclient.CheckServerNameLength("server", m.GetServer())
+	case *mcpdv1.GetPromptRequest:
+		return mcpclient.CheckServerNameLength("server", m.GetServer())
+	case *mcpdv1.CompleteRequest:
+		return mcpclient.CheckServerNameLength("server", m.GetServer())
+	case *mcpdv1.SetLogLevelRequest:
+		return mcpclient.CheckServerNameLength("server", m.GetServer())
+	case *mcpdv1.SetRootsRequest:
+		return mcpclient.CheckServerNameLength("server", m.GetServer())
+	case *mcpdv1.SubscribeRequest:
+		if err := checkServerNames("servers", m.GetServers()); err != nil {
+			return err
+		}
+		for i, r := range m.GetResources() {
+			if err := mcpclient.CheckServerNameLength("resources["+strconv.Itoa(i)+"].server", r.GetServer()); err != nil {
+				return err
+			}
+		}
+	case *mcpdv1.SearchToolsRequest:
+		return checkServerNames("servers", m.GetServers())
+	case *mcpdv1.HandleServerRequestsRequest:
+		return checkServerNames("register.servers", m.GetRegister().GetServers())
 	case *mcpdv1.CallToolRequest:
-		return checkCallJSON(m.GetArguments(), m.GetMeta())
+		return checkCall(m.GetName(), m.GetArguments(), m.GetMeta())
 	case *mcpdv1.CallToolStreamRequest:
-		return checkCallJSON(m.GetArguments(), m.GetMeta())
+		return checkCall(m.GetName(), m.GetArguments(), m.GetMeta())
 	case *mcpdv1.StartPollRequest:
+		if err := mcpclient.CheckServerNameLength("server", m.GetServer()); err != nil {
+			return err
+		}
+		if err := mcpclient.CheckToolNameLength("tool.name", m.GetTool().GetName()); err != nil {
+			return err
+		}
 		return checkStruct("tool.arguments", m.GetTool().GetArguments())
 	}
 	return nil
 }
 
-func checkCallJSON(args, meta *structpb.Struct) error {
+func checkServerNames(field string, names []string) error {
+	for i, name := range names {
+		if err := mcpclient.CheckServerNameLength(field+"["+strconv.Itoa(i)+"]", name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkCall(name string, args, meta *structpb.Struct) error {
+	if err := mcpclient.CheckToolNameLength("name", name); err != nil {
+		return err
+	}
 	if err := checkStruct("arguments", args); err != nil {
 		return err
 	}
