@@ -3,6 +3,7 @@ package server
 import (
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -115,7 +116,7 @@ func (s *Server) ServeHTTP(lis net.Listener, opts *HTTPOptions) error {
 		}
 		handler.ServeHTTP(headersAtOnce{w}, r)
 	})
-	hs := NewHTTPServer(lis, connectWithoutHeader(route), opts.ClientKeepalive)
+	hs := NewHTTPServer(lis, connectWithoutHeader(connectRequestForm(route)), opts.ClientKeepalive)
 	hs.Protocols = &protocols
 	s.mu.Lock()
 	if s.stopping {
@@ -181,6 +182,67 @@ func connectWithoutHeader(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// connectRequestForm refuses, with invalid_argument, a Connect request
+// whose form the protocol does not allow where connect-go and the
+// transcoder take it for something else: a Connect-Timeout-Ms that is
+// not 1 to 10 ASCII digits (connect-go takes "-5" as a deadline already
+// past, DEADLINE_EXCEEDED, and "+5" as 5), and a GET whose base64
+// message does not decode (connect-go fails it as UNKNOWN, 500, while
+// reading it). Requests of gRPC and gRPC-Web, which carry their timeout
+// in grpc-timeout, pass as they are.
+func connectRequestForm(h http.Handler) http.Handler {
+	errs := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		var err error
+		if timeout := r.Header.Get("Connect-Timeout-Ms"); timeout != "" && !connectTimeout(timeout) {
+			err = errors.New("the Connect-Timeout-Ms header must be 1 to 10 digits")
+		} else if r.Method == http.MethodGet && !connectGetMessage(r.URL.Query()) {
+			err = errors.New("the message query parameter is not URL-safe base64, which base64=1 says it is")
+		}
+		if err != nil {
+			_ = errs.Write(w, r, connect.NewError(connect.CodeInvalidArgument, err))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// connectTimeout reports whether v is a Connect-Timeout-Ms value: "a
+// positive integer as ASCII string of at most 10 digits" in the Connect
+// protocol's words (0 is taken too, as connect-go takes it: a deadline
+// that has passed).
+func connectTimeout(v string) bool {
+	if len(v) > 10 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// connectGetMessage reports whether a Connect GET's query holds a
+// message connect-go can read: any, unless base64=1 says it is base64,
+// which must then decode, padded or not, as connect-go reads it.
+func connectGetMessage(query url.Values) bool {
+	if query.Get("base64") != "1" {
+		return true
+	}
+	msg := query.Get("message")
+	enc := base64.URLEncoding
+	if len(msg)%4 != 0 {
+		enc = base64.RawURLEncoding
+	}
+	_, err := enc.DecodeString(msg)
+	return err == nil
 }
 
 // LoopbackOnly is next, refusing with 403, when lis is a loopback TCP
