@@ -1,9 +1,13 @@
 package mcpclient
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
 )
 
 // Sentinel errors of the upstream layer. Callers test them with errors.Is;
@@ -45,6 +49,12 @@ var (
 	// took its place (a ServeTools stream replaced by another) or its
 	// server was removed.
 	ErrAborted = errors.New("aborted")
+	// ErrMalformedResult means the server answered a request with a result
+	// that breaks the protocol, so that mcpd cannot read it (image data
+	// that is not base64, a number out of range). The session goes on. The
+	// request reached the server, which may have acted on it (a tool ran):
+	// retrying runs it again, and most likely fails the same way.
+	ErrMalformedResult = errors.New("malformed result")
 	// ErrUnimplemented means a feature mcpd does not support yet.
 	ErrUnimplemented = errors.New("not implemented")
 )
@@ -113,4 +123,69 @@ func errorf(kind error, format string, args ...any) error {
 // policies that live outside this package.
 func Deny(format string, args ...any) error {
 	return errorf(ErrPermissionDenied, format, args...)
+}
+
+// resultProblem says what is wrong with a server's result that the SDK
+// could not decode, when err is such a decoding error: in a few words,
+// with the JSON path of the value (cut short) but neither the value nor
+// Go's types. It reports false for any other error.
+func resultProblem(err error) (string, bool) {
+	var (
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+		base64Err base64.CorruptInputError
+	)
+	switch {
+	case errors.As(err, &typeErr):
+		what := "a value of the wrong type"
+		if typeErr.Type != nil {
+			what = "a value that is not " + jsonKind(typeErr.Type)
+		}
+		if typeErr.Field != "" {
+			what += " at " + shortQuote(typeErr.Field, maxPathBytes)
+		}
+		return what, true
+	case errors.As(err, &base64Err):
+		return "data that is not base64", true
+	case errors.As(err, &syntaxErr):
+		return "JSON that does not parse", true
+	}
+	return "", false
+}
+
+// maxPathBytes bounds the JSON path a message shows: its keys are the
+// server's, and a result may nest deep.
+const maxPathBytes = 64
+
+// jsonKind names, in JSON's words, what a value decoded into t must be.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a number in range"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "base64 data"
+		}
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "of the expected type"
+}
+
+// shortQuote quotes s, cut to at most n bytes (on a rune boundary) with
+// "..." after it when it was longer.
+func shortQuote(s string, n int) string {
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	cut := strings.ToValidUTF8(s[:n], "")
+	return strconv.Quote(cut) + "..."
 }

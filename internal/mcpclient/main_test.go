@@ -132,6 +132,8 @@ func runFakeServer(mode string) int {
 		return serveTicking(mode == "ticking-legacy")
 	case "freeze":
 		return serveFreezing()
+	case "hand-made":
+		return serveHandMade()
 	}
 	return serveStdio(&mcp.StdioTransport{})
 }

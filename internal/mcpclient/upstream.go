@@ -1452,6 +1452,7 @@ func (u *upstream) redactError(err error) error {
 
 func (u *upstream) classifyRaw(ctx context.Context, cs *mcp.ClientSession, op string, err error) error {
 	var wireErr *jsonrpc.Error
+	problem, malformed := resultProblem(err)
 	switch {
 	case errors.Is(err, oauth.ErrAuthorizationRequired), errors.Is(err, oauth.ErrAuthorizationFailed):
 		return errorf(ErrAuthorizationRequired, "%s: %v", op, err)
@@ -1481,6 +1482,11 @@ func (u *upstream) classifyRaw(ctx context.Context, cs *mcp.ClientSession, op st
 			return errorf(ErrUnavailable, "%s: server %q closed the connection (%s)", op, u.cfg.Name, why)
 		}
 		return errorf(ErrUnavailable, "%s: server %q closed the connection", op, u.cfg.Name)
+	case malformed:
+		// The server answered, with a result the SDK could not decode:
+		// the session is fine, and the request ran. Not ErrUnavailable,
+		// which invites a retry that runs it again.
+		return errorf(ErrMalformedResult, "%s: server %q answered a result mcpd cannot read: %s", op, u.cfg.Name, problem)
 	case ctx.Err() != nil:
 		// The cause tells a deadline (also a progress-extended one) from a
 		// cancellation.
