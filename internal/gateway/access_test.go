@@ -56,6 +56,18 @@ func TestRecoverPanics(t *testing.T) {
 	}
 }
 
+// TestMalformedResultIsAProtocolError: a tool call whose server answered
+// a result mcpd cannot read ran: it is a protocol error (-32603) with the
+// message saying so, not an isError result of a call that could not run.
+func TestMalformedResultIsAProtocolError(t *testing.T) {
+	const msg = `tools/call x: server "s" answered a result mcpd cannot read: data that is not base64`
+	res, err := toolError(fmt.Errorf("%s: %w", msg, mcpclient.ErrMalformedResult))
+	var je *jsonrpc.Error
+	if res != nil || !errors.As(err, &je) || je.Code != jsonrpc.CodeInternalError || !strings.HasPrefix(je.Message, msg) {
+		t.Errorf("got %v, %v; want error -32603 %q", res, err, msg)
+	}
+}
+
 // TestServerErrorsStayTheServers: a server's own error answer whose code
 // mcpd also uses for its own errors (-32000 for "could not run", -32001
 // for a permission) is passed on as the server's protocol error and

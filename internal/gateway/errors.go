@@ -65,6 +65,11 @@ func wireError(err error) error {
 		return &jsonrpc.Error{Code: codeFailedPrecondition, Message: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return &jsonrpc.Error{Code: codeUnavailable, Message: "request cancelled"}
+	case errors.Is(err, mcpclient.ErrMalformedResult):
+		// The server answered a result mcpd cannot read (gRPC DATA_LOSS):
+		// the request ran, so a tool call is no "could not run" result;
+		// the message says what was wrong.
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 }

@@ -601,6 +601,9 @@ func TestToStatus(t *testing.T) {
 		{fmt.Errorf("x: %w", mcpclient.ErrQueueTimeout), codes.ResourceExhausted, reasonQueueTimeout},
 		{fmt.Errorf("x: message exceeds 64 bytes: %w", mcpclient.ErrResourceExhausted), codes.ResourceExhausted, ""},
 		{tooLarge(128, 64), codes.ResourceExhausted, ""},
+		// The server answered something mcpd cannot read: the request
+		// ran, and retrying would run it again.
+		{fmt.Errorf("x: %w", mcpclient.ErrMalformedResult), codes.DataLoss, ""},
 	}
 	for _, tt := range tests {
 		t.Run(strconv.Quote(tt.err.Error()), func(t *testing.T) {

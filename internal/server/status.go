@@ -89,6 +89,11 @@ func toStatus(err error) error {
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, mcpclient.ErrUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
+	case errors.Is(err, mcpclient.ErrMalformedResult):
+		// The server's answer is lost: the request ran, so it is not
+		// UNAVAILABLE (which clients retry); nor INTERNAL, which is
+		// mcpd's own bug.
+		return status.Error(codes.DataLoss, err.Error())
 	}
 	// Anything else is a bug in mcpd; the message is kept out of the status
 	// (it may carry internals) and logged by the logging interceptor.
