@@ -405,20 +405,6 @@ func checkAgentTools(tools []*mcp.Tool) error {
 	return nil
 }
 
-// checkToolName applies MCP's tool name rule (2025-11-25): 1 to 128 of
-// A-Z, a-z, 0-9, '_', '-' and '.'.
-func checkToolName(name string) error {
-	if len(name) > 128 {
-		return fmt.Errorf("tool name %.32q... is longer than 128 characters", name)
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return fmt.Errorf("tool name %q: %q is not allowed (MCP allows A-Z, a-z, 0-9, _, - and .)", name, r)
-		}
-	}
-	return nil
-}
-
 // checkSchema refuses a schema that is not a valid JSON Schema; nil is
 // fine.
 func checkSchema(schema any) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -18,11 +19,12 @@ var handMadeResults = map[string]string{
 	"huge_number": `{"content":[{"type":"text","text":"x"}],"structuredContent":{"n":1e400}}`,
 }
 
-// handMadeLongName is a tool name over MCP's 128 characters.
+// handMadeLongName is a tool name over MaxToolNameLen.
 var handMadeLongName = strings.Repeat("l", 5000)
 
-// handMadeTools are the tools the hand-made fake lists, in order: two
-// valid ones, echo listed twice, and names MCP does not allow.
+// handMadeTools are the tools the hand-made fake lists, in order: three
+// valid ones, echo listed twice, names no request can use and one off
+// MCP's rule.
 func handMadeTools() []any {
 	tool := func(name, desc string) map[string]any {
 		return map[string]any{"name": name, "description": desc, "inputSchema": map[string]any{"type": "object"}}
@@ -33,6 +35,7 @@ func handMadeTools() []any {
 		tool("huge_number", ""),
 		tool("", "no name"),
 		tool("sp ace", "a space"),
+		tool("ctl\x01", "a control character"),
 		tool(handMadeLongName, "too long"),
 		tool("echo", "the second echo"),
 	}
@@ -151,5 +154,48 @@ func TestMalformedResult(t *testing.T) {
 	res, err := m.CallTool(ctx, "mcp__f__echo", nil, CallOptions{})
 	if err != nil || len(res.Content) != 1 {
 		t.Errorf("echo after the malformed results: %v, %v", res, err)
+	}
+}
+
+// TestToolNamesChecked: tools under names no request can use (empty, a
+// control character, over MaxToolNameLen) are left out of the server's
+// tools, and a name listed twice keeps its first tool; a name off MCP's
+// rule (a space) is kept. The server's notes say which, naming no more
+// than the start of a long name.
+func TestToolNamesChecked(t *testing.T) {
+	ctx := testContext(t)
+	m, _ := newTestManager(t)
+	st, err := m.Connect(ctx, fakeServer("f", "hand-made"), false)
+	if err != nil || st.State != StateReady {
+		t.Fatalf("connect: %v, %v (%s)", err, st.State, st.LastError)
+	}
+	tools, err := m.Tools("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools {
+		names = append(names, tool.Name)
+		if tool.Tool.Name == "echo" && tool.Tool.Description != "the first echo" {
+			t.Errorf("echo: got %q, want the first one listed", tool.Tool.Description)
+		}
+	}
+	want := []string{"mcp__f__bad_image", "mcp__f__echo", "mcp__f__huge_number", "mcp__f__sp ace"}
+	if !slices.Equal(names, want) {
+		t.Errorf("tools: got %q, want %q", names, want)
+	}
+	if st.ToolCount != len(want) {
+		t.Errorf("tool count: got %d, want %d", st.ToolCount, len(want))
+	}
+	notes := strings.Join(st.Notes, "\n")
+	for _, say := range []string{`tool skipped: tool name is empty`, `tool skipped: tool name "ctl\x01" holds a control character`,
+		`tool skipped: tool name "llllllll`, `tool skipped: tool name "echo" is listed twice`,
+		`tool name kept, but model APIs may refuse it: tool name "sp ace"`} {
+		if !strings.Contains(notes, say) {
+			t.Errorf("notes %q do not say %q", st.Notes, say)
+		}
+	}
+	if strings.Contains(notes, handMadeLongName[:200]) {
+		t.Errorf("notes hold the whole long name: %q", st.Notes)
 	}
 }

@@ -43,10 +43,13 @@ func CheckToolNameLength(field, name string) error {
 // quotedStart is how many bytes of a name too long an error quotes.
 const quotedStart = 32
 
-// quoteStart is the first bytes of name, which is longer than
-// quotedStart, quoted and cut where a character starts, and "..." for
-// the rest.
+// quoteStart is name quoted, and, when it is longer than quotedStart,
+// only its first bytes, cut where a character starts, and "..." for the
+// rest.
 func quoteStart(name string) string {
+	if len(name) <= quotedStart {
+		return strconv.Quote(name)
+	}
 	cut := quotedStart
 	for cut > 0 && !utf8.RuneStart(name[cut]) {
 		cut--

@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"regexp"
 	"slices"
@@ -41,7 +42,8 @@ func okTool(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResul
 
 // TestToolSeriesFollowTheToolList: a server that swaps its tool for
 // another (tools/list_changed) leaves no series of the tools it no longer
-// lists, and a listed name longer than MCP allows is labelled "other".
+// lists, and a name too long to list never becomes a label: its call
+// counts with tool="".
 func TestToolSeriesFollowTheToolList(t *testing.T) {
 	ctx := testContext(t)
 	tel, err := telemetry.New(ctx, nil)
@@ -58,6 +60,9 @@ func TestToolSeriesFollowTheToolList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A name longer than MCP's 128 is listed and called (its label is
+	// "other"); one longer than MaxToolNameLen is not, and its call counts
+	// with tool="".
 	long := strings.Repeat("x", MaxToolNameLen)
 	names := []string{"tool_0", "tool_1", long}
 	for i, name := range names {
@@ -70,13 +75,27 @@ func TestToolSeriesFollowTheToolList(t *testing.T) {
 			t.Fatalf("CallTool %.8s: %v", name, err)
 		}
 	}
-	want := []string{"other"}
+	if got := toolLabelValues(t, tel, "mcpd_tool_calls_total{", "tool"); !slices.Equal(got, []string{"other"}) {
+		t.Errorf("mcpd_tool_calls_total tools with the long name listed: got %.200q, want [other]", got)
+	}
+	tooLong := strings.Repeat("y", MaxToolNameLen+1)
+	srv.RemoveTools(long)
+	mcp.AddTool(srv, &mcp.Tool{Name: tooLong}, okTool)
+	eventually(ctx, t, "the too long name's note", func() bool {
+		st, _ := m.Get("s")
+		return len(st.Notes) == 1 && strings.HasPrefix(st.Notes[0], "tool skipped: ") && u.toolLabel(long) == ""
+	})
+	if _, err := m.CallTool(ctx, QualifiedToolName("s", tooLong), nil, CallOptions{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("CallTool of the too long name: got %v, want ErrNotFound", err)
+	}
+	// The long name's series went with it.
+	want := []string{""}
 	if got := toolLabelValues(t, tel, "mcpd_tool_calls_total{", "tool"); !slices.Equal(got, want) {
 		t.Errorf("mcpd_tool_calls_total tools: got %.200q, want %q", got, want)
 	}
-	if got := toolLabelValues(t, tel, `mcp_client_operation_duration_seconds_count{`, "gen_ai_tool_name"); !slices.Equal(got, []string{"", "other"}) {
+	if got := toolLabelValues(t, tel, `mcp_client_operation_duration_seconds_count{`, "gen_ai_tool_name"); !slices.Equal(got, want) {
 		// "" is the other methods' (initialize, tools/list).
-		t.Errorf("mcp_client_operation_duration_seconds tools: got %.200q, want %q", got, []string{"", "other"})
+		t.Errorf("mcp_client_operation_duration_seconds tools: got %.200q, want %q", got, want)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -41,7 +43,11 @@ type CallOptions struct {
 }
 
 // refreshTools lists every page of the server's tools and keeps the ones
-// the filters allow and whose names are not longer than MaxToolNameLen.
+// the filters allow under a name a request can use (usableToolName), the
+// first of a name listed twice. The status notes say which were skipped,
+// and which names break MCP's rule (checkToolName) but are kept: tools
+// under such names work through mcpd, and the clients map them to names
+// model APIs take, so leaving them out would only lose them.
 //
 // A server that does not declare the tools capability is asked all the
 // same, unless its config says StrictCapabilities: quick servers written
@@ -55,33 +61,48 @@ func (u *upstream) refreshTools(ctx context.Context, cs *mcp.ClientSession) erro
 		return nil
 	}
 	tools := make(map[string]*mcp.Tool)
-	tooLong := 0
+	// Why tools were left out, and which kept names break MCP's rule: one
+	// line each.
+	var skipped, offRule []string
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			if !declared {
 				u.log.Debug().Str("error", u.cfg.Redact(err.Error())).Msg("tools/list of a server that declared no tools capability: no tools")
-				tools = map[string]*mcp.Tool{}
+				tools, skipped, offRule = map[string]*mcp.Tool{}, nil, nil
 				break
 			}
 			return fmt.Errorf("tools/list: %w", err)
 		}
-		switch {
-		case len(tool.Name) > MaxToolNameLen:
-			tooLong++
-		case u.cfg.AllowsTool(tool.Name):
-			tools[tool.Name] = tool
+		if !u.cfg.AllowsTool(tool.Name) {
+			continue
 		}
-	}
-	if tooLong > 0 {
-		u.log.Warn().Int("tools", tooLong).Msgf("tools with names longer than %d bytes left out", MaxToolNameLen)
+		// A name listed again would replace the first tool unseen.
+		if err := usableToolName(tool.Name); err != nil {
+			skipped = append(skipped, err.Error())
+			continue
+		}
+		if _, dup := tools[tool.Name]; dup {
+			skipped = append(skipped, fmt.Sprintf("tool name %s is listed twice; the first tool is used", quoteStart(tool.Name)))
+			continue
+		}
+		if err := checkToolName(tool.Name); err != nil {
+			offRule = append(offRule, err.Error())
+		}
+		tools[tool.Name] = tool
 	}
 	undeclared := !declared && len(tools) > 0
 	if undeclared {
 		u.log.Info().Int("tools", len(tools)).Msg(noteToolsUndeclared)
 	}
+	notes := append(toolNameNotes("tool skipped: ", "more tools skipped", skipped),
+		toolNameNotes("tool name kept, but model APIs may refuse it: ", "more tool names off MCP's rule", offRule)...)
 	u.mu.Lock()
+	if len(notes) > 0 && !slices.Equal(notes, u.toolNotes) {
+		u.log.Warn().Int("skipped", len(skipped)).Int("off_rule", len(offRule)).Strs("why", notes).Msg("tool names")
+	}
 	u.tools = tools
 	u.toolsUndeclared = undeclared
+	u.toolNotes = notes
 	// Under u.mu, so that two listings cannot reach the metrics in the
 	// other order: the series of tools no longer listed go.
 	u.opts.Telemetry.ToolsListed(u.cfg.Name, maps.Keys(tools))
@@ -92,6 +113,59 @@ func (u *upstream) refreshTools(ctx context.Context, cs *mcp.ClientSession) erro
 // noteToolsUndeclared is the status note of a server whose tools came
 // although it declared no tools capability.
 const noteToolsUndeclared = "the server declared no tools capability but lists tools: they are used (strictCapabilities turns this off)"
+
+// maxToolNameNotes bounds the notes of each kind on tool names in a
+// server's status: a server may list thousands of tools.
+const maxToolNameNotes = 5
+
+// toolNameNotes are status notes on tool names: prefix and one line of
+// why per tool up to maxToolNameNotes, then a count of the rest.
+func toolNameNotes(prefix, more string, why []string) []string {
+	var notes []string
+	for i, w := range why {
+		if i == maxToolNameNotes {
+			notes = append(notes, fmt.Sprintf("%d %s", len(why)-i, more))
+			break
+		}
+		notes = append(notes, prefix+w)
+	}
+	return notes
+}
+
+// usableToolName refuses a name a server lists that no request could
+// name or that cannot be shown safely: empty, longer than MaxToolNameLen,
+// not UTF-8, or holding a control character.
+func usableToolName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("tool name is empty")
+	case len(name) > MaxToolNameLen:
+		return fmt.Errorf("tool name %s is longer than %d bytes", quoteStart(name), MaxToolNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("tool name %s is not UTF-8", quoteStart(name))
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return fmt.Errorf("tool name %s holds a control character", quoteStart(name))
+	}
+	return nil
+}
+
+// checkToolName applies MCP's tool name rule (2025-11-25): 1 to 128 of
+// A-Z, a-z, 0-9, '_', '-' and '.'. It checks the tools agents serve and
+// those servers list alike.
+func checkToolName(name string) error {
+	if name == "" {
+		return errors.New("tool name is empty (MCP allows 1 to 128 of A-Z, a-z, 0-9, _, - and .)")
+	}
+	if len(name) > 128 {
+		return fmt.Errorf("tool name %.32q... is longer than 128 characters", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return fmt.Errorf("tool name %q: %q is not allowed (MCP allows A-Z, a-z, 0-9, _, - and .)", name, r)
+		}
+	}
+	return nil
+}
 
 // listTools returns the server's tools with their qualified names.
 func (u *upstream) listTools() []Tool {

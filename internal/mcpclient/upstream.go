@@ -162,6 +162,9 @@ type upstream struct {
 	// toolsUndeclared: the tools came from a server that did not declare
 	// the tools capability (see refreshTools).
 	toolsUndeclared bool
+	// toolNotes say which tools of the last listing were skipped, and why
+	// (see refreshTools).
+	toolNotes []string
 	// agent is the link of the agent serving an agent server's tools
 	// (config.TransportAgent), nil until one does; see agent.go.
 	agent     *AgentLink
@@ -1196,6 +1199,7 @@ func (u *upstream) status() Status {
 	if u.toolsUndeclared {
 		st.Notes = append(st.Notes, noteToolsUndeclared)
 	}
+	st.Notes = append(st.Notes, u.toolNotes...)
 	if u.init != nil {
 		st.ProtocolVersion = u.init.ProtocolVersion
 		st.ServerInfo = u.init.ServerInfo

@@ -1405,7 +1405,9 @@ type Server struct {
 	// file that keeps the server, or empty when none does.
 	Source string `protobuf:"bytes,22,opt,name=source,proto3" json:"source,omitempty"`
 	// Notes where mcpd treats the server otherwise than its declarations say,
-	// for example tools listed although it declared no tools capability.
+	// for example tools listed although it declared no tools capability,
+	// tools it left out (a name no request can use, a name listed twice), or
+	// tools kept under names outside MCP's rule.
 	Notes []string `protobuf:"bytes,23,rep,name=notes,proto3" json:"notes,omitempty"`
 	// Lists what mcpd did not understand in the server's config entry, for
 	// example a field it does not know; each is also logged once.

@@ -664,7 +664,9 @@ export type Server = Message<"mcpd.v1.Server"> & {
 
   /**
    * Notes where mcpd treats the server otherwise than its declarations say,
-   * for example tools listed although it declared no tools capability.
+   * for example tools listed although it declared no tools capability,
+   * tools it left out (a name no request can use, a name listed twice), or
+   * tools kept under names outside MCP's rule.
    *
    * @generated from field: repeated string notes = 23;
    */
