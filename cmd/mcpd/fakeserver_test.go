@@ -33,6 +33,7 @@ const (
 	fakeGrandchild     = "grandchild"        // real server that spawns a long-lived grandchild
 	fakeRejectAll      = "reject-all"        // raw server that answers every request with a JSON-RPC error
 	fakeNoCapabilities = "no-capabilities"   // raw server, as written by hand: declares no capabilities, lists and calls "shout"
+	fakeMalformed      = "malformed"         // fakeNoCapabilities declaring tools, resources and prompts, and breaking the protocol: see handMadeBroken
 	fakeCrashSoon      = "crash-soon"        // real server that exits 5 shortly after every start
 	fakeBig            = "big"               // real server whose tool "big" returns bytes bytes of text
 	fakeFreeze         = "freeze"            // legacy-only server whose tool "freeze" stops it reading anything
@@ -98,7 +99,9 @@ func runFakeServer(mode string) int {
 	case fakeRejectAll:
 		return rejectAll()
 	case fakeNoCapabilities:
-		return noCapabilities()
+		return handMade(false)
+	case fakeMalformed:
+		return handMade(true)
 	}
 	var conn func(mcp.Connection) mcp.Connection // optional wrapper
 	var opts *mcp.ServerOptions
@@ -291,10 +294,12 @@ func rejectAll() int {
 	return 0
 }
 
-// noCapabilities is an MCP server as people write one by hand for a quick
+// handMade is an MCP server as people write one by hand for a quick
 // test: a loop over stdin that answers initialize with empty capabilities,
-// yet lists and calls its one tool, "shout".
-func noCapabilities() int {
+// yet lists and calls its one tool, "shout". With broken, it declares
+// tools, resources and prompts, and breaks the protocol as handMadeBroken
+// says.
+func handMade(broken bool) int {
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -303,6 +308,7 @@ func noCapabilities() int {
 			Method string          `json:"method"`
 			Params struct {
 				ProtocolVersion string `json:"protocolVersion"`
+				Name            string `json:"name"`
 				Arguments       struct {
 					Text string `json:"text"`
 				} `json:"arguments"`
@@ -312,21 +318,33 @@ func noCapabilities() int {
 			continue // a notification
 		}
 		reply := map[string]any{"jsonrpc": "2.0", "id": msg.ID}
-		switch msg.Method {
-		case "initialize":
+		shout := map[string]any{
+			"name":        "shout",
+			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}},
+		}
+		switch {
+		case msg.Method == "initialize":
+			capabilities := map[string]any{}
+			if broken {
+				capabilities = map[string]any{"tools": map[string]any{}, "resources": map[string]any{}, "prompts": map[string]any{}}
+			}
 			reply["result"] = map[string]any{
 				"protocolVersion": msg.Params.ProtocolVersion,
-				"capabilities":    map[string]any{},
+				"capabilities":    capabilities,
 				"serverInfo":      map[string]any{"name": "hand-made", "version": "0"},
 			}
-		case "tools/list":
-			reply["result"] = map[string]any{"tools": []any{map[string]any{
-				"name":        "shout",
-				"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}},
-			}}}
-		case "tools/call":
+		case msg.Method == "tools/list" && broken:
+			reply["result"] = map[string]any{"tools": append([]any{shout}, handMadeBrokenTools()...)}
+		case msg.Method == "tools/list":
+			reply["result"] = map[string]any{"tools": []any{shout}}
+		case msg.Method == "tools/call" && broken && handMadeBroken[msg.Params.Name] != "":
+			fmt.Fprintln(os.Stderr, "fake: ran "+msg.Params.Name)
+			reply["result"] = json.RawMessage(handMadeBroken[msg.Params.Name])
+		case msg.Method == "tools/call":
 			reply["result"] = map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.ToUpper(msg.Params.Arguments.Text)}}}
-		case "ping":
+		case (msg.Method == "resources/read" || msg.Method == "prompts/get") && broken:
+			reply["result"] = json.RawMessage(handMadeBroken[msg.Method])
+		case msg.Method == "ping":
 			reply["result"] = map[string]any{}
 		default:
 			reply["error"] = map[string]any{"code": -32601, "message": "method not found: " + msg.Method}
@@ -335,6 +353,30 @@ func noCapabilities() int {
 		fmt.Printf("%s\n", out)
 	}
 	return 0
+}
+
+// handMadeBroken are the results of the malformed fake that no MCP
+// client can read, by tool name or method: image data that is not base64,
+// a number beyond float64. Each tool says on stderr that it ran.
+var handMadeBroken = map[string]string{
+	"bad_image":      `{"content":[{"type":"image","data":"%%% not base64","mimeType":"image/png"}]}`,
+	"huge_number":    `{"content":[{"type":"text","text":"x"}],"structuredContent":{"n":1e400}}`,
+	"resources/read": `{"contents":[{"uri":"fake://bad","blob":"%%% not base64"}]}`,
+	"prompts/get":    `{"messages":[{"role":"user","content":{"type":"text","text":"x"}}],"_meta":{"n":1e400}}`,
+}
+
+// fakeLongToolName is a tool name of the malformed fake over MCP's 128
+// characters.
+var fakeLongToolName = strings.Repeat("l", 5000)
+
+// handMadeBrokenTools are the malformed fake's tools after shout: two
+// whose results break the protocol, names MCP does not allow (empty, with
+// a space, too long), and shout again.
+func handMadeBrokenTools() []any {
+	tool := func(name string) map[string]any {
+		return map[string]any{"name": name, "inputSchema": map[string]any{"type": "object"}}
+	}
+	return []any{tool("bad_image"), tool("huge_number"), tool(""), tool("sp ace"), tool(fakeLongToolName), tool("shout")}
 }
 
 type echoArgs struct {
