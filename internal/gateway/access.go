@@ -195,10 +195,15 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		case "logging/setLevel":
 			// It acts (on the servers the caller may manage), so it is
-			// audited, as SetLogLevel is over gRPC.
+			// audited, as SetLogLevel is over gRPC. A level MCP does not
+			// define is refused before anything keeps it.
 			start := time.Now()
 			caller := g.callerOf(req)
-			res, err := next(ctx, method, req)
+			var res mcp.Result
+			err := checkSetLevel(req)
+			if err == nil {
+				res, err = next(ctx, method, req)
+			}
 			if err == nil {
 				g.setLogLevel(ctx, caller, req)
 			}

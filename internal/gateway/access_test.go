@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -94,5 +98,43 @@ func TestServerErrorsStayTheServers(t *testing.T) {
 	}
 	if got := outcome(&mcpclient.RPCError{Code: jsonrpc.CodeInvalidParams}); got != "InvalidArgument" {
 		t.Errorf("outcome of the server's -32602: got %q, want InvalidArgument", got)
+	}
+}
+
+// TestSetLevelRefusesUnknownLevel: logging/setLevel with a level MCP does
+// not define is invalid params (-32602), as SetLogLevel's INVALID_ARGUMENT
+// over gRPC, and the session keeps no level; a level MCP defines is kept.
+func TestSetLevelRefusesUnknownLevel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g := New(newTestManager(t), nil)
+	runGateway(ctx, t, g)
+	hs := httptest.NewServer(g.Handler())
+	t.Cleanup(hs.Close)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	levels := func() []mcp.LoggingLevel {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return slices.Collect(maps.Values(g.levels))
+	}
+
+	err = cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "loud"})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams || !strings.Contains(je.Message, `"loud"`) {
+		t.Errorf("level loud: got %v, want -32602 naming the level", err)
+	}
+	if got := levels(); len(got) != 0 {
+		t.Errorf("levels kept after the refusal: got %v, want none", got)
+	}
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
+		t.Fatalf("level warning: %v", err)
+	}
+	if got := levels(); !slices.Equal(got, []mcp.LoggingLevel{"warning"}) {
+		t.Errorf("levels: got %v, want [warning]", got)
 	}
 }

@@ -195,6 +195,19 @@ func (g *Gateway) forwardedMeta(ss *mcp.ServerSession, m mcp.Meta) map[string]an
 	return out
 }
 
+// checkSetLevel refuses a logging/setLevel whose level MCP does not
+// define, with invalid params as SetLogLevel's INVALID_ARGUMENT.
+func checkSetLevel(req mcp.Request) error {
+	r, ok := req.(*mcp.ServerRequest[*mcp.SetLoggingLevelParams])
+	if !ok || r.Params == nil {
+		return nil // the SDK answers what it cannot read
+	}
+	if err := mcpclient.CheckLogLevel(r.Params.Level); err != nil {
+		return wireError(err)
+	}
+	return nil
+}
+
 // setLogLevel remembers the log level a legacy host sets on its session,
 // and sets it on every server the caller may manage, as SetLogLevel does
 // over gRPC: a legacy server sends log messages only once its client set a

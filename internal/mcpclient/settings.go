@@ -483,8 +483,8 @@ func (m *Manager) unsubscribe(server, uri string) {
 // level in the _meta of every request. Either way mcpd sets it again on
 // every new session.
 func (m *Manager) SetLogLevel(ctx context.Context, server string, level mcp.LoggingLevel) error {
-	if !slices.Contains(logLevels, level) {
-		return errorf(ErrInvalidArgument, "log level %q is not one of %v", level, logLevels)
+	if err := CheckLogLevel(level); err != nil {
+		return err
 	}
 	u, err := m.lookup(server)
 	if err != nil {
@@ -503,6 +503,15 @@ func (m *Manager) SetLogLevel(ctx context.Context, server string, level mcp.Logg
 	defer unbind()
 	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
 		return u.classify(ctx, cs, "logging/setLevel", err)
+	}
+	return nil
+}
+
+// CheckLogLevel refuses, with ErrInvalidArgument, a level MCP does not
+// define.
+func CheckLogLevel(level mcp.LoggingLevel) error {
+	if !slices.Contains(logLevels, level) {
+		return errorf(ErrInvalidArgument, "log level %q is not one of %v", level, logLevels)
 	}
 	return nil
 }
