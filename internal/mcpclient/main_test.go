@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -134,8 +135,41 @@ func runFakeServer(mode string) int {
 		return serveFreezing()
 	case "hand-made":
 		return serveHandMade()
+	case "close-stdin-on-initialize":
+		return closeStdinOnInitialize()
 	}
 	return serveStdio(&mcp.StdioTransport{})
+}
+
+// closeStdinOnInitialize reads the first request, an initialize, closes
+// its stdin and only then answers it, so that the client's next write
+// finds a broken pipe; it exits with status 3 on SIGTERM.
+func closeStdinOnInitialize() int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		os.Exit(3)
+	}()
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Params struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"params"`
+	}
+	line, _ := bufio.NewReader(os.Stdin).ReadBytes('\n')
+	os.Stdin.Close()
+	fmt.Fprintln(os.Stderr, "fatal: stdin closed")
+	if json.Unmarshal(line, &msg) == nil && msg.ID != nil {
+		out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": map[string]any{
+			"protocolVersion": msg.Params.ProtocolVersion,
+			"capabilities":    map[string]any{},
+			"serverInfo":      map[string]any{"name": "closing", "version": "0"},
+		}})
+		fmt.Printf("%s\n", out)
+	}
+	time.Sleep(time.Hour) // until SIGTERM
+	return 0
 }
 
 func fakeMCPServer() *mcp.Server {

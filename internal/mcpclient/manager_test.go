@@ -182,6 +182,23 @@ func TestExitAtStart(t *testing.T) {
 	}
 }
 
+// TestBrokenPipeNamesTheExit: a server whose stdin is closed when mcpd
+// writes to it in the handshake (it is exiting) fails with how its
+// process ended, as one whose stdout closed does, not with the write's
+// broken pipe.
+func TestBrokenPipeNamesTheExit(t *testing.T) {
+	m, _ := newTestManager(t)
+	cfg := fakeServer("f", "close-stdin-on-initialize")
+	cfg.ProtocolVersion = "2025-11-25" // an initialize, not a probe, comes first
+	st, err := m.Connect(testContext(t), cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateFailed || !strings.Contains(st.LastError, "server process exited: exit status 3") || strings.Contains(st.LastError, "broken pipe") {
+		t.Errorf("got %v, last error %q; want failed, saying how the process exited", st.State, st.LastError)
+	}
+}
+
 // TestSessionEndsWhileSettingUp: a session that ends while mcpd sets it
 // up (its tools/list answer is over MaxLineBytes, or the server exits when
 // asked for its tools) never served: on the first start the server is

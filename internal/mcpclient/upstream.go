@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -1048,10 +1049,12 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 	cs, err := u.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		_ = proc.Stop(u.stopping)
-		// A closed connection means the process went away: say how. Any
-		// other error (a JSON-RPC error answered to initialize, say) is
-		// the server's own word and is kept.
-		if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed)) {
+		// A closed connection means the process went away: say how; so
+		// does a write that found its stdin closed (a broken pipe), which
+		// of the two comes first being a matter of timing. Any other error
+		// (a JSON-RPC error answered to initialize, say) is the server's
+		// own word and is kept.
+		if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, syscall.EPIPE)) {
 			if c := connOf(t); c != nil && errors.Is(c.ended(), transport.ErrStdoutClosed) {
 				return nil, fmt.Errorf("connect: %s", stdoutClosedReason)
 			}
