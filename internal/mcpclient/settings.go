@@ -2,8 +2,12 @@ package mcpclient
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -520,9 +524,9 @@ func CheckLogLevel(level mcp.LoggingLevel) error {
 // every server without roots of its own, now and later. Servers that are
 // connected are notified that the list changed.
 func (m *Manager) SetRoots(server string, roots []*mcp.Root) error {
-	for _, r := range roots {
-		if r.URI == "" {
-			return errorf(ErrInvalidArgument, "every root needs a uri")
+	for i, r := range roots {
+		if err := checkRootURI(r.URI); err != nil {
+			return errorf(ErrInvalidArgument, "roots[%d]: %v", i, err)
 		}
 	}
 	var targets []*upstream
@@ -544,6 +548,31 @@ func (m *Manager) SetRoots(server string, roots []*mcp.Root) error {
 	m.settings.mu.Unlock()
 	for _, u := range targets {
 		u.setRoots(m.settings.rootsFor(u.cfg.Name))
+	}
+	return nil
+}
+
+// maxURIShown bounds how much of a refused root's uri an error shows.
+const maxURIShown = 32
+
+// checkRootURI refuses a root uri that is no file:// URI: every MCP
+// revision says a root's uri "must start with file://", and its schema
+// gives it the format uri. A server would refuse the roots, or worse, read
+// a path in what is none. The error shows at most the uri's start.
+func checkRootURI(uri string) error {
+	if uri == "" {
+		return errors.New("uri is required")
+	}
+	if !strings.HasPrefix(uri, "file://") {
+		return fmt.Errorf("uri %s is not a file:// URI (MCP's roots are)", shortQuote(uri, maxURIShown))
+	}
+	u, err := url.Parse(uri)
+	if err != nil {
+		// Its message would quote the whole uri.
+		return fmt.Errorf("uri %s is not a valid URI (a control character, or a bad %%-escape)", shortQuote(uri, maxURIShown))
+	}
+	if u.Path == "" {
+		return fmt.Errorf("uri %s names no path", shortQuote(uri, maxURIShown))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -517,5 +518,36 @@ func TestChurnedServersLeaveNoSettings(t *testing.T) {
 				t.Errorf("roots of tmp-0 connected again: got %v, want none", got)
 			}
 		})
+	}
+}
+
+// TestSetRootsRefusesWhatIsNoFileURI: MCP's roots are file:// URIs in
+// every revision. A root whose uri is none (empty, not a URI, of another
+// scheme, file: without //, with a control character, without a path) is
+// refused with ErrInvalidArgument naming its index and at most the start
+// of the uri, and no roots change.
+func TestSetRootsRefusesWhatIsNoFileURI(t *testing.T) {
+	m := closingManager(t, nil)
+	if err := m.SetRoots("", []*mcp.Root{{URI: "file:///kept"}}); err != nil {
+		t.Fatalf("file:///kept: %v", err)
+	}
+	long := "http://x/" + strings.Repeat("a", 500)
+	for _, uri := range []string{"", "not a uri", "http://x/", "file:relative", "file:///tmp/\x00x", "file://", "FTP://x/y", long} {
+		err := m.SetRoots("", []*mcp.Root{{URI: "file:///ok"}, {URI: uri}})
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "roots[1]") {
+			t.Errorf("uri %.40q: got %v, want ErrInvalidArgument naming roots[1]", uri, err)
+			continue
+		}
+		if strings.Contains(err.Error(), long[:100]) {
+			t.Errorf("uri %.40q: the error %q holds more than the uri's start", uri, err)
+		}
+	}
+	if got := m.settings.rootsFor("x"); len(got) != 1 || got[0].URI != "file:///kept" {
+		t.Errorf("roots after the refusals: got %v, want file:///kept", got)
+	}
+	for _, uri := range []string{"file:///tmp/project", "file://host/share/dir", "file:///home/jos%C3%A9"} {
+		if err := m.SetRoots("", []*mcp.Root{{URI: uri}}); err != nil {
+			t.Errorf("uri %q: %v", uri, err)
+		}
 	}
 }
