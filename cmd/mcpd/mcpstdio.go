@@ -274,12 +274,17 @@ func (b *bridge) decode(ctx context.Context, line []byte) (outgoing, bool) {
 		// a message that does not parse; the requests that do are then
 		// answered.
 		msgs, ok := decodeBatch(line)
+		if !ok {
+			b.refuse(line)
+			return outgoing{}, false
+		}
 		m.msgs, m.batch = msgs, true
-		return m, ok
+		return m, true
 	}
 	msg, err := jsonrpc.DecodeMessage(line)
 	if err != nil {
-		return outgoing{}, false // not a message: nothing to answer
+		b.refuse(line)
+		return outgoing{}, false
 	}
 	m.msgs = []jsonrpc.Message{msg}
 	if req, ok := msg.(*jsonrpc.Request); ok && req.Method != "initialize" {
@@ -289,6 +294,36 @@ func (b *bridge) decode(ctx context.Context, line []byte) (outgoing, bool) {
 		m.ctx, m.done = b.track(ctx, req)
 	}
 	return m, true
+}
+
+// refuse answers a line of the host's that holds no JSON-RPC message, as
+// JSON-RPC 2.0 says, with id null: parse error for a line that is not
+// JSON, invalid request for JSON that is no message (an id that is
+// neither a string nor a number, no "jsonrpc": "2.0", an empty batch).
+// What looks like a response (result or error, no method) is never
+// answered, however wrong.
+func (b *bridge) refuse(line []byte) {
+	werr := &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: not a JSON-RPC 2.0 message ("jsonrpc": "2.0", a method, an id that is a string or a number)`}
+	if !json.Valid(line) {
+		werr = &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the line is not JSON"}
+	} else {
+		var resp struct {
+			Method *json.RawMessage `json:"method"`
+			Result json.RawMessage  `json:"result"`
+			Error  json.RawMessage  `json:"error"`
+		}
+		if json.Unmarshal(line, &resp) == nil && resp.Method == nil && (resp.Result != nil || resp.Error != nil) {
+			return
+		}
+	}
+	data, err := json.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      *int           `json:"id"` // null: no id could be read
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", nil, werr})
+	if err == nil {
+		b.writeLine(data)
+	}
 }
 
 // send hands m to mcpd, and returns when the next message may go, so
@@ -459,7 +494,7 @@ func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, b
 	waiting := newAnswers(msgs, batch)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.endpoint, bytes.NewReader(body))
 	if err != nil {
-		b.settle(waiting, err.Error())
+		b.settle(waiting, jsonrpc.CodeInternalError, err.Error())
 		return
 	}
 	hreq.Header.Set("Content-Type", "application/json")
@@ -468,7 +503,7 @@ func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, b
 	resp, err := b.client.Do(hreq)
 	if err != nil {
 		if ctx.Err() == nil {
-			b.settle(waiting, "mcpd is not reachable: "+err.Error())
+			b.settle(waiting, jsonrpc.CodeInternalError, "mcpd is not reachable: "+err.Error())
 		}
 		return
 	}
@@ -485,7 +520,15 @@ func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, b
 	if resp.StatusCode >= 300 {
 		text = fmt.Sprintf("mcpd answered HTTP %d", resp.StatusCode)
 		if !carriesMessages(resp) {
-			b.settle(waiting, text+refusalReason(resp))
+			code := int64(jsonrpc.CodeInternalError)
+			reason := refusalReason(resp)
+			if resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(reason, methodNotHandled) {
+				code = jsonrpc.CodeMethodNotFound
+			}
+			if reason != "" {
+				text += ": " + reason
+			}
+			b.settle(waiting, code, text)
 			return
 		}
 	}
@@ -493,8 +536,15 @@ func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, b
 	if ctx.Err() != nil {
 		text = "" // the bridge is stopping, or the host cancelled: nothing is made up
 	}
-	b.settle(waiting, text)
+	b.settle(waiting, jsonrpc.CodeInternalError, text)
 }
+
+// methodNotHandled starts the plain-text refusal with which mcpd's
+// endpoint (the Go SDK's handler) answers a request of an initialize-era
+// session whose method it does not serve, with HTTP 400 and no JSON-RPC
+// answer: the bridge makes it method not found, as a 2026-07-28 request
+// gets it from mcpd itself.
+const methodNotHandled = "JSON RPC not handled"
 
 // carriesMessages reports whether resp's body holds JSON-RPC messages:
 // JSON, or server-sent events.
@@ -507,8 +557,8 @@ func carriesMessages(resp *http.Response) bool {
 	return false
 }
 
-// refusalReason is ": " and the first line of a plain-text refusal, cut
-// short and printable only (it may come from a proxy, not mcpd), or "".
+// refusalReason is the first line of a plain-text refusal, cut short and
+// printable only (it may come from a proxy, not mcpd), or "".
 func refusalReason(resp *http.Response) string {
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 		return ""
@@ -521,10 +571,7 @@ func refusalReason(resp *http.Response) string {
 		}
 		return r
 	}, line)
-	if line = strings.TrimSpace(line); line == "" {
-		return ""
-	}
-	return ": " + line
+	return strings.TrimSpace(line)
 }
 
 // answers tracks the requests of one POST until mcpd answers them; a
@@ -563,13 +610,14 @@ func (a *answers) take(msg jsonrpc.Message) bool {
 	return a.batch
 }
 
-// settle writes what a holds, with an error answer carrying text for each
-// request still pending (none when text is empty), and forgets them.
-func (b *bridge) settle(a *answers, text string) {
+// settle writes what a holds, with an error answer of code carrying text
+// for each request still pending (none when text is empty), and forgets
+// them.
+func (b *bridge) settle(a *answers, code int64, text string) {
 	out := a.held
 	if text != "" {
 		for _, id := range a.pending {
-			out = append(out, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: text}})
+			out = append(out, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: text}})
 		}
 		clear(a.pending)
 	}
@@ -646,7 +694,7 @@ func (b *bridge) relay(resp *http.Response, initialize bool, waiting *answers) {
 	one := func(msg jsonrpc.Message) {
 		if waiting.take(msg) {
 			if len(waiting.pending) == 0 {
-				b.settle(waiting, "")
+				b.settle(waiting, 0, "")
 			}
 			return
 		}

@@ -20,8 +20,11 @@ import (
 // TestMCPStdioErrorCodes: mcpd's JSON-RPC errors reach a host behind
 // mcp-stdio with their codes and data in both eras, although the
 // 2026-07-28 endpoint sends them with HTTP 400 or 404: an unknown tool is
-// -32602 in either era, and an unsupported protocol version is -32022
-// with the versions mcpd supports.
+// -32602 in either era, an unknown method -32601 (the initialize era's
+// endpoint refuses it without a JSON-RPC answer), and an unsupported
+// protocol version is -32022 with the versions mcpd supports. A line that
+// is not JSON is a parse error, one with an object as id an invalid
+// request, both with id null.
 func TestMCPStdioErrorCodes(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -37,11 +40,14 @@ func TestMCPStdioErrorCodes(t *testing.T) {
 		{"2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}
 {"jsonrpc":"2.0","method":"notifications/initialized"}
 {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__ghost__x","arguments":{}}}
-`, map[string]int64{"2": jsonrpc.CodeInvalidParams}},
+{"jsonrpc":"2.0","id":3,"method":"no/such/method","params":{}}
+hello
+`, map[string]int64{"2": jsonrpc.CodeInvalidParams, "3": jsonrpc.CodeMethodNotFound, "null": jsonrpc.CodeParseError}},
 		{"2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp__ghost__x","arguments":{},` + meta("2026-07-28") + `}}
 {"jsonrpc":"2.0","id":2,"method":"no/such/method","params":{` + meta("2026-07-28") + `}}
 {"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + meta("2099-01-01") + `}}
-`, map[string]int64{"1": jsonrpc.CodeInvalidParams, "2": -32601, "3": mcp.CodeUnsupportedProtocolVersion}},
+{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}
+`, map[string]int64{"1": jsonrpc.CodeInvalidParams, "2": -32601, "3": mcp.CodeUnsupportedProtocolVersion, "null": jsonrpc.CodeInvalidRequest}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.CommandContext(ctx, mcpdBinary(t), "mcp-stdio", "--connect", url)

@@ -463,3 +463,97 @@ func TestMCPStdioStopsWithStdinOpen(t *testing.T) {
 		t.Errorf("the host got %s, want only the answer to initialize (nothing made up for the call ended on stop)", out.String())
 	}
 }
+
+// TestMCPStdioAnswersWhatIsNoRequest: a line that is not JSON is answered
+// with a parse error (-32700), and JSON that is no JSON-RPC message (an
+// object as id, no version, an empty batch) with invalid request
+// (-32600), both with id null, as JSON-RPC 2.0 says, and without reaching
+// mcpd; the lines around them go on as before.
+func TestMCPStdioAnswersWhatIsNoRequest(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var reached []string
+	srv := fakeEndpoint(t, func(w http.ResponseWriter, r *http.Request, msg jsonrpc.Message) {
+		req, _ := msg.(*jsonrpc.Request)
+		if req == nil {
+			http.Error(w, "no", http.StatusMethodNotAllowed)
+			return
+		}
+		mu.Lock()
+		reached = append(reached, req.Method)
+		mu.Unlock()
+		answerJSON(w, req, `{}`)
+	})
+	in := strings.Join([]string{
+		`hello`,
+		`{bad`,
+		`[1,`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`,
+		`{"id":2,"method":"ping"}`,
+		`[]`,
+		`{"jsonrpc":"2.0","id":3,"method":"ping"}`,
+	}, "\n") + "\n"
+	var out syncBuffer
+	if code := runMCPStdio([]string{"--connect", srv.URL}, func(string) (string, bool) { return "", false }, strings.NewReader(in), &out, io.Discard); code != stdioDone {
+		t.Fatalf("exit code: got %d, want %d", code, stdioDone)
+	}
+	var codes []int64
+	answered := false
+	for line := range strings.Lines(out.String()) {
+		var a struct {
+			ID    json.RawMessage `json:"id"`
+			Error *jsonrpc.Error  `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("output line %q: %v", line, err)
+		}
+		switch {
+		case string(a.ID) == "3" && a.Error == nil:
+			answered = true
+		case string(a.ID) == "null" && a.Error != nil:
+			codes = append(codes, a.Error.Code)
+		default:
+			t.Errorf("unexpected answer %s", strings.TrimSpace(line))
+		}
+	}
+	want := []int64{jsonrpc.CodeParseError, jsonrpc.CodeParseError, jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeInvalidRequest, jsonrpc.CodeInvalidRequest}
+	if !slices.Equal(codes, want) || !answered {
+		t.Errorf("answers: got codes %v with id null (ping answered: %v), want %v and the ping answered\n%s", codes, answered, want, out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(reached, []string{"ping"}) {
+		t.Errorf("mcpd got %v, want only the valid ping", reached)
+	}
+}
+
+// TestMCPStdioUnknownMethod: mcpd's endpoint refuses an unknown method of
+// an initialize-era session with HTTP 400 and a plain-text "JSON RPC not
+// handled" (the Go SDK's answer; a 2026-07-28 request gets a JSON-RPC
+// error): the host gets method not found (-32601), not an internal error.
+func TestMCPStdioUnknownMethod(t *testing.T) {
+	t.Parallel()
+	srv := fakeEndpoint(t, func(w http.ResponseWriter, r *http.Request, msg jsonrpc.Message) {
+		req, _ := msg.(*jsonrpc.Request)
+		switch {
+		case req == nil:
+			http.Error(w, "no", http.StatusMethodNotAllowed)
+		case req.Method == "no/such":
+			http.Error(w, `JSON RPC not handled: "no/such" unsupported`, http.StatusBadRequest)
+		default:
+			http.Error(w, "Bad Request: missing params", http.StatusBadRequest)
+		}
+	})
+	in := `{"jsonrpc":"2.0","id":1,"method":"no/such","params":{}}` + "\n" + `{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"
+	var out syncBuffer
+	if code := runMCPStdio([]string{"--connect", srv.URL}, func(string) (string, bool) { return "", false }, strings.NewReader(in), &out, io.Discard); code != stdioDone {
+		t.Fatalf("exit code: got %d, want %d", code, stdioDone)
+	}
+	got := hostAnswers(t, out.String())
+	if a := got["1"]; a.Error == nil || a.Error.Code != jsonrpc.CodeMethodNotFound || !strings.Contains(a.Error.Message, `"no/such"`) {
+		t.Errorf("unknown method: got %s, want -32601 naming it", a.Raw)
+	}
+	if a := got["2"]; a.Error == nil || a.Error.Code != jsonrpc.CodeInternalError {
+		t.Errorf("another refusal: got %s, want -32603", a.Raw)
+	}
+}
