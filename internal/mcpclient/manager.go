@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"crypto/rand"
 	"slices"
 	"strings"
 	"sync"
@@ -97,7 +98,17 @@ type Options struct {
 	// that stdio servers do not inherit (mcpd's own credentials); a
 	// server's own env setting passes a variable anyway.
 	WithholdEnv func(name string) bool
+	// InstanceID names this mcpd process: its MCP endpoint shows it in
+	// its capabilities (InstanceCapability), and a server that shows it
+	// is that endpoint reached again, which is refused. Default: a random
+	// id, new for each Manager.
+	InstanceID string
 }
+
+// InstanceCapability is the key, in capabilities.experimental, of the
+// object {"id": <instance id>} with which mcpd's MCP endpoint names the
+// mcpd it belongs to (see Options.InstanceID).
+const InstanceCapability = "mcpd/instance"
 
 func (o *Options) withDefaults() *Options {
 	var out Options
@@ -133,6 +144,9 @@ func (o *Options) withDefaults() *Options {
 	}
 	if out.QueueTimeout <= 0 {
 		out.QueueTimeout = 5 * time.Second
+	}
+	if out.InstanceID == "" {
+		out.InstanceID = rand.Text()
 	}
 	return &out
 }
@@ -173,6 +187,10 @@ func NewManager(opts *Options) *Manager {
 	}
 	return m
 }
+
+// InstanceID returns the id that names this mcpd process (see
+// Options.InstanceID).
+func (m *Manager) InstanceID() string { return m.opts.InstanceID }
 
 // Events returns the bus the servers' events are published to, nil if
 // none was given.

@@ -354,6 +354,14 @@ func (u *upstream) serve(r *run) {
 			}
 			return
 		}
+		if err == nil && u.isOwnEndpoint(cs) {
+			// Not tried again: it would be itself again.
+			u.closeSession(cs, nil)
+			u.stopProcess()
+			u.log.Warn().Msg(ownEndpointReason)
+			u.setState(StateFailed, ownEndpointReason)
+			return
+		}
 		var (
 			level mcp.LoggingLevel
 			uris  []string
@@ -446,6 +454,24 @@ func (u *upstream) serve(r *run) {
 		u.restarts++
 		u.mu.Unlock()
 	}
+}
+
+// ownEndpointReason is the last error of a server that is mcpd's own MCP
+// endpoint.
+const ownEndpointReason = "the server is this mcpd's own MCP endpoint (its capabilities name this mcpd's instance): " +
+	"each session would list mcpd's tools again, under ever longer names; it is not tried again"
+
+// isOwnEndpoint says whether the server of session cs names this mcpd's
+// instance in its capabilities: it is mcpd's own MCP endpoint, reached
+// over HTTP or through mcp-stdio.
+func (u *upstream) isOwnEndpoint(cs *mcp.ClientSession) bool {
+	caps := cs.InitializeResult().Capabilities
+	if caps == nil {
+		return false
+	}
+	instance, _ := caps.Experimental[InstanceCapability].(map[string]any)
+	id, _ := instance["id"].(string)
+	return id != "" && id == u.opts.InstanceID
 }
 
 // hold serves a ready session until it ends or the run is stopped. It
