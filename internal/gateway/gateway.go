@@ -144,6 +144,13 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	}
 	g.srv = mcp.NewServer(impl, &mcp.ServerOptions{
 		Instructions: instructions,
+		// Logging as the SDK's default has it; and the instance of this
+		// mcpd, so that it does not take this endpoint, reached again,
+		// for a server of its own (mcpclient.InstanceCapability).
+		Capabilities: &mcp.ServerCapabilities{
+			Logging:      &mcp.LoggingCapabilities{},
+			Experimental: map[string]any{mcpclient.InstanceCapability: map[string]any{"id": mgr.InstanceID()}},
+		},
 		// Declared from the start: servers come and go, and a host that
 		// saw no capability would never ask again.
 		HasTools:           true,
