@@ -508,3 +508,26 @@ func TestLongNamesRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestDeepArgumentsRefused: arguments nested deeper than
+// mcpclient.MaxJSONDepth are invalid params, refused before any server
+// sees them, as on the gRPC listener: the SDK decodes 1000 levels, far
+// more than many servers' decoders take before they end the session.
+func TestDeepArgumentsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := newTestManager(t)
+	t.Cleanup(serveAgent(ctx, t, m).Close)
+	g := New(m, nil)
+	runGateway(ctx, t, g)
+	cs := connectHost(ctx, t, g)
+	var deep any = "x"
+	for range mcpclient.MaxJSONDepth + 1 {
+		deep = map[string]any{"a": deep}
+	}
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__app__add", Arguments: deep})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams || !strings.Contains(je.Message, "nested more than") {
+		t.Errorf("arguments %d levels deep: got %v, want invalid params saying they nest too deeply", mcpclient.MaxJSONDepth+1, err)
+	}
+}

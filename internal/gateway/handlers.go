@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"sync"
 
@@ -102,6 +103,11 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if len(req.Params.Arguments) > 0 && string(req.Params.Arguments) != "null" {
 		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
 			return nil, invalidParams("arguments must be a JSON object")
+		}
+		// As on the gRPC listener: the SDK decodes up to 1000 levels, far
+		// deeper than many servers' decoders, which end the session.
+		if mcpclient.JSONTooDeep(args) {
+			return nil, invalidParams(fmt.Sprintf("arguments: nested more than %d levels deep (objects and arrays)", mcpclient.MaxJSONDepth))
 		}
 	}
 	server, _, _ := SplitQualifiedName(req.Params.Name) // qualified by the guard

@@ -63,3 +63,42 @@ func (l *inflight) release() {
 		<-l.slots
 	}
 }
+
+// MaxJSONDepth bounds how deeply a caller's JSON may nest, counting
+// objects and arrays, the outermost one included. A server refuses a
+// message nested deeper than its decoder goes, and many end the session
+// over it: the call fails for the caller and, once mcpd restarts the
+// server a few times, the server fails for everyone. Decoders stop early:
+// Rust's serde_json (rmcp servers) at 128 levels for the whole message,
+// the JSON-RPC envelope taking 3 of them; the Go SDK at 1000; Python's
+// json near its recursion limit, 1000 frames. Tool arguments seldom nest
+// ten levels.
+const MaxJSONDepth = 100
+
+// JSONTooDeep reports whether v, JSON as encoding/json decodes it into an
+// any, nests objects and arrays deeper than MaxJSONDepth.
+func JSONTooDeep(v any) bool { return jsonTooDeep(v, 1) }
+
+func jsonTooDeep(v any, depth int) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		if depth > MaxJSONDepth {
+			return true
+		}
+		for _, e := range x {
+			if jsonTooDeep(e, depth+1) {
+				return true
+			}
+		}
+	case []any:
+		if depth > MaxJSONDepth {
+			return true
+		}
+		for _, e := range x {
+			if jsonTooDeep(e, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}

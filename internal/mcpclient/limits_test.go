@@ -39,3 +39,32 @@ func TestInflightQueueTimeout(t *testing.T) {
 		t.Errorf("a call cancelled while it waited: got %v, want context.Canceled, not ErrQueueTimeout", err)
 	}
 }
+
+// TestJSONTooDeep: MaxJSONDepth levels of objects or arrays pass, one
+// more does not; scalars do not count.
+func TestJSONTooDeep(t *testing.T) {
+	nest := func(levels int, wrap func(any) any) any {
+		var v any = 1.5
+		for range levels {
+			v = wrap(v)
+		}
+		return v
+	}
+	inObject := func(v any) any { return map[string]any{"k": v} }
+	inArray := func(v any) any { return []any{"s", v} }
+	for _, c := range []struct {
+		name string
+		v    any
+		want bool
+	}{
+		{"objects at the bound", nest(MaxJSONDepth, inObject), false},
+		{"objects over it", nest(MaxJSONDepth+1, inObject), true},
+		{"arrays over it", nest(MaxJSONDepth+1, inArray), true},
+		{"mixed at the bound", nest(MaxJSONDepth/2, func(v any) any { return inArray(inObject(v)) }), false},
+		{"a scalar", "deep", false},
+	} {
+		if got := JSONTooDeep(c.v); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -21,16 +21,9 @@ import (
 // decode. The names a request gives are no longer than a server's or a
 // tool's can be (checkRequest).
 
-// maxJSONDepth bounds how deeply a caller's JSON may nest, counting
-// objects and arrays, the outermost one included. A server refuses a
-// message nested deeper than its decoder goes, and many end the session
-// over it: the call fails for the caller and, once mcpd restarts the
-// server a few times, the server fails for everyone. Decoders stop early:
-// Rust's serde_json (rmcp servers) at 128 levels for the whole message,
-// the JSON-RPC envelope taking 3 of them; the Go SDK at 1000; Python's
-// json near its recursion limit, 1000 frames. Tool arguments seldom nest
-// ten levels.
-const maxJSONDepth = 100
+// maxJSONDepth bounds how deeply a caller's JSON may nest: see
+// mcpclient.MaxJSONDepth, which the MCP endpoint applies too.
+const maxJSONDepth = mcpclient.MaxJSONDepth
 
 // structToMap is s, a caller's JSON object in field (the name an error
 // gives it), as a JSON object for the MCP SDK. It refuses an object
