@@ -525,7 +525,7 @@ func CheckLogLevel(level mcp.LoggingLevel) error {
 // connected are notified that the list changed.
 func (m *Manager) SetRoots(server string, roots []*mcp.Root) error {
 	for i, r := range roots {
-		if err := checkRootURI(r.URI); err != nil {
+		if err := CheckRootURI(r.URI); err != nil {
 			return errorf(ErrInvalidArgument, "roots[%d]: %v", i, err)
 		}
 	}
@@ -555,15 +555,16 @@ func (m *Manager) SetRoots(server string, roots []*mcp.Root) error {
 // maxURIShown bounds how much of a refused root's uri an error shows.
 const maxURIShown = 32
 
-// checkRootURI refuses a root uri that is no file:// URI: every MCP
+// CheckRootURI refuses a root uri that is no file:// URI: every MCP
 // revision says a root's uri "must start with file://", and its schema
 // gives it the format uri. A server would refuse the roots, or worse, read
-// a path in what is none. The error shows at most the uri's start.
-func checkRootURI(uri string) error {
+// a path in what is none. The scheme is compared without regard to case,
+// as URI schemes are. The error shows at most the uri's start.
+func CheckRootURI(uri string) error {
 	if uri == "" {
 		return errors.New("uri is required")
 	}
-	if !strings.HasPrefix(uri, "file://") {
+	if len(uri) < len("file://") || !strings.EqualFold(uri[:len("file://")], "file://") {
 		return fmt.Errorf("uri %s is not a file:// URI (MCP's roots are)", shortQuote(uri, maxURIShown))
 	}
 	u, err := url.Parse(uri)

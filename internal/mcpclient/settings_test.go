@@ -545,7 +545,7 @@ func TestSetRootsRefusesWhatIsNoFileURI(t *testing.T) {
 	if got := m.settings.rootsFor("x"); len(got) != 1 || got[0].URI != "file:///kept" {
 		t.Errorf("roots after the refusals: got %v, want file:///kept", got)
 	}
-	for _, uri := range []string{"file:///tmp/project", "file://host/share/dir", "file:///home/jos%C3%A9"} {
+	for _, uri := range []string{"file:///tmp/project", "file://host/share/dir", "file:///home/jos%C3%A9", "FILE:///tmp/upper"} {
 		if err := m.SetRoots("", []*mcp.Root{{URI: uri}}); err != nil {
 			t.Errorf("uri %q: %v", uri, err)
 		}

@@ -162,7 +162,11 @@ func replyFromProto(r *mcpdv1.ServerRequestReply) (mcpclient.Reply, error) {
 		return mcpclient.Reply{Elicitation: out}, nil
 	case *mcpdv1.ServerRequestReply_Roots:
 		roots := make([]*mcp.Root, 0, len(res.Roots.GetRoots()))
-		for _, root := range res.Roots.GetRoots() {
+		for i, root := range res.Roots.GetRoots() {
+			// As SetRoots refuses them: a server must get file:// URIs.
+			if err := mcpclient.CheckRootURI(root.GetUri()); err != nil {
+				return mcpclient.Reply{}, fmt.Errorf("roots[%d]: %w", i, err)
+			}
 			roots = append(roots, &mcp.Root{URI: root.GetUri(), Name: root.GetName()})
 		}
 		return mcpclient.Reply{Roots: roots}, nil

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -224,5 +225,24 @@ func TestElicitationRequestKeepsParams(t *testing.T) {
 	params := resp.GetRequest().GetElicitation().GetParams().AsMap()
 	if meta, _ := params["_meta"].(map[string]any); meta["trace"] != "t-7" || params["message"] != "name?" {
 		t.Errorf("elicitation params: got %v, want the request's, _meta included", params)
+	}
+}
+
+// TestRootsReplyChecked: an agent's answer to a server's roots request
+// holds file:// URIs, as SetRoots does; one that does not is malformed,
+// and the server gets an error instead of a path that is no URI.
+func TestRootsReplyChecked(t *testing.T) {
+	reply := func(uris ...string) *mcpdv1.ServerRequestReply {
+		var roots []*mcpdv1.Root
+		for _, u := range uris {
+			roots = append(roots, &mcpdv1.Root{Uri: u})
+		}
+		return &mcpdv1.ServerRequestReply{Id: "r", Result: &mcpdv1.ServerRequestReply_Roots{Roots: &mcpdv1.RootsResult{Roots: roots}}}
+	}
+	if r, err := replyFromProto(reply("file:///srv/app")); err != nil || len(r.Roots) != 1 {
+		t.Errorf("a file:// root: got %v, %v", r.Roots, err)
+	}
+	if _, err := replyFromProto(reply("file:///srv/app", "/srv/app")); err == nil || !strings.Contains(err.Error(), "roots[1]") {
+		t.Errorf("a bare path: got %v, want an error naming roots[1]", err)
 	}
 }

@@ -528,15 +528,27 @@ def roots_to_proto(roots: Iterable[Union[t.Root, str, Tuple[str, str], Mapping[s
     out = []
     for r in roots:
         if isinstance(r, t.Root):
-            out.append(pb.Root(uri=r.uri, name=r.name))
+            out.append(pb.Root(uri=root_uri(r.uri), name=r.name))
         elif isinstance(r, str):
-            out.append(pb.Root(uri=r))
+            out.append(pb.Root(uri=root_uri(r)))
         elif isinstance(r, Mapping):
-            out.append(pb.Root(uri=r["uri"], name=r.get("name", "")))
+            out.append(pb.Root(uri=root_uri(r["uri"]), name=r.get("name", "")))
         else:
             uri, name = r
-            out.append(pb.Root(uri=uri, name=name))
+            out.append(pb.Root(uri=root_uri(uri), name=name))
     return out
+
+
+def root_uri(uri: str) -> str:
+    """uri, or, for an absolute local path, its file:// URI: MCP's roots
+    are file:// URIs, which mcpd checks."""
+    import os.path
+
+    if "://" not in uri and os.path.isabs(uri):
+        import pathlib
+
+        return pathlib.Path(uri).as_uri()
+    return uri
 
 
 # ---------------------------------------------------------------------------

@@ -234,6 +234,13 @@ class TestConvert:
         with pytest.raises(TypeError, match="args"):
             ServerConfig.stdio("fs", "npx", "-y")
 
+    def test_roots(self) -> None:
+        # MCP's roots are file:// URIs: an absolute local path becomes one,
+        # a URI goes as it is.
+        roots = cv.roots_to_proto(["/srv/my app", ("/srv/b", "b"), {"uri": "file:///kept"}, mcpd_grpc.Root("https://example.com/x")])
+        assert [r.uri for r in roots] == ["file:///srv/my%20app", "file:///srv/b", "file:///kept", "https://example.com/x"]
+        assert roots[1].name == "b"
+
     def test_oauth_config(self) -> None:
         idp = mcpd_grpc.OAuthIdentityProvider(issuer="https://idp.example", client_id="mcpd", client_secret="idp-s3cret", id_token="id-t0ken")
         oauth = mcpd_grpc.OAuthConfig(

@@ -7,6 +7,8 @@
 
 import { create, toJson, type JsonObject, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema, type Duration, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import { isAbsolute } from "node:path";
+import { pathToFileURL } from "node:url";
 import * as pb from "./gen/mcpd/v1/mcpd_pb.js";
 
 export type { JsonObject, JsonValue };
@@ -983,11 +985,21 @@ export interface ApprovalResult {
   reason?: string;
 }
 
-/** A root: a URI string, or a URI with a name. */
+/** A root: a URI string (or an absolute local path), or one with a name. */
 export type RootLike = string | { uri: string; name?: string };
 
 export function rootsToProto(roots: readonly RootLike[]): pb.Root[] {
-  return roots.map((r) => create(pb.RootSchema, typeof r === "string" ? { uri: r } : { uri: r.uri, name: r.name ?? "" }));
+  return roots.map((r) =>
+    create(pb.RootSchema, typeof r === "string" ? { uri: rootURI(r) } : { uri: rootURI(r.uri), name: r.name ?? "" }),
+  );
+}
+
+/**
+ * uri, or, for an absolute local path, its file:// URI: MCP's roots are
+ * file:// URIs, which mcpd checks.
+ */
+export function rootURI(uri: string): string {
+  return !uri.includes("://") && isAbsolute(uri) ? pathToFileURL(uri).href : uri;
 }
 
 function roleName(r: pb.Role): "user" | "assistant" | "unspecified" {

@@ -373,3 +373,14 @@ describe("approval requests", () => {
     assert.equal(t.REQUEST_KINDS.approval, pb.ServerRequestKind.APPROVAL);
   });
 });
+
+describe("roots", () => {
+  it("sends an absolute local path as its file:// URI, and a URI as it is", () => {
+    const roots = t.rootsToProto(["/srv/my app", { uri: "/srv/b", name: "b" }, "file:///kept", "https://example.com/x"]);
+    assert.deepEqual(
+      roots.map((r) => r.uri),
+      ["file:///srv/my%20app", "file:///srv/b", "file:///kept", "https://example.com/x"],
+    );
+    assert.equal(roots[1]?.name, "b");
+  });
+});
