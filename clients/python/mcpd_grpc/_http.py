@@ -77,6 +77,8 @@ READ_GRACE = 1.0
 
 
 _UNIX_SCHEME = _common.HTTP_UNIX_SCHEME
+# _MAX_TIMEOUT_MS is one past the largest Connect-Timeout-Ms: 10 digits.
+_MAX_TIMEOUT_MS = 10_000_000_000
 
 C = TypeVar("C")
 
@@ -169,7 +171,9 @@ class StubBase(Generic[C]):
             "Connect-Protocol-Version: 1",
             f"Content-Length: {length}",
         ]
-        if timeout is not None:
+        if timeout is not None and timeout * 1000 < _MAX_TIMEOUT_MS:
+            # The Connect protocol's header holds at most 10 digits (about
+            # 115 days); a longer timeout is no timeout on the wire.
             lines.append(f"Connect-Timeout-Ms: {max(1, int(timeout * 1000))}")
         for k, v in metadata:
             if "\r" in v or "\n" in v or "\r" in k or "\n" in k:

@@ -220,3 +220,15 @@ def test_http_unix_targets(tmp_path: Path) -> None:
         Client("http+unix://relative.sock")
     with pytest.raises(ValueError, match="https"):
         Client(missing, ca_file=tmp_path / "ca.pem")
+
+
+def test_a_timeout_beyond_the_header_is_left_out() -> None:
+    # Connect-Timeout-Ms holds at most 10 digits (about 115 days), and mcpd
+    # refuses a longer one: such a timeout is no timeout on the wire.
+    from mcpd_grpc._http import HTTPStub
+
+    stub = HTTPStub("http://127.0.0.1:1")
+    assert b"Connect-Timeout-Ms: 1500\r\n" in stub.request_head("/p", "application/proto", (), 1.5, 0)
+    assert b"Connect-Timeout-Ms: 9999999999\r\n" in stub.request_head("/p", "application/proto", (), 9_999_999.999, 0)
+    assert b"Connect-Timeout-Ms" not in stub.request_head("/p", "application/proto", (), 10_000_000.0, 0)
+    assert b"Connect-Timeout-Ms" not in stub.request_head("/p", "application/proto", (), None, 0)
