@@ -379,9 +379,15 @@ func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request)
 		}
 		return []access.Action{{Verb: access.CallTool, Server: server, Tool: p.Name}}, rec, true, nil
 	case "resources/read":
+		if err := mcpclient.CheckURILength("uri", req.(*mcp.ReadResourceRequest).Params.URI); err != nil {
+			return nil, rec, false, err
+		}
 		act, err := readAction(req.(*mcp.ReadResourceRequest).Params.URI)
 		return []access.Action{act}, access.Record{Server: act.Server, URI: act.URI}, true, err
 	case "resources/subscribe":
+		if err := mcpclient.CheckURILength("uri", req.(*mcp.SubscribeRequest).Params.URI); err != nil {
+			return nil, rec, false, err
+		}
 		act, err := readAction(req.(*mcp.SubscribeRequest).Params.URI)
 		return []access.Action{act}, access.Record{Server: act.Server, URI: act.URI}, false, err
 	case "subscriptions/listen":
@@ -397,6 +403,9 @@ func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request)
 		return acts, rec, false, nil
 	case "prompts/get":
 		p := req.(*mcp.GetPromptRequest).Params
+		if err := mcpclient.CheckPromptNameLength("name", p.Name); err != nil {
+			return nil, rec, false, err
+		}
 		server, prompt, err := g.resolvePrompt(caller, p.Name)
 		if err != nil {
 			return nil, access.Record{Prompt: p.Name}, false, err
@@ -414,6 +423,9 @@ func (g *Gateway) describe(caller access.Caller, method string, req mcp.Request)
 		p := req.(*mcp.CompleteRequest).Params
 		if p == nil || p.Ref == nil {
 			return nil, rec, false, nil
+		}
+		if err := errors.Join(mcpclient.CheckPromptNameLength("ref.name", p.Ref.Name), mcpclient.CheckURILength("ref.uri", p.Ref.URI)); err != nil {
+			return nil, rec, false, err
 		}
 		switch p.Ref.Type {
 		case "ref/prompt":

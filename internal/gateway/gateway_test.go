@@ -482,6 +482,19 @@ func TestLongNamesRefused(t *testing.T) {
 			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__app__" + long, Arguments: map[string]any{}})
 			return err
 		},
+		"resource uri": func() error {
+			_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mcpd://app/" + long})
+			return err
+		},
+		"prompt name": func() error {
+			_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "mcp__app__" + long})
+			return err
+		},
+		"completion ref": func() error {
+			_, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: long},
+				Argument: mcp.CompleteParamsArgument{Name: "a"}})
+			return err
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var je *jsonrpc.Error
@@ -491,11 +504,11 @@ func TestLongNamesRefused(t *testing.T) {
 		})
 	}
 	if n := len(buf.String()); n > 10_000 {
-		t.Fatalf("audit trail of %d bytes after three calls: want lines without the name", n)
+		t.Fatalf("audit trail of %d bytes after six requests: want lines without the name", n)
 	}
 	lines := auditLines(t, &buf)
-	if len(lines) != 3 {
-		t.Errorf("audit lines: got %d, want 3", len(lines))
+	if len(lines) != 6 {
+		t.Errorf("audit lines: got %d, want 6, one per refused request", len(lines))
 	}
 	for _, l := range lines {
 		for k, v := range l {

@@ -40,6 +40,36 @@ func CheckToolNameLength(field, name string) error {
 		field, quoteStart(name), len(name), MaxQualifiedToolNameLen)
 }
 
+// MaxURILen bounds a resource URI (or URI template) a request names, in
+// bytes. MCP sets no bound, but web servers refuse request lines longer
+// than 8 to 16 KiB, and a longer one would be copied whole into the
+// answer, the log and the audit line of every request that names it.
+const MaxURILen = 16 << 10
+
+// MaxPromptNameLen bounds a prompt name a request names, qualified or a
+// server's own, in bytes: as a qualified tool name.
+const MaxPromptNameLen = MaxQualifiedToolNameLen
+
+// CheckURILength is CheckServerNameLength for a resource URI or URI
+// template: at most MaxURILen bytes.
+func CheckURILength(field, uri string) error {
+	if len(uri) <= MaxURILen {
+		return nil
+	}
+	return errorf(ErrInvalidArgument, "%s %s is %d bytes long; a resource URI is at most %d",
+		field, quoteStart(uri), len(uri), MaxURILen)
+}
+
+// CheckPromptNameLength is CheckServerNameLength for a prompt name: at
+// most MaxPromptNameLen bytes.
+func CheckPromptNameLength(field, name string) error {
+	if len(name) <= MaxPromptNameLen {
+		return nil
+	}
+	return errorf(ErrInvalidArgument, "%s %s is %d bytes long; a prompt name is at most %d",
+		field, quoteStart(name), len(name), MaxPromptNameLen)
+}
+
 // quotedStart is how many bytes of a name too long an error quotes.
 const quotedStart = 32
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strconv"
@@ -82,11 +83,12 @@ func checkRequest(msg any) error {
 	case *mcpdv1.ListPromptsRequest:
 		return mcpclient.CheckServerNameLength("server", m.GetServer())
 	case *mcpdv1.ReadResourceRequest:
-		return mcpclient.CheckServerNameLength("server", m.GetServer())
+		return errors.Join(mcpclient.CheckServerNameLength("server", m.GetServer()), mcpclient.CheckURILength("uri", m.GetUri()))
 	case *mcpdv1.GetPromptRequest:
-		return mcpclient.CheckServerNameLength("server", m.GetServer())
+		return errors.Join(mcpclient.CheckServerNameLength("server", m.GetServer()), mcpclient.CheckPromptNameLength("name", m.GetName()))
 	case *mcpdv1.CompleteRequest:
-		return mcpclient.CheckServerNameLength("server", m.GetServer())
+		return errors.Join(mcpclient.CheckServerNameLength("server", m.GetServer()),
+			mcpclient.CheckPromptNameLength("prompt", m.GetPrompt()), mcpclient.CheckURILength("resource_template", m.GetResourceTemplate()))
 	case *mcpdv1.SetLogLevelRequest:
 		return mcpclient.CheckServerNameLength("server", m.GetServer())
 	case *mcpdv1.SetRootsRequest:
@@ -96,7 +98,8 @@ func checkRequest(msg any) error {
 			return err
 		}
 		for i, r := range m.GetResources() {
-			if err := mcpclient.CheckServerNameLength("resources["+strconv.Itoa(i)+"].server", r.GetServer()); err != nil {
+			at := "resources[" + strconv.Itoa(i) + "]"
+			if err := errors.Join(mcpclient.CheckServerNameLength(at+".server", r.GetServer()), mcpclient.CheckURILength(at+".uri", r.GetUri())); err != nil {
 				return err
 			}
 		}
@@ -109,7 +112,7 @@ func checkRequest(msg any) error {
 	case *mcpdv1.CallToolStreamRequest:
 		return checkCall(m.GetName(), m.GetArguments(), m.GetMeta())
 	case *mcpdv1.StartPollRequest:
-		if err := mcpclient.CheckServerNameLength("server", m.GetServer()); err != nil {
+		if err := errors.Join(mcpclient.CheckServerNameLength("server", m.GetServer()), mcpclient.CheckURILength("resource_uri", m.GetResourceUri())); err != nil {
 			return err
 		}
 		if err := mcpclient.CheckToolNameLength("tool.name", m.GetTool().GetName()); err != nil {

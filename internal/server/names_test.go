@@ -88,6 +88,36 @@ func TestLongNamesRefused(t *testing.T) {
 			_, err := e.client.GetPrompt(ctx, &mcpdv1.GetPromptRequest{Server: long, Name: "p"})
 			return err
 		},
+		"ReadResource, long uri": func(ctx context.Context) error {
+			_, err := e.client.ReadResource(ctx, &mcpdv1.ReadResourceRequest{Server: "p", Uri: "test://" + long})
+			return err
+		},
+		"GetPrompt, long name": func(ctx context.Context) error {
+			_, err := e.client.GetPrompt(ctx, &mcpdv1.GetPromptRequest{Server: "p", Name: long})
+			return err
+		},
+		"Complete, long prompt": func(ctx context.Context) error {
+			_, err := e.client.Complete(ctx, &mcpdv1.CompleteRequest{Server: "p", Ref: &mcpdv1.CompleteRequest_Prompt{Prompt: long},
+				Argument: &mcpdv1.CompleteArgument{Name: "a"}})
+			return err
+		},
+		"Complete, long template": func(ctx context.Context) error {
+			_, err := e.client.Complete(ctx, &mcpdv1.CompleteRequest{Server: "p", Ref: &mcpdv1.CompleteRequest_ResourceTemplate{ResourceTemplate: "test://" + long},
+				Argument: &mcpdv1.CompleteArgument{Name: "a"}})
+			return err
+		},
+		"Subscribe, long uri": func(ctx context.Context) error {
+			stream, err := e.client.Subscribe(ctx, &mcpdv1.SubscribeRequest{Resources: []*mcpdv1.ResourceRef{{Server: "p", Uri: "test://" + long}}})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			return err
+		},
+		"StartPoll, long uri": func(ctx context.Context) error {
+			_, err := e.client.StartPoll(ctx, &mcpdv1.StartPollRequest{Server: "p", Interval: durationpb.New(time.Hour),
+				Target: &mcpdv1.StartPollRequest_ResourceUri{ResourceUri: "test://" + long}})
+			return err
+		},
 		"ListTools": func(ctx context.Context) error {
 			_, err := e.client.ListTools(ctx, &mcpdv1.ListToolsRequest{Server: long})
 			return err
