@@ -546,7 +546,7 @@ for (const wire of testWires()) {
         const serving = await c.serveTools("frozen", { noop: { description: "Does nothing.", run: () => "ok" } });
         const sub = h2 ? c.subscribe({ servers: ["demo"], kinds: ["server_state"], reconnectTimeoutMs: 1_000 }) : undefined;
         if (sub) await poll("the stream to be open at mcpd", async () => (await subscribers()) === 1);
-        own.signal("SIGSTOP");
+        await own.freeze();
         const failure = (p: Promise<unknown>): Promise<unknown> => p.then((v) => new Error(`no failure: ${JSON.stringify(v)}`), (e: unknown) => e);
         let timer: NodeJS.Timeout | undefined;
         const hang = new Promise<never>((_, reject) => {

@@ -7,6 +7,7 @@
 //   MCPD_E2E_REQUIRED=1  a missing binary fails the run instead of skipping
 //   MCPD_TEST_WIRES      the wires to test, comma-separated (default: all the daemon serves)
 
+import assert from "node:assert/strict";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
@@ -78,6 +79,22 @@ export async function poll<T>(what: string, fn: () => Promise<T> | T, timeoutMs 
     if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${String(last)}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** Whether every thread of the process pid is stopped (Linux's /proc). */
+function allThreadsStopped(pid: number): boolean {
+  for (const task of fs.readdirSync(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/${pid}/task/${task}/stat`, "utf8");
+    } catch {
+      continue; // the thread has ended
+    }
+    // "tid (comm) state ...": comm may hold spaces and parentheses.
+    const state = stat.slice(stat.lastIndexOf(")") + 1).trim().split(" ")[0];
+    if (state !== "T" && state !== "t") return false;
+  }
+  return true;
 }
 
 function connectable(socket: string): Promise<boolean> {
@@ -194,6 +211,18 @@ export class Daemon {
    */
   signal(sig: NodeJS.Signals): void {
     this.proc?.kill(sig);
+  }
+
+  /**
+   * Freezes mcpd (SIGSTOP) and waits until every thread of it has
+   * stopped: the signal stops one thread, which then stops the others,
+   * and until they all are, mcpd may still answer a call made right away.
+   */
+  async freeze(): Promise<void> {
+    const pid = this.proc?.pid;
+    assert.ok(pid !== undefined, "mcpd is not running");
+    this.signal("SIGSTOP");
+    await poll("every thread of mcpd to stop", () => allThreadsStopped(pid));
   }
 
   logTail(n = 40): string {
