@@ -136,25 +136,32 @@ func TestReadRefusesWhatIsNoFile(t *testing.T) {
 	}
 }
 
-func TestReadFIFOWithWriter(t *testing.T) {
+// filledFIFO returns a FIFO that holds data and has no writer left: the
+// test holds the read end open while it writes and closes the write end,
+// so that the data waits in the pipe for Read, which then finds it with
+// no writer: the end of the data.
+func filledFIFO(t *testing.T, data []byte) string {
+	t.Helper()
 	path := fifo(t)
-	// The test holds the read end open while it writes and closes the
-	// write end, so that the data waits in the pipe for Read, which then
-	// finds it with no writer left: the end of the data.
 	hold, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer hold.Close()
+	t.Cleanup(func() { hold.Close() })
 	w, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte(`{"mcpServers": {}}`)
-	if _, err := w.Write(want); err != nil {
+	if _, err := w.Write(data); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
+	return path
+}
+
+func TestReadFIFOWithWriter(t *testing.T) {
+	want := []byte(`{"mcpServers": {}}`)
+	path := filledFIFO(t, want)
 	got, err := Read(path, 100)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("Read: got %q, %v; want %q", got, err, want)
@@ -162,20 +169,7 @@ func TestReadFIFOWithWriter(t *testing.T) {
 }
 
 func TestReadFIFOOverTheBound(t *testing.T) {
-	path := fifo(t)
-	hold, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Close()
-	w, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(bytes.Repeat([]byte("x"), 101)); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	path := filledFIFO(t, bytes.Repeat([]byte("x"), 101))
 	if _, err := Read(path, 100); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("got %v, want ErrTooLarge", err)
 	}

@@ -2,14 +2,17 @@ package mcpclient
 
 import (
 	"context"
+	"iter"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 )
 
 // inflight caps the calls in flight to one server. A call waits for a slot
 // up to the queue timeout (or its own deadline, if sooner), then fails with
-// ErrQueueTimeout (of kind ErrResourceExhausted): a flood of calls must not pile up without bound in
-// front of one slow server. It counts the calls running and waiting, and
+// ErrQueueTimeout (of kind ErrResourceExhausted): a flood of calls must
+// not pile up without bound in front of one slow server. It counts the calls running and waiting, and
 // the rejected ones, for the metrics.
 type inflight struct {
 	slots     chan struct{} // nil: no cap
@@ -80,24 +83,21 @@ const MaxJSONDepth = 100
 func JSONTooDeep(v any) bool { return jsonTooDeep(v, 1) }
 
 func jsonTooDeep(v any, depth int) bool {
+	var elems iter.Seq[any]
 	switch x := v.(type) {
 	case map[string]any:
-		if depth > MaxJSONDepth {
-			return true
-		}
-		for _, e := range x {
-			if jsonTooDeep(e, depth+1) {
-				return true
-			}
-		}
+		elems = maps.Values(x)
 	case []any:
-		if depth > MaxJSONDepth {
+		elems = slices.Values(x)
+	default:
+		return false
+	}
+	if depth > MaxJSONDepth {
+		return true
+	}
+	for e := range elems {
+		if jsonTooDeep(e, depth+1) {
 			return true
-		}
-		for _, e := range x {
-			if jsonTooDeep(e, depth+1) {
-				return true
-			}
 		}
 	}
 	return false

@@ -150,8 +150,9 @@ func usableToolName(name string) error {
 }
 
 // checkToolName applies MCP's tool name rule (2025-11-25): 1 to 128 of
-// A-Z, a-z, 0-9, '_', '-' and '.'. It checks the tools agents serve and
-// those servers list alike.
+// A-Z, a-z, 0-9, '_', '-' and '.'. A tool an agent serves under a name it
+// refuses is refused; one a server lists is kept, with a note
+// (refreshTools).
 func checkToolName(name string) error {
 	if name == "" {
 		return errors.New("tool name is empty (MCP allows 1 to 128 of A-Z, a-z, 0-9, _, - and .)")
