@@ -9,9 +9,11 @@ import (
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
-// CommandPolicy restricts which commands ConnectServer may start. Servers
-// from the daemon's own config file are trusted and not checked; the ones
-// a state file restores came from ConnectServer and are checked again.
+// CommandPolicy restricts which commands ConnectServer may start, and,
+// while it restricts them, keeps ConnectServer from naming local files.
+// Servers from the daemon's own config file are trusted and not checked;
+// the ones a state file restores came from ConnectServer and are checked
+// again.
 type CommandPolicy struct {
 	// Allowed lists the commands a request may name, compared as exact
 	// strings (so "npx" does not allow "/tmp/npx"). Empty allows every
@@ -22,16 +24,24 @@ type CommandPolicy struct {
 	None bool
 }
 
-// Check refuses a stdio server whose command the policy does not allow.
+// Check refuses a stdio server whose command the policy does not allow,
+// and, when the policy allows not every command, a server whose oauth
+// block names a file.
 func (p *CommandPolicy) Check(cfg config.Server) error {
-	if p == nil || cfg.Kind != config.TransportStdio {
+	if p == nil || (!p.None && len(p.Allowed) == 0) {
+		return nil
+	}
+	if field := oauthFile(cfg.OAuth); field != "" {
+		// mcpd reads the file as its own user and sends it (or a
+		// signature made with it) to an authorization server the request
+		// names: any file of that user, its API token file among them.
+		return mcpclient.Deny("oauth.%s: a server added through the API names no local file while --allow-command is set; give the value itself, or put the server in the config file", field)
+	}
+	if cfg.Kind != config.TransportStdio {
 		return nil
 	}
 	if p.None {
 		return mcpclient.Deny("command %q: mcpd starts no command for ConnectServer (--allow-command none)", cfg.Command)
-	}
-	if len(p.Allowed) == 0 {
-		return nil
 	}
 	if !slices.Contains(p.Allowed, cfg.Command) {
 		return mcpclient.Deny("command %q is not in mcpd's --allow-command list", cfg.Command)
@@ -49,4 +59,19 @@ func (p *CommandPolicy) Check(cfg config.Server) error {
 		return mcpclient.Deny("command %q with PATH in its env: the server's PATH finds it, so it is not the command --allow-command allows; allow an absolute path", cfg.Command)
 	}
 	return nil
+}
+
+// oauthFile names the field of o that names a local file, "" if none.
+func oauthFile(o *config.OAuth) string {
+	switch {
+	case o == nil:
+		return ""
+	case o.PrivateKeyFile != "":
+		return "private_key_file"
+	case o.AssertionFile != "":
+		return "assertion_file"
+	case o.IdP != nil && o.IdP.IDTokenFile != "":
+		return "idp.id_token_file"
+	}
+	return ""
 }

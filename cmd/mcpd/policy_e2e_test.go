@@ -1,0 +1,108 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// tokenEndpointSpy is an HTTP MCP server that wants OAuth, with its own
+// authorization server, whose token endpoint records the form values it
+// is sent (the assertions and ID tokens of the grants without a person)
+// and refuses every request.
+type tokenEndpointSpy struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	sent []string
+}
+
+func newTokenEndpointSpy(t *testing.T) *tokenEndpointSpy {
+	t.Helper()
+	s := &tokenEndpointSpy{}
+	mux := http.NewServeMux()
+	s.srv = httptest.NewServer(mux)
+	t.Cleanup(s.srv.Close)
+	base := s.srv.URL
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	})
+	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
+		writeTestJSON(w, http.StatusOK, map[string]any{"resource": base + "/mcp", "authorization_servers": []string{base}})
+	})
+	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
+		writeTestJSON(w, http.StatusOK, map[string]any{
+			"issuer": base, "token_endpoint": base + "/token", "response_types_supported": []string{"code"},
+			"grant_types_supported":            []string{"client_credentials", "urn:ietf:params:oauth:grant-type:jwt-bearer"},
+			"code_challenge_methods_supported": []string{"S256"},
+		})
+	})
+	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		s.mu.Lock()
+		for _, vs := range r.PostForm {
+			s.sent = append(s.sent, vs...)
+		}
+		s.mu.Unlock()
+		writeTestJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_grant"})
+	})
+	return s
+}
+
+// received reports whether the token endpoint was sent a value holding
+// text.
+func (s *tokenEndpointSpy) received(text string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.sent {
+		if strings.Contains(v, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAllowCommandKeepsLocalFiles: with --allow-command in force, a
+// ConnectServer request cannot have mcpd read a file of its choosing for
+// an OAuth grant (an assertion, an ID token, a signing key) and send it,
+// or a signature made with it, to an authorization server the request
+// names: that would read (or sign with) any file of mcpd's user, its API
+// token file and the servers' keys among them.
+func TestAllowCommandKeepsLocalFiles(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	const secretText = "file-secret-5d1e2b"
+	if err := os.WriteFile(secret, []byte(secretText+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spy := newTokenEndpointSpy(t)
+	requests := map[string]*mcpdv1.OAuthConfig{
+		"assertion-file": {Grant: "jwt_bearer", AssertionFile: secret},
+		"id-token-file": {Grant: "token_exchange", ClientId: "mcpd", Idp: &mcpdv1.OAuthIdentityProvider{
+			Issuer: spy.srv.URL, TokenEndpoint: spy.srv.URL + "/token", IdTokenFile: secret,
+		}},
+		"private-key-file": {Grant: "client_credentials", ClientId: "mcpd", PrivateKeyFile: secret},
+	}
+	for _, allow := range []string{"none", "/bin/true"} {
+		d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--allow-command", allow}})
+		for name, o := range requests {
+			_, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: httpServerConfig(name, spy.srv.URL+"/mcp", o)})
+			if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "--allow-command") {
+				t.Errorf("--allow-command %s: ConnectServer with oauth %v: got %v, want PERMISSION_DENIED naming --allow-command", allow, o, err)
+			}
+		}
+		if spy.received(secretText) {
+			t.Errorf("--allow-command %s: the token endpoint a request named was sent the contents of a local file", allow)
+		}
+	}
+}
