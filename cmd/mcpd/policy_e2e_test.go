@@ -18,16 +18,18 @@ import (
 // tokenEndpointSpy is an HTTP MCP server that wants OAuth, with its own
 // authorization server, whose token endpoint records the form values it
 // is sent (the assertions and ID tokens of the grants without a person)
-// and refuses every request.
+// and refuses every request; with echo, its error_description quotes
+// them, as careless authorization servers do.
 type tokenEndpointSpy struct {
 	srv  *httptest.Server
+	echo bool
 	mu   sync.Mutex
 	sent []string
 }
 
-func newTokenEndpointSpy(t *testing.T) *tokenEndpointSpy {
+func newTokenEndpointSpy(t *testing.T, echo bool) *tokenEndpointSpy {
 	t.Helper()
-	s := &tokenEndpointSpy{}
+	s := &tokenEndpointSpy{echo: echo}
 	mux := http.NewServeMux()
 	s.srv = httptest.NewServer(mux)
 	t.Cleanup(s.srv.Close)
@@ -53,7 +55,11 @@ func newTokenEndpointSpy(t *testing.T) *tokenEndpointSpy {
 			s.sent = append(s.sent, vs...)
 		}
 		s.mu.Unlock()
-		writeTestJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_grant"})
+		answer := map[string]any{"error": "invalid_grant"}
+		if s.echo {
+			answer["error_description"] = "refused: " + r.PostForm.Encode()
+		}
+		writeTestJSON(w, http.StatusBadRequest, answer)
 	})
 	return s
 }
@@ -85,7 +91,7 @@ func TestAllowCommandKeepsLocalFiles(t *testing.T) {
 	if err := os.WriteFile(secret, []byte(secretText+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	spy := newTokenEndpointSpy(t)
+	spy := newTokenEndpointSpy(t, false)
 	requests := map[string]*mcpdv1.OAuthConfig{
 		"assertion-file": {Grant: "jwt_bearer", AssertionFile: secret},
 		"id-token-file": {Grant: "token_exchange", ClientId: "mcpd", Idp: &mcpdv1.OAuthIdentityProvider{
@@ -105,4 +111,31 @@ func TestAllowCommandKeepsLocalFiles(t *testing.T) {
 			t.Errorf("--allow-command %s: the token endpoint a request named was sent the contents of a local file", allow)
 		}
 	}
+}
+
+// TestTokenEndpointEchoNotShown: an authorization server that quotes the
+// request in its error_description does not get mcpd to show the client
+// secret or the assertion it sent, in last_error or in the log.
+func TestTokenEndpointEchoNotShown(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	spy := newTokenEndpointSpy(t, true)
+	const clientSecret, assertion = "client-secret-91be0c", "inline-assertion-7c2a9f"
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+	o := &mcpdv1.OAuthConfig{Grant: "jwt_bearer", Assertion: assertion, ClientId: "mcpd",
+		ClientSecret: clientSecret, TokenEndpointAuthMethod: "client_secret_post"}
+	resp, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: httpServerConfig("echoing", spy.srv.URL+"/mcp", o)})
+	if err != nil {
+		t.Fatalf("ConnectServer: %v", err)
+	}
+	if !spy.received(assertion) {
+		t.Fatalf("the token endpoint was not asked for a token (server %v)", resp.GetServer())
+	}
+	if !strings.Contains(resp.GetServer().GetLastError(), "invalid_grant") {
+		t.Errorf("last_error %q: want the token endpoint's refusal", resp.GetServer().GetLastError())
+	}
+	secrets := []string{clientSecret, assertion}
+	checkNoSecrets(t, "ConnectServer's answer", resp.GetServer().GetLastError(), secrets)
+	checkNoSecrets(t, "ListServers and GetServer", serversText(ctx, t, d), secrets)
+	checkNoSecrets(t, "mcpd's log", d.log.String(), secrets)
 }

@@ -182,7 +182,7 @@ func tokenRequest(ctx context.Context, c *http.Client, endpoint string, form url
 				dpop.setNonce(endpoint, resp.Header.Get("DPoP-Nonce"))
 				continue
 			}
-			return nil, &tokenError{Status: resp.StatusCode, Code: te.Error, Description: te.Description}
+			return nil, &tokenError{Status: resp.StatusCode, Code: te.Error, Description: withoutSecrets(te.Description, body, ca.secret)}
 		}
 		if dpop != nil {
 			if n := resp.Header.Get("DPoP-Nonce"); n != "" {
@@ -191,6 +191,32 @@ func tokenRequest(ctx context.Context, c *http.Client, endpoint string, form url
 		}
 		return parseTokenResponse(data)
 	}
+}
+
+// secretFormFields are the fields of a token request whose values are
+// secrets.
+var secretFormFields = []string{"client_secret", "client_assertion", "assertion", "subject_token", "refresh_token", "code", "code_verifier"}
+
+// withoutSecrets is a token endpoint's error description with every
+// secret of the request it answers (form holds the request's fields,
+// clientSecret the client's secret, sent as a header or a field) masked:
+// the description reaches last_error and the log, and an authorization
+// server may quote the request in it.
+func withoutSecrets(description string, form url.Values, clientSecret string) string {
+	secrets := []string{clientSecret}
+	for _, f := range secretFormFields {
+		secrets = append(secrets, form[f]...)
+	}
+	for _, secret := range secrets {
+		if secret == "" {
+			continue
+		}
+		description = strings.ReplaceAll(description, secret, "[REDACTED]")
+		if escaped := url.QueryEscape(secret); escaped != secret {
+			description = strings.ReplaceAll(description, escaped, "[REDACTED]")
+		}
+	}
+	return description
 }
 
 func parseTokenResponse(data []byte) (*tokenRecord, error) {
