@@ -494,11 +494,13 @@ func (s *Server) DisplayArgs() []string {
 }
 
 // DisplayURL returns the URL as it may be shown: the ${VAR} template it
-// came from, or the URL with userinfo and query values redacted.
+// came from, or the URL, with userinfo and query values redacted (but for
+// a query value that is one ${VAR} reference alone: it names the
+// variable, not its value).
 func (s *Server) DisplayURL() string {
 	switch {
 	case s.urlTemplate != "":
-		return s.urlTemplate
+		return redactTemplate(s.urlTemplate)
 	case s.URL == "":
 		return ""
 	}
@@ -632,6 +634,47 @@ func RedactURI(uri string) string {
 // (#access_token=...); "" as `""`, and a string that does not parse as a
 // URL as "<invalid url>".
 func RedactURL(raw string) string {
+	return redactURL(raw, nil)
+}
+
+// templateRef is one ${...} reference of a template, as Expand reads it:
+// up to the first "}".
+var templateRef = regexp.MustCompile(`\$\{[^}]*\}`)
+
+// redactTemplate is a URL template (a URL with ${VAR} references) masked
+// as RedactURL masks a URL: a literal password or key written in the
+// template is as secret as one in a URL. A query value that is one
+// reference without a default stays, naming its variable.
+func redactTemplate(template string) string {
+	var refs []string
+	// Digits, which fit anywhere a reference may stand: a port too.
+	placeholder := func(i int) string { return fmt.Sprintf("739461%04d8250", i) }
+	masked := templateRef.ReplaceAllStringFunc(template, func(ref string) string {
+		refs = append(refs, ref)
+		return placeholder(len(refs) - 1)
+	})
+	keep := func(v string) bool {
+		for i, ref := range refs {
+			if v == placeholder(i) {
+				return !strings.Contains(ref, ":-")
+			}
+		}
+		return false
+	}
+	out := redactURL(masked, keep)
+	if out == "<invalid url>" && !strings.ContainsAny(template, "@?#") {
+		// A template that is no URL until expanded (${SCHEME}://...) and
+		// has no user info or query to mask.
+		return template
+	}
+	for i, ref := range refs {
+		out = strings.ReplaceAll(out, placeholder(i), ref)
+	}
+	return out
+}
+
+// redactURL is RedactURL, but for query values keep says to leave.
+func redactURL(raw string, keep func(string) bool) string {
 	if raw == "" {
 		return `""`
 	}
@@ -649,23 +692,26 @@ func RedactURL(raw string) string {
 		u.Path, u.RawPath = redactNestedUserinfo(u.Path), ""
 	}
 	if u.RawQuery != "" {
-		u.RawQuery = redactValues(u.RawQuery)
+		u.RawQuery = redactValues(u.RawQuery, keep)
 	}
 	if strings.Contains(u.Fragment, "=") {
 		// The fragment as sent in an OAuth implicit grant's redirect.
-		u.RawFragment = redactValues(u.EscapedFragment())
+		u.RawFragment = redactValues(u.EscapedFragment(), keep)
 		u.Fragment, _ = url.PathUnescape(u.RawFragment) // what Encode wrote decodes
 	}
 	return u.String()
 }
 
-// redactValues is the query (or fragment) q with every value masked. A
-// pair that does not parse is dropped: it cannot be shown masked.
-func redactValues(q string) string {
+// redactValues is the query (or fragment) q with every value masked but
+// those keep (if set) leaves. A pair that does not parse is dropped: it
+// cannot be shown masked.
+func redactValues(q string, keep func(string) bool) string {
 	vals, _ := url.ParseQuery(q)
 	for _, vs := range vals {
 		for i := range vs {
-			vs[i] = redacted
+			if keep == nil || !keep(vs[i]) {
+				vs[i] = redacted
+			}
 		}
 	}
 	return vals.Encode()

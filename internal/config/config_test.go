@@ -387,6 +387,19 @@ func TestString(t *testing.T) {
 			absent: []string{secret},
 		},
 		{
+			name: "url from template with literal secrets",
+			s: Server{Name: "docs", Kind: TransportHTTP, URL: "https://u:" + secret + "@h:8443/mcp?sig=" + secret + "&key=v",
+				urlTemplate: "https://u:" + secret + "@${HOST}:${PORT}/mcp?sig=" + secret + "&key=${KEY}&d=${D:-" + secret + "}"},
+			want:   "docs (http): https://xxxxx@${HOST}:${PORT}/mcp?d=xxxxx&key=${KEY}&sig=xxxxx",
+			absent: []string{secret},
+		},
+		{
+			name:   "url from template that is no URL until expanded",
+			s:      Server{Name: "docs", Kind: TransportHTTP, URL: "https://h/mcp", urlTemplate: "${SCHEME}://h/mcp"},
+			want:   "docs (http): ${SCHEME}://h/mcp",
+			absent: []string{secret},
+		},
+		{
 			name: "options",
 			s: Server{Name: "o", Kind: TransportStdio, Command: "c", ConnectTimeout: time.Second, ProtocolVersion: "2025-06-18",
 				ToolsAllow: []string{"a", "b_*"}, ToolsDeny: []string{"d"}, ToolsAsk: []string{"w*"}},
