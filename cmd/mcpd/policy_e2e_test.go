@@ -139,3 +139,25 @@ func TestTokenEndpointEchoNotShown(t *testing.T) {
 	checkNoSecrets(t, "ListServers and GetServer", serversText(ctx, t, d), secrets)
 	checkNoSecrets(t, "mcpd's log", d.log.String(), secrets)
 }
+
+// TestAllowCommandRefusesLoaderEnv: an allowed program does not start with
+// the dynamic loader's variables from the request (LD_PRELOAD and the
+// like), which would load code of the request's choosing into it, whatever
+// the program.
+func TestAllowCommandRefusesLoaderEnv(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--allow-command", "/bin/true"}})
+	for _, name := range []string{"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES"} {
+		env := map[string]string{name: filepath.Join(t.TempDir(), "inject.so")}
+		_, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: stdioConfig(strings.ToLower(strings.ReplaceAll(name, "_", "-")), "/bin/true", nil, env)})
+		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), name) {
+			t.Errorf("ConnectServer /bin/true with %s in env: got %v, want PERMISSION_DENIED naming it", name, err)
+		}
+	}
+	// Other variables reach the program as before.
+	_, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: stdioConfig("plain", "/bin/true", nil, map[string]string{"LOG_LEVEL": "debug"})})
+	if err != nil {
+		t.Errorf("ConnectServer /bin/true with LOG_LEVEL in env: %v", err)
+	}
+}

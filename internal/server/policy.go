@@ -1,6 +1,7 @@
 package server
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -51,6 +52,13 @@ func (p *CommandPolicy) Check(cfg config.Server) error {
 	// program.
 	if cfg.Cwd != "" && !filepath.IsAbs(cfg.Command) && strings.ContainsRune(cfg.Command, filepath.Separator) {
 		return mcpclient.Deny("command %q is a relative path: with cwd set it is not the command --allow-command allows; allow an absolute path", cfg.Command)
+	}
+	// The dynamic loader's variables load code of the request's choosing
+	// into any dynamically linked program, whatever the list allows.
+	for _, name := range slices.Sorted(maps.Keys(cfg.Env)) {
+		if strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") {
+			return mcpclient.Deny("env %s: the dynamic loader's variables would load code of the request's choosing into command %q, so --allow-command does not let a request set them", name, cfg.Command)
+		}
 	}
 	// A command without a slash is looked up in the server's own PATH when
 	// its env sets one: with a PATH of the request's choosing, "npx" could
