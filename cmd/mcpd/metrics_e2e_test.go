@@ -266,6 +266,10 @@ func TestMetricsListenerSafety(t *testing.T) {
 			{httpsClient, "https", "", http.StatusUnauthorized},
 			{httpsClient, "https", "Bearer wrong", http.StatusUnauthorized},
 			{httpsClient, "https", "Bearer " + token, http.StatusOK},
+			// The scheme is case-insensitive (RFC 9110), as on the
+			// other wires.
+			{httpsClient, "https", "bearer " + token, http.StatusOK},
+			{httpsClient, "https", "Bearer " + token + "x", http.StatusUnauthorized},
 			// Plain HTTP gets no metrics, token or not: net/http answers
 			// a plaintext request on a TLS listener with 400.
 			{http.DefaultClient, "http", "Bearer " + token, http.StatusBadRequest},
