@@ -35,6 +35,8 @@ func TestConfigFile(t *testing.T) {
 		"unset-var":  map[string]any{"command": "${MCPD_E2E_NEVER_SET}"},
 		"no-command": map[string]any{"args": []string{"serve"}},
 		"no-binary":  map[string]any{"command": "/nonexistent/mcpd-e2e-server"},
+		// VS Code prompts for ${input:...} values; mcpd cannot.
+		"vscode-input": map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}, "env": map[string]any{"API_KEY": "${input:api-key}"}},
 	}}
 	d := startDaemon(ctx, t, daemonOptions{
 		config: writeConfig(t, mustJSON(t, cfg)),
@@ -58,6 +60,7 @@ func TestConfigFile(t *testing.T) {
 		{"unset-var", []string{"MCPD_E2E_NEVER_SET", "not set"}},
 		{"no-command", []string{"command"}},
 		{"no-binary", []string{"/nonexistent/mcpd-e2e-server", "no such file"}},
+		{"vscode-input", []string{"env.API_KEY", "${input:api-key}", "VS Code", "cannot prompt"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := d.waitServer(ctx, t, tc.name, mcpdv1.ServerState_SERVER_STATE_FAILED)
@@ -77,7 +80,7 @@ func TestConfigFile(t *testing.T) {
 	for _, s := range list.GetServers() {
 		names = append(names, s.GetName())
 	}
-	if want := []string{"good", "no-binary", "no-command", "unset-var"}; !slices.Equal(names, want) {
+	if want := []string{"good", "no-binary", "no-command", "unset-var", "vscode-input"}; !slices.Equal(names, want) {
 		t.Errorf("servers: got %v, want %v (sorted, and no demo server when --config is given)", names, want)
 	}
 }

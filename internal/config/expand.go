@@ -33,8 +33,9 @@ func (e *UnsetVariableError) Error() string {
 //     as written. There is no escape: "$${VAR}" is "$" followed by VAR's
 //     value.
 //   - VAR is [A-Za-z_][A-Za-z0-9_]*. An unterminated "${", an empty or
-//     malformed name, and other shell forms (${VAR-x}, ${VAR:=x},
-//     VS Code's ${input:id}) are errors.
+//     malformed name, and other shell forms (${VAR-x}, ${VAR:=x}) are
+//     errors. So is VS Code's ${input:id}, a value the editor prompts
+//     for: its error says so, as "unsupported expansion" would not.
 //
 // Errors name the variable but never print a value.
 func Expand(s string, lookup func(string) (string, bool)) (string, error) {
@@ -72,6 +73,10 @@ func expandRef(body string, lookup func(string) (string, bool)) (string, error) 
 	// stays variable env with a default.
 	if rest, ok := strings.CutPrefix(body, "env:"); ok && !strings.HasPrefix(rest, "-") {
 		body = rest
+	}
+	if id, ok := strings.CutPrefix(body, "input:"); ok && !strings.HasPrefix(id, "-") {
+		// An input id names a prompt in the file, not a secret.
+		return "", fmt.Errorf("${input:%s} is a VS Code input, which mcpd cannot prompt for: give the value as ${VAR} from mcpd's environment", id)
 	}
 	n := 0
 	for n < len(body) && isVarByte(body[n], n == 0) {

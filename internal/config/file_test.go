@@ -122,7 +122,7 @@ func TestParseVSCode(t *testing.T) {
 		t.Errorf("Warnings: got %q, want %q", f.Warnings, want)
 	}
 	errs := entryErrors(f)
-	if len(errs) != 1 || !strings.Contains(errs["prompted"], "headers.Authorization: unsupported expansion after variable input") {
+	if len(errs) != 1 || !strings.Contains(errs["prompted"], "headers.Authorization: ${input:api-key} is a VS Code input") {
 		t.Errorf("Invalid: got %q, want one error for prompted about ${input:...}", errs)
 	}
 }
