@@ -12,8 +12,9 @@ import (
 // The files of the user and project scopes.
 const (
 	// userClaudeFile is Claude Code's user settings: its top-level
-	// "mcpServers" are the user's servers. Read first, so that mcpd's own
-	// user file wins.
+	// "mcpServers" are the user's servers (read first, so that mcpd's own
+	// user file wins), and projects[<dir>].mcpServers the servers of its
+	// local scope for project dir (read before mcpd's local file).
 	userClaudeFile = ".claude.json"
 	// userFile is mcpd's own user file, in the home directory.
 	userFile = ".mcp.json"
@@ -25,7 +26,8 @@ const (
 )
 
 // configLayers lists what mcpd reads, in order: the managed file, the
-// user's files, the project's file, the local file, then every --config
+// user's files, the project's file, the local files (Claude Code's servers
+// for the project, then mcpd's .mcp.local.json), then every --config
 // (a file, or inline JSON when it starts with '{'). Only --config files
 // must exist.
 func configLayers(c *config) ([]mcpconfig.Layer, error) {
@@ -37,7 +39,8 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 	if read[mcpconfig.ScopeManaged] && c.managedConfig != "" {
 		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeManaged, Path: c.managedConfig, Optional: true})
 	}
-	if home, err := os.UserHomeDir(); err == nil && read[mcpconfig.ScopeUser] {
+	home, homeErr := os.UserHomeDir()
+	if homeErr == nil && read[mcpconfig.ScopeUser] {
 		layers = append(layers,
 			mcpconfig.Layer{Scope: mcpconfig.ScopeUser, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true},
 			mcpconfig.Layer{Scope: mcpconfig.ScopeUser, Path: filepath.Join(home, userFile), Optional: true},
@@ -65,6 +68,16 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeProject, Path: filepath.Join(dir, projectFile), Optional: true})
 	}
 	if read[mcpconfig.ScopeLocal] {
+		if homeErr == nil {
+			// Claude Code's local scope (what `claude mcp add` writes by
+			// default): its servers for this project, kept under the
+			// project's path. mcpd's own local file wins over them.
+			keys := []string{dir}
+			if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
+				keys = append(keys, real)
+			}
+			layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true, Projects: keys})
+		}
 		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(dir, localFile), Optional: true})
 	}
 	for i, v := range c.configs {

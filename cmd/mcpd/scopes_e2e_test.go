@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -187,6 +188,92 @@ func TestEditorFileWithoutServersKeepsDefault(t *testing.T) {
 	replaceFile(t, filepath.Join(home, ".claude.json"), `{"numStartups": 3, "projects": {}}`)
 	d := startDaemon(ctx, t, daemonOptions{args: []string{"--project", project}, env: []string{"HOME=" + home}})
 	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+}
+
+// TestClaudeCodeLocalScope reads the servers `claude mcp add` keeps for
+// one project (its default, local scope) in ~/.claude.json, under
+// projects[<project dir>]: they override the project's .mcp.json, as in
+// Claude Code, and mcpd's own .mcp.local.json overrides them. Other
+// projects' servers are not read, and a project entry without servers
+// (Claude Code writes one for every directory it opens) keeps the demo
+// server. A reload picks up what Claude Code changed.
+func TestClaudeCodeLocalScope(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	home, project, other := shortTempDir(t), shortTempDir(t), shortTempDir(t)
+	// mcpd is pointed at the project through a symlink; Claude Code keys
+	// the project by its real path.
+	realProject, err := filepath.EvalSymlinks(project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(shortTempDir(t), "app")
+	if err := os.Symlink(project, link); err != nil {
+		t.Fatal(err)
+	}
+	claude := filepath.Join(home, ".claude.json")
+	claudeFile := func(local map[string]any) string {
+		return mustJSON(t, map[string]any{
+			"numStartups": 12,
+			"mcpServers":  map[string]any{"u": demoEntry(t, "user")},
+			"projects": map[string]any{
+				realProject: map[string]any{"allowedTools": []string{}, "mcpServers": local, "disabledMcpjsonServers": []string{}},
+				other:       map[string]any{"mcpServers": map[string]any{"elsewhere": demoEntry(t, "other")}},
+			},
+		})
+	}
+	replaceFile(t, claude, claudeFile(map[string]any{
+		"l": demoEntry(t, "claude-local"), "p": demoEntry(t, "claude-local"), "x": demoEntry(t, "claude-local"),
+	}))
+	scopeFile(t, filepath.Join(project, ".mcp.json"), "project", []string{"p"}, nil)
+	scopeFile(t, filepath.Join(project, ".mcp.local.json"), "mcp-local", []string{"x"}, nil)
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--project", link}, env: []string{"HOME=" + home}})
+
+	localSource := claude + " projects[" + strconv.Quote(realProject) + "]"
+	wants := map[string]struct {
+		mark   string
+		scope  mcpdv1.ConfigScope
+		source string
+	}{
+		"u": {"user", mcpdv1.ConfigScope_CONFIG_SCOPE_USER, claude},
+		"l": {"claude-local", mcpdv1.ConfigScope_CONFIG_SCOPE_LOCAL, localSource},
+		"p": {"claude-local", mcpdv1.ConfigScope_CONFIG_SCOPE_LOCAL, localSource},
+		"x": {"mcp-local", mcpdv1.ConfigScope_CONFIG_SCOPE_LOCAL, filepath.Join(link, ".mcp.local.json")},
+	}
+	for name, w := range wants {
+		s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
+		if !slices.Contains(s.GetArgs(), w.mark) || s.GetScope() != w.scope || s.GetSource() != w.source {
+			t.Errorf("server %s: got args %q scope %v source %q; want mark %q scope %v source %q",
+				name, s.GetArgs(), s.GetScope(), s.GetSource(), w.mark, w.scope, w.source)
+		}
+	}
+	list, err := d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.GetServers()); n != len(wants) {
+		t.Errorf("ListServers: got %d servers, want %d (none of another project's)", n, len(wants))
+	}
+
+	// `claude mcp remove l` and `p`: l goes, and p falls back to the
+	// project's .mcp.json.
+	replaceFile(t, claude, claudeFile(map[string]any{"x": demoEntry(t, "claude-local")}))
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the removed local server is gone", func() (bool, error) {
+		_, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "l"})
+		return status.Code(err) == codes.NotFound, nil
+	})
+	poll(ctx, t, "p comes from the project's .mcp.json again", func() (bool, error) {
+		resp, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "p"})
+		s := resp.GetServer()
+		return s.GetState() == mcpdv1.ServerState_SERVER_STATE_READY && s.GetScope() == mcpdv1.ConfigScope_CONFIG_SCOPE_PROJECT && slices.Contains(s.GetArgs(), "project"), err
+	})
+
+	// A project Claude Code opened but gave no servers is no config.
+	empty := shortTempDir(t)
+	replaceFile(t, claude, mustJSON(t, map[string]any{"projects": map[string]any{empty: map[string]any{"mcpServers": map[string]any{}}}}))
+	d2 := startDaemon(ctx, t, daemonOptions{args: []string{"--project", empty}, env: []string{"HOME=" + home}})
+	d2.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
 }
 
 // TestServerToggles disables and enables servers, lists "disabled": true

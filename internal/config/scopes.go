@@ -1,11 +1,13 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -82,6 +84,13 @@ type Layer struct {
 	// file without a "mcpServers" or "servers" key is skipped as if it
 	// did not exist, instead of being an error.
 	Shared bool
+	// Projects, for a Shared file, reads what Claude Code keeps for one
+	// project in ~/.claude.json instead of the top level: the object
+	// projects[key] for the first of these keys the file has (the
+	// project's path as given, then with its symlinks resolved). One
+	// without servers is skipped, as Claude Code writes such an object
+	// for every directory it is started in.
+	Projects []string
 	// State marks mcpd's own state file (see [MarshalEntry]): its values
 	// are read back as they were written, and only the references written
 	// for secrets expand.
@@ -169,6 +178,17 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 				return nil, fmt.Errorf("load config: %w", err)
 			}
 		}
+		name := l.Path
+		if len(l.Projects) > 0 {
+			project, key, err := claudeProject(data, l.Projects)
+			if err != nil {
+				return nil, fmt.Errorf("load config %s: %w", l.Path, err)
+			}
+			if project == nil {
+				continue
+			}
+			data, name = project, l.Path+" projects["+strconv.Quote(key)+"]"
+		}
 		opts := parseOptions{expand: expandWith(lookup), shared: l.Shared}
 		if l.State {
 			opts.expand = stateExpander(lookup, l.Reserved)
@@ -182,9 +202,12 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("load config %s: %w", l.Path, err)
+			return nil, fmt.Errorf("load config %s: %w", name, err)
 		}
-		src := Source{Scope: l.Scope, Name: l.Path}
+		if len(l.Projects) > 0 && len(f.Servers)+len(f.Invalid)+len(f.Disabled) == 0 {
+			continue
+		}
+		src := Source{Scope: l.Scope, Name: name}
 		m.Read = append(m.Read, src)
 		m.Permissions.Allow = append(m.Permissions.Allow, f.Permissions.Allow...)
 		m.Permissions.Ask = append(m.Permissions.Ask, f.Permissions.Ask...)
@@ -193,7 +216,7 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 			m.Permissions.Default = f.Permissions.Default
 		}
 		for _, w := range f.Warnings {
-			m.Warnings = append(m.Warnings, l.Path+": "+w)
+			m.Warnings = append(m.Warnings, name+": "+w)
 		}
 		for _, e := range f.Entries(src) {
 			byName[e.Name] = e
@@ -203,4 +226,24 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 		m.Entries = append(m.Entries, byName[name])
 	}
 	return m, nil
+}
+
+// claudeProject returns the object Claude Code keeps in its ~/.claude.json
+// for the project under the first of keys that has one, and that key; nil
+// when none has one.
+func claudeProject(data []byte, keys []string) (json.RawMessage, string, error) {
+	data = stripJSONC(data)
+	if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
+		return nil, "", fmt.Errorf("parse config: %w", describeSyntaxError(data, err))
+	}
+	projects, ok := rawMember(data, "projects")
+	if !ok {
+		return nil, "", nil
+	}
+	for _, key := range keys {
+		if p, ok := rawMember(projects, key); ok && jsonKind(p) == "object" {
+			return p, key, nil
+		}
+	}
+	return nil, "", nil
 }
