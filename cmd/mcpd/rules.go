@@ -23,18 +23,21 @@ func toolRules(c *config, merged *mcpconfig.Merged, log zerolog.Logger) *access.
 			rules = append(rules, access.Rule{Effect: eff, Pattern: access.NewGlob(p), Source: source})
 		}
 	}
-	// Rules on qualified names: one that can match none (an unqualified
-	// "delete_repo", Claude's server-wide "mcp__slack") is kept, as
-	// written, but said to match nothing, so that an operator who meant
-	// to deny something learns that it is not denied.
+	// Rules on qualified names. Claude Code's server-wide "mcp__slack"
+	// means every tool of slack, as there: "mcp__slack__*". One that can
+	// match no name (an unqualified "delete_repo") is kept, as written,
+	// but said to match nothing, so that an operator who meant to deny
+	// something learns that it is not denied.
 	addQualified := func(eff access.Effect, source string, patterns ...string) {
 		for _, p := range patterns {
-			if !canMatchQualified(p) {
+			if server, ok := serverWide(p); ok {
+				p = "mcp__" + server + "__*"
+			} else if !canMatchQualified(p) {
 				log.Warn().Str("source", source).Str("rule", eff.String()+" "+p).
 					Msg("tool rule matches no tool: rules name tools as mcp__<server>__<tool> (a server's own block names its tools bare)")
 			}
+			add(eff, source, p)
 		}
-		add(eff, source, patterns...)
 	}
 	addQualified(access.Allow, "flag --allow-tool", c.allowTools...)
 	addQualified(access.Ask, "flag --ask-tool", c.askTools...)
@@ -75,6 +78,16 @@ func toolRules(c *config, merged *mcpconfig.Merged, log zerolog.Logger) *access.
 		eff, _ = access.ParseEffect(def) // both were checked when read
 	}
 	return access.NewRules(rules, eff)
+}
+
+// serverWide reports whether pattern is a server-wide rule as Claude Code
+// writes it, "mcp__<server>" without wildcards, and names the server.
+func serverWide(pattern string) (string, bool) {
+	server, ok := strings.CutPrefix(pattern, "mcp__")
+	if !ok || strings.ContainsAny(server, "*?") || mcpconfig.ValidateName(server) != nil {
+		return "", false
+	}
+	return server, true
 }
 
 // canMatchQualified says whether pattern can match some qualified tool

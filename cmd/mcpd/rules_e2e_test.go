@@ -129,6 +129,38 @@ func TestToolRules(t *testing.T) {
 	}
 }
 
+// TestServerWideToolRules: a rule that names a server alone, as Claude
+// Code's settings write it ("mcp__demo"), covers every tool of that
+// server; a rule on one of its tools by name is more specific and wins.
+func TestServerWideToolRules(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	demo := map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}}
+	path := writeConfig(t, mustJSON(t, map[string]any{
+		"permissions": map[string]any{"allow": []string{"mcp__demo"}, "ask": []string{"mcp__other"}, "default": "deny"},
+		"mcpServers":  map[string]any{"demo": demo, "other": demo, "third": demo},
+	}))
+	d := startDaemon(ctx, t, daemonOptions{config: path, args: []string{"--deny-tool", "mcp__demo__image"}})
+	for _, name := range []string{"demo", "other", "third"} {
+		d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
+	}
+	if got := text(d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "hi"})); got != "hi" {
+		t.Errorf("mcp__demo__echo under allow mcp__demo: got %q, want hi", got)
+	}
+	_, err := d.call(ctx, t, "mcp__demo__image", nil, 0)
+	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), "deny mcp__demo__image") {
+		t.Errorf("mcp__demo__image: got %q, want the exact deny to beat the server-wide allow", st.Message())
+	}
+	_, err = d.call(ctx, t, "mcp__other__echo", map[string]any{"message": "hi"}, 0)
+	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), "needs approval") || !strings.Contains(st.Message(), "mcp__other") {
+		t.Errorf("mcp__other__echo under ask mcp__other: got %q, want it held for approval by that rule", st.Message())
+	}
+	_, err = d.call(ctx, t, "mcp__third__echo", map[string]any{"message": "hi"}, 0)
+	if st := wantCode(t, err, codes.PermissionDenied); strings.Contains(st.Message(), "approval") {
+		t.Errorf("mcp__third__echo: got %q, want the default deny", st.Message())
+	}
+}
+
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)

@@ -105,10 +105,10 @@ func TestAlwaysAllowIsExact(t *testing.T) {
 }
 
 // TestRulesThatMatchNothingWarn: a top-level or flag rule that can match
-// no qualified tool name (an unqualified name, Claude's server-wide
-// "mcp__slack"), and a qualified name in a server's own block, are kept as
-// written but logged, so that an operator who meant to deny a tool learns
-// it is not denied.
+// no qualified tool name (an unqualified name), and a qualified name in a
+// server's own block, are kept as written but logged, so that an operator
+// who meant to deny a tool learns it is not denied. Claude Code's
+// server-wide "mcp__slack" denies every tool of slack, without a warning.
 func TestRulesThatMatchNothingWarn(t *testing.T) {
 	const cfg = `{
   "permissions": {"deny": ["delete_repo", "mcp__slack", "mcp__*__delete_*", "*_admin"]},
@@ -122,13 +122,19 @@ func TestRulesThatMatchNothingWarn(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	toolRules(&config{denyTools: stringList{"rm_rf", "mcp__fs__rm"}}, file, zerolog.New(&logs))
-	for _, warned := range []string{`"deny delete_repo"`, `"deny mcp__slack"`, `"deny rm_rf"`, `"pattern":"mcp__gh__merge"`} {
+	rules := toolRules(&config{denyTools: stringList{"rm_rf", "mcp__fs__rm"}}, file, zerolog.New(&logs))
+	if eff, rule := rules.Decide("mcp__slack__post_message"); eff != access.Deny || rule == nil || rule.String() != "deny mcp__slack__*" {
+		t.Errorf("mcp__slack__post_message: got %v by %v, want deny by the server-wide rule", eff, rule)
+	}
+	if eff, _ := rules.Decide("mcp__slackbot__post_message"); eff != access.Allow {
+		t.Errorf("mcp__slackbot__post_message: got %v, want allow: mcp__slack names server slack only", eff)
+	}
+	for _, warned := range []string{`"deny delete_repo"`, `"deny rm_rf"`, `"pattern":"mcp__gh__merge"`} {
 		if !strings.Contains(logs.String(), warned) {
 			t.Errorf("logs %s: want a warning about %s", logs.String(), warned)
 		}
 	}
-	for _, fine := range []string{"mcp__*__delete_*", "*_admin", "merge_*", "mcp__fs__rm"} {
+	for _, fine := range []string{"mcp__slack", "mcp__*__delete_*", "*_admin", "merge_*", "mcp__fs__rm"} {
 		if strings.Contains(logs.String(), `"`+fine+`"`) || strings.Contains(logs.String(), ` `+fine+`"`) {
 			t.Errorf("logs %s: want no warning about %s", logs.String(), fine)
 		}
