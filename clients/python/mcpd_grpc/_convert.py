@@ -14,7 +14,7 @@ from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
 from . import _common
 from . import types as t
-from .errors import ServerRequestError
+from .errors import InvalidArgument, ServerRequestError
 from .mcpd.v1 import mcpd_pb2 as pb
 
 _MAX_EXACT_INT = 2**53
@@ -87,16 +87,31 @@ def to_struct(m: Optional[Mapping[str, Any]]) -> Optional[struct_pb2.Struct]:
 
 def arguments_mapping(arguments: Union[None, str, bytes, Mapping[str, Any]]) -> Optional[Mapping[str, Any]]:
     """Tool arguments as given (a dict), or parsed from the JSON string a
-    model returned."""
+    model returned. A string that is no JSON object raises InvalidArgument,
+    as mcpd does for arguments a tool refuses: a model's malformed output
+    is an error the agent loop catches with the others and hands back."""
     if not isinstance(arguments, (str, bytes)):
         return arguments
     import json  # only for arguments as JSON text: not on every client's import path
 
-    text = arguments.decode("utf-8") if isinstance(arguments, bytes) else arguments
-    parsed = json.loads(text) if text.strip() else {}
+    try:
+        text = arguments.decode("utf-8") if isinstance(arguments, bytes) else arguments
+        parsed = json.loads(text) if text.strip() else {}
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise InvalidArgument(f"tool arguments are not valid JSON: {e}") from None
     if not isinstance(parsed, dict):
-        raise TypeError("tool arguments must be a JSON object")
+        raise InvalidArgument(f"tool arguments must be a JSON object, not a JSON {_json_type(parsed)}")
     return parsed
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    return "null" if value is None else "number"
 
 
 def arguments_struct(arguments: Union[None, str, bytes, Mapping[str, Any]]) -> Optional[struct_pb2.Struct]:

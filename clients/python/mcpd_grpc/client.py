@@ -238,7 +238,8 @@ class Client:
             name: the qualified name (``mcp__<server>__<tool>``) or the
                 provider-safe name from :meth:`tools_for_openai` /
                 :meth:`tools_for_anthropic`.
-            arguments: a dict, or the JSON object string a model returned.
+            arguments: a dict, or the JSON object string a model returned
+                (InvalidArgument, before anything is sent, if it is none).
             timeout: seconds mcpd gives the call (default: the server's call
                 timeout); DeadlineExceeded when it passes.
             meta: ``_meta`` sent with the MCP request.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, Union
 
 import grpc
 import pytest
@@ -210,9 +210,17 @@ class TestConvert:
         assert cv.struct_to_py(cv.arguments_struct("")) == {}
         assert cv.arguments_struct(None) is None
         with pytest.raises(TypeError):
-            cv.arguments_struct("[1]")
-        with pytest.raises(TypeError):
             cv.to_struct({"a": object()})
+
+    @pytest.mark.parametrize("text", ["[1]", "5", '"a"', "null", "not json", '{"a": 1', b"\xff"])
+    def test_model_json_that_is_no_object_is_invalid_argument(self, text: Union[str, bytes]) -> None:
+        # A model's malformed arguments are data to feed back, caught with
+        # the other MCPDErrors, not a crash of the agent loop.
+        with pytest.raises(errors.InvalidArgument, match="tool arguments") as e:
+            cv.arguments_struct(text)
+        assert not e.value.retryable
+        with pytest.raises(errors.InvalidArgument):
+            cv.call_request(pb.CallToolRequest, "mcp__demo__add", text, None, None)
 
     def test_server_config(self) -> None:
         c = ServerConfig.stdio("fs", "npx", ["-y", "pkg"], env={"TOKEN": "s3cret"}, call_timeout=1.5, tools_deny=["rm*"], tools_ask=["write*"])

@@ -214,12 +214,25 @@ function linked(...signals: (AbortSignal | undefined)[]): { controller: AbortCon
   return { controller, dispose: () => cleanups.forEach((c) => c()) };
 }
 
+/**
+ * Tool arguments as given, or parsed from the JSON string a model returned.
+ * A string that is no JSON object throws InvalidArgument, as mcpd does for
+ * arguments a tool refuses: a model's malformed output is an error the
+ * agent loop catches with the others and hands back.
+ */
 function argumentsObject(args: ToolArguments): JsonObject | undefined {
   if (args === undefined || args === null) return undefined;
   if (typeof args === "string") {
-    const parsed: unknown = args.trim() ? JSON.parse(args) : {};
+    let parsed: unknown;
+    try {
+      parsed = args.trim() ? JSON.parse(args) : {};
+    } catch {
+      // Not the parser's message: V8's quotes the text, which may hold secrets.
+      throw new InvalidArgument("tool arguments are not valid JSON");
+    }
     if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
-      throw new TypeError("tool arguments must be a JSON object");
+      const type = parsed === null ? "null" : Array.isArray(parsed) ? "array" : typeof parsed;
+      throw new InvalidArgument(`tool arguments must be a JSON object, not a JSON ${type}`);
     }
     return parsed as JsonObject;
   }
@@ -420,9 +433,9 @@ export class Client {
   /**
    * Calls a tool by its qualified name, a server's own tool name, or the
    * provider-safe name a model called (see {@link toolsForOpenAI}).
-   * `args` may be the model's JSON argument string. A tool that fails
-   * returns a result with `isError`; only protocol and transport failures
-   * throw.
+   * `args` may be the model's JSON argument string (InvalidArgument if it
+   * is no JSON object). A tool that fails returns a result with `isError`;
+   * only protocol and transport failures throw.
    */
   async callTool(name: string, args?: ToolArguments, opts: ToolCallOptions = {}): Promise<t.ToolResult> {
     const req = this.callRequest(name, args, opts);

@@ -369,7 +369,8 @@ for (const wire of testWires()) {
           assert.equal(typeof e.jsonrpcCode, "number");
           return true;
         });
-        await assert.rejects(c.callTool("mcp__demo__add", "[1]"), TypeError);
+        // A model's argument string that is no JSON object is refused before it is sent.
+        await assert.rejects(c.callTool("mcp__demo__add", "[1]"), (e) => e instanceof InvalidArgument && e.jsonrpcCode === undefined);
       }));
 
     it("turns a deadline into DeadlineExceeded and an abort into Cancelled", () =>

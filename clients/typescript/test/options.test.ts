@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import { describe, it } from "node:test";
-import { Client, DEFAULT_TARGET, DEFAULT_WIRE } from "../src/index.js";
+import { Client, DEFAULT_TARGET, DEFAULT_WIRE, InvalidArgument } from "../src/index.js";
 
 function withEnv<T>(env: Record<string, string | undefined>, fn: () => T): T {
   const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
@@ -109,5 +109,21 @@ describe("Client options", () => {
     }
     assert.equal(getEventListeners(ac.signal, "abort").length, 0);
     await c.close();
+  });
+
+  it("refuses a model's argument string that is no JSON object with InvalidArgument, before any call", async () => {
+    // A model's malformed output is an error the agent loop catches with
+    // the others and hands back, not a crash: nothing listens on port 1.
+    const c = new Client("127.0.0.1:1");
+    try {
+      for (const text of ["[1]", "5", '"a"', "null", "not json", '{"a": 1']) {
+        const invalid = (e: unknown): boolean => e instanceof InvalidArgument && /tool arguments/.test(e.rawMessage) && !e.retryable;
+        await assert.rejects(c.callTool("mcp__demo__add", text), invalid, text);
+        assert.throws(() => c.callToolStream("mcp__demo__add", text), invalid, text);
+        await assert.rejects(c.startPoll("demo", { tool: "add", arguments: text }), invalid, text);
+      }
+    } finally {
+      await c.close();
+    }
   });
 });
