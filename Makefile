@@ -425,6 +425,18 @@ python-dist: $(STAMP_PY_NEWEST) ## Build the wheel and sdist of clients/python i
 	cp -r $(PY_DIR) "$$tmp/src" && rm -rf "$$tmp/src/build" "$$tmp/src"/*.egg-info && \
 	'$(PY_VENVS)/build/bin/python' -m build --no-isolation --sdist --wheel --outdir '$(PY_DIST)' "$$tmp/src" >"$$tmp/build.log" 2>&1 || \
 		{ cat "$$tmp/build.log" >&2; exit 1; }
+	@# What a user downloads: the sdist has what building the wheel offline
+	@# needs, both have the type information, and neither has the tests
+	@# (they need conftest.py, fixtures and mcpd, which the package lacks) or
+	@# bytecode.
+	@sdist="$$(tar tzf '$(PY_DIST)'/*.tar.gz | sed 's|^[^/]*/||')"; \
+	wheel="$$('$(PY_VENVS)/build/bin/python' -m zipfile -l '$(PY_DIST)'/*.whl | awk 'NR > 1 {print $$1}')"; \
+	for f in PKG-INFO pyproject.toml README.md mcpd_grpc/py.typed mcpd_grpc/mcpd/v1/mcpd_pb2.pyi; do \
+		grep -qxF "$$f" <<<"$$sdist" || { echo "python-dist: the sdist lacks $$f" >&2; exit 1; }; done; \
+	for f in mcpd_grpc/py.typed mcpd_grpc/mcpd/v1/mcpd_pb2.pyi; do \
+		grep -qxF "$$f" <<<"$$wheel" || { echo "python-dist: the wheel lacks $$f" >&2; exit 1; }; done; \
+	extra="$$(grep -E '(^|/)(tests?|__pycache__)/|\.py[co]$$' <<<"$$sdist"$$'\n'"$$wheel" || true)"; \
+	[[ -z "$$extra" ]] || { echo "python-dist: the sdist or wheel holds what users should not get:" >&2; echo "$$extra" >&2; exit 1; }
 	@ls '$(PY_DIST)'
 
 .PHONY: lint-python
