@@ -145,7 +145,14 @@ class Client:
 
     # -- plumbing ----------------------------------------------------------
 
+    def _check_open(self) -> None:
+        # grpcio would say "Cannot invoke RPC on closed channel!"; both wires
+        # say the same, as the AsyncClient does.
+        if self._closed:
+            raise ValueError("the client is closed")
+
     def _rpc(self, method: Any, request: Any, timeout: Any = _UNSET) -> Any:
+        self._check_open()
         timeout = self._timeout if timeout is _UNSET else timeout
         try:
             return method(request, metadata=self._metadata, timeout=timeout)
@@ -273,6 +280,7 @@ class Client:
         and :class:`~mcpd_grpc.LogMessage` messages while it runs, then its
         :class:`~mcpd_grpc.ToolResult` (last). ``cancel()`` (or leaving a
         ``with`` block) cancels the call upstream."""
+        self._check_open()
         req = cv.call_request(pb.CallToolStreamRequest, self._qualified(name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else None
         call = self._stub.CallToolStream(req, metadata=self._metadata, timeout=deadline)
@@ -289,6 +297,7 @@ class Client:
             from ._http import needs_grpc
 
             raise needs_grpc("serve_tools")
+        self._check_open()
         from .agent_tools import ToolServing  # on first use: it loads json
 
         serving = ToolServing(self._stub, self._metadata, tools, replace=replace, max_workers=max_workers)

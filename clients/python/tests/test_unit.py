@@ -422,6 +422,26 @@ def test_subscribe_racing_close_says_closed() -> None:
         client.subscribe()
 
 
+@pytest.mark.parametrize("target", ["127.0.0.1:1", "http://127.0.0.1:1"])
+def test_a_closed_client_says_so_on_either_wire(target: str) -> None:
+    # The README promises ValueError after close(); the gRPC wire raised
+    # grpcio's own "Cannot invoke RPC on closed channel!" instead of
+    # saying that the client is closed. No daemon needed: nothing is sent.
+    client = mcpd_grpc.Client(target)
+    client.close()
+    for call in (
+        lambda: client.call_tool("mcp__demo__add", {"a": 1, "b": 2}),
+        lambda: client.call_tool_stream("mcp__demo__slow"),
+        client.list_tools,
+        client.servers,
+        lambda: client.get_server("demo"),
+        client.tools_for_openai,
+        client.subscribe,
+    ):
+        with pytest.raises(ValueError, match="^the client is closed$"):
+            call()
+
+
 def test_icons_and_server_info_survive_conversion() -> None:
     icon = pb.Icon(src="https://example.com/a.png", mime_type="image/png", sizes=["48x48"], theme="dark")
     want = (mcpd_grpc.Icon("https://example.com/a.png", "image/png", ("48x48",), "dark"),)
