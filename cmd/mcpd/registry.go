@@ -373,6 +373,9 @@ func (r *registry) reconcile(ctx context.Context) {
 		var err error
 		switch {
 		case w.disabled:
+			if by := w.cfg.Source.DisabledBy; by != "" {
+				r.log.Info().Str("server", name).Str("disabled_by", by).Msg("config entry disabled by Claude Code's setting")
+			}
 			err = r.mgr.AddStopped(w.cfg, mcpclient.StateDisabled, w.err, true)
 		case w.err != nil:
 			r.log.Warn().Str("server", name).Err(w.err).Msg("config entry unusable")

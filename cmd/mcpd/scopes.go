@@ -23,13 +23,21 @@ const (
 	// localFile holds personal overrides beside the project's file (keep
 	// it out of version control).
 	localFile = ".mcp.local.json"
+
+	// Claude Code's settings files, read only for the servers its user
+	// turned down (see mcpconfig.ClaudeChoices): the project's personal
+	// and shared ones, and the user's in the home directory.
+	claudeLocalSettings   = ".claude/settings.local.json"
+	claudeProjectSettings = ".claude/settings.json"
+	claudeUserSettings    = ".claude/settings.json"
 )
 
 // configLayers lists what mcpd reads, in order: the managed file, the
 // user's files, the project's file, the local files (Claude Code's servers
-// for the project, then mcpd's .mcp.local.json), then every --config
-// (a file, or inline JSON when it starts with '{'). Only --config files
-// must exist.
+// for the project, then mcpd's .mcp.local.json), the files where Claude
+// Code keeps the servers its user turned down for the project, then every
+// --config (a file, or inline JSON when it starts with '{'). Only --config
+// files must exist.
 func configLayers(c *config) ([]mcpconfig.Layer, error) {
 	read, err := parseScopes(c.scopes)
 	if err != nil {
@@ -42,7 +50,7 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 	home, homeErr := os.UserHomeDir()
 	if homeErr == nil && read[mcpconfig.ScopeUser] {
 		layers = append(layers,
-			mcpconfig.Layer{Scope: mcpconfig.ScopeUser, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true},
+			mcpconfig.Layer{Scope: mcpconfig.ScopeUser, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true, Claude: mcpconfig.ClaudeServers},
 			mcpconfig.Layer{Scope: mcpconfig.ScopeUser, Path: filepath.Join(home, userFile), Optional: true},
 		)
 	}
@@ -65,20 +73,40 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 		return nil, fmt.Errorf("project directory: %w", err)
 	}
 	if read[mcpconfig.ScopeProject] {
-		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeProject, Path: filepath.Join(dir, projectFile), Optional: true})
+		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeProject, Path: filepath.Join(dir, projectFile), Optional: true, Claude: mcpconfig.ClaudeMcpjson})
+	}
+	// Claude Code keeps what it knows of this project in ~/.claude.json
+	// under the project's path, as given or with its symlinks resolved.
+	keys := []string{dir}
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
+		keys = append(keys, real)
 	}
 	if read[mcpconfig.ScopeLocal] {
 		if homeErr == nil {
 			// Claude Code's local scope (what `claude mcp add` writes by
-			// default): its servers for this project, kept under the
-			// project's path. mcpd's own local file wins over them.
-			keys := []string{dir}
-			if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
-				keys = append(keys, real)
-			}
-			layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true, Projects: keys})
+			// default): its servers for this project. mcpd's own local
+			// file wins over them.
+			layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true, Projects: keys, Claude: mcpconfig.ClaudeServers})
 		}
 		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(dir, localFile), Optional: true})
+	}
+	// The servers the user turned down in Claude Code for this project,
+	// wherever Claude Code keeps that choice: its project object, with
+	// any scope that holds Claude Code's servers, and its settings files,
+	// whose lists turn down only the project's .mcp.json servers, with
+	// the project scope (so that --scopes managed,user reads no file of
+	// the project).
+	if homeErr == nil && (read[mcpconfig.ScopeUser] || read[mcpconfig.ScopeProject] || read[mcpconfig.ScopeLocal]) {
+		layers = append(layers, mcpconfig.Layer{Path: filepath.Join(home, userClaudeFile), Optional: true, Projects: keys, Claude: mcpconfig.ClaudeChoices})
+	}
+	if read[mcpconfig.ScopeProject] {
+		settings := []string{filepath.Join(dir, claudeLocalSettings), filepath.Join(dir, claudeProjectSettings)}
+		if homeErr == nil {
+			settings = append(settings, filepath.Join(home, claudeUserSettings))
+		}
+		for _, path := range settings {
+			layers = append(layers, mcpconfig.Layer{Path: path, Optional: true, Claude: mcpconfig.ClaudeChoices})
+		}
 	}
 	for i, v := range c.configs {
 		if strings.HasPrefix(strings.TrimSpace(v), "{") {

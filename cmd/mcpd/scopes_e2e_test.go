@@ -276,6 +276,103 @@ func TestClaudeCodeLocalScope(t *testing.T) {
 	d2.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
 }
 
+// TestClaudeCodeChoices keeps the servers a Claude Code user turned down
+// for the project DISABLED, each with a note naming the setting:
+// disabledMcpjsonServers (the project's .mcp.json servers declined, in
+// ~/.claude.json or a settings file) and disabledMcpServers (switched off
+// in /mcp, any of Claude Code's scopes, never mcpd's own files).
+// SetServerEnabled still starts one, and a reload applies changed lists
+// to the servers they name only.
+func TestClaudeCodeChoices(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	home, project := shortTempDir(t), shortTempDir(t)
+	realProject, err := filepath.EvalSymlinks(project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claude := filepath.Join(home, ".claude.json")
+	claudeFile := func(choices map[string]any) string {
+		return mustJSON(t, map[string]any{
+			"mcpServers": map[string]any{"u": demoEntry(t, "user"), "u2": demoEntry(t, "user")},
+			"projects":   map[string]any{realProject: choices},
+		})
+	}
+	replaceFile(t, claude, claudeFile(map[string]any{
+		"disabledMcpServers":     []string{"u", "own"},
+		"disabledMcpjsonServers": []string{"p", "u2"},
+		"enabledMcpjsonServers":  []string{"q"},
+	}))
+	scopeFile(t, filepath.Join(home, ".mcp.json"), "own", []string{"own"}, nil)
+	scopeFile(t, filepath.Join(project, ".mcp.json"), "project", []string{"p", "q", "r"}, nil)
+	if err := os.Mkdir(filepath.Join(project, ".claude"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	settings := filepath.Join(project, ".claude", "settings.local.json")
+	replaceFile(t, settings, mustJSON(t, map[string]any{"disabledMcpjsonServers": []string{"r"}}))
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--project", project}, env: []string{"HOME=" + home}})
+
+	projectObject := claude + " projects[" + strconv.Quote(realProject) + "]"
+	off := map[string]string{
+		"u": "disabledMcpServers in " + projectObject,
+		"p": "disabledMcpjsonServers in " + projectObject,
+		"r": "disabledMcpjsonServers in " + settings,
+	}
+	for name, by := range off {
+		s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_DISABLED)
+		if s.GetCommand() != mcpdBinary(t) || !slices.ContainsFunc(s.GetNotes(), func(n string) bool { return strings.Contains(n, by) }) {
+			t.Errorf("%s: got command %q notes %q; want its config kept and a note naming %q", name, s.GetCommand(), s.GetNotes(), by)
+		}
+	}
+	pids := map[string]int32{}
+	for _, name := range []string{"u2", "q", "own"} {
+		s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
+		if len(s.GetNotes()) != 0 {
+			t.Errorf("%s: got notes %q, want none", name, s.GetNotes())
+		}
+		pids[name] = s.GetPid()
+	}
+	_, err = d.call(ctx, t, "mcp__p__echo", map[string]any{"message": "x"}, 0)
+	wantDisabled(t, err)
+
+	resp, err := d.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "p", Enabled: true})
+	if err != nil || resp.GetServer().GetState() != mcpdv1.ServerState_SERVER_STATE_READY || len(resp.GetServer().GetNotes()) != 0 {
+		t.Fatalf("enable p: got %v notes %q, %v; want READY without notes", resp.GetServer().GetState(), resp.GetServer().GetNotes(), err)
+	}
+	pids["p"] = resp.GetServer().GetPid()
+
+	// u is switched on again in /mcp, and q declined after all: those two
+	// change, the others keep their processes.
+	replaceFile(t, claude, claudeFile(map[string]any{
+		"disabledMcpServers":     []string{"own"},
+		"disabledMcpjsonServers": []string{"p", "u2", "q"},
+	}))
+	d.send(t, syscall.SIGHUP)
+	d.waitServer(ctx, t, "u", mcpdv1.ServerState_SERVER_STATE_READY)
+	d.waitServer(ctx, t, "q", mcpdv1.ServerState_SERVER_STATE_DISABLED)
+	d.waitServer(ctx, t, "r", mcpdv1.ServerState_SERVER_STATE_DISABLED)
+	for _, name := range []string{"u2", "own", "p"} {
+		s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
+		if s.GetPid() != pids[name] {
+			t.Errorf("%s: got pid %d after the reload, want %d: only the servers the lists changed for restart", name, s.GetPid(), pids[name])
+		}
+	}
+	if !processGone(int(pids["q"])) {
+		t.Errorf("q's process %d still runs after it was declined", pids["q"])
+	}
+
+	// A settings file that does not say what it turns down stops the
+	// start, naming it, unless the project scope is left out.
+	replaceFile(t, settings, `{"disabledMcpjsonServers": "r"}`)
+	sock := filepath.Join(shortTempDir(t), "mcpd.sock")
+	code, out := runMcpdWith(ctx, t, daemonEnv("HOME="+home), "--listen", "unix://"+sock, "--project", project)
+	if code != 1 || !strings.Contains(out, settings) {
+		t.Errorf("broken settings file: exit %d, output %q; want exit 1 naming %s", code, out, settings)
+	}
+	d2 := startDaemon(ctx, t, daemonOptions{args: []string{"--project", project, "--scopes", "managed,user"}, env: []string{"HOME=" + home}})
+	d2.waitServer(ctx, t, "own", mcpdv1.ServerState_SERVER_STATE_READY)
+}
+
 // TestServerToggles disables and enables servers, lists "disabled": true
 // entries as DISABLED, and keeps API changes in the state file across a
 // restart of mcpd, without a secret in the file.

@@ -67,7 +67,35 @@ func (s Scope) String() string {
 type Source struct {
 	Scope Scope
 	Name  string
+	// DisabledBy, if not empty, names the setting of Claude Code, and its
+	// file, that switched the server off for this project (see
+	// [ClaudeRole]): the entry is Disabled for that reason alone. A label
+	// like Name: a reload that only changes it restarts nothing.
+	DisabledBy string
 }
+
+// ClaudeRole says what Claude Code makes of a layer's file, so that the
+// servers its user turned down or switched off there stay off under mcpd.
+type ClaudeRole int
+
+// The roles of a layer for Claude Code.
+const (
+	// ClaudeNone is a file Claude Code does not read (mcpd's own).
+	ClaudeNone ClaudeRole = iota
+	// ClaudeServers is a file whose servers Claude Code runs too
+	// (~/.claude.json: its user servers, and a project's local ones):
+	// disabledMcpServers applies to them.
+	ClaudeServers
+	// ClaudeMcpjson is the project's .mcp.json: disabledMcpServers and
+	// disabledMcpjsonServers apply to its servers.
+	ClaudeMcpjson
+	// ClaudeChoices is a file of Claude Code's settings, read only for
+	// its lists of servers turned down: "disabledMcpjsonServers" at its
+	// top level, or, with Projects, "disabledMcpjsonServers" and
+	// "disabledMcpServers" of the project's object in ~/.claude.json. It
+	// holds no servers, and is not in [Merged.Read].
+	ClaudeChoices
+)
 
 // Layer is one configuration source to read.
 type Layer struct {
@@ -98,6 +126,8 @@ type Layer struct {
 	// Reserved, for a State layer, names the variables no reference may
 	// read: what MarshalEntry was given.
 	Reserved func(name string) bool
+	// Claude says what Claude Code makes of the file.
+	Claude ClaudeRole
 }
 
 // Entry is one server of a merged configuration.
@@ -163,6 +193,9 @@ var errNoServersKey = errors.New(`no "mcpServers" or "servers" object`)
 // cannot be read or parsed, and nothing is merged then.
 func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, error) {
 	byName := make(map[string]Entry)
+	// role is what Claude Code makes of the file each entry came from.
+	role := make(map[string]ClaudeRole)
+	var off claudeOff
 	m := &Merged{}
 	for _, l := range layers {
 		data := l.Inline
@@ -177,6 +210,12 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 			if err != nil {
 				return nil, fmt.Errorf("load config: %w", err)
 			}
+		}
+		if l.Claude == ClaudeChoices {
+			if err := off.read(data, l); err != nil {
+				return nil, fmt.Errorf("load config %s: %w", l.Path, err)
+			}
+			continue
 		}
 		name := l.Path
 		if len(l.Projects) > 0 {
@@ -220,12 +259,97 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 		}
 		for _, e := range f.Entries(src) {
 			byName[e.Name] = e
+			role[e.Name] = l.Claude
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
-		m.Entries = append(m.Entries, byName[name])
+		e := byName[name]
+		if by := off.disabledBy(name, role[name]); by != "" && !e.Disabled {
+			// Kept whole, so that SetServerEnabled can still start it.
+			e.Disabled = true
+			e.Server.Source.DisabledBy = by
+		}
+		m.Entries = append(m.Entries, e)
 	}
 	return m, nil
+}
+
+// The keys under which Claude Code keeps the servers its user turned down
+// for a project.
+const (
+	// keyDisabledMcpjson lists the project's .mcp.json servers the user
+	// declined when Claude Code asked whether to use them. Any settings
+	// file may hold it, and the project's object in ~/.claude.json.
+	keyDisabledMcpjson = "disabledMcpjsonServers"
+	// keyDisabledMCP lists the servers, of any of Claude Code's scopes,
+	// switched off in its /mcp screen: only the project's object in
+	// ~/.claude.json holds it.
+	keyDisabledMCP = "disabledMcpServers"
+)
+
+// claudeOff gathers the servers a Claude Code user turned down for the
+// project, each with the first setting that names it. Approvals
+// (enabledMcpjsonServers, enableAllProjectMcpServers) are not read: a
+// rejection in any file stands, as in Claude Code.
+type claudeOff struct {
+	mcpjson map[string]string // keyDisabledMcpjson
+	servers map[string]string // keyDisabledMCP
+}
+
+// read adds the lists of a ClaudeChoices layer's file, data.
+func (c *claudeOff) read(data []byte, l Layer) error {
+	where, keys := l.Path, []string{keyDisabledMcpjson}
+	if len(l.Projects) > 0 {
+		project, key, err := claudeProject(data, l.Projects)
+		if err != nil || project == nil {
+			return err
+		}
+		data, where = project, l.Path+" projects["+strconv.Quote(key)+"]"
+		keys = append(keys, keyDisabledMCP)
+	} else {
+		data = stripJSONC(data)
+		if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
+			return fmt.Errorf("parse settings: %w", describeSyntaxError(data, err))
+		}
+	}
+	if k := jsonKind(data); k != "object" {
+		return fmt.Errorf("parse settings: is a JSON %s, want an object", k)
+	}
+	for _, key := range keys {
+		raw, ok := rawMember(data, key)
+		if !ok {
+			continue
+		}
+		var names []string
+		if err := json.Unmarshal(raw, &names); err != nil {
+			return fmt.Errorf("parse settings: %q: want a list of server names", key)
+		}
+		into := &c.mcpjson
+		if key == keyDisabledMCP {
+			into = &c.servers
+		}
+		if *into == nil {
+			*into = make(map[string]string)
+		}
+		for _, name := range names {
+			if _, seen := (*into)[name]; !seen {
+				(*into)[name] = key + " in " + where
+			}
+		}
+	}
+	return nil
+}
+
+// disabledBy names the setting that turns down server name, whose entry
+// came from a file of the given role; "" if none does.
+func (c *claudeOff) disabledBy(name string, role ClaudeRole) string {
+	if by, ok := c.mcpjson[name]; ok && role == ClaudeMcpjson {
+		return by
+	}
+	if by, ok := c.servers[name]; ok && (role == ClaudeMcpjson || role == ClaudeServers) {
+		return by
+	}
+	return ""
 }
 
 // claudeProject returns the object Claude Code keeps in its ~/.claude.json

@@ -203,3 +203,111 @@ func TestLoadLayersShared(t *testing.T) {
 		t.Errorf("shared file with servers: got %d entries, warnings %q, %v; want 1 entry and no warnings", len(m.Entries), m.Warnings, err)
 	}
 }
+
+// TestLoadLayersClaudeChoices keeps off, as DISABLED entries, the servers
+// a Claude Code user turned down for the project: disabledMcpjsonServers
+// (in ~/.claude.json's project object or any settings file) applies to
+// the project's .mcp.json only, disabledMcpServers (in the project object
+// only) to the servers of every file Claude Code reads, never to mcpd's
+// own files. An approval elsewhere does not undo a rejection.
+func TestLoadLayersClaudeChoices(t *testing.T) {
+	dir := t.TempDir()
+	const project = "/home/me/app"
+	claude := writeFile(t, dir, ".claude.json", `{
+		"mcpServers": {"u": {"command": "user"}, "u2": {"command": "user"}},
+		"projects": {
+			"/home/me/app": {
+				"mcpServers": {"l": {"command": "local"}},
+				"disabledMcpServers": ["u", "l", "p2", "own", "flag", "parked"],
+				"disabledMcpjsonServers": ["p", "u2", "bad"],
+				"enabledMcpjsonServers": ["q"], "enableAllProjectMcpServers": true
+			},
+			"/elsewhere": {"disabledMcpServers": ["q", "r"], "disabledMcpjsonServers": ["q", "r"]}
+		}}`)
+	// disabledMcpServers is no key of Claude Code's settings files.
+	settings := writeFile(t, dir, "settings.local.json", `{"disabledMcpjsonServers": ["q"], "disabledMcpServers": ["r"], "enabledMcpjsonServers": ["p"]}`)
+	mcpjson := writeFile(t, dir, "project.json", `{"mcpServers": {
+		"p": {"command": "project"}, "p2": {"command": "project"}, "q": {"command": "project"},
+		"r": {"command": "project"}, "l": {"command": "project"}, "bad": {"command": 5},
+		"parked": {"command": "project", "disabled": true}}}`)
+	own := writeFile(t, dir, "own.json", `{"mcpServers": {"own": {"command": "own"}}}`)
+	layers := []Layer{
+		{Scope: ScopeUser, Path: claude, Optional: true, Shared: true, Claude: ClaudeServers},
+		{Scope: ScopeUser, Path: own, Optional: true},
+		{Scope: ScopeProject, Path: mcpjson, Optional: true, Claude: ClaudeMcpjson},
+		{Scope: ScopeLocal, Path: claude, Optional: true, Shared: true, Projects: []string{project}, Claude: ClaudeServers},
+		{Path: claude, Optional: true, Projects: []string{project}, Claude: ClaudeChoices},
+		{Path: settings, Optional: true, Claude: ClaudeChoices},
+		{Path: filepath.Join(dir, "missing.json"), Optional: true, Claude: ClaudeChoices},
+		{Scope: ScopeFlag, Path: "--config #1", Inline: []byte(`{"mcpServers": {"flag": {"command": "flag"}}}`)},
+	}
+	m, err := LoadLayers(layers, nil)
+	if err != nil {
+		t.Fatalf("LoadLayers: got %v, want nil", err)
+	}
+	want := map[string]string{
+		"u": "user:disabled", "u2": "user:user", "own": "user:own",
+		"p": "project:disabled", "p2": "project:disabled", "q": "project:disabled", "r": "project:project",
+		"bad": "project:disabled", "parked": "project:disabled",
+		"l": "local:disabled", "flag": "flag:flag",
+	}
+	if diff := cmp.Diff(want, summary(m)); diff != "" {
+		t.Errorf("merged entries (-want +got):\n%s", diff)
+	}
+	projectObject := claude + ` projects["/home/me/app"]`
+	wantBy := map[string]string{
+		"u": "disabledMcpServers in " + projectObject, "l": "disabledMcpServers in " + projectObject,
+		"p2": "disabledMcpServers in " + projectObject, "p": "disabledMcpjsonServers in " + projectObject,
+		"bad": "disabledMcpjsonServers in " + projectObject, "q": "disabledMcpjsonServers in " + settings,
+	}
+	for _, e := range m.Entries {
+		if got := e.Server.Source.DisabledBy; got != wantBy[e.Name] {
+			t.Errorf("%s: got DisabledBy %q, want %q", e.Name, got, wantBy[e.Name])
+		}
+		if e.Name == "p" && (e.Server.Command != "project" || e.Err != nil) {
+			t.Errorf("p: got command %q, err %v; want its entry kept for an enable", e.Server.Command, e.Err)
+		}
+		if e.Name == "bad" && e.Err == nil {
+			t.Errorf("bad: got no error, want its entry's error kept")
+		}
+	}
+	if got := len(m.Read); got != 5 {
+		t.Errorf("Read: got %d layers (%v), want 5: files of choices alone are no config", got, m.Read)
+	}
+}
+
+// TestLoadLayersClaudeChoicesBroken refuses a settings file that does not
+// say which servers it turns down: were it skipped, a server its user
+// rejected would run.
+func TestLoadLayersClaudeChoicesBroken(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"not JSON":     `{"disabledMcpjsonServers": [`,
+		"not a list":   `{"disabledMcpjsonServers": "p"}`,
+		"not a string": `{"disabledMcpjsonServers": ["p", 5]}`,
+		"not object":   `["p"]`,
+	} {
+		path := writeFile(t, dir, strings.ReplaceAll(name, " ", "-")+".json", content)
+		_, err := LoadLayers([]Layer{{Path: path, Optional: true, Claude: ClaudeChoices}}, nil)
+		if err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: got %v, want an error naming %s", name, err, path)
+		}
+	}
+	// Settings without the lists, and a ~/.claude.json without the project
+	// or its lists, change nothing.
+	for _, content := range []string{`{"permissions": {"allow": []}}`, `{"projects": {}}`, `{"projects": {"/p": {"allowedTools": []}}}`, `{}`} {
+		path := writeFile(t, dir, "quiet.json", content)
+		m, err := LoadLayers([]Layer{
+			{Scope: ScopeFlag, Path: "--config #1", Inline: []byte(`{"mcpServers": {"p": {"command": "x"}}}`), Claude: ClaudeMcpjson},
+			{Path: path, Optional: true, Claude: ClaudeChoices},
+			{Path: path, Optional: true, Projects: []string{"/p"}, Claude: ClaudeChoices},
+		}, nil)
+		if err != nil {
+			t.Errorf("%s: got %v, want nil", content, err)
+			continue
+		}
+		if got := summary(m)["p"]; got != "flag:x" {
+			t.Errorf("%s: got p %q, want flag:x (enabled)", content, got)
+		}
+	}
+}

@@ -1225,6 +1225,10 @@ func (u *upstream) status() Status {
 	if u.cfg.Kind == config.TransportAuto && u.detected != 0 {
 		st.Transport = u.detected
 	}
+	if u.state == StateDisabled && u.source.DisabledBy != "" {
+		// The entry itself asks to run; say which setting holds it back.
+		st.Notes = append(st.Notes, "disabled by Claude Code's "+u.source.DisabledBy+"; SetServerEnabled starts it")
+	}
 	if u.toolsUndeclared {
 		st.Notes = append(st.Notes, noteToolsUndeclared)
 	}
