@@ -197,11 +197,20 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 	role := make(map[string]ClaudeRole)
 	var off claudeOff
 	m := &Merged{}
+	// Each file is read once, however many layers read it (~/.claude.json
+	// is three): all of them see one version of a file that Claude Code
+	// rewrites at any time, and a large one is read once.
+	files := make(map[string]fileRead)
 	for _, l := range layers {
 		data := l.Inline
 		if data == nil {
-			var err error
-			data, err = localfile.Read(l.Path, localfile.ConfigLimit)
+			r, ok := files[l.Path]
+			if !ok {
+				r.data, r.err = localfile.Read(l.Path, localfile.ConfigLimit)
+				files[l.Path] = r
+			}
+			data = r.data
+			err := r.err
 			// A path through a file (HOME pointing at one) is as
 			// missing as a path that does not exist.
 			if l.Optional && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
@@ -272,6 +281,12 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 		m.Entries = append(m.Entries, e)
 	}
 	return m, nil
+}
+
+// fileRead is what reading one layer's file gave.
+type fileRead struct {
+	data []byte
+	err  error
 }
 
 // The keys under which Claude Code keeps the servers its user turned down

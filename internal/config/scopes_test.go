@@ -2,8 +2,10 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -179,6 +181,51 @@ func TestLoadLayersNotAFile(t *testing.T) {
 				t.Errorf("%s (optional %v): got %v, want %q", tc.path, optional, err, tc.want)
 			}
 		}
+	}
+}
+
+// TestLoadLayersReadsAFileOnce: the layers that read one file (Claude
+// Code's ~/.claude.json: its user servers, the project's servers and the
+// project's choices) see one version of it. A FIFO gives its content to
+// its content to one read only: a second read finds it empty.
+func TestLoadLayersReadsAFileOnce(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, ".claude.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const project = "/home/me/app"
+	content := `{"mcpServers": {"u": {"command": "echo"}},
+		"projects": {"` + project + `": {"mcpServers": {"l": {"command": "echo"}}, "disabledMcpServers": ["u"]}}}`
+	// The content waits in the pipe with no writer left: one read finds
+	// it, and the end of the data after it.
+	hold, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteString(content); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	m, err := LoadLayers([]Layer{
+		{Scope: ScopeUser, Path: fifo, Optional: true, Shared: true, Claude: ClaudeServers},
+		{Scope: ScopeLocal, Path: fifo, Optional: true, Shared: true, Claude: ClaudeServers, Projects: []string{project}},
+		{Scope: ScopeLocal, Path: fifo, Optional: true, Claude: ClaudeChoices, Projects: []string{project}},
+	}, nil)
+	if err != nil {
+		t.Fatalf("LoadLayers: %v", err)
+	}
+	var got []string
+	for _, e := range m.Entries {
+		got = append(got, fmt.Sprintf("%s disabled=%v", e.Name, e.Disabled))
+	}
+	if want := []string{"l disabled=false", "u disabled=true"}; !slices.Equal(got, want) {
+		t.Errorf("entries: got %q, want %q", got, want)
 	}
 }
 
