@@ -76,6 +76,10 @@ class AsyncClient:
     target) it has no handlers and no :meth:`serve_tools`, like the sync
     Client there.
 
+    It belongs to the running loop it is created in (made outside any
+    loop, to the first loop that uses it); a call from another loop raises
+    RuntimeError.
+
     Handlers (``on_sampling`` ...) may be ``async def`` or plain functions
     (run in a thread). They are served by a task that starts as soon as one
     is registered inside a running loop (otherwise on ``async with`` or
@@ -103,20 +107,26 @@ class AsyncClient:
         #: MCPDError itself.
         self._wire_errors: Tuple[Type[BaseException], ...] = (MCPDError,)
         self._http = self.target.startswith(_common.HTTP_SCHEMES)
+        #: The loop this client belongs to: the running one at creation,
+        #: else the first that uses it. A grpc.aio channel, asyncio streams
+        #: and tasks work only on their own loop.
+        self._loop: Optional[asyncio.AbstractEventLoop] = _running_loop()
+        #: The channel's arguments, until the channel is made in the
+        #: client's loop.
+        self._channel_args: Optional[Tuple[Optional[grpc.ChannelCredentials], Sequence[Tuple[str, Any]]]] = None
+        self._wire_stub: Any = None
         if self._http:
             from ._http_aio import AsyncHTTPStub
 
             if credentials is not None or options is not None:
                 raise ValueError("credentials= and options= are for the gRPC wire; an https:// target takes ca_file=/cert_file=/key_file=")
-            self._stub: Any = AsyncHTTPStub(self.target, ca_file=ca_file, cert_file=cert_file, key_file=key_file, keepalive=keepalive)
+            self._wire_stub = AsyncHTTPStub(self.target, ca_file=ca_file, cert_file=cert_file, key_file=key_file, keepalive=keepalive)
         else:
             opts = _common.channel_options(options, keepalive)
             credentials = _common.tls_credentials(credentials, ca_file, cert_file, key_file)
-            if credentials is not None:
-                self._channel = grpc.aio.secure_channel(self.target, credentials, opts)
-            else:
-                self._channel = grpc.aio.insecure_channel(self.target, opts)
-            self._stub = _common.new_stub(self._channel)
+            self._channel_args = (credentials, opts)
+            if self._loop is not None:
+                self._open_channel()
             self._wire_errors = (MCPDError, grpc.RpcError)
         self._timeout = timeout
         self._to_qualified: Dict[str, str] = {}
@@ -128,7 +138,41 @@ class AsyncClient:
     def __repr__(self) -> str:
         return f"AsyncClient(target={self.target!r})"
 
+    def _open_channel(self) -> None:
+        assert self._channel_args is not None
+        credentials, opts = self._channel_args
+        if credentials is not None:
+            self._channel = grpc.aio.secure_channel(self.target, credentials, opts)
+        else:
+            self._channel = grpc.aio.insecure_channel(self.target, opts)
+        self._wire_stub = _common.new_stub(self._channel)
+
+    @property
+    def _stub(self) -> Any:
+        """The wire's stub, for a call from the running loop."""
+        self._check_loop()
+        return self._wire_stub
+
+    def _check_loop(self) -> None:
+        """Binds the client to the running loop, or refuses a loop other
+        than its own (whose channel or connections this one cannot use)."""
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return
+        if self._loop is not None:
+            raise RuntimeError(
+                "this AsyncClient belongs to the event loop it was first used in (or created in), "
+                "not to the running one: create the AsyncClient inside the running loop that uses it, "
+                "e.g. with `async with AsyncClient(...)` in the coroutine that asyncio.run runs"
+            )
+        if self._closed:
+            raise ValueError("the client is closed")
+        self._loop = loop
+        if self._wire_stub is None:
+            self._open_channel()
+
     async def __aenter__(self) -> AsyncClient:
+        self._check_loop()
         self._ensure_worker()
         return self
 
@@ -140,6 +184,8 @@ class AsyncClient:
         of :meth:`serve_tools`, and closes the channel. Idempotent."""
         if self._closed:
             return
+        if self._loop is not None:
+            self._check_loop()  # what needs closing belongs to the client's loop
         self._closed = True
         worker, self._worker = self._worker, None
         if worker is not None:
@@ -155,8 +201,8 @@ class AsyncClient:
                 await s.stop()
         if self._channel is not None:
             await self._channel.close(None)
-        else:
-            self._stub.close()
+        elif self._http:
+            self._wire_stub.close()
 
     # -- plumbing ----------------------------------------------------------
 
@@ -463,10 +509,9 @@ class AsyncClient:
     def _ensure_worker(self) -> None:
         if self._worker is not None or not self._handlers or self._closed:
             return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if _running_loop() is None:
             return  # started later, inside the loop
+        self._check_loop()
         self._worker = _AsyncRequestWorker(self)
 
     async def handlers_ready(self, timeout: Optional[float] = 10.0) -> bool:
@@ -683,6 +728,13 @@ class AsyncSubscription:
             except asyncio.TimeoutError:
                 pass
             self.reconnects += 1
+
+
+def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

@@ -93,7 +93,7 @@ async def test_message_read_as_the_reader_is_cancelled_comes_next() -> None:
             def Subscribe(self, *args: object, **kwargs: object) -> ScriptedCall:
                 return call
 
-        c._stub = Stub()
+        c._wire_stub = Stub()
         sub = c.subscribe()
         first = asyncio.create_task(sub.__anext__())
         await asyncio.wait_for(call.reading.wait(), 5)
@@ -112,6 +112,7 @@ async def test_abandoned_http_streams_close_their_connections(daemon: Daemon) ->
     n = 8
     async with AsyncClient(daemon.http_target, timeout=RPC_TIMEOUT) as c:
         await c.servers()  # the unary pool's connection, kept
+        gc.collect()  # earlier tests' garbage warns of its own things, not of these streams
         before = open_sockets()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ResourceWarning)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import AsyncIterator, List, NamedTuple
+from typing import AsyncIterator, Awaitable, List, NamedTuple, TypeVar
 
 import pytest
 import pytest_asyncio
@@ -116,3 +116,64 @@ async def test_cancelled_stream_task_cancels_call_upstream(aclient: AsyncClient,
     assert cancelled.split()[1] == called.split()[1], (called, cancelled)
     # The daemon and the client are fine afterwards.
     assert (await aclient.call_tool("mcp__demo__echo", {"message": "after"})).text == "after"
+
+
+T = TypeVar("T")
+
+_OTHER_LOOP = "belongs to the event loop it was first used in"
+
+
+def _run_in_new_loop(coro: Awaitable[T]) -> T:
+    # Not asyncio.run, which leaves no current loop behind: pytest-asyncio on
+    # Python 3.9 then makes one for the next test that nobody closes.
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.close()
+
+
+async def _add(c: AsyncClient) -> str:
+    return (await c.call_tool("mcp__demo__add", {"a": 2, "b": 3})).text
+
+
+async def _stream(c: AsyncClient) -> List[object]:
+    return [item async for item in c.call_tool_stream("mcp__demo__slow", {"steps": 1, "delay_ms": 1})]
+
+
+async def _first_event(c: AsyncClient) -> None:
+    async for _ in c.subscribe(reconnect=False):
+        return
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_created_outside_a_loop_belongs_to_the_loop_that_first_uses_it(daemon: Daemon, wire: str) -> None:
+    c = AsyncClient(daemon.target_of(wire), timeout=RPC_TIMEOUT)
+    first = asyncio.new_event_loop()
+    try:
+        assert first.run_until_complete(_add(c)) == "5"
+        # Any other loop gets a clear error, at call time, on both wires.
+        for use in (_add, _stream, _first_event, lambda c: c.close()):
+            with pytest.raises(RuntimeError, match=_OTHER_LOOP) as caught:
+                _run_in_new_loop(use(c))
+            assert "create the AsyncClient inside the running loop" in str(caught.value)
+        # The client's own loop goes on using it, and closes it.
+        assert first.run_until_complete(_add(c)) == "5"
+        first.run_until_complete(c.close())
+    finally:
+        first.close()
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_created_in_one_loop_and_used_in_another(daemon: Daemon, wire: str) -> None:
+    async def create() -> AsyncClient:
+        return AsyncClient(daemon.target_of(wire), timeout=RPC_TIMEOUT)
+
+    first = asyncio.new_event_loop()
+    try:
+        c = first.run_until_complete(create())
+        with pytest.raises(RuntimeError, match=_OTHER_LOOP):
+            _run_in_new_loop(_add(c))
+        first.run_until_complete(c.close())
+    finally:
+        first.close()
