@@ -443,7 +443,7 @@ python-dist: $(STAMP_PY_NEWEST) ## Build the wheel and sdist of clients/python i
 lint-python: python-dist ## mypy --strict and ruff (newest set) on clients/python, examples/python and tools/doc_snippets.py
 	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' check --no-cache . ../../examples/python ../../bench/python ../../tools/doc_snippets.py
 	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/ruff' format --no-cache --check --diff . ../../examples/python ../../bench/python ../../tools/doc_snippets.py
-	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/mypy' --no-incremental --cache-dir=/dev/null mcpd_grpc ../../examples/python ../../tools/doc_snippets.py
+	cd $(PY_DIR) && '$(PY_VENVS)/build/bin/mypy' --no-incremental --cache-dir=/dev/null mcpd_grpc tests/typecheck ../../examples/python ../../tools/doc_snippets.py
 
 # pytest runs as the venv's script (not `python -m`, which would put the
 # source folder first on sys.path): the tests import the installed package.

@@ -9,7 +9,7 @@ import collections
 import inspect
 import time
 import weakref
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
+from typing import Any, Awaitable, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, TypeVar, Union, overload
 
 import grpc
 import grpc.aio
@@ -21,7 +21,18 @@ from . import types as t
 from ._http_aio import EOF as _HTTP_EOF
 from ._http_aio import task_cancelling as _task_cancelling
 from .agent_tools import AgentTools, AsyncToolServing
-from .client import ResourceRefLike, RootLike, ServerConfigLike, StreamItem
+from .client import (
+    ApprovalReturn,
+    AuthorizationReturn,
+    ElicitationReturn,
+    HandlerT,
+    ResourceRefLike,
+    RootLike,
+    RootsReturn,
+    SamplingReturn,
+    ServerConfigLike,
+    StreamItem,
+)
 from .errors import Cancelled, InvalidArgument, MCPDError, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
 
@@ -64,6 +75,19 @@ _SETTLE_POLLS = 50
 _SETTLE_INTERVAL = 0.01
 
 __all__ = ["AsyncClient", "AsyncSubscription", "AsyncToolCallStream"]
+
+# The handlers of an AsyncClient may also be coroutine functions.
+AsyncSamplingHandler = Callable[[t.SamplingRequest], Union[SamplingReturn, Awaitable[SamplingReturn]]]
+AsyncElicitationHandler = Callable[[t.ElicitationRequest], Union[ElicitationReturn, Awaitable[ElicitationReturn]]]
+AsyncRootsHandler = Callable[[t.RootsRequest], Union[RootsReturn, Awaitable[RootsReturn]]]
+AsyncAuthorizationHandler = Callable[[t.AuthorizationRequest], Union[AuthorizationReturn, Awaitable[AuthorizationReturn]]]
+AsyncApprovalHandler = Callable[[t.ApprovalRequest], Union[ApprovalReturn, Awaitable[ApprovalReturn]]]
+
+SH = TypeVar("SH", bound=AsyncSamplingHandler)
+EH = TypeVar("EH", bound=AsyncElicitationHandler)
+RH = TypeVar("RH", bound=AsyncRootsHandler)
+AuH = TypeVar("AuH", bound=AsyncAuthorizationHandler)
+ApH = TypeVar("ApH", bound=AsyncApprovalHandler)
 
 _UNSET: Any = object()
 
@@ -465,30 +489,59 @@ class AsyncClient:
 
     # -- server requests ---------------------------------------------------
 
-    def on_sampling(self, handler: Optional[Callable[..., Any]] = None) -> Any:
+    @overload
+    def on_sampling(self, handler: SH) -> SH: ...
+    @overload
+    def on_sampling(self, handler: None = None) -> Callable[[SH], SH]: ...
+    def on_sampling(self, handler: Optional[SH] = None) -> Union[SH, Callable[[SH], SH]]:
         """Answers sampling requests; see :meth:`mcpd_grpc.Client.on_sampling`."""
         return self._on("sampling", handler)
 
-    def on_elicitation(self, handler: Optional[Callable[..., Any]] = None) -> Any:
+    @overload
+    def on_elicitation(self, handler: EH) -> EH: ...
+    @overload
+    def on_elicitation(self, handler: None = None) -> Callable[[EH], EH]: ...
+    def on_elicitation(self, handler: Optional[EH] = None) -> Union[EH, Callable[[EH], EH]]:
         """Answers elicitation requests; see :meth:`mcpd_grpc.Client.on_elicitation`."""
         return self._on("elicitation", handler)
 
-    def on_roots(self, handler: Optional[Callable[..., Any]] = None) -> Any:
+    @overload
+    def on_roots(self, handler: RH) -> RH: ...
+    @overload
+    def on_roots(self, handler: None = None) -> Callable[[RH], RH]: ...
+    def on_roots(self, handler: Optional[RH] = None) -> Union[RH, Callable[[RH], RH]]:
         """Answers roots/list; see :meth:`mcpd_grpc.Client.on_roots`."""
         return self._on("roots", handler)
 
-    def on_authorization(self, handler: Optional[Callable[..., Any]] = None) -> Any:
+    @overload
+    def on_authorization(self, handler: AuH) -> AuH: ...
+    @overload
+    def on_authorization(self, handler: None = None) -> Callable[[AuH], AuH]: ...
+    def on_authorization(self, handler: Optional[AuH] = None) -> Union[AuH, Callable[[AuH], AuH]]:
         """Handles servers' needs for a person's OAuth consent; see
         :meth:`mcpd_grpc.Client.on_authorization`."""
         return self._on("authorization", handler)
 
-    def on_approval(self, handler: Optional[Callable[..., Any]] = None) -> Any:
+    @overload
+    def on_approval(self, handler: ApH) -> ApH: ...
+    @overload
+    def on_approval(self, handler: None = None) -> Callable[[ApH], ApH]: ...
+    def on_approval(self, handler: Optional[ApH] = None) -> Union[ApH, Callable[[ApH], ApH]]:
         """Decides tool calls held by ``ask`` rules; see :meth:`mcpd_grpc.Client.on_approval`."""
         return self._on("approval", handler)
 
-    def _on(self, kind: str, handler: Optional[Callable[..., Any]]) -> Any:
+    def _on(self, kind: str, handler: Optional[HandlerT]) -> Union[HandlerT, Callable[[HandlerT], HandlerT]]:
         if handler is None:
-            return lambda h: self._on(kind, h)
+
+            def register(h: HandlerT) -> HandlerT:
+                self._register(kind, h)
+                return h
+
+            return register
+        self._register(kind, handler)
+        return handler
+
+    def _register(self, kind: str, handler: Callable[[Any], Any]) -> None:
         if not callable(handler):
             raise TypeError(f"{kind} handler must be callable")
         if self._http:
@@ -504,7 +557,6 @@ class AsyncClient:
                 self._worker.reregister()
         else:
             self._ensure_worker()
-        return handler
 
     def _ensure_worker(self) -> None:
         if self._worker is not None or not self._handlers or self._closed:

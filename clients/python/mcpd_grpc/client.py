@@ -6,7 +6,7 @@ import collections
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
 
 from . import _common
 from . import _convert as cv
@@ -26,12 +26,32 @@ __all__ = ["Client", "Subscription", "ToolCallStream"]
 
 _UNSET: Any = object()
 _END = object()  # closes a request queue
-H = TypeVar("H", bound=Callable[..., Any])
 
 ServerConfigLike = Union[t.ServerConfig, pb.ServerConfig]
 ResourceRefLike = Union[Tuple[str, str], Mapping[str, str]]
 RootLike = Union[t.Root, str, Tuple[str, str], Mapping[str, str]]
 StreamItem = Union[t.Progress, t.LogMessage, t.ToolResult]
+
+# What each kind of server-request handler takes and may return.
+SamplingReturn = Union[t.SamplingResult, str]
+ElicitationReturn = Union[t.ElicitationResult, Mapping[str, Any], None]
+RootsReturn = Iterable[RootLike]
+AuthorizationReturn = Union[t.AuthorizationResult, str, None]
+ApprovalReturn = Union[t.ApprovalResult, bool]
+
+SamplingHandler = Callable[[t.SamplingRequest], SamplingReturn]
+ElicitationHandler = Callable[[t.ElicitationRequest], ElicitationReturn]
+RootsHandler = Callable[[t.RootsRequest], RootsReturn]
+AuthorizationHandler = Callable[[t.AuthorizationRequest], AuthorizationReturn]
+ApprovalHandler = Callable[[t.ApprovalRequest], ApprovalReturn]
+
+# The decorators return the handler as given, with its own type.
+SH = TypeVar("SH", bound=SamplingHandler)
+EH = TypeVar("EH", bound=ElicitationHandler)
+RH = TypeVar("RH", bound=RootsHandler)
+AuH = TypeVar("AuH", bound=AuthorizationHandler)
+ApH = TypeVar("ApH", bound=ApprovalHandler)
+HandlerT = TypeVar("HandlerT", bound=Callable[[Any], Any])
 
 
 class Client:
@@ -481,26 +501,42 @@ class Client:
 
     # -- server requests ---------------------------------------------------
 
-    def on_sampling(self, handler: Optional[H] = None) -> Any:
+    @overload
+    def on_sampling(self, handler: SH) -> SH: ...
+    @overload
+    def on_sampling(self, handler: None = None) -> Callable[[SH], SH]: ...
+    def on_sampling(self, handler: Optional[SH] = None) -> Union[SH, Callable[[SH], SH]]:
         """Answers servers' sampling requests with ``handler(SamplingRequest)``
         returning a :class:`~mcpd_grpc.SamplingResult` or a ``str``. Usable as
         a decorator. Handlers run on a small thread pool; raise
         :class:`~mcpd_grpc.ServerRequestError` to refuse."""
         return self._on("sampling", handler)
 
-    def on_elicitation(self, handler: Optional[H] = None) -> Any:
+    @overload
+    def on_elicitation(self, handler: EH) -> EH: ...
+    @overload
+    def on_elicitation(self, handler: None = None) -> Callable[[EH], EH]: ...
+    def on_elicitation(self, handler: Optional[EH] = None) -> Union[EH, Callable[[EH], EH]]:
         """Answers elicitation requests with ``handler(ElicitationRequest)``
         returning an :class:`~mcpd_grpc.ElicitationResult`, a ``dict``
         (accept with that content) or ``None`` (decline)."""
         return self._on("elicitation", handler)
 
-    def on_roots(self, handler: Optional[H] = None) -> Any:
+    @overload
+    def on_roots(self, handler: RH) -> RH: ...
+    @overload
+    def on_roots(self, handler: None = None) -> Callable[[RH], RH]: ...
+    def on_roots(self, handler: Optional[RH] = None) -> Union[RH, Callable[[RH], RH]]:
         """Answers roots/list with ``handler(RootsRequest)`` returning roots
         (:class:`~mcpd_grpc.Root`, URI strings or ``(uri, name)``). Without a
         roots handler mcpd answers from :meth:`set_roots`."""
         return self._on("roots", handler)
 
-    def on_authorization(self, handler: Optional[H] = None) -> Any:
+    @overload
+    def on_authorization(self, handler: AuH) -> AuH: ...
+    @overload
+    def on_authorization(self, handler: None = None) -> Callable[[AuH], AuH]: ...
+    def on_authorization(self, handler: Optional[AuH] = None) -> Union[AuH, Callable[[AuH], AuH]]:
         """Handles servers' needs for a person's OAuth consent with
         ``handler(AuthorizationRequest)``: show its ``authorization_url``
         (a desktop agent opens the browser) and return ``None``, and the
@@ -512,16 +548,29 @@ class Client:
         that register this handler are asked."""
         return self._on("authorization", handler)
 
-    def on_approval(self, handler: Optional[H] = None) -> Any:
+    @overload
+    def on_approval(self, handler: ApH) -> ApH: ...
+    @overload
+    def on_approval(self, handler: None = None) -> Callable[[ApH], ApH]: ...
+    def on_approval(self, handler: Optional[ApH] = None) -> Union[ApH, Callable[[ApH], ApH]]:
         """Decides tool calls that an ``ask`` tool rule holds with
         ``handler(ApprovalRequest)`` returning an
         :class:`~mcpd_grpc.ApprovalResult` or a ``bool``. Without an approval
         handler attached anywhere, such calls are denied."""
         return self._on("approval", handler)
 
-    def _on(self, kind: str, handler: Optional[H]) -> Any:
+    def _on(self, kind: str, handler: Optional[HandlerT]) -> Union[HandlerT, Callable[[HandlerT], HandlerT]]:
         if handler is None:
-            return lambda h: self._on(kind, h)
+
+            def register(h: HandlerT) -> HandlerT:
+                self._register(kind, h)
+                return h
+
+            return register
+        self._register(kind, handler)
+        return handler
+
+    def _register(self, kind: str, handler: Callable[[Any], Any]) -> None:
         if not callable(handler):
             raise TypeError(f"{kind} handler must be callable")
         if self._http:
@@ -535,11 +584,10 @@ class Client:
             self._handlers[kind] = handler
             if self._worker is None:
                 self._worker = _RequestWorker(self)
-                return handler
+                return
             worker = self._worker
         if new_kind:
             worker.reregister()
-        return handler
 
     def handlers_ready(self, timeout: Optional[float] = 10.0) -> bool:
         """Waits until mcpd routes requests of every registered kind to this
