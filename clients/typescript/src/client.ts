@@ -3,7 +3,7 @@
  * errors as {@link MCPDError} subclasses.
  */
 
-import { create, fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromJson, type JsonObject, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type CallOptions as ConnectCallOptions, type Client as HubClient } from "@connectrpc/connect";
 import { setMaxListeners } from "node:events";
 import { DurationSchema, ValueSchema } from "@bufbuild/protobuf/wkt";
@@ -45,13 +45,13 @@ const INVALID_PARAMS = -32602;
 
 export interface ClientOptions extends TlsOptions {
   /** `host:port`, `unix:///path.sock` or a URL; default $MCPD_ADDRESS, else 127.0.0.1:50051. */
-  target?: string;
+  target?: string | undefined;
   /** How the RPCs travel (default $MCPD_WIRE, else "connect", which needs mcpd's --http-listen address); see {@link Wire}. */
-  wire?: Wire;
+  wire?: Wire | undefined;
   /** The API token, sent as `authorization: Bearer <token>`; default $MCPD_API_TOKEN. */
-  token?: string;
+  token?: string | undefined;
   /** A default deadline (ms) for every unary call. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /**
    * Checks that mcpd still answers once a connection has been quiet this
    * long (ms; default 30000; at least 5000, as often as mcpd lets a client
@@ -62,54 +62,54 @@ export interface ClientOptions extends TlsOptions {
    * died. The HTTP/1.1 sockets of "connect" get TCP keep-alive probes after
    * this long, which find a dead path (about 10 s later) but not a frozen mcpd.
    */
-  keepaliveMs?: number | false;
+  keepaliveMs?: number | false | undefined;
   /** How long an HTTP/2 PING may go unanswered (ms; default 20000). */
-  keepaliveTimeoutMs?: number;
+  keepaliveTimeoutMs?: number | undefined;
   /** Where handler failures are reported (default: console.error). */
-  log?: (message: string, error: unknown) => void;
+  log?: ((message: string, error: unknown) => void) | undefined;
 }
 
 /** Options of one call. */
 export interface CallOptions {
   /** Aborting cancels the call (and the MCP request upstream). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** The call's deadline in ms (default: the client's `timeoutMs`). */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
 }
 
 /** Options of a tool call. */
 export interface ToolCallOptions {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Bounds the tool call at mcpd (ms); the RPC's deadline is this plus a grace period. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** `_meta` sent with the MCP request. */
-  meta?: JsonObject;
+  meta?: JsonObject | undefined;
 }
 
 /** Tool arguments: an object, or the JSON string a model returned. */
 export type ToolArguments = JsonObject | string | undefined | null;
 
 export interface SubscribeOptions {
-  servers?: string[];
+  servers?: string[] | undefined;
   /** `[server, uri]` pairs or `{server, uri}`: updates arrive only for these. */
-  resources?: ([string, string] | { server: string; uri: string })[];
-  kinds?: t.EventKind[];
+  resources?: ([string, string] | { server: string; uri: string })[] | undefined;
+  kinds?: t.EventKind[] | undefined;
   /** "poll_result" events of these polls only (see {@link Client.startPoll}). */
-  pollIds?: string[];
+  pollIds?: string[] | undefined;
   /** Start with the buffered events after this sequence (0: all that mcpd keeps). */
-  afterSequence?: number;
+  afterSequence?: number | undefined;
   /**
    * Poll the `resources` of servers that cannot notify (no
    * resources.subscribe capability) every this many ms (at least 1000)
    * instead of failing: a change of the contents is a "resource_updated"
    * event. Unset: mcpd subscribes upstream whatever the server declares.
    */
-  fallbackPollIntervalMs?: number;
+  fallbackPollIntervalMs?: number | undefined;
   /** Reopen a dropped stream, resuming after the last event (default true). */
-  reconnect?: boolean;
+  reconnect?: boolean | undefined;
   /** Give up with Unavailable after this long without mcpd (ms; default 30000; null: never). */
-  reconnectTimeoutMs?: number | null;
-  signal?: AbortSignal;
+  reconnectTimeoutMs?: number | null | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 /** The context of one call of an agent's own tool (see {@link Client.serveTools}). */
@@ -132,15 +132,15 @@ export interface AgentToolContext {
  */
 export interface AgentTool {
   description: string;
-  title?: string;
+  title?: string | undefined;
   /** The JSON Schema of the arguments (default: any object). */
-  inputSchema?: JsonObject;
+  inputSchema?: JsonObject | undefined;
   /** The JSON Schema of the structured result, for a tool that returns one. */
-  outputSchema?: JsonObject;
+  outputSchema?: JsonObject | undefined;
   /** Hints about the tool, as MCP spells them. */
-  annotations?: { title?: string; readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
+  annotations?: { title?: string | undefined; readOnlyHint?: boolean | undefined; destructiveHint?: boolean | undefined; idempotentHint?: boolean | undefined; openWorldHint?: boolean | undefined } | undefined;
   /** The tool's `_meta`. */
-  meta?: JsonObject;
+  meta?: JsonObject | undefined;
   run: (args: JsonObject, context: AgentToolContext) => unknown;
 }
 
@@ -152,18 +152,18 @@ export interface AgentTool {
  */
 export interface ToolResultInit {
   content: (string | t.Content | JsonObject)[];
-  structured?: JsonValue;
-  isError?: boolean;
+  structured?: JsonValue | undefined;
+  isError?: boolean | undefined;
 }
 
 /** Options of {@link Client.serveTools}. */
 export interface ServeToolsOptions {
   /** Take over the name from another agent that serves it. */
-  replace?: boolean;
+  replace?: boolean | undefined;
   /** Shown to models in the server's status. */
-  instructions?: string;
+  instructions?: string | undefined;
   /** The version in the server's `serverInfo` (whose name is the server's). */
-  version?: string;
+  version?: string | undefined;
 }
 
 /** A handler of server requests; it may be async. */
@@ -384,7 +384,7 @@ export class Client {
   }
 
   /** Connects a server and waits until it is ready or has failed (check `state` and `lastError`). */
-  async connectServer(config: t.ServerConfigInit, options: CallOptions & { replace?: boolean } = {}): Promise<t.Server> {
+  async connectServer(config: t.ServerConfigInit, options: CallOptions & { replace?: boolean | undefined } = {}): Promise<t.Server> {
     const req = { server: t.serverConfigMessage(config), replace: options.replace ?? false };
     return t.toServer((await this.rpc((o) => this.hub.connectServer(req, o), options)).server);
   }
@@ -486,10 +486,10 @@ export class Client {
   }
 
   /** The tools (of one server or all) in OpenAI's Chat Completions format, with provider-safe names. */
-  toolsForOpenAI(server?: string, options?: { api?: "chat" } & CallOptions): Promise<OpenAIChatTool[]>;
+  toolsForOpenAI(server?: string, options?: { api?: "chat" | undefined } & CallOptions): Promise<OpenAIChatTool[]>;
   /** The tools in OpenAI's Responses API format. */
   toolsForOpenAI(server: string | undefined, options: { api: "responses" } & CallOptions): Promise<OpenAIResponsesTool[]>;
-  toolsForOpenAI(server?: string, options: { api?: "chat" | "responses" } & CallOptions = {}): Promise<(OpenAIChatTool | OpenAIResponsesTool)[]> {
+  toolsForOpenAI(server?: string, options: { api?: "chat" | "responses" | undefined } & CallOptions = {}): Promise<(OpenAIChatTool | OpenAIResponsesTool)[]> {
     const api = options.api ?? "chat";
     if (api !== "chat" && api !== "responses") throw new TypeError(`api must be "chat" or "responses", got ${JSON.stringify(api)}`);
     return this.definitions(server, (x, n) => (api === "chat" ? openaiTool(x, n) : openaiTool(x, n, "responses")), options);
@@ -510,7 +510,7 @@ export class Client {
    */
   async toolsForAISDK<Schema = AISDKSchema>(
     server?: string,
-    opts: CallOptions & { timeoutMs?: number; jsonSchema?: (schema: JsonObject) => Schema } = {},
+    opts: CallOptions & { timeoutMs?: number | undefined; jsonSchema?: ((schema: JsonObject) => Schema) | undefined } = {},
   ): Promise<Record<string, AISDKTool<Schema>>> {
     const out: Record<string, AISDKTool<Schema>> = {};
     const wrap = opts.jsonSchema ?? (aiSchema as unknown as (schema: JsonObject) => Schema);
@@ -532,7 +532,7 @@ export class Client {
   }
 
   /** Ranks the tools of ready servers by relevance to a query (best first). */
-  async searchTools(query: string, options: CallOptions & { limit?: number; servers?: string[] } = {}): Promise<t.ToolMatch[]> {
+  async searchTools(query: string, options: CallOptions & { limit?: number | undefined; servers?: string[] | undefined } = {}): Promise<t.ToolMatch[]> {
     const r = await this.rpc((o) => this.hub.searchTools({ query, limit: options.limit ?? 0, servers: options.servers ?? [] }, o), options);
     return r.matches.flatMap((m) => (m.tool === undefined ? [] : [{ tool: m.tool, score: m.score }]));
   }
@@ -564,7 +564,7 @@ export class Client {
    */
   async startPoll(
     server: string,
-    options: CallOptions & { resourceUri?: string; tool?: string; arguments?: ToolArguments; intervalMs?: number },
+    options: CallOptions & { resourceUri?: string | undefined; tool?: string | undefined; arguments?: ToolArguments | undefined; intervalMs?: number | undefined },
   ): Promise<t.Poll> {
     if ((options.resourceUri === undefined) === (options.tool === undefined)) {
       throw new TypeError("pass exactly one of resourceUri and tool");
@@ -623,7 +623,7 @@ export class Client {
     server: string,
     argument: string,
     value = "",
-    options: CallOptions & { prompt?: string; resourceTemplate?: string; context?: Record<string, string> } = {},
+    options: CallOptions & { prompt?: string | undefined; resourceTemplate?: string | undefined; context?: Record<string, string> | undefined } = {},
   ): Promise<t.Completion> {
     if ((options.prompt === undefined) === (options.resourceTemplate === undefined)) {
       throw new TypeError("pass exactly one of prompt and resourceTemplate");
@@ -643,7 +643,7 @@ export class Client {
   }
 
   /** Sets the roots offered to one server, or to all. */
-  async setRoots(roots: t.RootLike[], options: CallOptions & { server?: string } = {}): Promise<void> {
+  async setRoots(roots: t.RootLike[], options: CallOptions & { server?: string | undefined } = {}): Promise<void> {
     await this.rpc((o) => this.hub.setRoots({ server: options.server ?? "", roots: t.rootsToProto(roots) }, o), options);
   }
 
@@ -990,7 +990,8 @@ export class ToolServing {
         inputSchema: tool.inputSchema ?? { type: "object" },
       });
       if (tool.outputSchema !== undefined) d.outputSchema = tool.outputSchema;
-      if (tool.annotations !== undefined) d.annotations = create(pb.ToolAnnotationsSchema, tool.annotations);
+      // create() leaves out a field given as undefined, as one not given.
+      if (tool.annotations !== undefined) d.annotations = create(pb.ToolAnnotationsSchema, tool.annotations as MessageInitShape<typeof pb.ToolAnnotationsSchema>);
       if (tool.meta !== undefined) d.meta = tool.meta;
       return d;
     });

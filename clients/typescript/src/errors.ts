@@ -64,12 +64,12 @@ export type CodeName = (typeof CODE_NAMES)[number];
 
 /** Fields of an {@link MCPDError} besides its message. */
 export interface MCPDErrorInit {
-  code?: Code;
-  server?: string;
-  jsonrpcCode?: number;
-  reason?: string;
-  domain?: string;
-  metadata?: Record<string, string>;
+  code?: Code | undefined;
+  server?: string | undefined;
+  jsonrpcCode?: number | undefined;
+  reason?: string | undefined;
+  domain?: string | undefined;
+  metadata?: Record<string, string> | undefined;
   cause?: unknown;
 }
 

@@ -241,14 +241,14 @@ export type PemSource = string | Buffer | { file: string };
 
 export interface TlsOptions {
   /** The CA that signed mcpd's certificate (default: the system roots). */
-  ca?: PemSource;
+  ca?: PemSource | undefined;
   /** A client certificate for mutual TLS; goes with `key`. */
-  cert?: PemSource;
-  key?: PemSource;
+  cert?: PemSource | undefined;
+  key?: PemSource | undefined;
   /** Files instead of data, as the Python client names them. */
-  caFile?: string;
-  certFile?: string;
-  keyFile?: string;
+  caFile?: string | undefined;
+  certFile?: string | undefined;
+  keyFile?: string | undefined;
 }
 
 interface ParsedTarget {
@@ -319,7 +319,7 @@ function pem(src: PemSource | undefined, file: string | undefined): Buffer | str
 }
 
 /** The TLS material, or undefined for plaintext. */
-export function tlsMaterial(o: TlsOptions): { ca?: Buffer | string; cert?: Buffer | string; key?: Buffer | string } | undefined {
+export function tlsMaterial(o: TlsOptions): { ca?: Buffer | string | undefined; cert?: Buffer | string | undefined; key?: Buffer | string | undefined } | undefined {
   const ca = pem(o.ca, o.caFile);
   const cert = pem(o.cert, o.certFile);
   const key = pem(o.key, o.keyFile);
@@ -327,7 +327,7 @@ export function tlsMaterial(o: TlsOptions): { ca?: Buffer | string; cert?: Buffe
   if ((cert === undefined) !== (key === undefined)) {
     throw new TypeError("cert and key go together (a client certificate and its key)");
   }
-  const out: { ca?: Buffer | string; cert?: Buffer | string; key?: Buffer | string } = {};
+  const out: { ca?: Buffer | string | undefined; cert?: Buffer | string | undefined; key?: Buffer | string | undefined } = {};
   if (ca !== undefined) out.ca = ca;
   if (cert !== undefined) out.cert = cert;
   if (key !== undefined) out.key = key;
@@ -348,13 +348,13 @@ export interface TransportOptions {
   token: string;
   tls: ReturnType<typeof tlsMaterial>;
   /** Request HTTP/1.1 keep-alive sockets per origin (Connect over HTTP/1.1). */
-  maxSockets?: number;
+  maxSockets?: number | undefined;
   /** Close a keep-alive socket idle this long (ms; Connect over HTTP/1.1; default {@link IDLE_SOCKET_TIMEOUT_MS}). */
-  idleSocketTimeoutMs?: number;
+  idleSocketTimeoutMs?: number | undefined;
   /** Check mcpd after this long without traffic (ms; 0: never; default {@link DEFAULT_KEEPALIVE_MS}); see {@link resolveKeepalive}. */
-  keepaliveMs?: number;
+  keepaliveMs?: number | undefined;
   /** How long an HTTP/2 PING may go unanswered (ms; default {@link DEFAULT_KEEPALIVE_TIMEOUT_MS}). */
-  keepaliveTimeoutMs?: number;
+  keepaliveTimeoutMs?: number | undefined;
 }
 
 export function openTransport(o: TransportOptions): OpenTransport {

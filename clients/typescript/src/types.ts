@@ -230,14 +230,14 @@ export interface Event {
   kind: EventKind;
   server: string;
   time: Date | undefined;
-  uri?: string;
-  state?: ServerState;
-  error?: string;
-  log?: LogMessage;
-  gapFirst?: number;
-  gapLast?: number;
+  uri?: string | undefined;
+  state?: ServerState | undefined;
+  error?: string | undefined;
+  log?: LogMessage | undefined;
+  gapFirst?: number | undefined;
+  gapLast?: number | undefined;
   /** For "poll_result": what a poll read (see {@link Client.startPoll}). */
-  poll?: PollResult;
+  poll?: PollResult | undefined;
 }
 
 /**
@@ -372,22 +372,22 @@ export type ServerConfigInit = Exclude<MessageInitShape<typeof pb.ServerConfigSc
 /** Options every kind of server takes. */
 export interface ServerOptions {
   /** Bounds each tool call (ms); unset: mcpd's default. */
-  callTimeoutMs?: number;
+  callTimeoutMs?: number | undefined;
   /** Bounds connecting (ms). */
-  connectTimeoutMs?: number;
-  protocolVersion?: string;
-  toolsAllow?: string[];
-  toolsDeny?: string[];
+  connectTimeoutMs?: number | undefined;
+  protocolVersion?: string | undefined;
+  toolsAllow?: string[] | undefined;
+  toolsDeny?: string[] | undefined;
   /** Tools whose calls wait for an agent's approval; only adds to mcpd's tool rules. */
-  toolsAsk?: string[];
-  oauth?: MessageInitShape<typeof pb.OAuthConfigSchema>;
+  toolsAsk?: string[] | undefined;
+  oauth?: MessageInitShape<typeof pb.OAuthConfigSchema> | undefined;
   /** List tools only when the server declares the tools capability. */
-  strictCapabilities?: boolean;
+  strictCapabilities?: boolean | undefined;
   /**
    * Log every JSON-RPC message of the server at mcpd's debug level
    * (docs/servers.md, "Wire tracing").
    */
-  trace?: boolean;
+  trace?: boolean | undefined;
 }
 
 /**
@@ -403,27 +403,27 @@ export type McpJsonOptions = Omit<ServerOptions, "oauth">;
  */
 export interface McpJsonEntry {
   /** `stdio`, `http` (also `streamable-http`, `streamable_http`, `streamableHttp`), `sse` or `auto`, in any case. */
-  type?: string;
-  command?: string;
-  args?: string[];
-  env?: Record<string, string>;
-  cwd?: string;
-  url?: string;
+  type?: string | undefined;
+  command?: string | undefined;
+  args?: string[] | undefined;
+  env?: Record<string, string> | undefined;
+  cwd?: string | undefined;
+  url?: string | undefined;
   /** Read as `url` when `url` is empty. */
-  serverUrl?: string;
-  headers?: Record<string, string>;
+  serverUrl?: string | undefined;
+  headers?: Record<string, string> | undefined;
   /** The oauth block, in the file's camelCase (`clientId`, `tokenEndpointAuthMethod`, ...). */
-  oauth?: JsonObject;
+  oauth?: JsonObject | undefined;
   /** The call timeout, in seconds (0: mcpd's default). */
-  timeout?: number;
+  timeout?: number | undefined;
   /** In seconds (0: mcpd's default). */
-  connectTimeout?: number;
-  protocolVersion?: string;
-  toolsAllow?: string[];
-  toolsDeny?: string[];
-  toolsAsk?: string[];
-  strictCapabilities?: boolean;
-  trace?: boolean;
+  connectTimeout?: number | undefined;
+  protocolVersion?: string | undefined;
+  toolsAllow?: string[] | undefined;
+  toolsDeny?: string[] | undefined;
+  toolsAsk?: string[] | undefined;
+  strictCapabilities?: boolean | undefined;
+  trace?: boolean | undefined;
   [key: string]: unknown;
 }
 
@@ -712,7 +712,7 @@ export const ServerConfig = {
     name: string,
     command: string,
     args: string[] = [],
-    opts: ServerOptions & { env?: Record<string, string>; cwd?: string } = {},
+    opts: ServerOptions & { env?: Record<string, string> | undefined; cwd?: string | undefined } = {},
   ): ServerConfigInit {
     return {
       ...common(name, opts),
@@ -720,15 +720,15 @@ export const ServerConfig = {
     };
   },
   /** A server at a Streamable HTTP endpoint. */
-  http(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> } = {}): ServerConfigInit {
+  http(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> | undefined } = {}): ServerConfigInit {
     return { ...common(name, opts), transport: { case: "http", value: { url, headers: opts.headers ?? {} } } };
   },
   /** A server at a legacy HTTP+SSE endpoint. */
-  sse(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> } = {}): ServerConfigInit {
+  sse(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> | undefined } = {}): ServerConfigInit {
     return { ...common(name, opts), transport: { case: "sse", value: { url, headers: opts.headers ?? {} } } };
   },
   /** A remote server: Streamable HTTP, falling back to HTTP+SSE. */
-  remote(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> } = {}): ServerConfigInit {
+  remote(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> | undefined } = {}): ServerConfigInit {
     return { ...common(name, opts), transport: { case: "remote", value: { url, headers: opts.headers ?? {} } } };
   },
   /**
@@ -959,11 +959,11 @@ export type ServerRequest = SamplingRequest | ElicitationRequest | RootsRequest 
 export interface SamplingResult {
   /** One text, image or audio block (or a list of one): mcpd refuses more, for an MCP sampling result holds one. */
   content: string | Content | Content[];
-  model?: string;
+  model?: string | undefined;
   /** Default "endTurn". */
-  stopReason?: string;
+  stopReason?: string | undefined;
   /** Default "assistant". */
-  role?: "assistant" | "user";
+  role?: "assistant" | "user" | undefined;
 }
 
 /**
@@ -972,7 +972,7 @@ export interface SamplingResult {
  */
 export interface ElicitationResult {
   action: "accept" | "decline" | "cancel";
-  content?: JsonObject;
+  content?: JsonObject | undefined;
 }
 
 /**
@@ -981,12 +981,12 @@ export interface ElicitationResult {
  * A handler may also return a boolean.
  */
 export interface ApprovalResult {
-  approved?: boolean;
-  reason?: string;
+  approved?: boolean | undefined;
+  reason?: string | undefined;
 }
 
 /** A root: a URI string (or an absolute local path), or one with a name. */
-export type RootLike = string | { uri: string; name?: string };
+export type RootLike = string | { uri: string; name?: string | undefined };
 
 export function rootsToProto(roots: readonly RootLike[]): pb.Root[] {
   return roots.map((r) =>
@@ -1119,7 +1119,7 @@ export function replyFor(req: ServerRequest, result: unknown): pb.ServerRequestR
         result: { case: "roots", value: { roots: rootsToProto((result ?? []) as RootLike[]) } },
       });
     case "authorization": {
-      const url = result === undefined || result === null ? "" : typeof result === "string" ? result : (result as { redirectUrl?: string }).redirectUrl ?? "";
+      const url = result === undefined || result === null ? "" : typeof result === "string" ? result : (result as { redirectUrl?: string | undefined }).redirectUrl ?? "";
       return create(pb.ServerRequestReplySchema, { id, result: { case: "authorization", value: { redirectUrl: url } } });
     }
     case "approval": {
