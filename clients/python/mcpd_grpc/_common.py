@@ -145,11 +145,59 @@ HTTP_SCHEMES = ("http://", "https://", HTTP_UNIX_SCHEME)
 
 
 def resolve_target(target: Optional[str]) -> str:
-    """The target argument, else $MCPD_ADDRESS, else 127.0.0.1:50051.
+    """The target argument, else $MCPD_ADDRESS, else 127.0.0.1:50051,
+    checked (see :func:`check_target`)."""
+    if target:
+        return check_target(target, "target")
+    env = os.environ.get(ENV_ADDRESS)
+    if env:
+        return check_target(env, "$" + ENV_ADDRESS)
+    return DEFAULT_TARGET
 
-    Forms: ``host:port`` or ``unix:///absolute/path.sock`` (any target gRPC
-    understands)."""
-    return target or os.environ.get(ENV_ADDRESS) or DEFAULT_TARGET
+
+#: The target prefixes grpcio resolves itself, passed on as they are.
+GRPC_SCHEMES = ("unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:", "vsock:")
+
+_TARGET_FORMS = "want host:port (mcpd's gRPC listener is 127.0.0.1:50051 by default), unix:///path.sock or an http(s):// URL"
+
+
+def check_target(target: str, source: str) -> str:
+    """target, refused with a ValueError that says why where gRPC or the
+    HTTP wire would fail obscurely, or dial what nobody meant: white space,
+    and a host:port without its port (gRPC dials 443). A host:port's
+    trailing slashes, left from a URL, are dropped. URLs are checked by the
+    HTTP wire; targets with a gRPC scheme (``unix:``, ``dns:``, ...) go to
+    grpcio as they are."""
+    what = f"{source} {target!r}"
+    if any(c.isspace() for c in target):
+        raise ValueError(f"{what} has white space")
+    if target.startswith(HTTP_SCHEMES):
+        return target
+    if target.startswith(GRPC_SCHEMES):
+        if target.startswith("unix:") and not target[len("unix:") :].lstrip("/"):
+            raise ValueError(f"{what} has no socket path")
+        return target
+    hostport = target.rstrip("/")
+    if "/" in hostport:
+        raise ValueError(f"{what}: a host:port target has no path; {_TARGET_FORMS}")
+    if hostport.startswith("["):
+        host, _, after = hostport[1:].partition("]")
+        sep, port = after[:1], after[1:]
+        if after and sep != ":":
+            raise ValueError(f"{what} is no host:port; {_TARGET_FORMS}")
+    else:
+        host, sep, port = hostport.rpartition(":")
+        if not sep:
+            host, port = hostport, ""
+        elif ":" in host:
+            raise ValueError(f"{what}: an IPv6 address goes in brackets, as in [::1]:50051")
+    if not port:
+        raise ValueError(f"{what} has no port; {_TARGET_FORMS}")
+    if not host:
+        raise ValueError(f"{what} has no host; {_TARGET_FORMS}")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{what} has no valid port (1 to 65535)")
+    return hostport
 
 
 def resolve_metadata(token: Optional[str]) -> Tuple[Tuple[str, str], ...]:

@@ -63,7 +63,9 @@ class Client:
             ``http+unix:///path/to.sock`` for the HTTP wire (mcpd's
             ``--http-listen``: lower latency and a faster start, without
             grpc; no server-request handlers or ``serve_tools``);
-            default ``$MCPD_ADDRESS``, else ``127.0.0.1:50051``.
+            default ``$MCPD_ADDRESS``, else ``127.0.0.1:50051``. A
+            ``host:port`` without its port, with a path or with white
+            space raises ValueError.
         token: the API token, sent as ``authorization: Bearer <token>``;
             default ``$MCPD_API_TOKEN``, else none.
         timeout: default deadline in seconds of every unary RPC (None: no

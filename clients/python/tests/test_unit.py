@@ -519,3 +519,31 @@ class TestKeepalive:
         mcpd_grpc.Client("127.0.0.1:1", keepalive=None).close()
         asyncio.run(async_clients())
         assert seen == [30_000, None, 30_000, None]
+
+
+TARGET_CASES = json.loads((REPO / "clients" / "testdata" / "targets.json").read_text(encoding="utf-8"))["cases"]
+
+
+@pytest.mark.parametrize("case", TARGET_CASES, ids=[repr(c["target"]) for c in TARGET_CASES])
+def test_targets(case: Any) -> None:
+    for cls in (mcpd_grpc.Client, mcpd_grpc.AsyncClient):
+        if "error" in case:
+            with pytest.raises(ValueError, match=re.escape(case["error"])):
+                cls(case["target"])
+            continue
+        c = cls(case["target"])
+        assert c.target == case["want"]
+        if isinstance(c, mcpd_grpc.Client):
+            c.close()
+
+
+def test_target_from_the_environment_is_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPD_ADDRESS", "localhost")
+    with pytest.raises(ValueError, match=r"\$MCPD_ADDRESS.*has no port"):
+        mcpd_grpc.Client()
+
+
+@pytest.mark.parametrize("target", ["dns:///localhost:50051", "ipv4:127.0.0.1:50051", "ipv6:[::1]:50051", "unix-abstract:mcpd", "unix:mcpd.sock"])
+def test_grpc_scheme_targets_go_to_grpc_as_they_are(target: str) -> None:
+    with mcpd_grpc.Client(target) as c:
+        assert c.target == target

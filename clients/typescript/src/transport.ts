@@ -257,9 +257,64 @@ interface ParsedTarget {
   socketPath: string | undefined;
 }
 
-/** The target argument, else $MCPD_ADDRESS, else 127.0.0.1:50051. */
+/** The target argument, else $MCPD_ADDRESS, else 127.0.0.1:50051, checked (see {@link checkTarget}). */
 export function resolveTarget(target: string | undefined): string {
-  return target || process.env[ENV_ADDRESS] || DEFAULT_TARGET;
+  if (target) return checkTarget(target, "target");
+  const env = process.env[ENV_ADDRESS];
+  if (env) return checkTarget(env, `$${ENV_ADDRESS}`);
+  return DEFAULT_TARGET;
+}
+
+const TARGET_FORMS = "want host:port (mcpd's gRPC listener is 127.0.0.1:50051 by default), unix:///path.sock or an http(s):// URL";
+
+/**
+ * The target, or a TypeError that says what is wrong with it where a call
+ * would fail obscurely later (an invalid URL) or dial what nobody meant:
+ * white space, a host:port without its port (port 80 or 443), a scheme
+ * this client does not speak. A host:port's trailing slashes, left from a
+ * URL, are dropped. clients/testdata/targets.json holds the cases, shared
+ * with the Python client.
+ */
+export function checkTarget(target: string, source: string): string {
+  const what = `${source} ${JSON.stringify(target)}`;
+  if (/\s/.test(target)) throw new TypeError(`${what} has white space`);
+  if (target.startsWith("unix:")) {
+    if (target.slice("unix:".length).replace(/^\/+/, "") === "") throw new TypeError(`${what} has no socket path`);
+    return target;
+  }
+  if (/^https?:\/\//.test(target)) {
+    let url: URL;
+    try {
+      url = new URL(target);
+    } catch {
+      throw new TypeError(`${what} is no valid URL`);
+    }
+    if (!url.hostname) throw new TypeError(`${what} has no host`);
+    return target;
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(target) || /^(dns|ipv4|ipv6|unix-abstract|vsock):/.test(target)) {
+    throw new TypeError(`${what} has a scheme this client does not speak; ${TARGET_FORMS}`);
+  }
+  const hostport = target.replace(/\/+$/, "");
+  if (hostport.includes("/")) throw new TypeError(`${what}: a host:port target has no path; ${TARGET_FORMS}`);
+  let host: string;
+  let port: string;
+  if (hostport.startsWith("[")) {
+    const close = hostport.indexOf("]");
+    const after = close < 0 ? "" : hostport.slice(close + 1);
+    if (close < 0 || (after !== "" && !after.startsWith(":"))) throw new TypeError(`${what} is no host:port; ${TARGET_FORMS}`);
+    host = hostport.slice(1, close);
+    port = after.slice(1);
+  } else {
+    const colon = hostport.lastIndexOf(":");
+    host = colon < 0 ? hostport : hostport.slice(0, colon);
+    port = colon < 0 ? "" : hostport.slice(colon + 1);
+    if (host.includes(":")) throw new TypeError(`${what}: an IPv6 address goes in brackets, as in [::1]:50051`);
+  }
+  if (port === "") throw new TypeError(`${what} has no port; ${TARGET_FORMS}`);
+  if (host === "") throw new TypeError(`${what} has no host; ${TARGET_FORMS}`);
+  if (!/^\d+$/.test(port) || Number(port) < 1 || Number(port) > 65535) throw new TypeError(`${what} has no valid port (1 to 65535)`);
+  return hostport;
 }
 
 /** The wire argument, else $MCPD_WIRE, else the default. */

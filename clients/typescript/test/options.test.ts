@@ -2,8 +2,19 @@
 
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 import { Client, DEFAULT_TARGET, DEFAULT_WIRE, InvalidArgument } from "../src/index.js";
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
+/** Targets and what the constructor makes of them, shared with the Python client's tests. */
+const TARGET_CASES = (
+  JSON.parse(fs.readFileSync(path.join(REPO, "clients", "testdata", "targets.json"), "utf8")) as {
+    cases: { target: string; want?: string; error?: string }[];
+  }
+).cases;
 
 function withEnv<T>(env: Record<string, string | undefined>, fn: () => T): T {
   const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
@@ -125,5 +136,28 @@ describe("Client options", () => {
     } finally {
       await c.close();
     }
+  });
+
+  for (const c of TARGET_CASES) {
+    it(`takes the target ${JSON.stringify(c.target)} ${c.error === undefined ? `as ${c.want}` : `for a TypeError: ${c.error}`}`, async () => {
+      for (const wire of ["connect", "grpc"] as const) {
+        if (c.error !== undefined) {
+          const error = c.error;
+          assert.throws(() => new Client(c.target, { wire }), (e: unknown) => e instanceof TypeError && e.message.includes(error));
+          continue;
+        }
+        const client = new Client(c.target, { wire });
+        assert.equal(client.target, c.want);
+        await client.close();
+      }
+    });
+  }
+
+  it("checks a target from $MCPD_ADDRESS too", () => {
+    assert.throws(() => withEnv({ MCPD_ADDRESS: "localhost" }, () => new Client()), { name: "TypeError", message: /\$MCPD_ADDRESS.*has no port/ });
+  });
+
+  it("refuses a scheme it does not speak", () => {
+    assert.throws(() => new Client("dns:///localhost:50051"), { name: "TypeError", message: /scheme/ });
   });
 });
