@@ -285,6 +285,42 @@ function connectionFailed(err: unknown): boolean {
   return false;
 }
 
+/** OpenSSL's names for a server certificate it could not verify, as Node gives them in `code`. */
+const CERTIFICATE_ERRORS = new Set([
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "CERT_HAS_EXPIRED",
+  "CERT_NOT_YET_VALID",
+  "CERT_SIGNATURE_FAILURE",
+  "CERT_UNTRUSTED",
+  "CERT_REJECTED",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+/**
+ * Why a TLS handshake failed, in a few words, if err (or a cause of it)
+ * says one did: OpenSSL's own text is a multi-line dump. A listener
+ * without TLS answers the client's hello with plain HTTP bytes, which
+ * OpenSSL calls a wrong version number.
+ */
+function tlsFailure(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const { code, reason, message } = e as { code?: unknown; reason?: unknown; message?: unknown };
+    if (code === "ERR_SSL_WRONG_VERSION_NUMBER" || (typeof message === "string" && /wrong version number/.test(message))) {
+      return "it answered without TLS (is TLS on at this address?)";
+    }
+    if (typeof code === "string" && CERTIFICATE_ERRORS.has(code)) return typeof message === "string" ? message : code;
+    if (typeof code === "string" && (code.startsWith("ERR_SSL_") || code === "EPROTO")) {
+      return typeof reason === "string" && reason !== "" ? reason : code;
+    }
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
 /**
  * Whether the error came with a response: connect-es gives an error from
  * mcpd's status (grpc-status, a Connect error body) the response's headers
@@ -308,7 +344,10 @@ export function toMCPDError(reason: unknown, aborted?: boolean): MCPDError {
   // cancel()) fails with a ConnectError around it: the reason is the error.
   if (reason instanceof ConnectError && reason.code === Code.Canceled && reason.cause instanceof MCPDError) return reason.cause;
   let err = ConnectError.from(reason);
-  if (
+  const tls = err.code === Code.Unavailable || err.code === Code.Internal || err.code === Code.Unknown ? tlsFailure(err.cause) : undefined;
+  if (tls !== undefined) {
+    err = new ConnectError(`could not complete a TLS handshake with mcpd: ${tls}`, Code.Unavailable, undefined, undefined, reason);
+  } else if (
     err.code !== Code.Unavailable &&
     (connectionFailed(err.cause) || (aborted === false && err.code === Code.Canceled && !answered(err)))
   ) {

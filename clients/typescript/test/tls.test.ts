@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { Client, MCPDError, Unauthenticated, type Wire } from "../src/index.js";
+import { Client, MCPDError, Unauthenticated, Unavailable, type Wire } from "../src/index.js";
 import { Daemon, MCPD_BIN, RPC_TIMEOUT_MS, SUITE_TIMEOUT_MS, hasHttpListener, poll, tempDir, testWires } from "./harness.js";
 
 const skip = MCPD_BIN === undefined ? "no mcpd binary (MCPD_BIN)" : false;
@@ -45,6 +45,7 @@ const credentials = (): { caFile: string; certFile: string; keyFile: string } =>
 });
 let tlsDaemon: Daemon;
 let mtlsDaemon: Daemon;
+let plainDaemon: Daemon;
 const addr: Record<string, Record<Wire, string>> = {};
 
 async function start(name: string, extra: string[]): Promise<Daemon> {
@@ -67,11 +68,15 @@ before(async () => {
   fs.writeFileSync(path.join(dir, "token"), "tls-token\n", { mode: 0o600 });
   tlsDaemon = await start("tls", ["--api-token-file", path.join(dir, "token")]);
   mtlsDaemon = await start("mtls", ["--tls-client-ca", path.join(dir, "ca.pem")]);
+  const [g, h] = [await freePort(), await freePort()];
+  plainDaemon = await new Daemon().startTCP(`127.0.0.1:${g}`, hasHttpListener() ? `127.0.0.1:${h}` : undefined);
+  addr["plain"] = { grpc: `127.0.0.1:${g}`, connect: `127.0.0.1:${h}`, "connect-h2": `127.0.0.1:${h}` };
 });
 
 after(async () => {
   await tlsDaemon?.stop();
   await mtlsDaemon?.stop();
+  await plainDaemon?.stop();
 });
 
 for (const wire of testWires()) {
@@ -91,8 +96,27 @@ for (const wire of testWires()) {
 
     it("refuses a server certificate it cannot verify", async () => {
       const c = new Client(addr["tls"]![wire], { wire, token: "tls-token", caFile: path.join(dir, "client.pem"), timeoutMs: RPC_TIMEOUT_MS });
-      await assert.rejects(c.servers(), (e) => e instanceof MCPDError && e.codeName !== "OK");
+      await assert.rejects(c.servers(), (e) => {
+        assert.ok(e instanceof Unavailable && /could not complete a TLS handshake with mcpd: \S/.test(e.message), String(e));
+        return true;
+      });
       await c.close();
+    });
+
+    it("says Unavailable, briefly, when the listener speaks no TLS", async () => {
+      for (const target of [addr["plain"]![wire], `https://${addr["plain"]![wire]}`]) {
+        const c = new Client(target, { wire, caFile: path.join(dir, "ca.pem"), timeoutMs: RPC_TIMEOUT_MS });
+        try {
+          await assert.rejects(c.servers(), (e) => {
+            assert.ok(e instanceof Unavailable, `${target}: got ${String(e)}`);
+            assert.match(e.message, /could not complete a TLS handshake with mcpd/);
+            assert.doesNotMatch(e.message, /ssl3_|openssl|\n/i);
+            return true;
+          });
+        } finally {
+          await c.close();
+        }
+      }
     });
 
     it("presents a client certificate for mutual TLS", async () => {
