@@ -548,6 +548,8 @@ class Connection:
     #: if this one was idle (mcpd closed it), one that failed after it may
     #: not.
     answered = False
+    #: Whether a response head was read (only the first is checked for HTTP/2).
+    _first_head_read = False
     #: Whether the connection is closed (a body that ran to its end), and
     #: so must not go back to the pool.
     closed = False
@@ -611,6 +613,10 @@ class Connection:
     def read_head(self) -> Tuple[int, Dict[str, str]]:
         """The status and the headers (names in lower case) of a response."""
         self.answered = False
+        if not self._first_head_read:
+            self._first_head_read = True
+            if self._rfile.peek(1)[:1] == HTTP2_FRAME_START:
+                raise speaks_http2()
         while True:
             line = self._rfile.readline(MAX_LINE + 1)
             self.answered = self.answered or bool(line)
@@ -739,6 +745,21 @@ def _split_url(url: str) -> Tuple[str, str, int, str]:
     if port > 65535:
         raise bad
     return scheme, host, port, slash + path
+
+
+#: The first byte of what an HTTP/2 server sends first, its SETTINGS frame
+#: (a 24-bit length, well under 64 KiB); an HTTP/1.x answer starts "HTTP/".
+HTTP2_FRAME_START = b"\x00"
+
+
+def speaks_http2() -> Unavailable:
+    """The error of an address that answered in HTTP/2: mcpd's gRPC
+    listener is h2c only, and resets an HTTP/1.1 request after its SETTINGS
+    frame, which would otherwise read as a bare "connection reset"."""
+    return Unavailable(
+        "cannot speak HTTP/1.1 to mcpd: it answered in HTTP/2, as mcpd's gRPC listener (--listen) does; "
+        "give that address as host:port or unix:///path for the gRPC wire, or use mcpd's --http-listen address"
+    )
 
 
 def unreachable(stub: StubBase[Any], e: BaseException) -> Unavailable:

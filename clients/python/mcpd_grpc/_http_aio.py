@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable, Dict, Optional, Sequence, Tuple, Ty
 from ._http import (
     END_OF_TRAILERS,
     ENVELOPE_HEAD,
+    HTTP2_FRAME_START,
     MAX_HEADERS,
     MAX_LINE,
     READ_GRACE,
@@ -35,6 +36,7 @@ from ._http import (
     error_of,
     interim,
     set_options,
+    speaks_http2,
     status_of,
     stream_cut,
     stream_message,
@@ -192,6 +194,8 @@ class Connection:
         self._to_eof = False  # the last body ran to the connection's end
         #: Whether a byte of the last response came (see _http.Connection).
         self.answered = False
+        #: Whether a response head was read (only the first is checked for HTTP/2).
+        self._first_head_read = False
 
     async def send(self, data: bytes) -> None:
         # A failure from here on, before a byte of the answer, means the
@@ -209,8 +213,16 @@ class Connection:
     async def read_head(self) -> Tuple[int, Dict[str, str]]:
         """The status and the headers (names in lower case) of a response."""
         self.answered = False
+        first = b""
+        if not self._first_head_read:
+            self._first_head_read = True
+            first = await self.reader.read(1)
+            if first == HTTP2_FRAME_START:
+                raise speaks_http2()
         while True:
-            line = await self.reader.readline()
+            # The byte read above begins the status line, unless it ended it.
+            line = first if first == b"\n" else first + await self.reader.readline()
+            first = b""
             self.answered = self.answered or bool(line)
             status = status_of(line)
             headers: Dict[str, str] = {}

@@ -5,6 +5,7 @@ what it refuses, and that it never loads grpc."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import threading
 from pathlib import Path
@@ -232,3 +233,29 @@ def test_a_timeout_beyond_the_header_is_left_out() -> None:
     assert b"Connect-Timeout-Ms: 9999999999\r\n" in stub.request_head("/p", "application/proto", (), 9_999_999.999, 0)
     assert b"Connect-Timeout-Ms" not in stub.request_head("/p", "application/proto", (), 10_000_000.0, 0)
     assert b"Connect-Timeout-Ms" not in stub.request_head("/p", "application/proto", (), None, 0)
+
+
+_GRPC_PORT_HINT = "it answered in HTTP/2, as mcpd's gRPC listener (--listen) does"
+
+
+def test_http_wire_at_the_grpc_listener_says_so(daemon: Daemon) -> None:
+    # mcpd's gRPC listener speaks HTTP/2 only (h2c): an HTTP/1.1 request
+    # there gets its SETTINGS frame, then a reset.
+    target = "http+unix://" + str(daemon.socket)
+    with Client(target, timeout=RPC_TIMEOUT) as c:
+        for call in (c.servers, lambda: list(c.call_tool_stream("mcp__demo__echo", {"message": "x"})), lambda: next(c.subscribe(reconnect=False))):
+            with pytest.raises(mcpd_grpc.Unavailable, match=re.escape(_GRPC_PORT_HINT)):
+                call()
+
+    async def body() -> None:
+        async with mcpd_grpc.AsyncClient(target, timeout=RPC_TIMEOUT) as c:
+            with pytest.raises(mcpd_grpc.Unavailable, match=re.escape(_GRPC_PORT_HINT)):
+                await c.servers()
+            with pytest.raises(mcpd_grpc.Unavailable, match=re.escape(_GRPC_PORT_HINT)):
+                async for _ in c.call_tool_stream("mcp__demo__echo", {"message": "x"}):
+                    pass
+            with pytest.raises(mcpd_grpc.Unavailable, match=re.escape(_GRPC_PORT_HINT)):
+                async for _ in c.subscribe(reconnect=False):
+                    pass
+
+    run_async(body())
