@@ -37,12 +37,21 @@ type registry struct {
 	// read (see mcpconfig.MarshalEntry).
 	reserved func(string) bool
 
-	mu      sync.Mutex
-	files   []mcpconfig.Entry          // the merged files, as last applied
-	api     map[string]mcpconfig.Entry // servers added through the API
-	apiJSON map[string]json.RawMessage // each api server as the state file holds it
-	toggles map[string]bool            // enabled or disabled through the API, where that differs from the config
-	applied map[string]want            // what each server was last set up as
+	// applying serialises reloads. names serialises the work on one
+	// server name (a reload's, ConnectServer's, DisconnectServer's,
+	// SetServerEnabled's): each decides from the maps and acts on the
+	// Manager under its name's lock. mu guards the maps and is never held
+	// while a server stops or starts, so that a server slow to stop holds
+	// up the work on no other.
+	applying sync.Mutex
+	names    nameLocks
+	mu       sync.Mutex
+	files    []mcpconfig.Entry          // the merged files, as last applied
+	api      map[string]mcpconfig.Entry // servers added through the API
+	apiJSON  map[string]json.RawMessage // each api server as the state file holds it
+	toggles  map[string]bool            // enabled or disabled through the API, where that differs from the config
+	adding   map[string]mcpconfig.Entry // servers ConnectServer is starting, not yet in api
+	applied  map[string]want            // what each server was last set up as
 }
 
 var _ server.Registry = (*registry)(nil)
@@ -75,7 +84,7 @@ func newRegistry(mgr *mcpclient.Manager, log zerolog.Logger, stateFile string, p
 	r := &registry{
 		mgr: mgr, log: log, state: stateFile, reserved: reserved,
 		api: make(map[string]mcpconfig.Entry), apiJSON: make(map[string]json.RawMessage),
-		toggles: make(map[string]bool), applied: make(map[string]want),
+		toggles: make(map[string]bool), applied: make(map[string]want), adding: make(map[string]mcpconfig.Entry),
 	}
 	if stateFile == "" {
 		return r, nil
@@ -296,11 +305,15 @@ func writeStateFile(path string, data []byte) error {
 // more. A server whose setup is unchanged is left alone, only its source
 // label follows the file. It returns once every change is under way.
 func (r *registry) apply(ctx context.Context, merged *mcpconfig.Merged) {
+	r.applying.Lock()
+	defer r.applying.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.files = merged.Entries
+	r.mu.Unlock()
 	r.reconcile(ctx)
+	r.mu.Lock()
 	r.forgetToggles()
+	r.mu.Unlock()
 }
 
 // forgetToggles drops the API's enable or disable of servers that are gone
@@ -340,59 +353,89 @@ func (r *registry) desired() map[string]want {
 	return out
 }
 
-// reconcile brings the manager to desired(); r.mu is held. Once ctx is
+// reconcile brings the manager to desired(). Servers nothing names any
+// more go first, side by side, so that a server renamed in its file is
+// never run twice at once; the others follow, side by side too (a
+// replaced server's stop may wait out its grace periods). Once ctx is
 // done (mcpd stops), it leaves the rest as it is.
 func (r *registry) reconcile(ctx context.Context) {
+	r.mu.Lock()
 	next := r.desired()
 	var gone []string
 	for name := range r.applied {
 		if _, still := next[name]; !still {
-			if !r.agentServes(name, want{}) {
-				gone = append(gone, name)
-			}
-			delete(r.applied, name)
+			gone = append(gone, name)
 		}
 	}
-	// Stopped side by side: a server slow to stop holds up no other.
-	r.mgr.DisconnectAll(gone)
-	for _, name := range slices.Sorted(maps.Keys(next)) {
-		if ctx.Err() != nil {
-			return
-		}
-		w := next[name]
-		if r.agentServes(name, w) {
-			continue
-		}
-		if old, had := r.applied[name]; had && old.same(w) {
-			if _, err := r.mgr.Get(name); err == nil {
-				r.mgr.Relabel(name, w.cfg.Source, w.cfg.Warnings)
-				r.applied[name] = w
-				continue // unchanged and still there
-			}
-		}
-		var err error
-		switch {
-		case w.disabled:
-			if by := w.cfg.Source.DisabledBy; by != "" {
-				r.log.Info().Str("server", name).Str("disabled_by", by).Msg("config entry disabled by Claude Code's setting")
-			}
-			err = r.mgr.AddStopped(w.cfg, mcpclient.StateDisabled, w.err, true)
-		case w.err != nil:
-			r.log.Warn().Str("server", name).Err(w.err).Msg("config entry unusable")
-			err = r.mgr.AddStopped(w.cfg, mcpclient.StateFailed, w.err, true)
-		default:
-			for _, warning := range w.cfg.Warnings {
-				r.log.Warn().Str("server", name).Msg("config entry: " + warning)
-			}
-			err = r.mgr.Start(w.cfg, true)
-		}
-		if err != nil {
-			r.log.Warn().Str("server", name).Err(err).Msg("connect")
-			delete(r.applied, name)
-			continue
-		}
-		r.applied[name] = w
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, name := range gone {
+		wg.Go(func() { r.reconcileName(ctx, name) })
 	}
+	wg.Wait()
+	for name := range next {
+		wg.Go(func() { r.reconcileName(ctx, name) })
+	}
+	wg.Wait()
+}
+
+// reconcileName brings the server name to what desired() says now: an
+// API call on the name may have come first, under the same lock.
+func (r *registry) reconcileName(ctx context.Context, name string) {
+	unlock := r.names.lock(name)
+	defer unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	r.mu.Lock()
+	w, wanted := r.desired()[name]
+	old, had := r.applied[name]
+	r.mu.Unlock()
+	if !wanted {
+		if had && !r.agentServes(name, want{}) {
+			r.mgr.DisconnectAll([]string{name})
+		}
+		r.mu.Lock()
+		delete(r.applied, name)
+		r.mu.Unlock()
+		return
+	}
+	if r.agentServes(name, w) {
+		return
+	}
+	if had && old.same(w) {
+		if _, err := r.mgr.Get(name); err == nil {
+			r.mgr.Relabel(name, w.cfg.Source, w.cfg.Warnings)
+			r.mu.Lock()
+			r.applied[name] = w
+			r.mu.Unlock()
+			return // unchanged and still there
+		}
+	}
+	var err error
+	switch {
+	case w.disabled:
+		if by := w.cfg.Source.DisabledBy; by != "" {
+			r.log.Info().Str("server", name).Str("disabled_by", by).Msg("config entry disabled by Claude Code's setting")
+		}
+		err = r.mgr.AddStopped(w.cfg, mcpclient.StateDisabled, w.err, true)
+	case w.err != nil:
+		r.log.Warn().Str("server", name).Err(w.err).Msg("config entry unusable")
+		err = r.mgr.AddStopped(w.cfg, mcpclient.StateFailed, w.err, true)
+	default:
+		for _, warning := range w.cfg.Warnings {
+			r.log.Warn().Str("server", name).Msg("config entry: " + warning)
+		}
+		err = r.mgr.Start(w.cfg, true)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.log.Warn().Str("server", name).Err(err).Msg("connect")
+		delete(r.applied, name)
+		return
+	}
+	r.applied[name] = w
 }
 
 // agentServes reports whether an agent's ServeTools stream has the name
@@ -420,17 +463,29 @@ func (r *registry) Connect(ctx context.Context, cfg mcpconfig.Server, replace bo
 			r.log.Info().Str("server", cfg.Name).Strs("variables", refs).Msg("state file keeps the server's secrets as references: set these variables for a restarted mcpd")
 		}
 	}
+	unlock := r.names.lock(cfg.Name)
 	r.mu.Lock()
 	var err error
 	if r.state != "" {
 		// Against the other servers the state file keeps, not the one
-		// this replaces.
+		// this replaces; and against those other calls are adding now.
 		others := slices.DeleteFunc(slices.Collect(maps.Values(r.api)), func(e mcpconfig.Entry) bool { return e.Name == cfg.Name })
+		for name, e := range r.adding {
+			if name != cfg.Name {
+				others = append(others, e)
+			}
+		}
 		err = sharedReference(cfg.Name, r.referenceReaders(append(others, mcpconfig.Entry{Name: cfg.Name, Server: cfg}), r.apiJSON))
 	}
 	if err == nil {
+		r.adding[cfg.Name] = mcpconfig.Entry{Name: cfg.Name, Server: cfg}
+	}
+	r.mu.Unlock()
+	if err == nil {
 		err = r.mgr.Start(cfg, replace)
 	}
+	r.mu.Lock()
+	delete(r.adding, cfg.Name)
 	if err == nil {
 		r.api[cfg.Name] = mcpconfig.Entry{Name: cfg.Name, Server: cfg}
 		r.apiJSON[cfg.Name] = raw
@@ -439,6 +494,7 @@ func (r *registry) Connect(ctx context.Context, cfg mcpconfig.Server, replace bo
 		r.writeState()
 	}
 	r.mu.Unlock()
+	unlock()
 	if err != nil {
 		return mcpclient.Status{}, err
 	}
@@ -448,11 +504,12 @@ func (r *registry) Connect(ctx context.Context, cfg mcpconfig.Server, replace bo
 // Disconnect stops and forgets a server. A server the files name comes
 // back on the next reload.
 func (r *registry) Disconnect(ctx context.Context, name string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer r.names.lock(name)()
 	if err := r.mgr.Disconnect(ctx, name); err != nil {
 		return err
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	_, wasAPI := r.api[name]
 	_, wasToggled := r.toggles[name]
 	delete(r.api, name)
@@ -468,8 +525,9 @@ func (r *registry) Disconnect(ctx context.Context, name string) error {
 // SetEnabled disables or enables a server and remembers the choice where
 // it differs from the server's config entry.
 func (r *registry) SetEnabled(ctx context.Context, name string, enabled bool) (mcpclient.Status, error) {
-	r.mu.Lock()
+	unlock := r.names.lock(name)
 	err := r.mgr.SetEnabled(name, enabled)
+	r.mu.Lock()
 	if err == nil {
 		configDisabled := false
 		for _, e := range r.files {
@@ -492,6 +550,7 @@ func (r *registry) SetEnabled(ctx context.Context, name string, enabled bool) (m
 		r.writeState()
 	}
 	r.mu.Unlock()
+	unlock()
 	if err != nil {
 		return mcpclient.Status{}, err
 	}
@@ -499,4 +558,34 @@ func (r *registry) SetEnabled(ctx context.Context, name string, enabled bool) (m
 		return r.mgr.Get(name)
 	}
 	return r.mgr.Await(ctx, name)
+}
+
+// nameLocks is a lock per server name.
+type nameLocks struct {
+	mu   sync.Mutex
+	held map[string]chan struct{} // closed when the holder lets go
+}
+
+// lock takes name's lock and returns what releases it.
+func (l *nameLocks) lock(name string) (unlock func()) {
+	for {
+		l.mu.Lock()
+		busy, taken := l.held[name]
+		if !taken {
+			if l.held == nil {
+				l.held = make(map[string]chan struct{})
+			}
+			done := make(chan struct{})
+			l.held[name] = done
+			l.mu.Unlock()
+			return func() {
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				delete(l.held, name)
+				close(done)
+			}
+		}
+		l.mu.Unlock()
+		<-busy
+	}
 }

@@ -274,3 +274,40 @@ func TestStackSignal(t *testing.T) {
 	})
 	d.waitHealth(ctx, t, healthpb.HealthCheckResponse_SERVING)
 }
+
+// TestReloadHoldsNoOtherServer: while a reload waits for a server that
+// ignores SIGTERM to stop, ConnectServer of another server goes ahead.
+func TestReloadHoldsNoOtherServer(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	mark := filepath.Join(shortTempDir(t), "stopping")
+	entry := func(env map[string]string) map[string]any {
+		env[fakeServerEnv], env[fakeMarkEnv] = fakeStubborn, mark
+		return map[string]any{"command": testBinary(t), "env": env}
+	}
+	path := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{"stubborn": entry(map[string]string{})}}))
+	// The stop takes twice the grace: long enough to be caught in it.
+	d := startDaemon(ctx, t, daemonOptions{config: path, args: []string{"--stop-grace", "12s"}})
+	pid := int(d.waitServer(ctx, t, "stubborn", mcpdv1.ServerState_SERVER_STATE_READY).GetPid())
+
+	replaceFile(t, path, mustJSON(t, map[string]any{"mcpServers": map[string]any{"stubborn": entry(map[string]string{fakeValueEnv: "v2"})}}))
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the reload stops the server", func() (bool, error) {
+		_, err := os.Stat(mark)
+		return err == nil, nil
+	})
+	other := d.connectFake(ctx, t, "other", fakeNoisy)
+	if other.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Errorf("server added during the reload: %v %s, want READY", other.GetState(), other.GetLastError())
+	}
+	if processGone(pid) {
+		t.Errorf("ConnectServer of another server answered only once the reload had stopped the stubborn server")
+	}
+	// Stop now: a second signal kills the stubborn server at once.
+	d.send(t, syscall.SIGTERM)
+	poll(ctx, t, "mcpd begins shutting down", func() (bool, error) {
+		return strings.Contains(d.log.String(), "shutting down"), nil
+	})
+	d.send(t, syscall.SIGTERM)
+	d.wait(t, syscall.SIGTERM)
+}

@@ -322,13 +322,12 @@ func (m *Manager) ServeTools(ctx context.Context, decl AgentDeclaration, replace
 	}
 	link := newAgentLink(decl)
 
-	m.opMu.Lock()
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		m.opMu.Unlock()
+	end, ok := m.begin(cfg.Name)
+	if !ok {
+		end()
 		return nil, Status{}, errorf(ErrUnavailable, "mcpd is shutting down")
 	}
+	m.mu.Lock()
 	old := m.servers[cfg.Name]
 	m.mu.Unlock()
 	var u *upstream
@@ -336,7 +335,7 @@ func (m *Manager) ServeTools(ctx context.Context, decl AgentDeclaration, replace
 	case old != nil && old.cfg.Kind == config.TransportAgent:
 		if live := old.agentLink(); live != nil && !live.ended() {
 			if !replace {
-				m.opMu.Unlock()
+				end()
 				return nil, Status{}, errorf(ErrAlreadyExists, "server %q is served by another agent (set replace to take it over)", cfg.Name)
 			}
 			live.end(errorf(ErrAborted, "server %q is now served by another ServeTools stream", cfg.Name))
@@ -344,7 +343,7 @@ func (m *Manager) ServeTools(ctx context.Context, decl AgentDeclaration, replace
 		old.attach(link)
 		u = old
 	case old != nil && !replace:
-		m.opMu.Unlock()
+		end()
 		return nil, Status{}, errorf(ErrAlreadyExists, "server %q already exists (set replace to replace it)", cfg.Name)
 	default:
 		if old != nil {
@@ -360,7 +359,7 @@ func (m *Manager) ServeTools(ctx context.Context, decl AgentDeclaration, replace
 		m.mu.Unlock()
 		u.start()
 	}
-	m.opMu.Unlock()
+	end()
 	st, err := m.settle(ctx, u)
 	if err != nil {
 		link.Close()

@@ -161,9 +161,11 @@ type Dialer func(ctx context.Context, cfg config.Server) (mcp.Transport, error)
 type Manager struct {
 	opts *Options
 
-	// opMu serialises operations that replace or remove servers, so that
-	// two of them on one name cannot interleave; reads only take mu.
-	opMu     sync.Mutex
+	// names serialises the operations that replace or remove the server
+	// of one name; reads only take mu. ops counts the operations under
+	// way (see begin), for Close to wait for.
+	names    nameLocks
+	ops      sync.WaitGroup
 	mu       sync.Mutex
 	servers  map[string]*upstream
 	closed   bool
@@ -227,13 +229,12 @@ func (m *Manager) start(cfg config.Server, replace bool) (*upstream, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, errorf(ErrInvalidArgument, "server config: %w", err)
 	}
-	m.opMu.Lock()
-	defer m.opMu.Unlock()
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	end, ok := m.begin(cfg.Name)
+	defer end()
+	if !ok {
 		return nil, errorf(ErrUnavailable, "mcpd is shutting down")
 	}
+	m.mu.Lock()
 	old := m.servers[cfg.Name]
 	m.mu.Unlock()
 	if old != nil && !replace {
@@ -269,14 +270,14 @@ func (m *Manager) AddFailed(name string, reason error) error {
 // without, an existing one is left alone and the result is
 // ErrAlreadyExists.
 func (m *Manager) AddStopped(cfg config.Server, state State, reason error, replace bool) error {
-	m.opMu.Lock()
-	defer m.opMu.Unlock()
-	m.mu.Lock()
-	closed, old := m.closed, m.servers[cfg.Name]
-	m.mu.Unlock()
-	if closed {
+	end, ok := m.begin(cfg.Name)
+	defer end()
+	if !ok {
 		return errorf(ErrUnavailable, "mcpd is shutting down")
 	}
+	m.mu.Lock()
+	old := m.servers[cfg.Name]
+	m.mu.Unlock()
 	if old != nil && !replace {
 		return errorf(ErrAlreadyExists, "server %q already exists", cfg.Name)
 	}
@@ -301,13 +302,13 @@ func (m *Manager) AddStopped(cfg config.Server, state State, reason error, repla
 // disabled, or disabling a disabled one, changes nothing. A server whose
 // configuration is unusable goes back to StateFailed when enabled.
 func (m *Manager) SetEnabled(name string, enabled bool) error {
-	m.opMu.Lock()
-	defer m.opMu.Unlock()
+	end, ok := m.begin(name)
+	defer end()
 	u, err := m.lookup(name)
 	if err != nil {
 		return err
 	}
-	if m.isClosed() {
+	if !ok {
 		return errorf(ErrUnavailable, "mcpd is shutting down")
 	}
 	u.setEnabled(enabled)
@@ -344,12 +345,6 @@ func (m *Manager) settle(ctx context.Context, u *upstream) (Status, error) {
 	return u.status(), err
 }
 
-func (m *Manager) isClosed() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.closed
-}
-
 // Disconnect stops a server and forgets it.
 func (m *Manager) Disconnect(ctx context.Context, name string) error {
 	if m.DisconnectAll([]string{name}) == 0 {
@@ -362,8 +357,8 @@ func (m *Manager) Disconnect(ctx context.Context, name string) error {
 // rather than one after another (each stop may wait out its grace
 // periods), and returns how many it found.
 func (m *Manager) DisconnectAll(names []string) int {
-	m.opMu.Lock()
-	defer m.opMu.Unlock()
+	end, _ := m.begin(names...) // closed or not: Close stops them too
+	defer end()
 	var gone []*upstream
 	m.mu.Lock()
 	for _, name := range names {
@@ -397,28 +392,28 @@ func (m *Manager) DisconnectAll(names []string) int {
 // Restart stops a server and connects it again with the same configuration,
 // then waits like Connect.
 func (m *Manager) Restart(ctx context.Context, name string) (Status, error) {
-	m.opMu.Lock()
+	end, ok := m.begin(name)
 	m.mu.Lock()
 	old := m.servers[name]
 	m.mu.Unlock()
 	if old == nil {
-		m.opMu.Unlock()
+		end()
 		return Status{}, errorf(ErrNotFound, "server %q not found", name)
 	}
 	if old.status().State == StateDisabled {
-		m.opMu.Unlock()
+		end()
 		return Status{}, errorf(ErrDisabled, "server %q is disabled: enable it with SetServerEnabled", name)
 	}
-	if m.isClosed() {
-		m.opMu.Unlock()
+	if !ok {
+		end()
 		return Status{}, errorf(ErrUnavailable, "mcpd is shutting down")
 	}
 	if err := old.cfg.Validate(); err != nil {
-		m.opMu.Unlock()
+		end()
 		return Status{}, errorf(ErrInvalidArgument, "server %q cannot restart: %w", name, err)
 	}
 	old.restart()
-	m.opMu.Unlock()
+	end()
 	return m.settle(ctx, old)
 }
 
@@ -531,11 +526,11 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Unlock()
 	m.polls.close()
 	m.settings.close()
-	// From ctx's end on, stops are hurried, those of an operation that
-	// holds opMu (a reload's) too.
+	// From ctx's end on, stops are hurried, those of an operation under
+	// way (a reload's) too. Once that operation ends, every server it
+	// started is in the snapshot below.
 	defer context.AfterFunc(ctx, m.Hurry)()
-	m.opMu.Lock()
-	defer m.opMu.Unlock()
+	m.ops.Wait()
 	var wg sync.WaitGroup
 	for _, u := range m.snapshot() {
 		wg.Go(u.stop)
