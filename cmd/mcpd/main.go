@@ -377,7 +377,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token that every RPC but health and reflection must present as 'authorization: Bearer <token>' (or set MCPD_API_TOKEN)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format: json or console")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs may run on after SIGTERM or SIGINT; a second signal cuts them off and kills the servers at once")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs may run on after SIGTERM or SIGINT, and the calls of a server that a reload or a replacing ConnectServer stops; a second signal cuts them off and kills the servers at once")
 	fs.DurationVar(&c.callTimeout, "call-timeout", 60*time.Second, "default deadline of a tool call (a server's or a call's own timeout wins)")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 30*time.Second, "how long starting a server and opening its session may take")
 	fs.DurationVar(&c.probeTimeout, "probe-timeout", 5*time.Second, "how long to wait for a server to answer the 2026-07-28 server/discover probe before falling back to initialize")

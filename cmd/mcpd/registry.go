@@ -356,8 +356,8 @@ func (r *registry) desired() map[string]want {
 // reconcile brings the manager to desired(). Servers nothing names any
 // more go first, side by side, so that a server renamed in its file is
 // never run twice at once; the others follow, side by side too (a
-// replaced server's stop may wait out its grace periods). Once ctx is
-// done (mcpd stops), it leaves the rest as it is.
+// replaced server may first finish its calls in flight). Once ctx is done
+// (mcpd stops), it leaves the rest as it is.
 func (r *registry) reconcile(ctx context.Context) {
 	r.mu.Lock()
 	next := r.desired()
@@ -482,7 +482,7 @@ func (r *registry) Connect(ctx context.Context, cfg mcpconfig.Server, replace bo
 	}
 	r.mu.Unlock()
 	if err == nil {
-		err = r.mgr.Start(cfg, replace)
+		err = r.mgr.Start(cfg, replace) // may let the server it replaces finish its calls
 	}
 	r.mu.Lock()
 	delete(r.adding, cfg.Name)

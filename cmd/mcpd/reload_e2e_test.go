@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -273,6 +274,98 @@ func TestStackSignal(t *testing.T) {
 		return strings.Contains(log, "mcpd: goroutine stacks at") && strings.Contains(log, "main.run("), nil
 	})
 	d.waitHealth(ctx, t, healthpb.HealthCheckResponse_SERVING)
+}
+
+// TestReloadLetsCallsFinish: a reload that changes a server's entry lets
+// the call running on the old process finish, with its result, before it
+// stops that process; the new process starts only then, and a call that
+// arrives meanwhile waits for it. The tool is neither read-only nor
+// idempotent: cut off, the call would fail with CALL_MAY_HAVE_RUN.
+func TestReloadLetsCallsFinish(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	dir := t.TempDir()
+	entry := func(env map[string]string) map[string]any {
+		env[fakeServerEnv], env[fakeGateDirEnv] = fakeGated, dir
+		return map[string]any{"command": testBinary(t), "env": env}
+	}
+	path := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{"gated": entry(map[string]string{})}}))
+	d := startDaemon(ctx, t, daemonOptions{config: path})
+	oldPid := int(d.waitServer(ctx, t, "gated", mcpdv1.ServerState_SERVER_STATE_READY).GetPid())
+
+	type outcome struct {
+		resp *mcpdv1.CallToolResponse
+		err  error
+	}
+	call := func(tag string) <-chan outcome {
+		out := make(chan outcome, 1)
+		go func() {
+			resp, err := d.call(ctx, t, "mcp__gated__"+gatedPlain, map[string]any{"tag": tag}, time.Minute)
+			out <- outcome{resp, err}
+		}()
+		return out
+	}
+	startedOn := func(tag string) int {
+		t.Helper()
+		pid := 0
+		poll(ctx, t, "call "+tag+" started", func() (bool, error) {
+			starts, err := readGatedStarts(dir)
+			for _, s := range starts {
+				if s.tag == tag {
+					pid = s.pid
+				}
+			}
+			return pid != 0, err
+		})
+		return pid
+	}
+
+	before := call("before")
+	startedOn("before")
+	replaceFile(t, path, mustJSON(t, map[string]any{"mcpServers": map[string]any{"gated": entry(map[string]string{fakeValueEnv: "v2"})}}))
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the reload takes the new entry", func() (bool, error) {
+		resp, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "gated"})
+		return slices.Contains(resp.GetServer().GetEnvNames(), fakeValueEnv), err
+	})
+	after := call("after")
+
+	// The old process still runs the first call: the new one has not
+	// started, and the second call waits for it.
+	resp, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "gated"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := resp.GetServer(); s.GetState() != mcpdv1.ServerState_SERVER_STATE_CONNECTING || s.GetPid() != 0 {
+		t.Errorf("while the old process runs a call: server %v with pid %d, want CONNECTING with no process yet", s.GetState(), s.GetPid())
+	}
+	if err := releaseGated(dir, oldPid, 1); err != nil {
+		t.Fatal(err)
+	}
+	r := <-before
+	if r.err != nil {
+		t.Fatalf("call in flight during the reload: got %v, want its result", r.err)
+	}
+	if got := text(r.resp); got != "before" {
+		t.Errorf("call in flight during the reload: got %q, want %q", got, "before")
+	}
+
+	newPid := startedOn("after")
+	if newPid == oldPid {
+		t.Fatalf("the call made during the reload ran on the old process %d", oldPid)
+	}
+	if !processGone(oldPid) {
+		t.Errorf("old process %d runs on beside the new one %d", oldPid, newPid)
+	}
+	if err := releaseGated(dir, newPid, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-after; r.err != nil || text(r.resp) != "after" {
+		t.Errorf("call made during the reload: got %v %v, want its result", r.resp, r.err)
+	}
+	if s := d.waitServer(ctx, t, "gated", mcpdv1.ServerState_SERVER_STATE_READY); int(s.GetPid()) != newPid {
+		t.Errorf("server pid %d after the reload, want %d", s.GetPid(), newPid)
+	}
 }
 
 // TestReloadHoldsNoOtherServer: while a reload waits for a server that

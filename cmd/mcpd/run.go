@@ -161,6 +161,7 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 		CallTimeout:       c.callTimeout,
 		CallTimeoutMax:    c.maxCallTimeout,
 		StopGrace:         c.stopGrace,
+		DrainTimeout:      c.shutdownTimeout, // a reload's replaced servers finish their calls as RPCs do at shutdown
 		MaxLineBytes:      c.maxMessageBytes,
 		RestartBackoff:    c.restartBackoff,
 		RestartBackoffMax: c.restartMax,

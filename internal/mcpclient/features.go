@@ -147,7 +147,11 @@ func request[T any](ctx context.Context, m *Manager, server, op string, do func(
 		var zero T
 		return zero, err
 	}
-	return onSession(ctx, u, op, do)
+	res, err := onSession(ctx, u, op, do)
+	if next := m.replacement(u, err); next != nil {
+		return onSession(ctx, next, op, do) // never sent: the replacement takes it
+	}
+	return res, err
 }
 
 func onSession[T any](ctx context.Context, u *upstream, op string, do func(context.Context, *mcp.ClientSession) (T, error)) (T, error) {

@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,10 @@ type Options struct {
 	// StopGrace is how long a child process gets after stdin closes, and
 	// again after SIGTERM, before the next step; default 2s.
 	StopGrace time.Duration
+	// DrainTimeout is how long a server replaced by Start, or removed by
+	// DisconnectAll, may go on to finish the requests it runs before it
+	// stops; 0 stops it at once.
+	DrainTimeout time.Duration
 	// MaxLineBytes bounds one message from a stdio server; default 16 MiB.
 	MaxLineBytes int
 	// RestartBackoff is the first wait before reconnecting a server whose
@@ -176,12 +181,16 @@ type Manager struct {
 	// and to come skip their graces.
 	stopping context.Context
 	hurry    context.CancelFunc
+	// closing ends when Close begins: drains under way end.
+	closing    context.Context
+	endClosing context.CancelFunc
 }
 
 // NewManager returns an empty Manager.
 func NewManager(opts *Options) *Manager {
 	m := &Manager{opts: opts.withDefaults(), servers: make(map[string]*upstream), settings: newSettings()}
 	m.stopping, m.hurry = context.WithCancel(context.Background())
+	m.closing, m.endClosing = context.WithCancel(context.Background())
 	m.polls = newPoller(m, m.opts.MaxPolls)
 	if bus, tel := m.opts.Events, m.opts.Telemetry; bus != nil && tel != nil {
 		// Counted where every event passes, servers' and polls' alike.
@@ -208,8 +217,8 @@ func (m *Manager) Telemetry() *telemetry.Telemetry { return m.opts.Telemetry }
 
 // Connect adds a server and waits, up to ctx, until it is ready or has
 // failed. A server that fails stays registered in StateFailed so that its
-// status explains why. With replace, a server of the same name is stopped
-// and replaced; without, that is ErrAlreadyExists.
+// status explains why. With replace, a server of the same name is
+// replaced (see Start); without, that is ErrAlreadyExists.
 func (m *Manager) Connect(ctx context.Context, cfg config.Server, replace bool) (Status, error) {
 	u, err := m.start(cfg, replace)
 	if err != nil {
@@ -220,6 +229,13 @@ func (m *Manager) Connect(ctx context.Context, cfg config.Server, replace bool) 
 
 // Start adds a server like Connect but does not wait: the server connects
 // in the background and its state tells how that goes.
+//
+// With replace, a server of the same name is replaced in order: it takes
+// no new request, the requests it runs may finish (up to DrainTimeout),
+// it stops, and only then does the new server start, so that a server
+// that cannot run twice at once (one that holds a lock file) is never
+// run twice. Requests that arrive meanwhile wait for the new server, as
+// for any connecting one. Start returns once the new server is starting.
 func (m *Manager) Start(cfg config.Server, replace bool) error {
 	_, err := m.start(cfg, replace)
 	return err
@@ -240,20 +256,31 @@ func (m *Manager) start(cfg config.Server, replace bool) (*upstream, error) {
 	if old != nil && !replace {
 		return nil, errorf(ErrAlreadyExists, "server %q already exists (set replace to replace it)", cfg.Name)
 	}
+	u := m.newUpstream(cfg)
 	if old != nil {
-		old.stop()
+		u.queue(StateConnecting, "")
+	}
+	m.mu.Lock()
+	m.servers[cfg.Name] = u
+	m.mu.Unlock()
+	if old != nil {
+		m.retire(old)
 		if m.opts.OAuth != nil {
 			// Like Disconnect: a consent the old server waited for ends
 			// with it; the new one asks afresh if it needs one.
 			m.opts.OAuth.Release(cfg.Name)
 		}
 	}
-	u := m.newUpstream(cfg)
-	m.mu.Lock()
-	m.servers[cfg.Name] = u
-	m.mu.Unlock()
 	u.start()
 	return u, nil
+}
+
+// retire stops old, which another server replaced or which was removed,
+// once the requests it runs have ended (see drain).
+func (m *Manager) retire(old *upstream) {
+	old.retire()
+	m.drain(old)
+	old.stop()
 }
 
 // AddFailed registers a server whose configuration could not be used (a
@@ -266,9 +293,9 @@ func (m *Manager) AddFailed(name string, reason error) error {
 // AddStopped registers a server that does not run: in StateFailed (its
 // configuration could not be used; reason says why) or in StateDisabled
 // (reason, if any, is why it could not run if enabled). cfg needs only a
-// name. With replace, a server of that name is stopped and replaced;
-// without, an existing one is left alone and the result is
-// ErrAlreadyExists.
+// name. With replace, a server of that name is replaced as Start replaces
+// it (its requests in flight may finish first); without, an existing one
+// is left alone and the result is ErrAlreadyExists.
 func (m *Manager) AddStopped(cfg config.Server, state State, reason error, replace bool) error {
 	end, ok := m.begin(cfg.Name)
 	defer end()
@@ -281,18 +308,19 @@ func (m *Manager) AddStopped(cfg config.Server, state State, reason error, repla
 	if old != nil && !replace {
 		return errorf(ErrAlreadyExists, "server %q already exists", cfg.Name)
 	}
-	if old != nil {
-		old.stop()
-	}
 	u := m.newUpstream(cfg)
 	msg := ""
 	if reason != nil {
 		msg = reason.Error()
 	}
-	u.setState(state, msg)
+	u.queue(state, msg)
 	m.mu.Lock()
 	m.servers[cfg.Name] = u
 	m.mu.Unlock()
+	if old != nil {
+		m.retire(old)
+	}
+	u.setState(state, msg) // published after the old server's STOPPED
 	return nil
 }
 
@@ -345,18 +373,26 @@ func (m *Manager) settle(ctx context.Context, u *upstream) (Status, error) {
 	return u.status(), err
 }
 
-// Disconnect stops a server and forgets it.
+// Disconnect stops a server at once, cutting off the requests it runs,
+// and forgets it.
 func (m *Manager) Disconnect(ctx context.Context, name string) error {
-	if m.DisconnectAll([]string{name}) == 0 {
+	if m.remove([]string{name}, false) == 0 {
 		return errorf(ErrNotFound, "server %q not found", name)
 	}
 	return nil
 }
 
-// DisconnectAll stops the named servers and forgets them, side by side
+// DisconnectAll forgets the named servers and stops them, side by side
 // rather than one after another (each stop may wait out its grace
-// periods), and returns how many it found.
+// periods), each once the requests it runs have ended, up to
+// DrainTimeout. It returns how many it found.
 func (m *Manager) DisconnectAll(names []string) int {
+	return m.remove(names, true)
+}
+
+// remove forgets the named servers and stops them, side by side; with
+// drain, each once the requests it runs have ended (see Manager.drain).
+func (m *Manager) remove(names []string, drain bool) int {
 	end, _ := m.begin(names...) // closed or not: Close stops them too
 	defer end()
 	var gone []*upstream
@@ -371,7 +407,13 @@ func (m *Manager) DisconnectAll(names []string) int {
 	var wg sync.WaitGroup
 	for _, u := range gone {
 		m.polls.stopServer(u.cfg.Name)
-		wg.Go(u.stop)
+		u.retire()
+		wg.Go(func() {
+			if drain {
+				m.drain(u)
+			}
+			u.stop()
+		})
 	}
 	wg.Wait()
 	for _, u := range gone {
@@ -391,6 +433,10 @@ func (m *Manager) DisconnectAll(names []string) int {
 
 // Restart stops a server and connects it again with the same configuration,
 // then waits like Connect.
+//
+// The requests the server runs are cut off at once, not drained: a
+// restart is what an operator asks of a server that hangs. Tool calls
+// that are safe to send again go to the new session (see callTool).
 func (m *Manager) Restart(ctx context.Context, name string) (Status, error) {
 	end, ok := m.begin(name)
 	m.mu.Lock()
@@ -473,6 +519,11 @@ func (m *Manager) CallTool(ctx context.Context, name string, args map[string]any
 		return nil, err
 	}
 	res, err := u.callTool(ctx, tool, args, opts)
+	if next := m.replacement(u, err); next != nil {
+		// Never sent: the server that replaced u takes it.
+		u = next
+		res, err = u.callTool(ctx, tool, args, opts)
+	}
 	if m.opts.Telemetry != nil && m.has(server) {
 		// A call that ended after its server was removed is not
 		// counted: its series would outlive the server.
@@ -495,6 +546,20 @@ func (m *Manager) ToolCallRefused(name string) {
 	if u, err := m.lookup(server); err == nil {
 		m.opts.Telemetry.ToolCall(server, u.toolLabel(tool), callOutcome(nil, ErrPermissionDenied))
 	}
+}
+
+// replacement returns the server that replaced u, when a request to u
+// failed with err because u was replaced before the request was sent;
+// nil otherwise.
+func (m *Manager) replacement(u *upstream, err error) *upstream {
+	if !errors.Is(err, errRetired) {
+		return nil
+	}
+	next, lerr := m.lookup(u.cfg.Name)
+	if lerr != nil || next == u {
+		return nil
+	}
+	return next
 }
 
 // has reports whether a server of that name is registered.
@@ -524,6 +589,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
+	m.endClosing()
 	m.polls.close()
 	m.settings.close()
 	// From ctx's end on, stops are hurried, those of an operation under

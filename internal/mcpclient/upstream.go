@@ -143,6 +143,11 @@ type upstream struct {
 	changed      chan struct{} // closed and replaced on every state change
 	lastErr      string
 	publishedErr string // the error of the last server_state event
+	// unannounced: state was set without an event (see queue); the next
+	// change is published even if it sets the same state.
+	unannounced bool
+	// retired: the server was replaced or removed; see retire.
+	retired      bool
 	stateChanged time.Time
 	restarts     uint32
 	session      *mcp.ClientSession
@@ -694,6 +699,8 @@ type runningRequests struct {
 	mu    sync.Mutex
 	next  uint64
 	since map[uint64]time.Time
+	// drained is closed when the last request ends; nil until idle asks.
+	drained chan struct{}
 }
 
 // middleware is a sending middleware that notes the requests.
@@ -722,7 +729,27 @@ func (r *runningRequests) begin() (end func()) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		delete(r.since, id)
+		if len(r.since) == 0 && r.drained != nil {
+			close(r.drained)
+			r.drained = nil
+		}
 	}
+}
+
+// idle returns how many requests run now, and a channel closed once none
+// does (already closed if none does now).
+func (r *runningRequests) idle() (drained <-chan struct{}, running int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.since) == 0 {
+		done := make(chan struct{})
+		close(done)
+		return done, 0
+	}
+	if r.drained == nil {
+		r.drained = make(chan struct{})
+	}
+	return r.drained, len(r.since)
 }
 
 // sentBefore reports whether a request sent before t is still running.
@@ -1150,6 +1177,19 @@ func (u *upstream) setState(state State, lastErr string) {
 	u.changeState(state, lastErr, false)
 }
 
+// queue sets the state of a server that waits for the one it replaces to
+// stop, without an event: the old server's STOPPED comes first, then this
+// state, published again by the next setState. A request that arrives
+// meanwhile waits as for any connecting server.
+func (u *upstream) queue(state State, lastErr string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.state, u.unannounced, u.stateChanged = state, true, time.Now()
+	if lastErr != "" {
+		u.lastErr = u.cfg.Redact(lastErr)
+	}
+}
+
 // retryFailed sets the state after a failed attempt to connect that will
 // be retried (StateReconnecting, or StateFailed for a remote server never
 // ready). The state may stay, but an error unlike the one last published
@@ -1164,8 +1204,8 @@ func (u *upstream) retryFailed(state State, lastErr string) {
 // differs from the one last published.
 func (u *upstream) changeState(state State, lastErr string, newErr bool) {
 	u.mu.Lock()
-	changed := u.state != state
-	u.state = state
+	changed := u.state != state || u.unannounced
+	u.state, u.unannounced = state, false
 	if lastErr != "" {
 		u.lastErr = u.cfg.Redact(lastErr)
 	}
@@ -1290,10 +1330,13 @@ func (u *upstream) awaitSession(ctx context.Context, ended *mcp.ClientSession) (
 	for {
 		u.mu.Lock()
 		cs, err := u.readyLocked()
-		state, changed := u.state, u.changed
+		state, changed, retired := u.state, u.changed, u.retired
 		u.mu.Unlock()
 		var grace *time.Timer
 		switch {
+		case retired:
+			// Replaced or removed: its session only finishes what it runs.
+			return nil, &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("server %q was replaced or removed", u.cfg.Name), cause: errRetired}
 		case err == nil && cs != ended:
 			return cs, nil
 		case err == nil:
@@ -1352,6 +1395,10 @@ func (u *upstream) tracksSends(cs *mcp.ClientSession) bool {
 // errRunStopped is the cause of a request that bindRun ended because the
 // server was stopped or restarted.
 var errRunStopped = errors.New("server stopped")
+
+// errRetired is the cause of a request that found its server replaced or
+// removed before it was sent: the Manager sends it to the replacement.
+var errRetired = errors.New("server retired")
 
 // errSessionEnded is the cause of a request that bindRun ended because its
 // session ended (lost, failed pings, or closed by the server).
