@@ -20,6 +20,7 @@ import (
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/localfile"
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
+	"github.com/mcpd-project/mcpd/internal/namelock"
 	"github.com/mcpd-project/mcpd/internal/server"
 )
 
@@ -44,7 +45,7 @@ type registry struct {
 	// while a server stops or starts, so that a server slow to stop holds
 	// up the work on no other.
 	applying sync.Mutex
-	names    nameLocks
+	names    namelock.Set
 	mu       sync.Mutex
 	files    []mcpconfig.Entry          // the merged files, as last applied
 	api      map[string]mcpconfig.Entry // servers added through the API
@@ -382,7 +383,7 @@ func (r *registry) reconcile(ctx context.Context) {
 // reconcileName brings the server name to what desired() says now: an
 // API call on the name may have come first, under the same lock.
 func (r *registry) reconcileName(ctx context.Context, name string) {
-	unlock := r.names.lock(name)
+	unlock := r.names.Lock(name)
 	defer unlock()
 	if ctx.Err() != nil {
 		return
@@ -463,7 +464,7 @@ func (r *registry) Connect(ctx context.Context, cfg mcpconfig.Server, replace bo
 			r.log.Info().Str("server", cfg.Name).Strs("variables", refs).Msg("state file keeps the server's secrets as references: set these variables for a restarted mcpd")
 		}
 	}
-	unlock := r.names.lock(cfg.Name)
+	unlock := r.names.Lock(cfg.Name)
 	r.mu.Lock()
 	var err error
 	if r.state != "" {
@@ -504,7 +505,7 @@ func (r *registry) Connect(ctx context.Context, cfg mcpconfig.Server, replace bo
 // Disconnect stops and forgets a server. A server the files name comes
 // back on the next reload.
 func (r *registry) Disconnect(ctx context.Context, name string) error {
-	defer r.names.lock(name)()
+	defer r.names.Lock(name)()
 	if err := r.mgr.Disconnect(ctx, name); err != nil {
 		return err
 	}
@@ -525,7 +526,7 @@ func (r *registry) Disconnect(ctx context.Context, name string) error {
 // SetEnabled disables or enables a server and remembers the choice where
 // it differs from the server's config entry.
 func (r *registry) SetEnabled(ctx context.Context, name string, enabled bool) (mcpclient.Status, error) {
-	unlock := r.names.lock(name)
+	unlock := r.names.Lock(name)
 	err := r.mgr.SetEnabled(name, enabled)
 	r.mu.Lock()
 	if err == nil {
@@ -558,34 +559,4 @@ func (r *registry) SetEnabled(ctx context.Context, name string, enabled bool) (m
 		return r.mgr.Get(name)
 	}
 	return r.mgr.Await(ctx, name)
-}
-
-// nameLocks is a lock per server name.
-type nameLocks struct {
-	mu   sync.Mutex
-	held map[string]chan struct{} // closed when the holder lets go
-}
-
-// lock takes name's lock and returns what releases it.
-func (l *nameLocks) lock(name string) (unlock func()) {
-	for {
-		l.mu.Lock()
-		busy, taken := l.held[name]
-		if !taken {
-			if l.held == nil {
-				l.held = make(map[string]chan struct{})
-			}
-			done := make(chan struct{})
-			l.held[name] = done
-			l.mu.Unlock()
-			return func() {
-				l.mu.Lock()
-				defer l.mu.Unlock()
-				delete(l.held, name)
-				close(done)
-			}
-		}
-		l.mu.Unlock()
-		<-busy
-	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
+	"github.com/mcpd-project/mcpd/internal/namelock"
 	"github.com/mcpd-project/mcpd/internal/oauth"
 	"github.com/mcpd-project/mcpd/internal/telemetry"
 )
@@ -169,7 +170,7 @@ type Manager struct {
 	// names serialises the operations that replace or remove the server
 	// of one name; reads only take mu. ops counts the operations under
 	// way (see begin), for Close to wait for.
-	names    nameLocks
+	names    namelock.Set
 	ops      sync.WaitGroup
 	mu       sync.Mutex
 	servers  map[string]*upstream
@@ -273,6 +274,25 @@ func (m *Manager) start(cfg config.Server, replace bool) (*upstream, error) {
 	}
 	u.start()
 	return u, nil
+}
+
+// begin takes the locks of names for an operation and counts it, so that
+// Close waits for it; ok is false once the Manager is closed (the locks
+// are held all the same: end releases them).
+func (m *Manager) begin(names ...string) (end func(), ok bool) {
+	unlock := m.names.Lock(names...)
+	m.mu.Lock()
+	ok = !m.closed
+	if ok {
+		m.ops.Add(1)
+	}
+	m.mu.Unlock()
+	return func() {
+		if ok {
+			m.ops.Done()
+		}
+		unlock()
+	}, ok
 }
 
 // retire stops old, which another server replaced or which was removed,
