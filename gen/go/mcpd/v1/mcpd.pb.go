@@ -1620,7 +1620,11 @@ type ConnectServerRequest struct {
 	// Describes the server.
 	Server *ServerConfig `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
 	// Replaces a server of the same name instead of failing with
-	// ALREADY_EXISTS.
+	// ALREADY_EXISTS. The old server takes no new request; the tool calls,
+	// prompts and resource reads it runs may finish, up to mcpd's
+	// --shutdown-timeout (those still running then fail with UNAVAILABLE,
+	// reason CALL_MAY_HAVE_RUN); it stops; then the new one starts. Requests
+	// that arrive meanwhile wait for the new server.
 	Replace       bool `protobuf:"varint,2,opt,name=replace,proto3" json:"replace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -61,8 +61,11 @@ type MCPHubClient interface {
 	// SERVER_STATE_FAILED) so that its status and error stay visible.
 	ConnectServer(ctx context.Context, in *ConnectServerRequest, opts ...grpc.CallOption) (*ConnectServerResponse, error)
 	// Disconnects a server, stops its process if it has one, and forgets it.
+	// Requests it runs are cut off at once.
 	DisconnectServer(ctx context.Context, in *DisconnectServerRequest, opts ...grpc.CallOption) (*DisconnectServerResponse, error)
 	// Stops a server and connects it again with the same configuration.
+	// Requests it runs are cut off at once (it is what a hung server needs);
+	// tool calls safe to send again go to the new session.
 	RestartServer(ctx context.Context, in *RestartServerRequest, opts ...grpc.CallOption) (*RestartServerResponse, error)
 	// Disables a server (stops it and keeps it, with its configuration, in
 	// SERVER_STATE_DISABLED) or enables a disabled one and waits until it is
@@ -449,8 +452,11 @@ type MCPHubServer interface {
 	// SERVER_STATE_FAILED) so that its status and error stay visible.
 	ConnectServer(context.Context, *ConnectServerRequest) (*ConnectServerResponse, error)
 	// Disconnects a server, stops its process if it has one, and forgets it.
+	// Requests it runs are cut off at once.
 	DisconnectServer(context.Context, *DisconnectServerRequest) (*DisconnectServerResponse, error)
 	// Stops a server and connects it again with the same configuration.
+	// Requests it runs are cut off at once (it is what a hung server needs);
+	// tool calls safe to send again go to the new session.
 	RestartServer(context.Context, *RestartServerRequest) (*RestartServerResponse, error)
 	// Disables a server (stops it and keeps it, with its configuration, in
 	// SERVER_STATE_DISABLED) or enables a disabled one and waits until it is

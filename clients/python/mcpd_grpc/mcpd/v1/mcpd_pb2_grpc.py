@@ -168,6 +168,7 @@ class MCPHubServicer(object):
 
     def DisconnectServer(self, request, context):
         """Disconnects a server, stops its process if it has one, and forgets it.
+        Requests it runs are cut off at once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -175,6 +176,8 @@ class MCPHubServicer(object):
 
     def RestartServer(self, request, context):
         """Stops a server and connects it again with the same configuration.
+        Requests it runs are cut off at once (it is what a hung server needs);
+        tool calls safe to send again go to the new session.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

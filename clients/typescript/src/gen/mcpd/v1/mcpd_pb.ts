@@ -703,7 +703,11 @@ export type ConnectServerRequest = Message<"mcpd.v1.ConnectServerRequest"> & {
 
   /**
    * Replaces a server of the same name instead of failing with
-   * ALREADY_EXISTS.
+   * ALREADY_EXISTS. The old server takes no new request; the tool calls,
+   * prompts and resource reads it runs may finish, up to mcpd's
+   * --shutdown-timeout (those still running then fail with UNAVAILABLE,
+   * reason CALL_MAY_HAVE_RUN); it stops; then the new one starts. Requests
+   * that arrive meanwhile wait for the new server.
    *
    * @generated from field: bool replace = 2;
    */
@@ -4883,6 +4887,7 @@ export const MCPHub: GenService<{
   },
   /**
    * Disconnects a server, stops its process if it has one, and forgets it.
+   * Requests it runs are cut off at once.
    *
    * @generated from rpc mcpd.v1.MCPHub.DisconnectServer
    */
@@ -4893,6 +4898,8 @@ export const MCPHub: GenService<{
   },
   /**
    * Stops a server and connects it again with the same configuration.
+   * Requests it runs are cut off at once (it is what a hung server needs);
+   * tool calls safe to send again go to the new session.
    *
    * @generated from rpc mcpd.v1.MCPHub.RestartServer
    */
