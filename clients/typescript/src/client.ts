@@ -26,6 +26,7 @@ import {
   resolveTarget,
   resolveToken,
   resolveWire,
+  ENV_ADDRESS,
   tlsMaterial,
   type OpenTransport,
   type TlsOptions,
@@ -287,13 +288,14 @@ export class Client {
   readonly log: (message: string, error: unknown) => void;
 
   /**
-   * `new Client()` reads $MCPD_ADDRESS and $MCPD_API_TOKEN;
+   * `new Client()` reads $MCPD_ADDRESS, $MCPD_API_TOKEN and $MCPD_WIRE (with no
+   * address, mcpd's default gRPC listener, spoken to in gRPC);
    * `new Client("unix:///run/mcpd.sock", { token })` names the target.
    */
   constructor(target?: string | ClientOptions, options: ClientOptions = {}) {
     const o = typeof target === "object" ? target : { ...options, target: target ?? options.target };
     this.target = resolveTarget(o.target);
-    this.wire = resolveWire(o.wire);
+    this.wire = resolveWire(o.wire, !o.target && !process.env[ENV_ADDRESS]);
     this.timeoutMs = o.timeoutMs;
     this.log = o.log ?? ((message, error) => console.error(`mcpd-client: ${message}:`, error));
     this.conn = openTransport({

@@ -285,6 +285,26 @@ function connectionFailed(err: unknown): boolean {
   return false;
 }
 
+const GRPC_LISTENER_HINT =
+  'mcpd answered in HTTP/2 as its gRPC listener (--listen) does: use wire "grpc" for this address, or the address of mcpd\'s --http-listen for the Connect wires';
+
+/**
+ * Whether a Connect wire reached mcpd's gRPC listener: over HTTP/1.1 the
+ * answer is an HTTP/2 frame (its first byte a frame length's, 0), which
+ * Node's parser refuses; over HTTP/2, grpc-go refuses the Connect content
+ * type with 415. (The listener may also close before the request is
+ * written: that is a plain connection error.)
+ */
+function atGrpcListener(err: ConnectError): boolean {
+  if (err.code === Code.Unknown && err.rawMessage === "HTTP 415") return true;
+  for (let e: unknown = err.cause, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const { code, rawPacket } = e as { code?: unknown; rawPacket?: unknown };
+    if (typeof code === "string" && code.startsWith("HPE_") && rawPacket instanceof Uint8Array && rawPacket[0] === 0) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
 /** OpenSSL's names for a server certificate it could not verify, as Node gives them in `code`. */
 const CERTIFICATE_ERRORS = new Set([
   "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
@@ -347,6 +367,8 @@ export function toMCPDError(reason: unknown, aborted?: boolean): MCPDError {
   const tls = err.code === Code.Unavailable || err.code === Code.Internal || err.code === Code.Unknown ? tlsFailure(err.cause) : undefined;
   if (tls !== undefined) {
     err = new ConnectError(`could not complete a TLS handshake with mcpd: ${tls}`, Code.Unavailable, undefined, undefined, reason);
+  } else if (atGrpcListener(err)) {
+    err = new ConnectError(GRPC_LISTENER_HINT, Code.Unavailable, undefined, undefined, reason);
   } else if (
     err.code !== Code.Unavailable &&
     (connectionFailed(err.cause) || (aborted === false && err.code === Code.Canceled && !answered(err)))

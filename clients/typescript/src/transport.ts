@@ -318,8 +318,10 @@ export function checkTarget(target: string, source: string): string {
 }
 
 /** The wire argument, else $MCPD_WIRE, else the default. */
-export function resolveWire(wire: Wire | undefined): Wire {
-  const w = wire ?? (process.env[ENV_WIRE] as Wire | undefined) ?? DEFAULT_WIRE;
+export function resolveWire(wire: Wire | undefined, defaultTarget = false): Wire {
+  // The default target is mcpd's default gRPC listener, which speaks gRPC
+  // only: with no target given, no wire given means "grpc".
+  const w = wire ?? (process.env[ENV_WIRE] as Wire | undefined) ?? (defaultTarget ? "grpc" : DEFAULT_WIRE);
   if (!WIRES.includes(w)) throw new TypeError(`wire must be one of ${WIRES.join(", ")}, got ${JSON.stringify(w)}`);
   return w;
 }

@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { Cancelled, MCPDError, NotFound, ResourceExhausted, Unavailable, UnknownError, toMCPDError } from "../src/index.js";
+import { Cancelled, Client, MCPDError, NotFound, ResourceExhausted, Unavailable, UnknownError, toMCPDError } from "../src/index.js";
 import { Daemon, MCPD_BIN, REPO, SUITE_TIMEOUT_MS, testWires } from "./harness.js";
 
 function field(num: number, payload: Uint8Array): number[] {
@@ -162,6 +162,40 @@ describe("retryable from a real mcpd", { skip, timeout: SUITE_TIMEOUT_MS }, () =
       } finally {
         await c.close();
         await holder.close();
+      }
+    });
+  }
+});
+
+describe("an HTTP wire at mcpd's gRPC listener", { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  // A Connect wire pointed at the gRPC listener (MCPD_ADDRESS set to it):
+  // the error must say what is wrong, not quote a parser.
+  let daemon: Daemon;
+  before(async () => {
+    if (skip) return;
+    daemon = await new Daemon().start();
+  });
+  after(async () => {
+    await daemon?.stop();
+  });
+
+  for (const wire of ["connect", "connect-h2"] as const) {
+    it(`${wire}: Unavailable, naming the gRPC listener and the way out`, async () => {
+      const c = new Client(daemon.target("grpc"), { wire, timeoutMs: 10_000 });
+      try {
+        await assert.rejects(c.servers(), (e: unknown) => {
+          assert.ok(e instanceof Unavailable, String(e));
+          // Over HTTP/1.1 the listener may close before the request is
+          // written: then a plain connection error is all there is.
+          if (wire === "connect-h2" || !/EPIPE|ECONNRESET|socket hang up/.test(e.rawMessage)) {
+            assert.match(e.rawMessage, /gRPC listener/);
+            assert.match(e.rawMessage, /wire "grpc"/);
+            assert.match(e.rawMessage, /--http-listen/);
+          }
+          return true;
+        });
+      } finally {
+        await c.close();
       }
     });
   }

@@ -33,12 +33,22 @@ function withEnv<T>(env: Record<string, string | undefined>, fn: () => T): T {
 }
 
 describe("Client options", () => {
-  it("defaults to $MCPD_ADDRESS, else 127.0.0.1:50051, and the Connect wire", async () => {
+  it("defaults to $MCPD_ADDRESS, else 127.0.0.1:50051 on gRPC; a target given, to the Connect wire", async () => {
+    // The default target is mcpd's default gRPC listener, which speaks gRPC only.
     const c = withEnv({ MCPD_ADDRESS: undefined, MCPD_WIRE: undefined }, () => new Client());
     assert.equal(c.target, DEFAULT_TARGET);
-    assert.equal(c.wire, "connect");
-    assert.equal(DEFAULT_WIRE, "connect");
+    assert.equal(c.wire, "grpc");
     await c.close();
+    const w = withEnv({ MCPD_ADDRESS: undefined, MCPD_WIRE: "connect" }, () => new Client());
+    assert.equal(w.wire, "connect");
+    await w.close();
+    const t = withEnv({ MCPD_ADDRESS: "127.0.0.1:8080", MCPD_WIRE: undefined }, () => new Client());
+    assert.equal(t.wire, "connect");
+    assert.equal(DEFAULT_WIRE, "connect");
+    await t.close();
+    const a = withEnv({ MCPD_ADDRESS: undefined, MCPD_WIRE: undefined }, () => new Client("127.0.0.1:8080"));
+    assert.equal(a.wire, "connect");
+    await a.close();
     const e = withEnv({ MCPD_ADDRESS: "unix:///run/mcpd.sock", MCPD_WIRE: "grpc" }, () => new Client());
     assert.equal(e.target, "unix:///run/mcpd.sock");
     assert.equal(e.wire, "grpc");
