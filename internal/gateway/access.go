@@ -186,6 +186,10 @@ func (g *Gateway) allowed(c access.Caller, act access.Action) bool {
 // and answers resources/read itself (any URI of a server, listed or not).
 func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ss, _ := req.GetSession().(*mcp.ServerSession); ss != nil && ss == g.sweeperSession.Load() {
+			// The gateway's own session, no host's (sweepURIs).
+			return next(ctx, method, req)
+		}
 		switch method {
 		case "initialize":
 			ss, _ := req.GetSession().(*mcp.ServerSession)

@@ -24,6 +24,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -83,6 +84,12 @@ type Gateway struct {
 	sessions  int                                     // legacy sessions admitted and not ended
 	suspended map[string]*suspended                   // by requestState (input.go)
 	closed    bool
+
+	// sweeper is the gateway's own session with srv, made when first
+	// needed, and sweeperSession its end in srv (sweepURIs, sessions.go).
+	sweepMu        sync.Mutex
+	sweeper        *mcp.ClientSession
+	sweeperSession atomic.Pointer[mcp.ServerSession]
 }
 
 // serverItems is what the SDK server holds of one upstream server, by the
@@ -321,6 +328,11 @@ func (g *Gateway) Close() {
 	g.subs = nil
 	g.mu.Unlock()
 	g.releaseSuspended()
+	g.sweepMu.Lock()
+	if g.sweeper != nil {
+		_ = g.sweeper.Close()
+	}
+	g.sweepMu.Unlock()
 	for ss := range g.srv.Sessions() {
 		_ = ss.Close()
 	}

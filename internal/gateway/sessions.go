@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -109,12 +111,14 @@ func (g *Gateway) admitSubscription(key subscription) error {
 // sessionEnded forgets ss and releases the upstream subscriptions it held.
 func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
 	var released []func()
+	var uris []string
 	g.mu.Lock()
 	if h, ok := g.hosts[ss]; ok {
 		if h.counted {
 			g.sessions--
 		}
 		for uri := range h.uris {
+			uris = append(uris, uri)
 			k := subscription{session: ss, uri: uri}
 			if held, ok := g.subs[k]; ok {
 				released = append(released, held.release)
@@ -128,7 +132,80 @@ func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
 	for _, release := range released {
 		release()
 	}
+	g.sweepURIs(uris)
 }
+
+// sweepTimeout bounds the gateway's own requests to the SDK server in
+// memory (sweepURIs): they wait for nothing but its lock.
+const sweepTimeout = 5 * time.Second
+
+// sweepURIs drops what the SDK server keeps of the URIs an ended session
+// followed. The SDK (v1.8.0) takes an ended session out of each URI's
+// subscribers but keeps the URI's entry, empty, for good, and an
+// unsubscribe of the URI by any session drops an empty entry. Hosts come
+// and go for the months a daemon runs, each following URIs of its own, so
+// the gateway keeps one session of its own with the SDK server, over an
+// in-memory pipe, and unsubscribes it from those URIs. A URI that another
+// session follows keeps its entry. The guard lets the session's requests
+// through: it is no host's.
+func (g *Gateway) sweepURIs(uris []string) {
+	if len(uris) == 0 {
+		return
+	}
+	cs := g.sweeperClient()
+	if cs == nil {
+		return
+	}
+	for _, uri := range uris {
+		ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+		err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+		cancel()
+		if err != nil {
+			g.log.Debug().Str("error", err.Error()).Msg("MCP endpoint: forgetting the URIs of an ended session")
+			return
+		}
+	}
+}
+
+// sweeperClient returns the gateway's own session (see sweepURIs),
+// connecting it the first time; nil once the gateway closed, or if it
+// does not connect.
+func (g *Gateway) sweeperClient() *mcp.ClientSession {
+	g.sweepMu.Lock()
+	defer g.sweepMu.Unlock()
+	if g.sweeper != nil {
+		return g.sweeper
+	}
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+	defer cancel()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := g.srv.Connect(ctx, st, nil)
+	if err != nil {
+		g.log.Warn().Str("error", err.Error()).Msg("MCP endpoint: connecting its own session")
+		return nil
+	}
+	// Known before its initialize, which the guard lets through.
+	g.sweeperSession.Store(ss)
+	c := mcp.NewClient(&mcp.Implementation{Name: "mcpd-gateway", Version: "0"}, nil)
+	// An initialize-era session: resources/unsubscribe is of that era.
+	cs, err := c.Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: sweeperVersion})
+	if err != nil {
+		_ = ss.Close()
+		g.log.Warn().Str("error", err.Error()).Msg("MCP endpoint: connecting its own session")
+		return nil
+	}
+	g.sweeper = cs
+	return cs
+}
+
+// sweeperVersion is the protocol revision of the gateway's own session.
+const sweeperVersion = "2025-11-25"
 
 // tooManySubscriptions is the error of a subscription over
 // maxSubscriptionsPerSession.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -227,4 +228,100 @@ func waitForRoom(ctx context.Context, t *testing.T, url, what string) {
 		t.Cleanup(func() { _ = cs.Close() })
 		return true
 	})
+}
+
+// TestEndedSessionsLeaveNoURIs: the SDK server keeps, per URI, the
+// sessions subscribed to it; a session that ends without unsubscribing
+// leaves its URIs behind there unless the gateway sweeps them. Hosts come
+// and go for months, each following URIs of its own (a file, a record),
+// so what ended sessions followed must not pile up. It counts the URIs
+// the SDK server keeps by the maps of sessions it made for them that are
+// still in use (every allocation is profiled during the test).
+func TestEndedSessionsLeaveNoURIs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rate := runtime.MemProfileRate
+	runtime.MemProfileRate = 1
+	t.Cleanup(func() { runtime.MemProfileRate = rate })
+	up := newFollowedUpstream()
+	g, url := gatewayFor(ctx, t, up.srv, nil)
+
+	const hosts = 16
+	var sessions []*mcp.ClientSession
+	for i := range hosts {
+		cs, err := dialHost(ctx, url, "2025-11-25")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: fmt.Sprintf("mcpd://s/res://host/%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, cs)
+	}
+	if kept := sdkURIsKept(); kept < hosts {
+		t.Fatalf("URIs the SDK server keeps while %d hosts follow one each: got %d, want at least %d (does %s still keep them?)",
+			hosts, kept, hosts, sdkSubscribe)
+	}
+	for _, cs := range sessions {
+		if err := cs.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(ctx, t, "the sessions forgotten", func() bool { hosts, _ := g.tracked(); return hosts == 0 && up.followed() == 0 })
+	for {
+		kept := sdkURIsKept()
+		if kept == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("URIs the SDK server keeps after the %d hosts went away: got %d, want 0", hosts, kept)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// sdkSubscribe is the SDK server's method that keeps a session's
+// subscription to a URI, in a map of sessions per URI that it makes for
+// the URI's first subscriber.
+const sdkSubscribe = "github.com/modelcontextprotocol/go-sdk/mcp.(*Server).subscribe"
+
+// sdkURIsKept counts the URIs the SDK server keeps subscribers of, by the
+// objects of the maps that sdkSubscribe made that are in use as of a
+// fresh collection (with MemProfileRate 1, every one of them): at least
+// one per URI, none when it keeps none.
+func sdkURIsKept() int64 {
+	// The profile lags up to two collections behind.
+	for range 3 {
+		runtime.GC()
+	}
+	var records []runtime.MemProfileRecord
+	for n := 64; ; n *= 2 {
+		records = make([]runtime.MemProfileRecord, n)
+		got, ok := runtime.MemProfile(records, true)
+		if ok {
+			records = records[:got]
+			break
+		}
+	}
+	var maps int64
+	for _, r := range records {
+		frames := runtime.CallersFrames(r.Stack())
+		var callee string
+		for {
+			f, more := frames.Next()
+			if f.Function == sdkSubscribe {
+				if callee == "runtime.makemap_small" || callee == "runtime.makemap" {
+					maps += r.InUseObjects()
+				}
+				break
+			}
+			callee = f.Function
+			if !more {
+				break
+			}
+		}
+	}
+	return maps
 }
