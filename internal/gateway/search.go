@@ -20,8 +20,8 @@ import (
 // (loaded) under their qualified names, so the host gets list_changed and
 // calls them directly. The SDK server holds one tool set for every host,
 // so a loaded tool is loaded for all of them, until its server is gone
-// (see forgetGone); like any published tool it is hidden while its server
-// is not READY. A
+// (see forgetGone) or, READY, no longer lists it (forgetUnlistedLocked);
+// like any published tool it is hidden while its server is not READY. A
 // call of a tool not loaded yet, by its qualified name, loads it first.
 
 // searchToolName is the one tool the endpoint lists under tool search.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -131,6 +132,47 @@ func TestToolSearch(t *testing.T) {
 		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: searchToolName, Arguments: args}); err == nil {
 			t.Errorf("search_tools %.80v: got no error, want invalid params", args)
 		}
+	}
+}
+
+// TestToolSearchForgetsGoneTools: a loaded tool that its server no
+// longer has is forgotten, not only when the server goes: a server that
+// stays for months while its tools come and go (an agent declaring new
+// ones, a server naming tools after what it holds) must not leave every
+// name that was ever loaded behind. Its name, listed again, is loaded as
+// a new one is.
+func TestToolSearchForgetsGoneTools(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := newTestManager(t)
+	link := serveAgent(ctx, t, m)
+	defer func() { link.Close() }()
+
+	g := New(m, &Options{ToolSearch: true})
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); g.Run(runCtx) }()
+	defer func() { stop(); <-ran; g.Close() }()
+	cs := connectHost(ctx, t, g)
+
+	for round := range 3 {
+		tool := &mcp.Tool{Name: fmt.Sprintf("report_%d", round), Description: "Writes the report.", InputSchema: map[string]any{"type": "object"}}
+		next, _, err := m.ServeTools(ctx, mcpclient.AgentDeclaration{Server: "app", Tools: []*mcp.Tool{tool}}, true)
+		if err != nil {
+			t.Fatalf("ServeTools: %v", err)
+		}
+		link.Close()
+		link = next
+		name := "mcp__app__" + tool.Name
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: searchToolName, Arguments: map[string]any{"query": "report"}}); err != nil {
+			t.Fatalf("search_tools: %v", err)
+		}
+		waitListed(ctx, t, cs, name, searchToolName)
+		waitFor(ctx, t, "the tools of the server's earlier declarations forgotten", func() bool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return len(g.loaded) == 1
+		})
 	}
 }
 

@@ -125,12 +125,15 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 		// must not publish a state older than the one before it did.
 		next := map[string]*mcp.Tool{}
 		if g.ready(server) {
-			tools, _ := g.mgr.Tools(server)
+			tools, err := g.mgr.Tools(server)
 			g.mu.Lock()
 			for _, t := range tools {
 				if _, loaded := g.loaded[t.Name]; !g.opts.ToolSearch || loaded {
 					next[t.Name] = t.Tool
 				}
+			}
+			if err == nil {
+				g.forgetUnlistedLocked(server, tools)
 			}
 			g.mu.Unlock()
 		}
@@ -238,6 +241,18 @@ func (g *Gateway) forgetGone(server string) {
 		delete(g.published, server)
 	}
 	maps.DeleteFunc(g.loaded, func(_, of string) bool { return of == server })
+}
+
+// forgetUnlistedLocked drops the loaded tools of server that it no longer
+// lists (tools, from its READY session): a server that stays for months
+// while its tools come and go would otherwise keep every name ever loaded.
+// Its name, listed again, is loaded as a new one is. g.mu must be held.
+func (g *Gateway) forgetUnlistedLocked(server string, tools []mcpclient.Tool) {
+	listed := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		listed[t.Name] = true
+	}
+	maps.DeleteFunc(g.loaded, func(name, of string) bool { return of == server && !listed[name] })
 }
 
 // ready says whether server is READY.
