@@ -86,7 +86,7 @@ func (m *Manager) ListPrompts(ctx context.Context, server string) ([]Prompt, err
 // ReadResource reads one resource of one server.
 func (m *Manager) ReadResource(ctx context.Context, server, uri string) (*mcp.ReadResourceResult, error) {
 	return request(ctx, m, server, "resources/read", func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
-		return cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		return readResource(ctx, cs, uri)
 	})
 }
 

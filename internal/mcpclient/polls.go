@@ -402,7 +402,7 @@ func (p *poll) request(ctx context.Context, m *Manager, u *upstream) (json.RawMe
 	var err error
 	if p.spec.URI != "" {
 		res, err = onSession(ctx, u, "resources/read", func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
-			return cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: p.spec.URI})
+			return readResource(ctx, cs, p.spec.URI)
 		})
 	} else {
 		// Through the Manager, so that the call counts in the metrics like

@@ -235,6 +235,8 @@ func newUpstream(cfg config.Server, opts *Options, stopping context.Context, wan
 	u.client.AddSendingMiddleware(u.inputMiddleware)
 	up := telemetry.Upstream{Server: cfg.Name, Transport: u.transportName}
 	u.client.AddSendingMiddleware(opts.Telemetry.SendingMiddleware(up))
+	// Outermost: the lookup that drops a read's result is sent nowhere.
+	u.client.AddSendingMiddleware(uncachedReads)
 	u.setRoots(roots)
 	return u
 }
