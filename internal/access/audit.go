@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/mcpd-project/mcpd/internal/config"
 )
 
 // AuditLogger is the value of the "logger" field on every audit line, so
@@ -50,7 +52,8 @@ type Record struct {
 	Caller string
 	// Method is what was asked, for example "CallTool".
 	Method string
-	// Server, Tool (qualified), URI and Prompt say what it was about.
+	// Server, Tool (qualified), URI and Prompt say what it was about; the
+	// credentials a URI may carry are masked (config.RedactURI).
 	Server, Tool, URI, Prompt string
 	// Code is the outcome in the edge's terms, for example a gRPC code
 	// as grpc-go names it ("OK", "PermissionDenied").
@@ -77,7 +80,7 @@ func (a *Auditor) Log(r Record) {
 		ev = ev.Str("caller", r.Caller)
 	}
 	ev = ev.Str("method", r.Method)
-	for _, f := range [...]struct{ k, v string }{{"server", r.Server}, {"tool", r.Tool}, {"uri", r.URI}, {"prompt", r.Prompt}, {"denied_permission", r.Denied}} {
+	for _, f := range [...]struct{ k, v string }{{"server", r.Server}, {"tool", r.Tool}, {"uri", config.RedactURI(r.URI)}, {"prompt", r.Prompt}, {"denied_permission", r.Denied}} {
 		if f.v != "" {
 			ev = ev.Str(f.k, f.v)
 		}

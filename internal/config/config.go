@@ -616,16 +616,34 @@ func shellQuote(s string) string {
 	return strconv.Quote(s)
 }
 
-// RedactURI is a resource URI for a log line or a span: as it is, unless
-// it may carry credentials (user info, a query, a fragment), which
-// RedactURL masks. Most URIs (file:///..., demo://readme) keep nothing to
-// mask and stay readable.
+// RedactURI is a resource URI for a log line, an audit line or a span: as
+// it is, unless it may carry credentials (user info, a query, a fragment),
+// which RedactURL masks. Most URIs (file:///..., demo://readme) keep
+// nothing to mask and stay readable. The server's URI inside an MCP
+// endpoint's URI (mcpd://<server>/<uri>) is masked as a URI of its own:
+// parsed whole, its user info would be path, and its opaque form too.
 func RedactURI(uri string) string {
-	if !strings.ContainsAny(uri, "?#@") {
+	prefix := 0
+	for {
+		rest, ok := strings.CutPrefix(uri[prefix:], endpointScheme)
+		if !ok {
+			break
+		}
+		server, inner, ok := strings.Cut(rest, "/")
+		if !ok || ValidateName(server) != nil {
+			break // not the endpoint's: RedactURL masks all of it
+		}
+		prefix = len(uri) - len(inner)
+	}
+	if !strings.ContainsAny(uri[prefix:], "?#@") {
 		return uri
 	}
-	return RedactURL(uri)
+	return uri[:prefix] + RedactURL(uri[prefix:])
 }
+
+// endpointScheme starts the URIs the MCP endpoint shows hosts:
+// mcpd://<server>/<the server's own URI, byte for byte>.
+const endpointScheme = "mcpd://"
 
 // RedactURL is raw with every credential it may carry masked: its user
 // info, that of a URI nested in its path (https://proxy/https://user:pw@host),

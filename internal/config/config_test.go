@@ -462,13 +462,33 @@ func (failingTransport) RoundTrip(*http.Request) (*http.Response, error) {
 }
 
 // TestRedactURI: a resource URI keeps what cannot carry a credential and
-// loses what can, for log lines and spans.
+// loses what can, for log lines, audit lines and spans, in the URIs of the MCP
+// endpoint (mcpd://<server>/<the server's URI>) too.
 func TestRedactURI(t *testing.T) {
 	for uri, want := range map[string]string{
 		"file:///srv/docs/plan.md":               "file:///srv/docs/plan.md",
 		"demo://readme":                          "demo://readme",
 		"postgres://alice:s3cret@db/orders":      "postgres://xxxxx@db/orders",
 		"https://api.example.com/x?token=s3cret": "https://api.example.com/x?token=xxxxx",
+
+		"demo://clock":                     "demo://clock",
+		"mcpd://demo/demo://clock":         "mcpd://demo/demo://clock",
+		"file:///notes/a@b.txt":            "file:///notes/a@b.txt",
+		"https://h.example/doc?token=s3cr": "https://h.example/doc?token=xxxxx",
+		"https://me:s3cr@h.example/doc":    "https://xxxxx@h.example/doc",
+		// The endpoint's URIs: the server's URI is masked as a URI.
+		"mcpd://db/postgres://alice:s3cr@db.internal/app":    "mcpd://db/postgres://xxxxx@db.internal/app",
+		"mcpd://srv/postgres://alice:s3cr@db/x?sslmode=s3cr": "mcpd://srv/postgres://xxxxx@db/x?sslmode=xxxxx",
+		"mcpd://srv/redis:alice:s3cr@host":                   "mcpd://srv/redis:xxxxx@host",
+		"mcpd://a/mcpd://b/https://u:s3cr@h.example/x":       "mcpd://a/mcpd://b/https://xxxxx@h.example/x",
+		// Not the endpoint's: a user info where the server's name would be.
+		"mcpd://alice:s3cr@srv/x": "mcpd://xxxxx@srv/x",
+		// Opaque URIs, fragments, and URIs nested in a path.
+		"redis:alice:s3cr@host":                                  "redis:xxxxx@host",
+		"https://h.example/cb#access_token=s3cr&state=s3cr":      "https://h.example/cb#access_token=xxxxx&state=xxxxx",
+		"https://h.example/doc#section-2":                        "https://h.example/doc#section-2",
+		"https://proxy.example/fetch/https://alice:s3cr@h/x":     "https://proxy.example/fetch/https://xxxxx@h/x",
+		"https://proxy.example/fetch/https://alice:p%40s3cr@h/x": "https://proxy.example/fetch/https://xxxxx@h/x",
 	} {
 		if got := RedactURI(uri); got != want {
 			t.Errorf("RedactURI(%q) = %q, want %q", uri, got, want)

@@ -453,34 +453,9 @@ func (op operation) attributes() []attribute.KeyValue {
 		attrs = append(attrs, attribute.String("gen_ai.prompt.name", op.prompt))
 	}
 	if op.uri != "" {
-		attrs = append(attrs, attribute.String("mcp.resource.uri", redactURI(op.uri)))
+		attrs = append(attrs, attribute.String("mcp.resource.uri", config.RedactURI(op.uri)))
 	}
 	return attrs
-}
-
-// endpointScheme starts the URIs the MCP endpoint shows hosts:
-// mcpd://<server>/<the server's own URI, byte for byte>.
-const endpointScheme = "mcpd://"
-
-// redactURI is a resource URI with the credentials it may carry in its
-// user info, query or fragment masked (config.RedactURL). The server's
-// URI inside an MCP endpoint's URI is masked as a URI of its own: parsed
-// whole, its user info would be path, and its opaque form too. A URI
-// with none of "?#@" is kept as it is.
-func redactURI(uri string) string {
-	prefix := 0
-	for {
-		rest, ok := strings.CutPrefix(uri[prefix:], endpointScheme)
-		if !ok {
-			break
-		}
-		server, inner, ok := strings.Cut(rest, "/")
-		if !ok || config.ValidateName(server) != nil {
-			break // not the endpoint's: RedactURL masks all of it
-		}
-		prefix = len(uri) - len(inner)
-	}
-	return uri[:prefix] + config.RedactURI(uri[prefix:])
 }
 
 // errorType is error.type as the MCP conventions define it: "tool_error"
