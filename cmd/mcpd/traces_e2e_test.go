@@ -428,3 +428,74 @@ func TestTraceContextNotPassedOnWhenOff(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceExportFailureLoggedOnce: a collector that refuses every export
+// is logged once when exports start failing, not at every batch; once an
+// export succeeds mcpd says so, and the next failure is logged again.
+func TestTraceExportFailureLoggedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	var (
+		mu       sync.Mutex
+		refusing = true
+		exports  int
+	)
+	ok := &otlpReceiver{}
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		exports++
+		refuse := refusing
+		mu.Unlock()
+		if refuse {
+			// 400 is not retried: each batch is one failed export.
+			http.Error(w, "refused", http.StatusBadRequest)
+			return
+		}
+		ok.ServeHTTP(w, r)
+	}))
+	t.Cleanup(collector.Close)
+	set := func(refuse bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		refusing = refuse
+	}
+	exported := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return exports
+	}
+	d := startDaemon(ctx, t, daemonOptions{env: []string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL,
+		"OTEL_BSP_SCHEDULE_DELAY=1", // a batch per call
+	}})
+	// callExported makes a call and waits for an export after it: the
+	// export before it has then ended, and been logged.
+	callExported := func() {
+		before := exported()
+		d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "traced"})
+		poll(ctx, t, "an export of the call's spans", func() (bool, error) { return exported() > before, nil })
+	}
+	failures := func() int {
+		n := 0
+		for line := range strings.Lines(d.log.String()) {
+			if strings.Contains(line, `"level":"warn"`) && strings.Contains(line, `"message":"trace export`) {
+				n++
+			}
+		}
+		return n
+	}
+	for range 3 {
+		callExported()
+	}
+	if n := failures(); n != 1 {
+		t.Fatalf("after 3 failed exports: %d warnings about trace export, want 1", n)
+	}
+	set(false)
+	d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "traced"})
+	poll(ctx, t, "the log line saying exports work again", func() (bool, error) {
+		return strings.Contains(d.log.String(), `"message":"trace export recovered"`), nil
+	})
+	set(true)
+	d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "traced"})
+	poll(ctx, t, "a second warning, for the second outage", func() (bool, error) { return failures() == 2, nil })
+}

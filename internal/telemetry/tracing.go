@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -111,10 +113,43 @@ func (t *Telemetry) startTracing(ctx context.Context, opts *Options, version str
 	}
 	log := opts.Logger
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		if errors.As(err, new(reportedExportError)) {
+			return // reportingExporter logged it, or the outage it belongs to
+		}
 		log.Warn().Err(err).Msg("trace export")
 	}))
+	exp = &reportingExporter{SpanExporter: exp, log: log}
 	t.provider = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	t.tracer = t.provider.Tracer(instrumentationName, trace.WithInstrumentationVersion(version))
+	return nil
+}
+
+// reportingExporter logs a collector that fails once per outage: when
+// exports start failing, and when one succeeds again. A collector that is
+// away fails every batch, and a warning each time would flood the log.
+type reportingExporter struct {
+	sdktrace.SpanExporter
+	log     zerolog.Logger
+	failing atomic.Bool
+}
+
+// reportedExportError is an export error reportingExporter has dealt
+// with: the error handler leaves it alone.
+type reportedExportError struct{ error }
+
+func (e reportedExportError) Unwrap() error { return e.error }
+
+func (e *reportingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err != nil {
+		if !e.failing.Swap(true) {
+			e.log.Warn().Err(err).Msg("trace export failing: spans are dropped until the collector takes them again")
+		}
+		return reportedExportError{err}
+	}
+	if e.failing.Swap(false) {
+		e.log.Info().Msg("trace export recovered")
+	}
 	return nil
 }
 
