@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -396,6 +397,86 @@ func TestMetricsCallLimits(t *testing.T) {
 	wantCode(t, <-slowDone, codes.Canceled)
 	waitMetric(ctx, t, addr, "mcpd_tool_calls_total", map[string]string{"server": "demo", "tool": "slow", "outcome": "cancelled"}, 1)
 	scrapeMetrics(ctx, t, addr).want(t, "mcpd_calls_in_flight", demo, 0)
+}
+
+// TestMetricsCountersSurviveReplace: the counters mcpd reads from a server
+// (restarts, queue rejections) never go back while its series stay: not
+// when a reload restarts it with a changed config, nor when ConnectServer
+// replaces it, nor when it is disabled. The Server's restarts say the same.
+func TestMetricsCountersSurviveReplace(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	demoConfig := func(env string) string {
+		return mustJSON(t, map[string]any{"mcpServers": map[string]any{
+			"demo": map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}, "env": map[string]string{"GENERATION": env}},
+		}})
+	}
+	cfg := writeConfig(t, demoConfig("1"))
+	d := startDaemon(ctx, t, daemonOptions{config: cfg, args: []string{"--metrics-listen", addr,
+		"--max-inflight-calls", "1", "--queue-timeout", "200ms"}})
+	demo := map[string]string{"server": "demo"}
+
+	// One queue rejection: a call waits for the slot a slow call holds.
+	slowCtx, cancelSlow := context.WithCancel(ctx)
+	defer cancelSlow()
+	slowDone := make(chan error, 1)
+	go func() {
+		_, err := d.hub.CallTool(slowCtx, slowRequest(t))
+		slowDone <- err
+	}()
+	waitMetric(ctx, t, addr, "mcpd_calls_in_flight", demo, 1)
+	_, err := d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "no room"}, 0)
+	wantCode(t, err, codes.ResourceExhausted)
+	cancelSlow()
+	wantCode(t, <-slowDone, codes.Canceled)
+	// One restart.
+	if _, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "demo"}); err != nil {
+		t.Fatalf("RestartServer: %v", err)
+	}
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	wantCounted := func(when string) {
+		t.Helper()
+		s := scrapeMetrics(ctx, t, addr)
+		for _, name := range []string{"mcpd_server_restarts_total", "mcpd_call_queue_rejections_total"} {
+			if got, ok := s.value(name, demo); !ok || got < 1 {
+				t.Errorf("%s: %s%v = %v (present %v), want at least 1: a counter went back", when, name, demo, got, ok)
+			}
+		}
+		st, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "demo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GetServer().GetRestarts() < 1 {
+			t.Errorf("%s: restarts %d, want at least 1", when, st.GetServer().GetRestarts())
+		}
+	}
+	wantCounted("after RestartServer")
+
+	// A reload that changes the server restarts it.
+	pid := d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY).GetPid()
+	if err := os.WriteFile(cfg, []byte(demoConfig("2")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the demo server restarted by the reload", func() (bool, error) {
+		st, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "demo"})
+		return err == nil && st.GetServer().GetPid() != pid && st.GetServer().GetState() == mcpdv1.ServerState_SERVER_STATE_READY, err
+	})
+	wantCounted("after a reload that changed the server")
+
+	if _, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Replace: true,
+		Server: stdioConfig("demo", mcpdBinary(t), []string{"demo-server"}, map[string]string{"GENERATION": "3"})}); err != nil {
+		t.Fatalf("ConnectServer replace: %v", err)
+	}
+	wantCounted("after ConnectServer with replace")
+
+	if _, err := d.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "demo", Enabled: false}); err != nil {
+		t.Fatalf("SetServerEnabled: %v", err)
+	}
+	wantCounted("after disabling the server")
+	checkWithPromtool(t, scrapeMetrics(ctx, t, addr).raw)
 }
 
 func slowRequest(t *testing.T) *mcpdv1.CallToolRequest {

@@ -353,6 +353,9 @@ func (m *Manager) ServeTools(ctx context.Context, decl AgentDeclaration, replace
 			}
 		}
 		u = m.newUpstream(cfg)
+		if old != nil {
+			u.takeCounters(old) // old has stopped: its counts are final
+		}
 		u.agent = link
 		m.mu.Lock()
 		m.servers[cfg.Name] = u

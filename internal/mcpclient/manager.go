@@ -258,14 +258,17 @@ func (m *Manager) start(cfg config.Server, replace bool) (*upstream, error) {
 		return nil, errorf(ErrAlreadyExists, "server %q already exists (set replace to replace it)", cfg.Name)
 	}
 	u := m.newUpstream(cfg)
+	var takeRest func()
 	if old != nil {
 		u.queue(StateConnecting, "")
+		takeRest = u.takeCounters(old)
 	}
 	m.mu.Lock()
 	m.servers[cfg.Name] = u
 	m.mu.Unlock()
 	if old != nil {
 		m.retire(old)
+		takeRest()
 		if m.opts.OAuth != nil {
 			// Like Disconnect: a consent the old server waited for ends
 			// with it; the new one asks afresh if it needs one.
@@ -274,6 +277,31 @@ func (m *Manager) start(cfg config.Server, replace bool) (*upstream, error) {
 	}
 	u.start()
 	return u, nil
+}
+
+// takeCounters gives u, which replaces old under its name, the counts old
+// has made (restarts, queue rejections): its Status and the metrics read
+// them as counters of the server, which a replacement must not set back.
+// Call it before u is published; the returned func adds what old counts
+// while it drains, and is called once old has stopped.
+func (u *upstream) takeCounters(old *upstream) (takeRest func()) {
+	take := func(restarts uint32, rejected uint64) {
+		u.mu.Lock()
+		u.restarts += restarts
+		u.mu.Unlock()
+		u.calls.rejected.Add(rejected)
+	}
+	counts := func() (uint32, uint64) {
+		old.mu.Lock()
+		defer old.mu.Unlock()
+		return old.restarts, old.calls.rejected.Load()
+	}
+	restarts, rejected := counts()
+	take(restarts, rejected)
+	return func() {
+		nowRestarts, nowRejected := counts()
+		take(nowRestarts-restarts, nowRejected-rejected)
+	}
 }
 
 // begin takes the locks of names for an operation and counts it, so that
@@ -334,11 +362,16 @@ func (m *Manager) AddStopped(cfg config.Server, state State, reason error, repla
 		msg = reason.Error()
 	}
 	u.queue(state, msg)
+	var takeRest func()
+	if old != nil {
+		takeRest = u.takeCounters(old)
+	}
 	m.mu.Lock()
 	m.servers[cfg.Name] = u
 	m.mu.Unlock()
 	if old != nil {
 		m.retire(old)
+		takeRest()
 	}
 	u.setState(state, msg) // published after the old server's STOPPED
 	return nil
