@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -403,4 +405,79 @@ func TestReloadHoldsNoOtherServer(t *testing.T) {
 	})
 	d.send(t, syscall.SIGTERM)
 	d.wait(t, syscall.SIGTERM)
+}
+
+// TestReloadAnnouncesChangedTools: a reload that changes which tools a
+// server offers (here its toolsDeny) is a change of its tool list, as a
+// tools/list_changed from the server would be: a stream of tool list
+// changes hears of it once the server is ready again. A restart that
+// brings back the same tools announces nothing.
+func TestReloadAnnouncesChangedTools(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	demo := map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}}
+	path := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{"demo": demo}}))
+	d := startDaemon(ctx, t, daemonOptions{config: path})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	sctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	sub, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{
+		Servers: []string{"demo"},
+		Kinds:   []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_TOOLS_CHANGED, mcpdv1.EventKind_EVENT_KIND_SERVER_STATE},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Header(); err != nil { // the stream is open: what follows is on it
+		t.Fatal(err)
+	}
+	untilReady := func() {
+		t.Helper()
+		for {
+			m, err := sub.Recv()
+			if err != nil {
+				t.Fatalf("waiting for demo to be ready: %v", err)
+			}
+			if m.GetEvent().GetServerState().GetState() == mcpdv1.ServerState_SERVER_STATE_READY {
+				return
+			}
+		}
+	}
+	// The next event after a restart: a restart's first state comes after
+	// whatever the previous session published when it became ready.
+	nextAfterRestart := func() *mcpdv1.Event {
+		t.Helper()
+		if _, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "demo"}); err != nil {
+			t.Fatalf("RestartServer: %v", err)
+		}
+		m, err := sub.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.GetEvent()
+	}
+
+	denied := maps.Clone(demo)
+	denied["toolsDeny"] = []string{"weather"}
+	replaceFile(t, path, mustJSON(t, map[string]any{"mcpServers": map[string]any{"demo": denied}}))
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	untilReady()
+	if ev := nextAfterRestart(); ev.GetToolsChanged() == nil {
+		t.Errorf("after a reload that denied a tool: got %v, want tools_changed", ev)
+	}
+	tools, err := d.hub.ListTools(ctx, &mcpdv1.ListToolsRequest{Server: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.GetTools() {
+		if tool.GetToolName() == "weather" {
+			t.Errorf("ListTools after the reload lists the denied tool %s", tool.GetName())
+		}
+	}
+	untilReady()
+	if ev := nextAfterRestart(); ev.GetServerState().GetState() != mcpdv1.ServerState_SERVER_STATE_CONNECTING {
+		t.Errorf("after a restart with the same tools: got %v, want the next restart's CONNECTING and no tools_changed", ev)
+	}
 }

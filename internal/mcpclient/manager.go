@@ -262,6 +262,9 @@ func (m *Manager) start(cfg config.Server, replace bool) (*upstream, error) {
 	if old != nil {
 		u.queue(StateConnecting, "")
 		takeRest = u.takeCounters(old)
+		old.mu.Lock()
+		u.priorTools = old.tools
+		old.mu.Unlock()
 	}
 	m.mu.Lock()
 	m.servers[cfg.Name] = u

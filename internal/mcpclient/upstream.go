@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"slices"
 	"sync"
@@ -171,6 +172,13 @@ type upstream struct {
 	// toolNotes say which tools of the last listing were skipped, and why
 	// (see refreshTools).
 	toolNotes []string
+	// priorTools are the tools of the server this one replaced (a reload,
+	// ConnectServer with replace), until this one first lists its own:
+	// what a stream of tool list changes knew before.
+	priorTools map[string]*mcp.Tool
+	// toolsUnannounced says a new session's listing differs from the
+	// last one; goReady publishes it as a tool list change.
+	toolsUnannounced bool
 	// agent is the link of the agent serving an agent server's tools
 	// (config.TransportAgent), nil until one does; see agent.go.
 	agent     *AgentLink
@@ -774,8 +782,23 @@ func (r *runningRequests) sentBefore(t time.Time) bool {
 func (u *upstream) setUp(ctx context.Context, cs *mcp.ClientSession) (level mcp.LoggingLevel, uris []string) {
 	ctx, cancel := context.WithTimeout(ctx, u.connectTimeout())
 	defer cancel()
+	u.mu.Lock()
+	before := u.tools
+	if before == nil {
+		before = u.priorTools
+	}
+	u.priorTools = nil
+	u.mu.Unlock()
 	if err := u.refreshTools(ctx, cs); err != nil {
 		u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Msg("listing tools")
+	} else if before != nil {
+		// The new session lists other tools than the last one (a restart
+		// or reload changed the server or its filters): as much a change
+		// of the list as a tools/list_changed, which no server sends for
+		// what changed while it was not connected.
+		u.mu.Lock()
+		u.toolsUnannounced = !reflect.DeepEqual(before, u.tools)
+		u.mu.Unlock()
 	}
 	if u.wants == nil {
 		return "", nil
@@ -799,6 +822,14 @@ func (u *upstream) goReady(ctx context.Context, cs *mcp.ClientSession, level mcp
 	}
 	u.setState(StateReady, "")
 	u.log.Info().Str("protocol_version", cs.InitializeResult().ProtocolVersion).Msg("server ready")
+	// After READY, so that ListTools already returns the new list.
+	u.mu.Lock()
+	announce := u.toolsUnannounced
+	u.toolsUnannounced = false
+	u.mu.Unlock()
+	if announce {
+		u.publish(events.Event{Kind: events.KindToolsChanged})
+	}
 	settle()
 	u.catchUp(ctx, cs, level, uris)
 }
