@@ -93,6 +93,57 @@ func TestSubscriptionSurvivesServerRestart(t *testing.T) {
 	}
 }
 
+// TestResubscribeAnnouncesUpdate: a resource that changed while its
+// server was away is never notified (the new session's subscription only
+// sees later changes), so mcpd publishes one update of each resource it
+// subscribes again on a new session: its followers read it again.
+func TestResubscribeAnnouncesUpdate(t *testing.T) {
+	ctx := testContext(t)
+	old := newRemoteMCPServer(legacyVersions)
+	obs := newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return old }, nil))
+	ts := serveRemote(t, obs)
+	t.Cleanup(func() { closeSessions(old) })
+	m, bus, _ := remoteManager(t, nil)
+	if st, err := m.Connect(ctx, remoteConfig("r", config.TransportHTTP, ts.URL), false); err != nil || st.State != StateReady {
+		t.Fatalf("connect: %v %v (%s)", st.State, err, st.LastError)
+	}
+	release, err := m.SubscribeResource(ctx, "r", testDocURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	sub := bus.Subscribe(events.Filter{Servers: []string{"r"}, Kinds: []events.Kind{events.KindResourceUpdated, events.KindServerState}}, nil)
+	defer sub.Close()
+
+	// The server restarts and knows no session; the fresh one sends no
+	// update of its own.
+	fresh := newRemoteMCPServer(legacyVersions)
+	t.Cleanup(func() { closeSessions(fresh) })
+	obs.swap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fresh }, nil))
+	closeSessions(old)
+	_, _ = m.CallTool(ctx, "mcp__r__echo", map[string]any{"message": "x"}, CallOptions{})
+
+	var updated bool
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for the server to be READY again: %v (an update seen: %v)", err, updated)
+		}
+		if ev.Kind == events.KindResourceUpdated {
+			if ev.URI != testDocURI {
+				t.Fatalf("update of %q, want %q", ev.URI, testDocURI)
+			}
+			updated = true
+		}
+		if ev.Kind == events.KindServerState && ev.State == StateReady.String() {
+			break
+		}
+	}
+	if !updated {
+		t.Errorf("no update of %s once it was subscribed again on the new session", testDocURI)
+	}
+}
+
 // TestStatelessSubscriptionSurvivesServerRestart restarts a stateless
 // 2026-07-28 server while a resource subscription is open. Such a server
 // has no sessions to forget: the only sign is the subscriptions/listen

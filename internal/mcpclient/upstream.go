@@ -807,6 +807,13 @@ func (u *upstream) setUp(ctx context.Context, cs *mcp.ClientSession) (level mcp.
 	u.applyLogLevel(ctx, cs, level)
 	uris = u.wants.resources(u.cfg.Name)
 	u.subscribeAll(ctx, cs, uris)
+	// What changed while no session followed these resources (a restart,
+	// an outage) was never notified, and no server notifies it now: one
+	// update each, once the new subscription is in place, tells their
+	// followers to read them again, as a lapsed hold does.
+	for _, uri := range uris {
+		u.publish(events.Event{Kind: events.KindResourceUpdated, URI: uri})
+	}
 	return level, uris
 }
 
