@@ -90,6 +90,18 @@ type pendingRequest struct {
 	server string
 	kind   RequestKind
 	reply  chan Reply // capacity 1
+	// delivered says the agent's edge sent the request on (Deliver): only
+	// then is the agent told when mcpd stops waiting for it.
+	delivered bool // under Broker.mu
+}
+
+// Withdrawal tells an agent that mcpd no longer waits for the reply to a
+// request it delivered.
+type Withdrawal struct {
+	// ID is the request's.
+	ID string
+	// Reason says why, for the agent's log.
+	Reason string
 }
 
 // NewBroker returns a Broker with no agents.
@@ -111,12 +123,21 @@ type Agent struct {
 	servers  []string      // empty: all; under Broker.mu
 	kinds    []RequestKind // empty: all; under Broker.mu
 	requests chan *ServerRequest
-	gone     chan struct{}
-	once     sync.Once
+	// withdrawn holds the requests the agent was sent that mcpd stopped
+	// waiting for.
+	withdrawn chan Withdrawal
+	gone      chan struct{}
+	once      sync.Once
 }
 
 // Requests delivers the requests the agent must answer.
 func (a *Agent) Requests() <-chan *ServerRequest { return a.requests }
+
+// Withdrawn delivers the delivered requests (see Broker.Deliver) whose
+// replies mcpd no longer waits for: the server cancelled the request, the
+// call it belongs to ended, or its deadline passed. Each comes after the
+// request's own delivery; a reply to it is dropped.
+func (a *Agent) Withdrawn() <-chan Withdrawal { return a.withdrawn }
 
 func (a *Agent) wants(server string, kind RequestKind) bool {
 	return (len(a.servers) == 0 || slices.Contains(a.servers, server)) &&
@@ -139,6 +160,7 @@ func (b *Broker) AttachToCall(owner string, servers []string, kinds []RequestKin
 
 func (b *Broker) attach(a *Agent) *Agent {
 	a.requests = make(chan *ServerRequest, b.queueSize)
+	a.withdrawn = make(chan Withdrawal, b.queueSize)
 	a.gone = make(chan struct{})
 	b.mu.Lock()
 	b.agents = append(b.agents, a)
@@ -182,6 +204,21 @@ func (b *Broker) Answer(a *Agent, id string, r Reply) error {
 	}
 	p.reply <- r
 	return nil
+}
+
+// Deliver marks request id, taken from a's Requests, as sent on to the
+// agent, so that a withdrawal of it reaches the agent too. It reports
+// false when mcpd no longer waits for the reply: the request is over, and
+// is best not sent at all.
+func (b *Broker) Deliver(a *Agent, id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.pending[id]
+	if p == nil || p.agent != a {
+		return false
+	}
+	p.delivered = true
+	return true
 }
 
 // Pending returns the server and kind of the request id that agent a was
@@ -324,19 +361,46 @@ func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
 	if p.agent == nil {
 		return Reply{}, errNoAgent
 	}
-	defer func() {
-		b.mu.Lock()
-		delete(b.pending, req.ID)
-		b.mu.Unlock()
-	}()
 
 	select {
 	case r := <-p.reply:
 		return r, nil
 	case <-p.agent.gone:
+		b.withdraw(req.ID, p, nil)
 		return Reply{}, errNoAgent
 	case <-ctx.Done():
+		b.withdraw(req.ID, p, ctx.Err())
 		return Reply{}, ctx.Err()
+	}
+}
+
+// Why mcpd withdraws a request from an agent.
+const (
+	reasonRequestDeadline  = "the request's deadline passed"
+	reasonRequestCancelled = "the request was cancelled (by the server, or with the call it belongs to)"
+)
+
+// withdraw forgets the unanswered request id; when it was delivered and
+// mcpd gave up on it (why is ctx's error), its agent is told. Best effort,
+// like MCP's notifications/cancelled: a full queue must not hold up the
+// server's answer.
+func (b *Broker) withdraw(id string, p *pendingRequest, why error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pending[id] != p {
+		return // answered meanwhile
+	}
+	delete(b.pending, id)
+	if why == nil || !p.delivered {
+		return
+	}
+	w := Withdrawal{ID: id, Reason: reasonRequestCancelled}
+	if errors.Is(why, context.DeadlineExceeded) {
+		w.Reason = reasonRequestDeadline
+	}
+	select {
+	case p.agent.withdrawn <- w:
+	default:
 	}
 }
 

@@ -375,7 +375,16 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				}
 				continue
 			}
+			if !h.broker.Deliver(agent, req.ID) {
+				continue // mcpd stopped waiting while it was queued
+			}
 			if err := stream.Send(msg); err != nil {
+				return err
+			}
+		case w := <-agent.Withdrawn():
+			if err := stream.Send(&mcpdv1.HandleServerRequestsResponse{
+				Message: &mcpdv1.HandleServerRequestsResponse_Cancel{Cancel: &mcpdv1.ServerRequestCancel{Id: w.ID, Reason: w.Reason}},
+			}); err != nil {
 				return err
 			}
 		case again := <-regs:

@@ -91,6 +91,12 @@ func run(ctx context.Context, addr, server string) error {
 			log.Printf("registered for %v", msg.GetRegistered().GetKinds())
 			continue
 		}
+		if c := msg.GetCancel(); c != nil {
+			// This agent answers at once; a slower one would stop the
+			// request's work here.
+			log.Printf("request %s withdrawn: %s", c.GetId(), c.GetReason())
+			continue
+		}
 		req := msg.GetRequest()
 		reply, err := answer(req)
 		if err != nil {

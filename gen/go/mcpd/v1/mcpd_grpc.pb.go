@@ -114,7 +114,8 @@ type MCPHubClient interface {
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
 	// Lets the agent answer requests that servers send to their client
 	// (sampling, elicitation, roots). The first message registers what the
-	// agent answers; mcpd then sends requests and awaits replies by id.
+	// agent answers; mcpd then sends requests and awaits replies by id, and
+	// cancels the requests it no longer waits for.
 	HandleServerRequests(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HandleServerRequestsRequest, HandleServerRequestsResponse], error)
 	// Completes the pending OAuth authorization of a server with the URL the
 	// browser was redirected to, for a host whose browser cannot reach mcpd's
@@ -505,7 +506,8 @@ type MCPHubServer interface {
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
 	// Lets the agent answer requests that servers send to their client
 	// (sampling, elicitation, roots). The first message registers what the
-	// agent answers; mcpd then sends requests and awaits replies by id.
+	// agent answers; mcpd then sends requests and awaits replies by id, and
+	// cancels the requests it no longer waits for.
 	HandleServerRequests(grpc.BidiStreamingServer[HandleServerRequestsRequest, HandleServerRequestsResponse]) error
 	// Completes the pending OAuth authorization of a server with the URL the
 	// browser was redirected to, for a host whose browser cannot reach mcpd's

@@ -366,12 +366,14 @@ class HandleServerRequestsRequest(_message.Message):
     def __init__(self, register: _Optional[_Union[ServerRequestRegistration, _Mapping]] = ..., reply: _Optional[_Union[ServerRequestReply, _Mapping]] = ...) -> None: ...
 
 class HandleServerRequestsResponse(_message.Message):
-    __slots__ = ["registered", "request"]
+    __slots__ = ["cancel", "registered", "request"]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
+    cancel: ServerRequestCancel
     registered: ServerRequestRegistration
     request: ServerRequest
-    def __init__(self, registered: _Optional[_Union[ServerRequestRegistration, _Mapping]] = ..., request: _Optional[_Union[ServerRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, registered: _Optional[_Union[ServerRequestRegistration, _Mapping]] = ..., request: _Optional[_Union[ServerRequest, _Mapping]] = ..., cancel: _Optional[_Union[ServerRequestCancel, _Mapping]] = ...) -> None: ...
 
 class HttpConfig(_message.Message):
     __slots__ = ["headers", "url"]
@@ -989,6 +991,14 @@ class ServerRequest(_message.Message):
     sampling: SamplingRequest
     server: str
     def __init__(self, id: _Optional[str] = ..., server: _Optional[str] = ..., sampling: _Optional[_Union[SamplingRequest, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationRequest, _Mapping]] = ..., roots: _Optional[_Union[RootsRequest, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationRequest, _Mapping]] = ..., approval: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ServerRequestCancel(_message.Message):
+    __slots__ = ["id", "reason"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ServerRequestRegistration(_message.Message):
     __slots__ = ["kinds", "servers"]

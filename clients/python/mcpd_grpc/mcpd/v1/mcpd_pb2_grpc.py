@@ -306,7 +306,8 @@ class MCPHubServicer(object):
     def HandleServerRequests(self, request_iterator, context):
         """Lets the agent answer requests that servers send to their client
         (sampling, elicitation, roots). The first message registers what the
-        agent answers; mcpd then sends requests and awaits replies by id.
+        agent answers; mcpd then sends requests and awaits replies by id, and
+        cancels the requests it no longer waits for.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
