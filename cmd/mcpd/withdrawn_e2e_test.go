@@ -18,12 +18,14 @@ import (
 // the form; a reply after it is dropped, and the stream goes on.
 func TestServerRequestWithdrawn(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
 	config := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"pair": {"command": %q, "env": {%q: %q}}, "demo": {"command": %q, "args": ["demo-server"]}}}`,
 		testBinary(t), fakeServerEnv, fakeAskPair, mcpdBinary(t)))
 
 	t.Run("the call is cancelled", func(t *testing.T) {
 		t.Parallel()
+		// Its own: a parallel subtest may wait for its turn long after
+		// the test began.
+		ctx := testContext(t)
 		d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--ask-tool", "mcp__demo__echo"}})
 		d.waitServer(ctx, t, "pair", mcpdv1.ServerState_SERVER_STATE_READY)
 		d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
@@ -84,6 +86,9 @@ func TestServerRequestWithdrawn(t *testing.T) {
 	// cancelled, and mcpd passes that on.
 	t.Run("the server cancels", func(t *testing.T) {
 		t.Parallel()
+		// Its own: a parallel subtest may wait for its turn long after
+		// the test began.
+		ctx := testContext(t)
 		legacy := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"pair": {"command": %q, "env": {%q: %q}, "protocolVersion": "2025-11-25"}}}`,
 			testBinary(t), fakeServerEnv, fakeAskPair))
 		d := startDaemon(ctx, t, daemonOptions{config: legacy})
@@ -111,6 +116,9 @@ func TestServerRequestWithdrawn(t *testing.T) {
 
 	t.Run("the deadline passes", func(t *testing.T) {
 		t.Parallel()
+		// Its own: a parallel subtest may wait for its turn long after
+		// the test began.
+		ctx := testContext(t)
 		d := startDaemon(ctx, t, daemonOptions{config: config, args: []string{"--server-request-timeout", "1s"}})
 		d.waitServer(ctx, t, "pair", mcpdv1.ServerState_SERVER_STATE_READY)
 		agent := registerAgent(ctx, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING)
