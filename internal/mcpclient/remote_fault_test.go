@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -314,5 +315,31 @@ func TestRetryFailuresIgnoreAddresses(t *testing.T) {
 		if err != nil || ev.Error != w {
 			t.Fatalf("event %d: got %q %q, %v; want %q", i, ev.State, ev.Error, err, w)
 		}
+	}
+}
+
+// TestUnreachableServerIsNotProbed: a remote server nobody listens for
+// tells nothing of its protocol era, so an attempt that cannot connect at
+// all ends at once, with the connection's error: no fallback from the
+// server/discover probe to initialize (a second attempt that can only
+// fail the same way, and a log line that blames the probe).
+func TestUnreachableServerIsNotProbed(t *testing.T) {
+	ctx := testContext(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // nobody listens there now: connection refused
+	m, _, logs := remoteManager(t, nil)
+	st, _ := m.Connect(ctx, remoteConfig("gone", config.TransportHTTP, "http://"+addr+"/mcp"), false)
+	if st.State == StateReady {
+		t.Fatalf("state: got READY, want a failure")
+	}
+	if !strings.Contains(st.LastError, "connection refused") {
+		t.Errorf("last_error: got %q, want the connection's error", st.LastError)
+	}
+	if out := logs.String(); strings.Contains(out, "probe unanswered") {
+		t.Errorf("an unreachable server was probed and then dialled again with initialize:\n%s", out)
 	}
 }

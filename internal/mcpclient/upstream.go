@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"reflect"
 	"regexp"
 	"slices"
@@ -1052,14 +1053,16 @@ func (u *upstream) stdoutNoise() string {
 // Once a probe went unanswered, the era is kept: a restart or reconnect
 // connects with initialize at once (each probe of a server that ignores it
 // costs the probe timeout, and of a stdio server a process start). Should
-// that fail, the server may have changed: it is probed again.
+// that fail, the server may have changed: it is probed again. A remote
+// server that cannot be reached at all tells nothing of its era: the
+// attempt ends with the connection's error, and the era is kept.
 func (u *upstream) connectAs(ctx context.Context, kind config.TransportKind) (*mcp.ClientSession, error) {
 	if v := u.cfg.ProtocolVersion; v != "" {
 		return u.dial(ctx, kind, v)
 	}
 	if u.knownLegacy(kind) {
 		cs, err := u.dial(ctx, kind, legacyProtocolVersion)
-		if err == nil || ctx.Err() != nil || isStartError(err) {
+		if err == nil || ctx.Err() != nil || isStartError(err) || unreachable(err) {
 			return cs, err
 		}
 		u.log.Info().Str("error", u.cfg.Redact(err.Error())).Msg("initialize failed; probing the server's era again")
@@ -1068,7 +1071,7 @@ func (u *upstream) connectAs(ctx context.Context, kind config.TransportKind) (*m
 	probeCtx, cancelProbe := context.WithTimeout(ctx, u.opts.ProbeTimeout)
 	cs, err := u.dial(probeCtx, kind, statelessProtocolVersion)
 	cancelProbe()
-	if err == nil || ctx.Err() != nil || isStartError(err) {
+	if err == nil || ctx.Err() != nil || isStartError(err) || unreachable(err) {
 		return cs, err
 	}
 	if authErr := u.authBlocked(); authErr != nil {
@@ -1111,6 +1114,14 @@ func (e startError) Unwrap() error { return e.error }
 func isStartError(err error) bool {
 	var se startError
 	return errors.As(err, &se)
+}
+
+// unreachable says whether err is a remote server's address refusing or
+// not answering a connection: nobody there to speak either era, so
+// falling back from the probe to initialize would only fail again.
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // dial starts the server and opens a session asking for version.
