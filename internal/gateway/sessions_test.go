@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/testheap"
 )
 
 // followedUpstream is an upstream server "s" whose every URI can be
@@ -240,9 +242,7 @@ func waitForRoom(ctx context.Context, t *testing.T, url, what string) {
 func TestEndedSessionsLeaveNoURIs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rate := runtime.MemProfileRate
-	runtime.MemProfileRate = 1
-	t.Cleanup(func() { runtime.MemProfileRate = rate })
+	testheap.Record(t)
 	up := newFollowedUpstream()
 	g, url := gatewayFor(ctx, t, up.srv, nil)
 
@@ -288,40 +288,11 @@ func TestEndedSessionsLeaveNoURIs(t *testing.T) {
 const sdkSubscribe = "github.com/modelcontextprotocol/go-sdk/mcp.(*Server).subscribe"
 
 // sdkURIsKept counts the URIs the SDK server keeps subscribers of, by the
-// objects of the maps that sdkSubscribe made that are in use as of a
-// fresh collection (with MemProfileRate 1, every one of them): at least
-// one per URI, none when it keeps none.
+// objects of the maps that sdkSubscribe made that are in use: at least one
+// per URI, none when it keeps none.
 func sdkURIsKept() int64 {
-	// The profile lags up to two collections behind.
-	for range 3 {
-		runtime.GC()
-	}
-	var records []runtime.MemProfileRecord
-	for n := 64; ; n *= 2 {
-		records = make([]runtime.MemProfileRecord, n)
-		got, ok := runtime.MemProfile(records, true)
-		if ok {
-			records = records[:got]
-			break
-		}
-	}
-	var maps int64
-	for _, r := range records {
-		frames := runtime.CallersFrames(r.Stack())
-		var callee string
-		for {
-			f, more := frames.Next()
-			if f.Function == sdkSubscribe {
-				if callee == "runtime.makemap_small" || callee == "runtime.makemap" {
-					maps += r.InUseObjects()
-				}
-				break
-			}
-			callee = f.Function
-			if !more {
-				break
-			}
-		}
-	}
-	return maps
+	return testheap.InUse(func(stack []string) bool {
+		i := slices.Index(stack, sdkSubscribe)
+		return i > 0 && (stack[i-1] == "runtime.makemap_small" || stack[i-1] == "runtime.makemap")
+	})
 }

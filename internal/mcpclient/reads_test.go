@@ -3,7 +3,6 @@ package mcpclient
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/testheap"
 )
 
 // TestReadsKeepNoResults: the SDK's client keeps the result of every
@@ -28,9 +28,7 @@ func TestReadsKeepNoResults(t *testing.T) {
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			ctx := testContext(t)
-			rate := runtime.MemProfileRate
-			runtime.MemProfileRate = 1
-			t.Cleanup(func() { runtime.MemProfileRate = rate })
+			testheap.Record(t)
 			var reads atomic.Int64
 			srv := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, &mcp.ServerOptions{
 				SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
@@ -67,40 +65,16 @@ func TestReadsKeepNoResults(t *testing.T) {
 }
 
 // sdkCacheEntries counts the entries of the SDK client's cache of read
-// results that are in use as of a fresh collection (with MemProfileRate 1,
-// every one of them): the objects its methodCache.put makes itself, not
-// the room of its map, when ReadResource puts a result.
+// results that are in use: the objects its methodCache.put makes itself,
+// not the room of its map, when ReadResource puts a result.
 func sdkCacheEntries() int64 {
-	// The profile lags up to two collections behind.
-	for range 3 {
-		runtime.GC()
-	}
-	var records []runtime.MemProfileRecord
-	for n := 64; ; n *= 2 {
-		records = make([]runtime.MemProfileRecord, n)
-		got, ok := runtime.MemProfile(records, true)
-		if ok {
-			records = records[:got]
-			break
-		}
-	}
-	var entries int64
-	for _, r := range records {
-		var stack []string
-		frames := runtime.CallersFrames(r.Stack())
-		for {
-			f, more := frames.Next()
-			stack = append(stack, f.Function)
-			if !more {
-				break
-			}
-		}
+	return testheap.InUse(func(stack []string) bool {
 		for i := 1; i+1 < len(stack); i++ {
 			put := strings.HasPrefix(stack[i], "github.com/modelcontextprotocol/go-sdk/mcp.(*methodCache[") && strings.HasSuffix(stack[i], "]).put")
 			if put && stack[i-1] == "runtime.newobject" && stack[i+1] == "github.com/modelcontextprotocol/go-sdk/mcp.(*ClientSession).ReadResource" {
-				entries += r.InUseObjects()
+				return true
 			}
 		}
-	}
-	return entries
+		return false
+	})
 }
