@@ -104,6 +104,15 @@ type Withdrawal struct {
 	Reason string
 }
 
+// Refusal tells an agent that mcpd refused its reply to a request it was
+// handed and answered the server with an error instead.
+type Refusal struct {
+	// ID is the request's.
+	ID string
+	// Reason says what was wrong with the reply, without quoting it.
+	Reason string
+}
+
 // NewBroker returns a Broker with no agents.
 func NewBroker(opts *BrokerOptions) *Broker {
 	b := &Broker{timeout: 60 * time.Second, queueSize: 64, pending: make(map[string]*pendingRequest)}
@@ -126,8 +135,10 @@ type Agent struct {
 	// withdrawn holds the requests the agent was sent that mcpd stopped
 	// waiting for.
 	withdrawn chan Withdrawal
-	gone      chan struct{}
-	once      sync.Once
+	// refused holds the refusals of the agent's replies.
+	refused chan Refusal
+	gone    chan struct{}
+	once    sync.Once
 }
 
 // Requests delivers the requests the agent must answer.
@@ -138,6 +149,12 @@ func (a *Agent) Requests() <-chan *ServerRequest { return a.requests }
 // call it belongs to ended, or its deadline passed. Each comes after the
 // request's own delivery; a reply to it is dropped.
 func (a *Agent) Withdrawn() <-chan Withdrawal { return a.withdrawn }
+
+// Refused delivers the agent's replies that mcpd refused (see Refuse, and
+// Answer for a reply that does not answer its request). Each comes before
+// the server gets its error, so before any request that follows from it.
+// Best effort: a refusal that finds the channel full is dropped.
+func (a *Agent) Refused() <-chan Refusal { return a.refused }
 
 func (a *Agent) wants(server string, kind RequestKind) bool {
 	return (len(a.servers) == 0 || slices.Contains(a.servers, server)) &&
@@ -161,6 +178,7 @@ func (b *Broker) AttachToCall(owner string, servers []string, kinds []RequestKin
 func (b *Broker) attach(a *Agent) *Agent {
 	a.requests = make(chan *ServerRequest, b.queueSize)
 	a.withdrawn = make(chan Withdrawal, b.queueSize)
+	a.refused = make(chan Refusal, b.queueSize)
 	a.gone = make(chan struct{})
 	b.mu.Lock()
 	b.agents = append(b.agents, a)
@@ -188,22 +206,56 @@ func (b *Broker) Detach(a *Agent) {
 }
 
 // Answer delivers an agent's reply. It fails for an id the agent was not
-// asked, or already answered, or whose deadline passed.
+// asked, or already answered, or whose deadline passed. A reply that does
+// not answer the request (another kind) is refused as Refuse does, and
+// Answer returns why.
 func (b *Broker) Answer(a *Agent, id string, r Reply) error {
-	b.mu.Lock()
-	p := b.pending[id]
-	if p == nil || p.agent != a {
-		b.mu.Unlock()
-		return errorf(ErrNotFound, "no pending request %q for this stream (unknown, answered or expired)", id)
+	p, err := b.take(a, id)
+	if err != nil {
+		return err
 	}
-	delete(b.pending, id)
-	b.mu.Unlock()
 	if err := r.check(p.kind); err != nil {
-		p.reply <- Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client's answer was malformed"}}
+		refuse(p, Refusal{ID: id, Reason: err.Error()}, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client's answer was malformed"})
 		return err
 	}
 	p.reply <- r
 	return nil
+}
+
+// Refuse answers request id, which a was handed, with toServer in place
+// of the agent's reply, and tells the agent why (reason, which must not
+// quote the reply). It fails as Answer does for an id not pending for a.
+func (b *Broker) Refuse(a *Agent, id, reason string, toServer *jsonrpc.Error) error {
+	p, err := b.take(a, id)
+	if err != nil {
+		return err
+	}
+	refuse(p, Refusal{ID: id, Reason: reason}, toServer)
+	return nil
+}
+
+// take removes request id, pending for a, to answer it.
+func (b *Broker) take(a *Agent, id string) (*pendingRequest, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.pending[id]
+	if p == nil || p.agent != a {
+		return nil, errorf(ErrNotFound, "no pending request %q for this stream (unknown, answered or expired)", id)
+	}
+	delete(b.pending, id)
+	return p, nil
+}
+
+// refuse tells the agent first and the server second, so that the agent
+// learns of the refusal before any request the server's error leads to.
+// The notice is best effort, like a withdrawal: a full queue must not hold
+// up the server's answer.
+func refuse(p *pendingRequest, r Refusal, toServer *jsonrpc.Error) {
+	select {
+	case p.agent.refused <- r:
+	default:
+	}
+	p.reply <- Reply{Error: toServer}
 }
 
 // Deliver marks request id, taken from a's Requests, as sent on to the

@@ -164,8 +164,10 @@ func replyFromProto(r *mcpdv1.ServerRequestReply) (mcpclient.Reply, error) {
 		roots := make([]*mcp.Root, 0, len(res.Roots.GetRoots()))
 		for i, root := range res.Roots.GetRoots() {
 			// As SetRoots refuses them: a server must get file:// URIs.
-			if err := mcpclient.CheckRootURI(root.GetUri()); err != nil {
-				return mcpclient.Reply{}, fmt.Errorf("roots[%d]: %w", i, err)
+			// The message names the root, not its uri: it goes back to
+			// the agent, which is never shown its reply's content.
+			if mcpclient.CheckRootURI(root.GetUri()) != nil {
+				return mcpclient.Reply{}, invalidf("roots[%d] is not a file:// URI with a path (MCP's roots are)", i)
 			}
 			roots = append(roots, &mcp.Root{URI: root.GetUri(), Name: root.GetName()})
 		}

@@ -324,12 +324,18 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				recvErr <- toStatus(invalidf("a message must be register or reply"))
 				return
 			}
+			// A refused reply gets the server an error now (it must not
+			// wait out the deadline for an answer that cannot come) and
+			// the agent a reply_refused saying why (Broker.Refuse).
+			var (
+				refusal  string
+				toServer *jsonrpc.Error
+			)
 			r, err := replyFromProto(reply)
 			if err != nil {
-				// The server must not wait out the deadline for an answer
-				// that cannot come: it gets an error now.
 				h.log.Warn().Err(err).Str("id", reply.GetId()).Msg("malformed server request reply; the server gets an error")
-				r = mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client's answer was malformed"}}
+				refusal = status.Convert(err).Message()
+				toServer = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client's answer was malformed"}
 			}
 			if server, kind, ok := h.broker.Pending(agent, reply.GetId()); ok &&
 				!h.allowed(ctx, access.Action{Verb: access.AnswerRequests, Server: server, RequestKind: kind.String()}) {
@@ -337,9 +343,15 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				// over: an answer the caller may no longer give (an
 				// approval among them) counts as a refusal.
 				h.log.Warn().Str("server", server).Stringer("kind", kind).Msg("server request reply refused: the agent's caller may no longer answer it")
-				r = mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client may not answer this request"}}
+				refusal = "the caller may no longer answer " + kind.String() + " requests of server " + server
+				toServer = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client may not answer this request"}
 			}
-			if err := h.broker.Answer(agent, reply.GetId(), r); err != nil {
+			if refusal != "" {
+				err = h.broker.Refuse(agent, reply.GetId(), refusal, toServer)
+			} else {
+				err = h.broker.Answer(agent, reply.GetId(), r)
+			}
+			if err != nil {
 				// A late or malformed reply must not end the stream: the
 				// server already got its answer.
 				h.log.Warn().Err(err).Str("id", reply.GetId()).Msg("server request reply ignored")
@@ -347,9 +359,27 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 		}
 	}()
 
+	sendRefusal := func(r mcpclient.Refusal) error {
+		return stream.Send(&mcpdv1.HandleServerRequestsResponse{
+			Message: &mcpdv1.HandleServerRequestsResponse_ReplyRefused{ReplyRefused: &mcpdv1.ServerRequestReplyRefused{Id: r.ID, Reason: r.Reason}},
+		})
+	}
 	for {
 		select {
 		case req := <-agent.Requests():
+			// A refusal waiting goes first: the agent learns that its
+			// reply was refused before a request that may follow from it
+			// (the server's retry).
+			for queued := true; queued; {
+				select {
+				case r := <-agent.Refused():
+					if err := sendRefusal(r); err != nil {
+						return err
+					}
+				default:
+					queued = false
+				}
+			}
 			if !h.allowed(ctx, access.Action{Verb: access.AnswerRequests, Server: req.Server, RequestKind: req.Kind.String()}) {
 				// The callers file changed since the agent registered: the
 				// server gets an error now instead of an answer from an
@@ -385,6 +415,10 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 			if err := stream.Send(&mcpdv1.HandleServerRequestsResponse{
 				Message: &mcpdv1.HandleServerRequestsResponse_Cancel{Cancel: &mcpdv1.ServerRequestCancel{Id: w.ID, Reason: w.Reason}},
 			}); err != nil {
+				return err
+			}
+		case r := <-agent.Refused():
+			if err := sendRefusal(r); err != nil {
 				return err
 			}
 		case again := <-regs:

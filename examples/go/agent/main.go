@@ -97,6 +97,11 @@ func run(ctx context.Context, addr, server string) error {
 			log.Printf("request %s withdrawn: %s", c.GetId(), c.GetReason())
 			continue
 		}
+		if r := msg.GetReplyRefused(); r != nil {
+			// The server got an error instead of this agent's answer.
+			log.Printf("reply to request %s refused: %s", r.GetId(), r.GetReason())
+			continue
+		}
 		req := msg.GetRequest()
 		reply, err := answer(req)
 		if err != nil {

@@ -5818,6 +5818,7 @@ type HandleServerRequestsResponse struct {
 	//	*HandleServerRequestsResponse_Registered
 	//	*HandleServerRequestsResponse_Request
 	//	*HandleServerRequestsResponse_Cancel
+	//	*HandleServerRequestsResponse_ReplyRefused
 	Message       isHandleServerRequestsResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5887,6 +5888,15 @@ func (x *HandleServerRequestsResponse) GetCancel() *ServerRequestCancel {
 	return nil
 }
 
+func (x *HandleServerRequestsResponse) GetReplyRefused() *ServerRequestReplyRefused {
+	if x != nil {
+		if x, ok := x.Message.(*HandleServerRequestsResponse_ReplyRefused); ok {
+			return x.ReplyRefused
+		}
+	}
+	return nil
+}
+
 type isHandleServerRequestsResponse_Message interface {
 	isHandleServerRequestsResponse_Message()
 }
@@ -5910,11 +5920,24 @@ type HandleServerRequestsResponse_Cancel struct {
 	Cancel *ServerRequestCancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
 }
 
+type HandleServerRequestsResponse_ReplyRefused struct {
+	// Says mcpd refused the agent's reply to a request it sent, and
+	// answered the server with a JSON-RPC error (-32603) instead: the reply
+	// did not answer the request (another kind, a sampling result without
+	// exactly one text, image or audio block, an elicitation without a
+	// known action, no result at all), or the agent's caller may no longer
+	// answer such a request. The request is over. A reply to a request
+	// mcpd no longer waits for gets none.
+	ReplyRefused *ServerRequestReplyRefused `protobuf:"bytes,4,opt,name=reply_refused,json=replyRefused,proto3,oneof"`
+}
+
 func (*HandleServerRequestsResponse_Registered) isHandleServerRequestsResponse_Message() {}
 
 func (*HandleServerRequestsResponse_Request) isHandleServerRequestsResponse_Message() {}
 
 func (*HandleServerRequestsResponse_Cancel) isHandleServerRequestsResponse_Message() {}
+
+func (*HandleServerRequestsResponse_ReplyRefused) isHandleServerRequestsResponse_Message() {}
 
 // ServerRequestCancel withdraws a ServerRequest.
 type ServerRequestCancel struct {
@@ -5971,6 +5994,62 @@ func (x *ServerRequestCancel) GetReason() string {
 	return ""
 }
 
+// ServerRequestReplyRefused tells the agent that its reply to a
+// ServerRequest was refused.
+type ServerRequestReplyRefused struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Gives the id of the ServerRequest.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Says what was wrong with the reply, without quoting it.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerRequestReplyRefused) Reset() {
+	*x = ServerRequestReplyRefused{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerRequestReplyRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerRequestReplyRefused) ProtoMessage() {}
+
+func (x *ServerRequestReplyRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerRequestReplyRefused.ProtoReflect.Descriptor instead.
+func (*ServerRequestReplyRefused) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *ServerRequestReplyRefused) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ServerRequestReplyRefused) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ServerRequest is a request a server sent, for the agent to answer.
 type ServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -5996,7 +6075,7 @@ type ServerRequest struct {
 
 func (x *ServerRequest) Reset() {
 	*x = ServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6008,7 +6087,7 @@ func (x *ServerRequest) String() string {
 func (*ServerRequest) ProtoMessage() {}
 
 func (x *ServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6021,7 +6100,7 @@ func (x *ServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequest.ProtoReflect.Descriptor instead.
 func (*ServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ServerRequest) GetId() string {
@@ -6154,7 +6233,7 @@ type SamplingRequest struct {
 
 func (x *SamplingRequest) Reset() {
 	*x = SamplingRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6166,7 +6245,7 @@ func (x *SamplingRequest) String() string {
 func (*SamplingRequest) ProtoMessage() {}
 
 func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6179,7 +6258,7 @@ func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingRequest.ProtoReflect.Descriptor instead.
 func (*SamplingRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SamplingRequest) GetMessages() []*SamplingMessage {
@@ -6223,7 +6302,7 @@ type SamplingMessage struct {
 
 func (x *SamplingMessage) Reset() {
 	*x = SamplingMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6235,7 +6314,7 @@ func (x *SamplingMessage) String() string {
 func (*SamplingMessage) ProtoMessage() {}
 
 func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6248,7 +6327,7 @@ func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
 func (*SamplingMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SamplingMessage) GetRole() Role {
@@ -6287,7 +6366,7 @@ type ElicitationRequest struct {
 
 func (x *ElicitationRequest) Reset() {
 	*x = ElicitationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6299,7 +6378,7 @@ func (x *ElicitationRequest) String() string {
 func (*ElicitationRequest) ProtoMessage() {}
 
 func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6312,7 +6391,7 @@ func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationRequest.ProtoReflect.Descriptor instead.
 func (*ElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ElicitationRequest) GetMode() string {
@@ -6366,7 +6445,7 @@ type RootsRequest struct {
 
 func (x *RootsRequest) Reset() {
 	*x = RootsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6378,7 +6457,7 @@ func (x *RootsRequest) String() string {
 func (*RootsRequest) ProtoMessage() {}
 
 func (x *RootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6391,7 +6470,7 @@ func (x *RootsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsRequest.ProtoReflect.Descriptor instead.
 func (*RootsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{75}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{76}
 }
 
 // ServerRequestReply answers one ServerRequest.
@@ -6416,7 +6495,7 @@ type ServerRequestReply struct {
 
 func (x *ServerRequestReply) Reset() {
 	*x = ServerRequestReply{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6428,7 +6507,7 @@ func (x *ServerRequestReply) String() string {
 func (*ServerRequestReply) ProtoMessage() {}
 
 func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6441,7 +6520,7 @@ func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestReply.ProtoReflect.Descriptor instead.
 func (*ServerRequestReply) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{76}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ServerRequestReply) GetId() string {
@@ -6575,7 +6654,7 @@ type SamplingResult struct {
 
 func (x *SamplingResult) Reset() {
 	*x = SamplingResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6587,7 +6666,7 @@ func (x *SamplingResult) String() string {
 func (*SamplingResult) ProtoMessage() {}
 
 func (x *SamplingResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6600,7 +6679,7 @@ func (x *SamplingResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingResult.ProtoReflect.Descriptor instead.
 func (*SamplingResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{77}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SamplingResult) GetRole() Role {
@@ -6644,7 +6723,7 @@ type ElicitationResult struct {
 
 func (x *ElicitationResult) Reset() {
 	*x = ElicitationResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6656,7 +6735,7 @@ func (x *ElicitationResult) String() string {
 func (*ElicitationResult) ProtoMessage() {}
 
 func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6669,7 +6748,7 @@ func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationResult.ProtoReflect.Descriptor instead.
 func (*ElicitationResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{78}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ElicitationResult) GetAction() ElicitationAction {
@@ -6697,7 +6776,7 @@ type RootsResult struct {
 
 func (x *RootsResult) Reset() {
 	*x = RootsResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6709,7 +6788,7 @@ func (x *RootsResult) String() string {
 func (*RootsResult) ProtoMessage() {}
 
 func (x *RootsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6722,7 +6801,7 @@ func (x *RootsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsResult.ProtoReflect.Descriptor instead.
 func (*RootsResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RootsResult) GetRoots() []*Root {
@@ -6745,7 +6824,7 @@ type ReplyError struct {
 
 func (x *ReplyError) Reset() {
 	*x = ReplyError{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6757,7 +6836,7 @@ func (x *ReplyError) String() string {
 func (*ReplyError) ProtoMessage() {}
 
 func (x *ReplyError) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6770,7 +6849,7 @@ func (x *ReplyError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyError.ProtoReflect.Descriptor instead.
 func (*ReplyError) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ReplyError) GetCode() int32 {
@@ -6801,7 +6880,7 @@ type AuthorizationRequest struct {
 
 func (x *AuthorizationRequest) Reset() {
 	*x = AuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6813,7 +6892,7 @@ func (x *AuthorizationRequest) String() string {
 func (*AuthorizationRequest) ProtoMessage() {}
 
 func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6826,7 +6905,7 @@ func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *AuthorizationRequest) GetAuthorizationUrl() string {
@@ -6856,7 +6935,7 @@ type AuthorizationResult struct {
 
 func (x *AuthorizationResult) Reset() {
 	*x = AuthorizationResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6868,7 +6947,7 @@ func (x *AuthorizationResult) String() string {
 func (*AuthorizationResult) ProtoMessage() {}
 
 func (x *AuthorizationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6881,7 +6960,7 @@ func (x *AuthorizationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationResult.ProtoReflect.Descriptor instead.
 func (*AuthorizationResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *AuthorizationResult) GetRedirectUrl() string {
@@ -6916,7 +6995,7 @@ type ApprovalRequest struct {
 
 func (x *ApprovalRequest) Reset() {
 	*x = ApprovalRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6928,7 +7007,7 @@ func (x *ApprovalRequest) String() string {
 func (*ApprovalRequest) ProtoMessage() {}
 
 func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6941,7 +7020,7 @@ func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ApprovalRequest) GetTool() string {
@@ -6999,7 +7078,7 @@ type ApprovalResult struct {
 
 func (x *ApprovalResult) Reset() {
 	*x = ApprovalResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7011,7 +7090,7 @@ func (x *ApprovalResult) String() string {
 func (*ApprovalResult) ProtoMessage() {}
 
 func (x *ApprovalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7024,7 +7103,7 @@ func (x *ApprovalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResult.ProtoReflect.Descriptor instead.
 func (*ApprovalResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ApprovalResult) GetApproved() bool {
@@ -7055,7 +7134,7 @@ type CompleteAuthorizationRequest struct {
 
 func (x *CompleteAuthorizationRequest) Reset() {
 	*x = CompleteAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7067,7 +7146,7 @@ func (x *CompleteAuthorizationRequest) String() string {
 func (*CompleteAuthorizationRequest) ProtoMessage() {}
 
 func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7080,7 +7159,7 @@ func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{85}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CompleteAuthorizationRequest) GetServer() string {
@@ -7108,7 +7187,7 @@ type CompleteAuthorizationResponse struct {
 
 func (x *CompleteAuthorizationResponse) Reset() {
 	*x = CompleteAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7120,7 +7199,7 @@ func (x *CompleteAuthorizationResponse) String() string {
 func (*CompleteAuthorizationResponse) ProtoMessage() {}
 
 func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7133,7 +7212,7 @@ func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{86}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CompleteAuthorizationResponse) GetServer() *Server {
@@ -7154,7 +7233,7 @@ type ForgetAuthorizationRequest struct {
 
 func (x *ForgetAuthorizationRequest) Reset() {
 	*x = ForgetAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7166,7 +7245,7 @@ func (x *ForgetAuthorizationRequest) String() string {
 func (*ForgetAuthorizationRequest) ProtoMessage() {}
 
 func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7179,7 +7258,7 @@ func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{87}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ForgetAuthorizationRequest) GetServer() string {
@@ -7198,7 +7277,7 @@ type ForgetAuthorizationResponse struct {
 
 func (x *ForgetAuthorizationResponse) Reset() {
 	*x = ForgetAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7210,7 +7289,7 @@ func (x *ForgetAuthorizationResponse) String() string {
 func (*ForgetAuthorizationResponse) ProtoMessage() {}
 
 func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7223,7 +7302,7 @@ func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{88}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{89}
 }
 
 // ServeToolsRequest is a message from the agent on a ServeTools stream.
@@ -7243,7 +7322,7 @@ type ServeToolsRequest struct {
 
 func (x *ServeToolsRequest) Reset() {
 	*x = ServeToolsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7255,7 +7334,7 @@ func (x *ServeToolsRequest) String() string {
 func (*ServeToolsRequest) ProtoMessage() {}
 
 func (x *ServeToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7268,7 +7347,7 @@ func (x *ServeToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServeToolsRequest.ProtoReflect.Descriptor instead.
 func (*ServeToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{89}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *ServeToolsRequest) GetMessage() isServeToolsRequest_Message {
@@ -7356,7 +7435,7 @@ type ToolServerDeclaration struct {
 
 func (x *ToolServerDeclaration) Reset() {
 	*x = ToolServerDeclaration{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7368,7 +7447,7 @@ func (x *ToolServerDeclaration) String() string {
 func (*ToolServerDeclaration) ProtoMessage() {}
 
 func (x *ToolServerDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7381,7 +7460,7 @@ func (x *ToolServerDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolServerDeclaration.ProtoReflect.Descriptor instead.
 func (*ToolServerDeclaration) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{90}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ToolServerDeclaration) GetServer() string {
@@ -7444,7 +7523,7 @@ type ToolDefinition struct {
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7456,7 +7535,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7469,7 +7548,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{91}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ToolDefinition) GetName() string {
@@ -7539,7 +7618,7 @@ type ToolCallResult struct {
 
 func (x *ToolCallResult) Reset() {
 	*x = ToolCallResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7551,7 +7630,7 @@ func (x *ToolCallResult) String() string {
 func (*ToolCallResult) ProtoMessage() {}
 
 func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7564,7 +7643,7 @@ func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallResult.ProtoReflect.Descriptor instead.
 func (*ToolCallResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{92}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ToolCallResult) GetId() string {
@@ -7632,7 +7711,7 @@ type ToolCallProgress struct {
 
 func (x *ToolCallProgress) Reset() {
 	*x = ToolCallProgress{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7644,7 +7723,7 @@ func (x *ToolCallProgress) String() string {
 func (*ToolCallProgress) ProtoMessage() {}
 
 func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7657,7 +7736,7 @@ func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallProgress.ProtoReflect.Descriptor instead.
 func (*ToolCallProgress) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{93}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ToolCallProgress) GetId() string {
@@ -7691,7 +7770,7 @@ type ServeToolsResponse struct {
 
 func (x *ServeToolsResponse) Reset() {
 	*x = ServeToolsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7703,7 +7782,7 @@ func (x *ServeToolsResponse) String() string {
 func (*ServeToolsResponse) ProtoMessage() {}
 
 func (x *ServeToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7716,7 +7795,7 @@ func (x *ServeToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServeToolsResponse.ProtoReflect.Descriptor instead.
 func (*ServeToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{94}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ServeToolsResponse) GetMessage() isServeToolsResponse_Message {
@@ -7800,7 +7879,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7812,7 +7891,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7825,7 +7904,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{95}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ToolCall) GetId() string {
@@ -7876,7 +7955,7 @@ type ToolCallCancel struct {
 
 func (x *ToolCallCancel) Reset() {
 	*x = ToolCallCancel{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7888,7 +7967,7 @@ func (x *ToolCallCancel) String() string {
 func (*ToolCallCancel) ProtoMessage() {}
 
 func (x *ToolCallCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7901,7 +7980,7 @@ func (x *ToolCallCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallCancel.ProtoReflect.Descriptor instead.
 func (*ToolCallCancel) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{96}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *ToolCallCancel) GetId() string {
@@ -7938,7 +8017,7 @@ type StartPollRequest struct {
 
 func (x *StartPollRequest) Reset() {
 	*x = StartPollRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7950,7 +8029,7 @@ func (x *StartPollRequest) String() string {
 func (*StartPollRequest) ProtoMessage() {}
 
 func (x *StartPollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7963,7 +8042,7 @@ func (x *StartPollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPollRequest.ProtoReflect.Descriptor instead.
 func (*StartPollRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{97}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *StartPollRequest) GetServer() string {
@@ -8037,7 +8116,7 @@ type PollToolCall struct {
 
 func (x *PollToolCall) Reset() {
 	*x = PollToolCall{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8049,7 +8128,7 @@ func (x *PollToolCall) String() string {
 func (*PollToolCall) ProtoMessage() {}
 
 func (x *PollToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8062,7 +8141,7 @@ func (x *PollToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollToolCall.ProtoReflect.Descriptor instead.
 func (*PollToolCall) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{98}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *PollToolCall) GetName() string {
@@ -8090,7 +8169,7 @@ type StartPollResponse struct {
 
 func (x *StartPollResponse) Reset() {
 	*x = StartPollResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8102,7 +8181,7 @@ func (x *StartPollResponse) String() string {
 func (*StartPollResponse) ProtoMessage() {}
 
 func (x *StartPollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8115,7 +8194,7 @@ func (x *StartPollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPollResponse.ProtoReflect.Descriptor instead.
 func (*StartPollResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{99}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *StartPollResponse) GetPoll() *Poll {
@@ -8136,7 +8215,7 @@ type StopPollRequest struct {
 
 func (x *StopPollRequest) Reset() {
 	*x = StopPollRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8148,7 +8227,7 @@ func (x *StopPollRequest) String() string {
 func (*StopPollRequest) ProtoMessage() {}
 
 func (x *StopPollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8161,7 +8240,7 @@ func (x *StopPollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPollRequest.ProtoReflect.Descriptor instead.
 func (*StopPollRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{100}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *StopPollRequest) GetId() string {
@@ -8180,7 +8259,7 @@ type StopPollResponse struct {
 
 func (x *StopPollResponse) Reset() {
 	*x = StopPollResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8192,7 +8271,7 @@ func (x *StopPollResponse) String() string {
 func (*StopPollResponse) ProtoMessage() {}
 
 func (x *StopPollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8205,7 +8284,7 @@ func (x *StopPollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPollResponse.ProtoReflect.Descriptor instead.
 func (*StopPollResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{101}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{102}
 }
 
 // ListPollsRequest lists polls.
@@ -8217,7 +8296,7 @@ type ListPollsRequest struct {
 
 func (x *ListPollsRequest) Reset() {
 	*x = ListPollsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8229,7 +8308,7 @@ func (x *ListPollsRequest) String() string {
 func (*ListPollsRequest) ProtoMessage() {}
 
 func (x *ListPollsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8242,7 +8321,7 @@ func (x *ListPollsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPollsRequest.ProtoReflect.Descriptor instead.
 func (*ListPollsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{102}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{103}
 }
 
 // ListPollsResponse gives the polls.
@@ -8256,7 +8335,7 @@ type ListPollsResponse struct {
 
 func (x *ListPollsResponse) Reset() {
 	*x = ListPollsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8268,7 +8347,7 @@ func (x *ListPollsResponse) String() string {
 func (*ListPollsResponse) ProtoMessage() {}
 
 func (x *ListPollsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8281,7 +8360,7 @@ func (x *ListPollsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPollsResponse.ProtoReflect.Descriptor instead.
 func (*ListPollsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{103}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *ListPollsResponse) GetPolls() []*Poll {
@@ -8323,7 +8402,7 @@ type Poll struct {
 
 func (x *Poll) Reset() {
 	*x = Poll{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8335,7 +8414,7 @@ func (x *Poll) String() string {
 func (*Poll) ProtoMessage() {}
 
 func (x *Poll) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8348,7 +8427,7 @@ func (x *Poll) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Poll.ProtoReflect.Descriptor instead.
 func (*Poll) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{104}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *Poll) GetId() string {
@@ -8475,7 +8554,7 @@ type PollResult struct {
 
 func (x *PollResult) Reset() {
 	*x = PollResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8487,7 +8566,7 @@ func (x *PollResult) String() string {
 func (*PollResult) ProtoMessage() {}
 
 func (x *PollResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8500,7 +8579,7 @@ func (x *PollResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollResult.ProtoReflect.Descriptor instead.
 func (*PollResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{105}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *PollResult) GetPollId() string {
@@ -8567,7 +8646,7 @@ type SearchToolsRequest struct {
 
 func (x *SearchToolsRequest) Reset() {
 	*x = SearchToolsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8579,7 +8658,7 @@ func (x *SearchToolsRequest) String() string {
 func (*SearchToolsRequest) ProtoMessage() {}
 
 func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8592,7 +8671,7 @@ func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
 func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{106}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *SearchToolsRequest) GetQuery() string {
@@ -8628,7 +8707,7 @@ type SearchToolsResponse struct {
 
 func (x *SearchToolsResponse) Reset() {
 	*x = SearchToolsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[107]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8640,7 +8719,7 @@ func (x *SearchToolsResponse) String() string {
 func (*SearchToolsResponse) ProtoMessage() {}
 
 func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[107]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8653,7 +8732,7 @@ func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
 func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{107}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *SearchToolsResponse) GetMatches() []*ToolMatch {
@@ -8676,7 +8755,7 @@ type ToolMatch struct {
 
 func (x *ToolMatch) Reset() {
 	*x = ToolMatch{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[108]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8688,7 +8767,7 @@ func (x *ToolMatch) String() string {
 func (*ToolMatch) ProtoMessage() {}
 
 func (x *ToolMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[108]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8701,7 +8780,7 @@ func (x *ToolMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolMatch.ProtoReflect.Descriptor instead.
 func (*ToolMatch) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{108}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *ToolMatch) GetTool() *Tool {
@@ -9092,15 +9171,19 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\amessage\"g\n" +
 	"\x19ServerRequestRegistration\x12\x18\n" +
 	"\aservers\x18\x01 \x03(\tR\aservers\x120\n" +
-	"\x05kinds\x18\x02 \x03(\x0e2\x1a.mcpd.v1.ServerRequestKindR\x05kinds\"\xdb\x01\n" +
+	"\x05kinds\x18\x02 \x03(\x0e2\x1a.mcpd.v1.ServerRequestKindR\x05kinds\"\xa6\x02\n" +
 	"\x1cHandleServerRequestsResponse\x12D\n" +
 	"\n" +
 	"registered\x18\x01 \x01(\v2\".mcpd.v1.ServerRequestRegistrationH\x00R\n" +
 	"registered\x122\n" +
 	"\arequest\x18\x02 \x01(\v2\x16.mcpd.v1.ServerRequestH\x00R\arequest\x126\n" +
-	"\x06cancel\x18\x03 \x01(\v2\x1c.mcpd.v1.ServerRequestCancelH\x00R\x06cancelB\t\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x1c.mcpd.v1.ServerRequestCancelH\x00R\x06cancel\x12I\n" +
+	"\rreply_refused\x18\x04 \x01(\v2\".mcpd.v1.ServerRequestReplyRefusedH\x00R\freplyRefusedB\t\n" +
 	"\amessage\"=\n" +
 	"\x13ServerRequestCancel\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"C\n" +
+	"\x19ServerRequestReplyRefused\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x9e\x03\n" +
 	"\rServerRequest\x12\x0e\n" +
@@ -9373,7 +9456,7 @@ func file_mcpd_v1_mcpd_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 113)
+var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 114)
 var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerState)(0),                      // 0: mcpd.v1.ServerState
 	(ConfigScope)(0),                      // 1: mcpd.v1.ConfigScope
@@ -9454,71 +9537,72 @@ var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(*ServerRequestRegistration)(nil),     // 76: mcpd.v1.ServerRequestRegistration
 	(*HandleServerRequestsResponse)(nil),  // 77: mcpd.v1.HandleServerRequestsResponse
 	(*ServerRequestCancel)(nil),           // 78: mcpd.v1.ServerRequestCancel
-	(*ServerRequest)(nil),                 // 79: mcpd.v1.ServerRequest
-	(*SamplingRequest)(nil),               // 80: mcpd.v1.SamplingRequest
-	(*SamplingMessage)(nil),               // 81: mcpd.v1.SamplingMessage
-	(*ElicitationRequest)(nil),            // 82: mcpd.v1.ElicitationRequest
-	(*RootsRequest)(nil),                  // 83: mcpd.v1.RootsRequest
-	(*ServerRequestReply)(nil),            // 84: mcpd.v1.ServerRequestReply
-	(*SamplingResult)(nil),                // 85: mcpd.v1.SamplingResult
-	(*ElicitationResult)(nil),             // 86: mcpd.v1.ElicitationResult
-	(*RootsResult)(nil),                   // 87: mcpd.v1.RootsResult
-	(*ReplyError)(nil),                    // 88: mcpd.v1.ReplyError
-	(*AuthorizationRequest)(nil),          // 89: mcpd.v1.AuthorizationRequest
-	(*AuthorizationResult)(nil),           // 90: mcpd.v1.AuthorizationResult
-	(*ApprovalRequest)(nil),               // 91: mcpd.v1.ApprovalRequest
-	(*ApprovalResult)(nil),                // 92: mcpd.v1.ApprovalResult
-	(*CompleteAuthorizationRequest)(nil),  // 93: mcpd.v1.CompleteAuthorizationRequest
-	(*CompleteAuthorizationResponse)(nil), // 94: mcpd.v1.CompleteAuthorizationResponse
-	(*ForgetAuthorizationRequest)(nil),    // 95: mcpd.v1.ForgetAuthorizationRequest
-	(*ForgetAuthorizationResponse)(nil),   // 96: mcpd.v1.ForgetAuthorizationResponse
-	(*ServeToolsRequest)(nil),             // 97: mcpd.v1.ServeToolsRequest
-	(*ToolServerDeclaration)(nil),         // 98: mcpd.v1.ToolServerDeclaration
-	(*ToolDefinition)(nil),                // 99: mcpd.v1.ToolDefinition
-	(*ToolCallResult)(nil),                // 100: mcpd.v1.ToolCallResult
-	(*ToolCallProgress)(nil),              // 101: mcpd.v1.ToolCallProgress
-	(*ServeToolsResponse)(nil),            // 102: mcpd.v1.ServeToolsResponse
-	(*ToolCall)(nil),                      // 103: mcpd.v1.ToolCall
-	(*ToolCallCancel)(nil),                // 104: mcpd.v1.ToolCallCancel
-	(*StartPollRequest)(nil),              // 105: mcpd.v1.StartPollRequest
-	(*PollToolCall)(nil),                  // 106: mcpd.v1.PollToolCall
-	(*StartPollResponse)(nil),             // 107: mcpd.v1.StartPollResponse
-	(*StopPollRequest)(nil),               // 108: mcpd.v1.StopPollRequest
-	(*StopPollResponse)(nil),              // 109: mcpd.v1.StopPollResponse
-	(*ListPollsRequest)(nil),              // 110: mcpd.v1.ListPollsRequest
-	(*ListPollsResponse)(nil),             // 111: mcpd.v1.ListPollsResponse
-	(*Poll)(nil),                          // 112: mcpd.v1.Poll
-	(*PollResult)(nil),                    // 113: mcpd.v1.PollResult
-	(*SearchToolsRequest)(nil),            // 114: mcpd.v1.SearchToolsRequest
-	(*SearchToolsResponse)(nil),           // 115: mcpd.v1.SearchToolsResponse
-	(*ToolMatch)(nil),                     // 116: mcpd.v1.ToolMatch
-	nil,                                   // 117: mcpd.v1.StdioConfig.EnvEntry
-	nil,                                   // 118: mcpd.v1.HttpConfig.HeadersEntry
-	nil,                                   // 119: mcpd.v1.GetPromptRequest.ArgumentsEntry
-	nil,                                   // 120: mcpd.v1.CompleteRequest.ContextEntry
-	(*durationpb.Duration)(nil),           // 121: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 122: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),         // 123: google.protobuf.Timestamp
-	(*structpb.Value)(nil),                // 124: google.protobuf.Value
+	(*ServerRequestReplyRefused)(nil),     // 79: mcpd.v1.ServerRequestReplyRefused
+	(*ServerRequest)(nil),                 // 80: mcpd.v1.ServerRequest
+	(*SamplingRequest)(nil),               // 81: mcpd.v1.SamplingRequest
+	(*SamplingMessage)(nil),               // 82: mcpd.v1.SamplingMessage
+	(*ElicitationRequest)(nil),            // 83: mcpd.v1.ElicitationRequest
+	(*RootsRequest)(nil),                  // 84: mcpd.v1.RootsRequest
+	(*ServerRequestReply)(nil),            // 85: mcpd.v1.ServerRequestReply
+	(*SamplingResult)(nil),                // 86: mcpd.v1.SamplingResult
+	(*ElicitationResult)(nil),             // 87: mcpd.v1.ElicitationResult
+	(*RootsResult)(nil),                   // 88: mcpd.v1.RootsResult
+	(*ReplyError)(nil),                    // 89: mcpd.v1.ReplyError
+	(*AuthorizationRequest)(nil),          // 90: mcpd.v1.AuthorizationRequest
+	(*AuthorizationResult)(nil),           // 91: mcpd.v1.AuthorizationResult
+	(*ApprovalRequest)(nil),               // 92: mcpd.v1.ApprovalRequest
+	(*ApprovalResult)(nil),                // 93: mcpd.v1.ApprovalResult
+	(*CompleteAuthorizationRequest)(nil),  // 94: mcpd.v1.CompleteAuthorizationRequest
+	(*CompleteAuthorizationResponse)(nil), // 95: mcpd.v1.CompleteAuthorizationResponse
+	(*ForgetAuthorizationRequest)(nil),    // 96: mcpd.v1.ForgetAuthorizationRequest
+	(*ForgetAuthorizationResponse)(nil),   // 97: mcpd.v1.ForgetAuthorizationResponse
+	(*ServeToolsRequest)(nil),             // 98: mcpd.v1.ServeToolsRequest
+	(*ToolServerDeclaration)(nil),         // 99: mcpd.v1.ToolServerDeclaration
+	(*ToolDefinition)(nil),                // 100: mcpd.v1.ToolDefinition
+	(*ToolCallResult)(nil),                // 101: mcpd.v1.ToolCallResult
+	(*ToolCallProgress)(nil),              // 102: mcpd.v1.ToolCallProgress
+	(*ServeToolsResponse)(nil),            // 103: mcpd.v1.ServeToolsResponse
+	(*ToolCall)(nil),                      // 104: mcpd.v1.ToolCall
+	(*ToolCallCancel)(nil),                // 105: mcpd.v1.ToolCallCancel
+	(*StartPollRequest)(nil),              // 106: mcpd.v1.StartPollRequest
+	(*PollToolCall)(nil),                  // 107: mcpd.v1.PollToolCall
+	(*StartPollResponse)(nil),             // 108: mcpd.v1.StartPollResponse
+	(*StopPollRequest)(nil),               // 109: mcpd.v1.StopPollRequest
+	(*StopPollResponse)(nil),              // 110: mcpd.v1.StopPollResponse
+	(*ListPollsRequest)(nil),              // 111: mcpd.v1.ListPollsRequest
+	(*ListPollsResponse)(nil),             // 112: mcpd.v1.ListPollsResponse
+	(*Poll)(nil),                          // 113: mcpd.v1.Poll
+	(*PollResult)(nil),                    // 114: mcpd.v1.PollResult
+	(*SearchToolsRequest)(nil),            // 115: mcpd.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),           // 116: mcpd.v1.SearchToolsResponse
+	(*ToolMatch)(nil),                     // 117: mcpd.v1.ToolMatch
+	nil,                                   // 118: mcpd.v1.StdioConfig.EnvEntry
+	nil,                                   // 119: mcpd.v1.HttpConfig.HeadersEntry
+	nil,                                   // 120: mcpd.v1.GetPromptRequest.ArgumentsEntry
+	nil,                                   // 121: mcpd.v1.CompleteRequest.ContextEntry
+	(*durationpb.Duration)(nil),           // 122: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 123: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),         // 124: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                // 125: google.protobuf.Value
 }
 var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	11,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
 	12,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
 	12,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
 	12,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
-	121, // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	121, // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	122, // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	122, // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
 	9,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
 	10,  // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
-	117, // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	118, // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	118, // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	119, // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
 	14,  // 10: mcpd.v1.Implementation.icons:type_name -> mcpd.v1.Icon
 	0,   // 11: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
 	2,   // 12: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
 	13,  // 13: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	122, // 14: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	123, // 15: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	123, // 16: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
+	123, // 14: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	124, // 15: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	124, // 16: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
 	1,   // 17: mcpd.v1.Server.scope:type_name -> mcpd.v1.ConfigScope
 	8,   // 18: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
 	15,  // 19: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
@@ -9527,63 +9611,63 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	15,  // 22: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
 	15,  // 23: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
 	30,  // 24: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	122, // 25: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	122, // 26: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	123, // 25: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	123, // 26: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
 	31,  // 27: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	122, // 28: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	123, // 28: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
 	14,  // 29: mcpd.v1.Tool.icons:type_name -> mcpd.v1.Icon
-	122, // 30: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	121, // 31: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	122, // 32: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	123, // 30: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	122, // 31: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	123, // 32: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
 	34,  // 33: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	124, // 34: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	122, // 35: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	125, // 34: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	123, // 35: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
 	35,  // 36: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
 	36,  // 37: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
 	36,  // 38: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
 	37,  // 39: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
 	38,  // 40: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
 	39,  // 41: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	122, // 42: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	123, // 42: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
 	14,  // 43: mcpd.v1.ResourceLink.icons:type_name -> mcpd.v1.Icon
-	122, // 44: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	123, // 44: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
 	3,   // 45: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	122, // 46: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	121, // 47: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	122, // 48: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	123, // 46: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	122, // 47: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	123, // 48: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
 	42,  // 49: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
 	43,  // 50: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
 	33,  // 51: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
 	4,   // 52: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	124, // 53: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	125, // 53: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
 	46,  // 54: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
 	39,  // 55: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	122, // 56: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	123, // 56: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
 	14,  // 57: mcpd.v1.Resource.icons:type_name -> mcpd.v1.Icon
 	49,  // 58: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
 	39,  // 59: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	122, // 60: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	123, // 60: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
 	14,  // 61: mcpd.v1.ResourceTemplate.icons:type_name -> mcpd.v1.Icon
 	38,  // 62: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	122, // 63: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	123, // 63: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
 	54,  // 64: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
 	55,  // 65: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	122, // 66: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	123, // 66: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
 	14,  // 67: mcpd.v1.Prompt.icons:type_name -> mcpd.v1.Icon
-	119, // 68: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	120, // 68: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
 	58,  // 69: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	122, // 70: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	123, // 70: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
 	3,   // 71: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
 	34,  // 72: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
 	60,  // 73: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	120, // 74: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	121, // 74: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
 	4,   // 75: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
 	65,  // 76: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
 	67,  // 77: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
 	5,   // 78: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
-	121, // 79: mcpd.v1.SubscribeRequest.fallback_poll_interval:type_name -> google.protobuf.Duration
+	122, // 79: mcpd.v1.SubscribeRequest.fallback_poll_interval:type_name -> google.protobuf.Duration
 	70,  // 80: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	123, // 81: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	124, // 81: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
 	71,  // 82: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
 	72,  // 83: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
 	72,  // 84: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
@@ -9591,129 +9675,130 @@ var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	73,  // 86: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
 	43,  // 87: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
 	74,  // 88: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
-	113, // 89: mcpd.v1.Event.poll_result:type_name -> mcpd.v1.PollResult
+	114, // 89: mcpd.v1.Event.poll_result:type_name -> mcpd.v1.PollResult
 	0,   // 90: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
 	76,  // 91: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
-	84,  // 92: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
+	85,  // 92: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
 	6,   // 93: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
 	76,  // 94: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
-	79,  // 95: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
+	80,  // 95: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
 	78,  // 96: mcpd.v1.HandleServerRequestsResponse.cancel:type_name -> mcpd.v1.ServerRequestCancel
-	80,  // 97: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
-	82,  // 98: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
-	83,  // 99: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
-	89,  // 100: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
-	91,  // 101: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
-	123, // 102: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
-	81,  // 103: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	122, // 104: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
-	3,   // 105: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
-	34,  // 106: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	122, // 107: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	122, // 108: mcpd.v1.ElicitationRequest.params:type_name -> google.protobuf.Struct
-	85,  // 109: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	86,  // 110: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	87,  // 111: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	90,  // 112: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
-	92,  // 113: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
-	88,  // 114: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	3,   // 115: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	34,  // 116: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	7,   // 117: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	122, // 118: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	65,  // 119: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	123, // 120: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
-	122, // 121: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
-	122, // 122: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
-	121, // 123: mcpd.v1.ApprovalRequest.poll_interval:type_name -> google.protobuf.Duration
-	15,  // 124: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	98,  // 125: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
-	100, // 126: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
-	101, // 127: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
-	99,  // 128: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
-	13,  // 129: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
-	122, // 130: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	122, // 131: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
-	31,  // 132: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
-	122, // 133: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
-	33,  // 134: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
-	88,  // 135: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
-	42,  // 136: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
-	15,  // 137: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
-	103, // 138: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
-	104, // 139: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
-	122, // 140: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
-	122, // 141: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
-	123, // 142: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
-	106, // 143: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
-	121, // 144: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
-	122, // 145: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
-	112, // 146: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
-	112, // 147: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
-	106, // 148: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
-	121, // 149: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
-	123, // 150: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
-	38,  // 151: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
-	33,  // 152: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
-	116, // 153: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
-	30,  // 154: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
-	16,  // 155: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	18,  // 156: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	20,  // 157: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	22,  // 158: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
-	24,  // 159: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	26,  // 160: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	28,  // 161: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	32,  // 162: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	40,  // 163: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	44,  // 164: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	47,  // 165: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	50,  // 166: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	52,  // 167: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	56,  // 168: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	59,  // 169: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	62,  // 170: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	64,  // 171: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	68,  // 172: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	75,  // 173: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	93,  // 174: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	95,  // 175: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	97,  // 176: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
-	105, // 177: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
-	108, // 178: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
-	110, // 179: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
-	114, // 180: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
-	17,  // 181: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	19,  // 182: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	21,  // 183: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	23,  // 184: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
-	25,  // 185: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	27,  // 186: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	29,  // 187: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	33,  // 188: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	41,  // 189: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	45,  // 190: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	48,  // 191: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	51,  // 192: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	53,  // 193: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	57,  // 194: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	61,  // 195: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	63,  // 196: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	66,  // 197: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	69,  // 198: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	77,  // 199: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	94,  // 200: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	96,  // 201: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	102, // 202: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
-	107, // 203: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
-	109, // 204: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
-	111, // 205: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
-	115, // 206: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
-	181, // [181:207] is the sub-list for method output_type
-	155, // [155:181] is the sub-list for method input_type
-	155, // [155:155] is the sub-list for extension type_name
-	155, // [155:155] is the sub-list for extension extendee
-	0,   // [0:155] is the sub-list for field type_name
+	79,  // 97: mcpd.v1.HandleServerRequestsResponse.reply_refused:type_name -> mcpd.v1.ServerRequestReplyRefused
+	81,  // 98: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
+	83,  // 99: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
+	84,  // 100: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
+	90,  // 101: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
+	92,  // 102: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
+	124, // 103: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	82,  // 104: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
+	123, // 105: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	3,   // 106: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
+	34,  // 107: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
+	123, // 108: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	123, // 109: mcpd.v1.ElicitationRequest.params:type_name -> google.protobuf.Struct
+	86,  // 110: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	87,  // 111: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	88,  // 112: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	91,  // 113: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
+	93,  // 114: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
+	89,  // 115: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	3,   // 116: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	34,  // 117: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	7,   // 118: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	123, // 119: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	65,  // 120: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	124, // 121: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	123, // 122: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
+	123, // 123: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
+	122, // 124: mcpd.v1.ApprovalRequest.poll_interval:type_name -> google.protobuf.Duration
+	15,  // 125: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	99,  // 126: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
+	101, // 127: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
+	102, // 128: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
+	100, // 129: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
+	13,  // 130: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
+	123, // 131: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	123, // 132: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	31,  // 133: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
+	123, // 134: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
+	33,  // 135: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
+	89,  // 136: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
+	42,  // 137: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
+	15,  // 138: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
+	104, // 139: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
+	105, // 140: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
+	123, // 141: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	123, // 142: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
+	124, // 143: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
+	107, // 144: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
+	122, // 145: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
+	123, // 146: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
+	113, // 147: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
+	113, // 148: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
+	107, // 149: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
+	122, // 150: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
+	124, // 151: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
+	38,  // 152: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
+	33,  // 153: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
+	117, // 154: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
+	30,  // 155: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
+	16,  // 156: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	18,  // 157: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	20,  // 158: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	22,  // 159: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
+	24,  // 160: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	26,  // 161: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	28,  // 162: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	32,  // 163: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	40,  // 164: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	44,  // 165: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	47,  // 166: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	50,  // 167: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	52,  // 168: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	56,  // 169: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	59,  // 170: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	62,  // 171: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	64,  // 172: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	68,  // 173: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	75,  // 174: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	94,  // 175: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	96,  // 176: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	98,  // 177: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
+	106, // 178: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
+	109, // 179: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
+	111, // 180: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
+	115, // 181: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
+	17,  // 182: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	19,  // 183: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	21,  // 184: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	23,  // 185: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
+	25,  // 186: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	27,  // 187: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	29,  // 188: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	33,  // 189: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	41,  // 190: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	45,  // 191: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	48,  // 192: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	51,  // 193: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	53,  // 194: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	57,  // 195: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	61,  // 196: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	63,  // 197: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	66,  // 198: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	69,  // 199: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	77,  // 200: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	95,  // 201: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	97,  // 202: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	103, // 203: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
+	108, // 204: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
+	110, // 205: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
+	112, // 206: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
+	116, // 207: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
+	182, // [182:208] is the sub-list for method output_type
+	156, // [156:182] is the sub-list for method input_type
+	156, // [156:156] is the sub-list for extension type_name
+	156, // [156:156] is the sub-list for extension extendee
+	0,   // [0:156] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -9772,15 +9857,16 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*HandleServerRequestsResponse_Registered)(nil),
 		(*HandleServerRequestsResponse_Request)(nil),
 		(*HandleServerRequestsResponse_Cancel)(nil),
+		(*HandleServerRequestsResponse_ReplyRefused)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[71].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[72].OneofWrappers = []any{
 		(*ServerRequest_Sampling)(nil),
 		(*ServerRequest_Elicitation)(nil),
 		(*ServerRequest_Roots)(nil),
 		(*ServerRequest_Authorization)(nil),
 		(*ServerRequest_Approval)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[76].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[77].OneofWrappers = []any{
 		(*ServerRequestReply_Sampling)(nil),
 		(*ServerRequestReply_Elicitation)(nil),
 		(*ServerRequestReply_Roots)(nil),
@@ -9788,25 +9874,25 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerRequestReply_Approval)(nil),
 		(*ServerRequestReply_Error)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[89].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[90].OneofWrappers = []any{
 		(*ServeToolsRequest_Declare)(nil),
 		(*ServeToolsRequest_Result)(nil),
 		(*ServeToolsRequest_Progress)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[92].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[93].OneofWrappers = []any{
 		(*ToolCallResult_Result)(nil),
 		(*ToolCallResult_Error)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[94].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[95].OneofWrappers = []any{
 		(*ServeToolsResponse_Serving)(nil),
 		(*ServeToolsResponse_Call)(nil),
 		(*ServeToolsResponse_Cancel)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[97].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[98].OneofWrappers = []any{
 		(*StartPollRequest_ResourceUri)(nil),
 		(*StartPollRequest_Tool)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[104].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[105].OneofWrappers = []any{
 		(*Poll_ResourceUri)(nil),
 		(*Poll_Tool)(nil),
 	}
@@ -9816,7 +9902,7 @@ func file_mcpd_v1_mcpd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpd_v1_mcpd_proto_rawDesc), len(file_mcpd_v1_mcpd_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   113,
+			NumMessages:   114,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

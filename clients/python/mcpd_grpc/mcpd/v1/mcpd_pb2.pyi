@@ -366,14 +366,16 @@ class HandleServerRequestsRequest(_message.Message):
     def __init__(self, register: _Optional[_Union[ServerRequestRegistration, _Mapping]] = ..., reply: _Optional[_Union[ServerRequestReply, _Mapping]] = ...) -> None: ...
 
 class HandleServerRequestsResponse(_message.Message):
-    __slots__ = ["cancel", "registered", "request"]
+    __slots__ = ["cancel", "registered", "reply_refused", "request"]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    REPLY_REFUSED_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     cancel: ServerRequestCancel
     registered: ServerRequestRegistration
+    reply_refused: ServerRequestReplyRefused
     request: ServerRequest
-    def __init__(self, registered: _Optional[_Union[ServerRequestRegistration, _Mapping]] = ..., request: _Optional[_Union[ServerRequest, _Mapping]] = ..., cancel: _Optional[_Union[ServerRequestCancel, _Mapping]] = ...) -> None: ...
+    def __init__(self, registered: _Optional[_Union[ServerRequestRegistration, _Mapping]] = ..., request: _Optional[_Union[ServerRequest, _Mapping]] = ..., cancel: _Optional[_Union[ServerRequestCancel, _Mapping]] = ..., reply_refused: _Optional[_Union[ServerRequestReplyRefused, _Mapping]] = ...) -> None: ...
 
 class HttpConfig(_message.Message):
     __slots__ = ["headers", "url"]
@@ -1025,6 +1027,14 @@ class ServerRequestReply(_message.Message):
     roots: RootsResult
     sampling: SamplingResult
     def __init__(self, id: _Optional[str] = ..., sampling: _Optional[_Union[SamplingResult, _Mapping]] = ..., elicitation: _Optional[_Union[ElicitationResult, _Mapping]] = ..., roots: _Optional[_Union[RootsResult, _Mapping]] = ..., authorization: _Optional[_Union[AuthorizationResult, _Mapping]] = ..., approval: _Optional[_Union[ApprovalResult, _Mapping]] = ..., error: _Optional[_Union[ReplyError, _Mapping]] = ...) -> None: ...
+
+class ServerRequestReplyRefused(_message.Message):
+    __slots__ = ["id", "reason"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ServerStateChanged(_message.Message):
     __slots__ = ["error", "state"]
