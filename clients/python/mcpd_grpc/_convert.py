@@ -727,9 +727,21 @@ def sampling_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
         raise TypeError(f"a sampling handler must return SamplingResult or str, not {type(result).__name__}")
     body = result.content
     blocks = [body] if isinstance(body, (str, t.TextContent, t.ImageContent, t.AudioContent, t.ResourceLink, t.EmbeddedResource)) else list(body)
+    # What mcpd refuses, refused here: the handler's developer sees it in
+    # the handler's failure, not in a refusal later.
+    if len(blocks) != 1:
+        problem = "no content" if not blocks else f"{len(blocks)} content blocks"
+        raise ValueError(f"a sampling result holds one text, image or audio block, not {problem}")
+    if not isinstance(blocks[0], (str, t.TextContent, t.ImageContent, t.AudioContent)):
+        raise ValueError(f"a sampling result holds a text, image or audio block, not {type(blocks[0]).__name__}")
     out = pb.SamplingResult(role=role_to_proto(result.role), model=result.model, stop_reason=result.stop_reason)
-    out.content.extend(content_to_proto(b) for b in blocks)
+    out.content.append(content_to_proto(blocks[0]))
     return pb.ServerRequestReply(id=req_id, sampling=out)
+
+
+def log_refusal(refused: pb.ServerRequestReplyRefused) -> None:
+    """Logs mcpd's refusal of a reply: the server got an error instead."""
+    _common.log.warning("mcpd refused the reply to request %s (the server got an error instead): %s", refused.id, refused.reason)
 
 
 def elicitation_reply(req_id: str, result: Any) -> pb.ServerRequestReply:

@@ -908,6 +908,8 @@ class _AsyncRequestWorker:
                         task = asyncio.get_running_loop().create_task(self._handle(msg.request, call))
                         self._tasks.add(task)
                         task.add_done_callback(self._tasks.discard)
+                    elif which == "reply_refused":
+                        cv.log_refusal(msg.reply_refused)
             except grpc.RpcError as e:
                 err = await _settled_error(call, e)
             finally:

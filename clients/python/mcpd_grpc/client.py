@@ -575,6 +575,11 @@ class Client:
     def _register(self, kind: str, handler: Callable[[Any], Any]) -> None:
         if not callable(handler):
             raise TypeError(f"{kind} handler must be callable")
+        import inspect  # only with handlers: not at start-up
+
+        if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(type(handler).__call__):
+            # It would run on a thread and return a coroutine nobody awaits.
+            raise TypeError(f"{kind} handler is an async def: a Client runs handlers on threads; register it on an AsyncClient")
         if self._http:
             from ._http import needs_grpc
 
@@ -832,6 +837,8 @@ class _RequestWorker:
                             self._cond.notify_all()
                     elif which == "request":
                         self._pool.submit(self._handle, msg.request, outbox)
+                    elif which == "reply_refused":
+                        cv.log_refusal(msg.reply_refused)
             except grpc.RpcError as e:
                 err = e
             except RuntimeError:  # the pool shut down under us: stopping

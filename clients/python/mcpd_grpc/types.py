@@ -1133,8 +1133,8 @@ class SamplingRequest:
 class SamplingResult:
     """The model's answer to a :class:`SamplingRequest`. A handler may also
     return a plain ``str``, which becomes a text answer. ``content`` is one
-    text, image or audio block (or a sequence of one): mcpd refuses more,
-    for an MCP sampling result holds one."""
+    text, image or audio block (or a sequence of one), as an MCP sampling
+    result holds: the client refuses anything else with ValueError."""
 
     content: Union[str, Content, Sequence[Content]]
     model: str = ""

@@ -4,9 +4,13 @@ answered by Python handlers over HandleServerRequests."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import threading
 from pathlib import Path
 from typing import List
+
+import pytest
 
 from conftest import RPC_TIMEOUT, Daemon, FakeMcpd, poll, run_async
 from mcpd_grpc import (
@@ -262,3 +266,56 @@ def test_an_older_mcpd_gets_a_new_stream_for_a_new_kind(tmp_path: Path) -> None:
         older.stop()
     sampling_roots = sorted([1, 3])
     assert [sorted(k) for k in older.registrations] == [[1], sampling_roots, [1], sampling_roots]
+
+
+def _refusal_logged(caplog: pytest.LogCaptureFixture) -> str:
+    for r in caplog.records:
+        if r.name == "mcpd_grpc" and "refused the reply" in r.getMessage():
+            return r.getMessage()
+    return ""
+
+
+def test_a_refused_reply_is_logged(daemon: Daemon, everything: str, caplog: pytest.LogCaptureFixture) -> None:
+    """mcpd refuses a roots reply with a root that is not a file:// URI,
+    and says so on the stream: both clients log it, naming the request and
+    what was wrong, and go on answering."""
+    caplog.set_level(logging.WARNING, logger="mcpd_grpc")
+    with daemon.client() as c:
+        c.on_roots(lambda req: ["https://example.com/not-a-root"])
+        assert c.handlers_ready(RPC_TIMEOUT)
+        # A change of mcpd's own roots makes the server ask the handler.
+        c.set_roots(["file:///ignored/refused"], server=everything)
+        logged = poll("the refusal in the log", lambda: _refusal_logged(caplog))
+        assert re.search(r"request \S+", logged) and "roots[0] is not a file:// URI" in logged, logged
+        assert "example.com" not in logged, logged
+        r = c.call_tool(f"mcp__{everything}__echo", {"message": "still here"})
+        assert "still here" in r.text
+    caplog.clear()
+
+    async def body() -> None:
+        async with AsyncClient(daemon.target, timeout=RPC_TIMEOUT) as c:
+            c.on_roots(lambda req: ["https://example.com/not-a-root"])
+            assert await c.handlers_ready(RPC_TIMEOUT)
+            await c.set_roots(["file:///ignored/refused-async"], server=everything)
+            for _ in range(400):
+                if _refusal_logged(caplog):
+                    break
+                await asyncio.sleep(0.05)
+            logged = _refusal_logged(caplog)
+            assert "roots[0] is not a file:// URI" in logged, [r.getMessage() for r in caplog.records]
+
+    run_async(body())
+
+
+def test_a_sync_client_refuses_an_async_handler(tmp_path: Path) -> None:
+    """A Client runs handlers on threads: an async def would return a
+    coroutine nobody awaits, so it is refused when registered."""
+
+    async def sample(req: SamplingRequest) -> str:
+        return "never"
+
+    with Client(f"unix://{tmp_path / 'nobody.sock'}", timeout=RPC_TIMEOUT) as c:
+        for register in (c.on_sampling, c.on_elicitation, c.on_roots, c.on_authorization, c.on_approval):
+            with pytest.raises(TypeError, match="async def.*AsyncClient"):
+                register(sample)  # type: ignore[arg-type]
+        assert c._worker is None, "a refused handler must not open the stream"

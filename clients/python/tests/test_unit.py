@@ -456,6 +456,30 @@ def test_icons_and_server_info_survive_conversion() -> None:
     assert (info.description, info.website_url, info.icons) == ("d", "https://example.com", want)
 
 
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (mcpd_grpc.ResourceLink("file:///x", "x"), "ResourceLink"),
+        (mcpd_grpc.EmbeddedResource(mcpd_grpc.ResourceContents("file:///x", text="x")), "EmbeddedResource"),
+        (["one", "two"], "2 content blocks"),
+        ([], "no content"),
+        ([mcpd_grpc.ResourceLink("file:///x", "x")], "ResourceLink"),
+    ],
+)
+def test_sampling_reply_holds_one_text_image_or_audio_block(content: Any, problem: str) -> None:
+    """mcpd refuses any other sampling result (an MCP sampling result holds
+    one such block): the client says so where the handler returned it."""
+    with pytest.raises(ValueError, match=problem):
+        cv.sampling_reply("7", mcpd_grpc.SamplingResult(content))
+
+
+def test_sampling_reply_takes_one_block_or_a_sequence_of_one() -> None:
+    image = mcpd_grpc.ImageContent(b"png", "image/png")
+    for content, kind in [("hi", "text"), (mcpd_grpc.TextContent("hi"), "text"), (image, "image"), ([image], "image"), (("hi",), "text")]:
+        reply = cv.sampling_reply("7", mcpd_grpc.SamplingResult(content))
+        assert [b.WhichOneof("kind") for b in reply.sampling.content] == [kind], content
+
+
 def test_elicitation_request_keeps_params() -> None:
     params = struct_pb2.Struct()
     params.update({"message": "name?", "_meta": {"trace": "t-7"}})
