@@ -66,7 +66,11 @@ export interface ClientOptions extends TlsOptions {
   keepaliveMs?: number | false | undefined;
   /** How long an HTTP/2 PING may go unanswered (ms; default 20000). */
   keepaliveTimeoutMs?: number | undefined;
-  /** Where handler failures are reported (default: console.error). */
+  /**
+   * Where handler failures are reported, and mcpd's refusals of a handler's
+   * answer (the message names the request; `error` is mcpd's reason, a
+   * string). Default: console.error.
+   */
   log?: ((message: string, error: unknown) => void) | undefined;
 }
 
@@ -1271,6 +1275,11 @@ class RequestWorker {
             // handle() catches the handler's failures; only a log callback
             // that throws is left, and must not end the process.
             this.handle(msg.message.value, outbox).catch(() => undefined);
+          } else if (msg.message.case === "replyRefused") {
+            // The server got an error instead of the handler's answer: the
+            // handler's developer learns why here.
+            const { id, reason } = msg.message.value;
+            this.log(`mcpd refused the reply to request ${id} (the server got an error instead)`, reason);
           }
         }
       } catch (e) {

@@ -880,6 +880,28 @@ for (const wire of testWires()) {
       }),
     );
 
+    it("reports mcpd's refusal of a reply to the log option", { skip: skipEverything }, async () => {
+      const logged: [string, unknown][] = [];
+      const c = daemon.client(wire, { log: (message, error) => logged.push([message, error]) });
+      try {
+        const ev = await connectEverything(c, `evrefused-${wire.replace(/[^a-z0-9]/g, "")}`);
+        // mcpd refuses a root that is not a file:// URI: the server gets an
+        // error, and the stream says so.
+        c.onRoots(() => ["https://example.com/not-a-root"]);
+        assert.ok(await c.handlersReady(RPC_TIMEOUT_MS));
+        await c.setRoots(["file:///ignored/ts-refused"], { server: ev });
+        const [message, reason] = await poll("the refusal in the log", async () => logged.find(([m]) => m.includes("refused the reply")));
+        assert.match(message, /^mcpd refused the reply to request \S+ /);
+        assert.equal(typeof reason, "string");
+        assert.match(reason as string, /roots\[0\] is not a file:\/\/ URI/);
+        assert.doesNotMatch(reason as string, /example\.com/);
+        assert.match((await c.callTool(`mcp__${ev}__echo`, { message: "still here" })).text, /still here/);
+        await c.disconnectServer(ev);
+      } finally {
+        await c.close();
+      }
+    });
+
     it("keeps a reply under way when a handler of a new kind is registered", { skip: skipEverything }, () =>
       withClient(wire, async (c) => {
         const ev = await connectEverything(c, `evkind-${wire.replace(/[^a-z0-9]/g, "")}`);
