@@ -2,7 +2,11 @@ package main
 
 import (
 	"strings"
+	"syscall"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
@@ -106,4 +110,65 @@ func TestServerRequestReplyRefused(t *testing.T) {
 	if resp := <-called; !strings.Contains(resp.String(), "another answer") {
 		t.Fatalf("the last call: got %v, want the agent's answer in it", resp)
 	}
+}
+
+// TestServerRequestReplyRefusedByAccess: a reply the agent's caller may no
+// longer give (the callers file changed while the request was with the
+// agent) gets the server an error, and the agent a reply_refused saying
+// so.
+func TestServerRequestReplyRefusedByAccess(t *testing.T) {
+	t.Parallel()
+	everything := everythingBinary(t)
+	ctx := testContext(t)
+	const token = "refused-agent-token-5"
+	callers := func(requests ...string) string {
+		return mustJSON(t, map[string]any{"callers": []any{map[string]any{"name": "agent", "token_sha256": sha256Hex(token), "permissions": map[string]any{
+			"servers": []string{"*"}, "tools": []string{"*"}, "manage": true, "server_requests": requests,
+		}}}})
+	}
+	path := writeCallers(t, callers("sampling"))
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--callers", path}})
+	as := bearer(ctx, token)
+	agent := registerAgent(as, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING)
+	d.connect(as, t, "everything", everything, []string{"stdio"}, nil)
+	called := make(chan error, 1)
+	go func() {
+		_, err := d.call(as, t, "mcp__everything__trigger-sampling-request", map[string]any{"prompt": "Say hi", "maxTokens": 20}, 0)
+		called <- err
+	}()
+	m, err := agent.Recv()
+	if err != nil || m.GetRequest().GetSampling() == nil {
+		t.Fatalf("the agent's request: got %v, %v, want a sampling request", m, err)
+	}
+	id := m.GetRequest().GetId()
+
+	replaceFile(t, path, callers())
+	d.send(t, syscall.SIGHUP)
+	poll(ctx, t, "the caller may no longer register for sampling", func() (bool, error) {
+		s, err := d.hub.HandleServerRequests(as)
+		if err != nil {
+			return false, err
+		}
+		defer s.CloseSend()
+		if err := s.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Register{
+			Register: &mcpdv1.ServerRequestRegistration{Kinds: []mcpdv1.ServerRequestKind{mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING}},
+		}}); err != nil {
+			return false, err
+		}
+		_, err = s.Recv()
+		return status.Code(err) == codes.PermissionDenied, nil
+	})
+
+	if err := agent.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{Reply: &mcpdv1.ServerRequestReply{
+		Id: id, Result: &mcpdv1.ServerRequestReply_Sampling{Sampling: &mcpdv1.SamplingResult{
+			Role: mcpdv1.Role_ROLE_ASSISTANT, Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: "an answer"}}}},
+		}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err = agent.Recv()
+	if err != nil || m.GetReplyRefused().GetId() != id || !strings.Contains(m.GetReplyRefused().GetReason(), "may no longer answer sampling requests") {
+		t.Fatalf("after the reply: got %v, %v, want reply_refused of request %q saying the caller may no longer answer", m, err, id)
+	}
+	<-called
 }
