@@ -34,6 +34,27 @@ func unknownSession400(srv *mcp.Server, next http.Handler) http.Handler {
 	})
 }
 
+// subscribedRemote connects server "r", an initialize-era HTTP server
+// (old) behind obs, through which a test can swap it for another, and
+// subscribes to testDocURI on it until the test ends.
+func subscribedRemote(ctx context.Context, t *testing.T) (*Manager, *events.Bus, *observer, *mcp.Server) {
+	t.Helper()
+	old := newRemoteMCPServer(legacyVersions)
+	obs := newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return old }, nil))
+	ts := serveRemote(t, obs)
+	t.Cleanup(func() { closeSessions(old) })
+	m, bus, _ := remoteManager(t, nil)
+	if st, err := m.Connect(ctx, remoteConfig("r", config.TransportHTTP, ts.URL), false); err != nil || st.State != StateReady {
+		t.Fatalf("connect: %v %v (%s)", st.State, err, st.LastError)
+	}
+	release, err := m.SubscribeResource(ctx, "r", testDocURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return m, bus, obs, old
+}
+
 // TestSubscriptionSurvivesServerRestart restarts an HTTP server, which
 // forgets every session, while a resource subscription is open: mcpd
 // notices (404, or 400 for an unknown session), builds a new session,
@@ -52,20 +73,7 @@ func TestSubscriptionSurvivesServerRestart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
-			old := newRemoteMCPServer(legacyVersions)
-			obs := newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return old }, nil))
-			ts := serveRemote(t, obs)
-			t.Cleanup(func() { closeSessions(old) })
-
-			m, bus, _ := remoteManager(t, nil)
-			if st, err := m.Connect(ctx, remoteConfig("r", config.TransportHTTP, ts.URL), false); err != nil || st.State != StateReady {
-				t.Fatalf("connect: %v %v (%s)", st.State, err, st.LastError)
-			}
-			release, err := m.SubscribeResource(ctx, "r", testDocURI)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer release()
+			m, bus, obs, old := subscribedRemote(ctx, t)
 			waitResourceUpdate(ctx, t, bus, old, "r", testDocURI)
 
 			// The restart: a new server process knows no session, and the
@@ -100,19 +108,7 @@ func TestSubscriptionSurvivesServerRestart(t *testing.T) {
 // subscribes again on a new session: its followers read it again.
 func TestResubscribeAnnouncesUpdate(t *testing.T) {
 	ctx := testContext(t)
-	old := newRemoteMCPServer(legacyVersions)
-	obs := newObserver(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return old }, nil))
-	ts := serveRemote(t, obs)
-	t.Cleanup(func() { closeSessions(old) })
-	m, bus, _ := remoteManager(t, nil)
-	if st, err := m.Connect(ctx, remoteConfig("r", config.TransportHTTP, ts.URL), false); err != nil || st.State != StateReady {
-		t.Fatalf("connect: %v %v (%s)", st.State, err, st.LastError)
-	}
-	release, err := m.SubscribeResource(ctx, "r", testDocURI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
+	m, bus, obs, old := subscribedRemote(ctx, t)
 	sub := bus.Subscribe(events.Filter{Servers: []string{"r"}, Kinds: []events.Kind{events.KindResourceUpdated, events.KindServerState}}, nil)
 	defer sub.Close()
 
