@@ -657,3 +657,26 @@ func TestOwnVariables(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoServerArgs: the demo server says what it is when asked for
+// help first, instead of serving; other arguments are ignored, so that
+// configs can tell copies apart by them.
+func TestDemoServerArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		done bool
+		out  string
+	}{
+		{nil, false, ""},
+		{[]string{"--help"}, true, "usage: mcpd demo-server"},
+		{[]string{"-h"}, true, "usage: mcpd demo-server"},
+		{[]string{"marker", "--help"}, false, ""},
+		{[]string{"marker"}, false, ""},
+	} {
+		var stderr strings.Builder
+		code, done := demoServerArgs(tc.args, &stderr)
+		if code != 0 || done != tc.done || !strings.Contains(stderr.String(), tc.out) || (!done && stderr.Len() > 0) {
+			t.Errorf("demo-server %q: got code %d, done %v, stderr %q; want 0, %v, containing %q", tc.args, code, done, stderr.String(), tc.done, tc.out)
+		}
+	}
+}

@@ -44,6 +44,9 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
+		if code, done := demoServerArgs(os.Args[2:], os.Stderr); done {
+			os.Exit(code)
+		}
 		os.Exit(runDemoServer())
 	}
 	if len(os.Args) > 1 && os.Args[1] == "health" {
@@ -139,6 +142,24 @@ func setMaxProcs(n int) {
 // runDemoServer serves the demo MCP server on stdin and stdout until the
 // client goes away or a signal arrives. Its logs go to stderr, which mcpd
 // re-emits with the server's name.
+// demoServerArgs reads the demo server's command line: -h or --help first
+// says what it is (done, exit 0) instead of serving. Other arguments are
+// ignored, so that a config can tell two copies apart by their args, or
+// restart one by changing them.
+func demoServerArgs(args []string, stderr io.Writer) (code int, done bool) {
+	if len(args) == 0 || !slices.Contains([]string{"-h", "-help", "--help"}, args[0]) {
+		return 0, false
+	}
+	fmt.Fprint(stderr, `usage: mcpd demo-server [ignored arguments]
+
+Serves the demo MCP server on stdin and stdout, for mcpd or any MCP client
+to start: tools (echo, add, slow, ...), resources, prompts and completions.
+It takes no flags; other arguments are ignored (a config may use them to
+tell two copies apart).
+`)
+	return 0, true
+}
+
 func runDemoServer() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
