@@ -957,7 +957,7 @@ export type ServerRequest = SamplingRequest | ElicitationRequest | RootsRequest 
 
 /** The answer to a sampling request; a handler may also return a string. */
 export interface SamplingResult {
-  /** One text, image or audio block (or a list of one): mcpd refuses more, for an MCP sampling result holds one. */
+  /** One text, image or audio block (or a list of one), as an MCP sampling result holds: the client refuses anything else with a TypeError. */
   content: string | Content | Content[];
   model?: string | undefined;
   /** Default "endTurn". */
@@ -1082,7 +1082,17 @@ export function replyFor(req: ServerRequest, result: unknown): pb.ServerRequestR
       if (r === null || typeof r !== "object" || r.content === undefined) {
         throw new TypeError("a sampling handler must return a SamplingResult or a string");
       }
-      const blocks = Array.isArray(r.content) ? r.content : [r.content];
+      const blocks: (string | Content)[] = Array.isArray(r.content) ? r.content : [r.content];
+      // What mcpd refuses, refused here: the handler's developer sees it in
+      // the handler's failure, not in a refusal later.
+      if (blocks.length !== 1) {
+        throw new TypeError(`a sampling result holds one text, image or audio block, not ${blocks.length === 0 ? "no content" : `${blocks.length} content blocks`}`);
+      }
+      const block = blocks[0];
+      const blockKind = typeof block === "string" ? "text" : (block as Content | null | undefined)?.kind?.case;
+      if (blockKind !== "text" && blockKind !== "image" && blockKind !== "audio") {
+        throw new TypeError(`a sampling result holds a text, image or audio block, not ${blockKind ?? typeof block}`);
+      }
       return create(pb.ServerRequestReplySchema, {
         id,
         result: {

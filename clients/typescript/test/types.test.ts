@@ -374,6 +374,35 @@ describe("approval requests", () => {
   });
 });
 
+describe("sampling replies", () => {
+  const req: t.ServerRequest = { kind: "sampling", id: "s1", server: "ev", deadline: undefined, messages: [], systemPrompt: "", maxTokens: 0, params: {}, text: "" };
+  const block = (init: MessageInitShape<typeof pb.ContentSchema>): pb.Content => create(pb.ContentSchema, init);
+
+  it("hold one text, image or audio block", () => {
+    const content = (result: unknown): pb.Content[] | undefined => {
+      const r = t.replyFor(req, result).result;
+      return r.case === "sampling" ? r.value.content : undefined;
+    };
+    assert.equal(content("plain")?.[0]?.kind.case, "text");
+    assert.equal(content({ content: ["in a list"] })?.[0]?.kind.case, "text");
+    assert.equal(content({ content: block({ kind: { case: "image", value: { data: new Uint8Array([1]), mimeType: "image/png" } } }) })?.[0]?.kind.case, "image");
+    assert.equal(content({ content: [block({ kind: { case: "audio", value: { data: new Uint8Array([1]), mimeType: "audio/wav" } } })] })?.length, 1);
+  });
+
+  it("refuse what mcpd would, where the handler returned it", () => {
+    const link = block({ kind: { case: "resourceLink", value: { uri: "file:///x", name: "x" } } });
+    for (const [bad, why] of [
+      [{ content: [] }, /not no content/],
+      [{ content: ["one", "two"] }, /not 2 content blocks/],
+      [{ content: link }, /not resourceLink/],
+      [{ content: [link] }, /not resourceLink/],
+      [{ content: [42] }, /not number/],
+    ] as const) {
+      assert.throws(() => t.replyFor(req, bad), (e) => e instanceof TypeError && why.test(e.message), JSON.stringify(bad));
+    }
+  });
+});
+
 describe("roots", () => {
   it("sends an absolute local path as its file:// URI, and a URI as it is", () => {
     const roots = t.rootsToProto(["/srv/my app", { uri: "/srv/b", name: "b" }, "file:///kept", "https://example.com/x"]);
