@@ -171,8 +171,20 @@ export interface ServeToolsOptions {
   version?: string | undefined;
 }
 
+/** The context of one server request, the second argument of its handler. */
+export interface ServerRequestContext {
+  /**
+   * Aborts when mcpd stops waiting for the reply (the server withdrew the
+   * request, the call it belongs to ended, or its deadline passed) or the
+   * client closes; `signal.reason` is a {@link Cancelled} saying why. Pass
+   * it to the model call (`fetch(url, { signal })`) or close the form. A
+   * reply after it is not sent.
+   */
+  signal: AbortSignal;
+}
+
 /** A handler of server requests; it may be async. */
-export type Handler<Req, Res> = (request: Req) => Res | Promise<Res>;
+export type Handler<Req, Res> = (request: Req, context: ServerRequestContext) => Res | Promise<Res>;
 export type SamplingHandler = Handler<t.SamplingRequest, t.SamplingResult | string>;
 export type ElicitationHandler = Handler<t.ElicitationRequest, t.ElicitationResult | JsonObject | undefined | null>;
 export type RootsHandler = Handler<t.RootsRequest, t.RootLike[]>;
@@ -1196,6 +1208,8 @@ class RequestWorker {
   private readonly stopping = new AbortController();
   private readonly waiters = new Set<() => void>();
   private readonly running: Promise<void>;
+  /** The requests whose handlers have not answered yet, by id: a cancel from mcpd aborts their signal. */
+  private readonly pending = new Map<string, AbortController>();
 
   constructor(
     private readonly conn: OpenTransport,
@@ -1244,9 +1258,10 @@ class RequestWorker {
     return !this.stopped && this.have === this.want;
   }
 
-  /** Ends the stream; handlers still running finish on their own, and their replies go nowhere. */
+  /** Ends the stream; handlers still running see their signal abort, and their replies go nowhere. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.cancelPending("the client closed");
     this.stopping.abort();
     this.stream?.abort();
     this.notify();
@@ -1275,6 +1290,9 @@ class RequestWorker {
             // handle() catches the handler's failures; only a log callback
             // that throws is left, and must not end the process.
             this.handle(msg.message.value, outbox).catch(() => undefined);
+          } else if (msg.message.case === "cancel") {
+            const { id, reason } = msg.message.value;
+            this.cancel(id, reason || "mcpd stopped waiting for the reply");
           } else if (msg.message.case === "replyRefused") {
             // The server got an error instead of the handler's answer: the
             // handler's developer learns why here.
@@ -1288,6 +1306,8 @@ class RequestWorker {
         outbox.end();
         this.outbox = undefined;
         this.have = -1;
+        // No reply reaches mcpd after the stream: the handlers still running may stop.
+        this.cancelPending("the server-request stream ended");
       }
       if (this.stopped) break;
       if (err !== undefined) {
@@ -1305,6 +1325,16 @@ class RequestWorker {
     }
   }
 
+  private cancel(id: string, reason: string): void {
+    const controller = this.pending.get(id);
+    this.pending.delete(id);
+    controller?.abort(new Cancelled(reason));
+  }
+
+  private cancelPending(reason: string): void {
+    for (const id of [...this.pending.keys()]) this.cancel(id, reason);
+  }
+
   private async handle(msg: pb.ServerRequest, outbox: Outbox<pb.HandleServerRequestsRequest>): Promise<void> {
     const req = t.toServerRequest(msg);
     let reply: pb.ServerRequestReply;
@@ -1312,10 +1342,16 @@ class RequestWorker {
       reply = t.errorReply(msg.id, t.METHOD_NOT_FOUND, "this client does not know the request kind");
     } else {
       const handler = this.handlers.get(req.kind) as Handler<t.ServerRequest, unknown> | undefined;
+      const controller = new AbortController();
+      this.pending.set(req.id, controller);
+      const { signal } = controller;
       try {
         if (handler === undefined) throw new ServerRequestError(`no ${req.kind} handler is registered`, t.METHOD_NOT_FOUND);
-        reply = t.replyFor(req, await handler(req));
+        reply = t.replyFor(req, await handler(req, { signal }));
       } catch (e) {
+        // A handler that stopped at its signal (a fetch's AbortError) did
+        // what it was asked: no failure to log, no reply to send.
+        if (signal.aborted) return;
         if (e instanceof ServerRequestError) reply = t.errorReply(req.id, e.code, e.message);
         else {
           this.log(`${req.kind} handler failed for server ${req.server}`, e);
@@ -1324,7 +1360,10 @@ class RequestWorker {
           const name = e instanceof Error ? e.name : typeof e;
           reply = t.errorReply(req.id, t.INTERNAL_ERROR, `${req.kind} handler failed: ${name}`);
         }
+      } finally {
+        if (this.pending.get(req.id) === controller) this.pending.delete(req.id);
       }
+      if (signal.aborted) return; // mcpd no longer waits for it
     }
     try {
       outbox.push(create(pb.HandleServerRequestsRequestSchema, { message: { case: "reply", value: reply } }));

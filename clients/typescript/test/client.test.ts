@@ -60,6 +60,11 @@ after(async () => {
   await daemon?.stop();
 });
 
+/** The replies mcpd ignored (late, or for a request it no longer waits for), from its log. */
+async function lateReplies(d: Daemon): Promise<string[]> {
+  return (await fs.promises.readFile(d.log, "utf8")).split("\n").filter((l) => l.includes("server request reply ignored"));
+}
+
 async function withClient<T>(wire: Wire, fn: (c: Client) => Promise<T>, target?: string): Promise<T> {
   const c = target ? new Client(target, { wire, timeoutMs: RPC_TIMEOUT_MS }) : daemon.client(wire);
   try {
@@ -824,6 +829,57 @@ for (const wire of testWires()) {
         } finally {
           await c.close();
         }
+      });
+
+      it("aborts a handler's signal when mcpd stops waiting, and sends no reply after it", async () => {
+        const c = asking.client(wire);
+        try {
+          let asked!: () => void;
+          const handlerRuns = new Promise<void>((r) => (asked = r));
+          let answered!: (reason: unknown) => void;
+          const aborted = new Promise<unknown>((r) => (answered = r));
+          c.onApproval(async (req, { signal }) => {
+            if (req.arguments["message"] !== "slow") return true;
+            asked();
+            await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
+            answered(signal.reason);
+            return true; // too late: not sent
+          });
+          assert.ok(await c.handlersReady(RPC_TIMEOUT_MS), "mcpd did not confirm the handler");
+          const before = (await lateReplies(asking)).length;
+          const call = new AbortController();
+          const slow = c.callTool("mcp__demo__echo", { message: "slow" }, { signal: call.signal }).catch((e: unknown) => e);
+          await handlerRuns;
+          call.abort();
+          assert.ok((await slow) instanceof Cancelled);
+          const reason = await aborted;
+          assert.ok(reason instanceof Cancelled && reason.message !== "", `the signal's reason: ${String(reason)}`);
+          // The next reply goes out after the late one would have: mcpd has
+          // read both once the call returns.
+          assert.equal((await c.callTool("mcp__demo__echo", { message: "next" })).text, "next");
+          assert.deepEqual((await lateReplies(asking)).slice(before), []);
+        } finally {
+          await c.close();
+        }
+      });
+
+      it("aborts the signal of a handler still running when the client closes", async () => {
+        const c = asking.client(wire);
+        let asked!: () => void;
+        const handlerRuns = new Promise<void>((r) => (asked = r));
+        let aborted = false;
+        c.onApproval(async (_req, { signal }) => {
+          asked();
+          await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
+          aborted = signal.reason instanceof Cancelled && /closed/.test(signal.reason.message);
+          return true;
+        });
+        assert.ok(await c.handlersReady(RPC_TIMEOUT_MS), "mcpd did not confirm the handler");
+        const call = c.callTool("mcp__demo__echo", { message: "x" }).catch((e: unknown) => e);
+        await handlerRuns;
+        await c.close();
+        assert.ok(aborted, "the handler's signal did not abort with the client's close()");
+        assert.ok((await call) instanceof MCPDError);
       });
     });
 
