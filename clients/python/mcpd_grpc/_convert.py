@@ -739,6 +739,22 @@ def sampling_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
     return pb.ServerRequestReply(id=req_id, sampling=out)
 
 
+def not_awaitable(kind: str, result: Any) -> Any:
+    """result, unless a sync Client's handler returned an awaitable (a plain
+    function returning a coroutine): nothing on the handler's thread would
+    await it."""
+    import inspect  # only with handlers: not at start-up
+
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()  # no "never awaited" warning on top of this error
+        raise TypeError(
+            f"the {kind} handler returned an awaitable ({type(result).__name__}): "
+            "a Client runs handlers on threads and awaits nothing; register it on an AsyncClient"
+        )
+    return result
+
+
 def log_refusal(refused: pb.ServerRequestReplyRefused) -> None:
     """Logs mcpd's refusal of a reply: the server got an error instead."""
     _common.log.warning("mcpd refused the reply to request %s (the server got an error instead): %s", refused.id, refused.reason)

@@ -875,7 +875,7 @@ class _RequestWorker:
             try:
                 if handler is None:
                     raise cv.no_handler(kind)
-                reply = cv.reply_for(req, handler(req))
+                reply = cv.reply_for(req, cv.not_awaitable(kind, handler(req)))
             except Exception as e:
                 reply = cv.failure_reply(req, kind, e)
         outbox.put(pb.HandleServerRequestsRequest(reply=reply))

@@ -8,16 +8,18 @@ import logging
 import re
 import threading
 from pathlib import Path
-from typing import List
+from typing import Iterator, List
 
 import pytest
 
 from conftest import RPC_TIMEOUT, Daemon, FakeMcpd, poll, run_async
 from mcpd_grpc import (
+    ApprovalRequest,
     AsyncClient,
     Client,
     ElicitationRequest,
     ElicitationResult,
+    PermissionDenied,
     Root,
     RootsRequest,
     SamplingRequest,
@@ -319,3 +321,36 @@ def test_a_sync_client_refuses_an_async_handler(tmp_path: Path) -> None:
             with pytest.raises(TypeError, match="async def.*AsyncClient"):
                 register(sample)  # type: ignore[arg-type]
         assert c._worker is None, "a refused handler must not open the stream"
+
+
+@pytest.fixture(scope="module")
+def asking(mcpd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """mcpd whose ask rule holds each call of mcp__demo__echo for an
+    approval handler."""
+    d = Daemon(mcpd_bin, tmp_path_factory.mktemp("asking"), "asking", ["--ask-tool", "mcp__demo__echo"]).start()
+    try:
+        with d.client() as c:
+            poll("demo to be ready", lambda: c.get_server("demo").ready)
+        yield d
+    finally:
+        d.stop()
+
+
+def test_a_sync_client_refuses_an_awaitable_answer(asking: Daemon, caplog: pytest.LogCaptureFixture) -> None:
+    """A plain function that returns a coroutine is an async handler the
+    registration could not see: the call is denied, and the log says why
+    (rather than a type error about a coroutine and a "never awaited"
+    warning)."""
+    caplog.set_level(logging.ERROR, logger="mcpd_grpc")
+
+    async def later(req: ApprovalRequest) -> bool:
+        return True
+
+    with asking.client() as c:
+        c.on_approval(lambda req: later(req))  # type: ignore[arg-type,return-value]
+        assert c.handlers_ready(RPC_TIMEOUT)
+        with pytest.raises(PermissionDenied, match="approval handler failed: TypeError"):
+            c.call_tool("mcp__demo__echo", {"message": "x"})
+    logged = [r for r in caplog.records if r.name == "mcpd_grpc" and "approval handler failed" in r.getMessage()]
+    assert logged and logged[0].exc_info is not None, caplog.records
+    assert "returned an awaitable" in str(logged[0].exc_info[1]) and "AsyncClient" in str(logged[0].exc_info[1])
