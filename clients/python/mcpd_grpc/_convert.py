@@ -739,6 +739,10 @@ def sampling_reply(req_id: str, result: Any) -> pb.ServerRequestReply:
     return pb.ServerRequestReply(id=req_id, sampling=out)
 
 
+def cancel_reason(cancel: pb.ServerRequestCancel) -> str:
+    return cancel.reason or "mcpd stopped waiting for the reply"
+
+
 def not_awaitable(kind: str, result: Any) -> Any:
     """result, unless a sync Client's handler returned an awaitable (a plain
     function returning a coroutine): nothing on the handler's thread would

@@ -828,6 +828,9 @@ class _AsyncRequestWorker:
         self._wake = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._tasks: Set[asyncio.Task[Any]] = set()
+        #: The requests whose handlers have not answered yet, by id, with
+        #: their tasks: a cancel from mcpd cancels the task.
+        self._pending: Dict[str, Tuple[Any, asyncio.Task[Any]]] = {}
         self._task = asyncio.get_running_loop().create_task(self._run(), name="mcpd-server-requests")
 
     def reregister(self) -> None:
@@ -905,9 +908,14 @@ class _AsyncRequestWorker:
                         if self._unconfirmed:
                             await self._set_have(self._unconfirmed.popleft())
                     elif which == "request":
-                        task = asyncio.get_running_loop().create_task(self._handle(msg.request, call))
+                        req = cv.server_request(msg.request)
+                        task = asyncio.get_running_loop().create_task(self._handle(msg.request, req, call))
                         self._tasks.add(task)
                         task.add_done_callback(self._tasks.discard)
+                        if req is not None:
+                            self._pending[req.id] = (req, task)
+                    elif which == "cancel":
+                        self._cancel(msg.cancel.id, cv.cancel_reason(msg.cancel))
                     elif which == "reply_refused":
                         cv.log_refusal(msg.reply_refused)
             except grpc.RpcError as e:
@@ -916,6 +924,10 @@ class _AsyncRequestWorker:
                 if self._call is call:
                     self._call = None
                 self._have = -1
+                # No reply reaches mcpd after the stream: the handlers still
+                # running stop.
+                for req_id in list(self._pending):
+                    self._cancel(req_id, "the server-request stream ended")
             if self._is_stopped():
                 break
             if err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT and self._again:
@@ -933,23 +945,43 @@ class _AsyncRequestWorker:
                 pass
             delay = _common.next_backoff(delay)
 
-    async def _handle(self, msg: pb.ServerRequest, call: Any) -> None:
-        req = cv.server_request(msg)
+    def _cancel(self, req_id: str, reason: str) -> None:
+        """Tells the request's handler that mcpd stopped waiting: its
+        request says so (a sync handler in the executor checks it), and its
+        task is cancelled."""
+        entry = self._pending.pop(req_id, None)
+        if entry is not None:
+            req, task = entry
+            t.cancellation_of(req).cancel(reason)
+            task.cancel()
+
+    async def _handle(self, msg: pb.ServerRequest, req: Any, call: Any) -> None:
         if req is None:
             reply = cv.unknown_kind_reply(msg.id)
         else:
             kind = cv.kind_of(req)
             handler = self._client._handlers.get(kind)
             try:
-                if handler is None:
-                    raise cv.no_handler(kind)
-                if inspect.iscoroutinefunction(handler):
-                    result = await handler(req)
-                else:
-                    result = await asyncio.get_running_loop().run_in_executor(None, handler, req)
-                if inspect.isawaitable(result):
-                    result = await result
-                reply = cv.reply_for(req, result)
-            except Exception as e:
-                reply = cv.failure_reply(req, kind, e)
+                try:
+                    if handler is None:
+                        raise cv.no_handler(kind)
+                    if inspect.iscoroutinefunction(handler):
+                        result = await handler(req)
+                    else:
+                        result = await asyncio.get_running_loop().run_in_executor(None, handler, req)
+                    if inspect.isawaitable(result):
+                        result = await result
+                    reply = cv.reply_for(req, result)
+                except Exception as e:
+                    reply = cv.failure_reply(req, kind, e)
+            except asyncio.CancelledError:
+                if req.cancelled:
+                    return  # mcpd stopped waiting: no reply
+                raise
+            finally:
+                self._pending.pop(req.id, None)
+            if req.cancelled:
+                # The handler caught its cancellation and answered anyway.
+                _common.log.debug("%s handler answered request %s after mcpd stopped waiting (%s); the reply is not sent", kind, req.id, req.cancel_reason)
+                return
         await self._write(call, pb.HandleServerRequestsRequest(reply=reply))

@@ -771,6 +771,10 @@ class _RequestWorker:
         from concurrent.futures import ThreadPoolExecutor  # only with handlers: not at start-up
 
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcpd-handler")
+        #: The requests whose handlers have not answered yet, by id: a
+        #: cancel from mcpd reaches them through these.
+        self._pending: Dict[str, Any] = {}
+        self._pending_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="mcpd-server-requests", daemon=True)
         self._thread.start()
 
@@ -803,7 +807,8 @@ class _RequestWorker:
         self._thread.join(timeout=10)
         if self._thread.is_alive():  # pragma: no cover - a gRPC bug
             _common.log.warning("server-request stream did not stop within 10s")
-        # A handler still running (a slow model call) finishes on its own;
+        # A handler still running (a slow model call) sees its request
+        # cancelled (the stream's end did that) and finishes on its own;
         # its reply goes nowhere.
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -836,7 +841,13 @@ class _RequestWorker:
                                 self._have = self._unconfirmed.popleft()
                             self._cond.notify_all()
                     elif which == "request":
-                        self._pool.submit(self._handle, msg.request, outbox)
+                        req = cv.server_request(msg.request)
+                        if req is not None:
+                            with self._pending_lock:
+                                self._pending[req.id] = req
+                        self._pool.submit(self._handle, msg.request, req, outbox)
+                    elif which == "cancel":
+                        self._cancel(msg.cancel.id, cv.cancel_reason(msg.cancel))
                     elif which == "reply_refused":
                         cv.log_refusal(msg.reply_refused)
             except grpc.RpcError as e:
@@ -845,6 +856,12 @@ class _RequestWorker:
                 pass
             finally:
                 outbox.put(_END)
+                # No reply reaches mcpd after the stream: the handlers still
+                # running may stop.
+                with self._pending_lock:
+                    ids = list(self._pending)
+                for req_id in ids:
+                    self._cancel(req_id, "the server-request stream ended")
                 with self._cond:
                     self._call = None
                     self._outbox = None
@@ -865,19 +882,33 @@ class _RequestWorker:
                 break
             delay = _common.next_backoff(delay)
 
-    def _handle(self, msg: pb.ServerRequest, outbox: queue.Queue[Any]) -> None:
-        req = cv.server_request(msg)
+    def _cancel(self, req_id: str, reason: str) -> None:
+        with self._pending_lock:
+            req = self._pending.pop(req_id, None)
+        if req is not None:
+            t.cancellation_of(req).cancel(reason)
+
+    def _handle(self, msg: pb.ServerRequest, req: Any, outbox: queue.Queue[Any]) -> None:
         if req is None:
             reply = cv.unknown_kind_reply(msg.id)
         else:
             kind = cv.kind_of(req)
-            handler = self._client._handler_for(kind)
             try:
-                if handler is None:
-                    raise cv.no_handler(kind)
-                reply = cv.reply_for(req, cv.not_awaitable(kind, handler(req)))
-            except Exception as e:
-                reply = cv.failure_reply(req, kind, e)
+                if req.cancelled:
+                    return  # while it waited for a thread
+                handler = self._client._handler_for(kind)
+                try:
+                    if handler is None:
+                        raise cv.no_handler(kind)
+                    reply = cv.reply_for(req, cv.not_awaitable(kind, handler(req)))
+                except Exception as e:
+                    reply = cv.failure_reply(req, kind, e)
+                if req.cancelled:
+                    _common.log.debug("%s handler answered request %s after mcpd stopped waiting (%s); the reply is not sent", kind, req.id, req.cancel_reason)
+                    return
+            finally:
+                with self._pending_lock:
+                    self._pending.pop(req.id, None)
         outbox.put(pb.HandleServerRequestsRequest(reply=reply))
 
 

@@ -1107,6 +1107,44 @@ class SamplingMessage:
         return _join_text(self.content)
 
 
+class _Cancellation:
+    """Whether mcpd stopped waiting for the reply to a server request, and
+    why. Shared by copies of the request; safe to use from any thread."""
+
+    __slots__ = ("_event", "reason")
+
+    def __init__(self) -> None:
+        import threading  # only with server requests: not at start-up
+
+        self._event = threading.Event()
+        self.reason = ""
+
+    def cancel(self, reason: str) -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: Optional[float]) -> bool:
+        return self._event.wait(timeout)
+
+    def __deepcopy__(self, memo: Any) -> _Cancellation:
+        return self  # a copy of a request is the same request
+
+    def __reduce__(self) -> Any:
+        return (_Cancellation, ())  # an Event does not pickle; a copy elsewhere is never cancelled
+
+
+def cancellation_of(request: Any) -> _Cancellation:
+    """The cancellation of a server request (made on first use: a request
+    a program builds itself has one too). Kept outside the fields, so that
+    equality, repr and replace() see only the request."""
+    c: _Cancellation = request.__dict__.setdefault("_cancellation", _Cancellation())
+    return c
+
+
 @dataclass(frozen=True)
 class SamplingRequest:
     """A server asks the agent's model for a message (sampling/createMessage).
@@ -1127,6 +1165,26 @@ class SamplingRequest:
     def text(self) -> str:
         """The text of the last message (usually the user's question)."""
         return self.messages[-1].text if self.messages else ""
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether mcpd stopped waiting for the reply: the server withdrew
+        the request, the call it belongs to ended, its deadline passed, or
+        the client closed. A handler on a :class:`~mcpd_grpc.Client`
+        checks it (or waits with :meth:`wait_cancelled`) to end its model
+        call or form early; an :class:`~mcpd_grpc.AsyncClient` also
+        cancels the handler's task. A reply after it is not sent."""
+        return cancellation_of(self).is_set()
+
+    def wait_cancelled(self, timeout: Optional[float] = None) -> bool:
+        """Waits until mcpd stops waiting for the reply or timeout passes;
+        returns :attr:`cancelled`."""
+        return cancellation_of(self).wait(timeout)
+
+    @property
+    def cancel_reason(self) -> str:
+        """Why mcpd stopped waiting; empty while it waits."""
+        return cancellation_of(self).reason
 
 
 @dataclass(frozen=True)
@@ -1159,6 +1217,22 @@ class ElicitationRequest:
     deadline: Optional[datetime.datetime] = None
     params: Dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether mcpd stopped waiting for the reply (see
+        :attr:`SamplingRequest.cancelled`)."""
+        return cancellation_of(self).is_set()
+
+    def wait_cancelled(self, timeout: Optional[float] = None) -> bool:
+        """Waits until mcpd stops waiting for the reply or timeout passes;
+        returns :attr:`cancelled`."""
+        return cancellation_of(self).wait(timeout)
+
+    @property
+    def cancel_reason(self) -> str:
+        """Why mcpd stopped waiting; empty while it waits."""
+        return cancellation_of(self).reason
+
 
 @dataclass(frozen=True)
 class ElicitationResult:
@@ -1177,6 +1251,22 @@ class RootsRequest:
     server: str
     deadline: Optional[datetime.datetime] = None
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether mcpd stopped waiting for the reply (see
+        :attr:`SamplingRequest.cancelled`)."""
+        return cancellation_of(self).is_set()
+
+    def wait_cancelled(self, timeout: Optional[float] = None) -> bool:
+        """Waits until mcpd stops waiting for the reply or timeout passes;
+        returns :attr:`cancelled`."""
+        return cancellation_of(self).wait(timeout)
+
+    @property
+    def cancel_reason(self) -> str:
+        """Why mcpd stopped waiting; empty while it waits."""
+        return cancellation_of(self).reason
+
 
 @dataclass(frozen=True)
 class AuthorizationRequest:
@@ -1190,6 +1280,22 @@ class AuthorizationRequest:
     authorization_url: str = ""
     expire_time: Optional[datetime.datetime] = None
     deadline: Optional[datetime.datetime] = None
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether mcpd stopped waiting for the reply (see
+        :attr:`SamplingRequest.cancelled`)."""
+        return cancellation_of(self).is_set()
+
+    def wait_cancelled(self, timeout: Optional[float] = None) -> bool:
+        """Waits until mcpd stops waiting for the reply or timeout passes;
+        returns :attr:`cancelled`."""
+        return cancellation_of(self).wait(timeout)
+
+    @property
+    def cancel_reason(self) -> str:
+        """Why mcpd stopped waiting; empty while it waits."""
+        return cancellation_of(self).reason
 
 
 @dataclass(frozen=True)
@@ -1210,6 +1316,22 @@ class ApprovalRequest:
     caller: str = ""
     deadline: Optional[datetime.datetime] = None
     poll_interval: Optional[float] = None
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether mcpd stopped waiting for the reply (see
+        :attr:`SamplingRequest.cancelled`)."""
+        return cancellation_of(self).is_set()
+
+    def wait_cancelled(self, timeout: Optional[float] = None) -> bool:
+        """Waits until mcpd stops waiting for the reply or timeout passes;
+        returns :attr:`cancelled`."""
+        return cancellation_of(self).wait(timeout)
+
+    @property
+    def cancel_reason(self) -> str:
+        """Why mcpd stopped waiting; empty while it waits."""
+        return cancellation_of(self).reason
 
 
 @dataclass(frozen=True)

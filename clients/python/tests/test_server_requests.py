@@ -12,13 +12,14 @@ from typing import Iterator, List
 
 import pytest
 
-from conftest import RPC_TIMEOUT, Daemon, FakeMcpd, poll, run_async
+from conftest import POLL_TIMEOUT, RPC_TIMEOUT, Daemon, FakeMcpd, poll, run_async
 from mcpd_grpc import (
     ApprovalRequest,
     AsyncClient,
     Client,
     ElicitationRequest,
     ElicitationResult,
+    MCPDError,
     PermissionDenied,
     Root,
     RootsRequest,
@@ -334,6 +335,78 @@ def asking(mcpd_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield d
     finally:
         d.stop()
+
+
+def _late_replies(d: Daemon) -> List[str]:
+    return [line for line in d.log.read_text(errors="replace").splitlines() if "server request reply ignored" in line]
+
+
+def test_a_cancel_reaches_the_sync_handler(asking: Daemon) -> None:
+    """When the call an approval belongs to ends, mcpd cancels the request:
+    the handler sees it on its request, and its answer after that is not
+    sent (mcpd would log it as ignored)."""
+    with asking.client() as c:
+        seen: List[ApprovalRequest] = []
+        woke: List[bool] = []
+        answered = threading.Event()
+
+        @c.on_approval
+        def approve(req: ApprovalRequest) -> bool:
+            if req.arguments.get("message") != "slow":
+                return True
+            seen.append(req)
+            woke.append(req.wait_cancelled(RPC_TIMEOUT))
+            answered.set()
+            return True
+
+        assert c.handlers_ready(RPC_TIMEOUT)
+        before = len(_late_replies(asking))
+        with pytest.raises(MCPDError):
+            c.call_tool("mcp__demo__echo", {"message": "slow"}, timeout=1.0)
+        assert answered.wait(RPC_TIMEOUT), "the handler did not return"
+        assert woke == [True] and seen[0].cancelled, "the handler did not learn of the cancel"
+        assert seen[0].cancel_reason, "a cancel names its reason"
+        # The next reply goes out after the late one would have: mcpd has
+        # read both once the call returns.
+        assert c.call_tool("mcp__demo__echo", {"message": "next"}).text == "next"
+        assert len(_late_replies(asking)) == before, _late_replies(asking)
+    # close() cancels what is still pending; nothing was.
+    assert seen[0].cancelled
+
+
+def test_a_cancel_cancels_the_async_handler(asking: Daemon) -> None:
+    async def body() -> None:
+        async with AsyncClient(asking.target, timeout=RPC_TIMEOUT) as c:
+            asked = asyncio.Event()
+            outcome: List[str] = []
+
+            @c.on_approval
+            async def approve(req: ApprovalRequest) -> bool:
+                if req.arguments.get("message") != "slow":
+                    return True
+                asked.set()
+                try:
+                    await asyncio.sleep(RPC_TIMEOUT)
+                except asyncio.CancelledError:
+                    outcome.append("cancelled: " + req.cancel_reason)
+                    return True  # caught and answered anyway: not sent
+                outcome.append("slept")
+                return False
+
+            assert await c.handlers_ready(RPC_TIMEOUT)
+            before = len(_late_replies(asking))
+            call = asyncio.ensure_future(c.call_tool("mcp__demo__echo", {"message": "slow"}))
+            await asyncio.wait_for(asked.wait(), RPC_TIMEOUT)
+            call.cancel()
+            for _ in range(int(POLL_TIMEOUT / 0.05)):
+                if outcome:
+                    break
+                await asyncio.sleep(0.05)
+            assert outcome and outcome[0].startswith("cancelled: ") and len(outcome[0]) > len("cancelled: "), outcome
+            assert (await c.call_tool("mcp__demo__echo", {"message": "next"})).text == "next"
+            assert len(_late_replies(asking)) == before, _late_replies(asking)
+
+    run_async(body())
 
 
 def test_a_sync_client_refuses_an_awaitable_answer(asking: Daemon, caplog: pytest.LogCaptureFixture) -> None:
