@@ -866,6 +866,7 @@ class _AsyncRequestWorker:
 
     async def stop(self) -> None:
         self._stopped = True
+        self._cancel_pending("the client closed")
         self._wake.set()
         async with self._cond:
             self._cond.notify_all()  # wait_ready returns now, not at its timeout
@@ -926,8 +927,7 @@ class _AsyncRequestWorker:
                 self._have = -1
                 # No reply reaches mcpd after the stream: the handlers still
                 # running stop.
-                for req_id in list(self._pending):
-                    self._cancel(req_id, "the server-request stream ended")
+                self._cancel_pending("the server-request stream ended")
             if self._is_stopped():
                 break
             if err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT and self._again:
@@ -954,6 +954,10 @@ class _AsyncRequestWorker:
             req, task = entry
             t.cancellation_of(req).cancel(reason)
             task.cancel()
+
+    def _cancel_pending(self, reason: str) -> None:
+        for req_id in list(self._pending):
+            self._cancel(req_id, reason)
 
     async def _handle(self, msg: pb.ServerRequest, req: Any, call: Any) -> None:
         if req is None:

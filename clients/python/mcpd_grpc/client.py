@@ -799,6 +799,7 @@ class _RequestWorker:
 
     def stop(self) -> None:
         self._stopped.set()
+        self._cancel_pending("the client closed")
         with self._cond:
             call = self._call
             self._cond.notify_all()
@@ -858,10 +859,7 @@ class _RequestWorker:
                 outbox.put(_END)
                 # No reply reaches mcpd after the stream: the handlers still
                 # running may stop.
-                with self._pending_lock:
-                    ids = list(self._pending)
-                for req_id in ids:
-                    self._cancel(req_id, "the server-request stream ended")
+                self._cancel_pending("the server-request stream ended")
                 with self._cond:
                     self._call = None
                     self._outbox = None
@@ -887,6 +885,12 @@ class _RequestWorker:
             req = self._pending.pop(req_id, None)
         if req is not None:
             t.cancellation_of(req).cancel(reason)
+
+    def _cancel_pending(self, reason: str) -> None:
+        with self._pending_lock:
+            ids = list(self._pending)
+        for req_id in ids:
+            self._cancel(req_id, reason)
 
     def _handle(self, msg: pb.ServerRequest, req: Any, outbox: queue.Queue[Any]) -> None:
         if req is None:

@@ -409,6 +409,31 @@ def test_a_cancel_cancels_the_async_handler(asking: Daemon) -> None:
     run_async(body())
 
 
+def test_close_cancels_the_handlers_still_running(asking: Daemon) -> None:
+    c = asking.client()
+    asked = threading.Event()
+    reasons: List[str] = []
+
+    @c.on_approval
+    def approve(req: ApprovalRequest) -> bool:
+        asked.set()
+        if req.wait_cancelled(RPC_TIMEOUT):
+            reasons.append(req.cancel_reason)
+        return True
+
+    assert c.handlers_ready(RPC_TIMEOUT)
+    call = threading.Thread(target=lambda: pytest.raises(MCPDError, c.call_tool, "mcp__demo__echo", {"message": "x"}))
+    call.start()
+    try:
+        assert asked.wait(RPC_TIMEOUT), "the handler was not asked"
+        c.close()
+        poll("the handler to see the cancel", lambda: reasons)
+        assert reasons == ["the client closed"], reasons
+    finally:
+        c.close()
+        call.join(RPC_TIMEOUT)
+
+
 def test_a_sync_client_refuses_an_awaitable_answer(asking: Daemon, caplog: pytest.LogCaptureFixture) -> None:
     """A plain function that returns a coroutine is an async handler the
     registration could not see: the call is denied, and the log says why
