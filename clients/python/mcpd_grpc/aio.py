@@ -977,6 +977,8 @@ class _AsyncRequestWorker:
                         result = await result
                     reply = cv.reply_for(req, result)
                 except Exception as e:
+                    if req.cancelled:
+                        return  # it stopped at the cancel, as asked: no failure to log
                     reply = cv.failure_reply(req, kind, e)
             except asyncio.CancelledError:
                 if req.cancelled:

@@ -809,8 +809,7 @@ class _RequestWorker:
         if self._thread.is_alive():  # pragma: no cover - a gRPC bug
             _common.log.warning("server-request stream did not stop within 10s")
         # A handler still running (a slow model call) sees its request
-        # cancelled (the stream's end did that) and finishes on its own;
-        # its reply goes nowhere.
+        # cancelled and finishes on its own; its reply goes nowhere.
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
@@ -906,6 +905,8 @@ class _RequestWorker:
                         raise cv.no_handler(kind)
                     reply = cv.reply_for(req, cv.not_awaitable(kind, handler(req)))
                 except Exception as e:
+                    if req.cancelled:
+                        return  # it stopped at the cancel, as asked: no failure to log
                     reply = cv.failure_reply(req, kind, e)
                 if req.cancelled:
                     _common.log.debug("%s handler answered request %s after mcpd stopped waiting (%s); the reply is not sent", kind, req.id, req.cancel_reason)
