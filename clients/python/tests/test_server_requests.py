@@ -350,13 +350,14 @@ def test_a_cancel_reaches_the_sync_handler(asking: Daemon, ending: str, caplog: 
     with asking.client() as c:
         seen: List[ApprovalRequest] = []
         woke: List[bool] = []
-        answered = threading.Event()
+        asked, answered = threading.Event(), threading.Event()
 
         @c.on_approval
         def approve(req: ApprovalRequest) -> bool:
             if req.arguments.get("message") != "slow":
                 return True
             seen.append(req)
+            asked.set()
             woke.append(req.wait_cancelled(RPC_TIMEOUT))
             answered.set()
             if ending == "raises":
@@ -365,8 +366,9 @@ def test_a_cancel_reaches_the_sync_handler(asking: Daemon, ending: str, caplog: 
 
         assert c.handlers_ready(RPC_TIMEOUT)
         before = len(_late_replies(asking))
-        with pytest.raises(MCPDError):
-            c.call_tool("mcp__demo__echo", {"message": "slow"}, timeout=1.0)
+        stream = c.call_tool_stream("mcp__demo__echo", {"message": "slow"})
+        assert asked.wait(RPC_TIMEOUT), "the handler was not asked"
+        stream.cancel()
         assert answered.wait(RPC_TIMEOUT), "the handler did not return"
         assert woke == [True] and seen[0].cancelled, "the handler did not learn of the cancel"
         assert seen[0].cancel_reason, "a cancel names its reason"
