@@ -97,6 +97,12 @@ func (a *agent) serve(ctx context.Context) {
 			}
 			return
 		}
+		if c := msg.GetCancel(); c != nil {
+			// mcpd stopped waiting: a request completed another way (a
+			// consent finished through CompleteAuthorization) or ended.
+			fmt.Fprintf(a.log, "HandleServerRequests: request %s withdrawn: %s\n", c.GetId(), c.GetReason())
+			continue
+		}
 		req := msg.GetRequest()
 		if req == nil {
 			a.fail(fmt.Errorf("HandleServerRequests: got %T, want a request", msg.GetMessage()))
