@@ -32,6 +32,7 @@ from .client import (
     SamplingReturn,
     ServerConfigLike,
     StreamItem,
+    handler_registration,
 )
 from .errors import Cancelled, InvalidArgument, MCPDError, NotFound, from_rpc_error
 from .mcpd.v1 import mcpd_pb2 as pb
@@ -531,15 +532,7 @@ class AsyncClient:
         return self._on("approval", handler)
 
     def _on(self, kind: str, handler: Optional[HandlerT]) -> Union[HandlerT, Callable[[HandlerT], HandlerT]]:
-        if handler is None:
-
-            def register(h: HandlerT) -> HandlerT:
-                self._register(kind, h)
-                return h
-
-            return register
-        self._register(kind, handler)
-        return handler
+        return handler_registration(self._register, kind, handler)
 
     def _register(self, kind: str, handler: Callable[[Any], Any]) -> None:
         if not callable(handler):

@@ -54,6 +54,20 @@ ApH = TypeVar("ApH", bound=ApprovalHandler)
 HandlerT = TypeVar("HandlerT", bound=Callable[[Any], Any])
 
 
+def handler_registration(register: Callable[[str, Any], None], kind: str, handler: Optional[HandlerT]) -> Union[HandlerT, Callable[[HandlerT], HandlerT]]:
+    """A handler method of both clients: registers handler for kind and
+    returns it, or, without one, is the decorator that does so."""
+    if handler is None:
+
+        def decorate(h: HandlerT) -> HandlerT:
+            register(kind, h)
+            return h
+
+        return decorate
+    register(kind, handler)
+    return handler
+
+
 class Client:
     """A synchronous client of one mcpd daemon. Thread-safe.
 
@@ -562,15 +576,7 @@ class Client:
         return self._on("approval", handler)
 
     def _on(self, kind: str, handler: Optional[HandlerT]) -> Union[HandlerT, Callable[[HandlerT], HandlerT]]:
-        if handler is None:
-
-            def register(h: HandlerT) -> HandlerT:
-                self._register(kind, h)
-                return h
-
-            return register
-        self._register(kind, handler)
-        return handler
+        return handler_registration(self._register, kind, handler)
 
     def _register(self, kind: str, handler: Callable[[Any], Any]) -> None:
         if not callable(handler):
