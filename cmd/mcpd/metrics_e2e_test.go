@@ -375,15 +375,7 @@ func TestMetricsCallLimits(t *testing.T) {
 		"--max-inflight-calls", "1", "--queue-timeout", "200ms"}})
 	demo := map[string]string{"server": "demo"}
 
-	slowCtx, cancelSlow := context.WithCancel(ctx)
-	defer cancelSlow()
-	slowDone := make(chan error, 1)
-	go func() {
-		// It would take a minute: it ends when the test cancels it.
-		_, err := d.hub.CallTool(slowCtx, slowRequest(t))
-		slowDone <- err
-	}()
-	waitMetric(ctx, t, addr, "mcpd_calls_in_flight", demo, 1)
+	release := holdCallSlot(ctx, t, d, addr)
 
 	_, err := d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "no room"}, 0)
 	wantCode(t, err, codes.ResourceExhausted)
@@ -393,10 +385,28 @@ func TestMetricsCallLimits(t *testing.T) {
 	s.want(t, "mcpd_calls_in_flight", demo, 1)
 	s.want(t, "mcpd_tool_calls_total", map[string]string{"server": "demo", "tool": "echo", "outcome": "resource_exhausted"}, 1)
 
-	cancelSlow()
-	wantCode(t, <-slowDone, codes.Canceled)
+	wantCode(t, release(), codes.Canceled)
 	waitMetric(ctx, t, addr, "mcpd_tool_calls_total", map[string]string{"server": "demo", "tool": "slow", "outcome": "cancelled"}, 1)
 	scrapeMetrics(ctx, t, addr).want(t, "mcpd_calls_in_flight", demo, 0)
+}
+
+// holdCallSlot takes the demo server's one call slot (--max-inflight-calls
+// 1) with a slow call, once the metrics at addr show it in flight. The
+// call would take a minute: release cancels it and returns its error.
+func holdCallSlot(ctx context.Context, t *testing.T, d *daemon, addr string) (release func() error) {
+	t.Helper()
+	slowCtx, cancelSlow := context.WithCancel(ctx)
+	t.Cleanup(cancelSlow)
+	slowDone := make(chan error, 1)
+	go func() {
+		_, err := d.hub.CallTool(slowCtx, slowRequest(t))
+		slowDone <- err
+	}()
+	waitMetric(ctx, t, addr, "mcpd_calls_in_flight", map[string]string{"server": "demo"}, 1)
+	return func() error {
+		cancelSlow()
+		return <-slowDone
+	}
 }
 
 // TestMetricsCountersSurviveReplace: the counters mcpd reads from a server
@@ -418,18 +428,10 @@ func TestMetricsCountersSurviveReplace(t *testing.T) {
 	demo := map[string]string{"server": "demo"}
 
 	// One queue rejection: a call waits for the slot a slow call holds.
-	slowCtx, cancelSlow := context.WithCancel(ctx)
-	defer cancelSlow()
-	slowDone := make(chan error, 1)
-	go func() {
-		_, err := d.hub.CallTool(slowCtx, slowRequest(t))
-		slowDone <- err
-	}()
-	waitMetric(ctx, t, addr, "mcpd_calls_in_flight", demo, 1)
+	release := holdCallSlot(ctx, t, d, addr)
 	_, err := d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "no room"}, 0)
 	wantCode(t, err, codes.ResourceExhausted)
-	cancelSlow()
-	wantCode(t, <-slowDone, codes.Canceled)
+	wantCode(t, release(), codes.Canceled)
 	// One restart.
 	if _, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "demo"}); err != nil {
 		t.Fatalf("RestartServer: %v", err)
