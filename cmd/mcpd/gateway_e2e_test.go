@@ -98,6 +98,27 @@ func waitTools(ctx context.Context, t *testing.T, cs *mcp.ClientSession, want ..
 	return names
 }
 
+// waitResources polls resources/list on cs until it lists every URI of
+// want.
+func waitResources(ctx context.Context, t *testing.T, cs *mcp.ClientSession, want ...string) {
+	t.Helper()
+	poll(ctx, t, "resources/list to have "+strings.Join(want, ", "), func() (bool, error) {
+		var uris []string
+		for r, err := range cs.Resources(ctx, nil) {
+			if err != nil {
+				return false, err
+			}
+			uris = append(uris, r.URI)
+		}
+		for _, w := range want {
+			if !slices.Contains(uris, w) {
+				return false, fmt.Errorf("got %v", uris)
+			}
+		}
+		return true, nil
+	})
+}
+
 func toolText(t *testing.T, res *mcp.CallToolResult) string {
 	t.Helper()
 	var parts []string
@@ -171,18 +192,10 @@ func TestMCPEndpointGoClient(t *testing.T) {
 				t.Errorf("call of an unknown tool: got no error, want one")
 			}
 
-			// Resources and prompts, under the gateway's names.
-			var uris []string
-			for r, err := range cs.Resources(ctx, nil) {
-				if err != nil {
-					t.Fatalf("resources/list: %v", err)
-				}
-				uris = append(uris, r.URI)
-			}
+			// Resources and prompts, under the gateway's names (brought
+			// in after the tools).
 			readme := "mcpd://demo/demo://readme"
-			if !slices.Contains(uris, readme) {
-				t.Fatalf("resources/list: got %v, want %s among them", uris, readme)
-			}
+			waitResources(ctx, t, cs, readme)
 			rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: readme})
 			if err != nil {
 				t.Fatalf("read %s: %v", readme, err)
@@ -402,6 +415,8 @@ func TestMCPEndpointPermissions(t *testing.T) {
 	url := "http://" + addr + "/mcp"
 	admin := connectMCP(ctx, t, url, "", adminToken, nil)
 	waitTools(ctx, t, admin, "mcp__demo__echo", "mcp__other__echo")
+	// Resources are brought in after tools: wait for them too.
+	waitResources(ctx, t, admin, "mcpd://demo/demo://clock", "mcpd://other/demo://clock")
 
 	for _, version := range mcpEras {
 		t.Run(version, func(t *testing.T) {
