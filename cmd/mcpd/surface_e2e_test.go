@@ -501,3 +501,57 @@ func TestResumeWithoutUnwantedGap(t *testing.T) {
 		t.Errorf("stream of demo's states: got %v, %v; want a gap", m.GetEvent(), err)
 	}
 }
+
+// TestRestartAnnouncesSubscribedResources: a resource followed across a
+// restart of its server gets one update once it is subscribed again (what
+// changed while no session followed it was never notified), before the
+// server is READY. demo://readme never changes, so the update is mcpd's.
+func TestRestartAnnouncesSubscribedResources(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{
+		Servers: []string{"demo"},
+		// In this order: the clock's first update (it ticks every second)
+		// says that the readme is followed too.
+		Resources: []*mcpdv1.ResourceRef{{Server: "demo", Uri: "demo://readme"}, {Server: "demo", Uri: "demo://clock"}},
+		Kinds:     []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_RESOURCE_UPDATED, mcpdv1.EventKind_EVENT_KIND_SERVER_STATE},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := sub.Recv()
+		if err != nil {
+			t.Fatalf("waiting for an update of demo://clock: %v", err)
+		}
+		if u := resp.GetEvent().GetResourceUpdated(); u.GetUri() == "demo://readme" {
+			t.Fatalf("an update of demo://readme before the restart: %v", resp)
+		} else if u.GetUri() == "demo://clock" {
+			break
+		}
+	}
+	if _, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: "demo"}); err != nil {
+		t.Fatalf("RestartServer: %v", err)
+	}
+	var updates int
+	for {
+		resp, err := sub.Recv()
+		if err != nil {
+			t.Fatalf("waiting for demo to be READY again: %v (updates of demo://readme: %d)", err, updates)
+		}
+		ev := resp.GetEvent()
+		if u := ev.GetResourceUpdated(); u != nil && u.GetUri() == "demo://readme" {
+			updates++
+		}
+		if ev.GetServerState().GetState() == mcpdv1.ServerState_SERVER_STATE_READY {
+			break
+		}
+	}
+	if updates != 1 {
+		t.Errorf("updates of demo://readme across the restart: got %d, want 1", updates)
+	}
+}
