@@ -1141,6 +1141,7 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 		StopGrace:       u.opts.StopGrace,
 		OnStderrLine:    u.opts.Telemetry.StderrLines(u.cfg.Name),
 		Withhold:        u.opts.WithholdEnv,
+		Hurry:           u.stopping,
 	})
 	u.mu.Lock()
 	u.lastProc = proc // nil after a failed start: the old tail is not its

@@ -81,6 +81,11 @@ type ProcessOptions struct {
 	// environment that the child does not inherit (its credentials). A
 	// variable StdioSpec.Env sets reaches the child either way.
 	Withhold func(name string) bool
+	// Hurry, if set, ends when the process must stop at once (the daemon is
+	// out of time): from then on every stop, under way or to come, skips
+	// its grace periods, the stop begun by closing the connection too,
+	// which has no context of its own.
+	Hurry context.Context
 }
 
 // Process is a supervised stdio MCP server: a child process in its own
@@ -130,7 +135,10 @@ type Process struct {
 	stopped   chan struct{} // closed when the stop sequence has finished
 	stopErr   error         // written before stopped is closed
 	hurryOnce sync.Once
-	hurry     chan struct{} // closed when a Stop caller's ctx ends: skip to SIGKILL
+	hurry     chan struct{} // closed when a Stop caller's ctx or ProcessOptions.Hurry ends: skip to SIGKILL
+	// unwatchHurry stops the watch of ProcessOptions.Hurry (a no-op
+	// without one).
+	unwatchHurry func() bool
 }
 
 var _ mcp.Transport = (*Process)(nil)
@@ -249,6 +257,10 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 		return nil, fmt.Errorf("start process %q: %w", spec.Command, startErr)
 	}
 	p.log.Debug().Int("pid", p.pid).Str("command", spec.Command).Msg("server process started")
+	p.unwatchHurry = func() bool { return false }
+	if o.Hurry != nil {
+		p.unwatchHurry = context.AfterFunc(o.Hurry, p.hurryUp)
+	}
 	go p.readStderr()
 	return p, nil
 }
@@ -443,7 +455,8 @@ func (p *Process) StderrTail() []string { return p.tail.snapshot() }
 //
 // Stop is idempotent and safe to call concurrently. When ctx ends first, the
 // remaining waits are skipped (the group is SIGKILLed at once), Stop still
-// waits for the reap, and it returns ctx's error.
+// waits for the reap, and it returns ctx's error. The end of
+// ProcessOptions.Hurry skips them too.
 func (p *Process) Stop(ctx context.Context) error {
 	first := false
 	p.stopOnce.Do(func() { first = true })
@@ -467,6 +480,7 @@ func (p *Process) Stop(ctx context.Context) error {
 func (p *Process) hurryUp() { p.hurryOnce.Do(func() { close(p.hurry) }) }
 
 func (p *Process) stop(ctx context.Context) error {
+	defer p.unwatchHurry()
 	// "The client SHOULD initiate shutdown by closing the input stream."
 	p.closeInput()
 	var errs []error

@@ -263,6 +263,37 @@ func TestStopCancelledSkipsToKill(t *testing.T) {
 	}
 }
 
+// TestHurryReachesEveryStop: a stop begun without a context of its own
+// (closing the connection, as the SDK does when a handshake fails) waits
+// out the grace periods like any other, until the Hurry context of the
+// options ends; then it skips to SIGKILL.
+func TestHurryReachesEveryStop(t *testing.T) {
+	ctx := testContext(t)
+	hurry, hurryUp := context.WithCancel(ctx)
+	// A grace far beyond the test timeout: only the hurry can end Close.
+	p := startFake(t, "stubborn", nil, &ProcessOptions{StopGrace: 1 << 40, Hurry: hurry})
+	conn := connectProcess(t, ctx, p)
+	if got := readMethod(t, ctx, conn); got != "ready" {
+		t.Fatalf("first message: got %q, want ready", got)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- conn.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned before the hurry (%v): the stop grace was skipped", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	hurryUp()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close: still waiting out the stop grace after the hurry")
+	}
+	if got, want := fmt.Sprint(p.ExitError()), "signal: killed"; got != want {
+		t.Errorf("ExitError: got %q, want %q", got, want)
+	}
+}
+
 func TestStderrTail(t *testing.T) {
 	ctx := testContext(t)
 	var stderr strings.Builder
