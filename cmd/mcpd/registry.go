@@ -405,7 +405,10 @@ func (r *registry) reconcileName(ctx context.Context, name string) {
 		return
 	}
 	if had && old.same(w) {
-		if _, err := r.mgr.Get(name); err == nil {
+		// A server that gave up (it could not start, or crash-looped) is
+		// started again below: the reload may follow the fix of what it
+		// lacked. One whose entry is unusable would only fail again.
+		if st, err := r.mgr.Get(name); err == nil && (st.State != mcpclient.StateFailed || w.err != nil || w.disabled) {
 			r.mgr.Relabel(name, w.cfg.Source, w.cfg.Warnings)
 			r.mu.Lock()
 			r.applied[name] = w

@@ -372,6 +372,35 @@ func TestReloadLetsCallsFinish(t *testing.T) {
 
 // TestReloadHoldsNoOtherServer: while a reload waits for a server that
 // ignores SIGTERM to stop, ConnectServer of another server goes ahead.
+// TestReloadRetriesFailedServers: a reload starts again a server that
+// gave up (FAILED: it could not start, or crash-looped) though its entry
+// is unchanged, as an operator who fixed what it lacked expects of
+// `systemctl reload`; a server that runs is left alone.
+func TestReloadRetriesFailedServers(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	ready := filepath.Join(shortTempDir(t), "ready")
+	path := writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"keep": map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}},
+		"needs-file": map[string]any{
+			"command": "sh",
+			"args":    []string{"-c", `test -e "$1" || { echo "$1 is missing" >&2; exit 3; }; exec "$0" demo-server`, mcpdBinary(t), ready},
+		},
+	}}))
+	d := startDaemon(ctx, t, daemonOptions{config: path})
+	keep := d.waitServer(ctx, t, "keep", mcpdv1.ServerState_SERVER_STATE_READY)
+	d.waitServer(ctx, t, "needs-file", mcpdv1.ServerState_SERVER_STATE_FAILED)
+
+	if err := os.WriteFile(ready, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.send(t, syscall.SIGHUP)
+	d.waitServer(ctx, t, "needs-file", mcpdv1.ServerState_SERVER_STATE_READY)
+	if now := d.waitServer(ctx, t, "keep", mcpdv1.ServerState_SERVER_STATE_READY); now.GetPid() != keep.GetPid() {
+		t.Errorf("server keep: pid %d after the reload, want it untouched (%d)", now.GetPid(), keep.GetPid())
+	}
+}
+
 func TestReloadHoldsNoOtherServer(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
