@@ -308,7 +308,8 @@ func abandoned(ctx context.Context) error {
 // config entry of kind agent, or an agent server whose stream ended) is
 // taken over. One that an agent serves now, or that is not an agent
 // server, is ErrAlreadyExists unless replace is set; then the old stream
-// ends with ErrAborted, or the old server stops. ServeTools returns once
+// ends with ErrAborted, or the old server is replaced as Start replaces
+// it (its requests in flight may finish first). ServeTools returns once
 // the server is ready, with its status. A disabled agent server stays
 // disabled: it keeps the link, serves it once someone enables it, and
 // ServeTools returns at once with its DISABLED status.
@@ -346,20 +347,9 @@ func (m *Manager) ServeTools(ctx context.Context, decl AgentDeclaration, replace
 		end()
 		return nil, Status{}, errorf(ErrAlreadyExists, "server %q already exists (set replace to replace it)", cfg.Name)
 	default:
-		if old != nil {
-			old.stop()
-			if m.opts.OAuth != nil {
-				m.opts.OAuth.Release(cfg.Name)
-			}
-		}
 		u = m.newUpstream(cfg)
-		if old != nil {
-			u.takeCounters(old) // old has stopped: its counts are final
-		}
 		u.agent = link
-		m.mu.Lock()
-		m.servers[cfg.Name] = u
-		m.mu.Unlock()
+		m.install(u, old, StateConnecting, "")
 		u.start()
 	}
 	end()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpd-project/mcpd/internal/config"
 )
 
 // TestReplaceLetsCallsFinish replaces a server while a call runs on it:
@@ -82,4 +84,50 @@ func TestReplaceLetsCallsFinish(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestServeToolsReplaceLetsCallsFinish: an agent that takes over the name
+// of a stdio server (ServeTools with replace) replaces it as Start does:
+// the call running on the old server ends with its result.
+func TestServeToolsReplaceLetsCallsFinish(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	m := closingManager(t, &Options{ProbeTimeout: 20 * time.Second, StopGrace: 500 * time.Millisecond, DrainTimeout: time.Minute})
+	if _, err := m.Connect(ctx, fakeServer("f", "serve"), false); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "await")
+	running := goCall(ctx, m, "mcp__f__await", map[string]any{"marker": marker}, CallOptions{})
+	eventually(ctx, t, "the call running", func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
+
+	type served struct {
+		link *AgentLink
+		err  error
+	}
+	taken := make(chan served, 1)
+	go func() {
+		decl := AgentDeclaration{Server: "f", Tools: []*mcp.Tool{{Name: "echo", InputSchema: map[string]any{"type": "object"}}}}
+		link, _, err := m.ServeTools(ctx, decl, true)
+		taken <- served{link, err}
+	}()
+	eventually(ctx, t, "the agent's server registered", func() bool {
+		st, _ := m.Get("f")
+		return st.Config.Kind == config.TransportAgent
+	})
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-running; r.err != nil {
+		t.Errorf("call running when the agent took over: %v, want its result", r.err)
+	} else if got := r.res.Content[0].(*mcp.TextContent).Text; got != "released" {
+		t.Errorf("call running when the agent took over: got %q, want released", got)
+	}
+	s := <-taken
+	if s.err != nil {
+		t.Fatalf("ServeTools with replace: %v", s.err)
+	}
+	s.link.Close()
 }

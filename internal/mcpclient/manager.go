@@ -258,28 +258,40 @@ func (m *Manager) start(cfg config.Server, replace bool) (*upstream, error) {
 		return nil, errorf(ErrAlreadyExists, "server %q already exists (set replace to replace it)", cfg.Name)
 	}
 	u := m.newUpstream(cfg)
+	m.install(u, old, StateConnecting, "")
+	u.start()
+	return u, nil
+}
+
+// install publishes u, not started, under its name in place of old (nil
+// for none), m.begin held on the name. While old is there, u shows state
+// (and msg) and requests that arrive wait as for a connecting server; old
+// takes no new request, finishes those it runs (see retire) and stops,
+// and u takes over its counters and, for the tools_changed of its first
+// listing, its tools. It returns with u alone under the name, for the
+// caller to start it or set its state.
+func (m *Manager) install(u, old *upstream, state State, msg string) {
 	var takeRest func()
 	if old != nil {
-		u.queue(StateConnecting, "")
+		u.queue(state, msg)
 		takeRest = u.takeCounters(old)
 		old.mu.Lock()
 		u.priorTools = old.tools
 		old.mu.Unlock()
 	}
 	m.mu.Lock()
-	m.servers[cfg.Name] = u
+	m.servers[u.cfg.Name] = u
 	m.mu.Unlock()
-	if old != nil {
-		m.retire(old)
-		takeRest()
-		if m.opts.OAuth != nil {
-			// Like Disconnect: a consent the old server waited for ends
-			// with it; the new one asks afresh if it needs one.
-			m.opts.OAuth.Release(cfg.Name)
-		}
+	if old == nil {
+		return
 	}
-	u.start()
-	return u, nil
+	m.retire(old)
+	takeRest()
+	if m.opts.OAuth != nil {
+		// Like Disconnect: a consent the old server waited for ends with
+		// it; the new one asks afresh if it needs one.
+		m.opts.OAuth.Release(u.cfg.Name)
+	}
 }
 
 // takeCounters gives u, which replaces old under its name, the counts old
@@ -365,17 +377,7 @@ func (m *Manager) AddStopped(cfg config.Server, state State, reason error, repla
 		msg = reason.Error()
 	}
 	u.queue(state, msg)
-	var takeRest func()
-	if old != nil {
-		takeRest = u.takeCounters(old)
-	}
-	m.mu.Lock()
-	m.servers[cfg.Name] = u
-	m.mu.Unlock()
-	if old != nil {
-		m.retire(old)
-		takeRest()
-	}
+	m.install(u, old, state, msg)
 	u.setState(state, msg) // published after the old server's STOPPED
 	return nil
 }

@@ -7420,7 +7420,9 @@ type ToolServerDeclaration struct {
 	// Lists the tools.
 	Tools []*ToolDefinition `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Takes over a server of the same name whose stream is still open (that
-	// stream ends with ABORTED), or that is not an agent's server. Without
+	// stream ends with ABORTED), or that is not an agent's server (which
+	// first finishes its calls in flight, as with ConnectServer's replace,
+	// then stops). Without
 	// it such a server makes the request fail with ALREADY_EXISTS. A server
 	// of that name waiting for an agent (a config entry of "type": "sdk", or
 	// one whose stream ended) is served without it.

@@ -3752,7 +3752,9 @@ export type ToolServerDeclaration = Message<"mcpd.v1.ToolServerDeclaration"> & {
 
   /**
    * Takes over a server of the same name whose stream is still open (that
-   * stream ends with ABORTED), or that is not an agent's server. Without
+   * stream ends with ABORTED), or that is not an agent's server (which
+   * first finishes its calls in flight, as with ConnectServer's replace,
+   * then stops). Without
    * it such a server makes the request fail with ALREADY_EXISTS. A server
    * of that name waiting for an agent (a config entry of "type": "sdk", or
    * one whose stream ended) is served without it.
