@@ -1,6 +1,7 @@
 package mcpclient
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -32,12 +33,7 @@ func TestReplaceLetsCallsFinish(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			marker := filepath.Join(t.TempDir(), "await")
-			running := goCall(ctx, m, "mcp__f__await", map[string]any{"marker": marker}, CallOptions{})
-			eventually(ctx, t, "the call running", func() bool {
-				_, err := os.Stat(marker)
-				return err == nil
-			})
+			marker, running := awaitingCall(ctx, t, m)
 
 			next := fakeServer("f", "serve")
 			next.Env["REPLACED"] = "1"
@@ -96,12 +92,7 @@ func TestServeToolsReplaceLetsCallsFinish(t *testing.T) {
 	if _, err := m.Connect(ctx, fakeServer("f", "serve"), false); err != nil {
 		t.Fatal(err)
 	}
-	marker := filepath.Join(t.TempDir(), "await")
-	running := goCall(ctx, m, "mcp__f__await", map[string]any{"marker": marker}, CallOptions{})
-	eventually(ctx, t, "the call running", func() bool {
-		_, err := os.Stat(marker)
-		return err == nil
-	})
+	marker, running := awaitingCall(ctx, t, m)
 
 	type served struct {
 		link *AgentLink
@@ -130,4 +121,17 @@ func TestServeToolsReplaceLetsCallsFinish(t *testing.T) {
 		t.Fatalf("ServeTools with replace: %v", s.err)
 	}
 	s.link.Close()
+}
+
+// awaitingCall starts a call of the fake server f's await tool and
+// returns once it runs: it ends when the test removes marker.
+func awaitingCall(ctx context.Context, t *testing.T, m *Manager) (marker string, running <-chan heldCall) {
+	t.Helper()
+	marker = filepath.Join(t.TempDir(), "await")
+	running = goCall(ctx, m, "mcp__f__await", map[string]any{"marker": marker}, CallOptions{})
+	eventually(ctx, t, "the call running", func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
+	return marker, running
 }
