@@ -252,6 +252,20 @@ def channel_options(options: Optional[Sequence[Tuple[str, Any]]], keepalive: Opt
     return list(merged.items())
 
 
+#: How many requests mcpd hands one agent before it skips that agent
+#: (docs/server-requests.md): the handler threads of a client, started only
+#: as needed, so that a handler that waits on a person or a model holds up
+#: no other request.
+HANDLER_THREADS = 64
+
+
+def handler_pool() -> Any:
+    """The thread pool that runs a client's sync handlers."""
+    from concurrent.futures import ThreadPoolExecutor  # only with handlers: not at start-up
+
+    return ThreadPoolExecutor(max_workers=HANDLER_THREADS, thread_name_prefix="mcpd-handler")
+
+
 def next_backoff(delay: float) -> float:
     return min(delay * 2, RECONNECT_MAX)
 

@@ -824,6 +824,9 @@ class _AsyncRequestWorker:
         #: The requests whose handlers have not answered yet, by id, with
         #: their tasks: a cancel from mcpd cancels the task.
         self._pending: Dict[str, Tuple[Any, asyncio.Task[Any]]] = {}
+        #: Runs the sync handlers (the loop's default executor has a few
+        #: threads, shared with the program): made on first use.
+        self._pool: Any = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name="mcpd-server-requests")
 
     def reregister(self) -> None:
@@ -869,6 +872,10 @@ class _AsyncRequestWorker:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(self._task, *self._tasks, return_exceptions=True)
+        if self._pool is not None:
+            # A sync handler cannot be stopped, only told (its request is
+            # cancelled): the pool ends once the handlers return.
+            self._pool.shutdown(wait=False)
 
     async def _set_have(self, gen: int) -> None:
         async with self._cond:
@@ -965,7 +972,9 @@ class _AsyncRequestWorker:
                     if inspect.iscoroutinefunction(handler):
                         result = await handler(req)
                     else:
-                        result = await asyncio.get_running_loop().run_in_executor(None, handler, req)
+                        if self._pool is None:
+                            self._pool = _common.handler_pool()
+                        result = await asyncio.get_running_loop().run_in_executor(self._pool, handler, req)
                     if inspect.isawaitable(result):
                         result = await result
                     reply = cv.reply_for(req, result)

@@ -757,7 +757,7 @@ class _RequestWorker:
     requests and reopens the stream after drops; a handler of a new kind
     is registered on the open stream (mcpd confirms each registration in
     turn), so that replies of requests under way keep their stream.
-    Handlers run on a small pool and queue their replies."""
+    Handlers run on a pool and queue their replies."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
@@ -774,9 +774,7 @@ class _RequestWorker:
         self._again = False
         self._error: Optional[BaseException] = None
         self._stopped = threading.Event()
-        from concurrent.futures import ThreadPoolExecutor  # only with handlers: not at start-up
-
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcpd-handler")
+        self._pool = _common.handler_pool()
         #: The requests whose handlers have not answered yet, by id: a
         #: cancel from mcpd reaches them through these.
         self._pending: Dict[str, Any] = {}

@@ -8,7 +8,7 @@ import logging
 import re
 import threading
 from pathlib import Path
-from typing import Iterator, List
+from typing import Callable, Iterator, List
 
 import pytest
 
@@ -437,6 +437,66 @@ def test_close_cancels_the_handlers_still_running(asking: Daemon) -> None:
     finally:
         c.close()
         call.join(RPC_TIMEOUT)
+
+
+#: More requests at once than a small pool (or the loop's default
+#: executor, at most 32 threads) would run, fewer than the 64 mcpd hands one
+#: agent.
+_SIDE_BY_SIDE = 40
+
+
+def _waits_for_all() -> Callable[[ApprovalRequest], bool]:
+    """An approval handler that approves a call of "together" only once
+    all _SIDE_BY_SIDE of them have come."""
+    everyone_asked = threading.Barrier(_SIDE_BY_SIDE, timeout=RPC_TIMEOUT)
+
+    def approve(req: ApprovalRequest) -> bool:
+        if req.arguments.get("message") != "together":
+            return True
+        try:
+            everyone_asked.wait()
+        except threading.BrokenBarrierError:
+            return False
+        return True
+
+    return approve
+
+
+def test_sync_handlers_run_side_by_side(asking: Daemon) -> None:
+    """Handlers that wait (on a person, on a model) do not hold up the
+    requests behind them: every request mcpd hands the agent (up to 64)
+    gets a thread."""
+    calls = _SIDE_BY_SIDE
+    with asking.client() as c:
+        c.on_approval(_waits_for_all())
+        assert c.handlers_ready(RPC_TIMEOUT)
+        results: List[str] = []
+        errors: List[BaseException] = []
+
+        def call() -> None:
+            try:
+                results.append(c.call_tool("mcp__demo__echo", {"message": "together"}).text)
+            except MCPDError as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=call) for _ in range(calls)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(2 * RPC_TIMEOUT)
+        assert not errors and results == ["together"] * calls, (results, errors)
+
+
+def test_async_client_runs_sync_handlers_side_by_side(asking: Daemon) -> None:
+    async def body() -> None:
+        async with AsyncClient(asking.target, timeout=RPC_TIMEOUT) as c:
+            c.on_approval(_waits_for_all())
+            assert await c.handlers_ready(RPC_TIMEOUT)
+            calls = [c.call_tool("mcp__demo__echo", {"message": "together"}) for _ in range(_SIDE_BY_SIDE)]
+            results = await asyncio.gather(*calls, return_exceptions=True)
+            assert [getattr(r, "text", r) for r in results] == ["together"] * _SIDE_BY_SIDE, results
+
+    run_async(body())
 
 
 def test_a_sync_client_refuses_an_awaitable_answer(asking: Daemon, caplog: pytest.LogCaptureFixture) -> None:
