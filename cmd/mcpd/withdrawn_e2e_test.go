@@ -138,3 +138,53 @@ func TestServerRequestWithdrawn(t *testing.T) {
 		<-callDone
 	})
 }
+
+// TestServerRequestHandedOn: an agent whose stream drops while it holds a
+// request (here a sampling request of a call) does not take the request
+// with it: the next agent registered for it gets it, and its answer
+// reaches the server.
+func TestServerRequestHandedOn(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	config := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"pair": {"command": %q, "env": {%q: %q}}}}`, testBinary(t), fakeServerEnv, fakeAskPair))
+	d := startDaemon(ctx, t, daemonOptions{config: config})
+	d.waitServer(ctx, t, "pair", mcpdv1.ServerState_SERVER_STATE_READY)
+	sampling := mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING
+	older := registerAgent(ctx, t, d, sampling)
+	newerCtx, dropNewer := context.WithCancel(ctx)
+	newer := registerAgent(newerCtx, t, d, sampling)
+
+	type result struct {
+		res *mcpdv1.CallToolResponse
+		err error
+	}
+	callDone := make(chan result, 1)
+	go func() {
+		res, err := d.call(ctx, t, "mcp__pair__ask", map[string]any{"group": "g", "count": 1, "tag": "t"}, 0)
+		callDone <- result{res, err}
+	}()
+	m, err := newer.Recv() // the newest agent is asked first
+	if err != nil || m.GetRequest().GetSampling() == nil {
+		t.Fatalf("the newer agent's request: got %v, %v", m, err)
+	}
+	dropNewer()
+	m, err = older.Recv()
+	if err != nil || m.GetRequest().GetSampling() == nil {
+		t.Fatalf("after the newer agent's stream dropped: the older agent got %v, %v; want the sampling request", m, err)
+	}
+	if err := older.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{Reply: &mcpdv1.ServerRequestReply{
+		Id: m.GetRequest().GetId(), Result: &mcpdv1.ServerRequestReply_Sampling{Sampling: &mcpdv1.SamplingResult{
+			Role: mcpdv1.Role_ROLE_ASSISTANT, Model: "handed-on", StopReason: "endTurn",
+			Content: []*mcpdv1.Content{{Kind: &mcpdv1.Content_Text{Text: &mcpdv1.TextContent{Text: "answered by the older agent"}}}},
+		}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-callDone
+	if r.err != nil {
+		t.Fatalf("the call whose request was handed on: %v", r.err)
+	}
+	if got, want := text(r.res), "t answered by answered by the older agent"; got != want {
+		t.Errorf("the call whose request was handed on: got %q, want %q", got, want)
+	}
+}

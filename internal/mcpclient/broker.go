@@ -359,8 +359,9 @@ func OnBehalfOf(ctx context.Context, owner string) context.Context {
 
 // ask hands a request to the newest matching agent with room in its queue
 // (routed by the call's context: WithAnswerer, OnBehalfOf) and waits for
-// the reply, the deadline, or ctx. It returns errNoAgent when no agent
-// takes the request, or when the agent detaches before replying.
+// the reply, the deadline, or ctx. An agent that detaches before replying
+// hands the request on to the next that takes it. It returns errNoAgent
+// when no agent takes the request.
 func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
 	var (
 		only                     callAnswerer
@@ -378,9 +379,6 @@ func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
 	req.Deadline, _ = ctx.Deadline()
 	p := &pendingRequest{server: req.Server, kind: req.Kind, reply: make(chan Reply, 1)}
 
-	b.mu.Lock()
-	b.nextID++
-	req.ID = strconv.FormatUint(b.nextID, 10)
 	// offer hands req to the newest agent that matches and has room.
 	offer := func(match func(*Agent) bool) {
 		for i := len(b.agents) - 1; i >= 0 && p.agent == nil; i-- {
@@ -397,32 +395,62 @@ func (b *Broker) ask(ctx context.Context, req *ServerRequest) (Reply, error) {
 	}
 	// A call's request goes to no other call's agent.
 	anyAgent := func(a *Agent) bool { return !bound || !a.callOnly }
-	switch {
-	case isPinned:
-		offer(func(a *Agent) bool { return a == only.agent })
-	case isOwned:
-		offer(func(a *Agent) bool { return a.owner == owner && anyAgent(a) })
-		offer(anyAgent)
-	default:
-		offer(anyAgent)
-	}
-	if p.agent != nil {
+	// place hands req to an agent, under b.mu, and reports whether one
+	// took it.
+	place := func() bool {
+		p.agent, p.delivered = nil, false
+		switch {
+		case isPinned:
+			offer(func(a *Agent) bool { return a == only.agent })
+		case isOwned:
+			offer(func(a *Agent) bool { return a.owner == owner && anyAgent(a) })
+			offer(anyAgent)
+		default:
+			offer(anyAgent)
+		}
+		if p.agent == nil {
+			delete(b.pending, req.ID)
+			return false
+		}
 		b.pending[req.ID] = p
-	}
-	b.mu.Unlock()
-	if p.agent == nil {
-		return Reply{}, errNoAgent
+		return true
 	}
 
-	select {
-	case r := <-p.reply:
-		return r, nil
-	case <-p.agent.gone:
-		b.withdraw(req.ID, p, nil)
+	b.mu.Lock()
+	b.nextID++
+	req.ID = strconv.FormatUint(b.nextID, 10)
+	placed := place()
+	b.mu.Unlock()
+	if !placed {
 		return Reply{}, errNoAgent
-	case <-ctx.Done():
-		b.withdraw(req.ID, p, ctx.Err())
-		return Reply{}, ctx.Err()
+	}
+	gone := p.agent.gone
+	for {
+		select {
+		case r := <-p.reply:
+			return r, nil
+		case <-gone:
+			// The agent left without answering (its stream dropped): the
+			// request goes to the next agent that takes it, as if the
+			// first had never been there; with none, it has no agent.
+			b.mu.Lock()
+			answering := b.pending[req.ID] != p // it took the request to answer just before it left
+			if !answering {
+				placed = place()
+			}
+			b.mu.Unlock()
+			switch {
+			case answering:
+				gone = nil // its reply is on the way
+			case !placed:
+				return Reply{}, errNoAgent
+			default:
+				gone = p.agent.gone
+			}
+		case <-ctx.Done():
+			b.withdraw(req.ID, p, ctx.Err())
+			return Reply{}, ctx.Err()
+		}
 	}
 }
 
@@ -497,7 +525,7 @@ type ApprovalReply struct {
 // Sentinel outcomes of Approve, besides the agent's own answer.
 var (
 	// ErrNoApprover means no attached agent takes approval requests for
-	// the server (or it left before answering).
+	// the server (or every one that did left before answering).
 	ErrNoApprover = errors.New("no agent is attached for approval requests")
 	// ErrApprovalTimeout means the agent did not answer within the
 	// server-request timeout.

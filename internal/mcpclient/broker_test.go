@@ -163,3 +163,53 @@ func TestBrokerRoutesByCall(t *testing.T) {
 		t.Errorf("pinned agent detached: got %q, %v; want errNoAgent", got, err)
 	}
 }
+
+// TestBrokerPassesOnWhatALeavingAgentHeld: an agent that detaches with a
+// request unanswered (its stream dropped) hands it on to the next agent
+// that takes such requests, which answers it; with none left, the request
+// is answered as with no agent.
+func TestBrokerPassesOnWhatALeavingAgentHeld(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := NewBroker(&BrokerOptions{Timeout: 20 * time.Second})
+	older := b.Attach("", nil, []RequestKind{KindApproval})
+	defer b.Detach(older)
+	newer := b.Attach("", nil, []RequestKind{KindApproval})
+
+	type outcome struct {
+		reply ApprovalReply
+		err   error
+	}
+	asked := make(chan outcome, 1)
+	go func() {
+		r, err := b.Approve(ctx, "demo", &ApprovalRequest{Tool: "mcp__demo__echo"})
+		asked <- outcome{r, err}
+	}()
+	req := <-newer.Requests() // the newest agent is asked first
+	b.Detach(newer)
+	select {
+	case again := <-older.Requests():
+		if again.ID != req.ID || again.Approval.Tool != "mcp__demo__echo" {
+			t.Errorf("handed on: got %s %+v, want request %s", again.ID, again.Approval, req.ID)
+		}
+		if err := b.Answer(older, again.ID, Reply{Approval: &ApprovalReply{Approved: true}}); err != nil {
+			t.Fatalf("Answer: %v", err)
+		}
+	case o := <-asked:
+		t.Fatalf("the request ended with its agent (%+v, %v) while another agent takes approvals", o.reply, o.err)
+	}
+	if o := <-asked; o.err != nil || !o.reply.Approved {
+		t.Errorf("answered by the next agent: got %+v, %v; want approved", o.reply, o.err)
+	}
+
+	// The last agent leaves too: no agent, as if none had been there.
+	go func() {
+		r, err := b.Approve(ctx, "demo", &ApprovalRequest{Tool: "mcp__demo__echo"})
+		asked <- outcome{r, err}
+	}()
+	<-older.Requests()
+	b.Detach(older)
+	if o := <-asked; !errors.Is(o.err, ErrNoApprover) {
+		t.Errorf("its agent left, none other: got %+v, %v; want ErrNoApprover", o.reply, o.err)
+	}
+}
