@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/encoding/prototext"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -214,5 +219,130 @@ func TestConfigRemoteEntries(t *testing.T) {
 	}
 	if strings.Contains(d.log.String(), remoteSecret) {
 		t.Errorf("mcpd's log shows the header value:\n%s", d.log.String())
+	}
+}
+
+// TestStandaloneStreamCutByProxy reaches a Streamable HTTP server through
+// a proxy that ends every response stream after a while, as a load
+// balancer's idle timeout does: the standalone GET stream is opened again
+// each time, and the session lives on. A tool call in flight meanwhile
+// (of a tool without hints, which mcpd would not send again) ends with its
+// result, the server never leaves READY, and a tools/list_changed still
+// arrives. The server numbers its events or not (with an event store, a
+// GET resumes after the last one).
+func TestStandaloneStreamCutByProxy(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		store mcp.EventStore
+	}{
+		{"unnumbered", nil},
+		{"event-store", mcp.NewMemoryEventStore(nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testStreamCutByProxy(t, tc.store)
+		})
+	}
+}
+
+func testStreamCutByProxy(t *testing.T, store mcp.EventStore) {
+	ctx := testContext(t)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "behind-a-proxy", Version: "0.0.1"}, nil)
+	release := make(chan struct{})
+	mcp.AddTool(srv, &mcp.Tool{Name: "wait"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "waited"}}}, nil, nil
+	})
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{EventStore: store})
+	// cut counts the GET streams the proxy ended. The hold is far longer
+	// than a request takes to come back, so that each stream is one that
+	// stayed open, not one refused.
+	const hold = 3 * time.Second
+	var cut atomic.Int32
+	// Without a store the server numbers no events, so a GET must not name
+	// one to resume after.
+	var resumedAfter atomic.Value
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			handler.ServeHTTP(w, r)
+			return
+		}
+		if id := r.Header.Get("Last-Event-ID"); id != "" {
+			resumedAfter.Store(id)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), hold)
+		defer cancel()
+		handler.ServeHTTP(w, r.WithContext(ctx))
+		if r.Context().Err() == nil {
+			cut.Add(1)
+		}
+	}))
+	t.Cleanup(func() {
+		proxy.CloseClientConnections()
+		proxy.Close()
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+	})
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+	changes := d.subscribe(ctx, t, "proxied", mcpdv1.EventKind_EVENT_KIND_TOOLS_CHANGED)
+	d.connectReady(ctx, t, remoteConfig("proxied", "http", proxy.URL))
+
+	called := make(chan error, 1)
+	go func() {
+		r, err := d.call(ctx, t, "mcp__proxied__wait", nil, 0)
+		if err == nil && text(r) != "waited" {
+			err = fmt.Errorf("got %q, want %q", text(r), "waited")
+		}
+		called <- err
+	}()
+	// The SDK gives a stream up after 2 retries that brought nothing new.
+	const cuts = 4
+	poll(ctx, t, fmt.Sprintf("the proxy to cut %d streams", cuts), func() (bool, error) {
+		if n := cut.Load(); n < cuts {
+			return false, fmt.Errorf("%d cut", n)
+		}
+		return true, nil
+	})
+	close(release)
+	if err := <-called; err != nil {
+		t.Errorf("the call in flight while the proxy cut the stream: %v", err)
+	}
+
+	// A notification arrives on whichever stream is open: one sent while
+	// the GET is opened again is lost, so a new tool is added until one
+	// is announced.
+	announced := make(chan struct{})
+	go func() {
+		if _, err := changes.Recv(); err == nil {
+			close(announced)
+		}
+	}()
+	for i := 0; ; i++ {
+		mcp.AddTool(srv, &mcp.Tool{Name: fmt.Sprintf("added-%d", i)}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{}, nil, nil
+		})
+		timer := time.NewTimer(time.Second)
+		select {
+		case <-announced:
+			timer.Stop()
+		case <-timer.C:
+			continue
+		case <-ctx.Done():
+			t.Fatal("no tools_changed event")
+		}
+		break
+	}
+
+	if id := resumedAfter.Load(); id != nil && store == nil {
+		t.Errorf("a GET resumed after event %q, which the server never sent", id)
+	}
+	if s := d.waitServer(ctx, t, "proxied", mcpdv1.ServerState_SERVER_STATE_READY); s.GetRestarts() != 0 {
+		t.Errorf("restarts: got %d, want 0 (last_error %q)", s.GetRestarts(), s.GetLastError())
 	}
 }

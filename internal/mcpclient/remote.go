@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -51,6 +53,14 @@ const (
 	// sessionErrorPeek bounds how much of a 400 answer is read to see
 	// whether it is about the session.
 	sessionErrorPeek = 4 << 10
+	// streamHeld is how long an event stream must have been open for its
+	// end to count as a stream that worked (see resumeBody): far below
+	// any proxy's idle timeout, yet long enough that a server that closes
+	// every stream at once still has it given up by the SDK's retries.
+	streamHeld = time.Second
+	// maxTrackedLine bounds the part of an event stream's line kept to
+	// read an id field; a longer id turns the stream's end marking off.
+	maxTrackedLine = 1 << 10
 )
 
 // RemoteOptions configure NewRemoteDialer. The zero value of each field
@@ -81,7 +91,11 @@ type RemoteOptions struct {
 	MaxMessageBytes int
 	// StreamRetries is how often the SDK reconnects a dropped stream of a
 	// legacy Streamable HTTP session (its standalone GET, or a resumable
-	// response) before it ends the session. Default 2; negative for none.
+	// response) before it ends the session, counting the drops of streams
+	// that brought nothing new. A GET stream that stayed open for a while
+	// (streamHeld) and then ended, as a proxy's idle timeout ends it,
+	// counts as having brought something: its reconnects never run out.
+	// Default 2; negative for none.
 	StreamRetries int
 	// OAuth, if set, authorizes requests to servers that have an oauth
 	// block or no static Authorization header. The metadata,
@@ -237,6 +251,7 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 		maxBytes:    o.MaxMessageBytes,
 		listenEnded: listenEnded,
 		streamable:  cfg.Kind == config.TransportHTTP,
+		resumeTag:   "mcpd-" + rand.Text()[:8] + ".",
 		postTimeout: o.PostTimeout,
 		log:         o.Logger.With().Str("server", cfg.Name).Logger(),
 	}
@@ -332,6 +347,10 @@ type remoteRoundTripper struct {
 	// listenEnded, if set, is called when a subscriptions/listen stream
 	// ends while its request is still wanted.
 	listenEnded func()
+	// resumeTag starts the event ids resumeBody makes up, and resumes
+	// numbers them.
+	resumeTag string
+	resumes   atomic.Uint64
 	// postTimeout bounds a POST made on a context that never ends (see
 	// RemoteOptions.PostTimeout).
 	postTimeout time.Duration
@@ -342,6 +361,21 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if req.Method == http.MethodPost && req.Context().Done() == nil && !carriesCall(req) {
 		return rt.roundTripBounded(req)
 	}
+	// resumedFrom is the server's own id of the event a GET resumes after.
+	var resumedFrom string
+	if rt.streamable && req.Method == http.MethodGet {
+		resumedFrom = req.Header.Get("Last-Event-ID")
+		if own, ok := rt.ownEventID(resumedFrom); ok {
+			resumedFrom = own
+			req = req.Clone(req.Context())
+			if own == "" {
+				req.Header.Del("Last-Event-ID")
+			} else {
+				req.Header.Set("Last-Event-ID", own)
+			}
+		}
+	}
+	opened := time.Now()
 	if (len(rt.headers) > 0 || rt.host != "") && origin(req.URL) == rt.origin {
 		req = req.Clone(req.Context())
 		for k, v := range rt.headers {
@@ -384,7 +418,29 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if err == nil && rt.listenEnded != nil && req.Header.Get("Mcp-Method") == "subscriptions/listen" {
 		resp.Body = &listenBody{rc: resp.Body, req: req.Context(), ended: rt.listenEnded}
 	}
+	if err == nil && rt.streamable && req.Method == http.MethodGet && resp.StatusCode == http.StatusOK {
+		if media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); media == "text/event-stream" {
+			resp.Body = &resumeBody{rc: resp.Body, req: req.Context(), opened: opened, lastID: resumedFrom, boundary: true, mint: rt.mintEventID}
+		}
+	}
 	return resp, err
+}
+
+// mintEventID makes up an event id that stands for the server's own id
+// last (empty if the server gave none), for ownEventID to turn back.
+func (rt *remoteRoundTripper) mintEventID(last string) string {
+	return fmt.Sprintf("%s%d.%s", rt.resumeTag, rt.resumes.Add(1), last)
+}
+
+// ownEventID returns the server's own event id that id, one mintEventID
+// made, stands for.
+func (rt *remoteRoundTripper) ownEventID(id string) (own string, ok bool) {
+	rest, ok := strings.CutPrefix(id, rt.resumeTag)
+	if !ok {
+		return "", false
+	}
+	_, own, ok = strings.Cut(rest, ".")
+	return own, ok
 }
 
 // roundTripBounded sends req, a POST of a message on a context that never
@@ -463,6 +519,88 @@ func (b *listenBody) Read(p []byte) (int, error) {
 }
 
 func (b *listenBody) Close() error { return b.rc.Close() }
+
+// resumeBody ends an event stream of a GET (the standalone stream of a
+// legacy Streamable HTTP session, or a response stream resumed) that
+// stayed open for streamHeld with one more event, which carries only an
+// id that mcpd made up: a stream that the server or a proxy closed after
+// a while is thereby one that brought something new. The SDK reconnects
+// a dropped stream only so often without that, over the session's whole
+// life, and then ends the session: behind a proxy with an idle timeout
+// (60 seconds is common) an idle session would end every few minutes,
+// cutting off the calls it runs. The id goes back to the server as the
+// Last-Event-ID of the reconnecting GET, which RoundTrip turns into the
+// server's own last id again (or drops, if the server gave none).
+type resumeBody struct {
+	rc     io.ReadCloser
+	req    context.Context
+	opened time.Time
+	mint   func(last string) string
+	// lastID is the id of the last complete event with one, else the id
+	// the GET resumed after.
+	lastID string
+	// pendingID is the id of the event being read, if it has one.
+	pendingID  string
+	hasPending bool
+	line       []byte // the current line so far, up to maxTrackedLine
+	lineLong   bool   // the current line is longer than that
+	unknownID  bool   // an id line was too long to read: lastID is unknown
+	boundary   bool   // what was read so far ends with a complete event
+	tail       []byte // the made-up event still to be read
+	err        error  // the stream's end, once tail is set
+}
+
+func (b *resumeBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		if len(b.tail) == 0 {
+			return 0, b.err
+		}
+		n := copy(p, b.tail)
+		b.tail = b.tail[n:]
+		return n, nil
+	}
+	n, err := b.rc.Read(p)
+	b.scan(p[:n])
+	// Only at the end of a complete event: after part of one, the made-up
+	// one would join it. Not when mcpd itself ended the stream.
+	if err != nil && b.boundary && !b.unknownID && b.req.Err() == nil && time.Since(b.opened) >= streamHeld {
+		b.tail, b.err = []byte("id: "+b.mint(b.lastID)+"\n\n"), err
+		return n, nil
+	}
+	return n, err
+}
+
+// scan follows the lines of the stream as the SDK reads them: an event
+// ends at an empty line, and its id field is "id:" and the value.
+func (b *resumeBody) scan(p []byte) {
+	for _, c := range p {
+		if c != '\n' {
+			b.boundary = false
+			if len(b.line) < maxTrackedLine {
+				b.line = append(b.line, c)
+			} else {
+				b.lineLong = true
+			}
+			continue
+		}
+		line := bytes.TrimRight(b.line, "\r")
+		switch {
+		case len(line) == 0 && !b.lineLong:
+			if b.hasPending {
+				b.lastID, b.hasPending = b.pendingID, false
+			}
+			b.boundary = true
+		case bytes.HasPrefix(line, []byte("id:")):
+			if b.lineLong {
+				b.unknownID = true
+			}
+			b.pendingID, b.hasPending = strings.TrimSpace(string(line[len("id:"):])), true
+		}
+		b.line, b.lineLong = b.line[:0], false
+	}
+}
+
+func (b *resumeBody) Close() error { return b.rc.Close() }
 
 // sessionLost rewrites an answer to a request of a legacy session that
 // says the session is gone into a bodiless 404, which the SDK takes for a

@@ -820,6 +820,56 @@ func TestEventLimitBody(t *testing.T) {
 	}
 }
 
+// TestResumeBody: a GET stream that stayed open ends with a made-up event
+// naming the last id the server gave (or the one the GET resumed after),
+// at an event's end only, and not when it closed at once.
+func TestResumeBody(t *testing.T) {
+	const none = "(none)"
+	tests := []struct {
+		name, stream, resumedFrom string
+		held                      bool
+		want                      string // the id the made-up event stands for
+	}{
+		{"idle", "", "", true, ""},
+		{"keepalive comments", ": ping\n\n: ping\n\n", "", true, ""},
+		{"events without ids", "data: {}\n\n", "7", true, "7"},
+		{"numbered events", "id: 1\ndata: {}\n\nid:  2 \r\ndata: {}\r\n\r\ndata: {}\n\n", "", true, "2"},
+		{"an id of an event cut short", "id: 1\ndata: {}\n\nid: 2\ndata: {", "", true, none},
+		{"cut within a line", "data: {}\n\n: pi", "", true, none},
+		{"cut after a line", "id: 1\ndata: {}\n", "", true, none},
+		{"closed at once", "id: 1\ndata: {}\n\n", "", false, none},
+		{"an id too long to read", "id: " + strings.Repeat("x", maxTrackedLine) + "\n\n", "", true, none},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opened := time.Now()
+			if tt.held {
+				opened = opened.Add(-streamHeld)
+			}
+			var minted []string
+			body := &resumeBody{
+				rc: io.NopCloser(iotest.OneByteReader(strings.NewReader(tt.stream))), req: context.Background(),
+				opened: opened, lastID: tt.resumedFrom, boundary: true,
+				mint: func(last string) string { minted = append(minted, last); return "made-up" },
+			}
+			data, err := io.ReadAll(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.TrimPrefix(string(data), tt.stream)
+			if tt.want == none {
+				if got != "" || len(minted) != 0 {
+					t.Errorf("got %q appended, want the stream unchanged", got)
+				}
+				return
+			}
+			if got != "id: made-up\n\n" || !slices.Equal(minted, []string{tt.want}) {
+				t.Errorf("got %q appended for ids %q, want an event with the made-up id for %q", got, minted, tt.want)
+			}
+		})
+	}
+}
+
 func TestLimitBody(t *testing.T) {
 	tests := []struct {
 		size     int
