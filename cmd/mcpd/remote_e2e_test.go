@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/prototext"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -344,5 +347,78 @@ func testStreamCutByProxy(t *testing.T, store mcp.EventStore) {
 	}
 	if s := d.waitServer(ctx, t, "proxied", mcpdv1.ServerState_SERVER_STATE_READY); s.GetRestarts() != 0 {
 		t.Errorf("restarts: got %d, want 0 (last_error %q)", s.GetRestarts(), s.GetLastError())
+	}
+}
+
+// TestRemoteCallCutOffMayHaveRun calls a tool without hints over
+// Streamable HTTP, and the call's request reaches the server and runs, but
+// no answer comes back: the server goes away while the tool runs, or a
+// gateway in front of it answers 504 once it ran. Either way the call may
+// have run: UNAVAILABLE with ErrorInfo reason CALL_MAY_HAVE_RUN, which
+// tells a client not to repeat it blindly, and it was not sent again.
+func TestRemoteCallCutOffMayHaveRun(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"server gone", "gateway timeout"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			srv := mcp.NewServer(&mcp.Implementation{Name: "cut-off", Version: "0.0.1"}, nil)
+			var runs atomic.Int32
+			running := make(chan struct{}, 1)
+			quit := make(chan struct{})
+			mcp.AddTool(srv, &mcp.Tool{Name: "append"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				runs.Add(1)
+				if how == "server gone" {
+					running <- struct{}{}
+					select {
+					case <-quit:
+					case <-ctx.Done():
+					}
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "appended"}}}, nil, nil
+			})
+			handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if how == "gateway timeout" && r.Method == http.MethodPost && bytes.Contains(body, []byte(`"method":"tools/call"`)) {
+					// The server runs the call; the gateway gives up on its answer.
+					handler.ServeHTTP(httptest.NewRecorder(), r)
+					http.Error(w, "<html><body>504 Gateway Time-out</body></html>", http.StatusGatewayTimeout)
+					return
+				}
+				handler.ServeHTTP(w, r)
+			}))
+			t.Cleanup(func() {
+				close(quit)
+				up.CloseClientConnections()
+				up.Close()
+				for ss := range srv.Sessions() {
+					_ = ss.Close()
+				}
+			})
+			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+			d.connectReady(ctx, t, remoteConfig("cut", "http", up.URL))
+
+			called := make(chan error, 1)
+			go func() {
+				_, err := d.call(ctx, t, "mcp__cut__append", nil, 0)
+				called <- err
+			}()
+			if how == "server gone" {
+				<-running
+				up.CloseClientConnections()
+			}
+			st := wantCode(t, <-called, codes.Unavailable)
+			if info := errorInfo(st); info.GetReason() != "CALL_MAY_HAVE_RUN" || info.GetMetadata()["tool"] != "append" || info.GetMetadata()["retried"] != "false" {
+				t.Errorf("got %q with ErrorInfo %v, want reason CALL_MAY_HAVE_RUN for append, not retried", st.Message(), info)
+			}
+			if strings.Contains(st.Message(), "<html>") {
+				t.Errorf("the message %q quotes the gateway's page", st.Message())
+			}
+			if n := runs.Load(); n != 1 {
+				t.Errorf("the tool ran %d times, want 1", n)
+			}
+		})
 	}
 }

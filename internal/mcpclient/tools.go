@@ -236,8 +236,20 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 		if a.err == nil {
 			return res, nil
 		}
-		if !a.sessionEnded || ctx.Err() != nil {
-			// The caller gave up, or the session lives on.
+		if ctx.Err() != nil {
+			return nil, a.err // the caller gave up
+		}
+		if !a.sessionEnded {
+			// The session lives on, or its end was not seen yet (the call
+			// failed with the connection before the run noticed). A call
+			// that failed on the way after it may have reached the server
+			// (its HTTP request cut off, or answered by a gateway's 504)
+			// may have run all the same: it is not sent again, and says
+			// so, lest the caller repeat it as if it had not.
+			if a.sent && errors.Is(a.err, ErrUnavailable) && u.cfg.Kind != config.TransportAgent {
+				sent++
+				return nil, interrupted(a.err)
+			}
 			return nil, a.err
 		}
 		ended = cs
