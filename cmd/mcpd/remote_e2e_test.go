@@ -358,15 +358,32 @@ func testStreamCutByProxy(t *testing.T, store mcp.EventStore) {
 // tells a client not to repeat it blindly, and it was not sent again.
 func TestRemoteCallCutOffMayHaveRun(t *testing.T) {
 	t.Parallel()
-	for _, how := range []string{"server gone", "gateway timeout"} {
-		t.Run(how, func(t *testing.T) {
+	for _, tt := range []struct {
+		how      string
+		readOnly bool // the tool says it is: calling it again is safe
+		// wantMayHaveRun: CALL_MAY_HAVE_RUN, else a plain UNAVAILABLE,
+		// which clients may repeat.
+		wantMayHaveRun bool
+		wantRuns       int32
+	}{
+		{how: "server gone", wantMayHaveRun: true, wantRuns: 1},
+		{how: "gateway timeout", wantMayHaveRun: true, wantRuns: 1},
+		{how: "gateway timeout", readOnly: true, wantRuns: 1},
+		{how: "rate limited", wantRuns: 0},
+	} {
+		how := tt.how
+		name := how
+		if tt.readOnly {
+			name += ", read-only tool"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
 			srv := mcp.NewServer(&mcp.Implementation{Name: "cut-off", Version: "0.0.1"}, nil)
 			var runs atomic.Int32
 			running := make(chan struct{}, 1)
 			quit := make(chan struct{})
-			mcp.AddTool(srv, &mcp.Tool{Name: "append"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			mcp.AddTool(srv, &mcp.Tool{Name: "append", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: tt.readOnly}}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 				runs.Add(1)
 				if how == "server gone" {
 					running <- struct{}{}
@@ -381,11 +398,18 @@ func TestRemoteCallCutOffMayHaveRun(t *testing.T) {
 			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, _ := io.ReadAll(r.Body)
 				r.Body = io.NopCloser(bytes.NewReader(body))
-				if how == "gateway timeout" && r.Method == http.MethodPost && bytes.Contains(body, []byte(`"method":"tools/call"`)) {
-					// The server runs the call; the gateway gives up on its answer.
-					handler.ServeHTTP(httptest.NewRecorder(), r)
-					http.Error(w, "<html><body>504 Gateway Time-out</body></html>", http.StatusGatewayTimeout)
-					return
+				if r.Method == http.MethodPost && bytes.Contains(body, []byte(`"method":"tools/call"`)) {
+					switch how {
+					case "gateway timeout":
+						// The server runs the call; the gateway gives up on its answer.
+						handler.ServeHTTP(httptest.NewRecorder(), r)
+						http.Error(w, "<html><body>504 Gateway Time-out</body></html>", http.StatusGatewayTimeout)
+						return
+					case "rate limited":
+						// The gateway turns the call away: it never reaches the server.
+						http.Error(w, "<html><body>429 Too Many Requests</body></html>", http.StatusTooManyRequests)
+						return
+					}
 				}
 				handler.ServeHTTP(w, r)
 			}))
@@ -410,14 +434,18 @@ func TestRemoteCallCutOffMayHaveRun(t *testing.T) {
 				up.CloseClientConnections()
 			}
 			st := wantCode(t, <-called, codes.Unavailable)
-			if info := errorInfo(st); info.GetReason() != "CALL_MAY_HAVE_RUN" || info.GetMetadata()["tool"] != "append" || info.GetMetadata()["retried"] != "false" {
+			info := errorInfo(st)
+			switch {
+			case tt.wantMayHaveRun && (info.GetReason() != "CALL_MAY_HAVE_RUN" || info.GetMetadata()["tool"] != "append" || info.GetMetadata()["retried"] != "false"):
 				t.Errorf("got %q with ErrorInfo %v, want reason CALL_MAY_HAVE_RUN for append, not retried", st.Message(), info)
+			case !tt.wantMayHaveRun && info.GetReason() == "CALL_MAY_HAVE_RUN":
+				t.Errorf("got %q with ErrorInfo %v, want no CALL_MAY_HAVE_RUN: the call may be repeated", st.Message(), info)
 			}
 			if strings.Contains(st.Message(), "<html>") {
 				t.Errorf("the message %q quotes the gateway's page", st.Message())
 			}
-			if n := runs.Load(); n != 1 {
-				t.Errorf("the tool ran %d times, want 1", n)
+			if n := runs.Load(); n != tt.wantRuns {
+				t.Errorf("the tool ran %d times, want %d", n, tt.wantRuns)
 			}
 		})
 	}

@@ -409,9 +409,11 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	// Only the POST that carries the request says it was refused unrun:
 	// the SDK resumes a broken answer stream with a GET made with the
 	// request's context, and a 404 to that GET comes after the server
-	// took the request.
-	if req.Header.Get("Mcp-Session-Id") != "" && req.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion && sessionLost(resp) &&
-		rec != nil && req.Method == http.MethodPost {
+	// took the request. A 429 or 503 turns the request away before it
+	// runs (a 502 or 504 may come after a gateway passed it on).
+	lost := req.Header.Get("Mcp-Session-Id") != "" && req.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion && sessionLost(resp)
+	turnedAway := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+	if rec != nil && req.Method == http.MethodPost && (lost || turnedAway) {
 		rec.MarkRefused()
 	}
 	resp, err = rt.bound(resp)

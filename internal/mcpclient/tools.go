@@ -245,8 +245,9 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 			// that failed on the way after it may have reached the server
 			// (its HTTP request cut off, or answered by a gateway's 504)
 			// may have run all the same: it is not sent again, and says
-			// so, lest the caller repeat it as if it had not.
-			if a.sent && errors.Is(a.err, ErrUnavailable) && u.cfg.Kind != config.TransportAgent {
+			// so, lest the caller repeat it as if it had not. A tool safe
+			// to call again fails plainly: the caller may repeat it.
+			if a.sent && !repeatable && errors.Is(a.err, ErrUnavailable) && u.cfg.Kind != config.TransportAgent {
 				sent++
 				return nil, interrupted(a.err)
 			}
@@ -325,10 +326,11 @@ func (u *upstream) attempt(ctx context.Context, cs *mcp.ClientSession, c toolCal
 		// sent.
 		sent: sent.Sent() || !tracked,
 	}
-	if errors.Is(err, mcp.ErrSessionMissing) && sent.Refused() {
-		// The server answered this request that it does not know the
-		// session: it did not run the call. (Every other call in flight
-		// on the session fails the same way, ran or not.)
+	if sent.Refused() {
+		// The server answered this very request that it does not know the
+		// session, or its gateway turned it away (429, 503): it did not
+		// run the call. (Every other call in flight on a lost session
+		// fails the same way, ran or not.)
 		out.sent = false
 	}
 	// A line over the size limit on a stream ends the session (classify

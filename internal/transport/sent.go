@@ -46,7 +46,8 @@ func (r *SendRecord) MarkSent() { r.sent.Store(true) }
 func (r *SendRecord) Sent() bool { return r.sent.Load() }
 
 // MarkRefused records that the server answered this very request that it
-// does not know its session, so it did not run it.
+// did not run it (it does not know its session, or it turned the request
+// away).
 func (r *SendRecord) MarkRefused() { r.refused.Store(true) }
 
 // Refused reports whether the server refused the request unrun. A session
