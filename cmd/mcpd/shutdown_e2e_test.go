@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -316,4 +320,104 @@ func (d *daemon) watchServing(ctx context.Context, t *testing.T, timeout time.Du
 		t.Fatalf("health before shutdown: got %v, %v; want SERVING", h.GetStatus(), err)
 	}
 	return watch
+}
+
+// TestShutdownRemoteServerHung stops mcpd while a remote server hangs: it
+// took a tool call (and, in Asked, asked mcpd to sample before) and
+// answers no request from then on, the messages that close its session
+// (a cancellation, mcpd's answer, the Streamable HTTP DELETE) included.
+// Closing the session gets the stop grace, as a stdio server's exit
+// does; then its requests are cut off, and mcpd exits 0 within its
+// bound.
+func TestShutdownRemoteServerHung(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, kind string
+		ask        bool // the tool asks mcpd to sample first
+	}{
+		{"HTTP", "http", false},
+		{"HTTPAsked", "http", true},
+		{"SSE", "sse", false},
+		{"SSEAsked", "sse", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			url, hanging := hungRemote(t, tc.kind, tc.ask)
+			d := startDaemon(ctx, t, daemonOptions{
+				config: emptyConfig(t),
+				args:   []string{"--shutdown-timeout", "1s", "--stop-grace", "200ms"},
+			})
+			d.connectReady(ctx, t, remoteConfig("hung", tc.kind, url))
+			go func() { _, _ = d.hub.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__hung__hang"}) }()
+			select {
+			case <-hanging:
+			case <-ctx.Done():
+				t.Fatal("the server did not begin to hang")
+			}
+			if code := d.signal(t, syscall.SIGTERM); code != 0 {
+				t.Errorf("mcpd exit code: got %d, want 0", code)
+			}
+			if !logHasLine(d.log.String(), "mcpd stopped") {
+				t.Errorf("mcpd log: no 'mcpd stopped' line")
+			}
+		})
+	}
+}
+
+// hungRemote serves an MCP server over kind ("http" or "sse") on loopback
+// whose tool "hang" (after asking its client to sample, with ask) makes
+// the server take every later request and never answer it, until the
+// test ends. hanging is closed once the tool runs, or with ask once the
+// server has taken mcpd's answer.
+func hungRemote(t *testing.T, kind string, ask bool) (url string, hanging <-chan struct{}) {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hung", Version: "0.0.1"}, nil)
+	var hung atomic.Bool
+	released, release := context.WithCancel(context.Background())
+	hangs := make(chan struct{})
+	var once sync.Once
+	mcp.AddTool(srv, &mcp.Tool{Name: "hang"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(released, cancel)()
+		hung.Store(true)
+		if !ask {
+			once.Do(func() { close(hangs) })
+		} else {
+			_, _ = req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
+				MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}},
+			})
+		}
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	})
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	path := "/mcp"
+	if kind == "sse" {
+		h, path = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil), "/sse"
+	}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A stream opened before goes on; a request from now on hangs.
+		if hung.Load() {
+			if ask && r.Method == http.MethodPost {
+				once.Do(func() { close(hangs) }) // mcpd's answer, taken
+			}
+			select {
+			case <-released.Done():
+			case <-r.Context().Done():
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		release()
+		hs.CloseClientConnections()
+		hs.Close()
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+	})
+	return hs.URL + path, hangs
 }

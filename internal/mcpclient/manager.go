@@ -35,7 +35,9 @@ type Options struct {
 	// server's and a call's own settings win.
 	CallTimeout time.Duration
 	// StopGrace is how long a child process gets after stdin closes, and
-	// again after SIGTERM, before the next step; default 2s.
+	// again after SIGTERM, before the next step, and how long a remote
+	// session's close may take before its requests are cut off (see
+	// closeRemote); default 2s.
 	StopGrace time.Duration
 	// DrainTimeout is how long a server replaced by Start, or removed by
 	// DisconnectAll, may go on to finish the requests it runs before it
@@ -689,7 +691,8 @@ const hurriedStopWait = 5 * time.Second
 
 // Hurry makes the stops of the servers' child processes under way, and
 // all later ones, skip their graces: the process group is killed at once
-// (SIGKILL), as when a second signal asks mcpd to stop now.
+// (SIGKILL), as when a second signal asks mcpd to stop now. The requests
+// of remote sessions end at once too, those their close waits for.
 func (m *Manager) Hurry() { m.hurry() }
 
 func (m *Manager) lookup(name string) (*upstream, error) {

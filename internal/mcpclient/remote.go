@@ -179,7 +179,7 @@ func (e *MessageTooLargeError) Unwrap() error { return transport.ErrMessageTooLa
 func NewRemoteDialer(opts *RemoteOptions) Dialer {
 	o := opts.withDefaults()
 	return func(ctx context.Context, cfg config.Server) (mcp.Transport, error) {
-		t, err := o.transport(cfg, listenEndedFrom(ctx))
+		t, err := o.transport(cfg, listenEndedFrom(ctx), cutFrom(ctx))
 		if err == nil {
 			if f := sendsTrackedFrom(ctx); f != nil {
 				f() // remoteRoundTripper marks every request's SendRecord
@@ -221,9 +221,28 @@ func listenEndedFrom(ctx context.Context) func() {
 	return f
 }
 
+// cutKey carries, in the context given to a Dialer, a context whose end
+// cuts off every HTTP request of the session, those the SDK sends on
+// contexts nobody can end included: the DELETE and the messages its Close
+// waits for. See upstream.closeSession.
+type cutKey struct{}
+
+func withCut(ctx context.Context, cut context.Context) context.Context {
+	return context.WithValue(ctx, cutKey{}, cut)
+}
+
+func cutFrom(ctx context.Context) context.Context {
+	cut, _ := ctx.Value(cutKey{}).(context.Context)
+	return cut
+}
+
+// errCut fails a request of a session whose requests were cut off.
+var errCut = errors.New("the session's requests were cut off: its server is being stopped")
+
 // transport builds a fresh transport, and its own http.Client, for one
-// session with cfg's server.
-func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Transport, error) {
+// session with cfg's server. The end of cut, if not nil, ends every
+// request of the session.
+func (o *RemoteOptions) transport(cfg config.Server, listenEnded func(), cut context.Context) (mcp.Transport, error) {
 	if cfg.Kind != config.TransportHTTP && cfg.Kind != config.TransportSSE {
 		return nil, errorf(ErrInvalidArgument, "server %q: %s is not a remote transport (want http or sse)", cfg.Name, cfg.Kind)
 	}
@@ -253,6 +272,7 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func()) (mcp.Tr
 		streamable:  cfg.Kind == config.TransportHTTP,
 		resumeTag:   "mcpd-" + rand.Text()[:8] + ".",
 		postTimeout: o.PostTimeout,
+		cut:         cut,
 		log:         o.Logger.With().Str("server", cfg.Name).Logger(),
 	}
 	if rt.base == nil {
@@ -354,13 +374,44 @@ type remoteRoundTripper struct {
 	// postTimeout bounds a POST made on a context that never ends (see
 	// RemoteOptions.PostTimeout).
 	postTimeout time.Duration
-	log         zerolog.Logger
+	// cut, if not nil, ends every request once it ends (see withCut).
+	cut context.Context
+	log zerolog.Logger
 }
 
 func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodPost && req.Context().Done() == nil && !carriesCall(req) {
 		return rt.roundTripBounded(req)
 	}
+	if rt.cut != nil {
+		return rt.roundTripCut(req)
+	}
+	return rt.send(req)
+}
+
+// roundTripCut sends req until it is done or rt.cut ends.
+func (rt *remoteRoundTripper) roundTripCut(req *http.Request) (*http.Response, error) {
+	if rt.cut.Err() != nil {
+		return nil, errCut
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(rt.cut, cancel)
+	release := func() {
+		stop()
+		cancel()
+	}
+	resp, err := rt.send(req.WithContext(ctx))
+	if err != nil {
+		release()
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: release}
+	return resp, nil
+}
+
+// send sends req with the session's headers and bounds, and notes that it
+// was sent.
+func (rt *remoteRoundTripper) send(req *http.Request) (*http.Response, error) {
 	// resumedFrom is the server's own id of the event a GET resumes after.
 	var resumedFrom string
 	if rt.streamable && req.Method == http.MethodGet {

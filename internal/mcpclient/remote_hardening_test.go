@@ -230,3 +230,85 @@ func TestAnswerPOSTNeverAnswered(t *testing.T) {
 		})
 	}
 }
+
+// TestHurryReachesRemoteSessions: closing the session of a remote server
+// that stopped answering (it asked for the roots mid-call, and takes
+// mcpd's answer, the cancellation and the DELETE without answering them)
+// waits, with a stop grace far beyond the test, until Close's deadline
+// hurries the stop; then the session's requests are cut off, and the
+// server is stopped when Close returns.
+func TestHurryReachesRemoteSessions(t *testing.T) {
+	for _, kind := range []config.TransportKind{config.TransportHTTP, config.TransportSSE} {
+		t.Run(kind.String(), func(t *testing.T) {
+			ctx := testContext(t)
+			url, hung := hungRemote(t, kind)
+			m := NewManager(&Options{
+				ProbeTimeout: 20 * time.Second,
+				StopGrace:    10 * time.Minute,
+				Dialer:       NewRemoteDialer(&RemoteOptions{HTTPClient: testHTTPClient(t)}),
+			})
+			if st, err := m.Connect(ctx, remoteConfig("s", kind, url), false); err != nil || st.State != StateReady {
+				t.Fatalf("Connect: %v %v", st.State, err)
+			}
+			called := make(chan error, 1)
+			go func() {
+				_, err := m.CallTool(ctx, "mcp__s__hang", nil, CallOptions{})
+				called <- err
+			}()
+			awaitOp(t, ctx, "the server to hang", hung)
+
+			closeCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			closed := make(chan error, 1)
+			go func() { closed <- m.Close(closeCtx) }()
+			awaitOp(t, ctx, "Close", closed)
+			if st, _ := m.Get("s"); st.State != StateStopped {
+				t.Errorf("state once Close returned: got %v, want stopped", st.State)
+			}
+			awaitOp(t, ctx, "the call", called)
+		})
+	}
+}
+
+// hungRemote serves, until the test ends, a legacy server over kind whose
+// tool "hang" asks its client for the roots, and from then on the server
+// takes every new request without answering it (a stream opened before
+// goes on). It returns the server's URL, and a channel closed once the
+// server has taken mcpd's answer, and hangs.
+func hungRemote(t *testing.T, kind config.TransportKind) (url string, hanging <-chan struct{}) {
+	t.Helper()
+	srv := newRemoteMCPServer(legacyVersions)
+	var hung atomic.Bool
+	released, release := context.WithCancel(context.Background())
+	hangs := make(chan struct{})
+	var once sync.Once
+	mcp.AddTool(srv, &mcp.Tool{Name: "hang"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(released, cancel)()
+		hung.Store(true)
+		_, _ = req.Session.ListRoots(ctx, nil)
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	})
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	if kind == config.TransportSSE {
+		h = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	}
+	ts := serveRemote(t, newObserver(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hung.Load() {
+			if r.Method == http.MethodPost {
+				once.Do(func() { close(hangs) }) // mcpd's answer, taken
+			}
+			select {
+			case <-released.Done():
+			case <-r.Context().Done():
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	})))
+	t.Cleanup(func() { closeSessions(srv) })
+	t.Cleanup(release)
+	return ts.URL, hangs
+}

@@ -712,7 +712,7 @@ func TestRemoteHeaders(t *testing.T) {
 	})}
 	o := (&RemoteOptions{HTTPClient: base}).withDefaults()
 	tr, err := o.transport(config.Server{Name: "s", Kind: config.TransportHTTP, URL: "https://mcp.example.com:8443/mcp",
-		Headers: map[string]string{"authorization": testAuth, "X-Team": "blue", "Accept": "text/plain", "Host": "front.example.com"}}, nil)
+		Headers: map[string]string{"authorization": testAuth, "X-Team": "blue", "Accept": "text/plain", "Host": "front.example.com"}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,9 +159,13 @@ type upstream struct {
 	// transport.SendRecord, so a request it never sent is known.
 	sendsTracked bool
 	proc         *transport.Process
-	lastProc     *transport.Process // kept for the stderr tail after an exit
-	init         *mcp.InitializeResult
-	detected     config.TransportKind // for TransportAuto: what worked last
+	// cutSession cuts off the HTTP requests of session, a remote one, and
+	// stops watching for the hurry to do so (see dialRemote); nil for
+	// other sessions.
+	cutSession func()
+	lastProc   *transport.Process // kept for the stderr tail after an exit
+	init       *mcp.InitializeResult
+	detected   config.TransportKind // for TransportAuto: what worked last
 	// legacyEra: the server answered only initialize the last time it was
 	// probed, over the transport kinds set here; reconnects skip the
 	// server/discover probe, as the design asks (cache the era per server).
@@ -550,7 +554,7 @@ func (u *upstream) hold(r *run, cs *mcp.ClientSession) (reason string, stopped b
 			// Close releases what the SDK holds for the session (such as
 			// its subscriptions/listen goroutine) even though the peer is
 			// already gone.
-			_ = cs.Close()
+			u.closeConn(cs)
 			readErr := u.connEnded(cs) // before stopProcess forgets cs
 			reason := u.stopProcess()
 			switch {
@@ -955,18 +959,67 @@ func (u *upstream) closeSession(cs *mcp.ClientSession, sessionEnded <-chan struc
 		}()
 		defer func() { <-stopped }()
 	}
-	_ = cs.Close()
+	u.closeConn(cs)
 	if sessionEnded != nil {
 		<-sessionEnded
 	}
 }
 
+// closeConn closes cs with the SDK's Close; a remote session's close is
+// bounded (see closeRemote).
+func (u *upstream) closeConn(cs *mcp.ClientSession) {
+	u.mu.Lock()
+	cut := u.cutSession
+	if u.session != cs {
+		cut = nil
+	}
+	u.mu.Unlock()
+	if cut == nil {
+		_ = cs.Close()
+		return
+	}
+	u.closeRemote(cs, cut)
+}
+
+// closeRemote closes cs, a remote session, as a stdio server is stopped:
+// in order, then at once. The SDK's Close waits for what the session
+// still sends (mcpd's answers to the server's requests, cancellations),
+// then sends a DELETE, each on a context nobody can end, bounded only by
+// the SDK's or the transport's timeouts (up to RemoteOptions.PostTimeout)
+// against a server that takes a request and never answers it. It gets
+// the stop grace; then cut ends its requests. The daemon's hurry
+// (Manager.Hurry) ends them at once (see dialRemote).
+func (u *upstream) closeRemote(cs *mcp.ClientSession, cut func()) {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_ = cs.Close()
+	}()
+	grace := u.opts.StopGrace
+	if grace <= 0 {
+		grace = transport.DefaultStopGrace
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-closed:
+		return
+	case <-t.C:
+	}
+	u.log.Warn().Dur("stop_grace", grace).Msg("the server did not let its session close within the stop grace: its requests are cut off")
+	cut()
+	<-closed
+}
+
 // stopProcess stops the child process, if any, and describes how it ended.
 func (u *upstream) stopProcess() string {
 	u.mu.Lock()
-	proc := u.proc
-	u.proc, u.session = nil, nil
+	proc, cut := u.proc, u.cutSession
+	u.proc, u.session, u.cutSession = nil, nil, nil
 	u.mu.Unlock()
+	if cut != nil {
+		cut()
+	}
 	if proc == nil {
 		return "session closed"
 	}
@@ -1195,8 +1248,19 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 	})
 	var tracked bool
 	dialCtx = withSendsTracked(dialCtx, func() { tracked = true })
+	// The session's requests end once the daemon is out of time
+	// (Manager.Hurry), as a stdio server's stop then skips its graces, or
+	// once closeRemote cuts them off.
+	cutCtx, cutNow := context.WithCancel(context.Background())
+	unwatch := context.AfterFunc(u.stopping, cutNow)
+	cut := func() {
+		unwatch()
+		cutNow()
+	}
+	dialCtx = withCut(dialCtx, cutCtx)
 	t, err := u.opts.Dialer(dialCtx, cfg)
 	if err != nil {
+		cut()
 		return nil, startError{err}
 	}
 	t = u.routed(t)
@@ -1210,18 +1274,24 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 	cs, err := u.client.Connect(ctx, guard, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if !stop() {
 		if err == nil {
-			_ = cs.Close()
+			u.closeRemote(cs, cut)
 		}
+		cut()
 		return nil, fmt.Errorf("connect: %w", context.Cause(ctx))
 	}
 	if err != nil {
+		cut()
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	mine.Store(cs)
 	u.mu.Lock()
-	u.session, u.init, u.liveConn = cs, cs.InitializeResult(), connOf(t)
+	old := u.cutSession // of a session that ended without stopProcess
+	u.session, u.init, u.liveConn, u.cutSession = cs, cs.InitializeResult(), connOf(t), cut
 	u.sendsTracked = tracked
 	u.mu.Unlock()
+	if old != nil {
+		old()
+	}
 	return cs, nil
 }
 
