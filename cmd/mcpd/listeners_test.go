@@ -24,7 +24,7 @@ func TestListenersCloseIdleConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer redirect.close(t.Context())
+	defer redirect.stop(t.Context())
 	for name, srv := range map[string]*http.Server{
 		"mcp":            newMCPServer(lis, http.NotFoundHandler(), 0),
 		"metrics":        newMetricsServer(lis, http.NotFoundHandler(), ""),

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/rs/zerolog"
 
@@ -30,8 +31,9 @@ func defaultOAuthStateDir(lookup func(string) (string, bool)) string {
 // oauthRedirect is the loopback listener that receives the browser's
 // redirect at the end of a consent.
 type oauthRedirect struct {
-	srv  *http.Server
-	done chan struct{}
+	srv      *http.Server
+	done     chan struct{}
+	stopOnce sync.Once
 }
 
 // startOAuth makes the OAuth manager and, unless addr is "off", its
@@ -95,13 +97,17 @@ func startOAuth(stateDir string, defaultDir bool, addr string, log zerolog.Logge
 	return m, r, nil
 }
 
-// close stops the listener; nil-safe.
-func (r *oauthRedirect) close(ctx context.Context) {
+// stop stops the listener: its requests (a consent being completed) may
+// finish until ctx ends, then the rest are cut off. Only the first call
+// does so. nil-safe.
+func (r *oauthRedirect) stop(ctx context.Context) {
 	if r == nil {
 		return
 	}
-	if err := r.srv.Shutdown(ctx); err != nil {
-		_ = r.srv.Close()
-	}
-	<-r.done
+	r.stopOnce.Do(func() {
+		if err := r.srv.Shutdown(ctx); err != nil {
+			_ = r.srv.Close()
+		}
+		<-r.done
+	})
 }

@@ -152,7 +152,11 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
-	defer redirect.close(context.Background())
+	defer func() {
+		shutCtx, cancel := context.WithTimeout(now, c.shutdownTimeout)
+		defer cancel()
+		redirect.stop(shutCtx)
+	}()
 	mgr = mcpclient.NewManager(&mcpclient.Options{
 		Logger:            log,
 		ClientInfo:        &mcp.Implementation{Name: "mcpd", Version: buildVersion()},
@@ -343,9 +347,10 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 			reloads <- merged
 		}
 	}
-	// Both edges drain at once, under one deadline: the gRPC side turns
+	// The edges drain at once, under one deadline: the gRPC side turns
 	// NOT_SERVING and refuses new calls as the shutdown begins, not once
-	// the MCP endpoint's calls are done.
+	// the MCP endpoint's calls are done. So does the OAuth redirect
+	// listener, whose requests could otherwise hold mcpd for ever.
 	stopNow := context.AfterFunc(now, func() {
 		log.Warn().Msg("second signal: cutting off RPCs in flight and killing servers now")
 		mgr.Hurry()
@@ -355,6 +360,7 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 	defer cancel()
 	var drained sync.WaitGroup
 	drained.Go(func() { stopMCP(drainCtx) })
+	drained.Go(func() { redirect.stop(drainCtx) })
 	srv.Shutdown(drainCtx)
 	drained.Wait()
 	// Stopping servers is bounded by their stop grace; give it its own

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/oauth"
 )
 
 // reapTimeout bounds the wait for a process that was killed to be marked
@@ -420,4 +422,33 @@ func hungRemote(t *testing.T, kind string, ask bool) (url string, hanging <-chan
 		}
 	})
 	return hs.URL + path, hangs
+}
+
+// TestShutdownOAuthRedirectHeld stops mcpd while a request to its OAuth
+// redirect listener is held open (it declares a body that never comes):
+// the listener's requests drain within the shutdown timeout, as the
+// API's do, then are cut off, and mcpd exits 0.
+func TestShutdownOAuthRedirectHeld(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{
+		config: emptyConfig(t),
+		args:   []string{"--oauth-redirect-addr", addr, "--shutdown-timeout", "1s"},
+	})
+	var dialer net.Dialer
+	c, err := dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 100\r\n\r\n", oauth.CallbackPath, addr); err != nil {
+		t.Fatal(err)
+	}
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("mcpd exit code: got %d, want 0", code)
+	}
+	if !logHasLine(d.log.String(), "mcpd stopped") {
+		t.Errorf("mcpd log: no 'mcpd stopped' line")
+	}
 }
