@@ -248,13 +248,13 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 		}()
 		// Called before the servers stop: the hosts' sessions end (which
 		// ends their long-lived streams), then their requests drain until
-		// drain ends.
+		// drain ends, when those still running are cut off.
 		var once sync.Once
 		stopMCP = func(drain context.Context) {
 			once.Do(func() {
 				stopGateway()
 				<-gwDone
-				gw.Close()
+				gw.Shutdown(drain)
 				if err := mcpSrv.Shutdown(drain); err != nil {
 					_ = mcpSrv.Close()
 				}

@@ -223,6 +223,55 @@ func TestShutdownWithMCPCallInFlight(t *testing.T) {
 	}
 }
 
+// TestShutdownCutsOffMCPCall stops mcpd while a host's tool call runs on
+// the MCP endpoint, longer than --shutdown-timeout and with no deadline of
+// its own that would end it sooner: the call is cut off when the drain
+// ends, as a gRPC call is, and mcpd exits 0.
+func TestShutdownCutsOffMCPCall(t *testing.T) {
+	t.Parallel()
+	for _, era := range mcpEras {
+		t.Run(era, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			d := startDaemon(ctx, t, daemonOptions{args: []string{"--mcp-listen", addr, "--shutdown-timeout", "1s", "--call-timeout", "10m"}})
+			d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+			progress := make(chan struct{}, 1)
+			cs := connectMCP(ctx, t, "http://"+addr+"/mcp", era, "", &mcp.ClientOptions{
+				ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+					select {
+					case progress <- struct{}{}:
+					default:
+					}
+				},
+			})
+			callDone := make(chan struct{})
+			go func() {
+				defer close(callDone)
+				params := &mcp.CallToolParams{Name: "mcp__demo__slow", Arguments: map[string]any{"steps": 1000, "delay_ms": 1000}}
+				params.SetProgressToken("t")
+				_, _ = cs.CallTool(ctx, params)
+			}()
+			select {
+			case <-progress: // the call runs on the server
+			case <-ctx.Done():
+				t.Fatal("no progress from the slow call")
+			}
+			if code := d.signal(t, syscall.SIGTERM); code != 0 {
+				t.Errorf("mcpd exit code: got %d, want 0", code)
+			}
+			select {
+			case <-callDone:
+			case <-ctx.Done():
+				t.Error("the host's call still runs after mcpd exited")
+			}
+			if !logHasLine(d.log.String(), "mcpd stopped") {
+				t.Errorf("mcpd log: no 'mcpd stopped' line")
+			}
+		})
+	}
+}
+
 // TestShutdownSecondSignal: a second SIGTERM or SIGINT ends a shutdown
 // that would otherwise wait out --shutdown-timeout and --stop-grace (both
 // far longer than the test): a call in flight is cut off, a server that

@@ -90,6 +90,11 @@ type Gateway struct {
 	sweepMu        sync.Mutex
 	sweeper        *mcp.ClientSession
 	sweeperSession atomic.Pointer[mcp.ServerSession]
+
+	// cutOffCtx ends when the requests in flight are to end (cutOff):
+	// see cutOffRequests.
+	cutOffCtx context.Context
+	cutOff    context.CancelFunc
 }
 
 // serverItems is what the SDK server holds of one upstream server, by the
@@ -124,6 +129,7 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	g := &Gateway{mgr: mgr, published: make(map[string]*serverItems), subs: make(map[subscription]held),
 		levels: make(map[*mcp.ServerSession]mcp.LoggingLevel), hosts: make(map[*mcp.ServerSession]*hostSession),
 		loaded: make(map[string]string)}
+	g.cutOffCtx, g.cutOff = context.WithCancel(context.Background())
 	if opts != nil {
 		g.opts = *opts
 	}
@@ -180,6 +186,7 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	// A span per request, child of the host's trace context, as the gRPC
 	// edge makes one per RPC; around the guard, so that a refusal has one.
 	g.srv.AddReceivingMiddleware(mgr.Telemetry().ServerMiddleware())
+	g.srv.AddReceivingMiddleware(g.cutOffRequests)
 	// Outermost: a panic in a handler fails its request, not mcpd (the
 	// SDK runs handlers on goroutines without a recover).
 	g.srv.AddReceivingMiddleware(g.recoverPanics)
@@ -315,9 +322,35 @@ func (g *Gateway) resyncAll(syncs *syncer) {
 	}
 }
 
-// Close ends every host session and releases the upstream subscriptions
-// the hosts held. Close is idempotent.
+// Close ends every host session, cancelling the requests it runs, and
+// releases the upstream subscriptions the hosts held. Close is
+// idempotent.
 func (g *Gateway) Close() {
+	g.cutOff()
+	g.close()
+}
+
+// Shutdown is Close, but the hosts' requests in flight may finish until
+// ctx ends; then they are cancelled. A session's end waits for them, and
+// a tool call may run for as long as its own deadline allows (which its
+// progress may keep extending).
+func (g *Gateway) Shutdown(ctx context.Context) {
+	defer context.AfterFunc(ctx, g.cutOff)()
+	g.close()
+}
+
+// cutOffRequests gives each request a context that ends once cutOff is
+// called (Shutdown, Close).
+func (g *Gateway) cutOffRequests(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(g.cutOffCtx, cancel)()
+		return next(ctx, method, req)
+	}
+}
+
+func (g *Gateway) close() {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
