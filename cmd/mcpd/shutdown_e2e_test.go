@@ -384,17 +384,17 @@ func TestShutdownRemoteServerHung(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, kind string
-		ask        bool // the tool asks mcpd to sample first
+		from       hangFrom
 	}{
-		{"HTTP", "http", false},
-		{"HTTPAsked", "http", true},
-		{"SSE", "sse", false},
-		{"SSEAsked", "sse", true},
+		{"HTTP", "http", hangOnCall},
+		{"HTTPAsked", "http", hangOnAnswer},
+		{"SSE", "sse", hangOnCall},
+		{"SSEAsked", "sse", hangOnAnswer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
-			url, hanging := hungRemote(t, tc.kind, tc.ask)
+			url, hanging := hungRemote(t, tc.kind, tc.from)
 			d := startDaemon(ctx, t, daemonOptions{
 				config: emptyConfig(t),
 				args:   []string{"--shutdown-timeout", "1s", "--stop-grace", "200ms"},
@@ -416,12 +416,48 @@ func TestShutdownRemoteServerHung(t *testing.T) {
 	}
 }
 
+// TestShutdownRemoteServerConnecting stops mcpd while it connects to a
+// Streamable HTTP server that answered initialize and takes the session's
+// standalone GET, and then its DELETE, without answering them: giving up
+// the connection gets the stop grace too, and mcpd exits 0 within its
+// bound.
+func TestShutdownRemoteServerConnecting(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	url, hanging := hungRemote(t, "http", hangOnStream)
+	cfg := map[string]any{"mcpServers": map[string]any{"hung": map[string]any{"type": "http", "url": url}}}
+	d := startDaemon(ctx, t, daemonOptions{
+		config:  writeConfig(t, mustJSON(t, cfg)),
+		args:    []string{"--shutdown-timeout", "1s", "--stop-grace", "200ms", "--connect-timeout", "10m"},
+		unready: true,
+	})
+	select {
+	case <-hanging:
+	case <-ctx.Done():
+		t.Fatal("the server did not begin to hang")
+	}
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("mcpd exit code: got %d, want 0", code)
+	}
+	if !logHasLine(d.log.String(), "mcpd stopped") {
+		t.Errorf("mcpd log: no 'mcpd stopped' line")
+	}
+}
+
+// hangFrom says from when hungRemote hangs.
+type hangFrom int
+
+const (
+	hangOnCall   hangFrom = iota // once its tool "hang" runs
+	hangOnAnswer                 // once the tool asked its client to sample, and the server took the answer
+	hangOnStream                 // from the first GET (a Streamable HTTP session's stream)
+)
+
 // hungRemote serves an MCP server over kind ("http" or "sse") on loopback
-// whose tool "hang" (after asking its client to sample, with ask) makes
-// the server take every later request and never answer it, until the
-// test ends. hanging is closed once the tool runs, or with ask once the
-// server has taken mcpd's answer.
-func hungRemote(t *testing.T, kind string, ask bool) (url string, hanging <-chan struct{}) {
+// that, from the moment from says, takes every new request and never
+// answers it (a stream opened before goes on), until the test ends.
+// hanging is closed once it hangs.
+func hungRemote(t *testing.T, kind string, from hangFrom) (url string, hanging <-chan struct{}) {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "hung", Version: "0.0.1"}, nil)
 	var hung atomic.Bool
@@ -433,7 +469,7 @@ func hungRemote(t *testing.T, kind string, ask bool) (url string, hanging <-chan
 		defer cancel()
 		defer context.AfterFunc(released, cancel)()
 		hung.Store(true)
-		if !ask {
+		if from == hangOnCall {
 			once.Do(func() { close(hangs) })
 		} else {
 			_, _ = req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
@@ -450,8 +486,12 @@ func hungRemote(t *testing.T, kind string, ask bool) (url string, hanging <-chan
 	}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A stream opened before goes on; a request from now on hangs.
+		if from == hangOnStream && r.Method != http.MethodPost {
+			hung.Store(true)
+			once.Do(func() { close(hangs) })
+		}
 		if hung.Load() {
-			if ask && r.Method == http.MethodPost {
+			if from == hangOnAnswer && r.Method == http.MethodPost {
 				once.Do(func() { close(hangs) }) // mcpd's answer, taken
 			}
 			select {

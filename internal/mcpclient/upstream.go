@@ -978,22 +978,23 @@ func (u *upstream) closeConn(cs *mcp.ClientSession) {
 		_ = cs.Close()
 		return
 	}
-	u.closeRemote(cs, cut)
+	u.closeRemote(cs.Close, cut)
 }
 
-// closeRemote closes cs, a remote session, as a stdio server is stopped:
-// in order, then at once. The SDK's Close waits for what the session
-// still sends (mcpd's answers to the server's requests, cancellations),
-// then sends a DELETE, each on a context nobody can end, bounded only by
-// the SDK's or the transport's timeouts (up to RemoteOptions.PostTimeout)
-// against a server that takes a request and never answers it. It gets
-// the stop grace; then cut ends its requests. The daemon's hurry
-// (Manager.Hurry) ends them at once (see dialRemote).
-func (u *upstream) closeRemote(cs *mcp.ClientSession, cut func()) {
+// closeRemote closes a remote session (closeFn is its Close, or its
+// connection's) as a stdio server is stopped: in order, then at once. The
+// SDK's Close waits for what the session still sends (mcpd's answers to
+// the server's requests, cancellations), then sends a DELETE, each on a
+// context nobody can end, bounded only by the SDK's or the transport's
+// timeouts (up to RemoteOptions.PostTimeout) against a server that takes
+// a request and never answers it. It gets the stop grace; then cut ends
+// its requests. The daemon's hurry (Manager.Hurry) ends them at once (see
+// dialRemote).
+func (u *upstream) closeRemote(closeFn func() error, cut func()) {
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
-		_ = cs.Close()
+		_ = closeFn()
 	}()
 	grace := u.opts.StopGrace
 	if grace <= 0 {
@@ -1269,12 +1270,12 @@ func (u *upstream) dialRemote(ctx context.Context, kind config.TransportKind, ve
 	// Connect, on the connection's own detached context. A server that
 	// never answers that GET would hold Connect (and stop, which waits
 	// for the run) for ever: when ctx ends first, close the connection.
-	guard := &connectGuard{Transport: t}
+	guard := &connectGuard{Transport: t, close: func(c mcp.Connection) { u.closeRemote(c.Close, cut) }}
 	stop := context.AfterFunc(ctx, guard.abandon)
 	cs, err := u.client.Connect(ctx, guard, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if !stop() {
 		if err == nil {
-			u.closeRemote(cs, cut)
+			u.closeRemote(cs.Close, cut)
 		}
 		cut()
 		return nil, fmt.Errorf("connect: %w", context.Cause(ctx))
@@ -1710,6 +1711,7 @@ func (u *upstream) classifyRaw(ctx context.Context, cs *mcp.ClientSession, op st
 // could not forward) and can close it while Connect still runs.
 type connectGuard struct {
 	mcp.Transport
+	close     func(mcp.Connection) // how to close the connection
 	mu        sync.Mutex
 	conn      mcp.Connection
 	abandoned bool
@@ -1725,7 +1727,7 @@ func (g *connectGuard) Connect(ctx context.Context) (mcp.Connection, error) {
 	abandoned := g.abandoned
 	g.mu.Unlock()
 	if abandoned {
-		_ = c.Close()
+		g.close(c)
 	}
 	return c, nil
 }
@@ -1737,6 +1739,6 @@ func (g *connectGuard) abandon() {
 	c := g.conn
 	g.mu.Unlock()
 	if c != nil {
-		_ = c.Close()
+		g.close(c)
 	}
 }
