@@ -541,3 +541,30 @@ func TestShutdownOAuthRedirectHeld(t *testing.T) {
 		t.Errorf("mcpd log: no 'mcpd stopped' line")
 	}
 }
+
+// TestShutdownSilentConnection stops mcpd while a client holds a
+// connection to its gRPC listener on which it sent nothing (no HTTP/2
+// preface): the gRPC server's stop would wait for that handshake until
+// its own connection timeout, two minutes; mcpd closes such connections
+// when the drain ends, and exits 0.
+func TestShutdownSilentConnection(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--shutdown-timeout", "1s"}})
+	var dialer net.Dialer
+	c, err := dialer.DialContext(ctx, d.net, d.dialTo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A call answered after the connection was accepted: mcpd holds it.
+	if _, err := d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("mcpd exit code: got %d, want 0", code)
+	}
+	if !logHasLine(d.log.String(), "mcpd stopped") {
+		t.Errorf("mcpd log: no 'mcpd stopped' line")
+	}
+}

@@ -223,6 +223,8 @@ type Server struct {
 	mu       sync.Mutex
 	http     []*http.Server // the HTTP listeners' servers (ServeHTTP)
 	stopping bool           // Shutdown began: no new HTTP listener
+	// conns are the gRPC listeners' connections, for Shutdown to cut off.
+	conns connSet
 }
 
 // New builds the gRPC server with MCPHub, health and reflection registered.
@@ -384,7 +386,7 @@ func nextUnary(interceptors []grpc.UnaryServerInterceptor, i int, info *grpc.Una
 
 // Serve accepts connections on lis until Shutdown.
 func (s *Server) Serve(lis net.Listener) error {
-	return s.grpc.Serve(lis)
+	return s.grpc.Serve(&trackedListener{Listener: lis, set: &s.conns})
 }
 
 // Shutdown marks the daemon NOT_SERVING, ends the long-lived streams
@@ -408,9 +410,72 @@ func (s *Server) Shutdown(ctx context.Context) {
 	select {
 	case <-stopped:
 	case <-ctx.Done():
+		// Stop waits for the connections still in their handshake (a
+		// client that connected and sent nothing), up to the gRPC
+		// server's connection timeout of two minutes: close them.
+		s.conns.cutOff()
 		s.grpc.Stop()
 		<-stopped
 	}
+}
+
+// connSet holds the connections the gRPC listeners accepted and that are
+// not closed yet. The zero value is ready to use.
+type connSet struct {
+	mu    sync.Mutex
+	conns map[*trackedConn]struct{}
+	cut   bool // cutOff was called: later connections are closed at once
+}
+
+// cutOff closes every connection of the set, and each one accepted later.
+func (cs *connSet) cutOff() {
+	cs.mu.Lock()
+	conns := cs.conns
+	cs.conns, cs.cut = nil, true
+	cs.mu.Unlock()
+	for c := range conns {
+		_ = c.Conn.Close()
+	}
+}
+
+// trackedListener adds the connections it accepts to set.
+type trackedListener struct {
+	net.Listener
+	set *connSet
+}
+
+func (l *trackedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, set: l.set}
+	l.set.mu.Lock()
+	cut := l.set.cut
+	if !cut {
+		if l.set.conns == nil {
+			l.set.conns = make(map[*trackedConn]struct{})
+		}
+		l.set.conns[tc] = struct{}{}
+	}
+	l.set.mu.Unlock()
+	if cut {
+		_ = c.Close()
+	}
+	return tc, nil
+}
+
+// trackedConn leaves its set when closed.
+type trackedConn struct {
+	net.Conn
+	set *connSet
+}
+
+func (c *trackedConn) Close() error {
+	c.set.mu.Lock()
+	delete(c.set.conns, c)
+	c.set.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // skipServices matches every RPC but those of the named services.

@@ -2,16 +2,20 @@ package server
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
 // TestDisconnectDoesNotWaitForAgent disconnects a server while its
@@ -100,4 +104,52 @@ func TestShutdownEndsStreamsWaitingForTheirFirstMessage(t *testing.T) {
 		}
 	}
 	<-stopped
+}
+
+// TestShutdownClosesSilentConnections: a connection on which the client
+// sent nothing (no HTTP/2 preface) would hold the gRPC server's stop for
+// its whole handshake timeout (two minutes, beyond the test); once
+// Shutdown's ctx ends, Shutdown closes it and returns.
+func TestShutdownClosesSilentConnections(t *testing.T) {
+	ctx := testContext(t)
+	mgr := mcpclient.NewManager(nil)
+	defer func() { _ = mgr.Close(ctx) }()
+	srv := New(mgr, NewHealth(), nil)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	var dialer net.Dialer
+	c, err := dialer.DialContext(ctx, "tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A client that speaks: once it is answered, the silent one was
+	// accepted before it.
+	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := mcpdv1.NewMCPHubClient(conn).ListServers(ctx, &mcpdv1.ListServersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	shutCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		srv.Shutdown(shutCtx)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("Shutdown: still waiting for the silent connection when the test's deadline came")
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
 }
