@@ -225,6 +225,9 @@ type Server struct {
 	stopping bool           // Shutdown began: no new HTTP listener
 	// conns are the gRPC listeners' connections, for Shutdown to cut off.
 	conns connSet
+	// userTimeout is the TCP_USER_TIMEOUT of the gRPC listeners' TCP
+	// connections (Options.ClientKeepalive; 0: the system's).
+	userTimeout time.Duration
 }
 
 // New builds the gRPC server with MCPHub, health and reflection registered.
@@ -363,7 +366,7 @@ func New(mgr *mcpclient.Manager, h *Health, opts *Options) *Server {
 	healthpb.RegisterHealthServer(gs, healthService{healthServer: h.srv, stopping: hb.stopping})
 	reflection.Register(gs)
 	opts.Telemetry.InitializeGRPC(gs)
-	return &Server{grpc: gs, health: h, hub: hb, unary: chain, stats: tracing, codec: codec}
+	return &Server{grpc: gs, health: h, hub: hb, unary: chain, stats: tracing, codec: codec, userTimeout: opts.ClientKeepalive}
 }
 
 // chainUnary is the interceptors as one, the first outermost, as
@@ -386,7 +389,7 @@ func nextUnary(interceptors []grpc.UnaryServerInterceptor, i int, info *grpc.Una
 
 // Serve accepts connections on lis until Shutdown.
 func (s *Server) Serve(lis net.Listener) error {
-	return s.grpc.Serve(&trackedListener{Listener: lis, set: &s.conns})
+	return s.grpc.Serve(&trackedListener{Listener: lis, set: &s.conns, userTimeout: s.userTimeout})
 }
 
 // Shutdown marks the daemon NOT_SERVING, ends the long-lived streams
@@ -442,12 +445,19 @@ func (cs *connSet) cutOff() {
 type trackedListener struct {
 	net.Listener
 	set *connSet
+	// userTimeout, if set, is given to TCP connections as their
+	// TCP_USER_TIMEOUT: gRPC sets it along with its keepalive, but only on
+	// a *net.TCPConn, which a trackedConn hides from it.
+	userTimeout time.Duration
 }
 
 func (l *trackedListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
+	}
+	if tcp, ok := c.(*net.TCPConn); ok && l.userTimeout > 0 {
+		setTCPUserTimeout(tcp, l.userTimeout)
 	}
 	tc := &trackedConn{Conn: c, set: l.set}
 	l.set.mu.Lock()
