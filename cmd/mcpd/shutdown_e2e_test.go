@@ -406,12 +406,7 @@ func TestShutdownRemoteServerHung(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("the server did not begin to hang")
 			}
-			if code := d.signal(t, syscall.SIGTERM); code != 0 {
-				t.Errorf("mcpd exit code: got %d, want 0", code)
-			}
-			if !logHasLine(d.log.String(), "mcpd stopped") {
-				t.Errorf("mcpd log: no 'mcpd stopped' line")
-			}
+			d.stopCleanly(t)
 		})
 	}
 }
@@ -436,12 +431,7 @@ func TestShutdownRemoteServerConnecting(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the server did not begin to hang")
 	}
-	if code := d.signal(t, syscall.SIGTERM); code != 0 {
-		t.Errorf("mcpd exit code: got %d, want 0", code)
-	}
-	if !logHasLine(d.log.String(), "mcpd stopped") {
-		t.Errorf("mcpd log: no 'mcpd stopped' line")
-	}
+	d.stopCleanly(t)
 }
 
 // hangFrom says from when hungRemote hangs.
@@ -534,12 +524,7 @@ func TestShutdownOAuthRedirectHeld(t *testing.T) {
 	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 100\r\n\r\n", oauth.CallbackPath, addr); err != nil {
 		t.Fatal(err)
 	}
-	if code := d.signal(t, syscall.SIGTERM); code != 0 {
-		t.Errorf("mcpd exit code: got %d, want 0", code)
-	}
-	if !logHasLine(d.log.String(), "mcpd stopped") {
-		t.Errorf("mcpd log: no 'mcpd stopped' line")
-	}
+	d.stopCleanly(t)
 }
 
 // TestShutdownSilentConnection stops mcpd while a client holds a
@@ -561,6 +546,13 @@ func TestShutdownSilentConnection(t *testing.T) {
 	if _, err := d.hub.ListServers(ctx, &mcpdv1.ListServersRequest{}); err != nil {
 		t.Fatal(err)
 	}
+	d.stopCleanly(t)
+}
+
+// stopCleanly sends SIGTERM and checks that mcpd stops as it should: exit
+// status 0, "mcpd stopped" in its log.
+func (d *daemon) stopCleanly(t *testing.T) {
+	t.Helper()
 	if code := d.signal(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("mcpd exit code: got %d, want 0", code)
 	}
