@@ -12,12 +12,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
@@ -446,6 +448,96 @@ func TestRemoteCallCutOffMayHaveRun(t *testing.T) {
 			}
 			if n := runs.Load(); n != tt.wantRuns {
 				t.Errorf("the tool ran %d times, want %d", n, tt.wantRuns)
+			}
+		})
+	}
+}
+
+// TestProxyRefusesOneCall: a proxy in front of a Streamable HTTP server
+// refuses one call's POST with a 4xx page of its own (a body over its
+// size limit, a rule of its firewall): that call fails, with a code that
+// says whether trying again can help, and the session goes on, the calls
+// it runs meanwhile included.
+func TestProxyRefusesOneCall(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status   int
+		wantCode codes.Code
+	}{
+		{http.StatusRequestEntityTooLarge, codes.ResourceExhausted},
+		{http.StatusForbidden, codes.Unavailable},
+	} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			srv := mcp.NewServer(&mcp.Implementation{Name: "behind-a-proxy", Version: "0.0.1"}, nil)
+			release := make(chan struct{})
+			mcp.AddTool(srv, &mcp.Tool{Name: "wait"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "waited"}}}, nil, nil
+			})
+			var runs atomic.Int32
+			mcp.AddTool(srv, &mcp.Tool{Name: "store"}, func(context.Context, *mcp.CallToolRequest, struct {
+				Data string `json:"data"`
+			}) (*mcp.CallToolResult, any, error) {
+				runs.Add(1)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "stored"}}}, nil, nil
+			})
+			handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.ContentLength > 64<<10 {
+					http.Error(w, "<html><body>refused by the proxy</body></html>", tc.status)
+					return
+				}
+				handler.ServeHTTP(w, r)
+			}))
+			t.Cleanup(func() {
+				proxy.CloseClientConnections()
+				proxy.Close()
+				for ss := range srv.Sessions() {
+					_ = ss.Close()
+				}
+			})
+			releaseWait := sync.OnceFunc(func() { close(release) })
+			t.Cleanup(releaseWait) // before the proxy's close, which waits for the tool
+			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+			d.connectReady(ctx, t, remoteConfig("proxied", "http", proxy.URL))
+
+			waiting := make(chan error, 1)
+			go func() {
+				resp, err := d.call(ctx, t, "mcp__proxied__wait", nil, 0)
+				if err == nil && text(resp) != "waited" {
+					err = fmt.Errorf("got %q, want waited", text(resp))
+				}
+				waiting <- err
+			}()
+			_, err := d.call(ctx, t, "mcp__proxied__store", map[string]any{"data": strings.Repeat("x", 100<<10)}, 0)
+			st, _ := status.FromError(err)
+			if st.Code() != tc.wantCode {
+				t.Errorf("the refused call: got %v %q, want %v", st.Code(), st.Message(), tc.wantCode)
+			}
+			if !strings.Contains(st.Message(), strconv.Itoa(tc.status)) || strings.Contains(st.Message(), "<html>") {
+				t.Errorf("the refused call: %q, want the status %d named and the proxy's page left out", st.Message(), tc.status)
+			}
+			if info := errorInfo(st); info.GetReason() == "CALL_MAY_HAVE_RUN" {
+				t.Errorf("the refused call: ErrorInfo %v, want no CALL_MAY_HAVE_RUN: it never reached the server", info)
+			}
+			releaseWait()
+			if err := <-waiting; err != nil {
+				t.Errorf("the call in flight beside it: %v, want its result", err)
+			}
+			if resp, err := d.call(ctx, t, "mcp__proxied__store", map[string]any{"data": "small"}, 0); err != nil || text(resp) != "stored" {
+				t.Errorf("the next call: %v %v, want stored", resp, err)
+			}
+			if s := d.waitServer(ctx, t, "proxied", mcpdv1.ServerState_SERVER_STATE_READY); s.GetRestarts() != 0 {
+				t.Errorf("the server restarted %d times, want its session kept", s.GetRestarts())
+			}
+			if n := runs.Load(); n != 1 {
+				t.Errorf("store ran %d times, want once (the small call)", n)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -467,6 +469,16 @@ func (rt *remoteRoundTripper) send(req *http.Request) (*http.Response, error) {
 	if rec != nil && req.Method == http.MethodPost && (lost || turnedAway) {
 		rec.MarkRefused()
 	}
+	if rt.streamable && req.Method == http.MethodPost && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		if call, _ := callIn(req); call != nil {
+			if refused := refusedCall(resp, call); refused != resp {
+				resp = refused
+				if rec != nil {
+					rec.MarkRefused()
+				}
+			}
+		}
+	}
 	resp, err = rt.bound(resp)
 	if err == nil && rt.listenEnded != nil && req.Header.Get("Mcp-Method") == "subscriptions/listen" {
 		resp.Body = &listenBody{rc: resp.Body, req: req.Context(), ended: rt.listenEnded}
@@ -522,24 +534,82 @@ func (rt *remoteRoundTripper) roundTripBounded(req *http.Request) (*http.Respons
 // an answer (whose answer stream must outlive any bound), or cannot be
 // read again to tell.
 func carriesCall(req *http.Request) bool {
+	call, known := callIn(req)
+	return call != nil || !known
+}
+
+// callIn returns the JSON-RPC request that wants an answer that req's body
+// holds, nil for another message; known is false when the body cannot be
+// read again to tell.
+func callIn(req *http.Request) (call *jsonrpc.Request, known bool) {
 	if req.GetBody == nil {
-		return true
+		return nil, false
 	}
 	body, err := req.GetBody()
 	if err != nil {
-		return true
+		return nil, false
 	}
 	defer body.Close()
 	data, err := io.ReadAll(body)
 	if err != nil {
-		return true
+		return nil, false
 	}
 	msg, err := jsonrpc.DecodeMessage(data)
 	if err != nil {
-		return true
+		return nil, false
 	}
-	call, ok := msg.(*jsonrpc.Request)
-	return ok && call.IsCall()
+	if call, ok := msg.(*jsonrpc.Request); ok && call.IsCall() {
+		return call, true
+	}
+	return nil, true
+}
+
+// codeRefusedByHTTP is the JSON-RPC code of the error refusedCall puts in
+// place of a call's HTTP refusal.
+const codeRefusedByHTTP = -32098
+
+// refusedCall turns a 4xx answer of the server, or of a proxy in front of
+// it, to the POST of call (a body too large for the proxy, a firewall's
+// rule) into a JSON-RPC error answering call: the SDK ends the whole
+// session on such an answer, cutting off every call it runs, while it
+// refuses that one request alone. Left as they are: 401 and a challenge
+// (WWW-Authenticate: the OAuth layer's), 404 (a lost session) and 429
+// (which the SDK takes for transient).
+func refusedCall(resp *http.Response, call *jsonrpc.Request) *http.Response {
+	switch {
+	case resp.StatusCode < 400 || resp.StatusCode >= 500,
+		resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusTooManyRequests,
+		resp.Header.Get("WWW-Authenticate") != "",
+		// The handshake's answers say which era the server speaks.
+		call.Method == "initialize" || call.Method == "server/discover":
+		return resp
+	}
+	answer, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: call.ID, Error: &jsonrpc.Error{
+		Code:    codeRefusedByHTTP,
+		Message: fmt.Sprintf("HTTP %s (from the server, or a proxy in front of it)", resp.Status),
+		Data:    json.RawMessage(strconv.Itoa(resp.StatusCode)),
+	}})
+	if err != nil {
+		return resp
+	}
+	// The server's own JSON-RPC error, which the SDK passes on, stays.
+	peek, _ := io.ReadAll(io.LimitReader(resp.Body, sessionErrorPeek))
+	if msg, err := jsonrpc.DecodeMessage(peek); err == nil {
+		if r, ok := msg.(*jsonrpc.Response); ok && r.Error != nil {
+			resp.Body = &struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
+			return resp
+		}
+	}
+	resp.Body.Close()
+	out := *resp
+	out.Header = resp.Header.Clone()
+	out.Header.Set("Content-Type", "application/json")
+	out.Header.Del("Content-Length")
+	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(answer)), int64(len(answer))
+	return &out
 }
 
 // cancelBody cancels its request's context once the body is closed.

@@ -13,9 +13,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -1678,6 +1680,14 @@ func (u *upstream) classifyRaw(ctx context.Context, cs *mcp.ClientSession, op st
 		// The SDK reports a failed HTTP exchange (refused connection, 5xx,
 		// 429) with this code; it is not an answer from the server.
 		return errorf(ErrUnavailable, "%s: server %q: %v", op, u.cfg.Name, err)
+	case errors.As(err, &wireErr) && wireErr.Code == codeRefusedByHTTP:
+		// Not the server's answer: mcpd's account of the HTTP refusal of
+		// this one request (see refusedCall). The session goes on.
+		kind := ErrUnavailable
+		if string(wireErr.Data) == strconv.Itoa(http.StatusRequestEntityTooLarge) {
+			kind = ErrResourceExhausted // the same request would be too large again
+		}
+		return errorf(kind, "%s: server %q refused the request: %s", op, u.cfg.Name, wireErr.Message)
 	case errors.Is(err, mcp.ErrSessionMissing):
 		u.markLost(cs)
 		return errorf(ErrUnavailable, "%s: server %q lost the session; mcpd is reconnecting", op, u.cfg.Name)
