@@ -428,7 +428,6 @@ func (rt *remoteRoundTripper) send(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
-	opened := time.Now()
 	if (len(rt.headers) > 0 || rt.host != "") && origin(req.URL) == rt.origin {
 		req = req.Clone(req.Context())
 		for k, v := range rt.headers {
@@ -447,6 +446,7 @@ func (rt *remoteRoundTripper) send(req *http.Request) (*http.Response, error) {
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{WroteHeaders: rec.MarkSent}))
 	}
 	resp, err := rt.base.RoundTrip(req)
+	opened := time.Now() // a stream is held from its answer on, not from the request
 	if err != nil {
 		return nil, err
 	}
@@ -467,7 +467,11 @@ func (rt *remoteRoundTripper) send(req *http.Request) (*http.Response, error) {
 	lost := req.Header.Get("Mcp-Session-Id") != "" && req.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion && sessionLost(resp)
 	turnedAway := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
 	if rec != nil && req.Method == http.MethodPost && (lost || turnedAway) {
-		rec.MarkRefused()
+		// Only the POST of the call itself: the SDK sends the call's
+		// cancellation with the call's context, and so its record.
+		if call, _ := callIn(req); call != nil {
+			rec.MarkRefused()
+		}
 	}
 	if rt.streamable && req.Method == http.MethodPost && resp.StatusCode >= 400 && resp.StatusCode < 500 {
 		if call, _ := callIn(req); call != nil {

@@ -823,6 +823,32 @@ func TestEventLimitBody(t *testing.T) {
 // TestResumeBody: a GET stream that stayed open ends with a made-up event
 // naming the last id the server gave (or the one the GET resumed after),
 // at an event's end only, and not when it closed at once.
+// TestResumeBodyCountsFromTheAnswer: a stream is held from the moment its
+// answer came, so a slow answer closed at once gets no made-up event, and
+// the SDK still gives up on a server that closes every stream at once.
+func TestResumeBodyCountsFromTheAnswer(t *testing.T) {
+	rt := &remoteRoundTripper{
+		base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(streamHeld + 100*time.Millisecond) // a slow server or proxy
+			return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
+				Body: io.NopCloser(strings.NewReader("")), Request: r}, nil // closed at once
+		}),
+		streamable: true, resumeTag: "mcpd-test.",
+	}
+	req, err := http.NewRequest(http.MethodGet, "http://example.invalid/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rt.send(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if data, _ := io.ReadAll(resp.Body); len(data) != 0 {
+		t.Errorf("a stream closed as soon as it opened got %q appended", data)
+	}
+}
+
 func TestResumeBody(t *testing.T) {
 	const none = "(none)"
 	tests := []struct {
