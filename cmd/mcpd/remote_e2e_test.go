@@ -251,18 +251,27 @@ func TestStandaloneStreamCutByProxy(t *testing.T) {
 	}
 }
 
-func testStreamCutByProxy(t *testing.T, store mcp.EventStore) {
-	ctx := testContext(t)
-	srv := mcp.NewServer(&mcp.Implementation{Name: "behind-a-proxy", Version: "0.0.1"}, nil)
-	release := make(chan struct{})
+// serverBehindProxy returns a go-sdk server with the tool "wait", which
+// answers "waited" once release is called (again: a no-op). A test calls
+// it before it closes the server's HTTP listener, whose Close waits for
+// the tool.
+func serverBehindProxy() (srv *mcp.Server, release func()) {
+	srv = mcp.NewServer(&mcp.Implementation{Name: "behind-a-proxy", Version: "0.0.1"}, nil)
+	released := make(chan struct{})
 	mcp.AddTool(srv, &mcp.Tool{Name: "wait"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		select {
-		case <-release:
+		case <-released:
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "waited"}}}, nil, nil
 	})
+	return srv, sync.OnceFunc(func() { close(released) })
+}
+
+func testStreamCutByProxy(t *testing.T, store mcp.EventStore) {
+	ctx := testContext(t)
+	srv, release := serverBehindProxy()
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{EventStore: store})
 	// cut counts the GET streams the proxy ended. The hold is far longer
 	// than a request takes to come back, so that each stream is one that
@@ -288,6 +297,7 @@ func testStreamCutByProxy(t *testing.T, store mcp.EventStore) {
 		}
 	}))
 	t.Cleanup(func() {
+		release() // first: the proxy's Close waits for the tool
 		proxy.CloseClientConnections()
 		proxy.Close()
 		for ss := range srv.Sessions() {
@@ -314,7 +324,7 @@ func testStreamCutByProxy(t *testing.T, store mcp.EventStore) {
 		}
 		return true, nil
 	})
-	close(release)
+	release()
 	if err := <-called; err != nil {
 		t.Errorf("the call in flight while the proxy cut the stream: %v", err)
 	}
@@ -470,16 +480,7 @@ func TestProxyRefusesOneCall(t *testing.T) {
 		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
-			srv := mcp.NewServer(&mcp.Implementation{Name: "behind-a-proxy", Version: "0.0.1"}, nil)
-			release := make(chan struct{})
-			mcp.AddTool(srv, &mcp.Tool{Name: "wait"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return nil, nil, ctx.Err()
-				}
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "waited"}}}, nil, nil
-			})
+			srv, releaseWait := serverBehindProxy()
 			var runs atomic.Int32
 			mcp.AddTool(srv, &mcp.Tool{Name: "store"}, func(context.Context, *mcp.CallToolRequest, struct {
 				Data string `json:"data"`
@@ -496,14 +497,13 @@ func TestProxyRefusesOneCall(t *testing.T) {
 				handler.ServeHTTP(w, r)
 			}))
 			t.Cleanup(func() {
+				releaseWait() // first: the proxy's Close waits for the tool
 				proxy.CloseClientConnections()
 				proxy.Close()
 				for ss := range srv.Sessions() {
 					_ = ss.Close()
 				}
 			})
-			releaseWait := sync.OnceFunc(func() { close(release) })
-			t.Cleanup(releaseWait) // before the proxy's close, which waits for the tool
 			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
 			d.connectReady(ctx, t, remoteConfig("proxied", "http", proxy.URL))
 
