@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -467,17 +468,21 @@ func TestRemoteCallCutOffMayHaveRun(t *testing.T) {
 // refuses one call's POST with a 4xx page of its own (a body over its
 // size limit, a rule of its firewall): that call fails, with a code that
 // says whether trying again can help, and the session goes on, the calls
-// it runs meanwhile included.
+// it runs meanwhile included. A JSON-RPC error sent with the 4xx is the
+// server's own answer, and reaches the caller as such.
 func TestProxyRefusesOneCall(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		status   int
+		rpcError bool // the refusal is a JSON-RPC error (-32602), not a page
 		wantCode codes.Code
+		wantText string // in the message
 	}{
-		{http.StatusRequestEntityTooLarge, codes.ResourceExhausted},
-		{http.StatusForbidden, codes.Unavailable},
+		{status: http.StatusRequestEntityTooLarge, wantCode: codes.ResourceExhausted, wantText: "413"},
+		{status: http.StatusForbidden, wantCode: codes.Unavailable, wantText: "403"},
+		{status: http.StatusBadRequest, rpcError: true, wantCode: codes.InvalidArgument, wantText: "arguments over the limit"},
 	} {
-		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d rpc error %v", tc.status, tc.rpcError), func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
 			srv, releaseWait := serverBehindProxy()
@@ -490,8 +495,22 @@ func TestProxyRefusesOneCall(t *testing.T) {
 			})
 			handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.ContentLength > 64<<10 {
+				if r.ContentLength > 64<<10 && !tc.rpcError {
 					http.Error(w, "<html><body>refused by the proxy</body></html>", tc.status)
+					return
+				}
+				if r.ContentLength > 64<<10 {
+					body, _ := io.ReadAll(r.Body)
+					msg, err := jsonrpc.DecodeMessage(body)
+					call, ok := msg.(*jsonrpc.Request)
+					if err != nil || !ok {
+						http.Error(w, "not a request", http.StatusInternalServerError)
+						return
+					}
+					answer, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: call.ID, Error: &jsonrpc.Error{Code: -32602, Message: "arguments over the limit"}})
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(tc.status)
+					_, _ = w.Write(answer)
 					return
 				}
 				handler.ServeHTTP(w, r)
@@ -520,8 +539,8 @@ func TestProxyRefusesOneCall(t *testing.T) {
 			if st.Code() != tc.wantCode {
 				t.Errorf("the refused call: got %v %q, want %v", st.Code(), st.Message(), tc.wantCode)
 			}
-			if !strings.Contains(st.Message(), strconv.Itoa(tc.status)) || strings.Contains(st.Message(), "<html>") {
-				t.Errorf("the refused call: %q, want the status %d named and the proxy's page left out", st.Message(), tc.status)
+			if !strings.Contains(st.Message(), tc.wantText) || strings.Contains(st.Message(), "<html>") {
+				t.Errorf("the refused call: %q, want %q in it and the proxy's page left out", st.Message(), tc.wantText)
 			}
 			if info := errorInfo(st); info.GetReason() == "CALL_MAY_HAVE_RUN" {
 				t.Errorf("the refused call: ErrorInfo %v, want no CALL_MAY_HAVE_RUN: it never reached the server", info)
