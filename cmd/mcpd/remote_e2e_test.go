@@ -252,10 +252,31 @@ func TestStandaloneStreamCutByProxy(t *testing.T) {
 	}
 }
 
+// serveThrough serves srv over Streamable HTTP (with opts) on a loopback
+// test server until the test ends, each request going through proxy,
+// which may hand it to the server's handler. At the end, release (if not
+// nil) lets the server's tools return first: the listener's Close waits
+// for them.
+func serveThrough(t *testing.T, srv *mcp.Server, opts *mcp.StreamableHTTPOptions, release func(), proxy func(server http.Handler, w http.ResponseWriter, r *http.Request)) *httptest.Server {
+	t.Helper()
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { proxy(handler, w, r) }))
+	t.Cleanup(func() {
+		if release != nil {
+			release()
+		}
+		ts.CloseClientConnections()
+		ts.Close()
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+	})
+	return ts
+}
+
 // serverBehindProxy returns a go-sdk server with the tool "wait", which
-// answers "waited" once release is called (again: a no-op). A test calls
-// it before it closes the server's HTTP listener, whose Close waits for
-// the tool.
+// answers "waited" once release is called (again: a no-op); serveThrough
+// calls it at the test's end.
 func serverBehindProxy() (srv *mcp.Server, release func()) {
 	srv = mcp.NewServer(&mcp.Implementation{Name: "behind-a-proxy", Version: "0.0.1"}, nil)
 	released := make(chan struct{})
@@ -273,7 +294,6 @@ func serverBehindProxy() (srv *mcp.Server, release func()) {
 func testStreamCutByProxy(t *testing.T, store mcp.EventStore) {
 	ctx := testContext(t)
 	srv, release := serverBehindProxy()
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{EventStore: store})
 	// cut counts the GET streams the proxy ended. The hold is far longer
 	// than a request takes to come back, so that each stream is one that
 	// stayed open, not one refused.
@@ -282,7 +302,7 @@ func testStreamCutByProxy(t *testing.T, store mcp.EventStore) {
 	// Without a store the server numbers no events, so a GET must not name
 	// one to resume after.
 	var resumedAfter atomic.Value
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxy := serveThrough(t, srv, &mcp.StreamableHTTPOptions{EventStore: store}, release, func(handler http.Handler, w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			handler.ServeHTTP(w, r)
 			return
@@ -295,14 +315,6 @@ func testStreamCutByProxy(t *testing.T, store mcp.EventStore) {
 		handler.ServeHTTP(w, r.WithContext(ctx))
 		if r.Context().Err() == nil {
 			cut.Add(1)
-		}
-	}))
-	t.Cleanup(func() {
-		release() // first: the proxy's Close waits for the tool
-		proxy.CloseClientConnections()
-		proxy.Close()
-		for ss := range srv.Sessions() {
-			_ = ss.Close()
 		}
 	})
 	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
@@ -407,8 +419,7 @@ func TestRemoteCallCutOffMayHaveRun(t *testing.T) {
 				}
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "appended"}}}, nil, nil
 			})
-			handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			up := serveThrough(t, srv, nil, func() { close(quit) }, func(handler http.Handler, w http.ResponseWriter, r *http.Request) {
 				body, _ := io.ReadAll(r.Body)
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				if r.Method == http.MethodPost && bytes.Contains(body, []byte(`"method":"tools/call"`)) {
@@ -425,14 +436,6 @@ func TestRemoteCallCutOffMayHaveRun(t *testing.T) {
 					}
 				}
 				handler.ServeHTTP(w, r)
-			}))
-			t.Cleanup(func() {
-				close(quit)
-				up.CloseClientConnections()
-				up.Close()
-				for ss := range srv.Sessions() {
-					_ = ss.Close()
-				}
 			})
 			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
 			d.connectReady(ctx, t, remoteConfig("cut", "http", up.URL))
@@ -493,8 +496,7 @@ func TestProxyRefusesOneCall(t *testing.T) {
 				runs.Add(1)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "stored"}}}, nil, nil
 			})
-			handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			proxy := serveThrough(t, srv, nil, releaseWait, func(handler http.Handler, w http.ResponseWriter, r *http.Request) {
 				if r.ContentLength > 64<<10 && !tc.rpcError {
 					http.Error(w, "<html><body>refused by the proxy</body></html>", tc.status)
 					return
@@ -514,14 +516,6 @@ func TestProxyRefusesOneCall(t *testing.T) {
 					return
 				}
 				handler.ServeHTTP(w, r)
-			}))
-			t.Cleanup(func() {
-				releaseWait() // first: the proxy's Close waits for the tool
-				proxy.CloseClientConnections()
-				proxy.Close()
-				for ss := range srv.Sessions() {
-					_ = ss.Close()
-				}
 			})
 			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
 			d.connectReady(ctx, t, remoteConfig("proxied", "http", proxy.URL))
