@@ -90,7 +90,7 @@ func shortTempDir(t *testing.T) string {
 // daemonEnv is the environment mcpd runs with: the test's own, minus every
 // MCPD_* variable (a developer's MCPD_LISTEN or MCPD_API_TOKEN must not
 // change what the tests see), plus extra. HOME, the project directory and
-// the managed config point into an empty directory (see homeEnv), so that
+// the managed files point into an empty directory (see homeEnv), so that
 // only the config a test gives reaches mcpd; extra may override them.
 func daemonEnv(extra ...string) []string {
 	var env []string
@@ -104,6 +104,7 @@ func daemonEnv(extra ...string) []string {
 			"HOME="+home,
 			"MCPD_PROJECT="+filepath.Join(home, "project"),
 			"MCPD_MANAGED_CONFIG="+filepath.Join(home, "managed-mcp.json"),
+			"MCPD_CLAUDE_MANAGED_DIR="+filepath.Join(home, "claude-code"),
 		)
 	}
 	return append(env, extra...)

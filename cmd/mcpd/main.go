@@ -219,6 +219,7 @@ type config struct {
 	listen          string
 	configs         configList // --config: files or inline JSON, in order
 	managedConfig   string
+	claudeManaged   string // --claude-managed-dir
 	scopes          string // the scopes read besides --config, comma-separated
 	project         string
 	stateFile       string
@@ -392,6 +393,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:50051", "address to serve gRPC on: host:port or unix:///path/to.sock (mode 0600); a non-loopback address needs TLS plus a token (or callers file), or mutual TLS")
 	fs.Var(&c.configs, "config", "a .mcp.json file, or inline JSON ('{\"mcpServers\": {...}}'), read after the scope files; repeatable, a later one wins per server")
 	fs.StringVar(&c.managedConfig, "managed-config", "/etc/mcpd/managed-mcp.json", "the operator's config file, read first (every later scope overrides it per server); a missing file is skipped")
+	fs.StringVar(&c.claudeManaged, "claude-managed-dir", "/etc/claude-code", "the directory of Claude Code's managed settings, read with the managed scope: managed-mcp.json, when it exists, takes exclusive control, and the allowedMcpServers and deniedMcpServers of managed-settings.json (and managed-settings.d/*.json) hold for every server; empty reads none")
 	fs.StringVar(&c.scopes, "scopes", "managed,user,project,local", "the config scopes read before --config, comma-separated; empty reads only --config (and the built-in default when there is none)")
 	fs.StringVar(&c.project, "project", "", "the project directory whose .mcp.json and .mcp.local.json are read, and whose servers in ~/.claude.json (it must exist); default the working directory")
 	fs.StringVar(&c.stateFile, "state-file", "", "file mcpd owns (mode 0600) that keeps servers added with ConnectServer and the servers enabled or disabled with SetServerEnabled across restarts; secret values are kept only as ${VAR} references; empty keeps none")

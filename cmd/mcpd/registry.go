@@ -53,6 +53,9 @@ type registry struct {
 	toggles  map[string]bool            // enabled or disabled through the API, where that differs from the config
 	adding   map[string]mcpconfig.Entry // servers ConnectServer is starting, not yet in api
 	applied  map[string]want            // what each server was last set up as
+	// policy is Claude Code's MCP server policy of the files as last
+	// applied: it holds for every server, the API's too.
+	policy *mcpconfig.ClaudePolicy
 }
 
 var _ server.Registry = (*registry)(nil)
@@ -310,6 +313,7 @@ func (r *registry) apply(ctx context.Context, merged *mcpconfig.Merged) {
 	defer r.applying.Unlock()
 	r.mu.Lock()
 	r.files = merged.Entries
+	r.policy = merged.Policy
 	r.mu.Unlock()
 	r.reconcile(ctx)
 	r.mu.Lock()
@@ -343,6 +347,13 @@ func (r *registry) forgetToggles() {
 func (r *registry) desired() map[string]want {
 	out := make(map[string]want, len(r.files)+len(r.api))
 	for _, e := range append(slices.Clone(r.files), slices.Collect(maps.Values(r.api))...) {
+		if e.Err == nil {
+			if err := r.policy.Check(e.Server); err != nil {
+				// Kept without its command, as an unusable entry is:
+				// neither an enable nor RestartServer can start it.
+				e.Err, e.Server = err, mcpconfig.Server{Name: e.Name, Source: e.Server.Source}
+			}
+		}
 		out[e.Name] = want{cfg: e.Server, err: e.Err, disabled: e.Disabled}
 	}
 	for name, enabled := range r.toggles {
@@ -470,7 +481,9 @@ func (r *registry) Connect(ctx context.Context, cfg mcpconfig.Server, replace bo
 	unlock := r.names.Lock(cfg.Name)
 	r.mu.Lock()
 	var err error
-	if r.state != "" {
+	if perr := r.policy.Check(cfg); perr != nil {
+		err = mcpclient.Deny("server %q: %v", cfg.Name, perr)
+	} else if r.state != "" {
 		// Against the other servers the state file keeps, not the one
 		// this replaces; and against those other calls are adding now.
 		others := slices.DeleteFunc(slices.Collect(maps.Values(r.api)), func(e mcpconfig.Entry) bool { return e.Name == cfg.Name })

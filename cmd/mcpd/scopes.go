@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
 )
@@ -46,6 +49,13 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 	var layers []mcpconfig.Layer
 	if read[mcpconfig.ScopeManaged] && c.managedConfig != "" {
 		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeManaged, Path: c.managedConfig, Optional: true})
+	}
+	if read[mcpconfig.ScopeManaged] && c.claudeManaged != "" {
+		managed, err := claudeManagedLayers(c.claudeManaged)
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, managed...)
 	}
 	home, homeErr := os.UserHomeDir()
 	if homeErr == nil && read[mcpconfig.ScopeUser] {
@@ -118,6 +128,41 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 	return layers, nil
 }
 
+// The files of Claude Code's managed settings, in --claude-managed-dir.
+const (
+	// claudeManagedServers, when it exists, holds the only servers
+	// Claude Code runs.
+	claudeManagedServers = "managed-mcp.json"
+	// claudeManagedSettings holds the organisation's settings, among them
+	// the MCP server policy; the drop-in directory's *.json files follow
+	// it in the order of their names.
+	claudeManagedSettings = "managed-settings.json"
+	claudeManagedDropIns  = "managed-settings.d"
+)
+
+// claudeManagedLayers lists Claude Code's managed files in dir: its
+// managed-mcp.json (servers of the managed scope), then its managed
+// settings, read for their MCP server policy. A drop-in directory that
+// cannot be listed stops the load: skipped, it would let run what its
+// policy stops.
+func claudeManagedLayers(dir string) ([]mcpconfig.Layer, error) {
+	layers := []mcpconfig.Layer{
+		{Scope: mcpconfig.ScopeManaged, Path: filepath.Join(dir, claudeManagedServers), Optional: true, Claude: mcpconfig.ClaudeExclusive},
+		{Path: filepath.Join(dir, claudeManagedSettings), Optional: true, Claude: mcpconfig.ClaudeManagedSettings},
+	}
+	dropIns := filepath.Join(dir, claudeManagedDropIns)
+	entries, err := os.ReadDir(dropIns)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	for _, e := range entries { // sorted by name
+		if name := e.Name(); !strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".json") {
+			layers = append(layers, mcpconfig.Layer{Path: filepath.Join(dropIns, name), Optional: true, Claude: mcpconfig.ClaudeManagedSettings})
+		}
+	}
+	return layers, nil
+}
+
 // parseScopes reads --scopes: names of the scopes before --config.
 func parseScopes(list string) (map[mcpconfig.Scope]bool, error) {
 	known := map[string]mcpconfig.Scope{
@@ -141,7 +186,7 @@ func parseScopes(list string) (map[mcpconfig.Scope]bool, error) {
 
 // loadConfig reads every scope and merges them. When no file of any scope
 // exists and no --config is given, the built-in default (the demo server)
-// applies instead.
+// applies instead, under the policy the settings files set.
 func loadConfig(c *config) (*mcpconfig.Merged, error) {
 	layers, err := configLayers(c)
 	if err != nil {
@@ -161,5 +206,12 @@ func loadConfig(c *config) (*mcpconfig.Merged, error) {
 		}
 		return os.LookupEnv(name)
 	}
-	return mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeDefault, Path: "built-in default", Inline: defaultConfig}}, lookup)
+	def, err := mcpconfig.LoadLayers([]mcpconfig.Layer{{Scope: mcpconfig.ScopeDefault, Path: "built-in default", Inline: defaultConfig}}, lookup)
+	if err != nil {
+		return nil, err
+	}
+	// The settings files hold no servers, but their policy and warnings
+	// hold for the default's.
+	def.Policy, def.Warnings = merged.Policy, append(merged.Warnings, def.Warnings...)
+	return def, nil
 }

@@ -738,3 +738,103 @@ func TestStateFileEditedByHandServers(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudeCodeManagedPolicy keeps Claude Code's managed MCP policy for
+// every server mcpd runs: the lists of its managed settings (and their
+// drop-ins) decide which servers of the files start and which
+// ConnectServer may add, managed-mcp.json takes exclusive control, and a
+// reload follows the files.
+func TestClaudeCodeManagedPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	dir := shortTempDir(t)
+	claudeDir := filepath.Join(dir, "claude-code")
+	if err := os.MkdirAll(filepath.Join(claudeDir, "managed-settings.d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	settings := filepath.Join(claudeDir, "managed-settings.json")
+	demo := func(mark string) []string { return []string{mcpdBinary(t), "demo-server", mark} }
+	replaceFile(t, settings, mustJSON(t, map[string]any{
+		"deniedMcpServers":  []any{map[string]any{"serverName": "denied"}},
+		"allowedMcpServers": []any{map[string]any{"serverCommand": demo("ok")}, map[string]any{"serverName": "no-effect-on-stdio"}},
+	}))
+	replaceFile(t, filepath.Join(claudeDir, "managed-settings.d", "10-extra.json"), mustJSON(t, map[string]any{
+		"allowedMcpServers": []any{map[string]any{"serverCommand": demo("extra")}},
+	}))
+	replaceFile(t, filepath.Join(claudeDir, "managed-settings.d", ".hidden.json"), `not JSON, and never read`)
+	cfg := filepath.Join(dir, "servers.json")
+	replaceFile(t, cfg, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"ok": demoEntry(t, "ok"), "extra": demoEntry(t, "extra"), "denied": demoEntry(t, "ok"), "other": demoEntry(t, "other"),
+	}}))
+	d := startDaemon(ctx, t, daemonOptions{config: cfg, env: []string{"MCPD_CLAUDE_MANAGED_DIR=" + claudeDir}})
+
+	d.waitServer(ctx, t, "ok", mcpdv1.ServerState_SERVER_STATE_READY)
+	d.waitServer(ctx, t, "extra", mcpdv1.ServerState_SERVER_STATE_READY)
+	blocked := func(name, why string) {
+		t.Helper()
+		s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_FAILED)
+		if !strings.Contains(s.GetLastError(), why) || s.GetPid() != 0 {
+			t.Errorf("%s: got last error %q, pid %d; want no process and an error containing %q", name, s.GetLastError(), s.GetPid(), why)
+		}
+		if _, err := d.hub.RestartServer(ctx, &mcpdv1.RestartServerRequest{Name: name}); err == nil {
+			t.Errorf("%s: RestartServer started a server the policy stops", name)
+		}
+	}
+	blocked("denied", "deniedMcpServers[0] in "+settings)
+	blocked("other", "not allowed by Claude Code's policy")
+
+	_, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: stdioConfig("api", mcpdBinary(t), []string{"demo-server", "other"}, nil)})
+	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), "allowedMcpServers") {
+		t.Errorf("ConnectServer of a command the policy does not allow: got %q, want the allowlist named", st.Message())
+	}
+	d.connect(ctx, t, "api", mcpdBinary(t), []string{"demo-server", "ok"}, nil)
+	if _, err := d.call(ctx, t, "mcp__api__echo", map[string]any{"message": "x"}, 0); err != nil {
+		t.Fatalf("call through an allowed server: %v", err)
+	}
+
+	// managed-mcp.json takes exclusive control: only its servers run, its
+	// entry of a name stands over a later file's, ConnectServer adds none.
+	replaceFile(t, filepath.Join(claudeDir, "managed-mcp.json"), mustJSON(t, map[string]any{"mcpServers": map[string]any{"ok": demoEntry(t, "ok")}}))
+	d.send(t, syscall.SIGHUP)
+	exclusive := filepath.Join(claudeDir, "managed-mcp.json") + " has exclusive control"
+	blocked("extra", exclusive)
+	blocked("api", exclusive)
+	if s := d.waitServer(ctx, t, "ok", mcpdv1.ServerState_SERVER_STATE_READY); s.GetScope() != mcpdv1.ConfigScope_CONFIG_SCOPE_MANAGED {
+		t.Errorf("ok: got scope %v, want the managed file's entry", s.GetScope())
+	}
+	_, err = d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: stdioConfig("api2", mcpdBinary(t), []string{"demo-server", "ok"}, nil)})
+	if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), exclusive) {
+		t.Errorf("ConnectServer under exclusive control: got %q", st.Message())
+	}
+
+	// Without Claude Code's managed files, every server runs again.
+	for _, f := range []string{"managed-mcp.json", "managed-settings.json", "managed-settings.d"} {
+		if err := os.RemoveAll(filepath.Join(claudeDir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.send(t, syscall.SIGHUP)
+	for _, name := range []string{"ok", "extra", "denied", "other", "api"} {
+		d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
+	}
+
+	// The policy holds for the built-in default too, which applies when no
+	// file names a server.
+	denyDemo := filepath.Join(shortTempDir(t), "claude-code")
+	if err := os.Mkdir(denyDemo, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, filepath.Join(denyDemo, "managed-settings.json"), `{"deniedMcpServers": [{"serverName": "demo"}]}`)
+	d2 := startDaemon(ctx, t, daemonOptions{env: []string{"MCPD_CLAUDE_MANAGED_DIR=" + denyDemo}})
+	if s := d2.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_FAILED); !strings.Contains(s.GetLastError(), "deniedMcpServers[0]") {
+		t.Errorf("demo: got last error %q, want the denylist named", s.GetLastError())
+	}
+
+	// Managed settings that are not JSON stop the start, naming the file.
+	replaceFile(t, settings, `{"deniedMcpServers": [`)
+	sock := filepath.Join(shortTempDir(t), "mcpd.sock")
+	code, out := runMcpdWith(ctx, t, daemonEnv("MCPD_CLAUDE_MANAGED_DIR="+claudeDir), "--listen", "unix://"+sock, "--config", cfg)
+	if code != 1 || !strings.Contains(out, settings) {
+		t.Errorf("broken managed settings: exit %d, output %q; want exit 1 naming %s", code, out, settings)
+	}
+}

@@ -93,8 +93,18 @@ const (
 	// its lists of servers turned down: "disabledMcpjsonServers" at its
 	// top level, or, with Projects, "disabledMcpjsonServers" and
 	// "disabledMcpServers" of the project's object in ~/.claude.json. It
-	// holds no servers, and is not in [Merged.Read].
+	// holds no servers, and is not in [Merged.Read]. A settings file's
+	// allowedMcpServers and deniedMcpServers go into [Merged.Policy].
 	ClaudeChoices
+	// ClaudeManagedSettings is a file of Claude Code's managed settings
+	// (managed-settings.json, or one of managed-settings.d): read only
+	// for its MCP server policy, as Claude Code reads managed settings
+	// (see [ClaudePolicy]). It holds no servers.
+	ClaudeManagedSettings
+	// ClaudeExclusive is Claude Code's managed-mcp.json: its servers are
+	// the managed scope's, and when the file exists, it takes exclusive
+	// control ([ClaudePolicy.Exclusive]).
+	ClaudeExclusive
 )
 
 // Layer is one configuration source to read.
@@ -155,6 +165,10 @@ type Merged struct {
 	// layer: their rules together (the most specific rule wins wherever
 	// it was written), and the default of the last layer that sets one.
 	Permissions ToolRules
+	// Policy is Claude Code's MCP server policy of the files read, nil if
+	// they set none: the caller checks every server against it, whatever
+	// its source.
+	Policy *ClaudePolicy
 	// Warnings say what the layers held outside their server entries that
 	// mcpd does not understand, each prefixed with its file.
 	Warnings []string
@@ -196,6 +210,10 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 	// role is what Claude Code makes of the file each entry came from.
 	role := make(map[string]ClaudeRole)
 	var off claudeOff
+	var policy policyBuilder
+	// managed names the servers of the managed scope: while Claude Code's
+	// managed-mcp.json has exclusive control, no later file replaces one.
+	managed := make(map[string]bool)
 	m := &Merged{}
 	// Each file is read once, however many layers read it (~/.claude.json
 	// is three): all of them see one version of a file that Claude Code
@@ -220,8 +238,8 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 				return nil, fmt.Errorf("load config: %w", err)
 			}
 		}
-		if l.Claude == ClaudeChoices {
-			if err := off.read(data, l); err != nil {
+		if l.Claude == ClaudeChoices || l.Claude == ClaudeManagedSettings {
+			if err := readSettings(data, l, &off, &policy, &m.Warnings); err != nil {
 				return nil, fmt.Errorf("load config %s: %w", l.Path, err)
 			}
 			continue
@@ -266,11 +284,22 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 		for _, w := range f.Warnings {
 			m.Warnings = append(m.Warnings, name+": "+w)
 		}
+		if l.Claude == ClaudeExclusive {
+			policy.exclusive = l.Path
+		}
 		for _, e := range f.Entries(src) {
+			if policy.exclusive != "" && l.Scope != ScopeManaged && managed[e.Name] {
+				m.Warnings = append(m.Warnings, fmt.Sprintf("%s: server %q left out: Claude Code's %s has exclusive control, and its entry of that name stands", name, e.Name, policy.exclusive))
+				continue
+			}
+			if l.Scope == ScopeManaged {
+				managed[e.Name] = true
+			}
 			byName[e.Name] = e
 			role[e.Name] = l.Claude
 		}
 	}
+	m.Policy = policy.policy()
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		e := byName[name]
 		if by := off.disabledBy(name, role[name]); by != "" && !e.Disabled {
@@ -311,7 +340,34 @@ type claudeOff struct {
 	servers map[string]string // keyDisabledMCP
 }
 
-// read adds the lists of a ClaudeChoices layer's file, data.
+// readSettings reads a ClaudeChoices or ClaudeManagedSettings layer's
+// file, data: the servers its user turned down into off, its MCP server
+// policy into policy. A managed settings file that is not a JSON object
+// stops the load as any other settings file does: skipped, it would let
+// run what the organisation's policy stops.
+func readSettings(data []byte, l Layer, off *claudeOff, policy *policyBuilder, warnings *[]string) error {
+	if len(l.Projects) > 0 {
+		// The project's object in ~/.claude.json holds no policy.
+		return off.read(data, l)
+	}
+	data = stripJSONC(data)
+	if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
+		return fmt.Errorf("parse settings: %w", describeSyntaxError(data, err))
+	}
+	managed := l.Claude == ClaudeManagedSettings
+	if !managed {
+		if err := off.read(data, l); err != nil {
+			return err
+		}
+	} else if k := jsonKind(data); k != "object" {
+		return fmt.Errorf("parse settings: is a JSON %s, want an object", k)
+	}
+	return policy.readSettings(data, l.Path, managed, func(w string) { *warnings = append(*warnings, w) })
+}
+
+// read adds the lists of a ClaudeChoices layer's file, data: the whole of
+// ~/.claude.json for a layer with Projects, else a settings file's JSON,
+// comments stripped.
 func (c *claudeOff) read(data []byte, l Layer) error {
 	where, keys := l.Path, []string{keyDisabledMcpjson}
 	if len(l.Projects) > 0 {
@@ -321,11 +377,6 @@ func (c *claudeOff) read(data []byte, l Layer) error {
 		}
 		data, where = project, l.Path+" projects["+strconv.Quote(key)+"]"
 		keys = append(keys, keyDisabledMCP)
-	} else {
-		data = stripJSONC(data)
-		if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
-			return fmt.Errorf("parse settings: %w", describeSyntaxError(data, err))
-		}
 	}
 	if k := jsonKind(data); k != "object" {
 		return fmt.Errorf("parse settings: is a JSON %s, want an object", k)

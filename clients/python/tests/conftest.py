@@ -152,6 +152,7 @@ class Daemon:
         # managed file) must not reach the tests.
         env["HOME"] = str(self.workdir)
         env["MCPD_MANAGED_CONFIG"] = str(self.workdir / "managed-mcp.json")
+        env["MCPD_CLAUDE_MANAGED_DIR"] = str(self.workdir / "claude-code")
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [self.binary, "--listen", self.target, "--log-level", "debug", *self.args],

@@ -165,6 +165,9 @@ export class Daemon {
     if (MCPD_BIN === undefined) throw new Error("no mcpd binary");
     const env = { ...process.env };
     delete env["MCPD_API_TOKEN"]; // only this daemon's flags count
+    // The machine's managed files (mcpd's and Claude Code's) must not reach the tests.
+    env["MCPD_MANAGED_CONFIG"] = path.join(this.dir, "managed-mcp.json");
+    env["MCPD_CLAUDE_MANAGED_DIR"] = path.join(this.dir, "claude-code");
     const args = ["--listen", grpc, "--log-level", "debug", ...this.args];
     if (http !== undefined) args.push("--http-listen", http);
     const out = fs.openSync(this.log, "a");
