@@ -103,9 +103,15 @@ func (e policyEntry) matches(s Server, allow bool) bool {
 	case e.command != nil:
 		return s.Kind == TransportStdio && slices.Equal(e.command, append([]string{s.Command}, s.Args...))
 	case e.url != nil:
-		return (s.Kind == TransportHTTP || s.Kind == TransportSSE) && e.url.matches(s.URL, allow)
+		return s.Kind.remote() && e.url.matches(s.URL, allow)
 	}
 	return false
+}
+
+// remote reports whether a server of kind k is reached by its URL:
+// Streamable HTTP, SSE, or either as mcpd detects it.
+func (k TransportKind) remote() bool {
+	return k == TransportHTTP || k == TransportSSE || k == TransportAuto
 }
 
 // urlPattern is a serverUrl entry, matched part by part so that a '*'

@@ -229,3 +229,24 @@ func TestWildcardMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudePolicyAutoTransport holds a server reached by URL whose
+// transport mcpd detects (a file's entry with a url and no type, "type":
+// "auto", ConnectServer's remote) to the serverUrl entries as an HTTP
+// one: a denylist entry stops it, and only an allowlist entry admits it.
+func TestClaudePolicyAutoTransport(t *testing.T) {
+	auto := func(name, url string) Server {
+		return Server{Name: name, Kind: TransportAuto, URL: url, Source: Source{Scope: ScopeProject}}
+	}
+	denyOnly, _ := policyFrom(t, []string{`{"deniedMcpServers": [{"serverUrl": "https://evil.example/*"}]}`}, nil)
+	if err := denyOnly.Check(auto("a", "https://evil.example/mcp")); err == nil || !strings.Contains(err.Error(), "deniedMcpServers[0]") {
+		t.Errorf("denied URL: got %v, want the denylist named", err)
+	}
+	p, _ := policyFrom(t, []string{`{"allowedMcpServers": [{"serverUrl": "https://ok.example/*"}]}`}, nil)
+	if err := p.Check(auto("b", "https://ok.example/mcp")); err != nil {
+		t.Errorf("allowed URL: got %v, want it allowed", err)
+	}
+	if err := p.Check(auto("c", "https://other.example/mcp")); err == nil || !strings.Contains(err.Error(), "serverUrl entries") {
+		t.Errorf("other URL: got %v, want it not allowed", err)
+	}
+}
