@@ -3,10 +3,14 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/idna"
 )
 
 // The keys of Claude Code's settings that restrict which MCP servers run
@@ -136,13 +140,13 @@ func parseURLPattern(s string) (*urlPattern, error) {
 	if strings.ContainsAny(rest, "?#") {
 		return nil, fmt.Errorf("has a query or fragment")
 	}
-	authority, path, _ := strings.Cut(rest, "/")
+	authority, pathPart, _ := strings.Cut(rest, "/")
 	if strings.Contains(authority, "@") {
 		return nil, fmt.Errorf("has user information")
 	}
 	p := &urlPattern{scheme: strings.ToLower(scheme)}
 	if strings.Contains(rest, "/") {
-		p.path = "/" + path
+		p.path = "/" + pathPart
 	}
 	host, port := authority, ""
 	if i := strings.LastIndexByte(authority, ':'); i >= 0 && !strings.Contains(authority[i:], "]") {
@@ -151,41 +155,188 @@ func parseURLPattern(s string) (*urlPattern, error) {
 			return nil, fmt.Errorf("has an empty port")
 		}
 	}
-	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
-	if host == "" {
-		return nil, fmt.Errorf("has no host")
+	host, err := patternHost(strings.Trim(host, "[]"))
+	if err != nil {
+		return nil, err
+	}
+	if port != "" && !strings.Contains(port, "*") {
+		if port, err = canonicalPort(port); err != nil {
+			return nil, err
+		}
 	}
 	p.host, p.port = host, port
+	p.path = canonicalEscapes(p.path)
 	return p, nil
 }
 
-// matches reports whether raw, a server's URL, matches the pattern. A
-// pattern without a port matches only the scheme's default port.
-func (p *urlPattern) matches(raw string, allow bool) bool {
+// patternHost is a pattern's host as a server's is compared: in lower
+// case, without a trailing dot, an IP address in its usual form and a
+// Unicode name in its ASCII form (label by label: a label with '*'
+// must be ASCII).
+func patternHost(host string) (string, error) {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "" {
+		return "", fmt.Errorf("has no host")
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap().String(), nil
+	}
+	labels := strings.Split(host, ".")
+	for i, label := range labels {
+		if isASCII(label) {
+			continue
+		}
+		if strings.Contains(label, "*") {
+			return "", fmt.Errorf("has a '*' in a label that is not ASCII")
+		}
+		a, err := idna.Lookup.ToASCII(label)
+		if err != nil {
+			return "", fmt.Errorf("has a host that is not a valid name")
+		}
+		labels[i] = strings.ToLower(a)
+	}
+	return strings.Join(labels, "."), nil
+}
+
+// dialedURL is a server's URL as the HTTP client dials it, read for
+// matching.
+type dialedURL struct {
+	scheme, host, port string
+	user               bool
+	// paths are the readings of the path: as sent, and as a server
+	// that decodes escaped letters and removes dot segments reads it.
+	paths []string
+}
+
+// readDialedURL reads raw as net/http dials it: the host in its ASCII
+// form (net/http converts a Unicode one), in lower case, without a
+// trailing dot, an IP address in its usual form; the port as a number,
+// the scheme's default when it names none. ok is false for a URL that
+// does not read so (no host, which dials the local machine; a host that
+// is no valid name; a port out of range).
+func readDialedURL(raw string) (d dialedURL, ok bool) {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || (allow && u.User != nil) {
-		return false
+	if err != nil || u.Host == "" {
+		return d, false
+	}
+	host := u.Hostname()
+	if !isASCII(host) {
+		if host, err = idna.Lookup.ToASCII(host); err != nil {
+			return d, false
+		}
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.Unmap().String()
+	}
+	if host == "" {
+		return d, false
 	}
 	port := u.Port()
 	if port == "" {
 		port = defaultPort(u.Scheme)
+	} else if port, err = canonicalPort(port); err != nil {
+		return d, false
+	}
+	sent := u.EscapedPath()
+	if sent == "" {
+		sent = "/"
+	}
+	d = dialedURL{scheme: strings.ToLower(u.Scheme), host: host, port: port, user: u.User != nil, paths: []string{sent}}
+	if read := cleanPath(canonicalEscapes(sent)); read != sent {
+		d.paths = append(d.paths, read)
+	}
+	return d, true
+}
+
+// matches reports whether raw, a server's URL, matches the pattern. A
+// pattern without a port matches only the scheme's default port. For a
+// denylist, a URL that cannot be read as it is dialed matches every
+// pattern, and one path reading that matches is enough; for an allowlist
+// (allow), such a URL and one with user information match none, and every
+// reading of the path must match.
+func (p *urlPattern) matches(raw string, allow bool) bool {
+	u, ok := readDialedURL(raw)
+	if !ok {
+		return !allow
+	}
+	if allow && u.user {
+		return false
 	}
 	wantPort := p.port
 	if wantPort == "" {
-		wantPort = defaultPort(u.Scheme)
+		wantPort = defaultPort(u.scheme)
 	}
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
-	if !wildcardMatch(p.scheme, strings.ToLower(u.Scheme)) || !wildcardMatch(p.host, host) || !wildcardMatch(wantPort, port) {
+	if !wildcardMatch(p.scheme, u.scheme) || !wildcardMatch(p.host, u.host) || !wildcardMatch(wantPort, u.port) {
 		return false
 	}
 	if p.path == "" {
 		return true
 	}
-	path := u.EscapedPath()
-	if path == "" {
-		path = "/"
+	for _, path := range u.paths {
+		if wildcardMatch(p.path, path) != allow {
+			return !allow
+		}
 	}
-	return wildcardMatch(p.path, path)
+	return allow
+}
+
+// canonicalPort is a port number without leading zeros, as the dialer
+// reads it.
+func canonicalPort(port string) (string, error) {
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return "", fmt.Errorf("has a port that is not a number from 0 to 65535")
+	}
+	return strconv.FormatUint(n, 10), nil
+}
+
+// canonicalEscapes decodes the escapes of unreserved characters (letters,
+// digits, '-', '.', '_', '~'), which mean the character itself, and
+// writes the others' hex digits in upper case (RFC 3986, 6.2.2).
+func canonicalEscapes(path string) string {
+	if !strings.Contains(path, "%") {
+		return path
+	}
+	var b strings.Builder
+	for i := 0; i < len(path); i++ {
+		if path[i] != '%' || i+2 >= len(path) {
+			b.WriteByte(path[i])
+			continue
+		}
+		v, err := strconv.ParseUint(path[i+1:i+3], 16, 8)
+		if err != nil {
+			b.WriteByte(path[i])
+			continue
+		}
+		c := byte(v)
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			b.WriteString(strings.ToUpper(path[i : i+3]))
+		}
+		i += 2
+	}
+	return b.String()
+}
+
+// cleanPath removes dot segments and empty ones from path, keeping a
+// trailing '/'.
+func cleanPath(p string) string {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // defaultPort is the port a URL of scheme uses when it names none.

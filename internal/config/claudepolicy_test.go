@@ -250,3 +250,43 @@ func TestClaudePolicyAutoTransport(t *testing.T) {
 		t.Errorf("other URL: got %v, want it not allowed", err)
 	}
 }
+
+// TestClaudePolicyURLAsDialed matches a server's URL as the HTTP client
+// dials it and as a server reads its path: a port with leading zeros, a
+// Unicode host (dialed in its ASCII form), another spelling of an IP
+// address, an empty host (the local machine), a path with escaped
+// letters or dot segments slip past no denylist entry, and an allowlist
+// entry admits a path only when every reading of it matches.
+func TestClaudePolicyURLAsDialed(t *testing.T) {
+	deny, _ := policyFrom(t, []string{`{"deniedMcpServers": [{"serverUrl": "https://evil.example/*"}, {"serverUrl": "http://[::1]:*/*"}, {"serverUrl": "http://127.0.0.1:*/*"}, {"serverUrl": "https://h/admin/*"}, {"serverUrl": "http://localhost:*/*"}]}`}, nil)
+	for _, u := range []string{
+		"https://evil.example:0443/x",
+		"https://ｅｖｉｌ.example/x",
+		"https://%EF%BD%85vil.example/x",
+		"http://[0:0::1]:8080/x",
+		"http://[::ffff:127.0.0.1]:8080/x",
+		"http://:8080/x",
+		"https://h/%61dmin/x",
+		"https://h/mcp/../admin/x",
+		"https://h/mcp/%2e%2e/admin/x",
+	} {
+		if err := deny.Check(remote("s", u)); err == nil || !strings.Contains(err.Error(), "blocked by Claude Code's policy") {
+			t.Errorf("%s: got %v, want it denied", u, err)
+		}
+	}
+	if err := deny.Check(remote("s", "https://h/mcp")); err != nil {
+		t.Errorf("https://h/mcp: got %v, want it allowed", err)
+	}
+
+	allow, _ := policyFrom(t, []string{`{"allowedMcpServers": [{"serverUrl": "https://h/mcp/*"}, {"serverUrl": "https://ok.example:08443/*"}, {"serverUrl": "http://[0::1]:*/*"}]}`}, nil)
+	for _, u := range []string{"https://h/mcp/x", "https://h/mcp/a/./b", "https://ok.example:8443/x", "http://[::1]:9/"} {
+		if err := allow.Check(remote("s", u)); err != nil {
+			t.Errorf("%s: got %v, want it allowed", u, err)
+		}
+	}
+	for _, u := range []string{"https://h/mcp/../admin", "https://h/mcp/%2e%2e/admin", "https://h/%6Dcp/x", "http://:8080/mcp/x"} {
+		if err := allow.Check(remote("s", u)); err == nil {
+			t.Errorf("%s: allowed, want it not allowed", u)
+		}
+	}
+}
