@@ -82,11 +82,13 @@ func errText(err error) string {
 // if empty), after reading what the file holds. A state file that exists
 // and cannot be read is an error. policy checks the servers the file
 // restores as ConnectServer checked them: one it now refuses comes back
-// FAILED, saying why. reserved names the variables of mcpd's own that the
-// file's references may not read.
-func newRegistry(mgr *mcpclient.Manager, log zerolog.Logger, stateFile string, policy *server.CommandPolicy, reserved func(string) bool) (*registry, error) {
+// FAILED, saying why. claude is Claude Code's policy of the files as read
+// at start-up: it holds for ConnectServer from the first call, before
+// the files' servers are applied. reserved names the variables of mcpd's
+// own that the file's references may not read.
+func newRegistry(mgr *mcpclient.Manager, log zerolog.Logger, stateFile string, policy *server.CommandPolicy, claude *mcpconfig.ClaudePolicy, reserved func(string) bool) (*registry, error) {
 	r := &registry{
-		mgr: mgr, log: log, state: stateFile, reserved: reserved,
+		mgr: mgr, log: log, state: stateFile, reserved: reserved, policy: claude,
 		api: make(map[string]mcpconfig.Entry), apiJSON: make(map[string]json.RawMessage),
 		toggles: make(map[string]bool), applied: make(map[string]want), adding: make(map[string]mcpconfig.Entry),
 	}

@@ -1,10 +1,18 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	mcpconfig "github.com/mcpd-project/mcpd/internal/config"
+	"github.com/mcpd-project/mcpd/internal/mcpclient"
 )
 
 // TestStateFileNotAFile: a state file larger than a config file can be is
@@ -33,5 +41,35 @@ func TestStateFileNotAFile(t *testing.T) {
 	_, err = readStateFile(dir)
 	if want := "read state file: read " + dir + ": is a directory, not a regular file"; err == nil || err.Error() != want {
 		t.Errorf("directory: got %v, want %q", err, want)
+	}
+}
+
+// TestRegistryPolicyBeforeFirstApply holds ConnectServer to Claude Code's
+// policy from the start: the API serves before the files' servers are
+// applied, and a server added meanwhile must not run unchecked.
+func TestRegistryPolicyBeforeFirstApply(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	settings := filepath.Join(dir, "managed-settings.json")
+	if err := os.WriteFile(settings, []byte(`{"deniedMcpServers": [{"serverName": "denied"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := mcpconfig.LoadLayers([]mcpconfig.Layer{{Path: settings, Claude: mcpconfig.ClaudeManagedSettings}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := mcpclient.NewManager(&mcpclient.Options{})
+	t.Cleanup(func() { _ = mgr.Close(ctx) })
+	r, err := newRegistry(mgr, zerolog.Nop(), "", nil, merged.Policy, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Connect(ctx, mcpconfig.Server{Name: "denied", Kind: mcpconfig.TransportStdio, Command: "/bin/true"}, false)
+	if !errors.Is(err, mcpclient.ErrPermissionDenied) {
+		t.Fatalf("got %v, want the policy's denial", err)
+	}
+	if _, err := mgr.Get("denied"); err == nil {
+		t.Error("the denied server was added")
 	}
 }

@@ -194,7 +194,7 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 		tel.FilesRead(telemetry.FilesCallers, true, started)
 	}
 	commands := c.commandPolicy()
-	servers, err := newRegistry(mgr, log, c.stateFile, commands, stateReserved(authz))
+	servers, err := newRegistry(mgr, log, c.stateFile, commands, merged.Policy, stateReserved(authz))
 	if err != nil {
 		return err
 	}
