@@ -381,13 +381,21 @@ func (r *registry) reconcile(ctx context.Context) {
 			gone = append(gone, name)
 		}
 	}
+	// A server ConnectServer is adding is looked at once it is in: a new
+	// policy may stop it.
+	names := slices.Collect(maps.Keys(next))
+	for name := range r.adding {
+		if _, ok := next[name]; !ok {
+			names = append(names, name)
+		}
+	}
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, name := range gone {
 		wg.Go(func() { r.reconcileName(ctx, name) })
 	}
 	wg.Wait()
-	for name := range next {
+	for _, name := range names {
 		wg.Go(func() { r.reconcileName(ctx, name) })
 	}
 	wg.Wait()
