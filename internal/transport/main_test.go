@@ -25,11 +25,12 @@ import (
 const (
 	fakeServerEnv = "MCPD_TRANSPORT_FAKE_SERVER"
 	// Knobs read by the fake servers.
-	fakeStdoutEnv = "FAKE_STDOUT" // written to stdout first
-	fakeStderrEnv = "FAKE_STDERR" // written to stderr first
-	fakeBigEnv    = "FAKE_BIG"    // then a notification whose params hold this many bytes
-	fakeExitEnv   = "FAKE_EXIT"   // then exit with this code; unset: wait for stdin EOF
-	fakeNoiseEnv  = "FAKE_NOISE"  // mcp server: print a banner to stdout first
+	fakeStdoutEnv = "FAKE_STDOUT"       // written to stdout first
+	fakeStderrEnv = "FAKE_STDERR"       // written to stderr first
+	fakeFloodEnv  = "FAKE_STDERR_LINES" // then this many lines "stderr line <i>" to stderr, i from 1
+	fakeBigEnv    = "FAKE_BIG"          // then a notification whose params hold this many bytes
+	fakeExitEnv   = "FAKE_EXIT"         // then exit with this code; unset: wait for stdin EOF
+	fakeNoiseEnv  = "FAKE_NOISE"        // mcp server: print a banner to stdout first
 
 	readyLine = `{"jsonrpc":"2.0","method":"ready"}` + "\n"
 )
@@ -98,6 +99,13 @@ func runMCPServer() int {
 func runScript() int {
 	os.Stdout.WriteString(os.Getenv(fakeStdoutEnv))
 	os.Stderr.WriteString(os.Getenv(fakeStderrEnv))
+	if n, err := strconv.Atoi(os.Getenv(fakeFloodEnv)); err == nil {
+		w := bufio.NewWriter(os.Stderr)
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(w, "stderr line %d\n", i)
+		}
+		w.Flush()
+	}
 	if n, err := strconv.Atoi(os.Getenv(fakeBigEnv)); err == nil {
 		os.Stdout.WriteString(bigLine(n))
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 )
 
 const (
@@ -60,8 +61,9 @@ type StdioSpec struct {
 // ProcessOptions tunes a Process. The zero value (or nil) selects defaults.
 type ProcessOptions struct {
 	// Logger receives lifecycle events, skipped stdout lines (warn) and the
-	// child's stderr, one info event per line with "stream":"stderr". The
-	// caller passes a logger that already carries a server field.
+	// child's stderr, one info event per line with "stream":"stderr", as
+	// many as StderrLogLimit allows. The caller passes a logger that
+	// already carries a server field.
 	Logger zerolog.Logger
 	// MaxLineBytes bounds one inbound JSON-RPC line; 0 selects
 	// DefaultMaxLineBytes.
@@ -77,6 +79,19 @@ type ProcessOptions struct {
 	// OnStderrLine, if set, is called for every stderr line (it counts
 	// them for the metrics); it must not block.
 	OnStderrLine func()
+	// StderrLogLimit bounds the stderr lines that reach the log: a line
+	// it does not allow goes to StderrTail only, and the lines so dropped
+	// are counted in a warn event ("dropped"), once every 5s at most
+	// while they go on and once when stderr ends. The successive
+	// processes of one server share one limiter, so that a server that
+	// crashes and restarts does not get a new burst each time. nil
+	// selects a limiter of this process alone, of DefaultStderrLogRate
+	// and DefaultStderrLogBurst; rate.NewLimiter(rate.Inf, 0) logs every
+	// line. The limit never slows the reading of stderr.
+	StderrLogLimit *rate.Limiter
+	// OnStderrLineDropped, if set, is called for every stderr line that
+	// StderrLogLimit kept from the log; it must not block.
+	OnStderrLineDropped func()
 	// Withhold, if set, names the variables of the daemon's own
 	// environment that the child does not inherit (its credentials). A
 	// variable StdioSpec.Env sets reaches the child either way.
@@ -105,6 +120,8 @@ type Process struct {
 	stdout *os.File // our read end of the child's stdout
 	stderr *os.File // our read end of the child's stderr
 	tail   *lineTail
+	// stderrLog decides which stderr lines reach the log.
+	stderrLog *stderrGate
 
 	done       chan struct{} // closed once the child is reaped
 	exitErr    error         // written before done is closed
@@ -163,6 +180,9 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = DefaultStopGrace
+	}
+	if o.StderrLogLimit == nil {
+		o.StderrLogLimit = rate.NewLimiter(DefaultStderrLogRate, DefaultStderrLogBurst)
 	}
 	env, err := mergeEnv(os.Environ(), spec.Env, o.Withhold)
 	if err != nil {
@@ -243,6 +263,7 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 		stopped:    make(chan struct{}),
 		hurry:      make(chan struct{}),
 	}
+	p.stderrLog = newStderrGate(o.StderrLogLimit, p.stderrDropped, o.OnStderrLineDropped)
 	started := make(chan error)
 	go p.supervise(started)
 	startErr := <-started
@@ -445,6 +466,12 @@ func (p *Process) skippedLine(desc string) {
 
 // StderrTail returns a copy of the last stderr lines, oldest first.
 func (p *Process) StderrTail() []string { return p.tail.snapshot() }
+
+// stderrDropped reports n stderr lines that the log's rate limit kept out.
+func (p *Process) stderrDropped(n int) {
+	p.log.Warn().Int("pid", p.pid).Int("dropped", n).
+		Msg("stderr lines over the log's rate limit were dropped from the log (the stderr tail keeps the newest)")
+}
 
 // Stop stops the child in order: close stdin, wait StopGrace, SIGTERM the
 // process group, wait StopGrace, SIGKILL the group, reap. Once the child is
