@@ -31,6 +31,7 @@ type instruments struct {
 	subscribers       prometheus.Gauge
 	serverRequests    *prometheus.CounterVec
 	stderrLines       *prometheus.CounterVec
+	stderrDropped     *prometheus.CounterVec
 	reloadOK          *prometheus.GaugeVec
 	reloadOKTime      *prometheus.GaugeVec
 }
@@ -77,6 +78,10 @@ func newInstruments() instruments {
 			Name: "mcpd_server_stderr_lines_total",
 			Help: "Lines stdio servers wrote to stderr.",
 		}, []string{"server"}),
+		stderrDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_server_stderr_lines_dropped_total",
+			Help: "Lines stdio servers wrote to stderr that mcpd did not log, being over the log's rate limit (--stderr-log-rate); the stderr tail has them.",
+		}, []string{"server"}),
 		// Prometheus's and Alertmanager's own names for the same facts, so
 		// that alerts written for them read alike.
 		reloadOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -92,7 +97,7 @@ func newInstruments() instruments {
 
 func (m instruments) register(r *prometheus.Registry) {
 	r.MustRegister(m.operationDuration, m.toolCalls, m.toolCallResends, m.eventsPublished, m.eventsDelivered,
-		m.eventsDropped, m.subscribers, m.serverRequests, m.stderrLines, m.reloadOK, m.reloadOKTime)
+		m.eventsDropped, m.subscribers, m.serverRequests, m.stderrLines, m.stderrDropped, m.reloadOK, m.reloadOKTime)
 }
 
 // The files values of the reload metrics.
@@ -117,11 +122,11 @@ func (t *Telemetry) FilesRead(files string, ok bool, at time.Time) {
 }
 
 // ForgetServer deletes every series labelled with server: its calls,
-// durations, resends, requests and stderr lines. mcpd calls it when the
-// server is removed, so that names agents pick for servers that come and
-// go do not pile up in the metrics. (The series mcpd_server_* and
-// mcpd_calls_* are read from the servers at each scrape and go by
-// themselves.)
+// durations, resends, requests and stderr lines, logged or dropped. mcpd
+// calls it when the server is removed, so that names agents pick for
+// servers that come and go do not pile up in the metrics. (The series
+// mcpd_server_* and mcpd_calls_* are read from the servers at each
+// scrape and go by themselves.)
 func (t *Telemetry) ForgetServer(server string) {
 	if t == nil {
 		return
@@ -131,7 +136,7 @@ func (t *Telemetry) ForgetServer(server string) {
 	delete(t.tools, server)
 	labels := prometheus.Labels{"server": server}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		t.m.operationDuration, t.m.toolCalls, t.m.toolCallResends, t.m.serverRequests, t.m.stderrLines,
+		t.m.operationDuration, t.m.toolCalls, t.m.toolCallResends, t.m.serverRequests, t.m.stderrLines, t.m.stderrDropped,
 	} {
 		v.DeletePartialMatch(labels)
 	}
@@ -298,6 +303,15 @@ func (t *Telemetry) StderrLines(server string) func() {
 		return nil
 	}
 	return t.m.stderrLines.WithLabelValues(server).Inc
+}
+
+// StderrLinesDropped returns a func that counts one stderr line of server
+// that was kept from the log by its rate limit.
+func (t *Telemetry) StderrLinesDropped(server string) func() {
+	if t == nil {
+		return nil
+	}
+	return t.m.stderrDropped.WithLabelValues(server).Inc
 }
 
 // ServerRequest counts one request of kind ("sampling", "elicitation" or

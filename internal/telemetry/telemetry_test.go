@@ -84,6 +84,9 @@ func TestNil(t *testing.T) {
 	if f := tel.StderrLines("s"); f != nil {
 		t.Error("StderrLines on nil: want nil")
 	}
+	if f := tel.StderrLinesDropped("s"); f != nil {
+		t.Error("StderrLinesDropped on nil: want nil")
+	}
 	tel.ObserveServers(nil)
 	tel.InitializeGRPC(nil)
 	tel.ForgetServer("s")
@@ -337,6 +340,7 @@ func TestForgetServer(t *testing.T) {
 		tel.ToolCallResent(s, "echo", "not_sent")
 		tel.ServerRequest(s, "roots", &mcp.ListRootsResult{}, nil)
 		tel.StderrLines(s)()
+		tel.StderrLinesDropped(s)()
 		tel.observeOperation(operation{server: s, method: "tools/call"}, "", time.Millisecond)
 	}
 	tel.ForgetServer("gone")
@@ -358,8 +362,8 @@ func TestForgetServer(t *testing.T) {
 			}
 		}
 	}
-	if len(kept) != 5 {
-		t.Errorf("metrics with the other server's series: got %v, want 5", kept)
+	if len(kept) != 6 {
+		t.Errorf("metrics with the other server's series: got %v, want 6", kept)
 	}
 }
 
