@@ -17,6 +17,7 @@ import (
 	"github.com/mcpd-project/mcpd/internal/namelock"
 	"github.com/mcpd-project/mcpd/internal/oauth"
 	"github.com/mcpd-project/mcpd/internal/telemetry"
+	"github.com/mcpd-project/mcpd/internal/transport"
 )
 
 // Options configure a Manager. The zero value of each field selects its
@@ -71,6 +72,14 @@ type Options struct {
 	CallTimeoutMax time.Duration
 	// StderrTailLines is how many stderr lines a status keeps; default 50.
 	StderrTailLines int
+	// StderrLogRate and StderrLogBurst bound the stderr lines of one
+	// server that reach Logger, as a token bucket that its restarts
+	// share: lines per second, default transport.DefaultStderrLogRate,
+	// negative: no limit; and the burst, default
+	// transport.DefaultStderrLogBurst. Lines over the limit still reach
+	// the stderr tail; a warning counts them.
+	StderrLogRate  float64
+	StderrLogBurst int
 	// Dialer, if set, opens the transport of servers that are not stdio
 	// child processes; without it such servers fail as unsupported.
 	Dialer Dialer
@@ -131,6 +140,12 @@ func (o *Options) withDefaults() *Options {
 	}
 	if out.UnsubscribeDelay == 0 {
 		out.UnsubscribeDelay = 2 * time.Second
+	}
+	if out.StderrLogRate == 0 {
+		out.StderrLogRate = transport.DefaultStderrLogRate
+	}
+	if out.StderrLogBurst <= 0 {
+		out.StderrLogBurst = transport.DefaultStderrLogBurst
 	}
 	if out.ConnectTimeout <= 0 {
 		out.ConnectTimeout = 30 * time.Second

@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/mcpd-project/mcpd/internal/config"
 )
@@ -512,5 +515,61 @@ func TestSplitQualifiedToolName(t *testing.T) {
 		if ok && QualifiedToolName(server, tool) != tt.in {
 			t.Errorf("QualifiedToolName does not invert the split of %q", tt.in)
 		}
+	}
+}
+
+// TestStderrLogLimitPerServer: a server's processes share its stderr log
+// limit, so that a crash loop does not get a new burst at every start;
+// the lines kept out of the log are counted in warnings, and the tail
+// still has them.
+func TestStderrLogLimitPerServer(t *testing.T) {
+	var logs lockedBuffer
+	m := closingManager(t, &Options{
+		Logger:         zerolog.New(&logs).Level(zerolog.DebugLevel),
+		ProbeTimeout:   20 * time.Second,
+		StopGrace:      500 * time.Millisecond,
+		StderrLogBurst: 2,
+		StderrLogRate:  1e-9, // a refill no test lives to see
+	})
+	ctx := testContext(t)
+	const line = "fatal: missing API key" // one line per process
+	// Each start runs the server twice: for the era probe, which it does
+	// not survive, and for initialize.
+	st, err := m.Connect(ctx, fakeServer("gone", "exit-at-start"), false)
+	if err != nil || st.State != StateFailed {
+		t.Fatalf("start: got %v, %v; want failed", st.State, err)
+	}
+	st, err = m.Restart(ctx, "gone")
+	if err != nil || st.State != StateFailed {
+		t.Fatalf("restart: got %v, %v; want failed", st.State, err)
+	}
+	if !slices.Contains(st.StderrTail, line) {
+		t.Errorf("stderr tail %q, want the line the log did not get", st.StderrTail)
+	}
+	// Each process's stderr reader reports its dropped line as it ends,
+	// at the latest when the Manager stops the process.
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	started, logged, dropped := 0, 0, 0
+	for l := range strings.Lines(logs.String()) {
+		var e struct {
+			Stream, Level, Message string
+			Dropped                int
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		switch {
+		case e.Message == "server process started":
+			started++
+		case e.Stream == "stderr" && e.Message == line:
+			logged++
+		case e.Level == "warn":
+			dropped += e.Dropped
+		}
+	}
+	if started < 3 || logged != 2 || dropped != started-2 {
+		t.Errorf("of %d processes' line: %d logged and %d reported dropped, want 2 logged (the burst), the rest dropped", started, logged, dropped)
 	}
 }

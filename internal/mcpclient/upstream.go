@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 
 	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
@@ -122,6 +123,9 @@ type upstream struct {
 	// stopping is the context of the child process's stops: once it ends
 	// (Manager.Hurry), a stop kills the process group at once.
 	stopping context.Context
+	// stderrLog bounds the stderr lines of the server's processes that
+	// reach the log, one start after another.
+	stderrLog *rate.Limiter
 
 	calls    *inflight
 	requests runningRequests         // what the server is running, for keepAlive
@@ -237,6 +241,11 @@ func newUpstream(cfg config.Server, opts *Options, stopping context.Context, wan
 		source:   cfg.Source,
 		warnings: cfg.Warnings,
 	}
+	stderrRate := rate.Limit(opts.StderrLogRate)
+	if stderrRate < 0 {
+		stderrRate = rate.Inf
+	}
+	u.stderrLog = rate.NewLimiter(stderrRate, opts.StderrLogBurst)
 	if opts.Trace != nil && opts.Trace(cfg.Name) {
 		u.cfg.Trace = true
 	}
@@ -1191,13 +1200,15 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 		Env:     u.cfg.Env,
 		Dir:     u.cfg.Cwd,
 	}, &transport.ProcessOptions{
-		Logger:          u.log,
-		MaxLineBytes:    u.opts.MaxLineBytes,
-		StderrTailLines: u.opts.StderrTailLines,
-		StopGrace:       u.opts.StopGrace,
-		OnStderrLine:    u.opts.Telemetry.StderrLines(u.cfg.Name),
-		Withhold:        u.opts.WithholdEnv,
-		Hurry:           u.stopping,
+		Logger:              u.log,
+		MaxLineBytes:        u.opts.MaxLineBytes,
+		StderrTailLines:     u.opts.StderrTailLines,
+		StopGrace:           u.opts.StopGrace,
+		OnStderrLine:        u.opts.Telemetry.StderrLines(u.cfg.Name),
+		StderrLogLimit:      u.stderrLog,
+		OnStderrLineDropped: u.opts.Telemetry.StderrLinesDropped(u.cfg.Name),
+		Withhold:            u.opts.WithholdEnv,
+		Hurry:               u.stopping,
 	})
 	u.mu.Lock()
 	u.lastProc = proc // nil after a failed start: the old tail is not its
