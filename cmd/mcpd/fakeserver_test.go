@@ -45,6 +45,7 @@ const (
 	fakeStubborn       = "stubborn"          // real server that ignores SIGTERM and, once its stdin closes, creates the file fakeMarkEnv names and hangs
 	fakeNote           = "note"              // real server whose resource fakeNoteURI changes only by its tool "set"; tool "subscribed" says whether anyone follows it
 	fakeCloseStdout    = "close-stdout"      // real server that closes its stdout, unanswered, when asked to call a tool, and runs on until a signal ends it
+	fakeStderrFlood    = "stderr-flood"      // real server that first writes fakeFloodLines lines to stderr (fakeFloodLine), as fast as the pipe takes them
 	fakeMarkEnv        = "MCPD_FAKE_MARK"
 	// fakeStacksEnv names a directory: on SIGUSR1 a fake writes the stacks
 	// of its goroutines to <mode>-<pid>.stacks there (see dumpStacks).
@@ -83,6 +84,14 @@ const (
 	fakeSleepCancelled = "fake: sleep cancelled"
 	methodDiscover     = "server/discover"
 )
+
+// fakeFloodLines is how many lines the stderr-flood fake writes: about
+// 130 KB, twice what a pipe holds, so that it gets to serve only if mcpd
+// reads them all.
+const fakeFloodLines = 5000
+
+// fakeFloodLine is line i (from 1) of the stderr-flood fake.
+func fakeFloodLine(i int) string { return "fake: stderr flood " + strconv.Itoa(i) }
 
 // runFakeServer runs the fake server named by mode on stdin/stdout and
 // returns the process exit code.
@@ -240,6 +249,14 @@ func runFakeServer(mode string) int {
 				}
 				return true
 			}}
+		}
+	case fakeStderrFlood:
+		w := bufio.NewWriter(os.Stderr)
+		for i := 1; i <= fakeFloodLines; i++ {
+			fmt.Fprintln(w, fakeFloodLine(i))
+		}
+		if err := w.Flush(); err != nil {
+			return 1
 		}
 	case fakeStubborn:
 		// Nor does a write to a pipe mcpd closed end it: only SIGKILL.

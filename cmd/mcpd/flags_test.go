@@ -45,6 +45,8 @@ func TestParseFlags(t *testing.T) {
 		{"allow-command", len(defaults.allowCommands), 0},
 		{"max-procs", defaults.maxProcs, 1},
 		{"memory-limit", defaults.memoryLimit, byteSize(128 << 20)},
+		{"stderr-log-rate", defaults.stderrLogRate, 20},
+		{"stderr-log-burst", defaults.stderrLogBurst, 200},
 	} {
 		if c.got != c.want {
 			t.Errorf("default %s: got %v, want %v", c.field, c.got, c.want)
@@ -178,6 +180,11 @@ func TestParseFlags(t *testing.T) {
 		{name: "max-procs too large from the environment", env: map[string]string{"MCPD_MAX_PROCS": "1025"}, wantErr: "--max-procs 1025"},
 		{name: "max-procs at its bound", args: []string{"--max-procs", "1024"}, want: with(func(c *config) { c.maxProcs = 1024 })},
 		{name: "no polls", args: []string{"--max-polls", "0"}, wantErr: "--max-polls 0"},
+		{name: "no stderr log limit", args: []string{"--stderr-log-rate", "0"}, want: with(func(c *config) { c.stderrLogRate = 0 })},
+		{name: "stderr log limit", env: map[string]string{"MCPD_STDERR_LOG_RATE": "5", "MCPD_STDERR_LOG_BURST": "50"}, want: with(func(c *config) { c.stderrLogRate, c.stderrLogBurst = 5, 50 })},
+		{name: "negative stderr log rate", args: []string{"--stderr-log-rate", "-1"}, wantErr: "--stderr-log-rate -1: want 0 (no limit) or more"},
+		{name: "stderr log rate that is no whole number", env: map[string]string{"MCPD_STDERR_LOG_RATE": "0.5"}, wantErr: `MCPD_STDERR_LOG_RATE "0.5": want a whole number (--stderr-log-rate)`},
+		{name: "no stderr log burst", args: []string{"--stderr-log-burst", "0"}, wantErr: "--stderr-log-burst 0: want at least 1"},
 		{name: "no message size", args: []string{"--max-message-bytes", "0"}, wantErr: "--max-message-bytes 0: want at least 1"},
 		{name: "zero call timeout", args: []string{"--call-timeout", "0"}, wantErr: "--call-timeout 0: want a duration above 0"},
 		{name: "negative stop grace", args: []string{"--stop-grace", "-1s"}, wantErr: "--stop-grace -1s: want a duration of 0 or more"},

@@ -40,6 +40,7 @@ import (
 	"github.com/mcpd-project/mcpd/internal/demoserver"
 	"github.com/mcpd-project/mcpd/internal/events"
 	"github.com/mcpd-project/mcpd/internal/gateway"
+	"github.com/mcpd-project/mcpd/internal/transport"
 )
 
 func main() {
@@ -247,6 +248,8 @@ type config struct {
 	maxInFlight     int
 	maxPolls        int
 	queueTimeout    time.Duration
+	stderrLogRate   int // lines a second; 0: no limit
+	stderrLogBurst  int
 	maxCallTimeout  time.Duration
 	maxProcs        int
 	memoryLimit     byteSize
@@ -418,6 +421,8 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.clientKeepalive, "client-keepalive", 30*time.Second, "ping a client's HTTP/2 or gRPC connection that brought nothing for this long, and close it, ending its calls and streams, when the ping goes unanswered as long again (at least 1s; 0 disables)")
 	fs.IntVar(&c.maxInFlight, "max-inflight-calls", 128, "tool calls in flight to one server at most; 0 means no cap")
 	fs.IntVar(&c.maxPolls, "max-polls", 64, "polls (StartPoll, and fallback polls of Subscribe) running at once at most")
+	fs.IntVar(&c.stderrLogRate, "stderr-log-rate", transport.DefaultStderrLogRate, "stderr lines of one stdio server that mcpd logs per second, after a burst of --stderr-log-burst; a warning counts the lines over it, which the server's stderr tail still shows; 0 logs every line")
+	fs.IntVar(&c.stderrLogBurst, "stderr-log-burst", transport.DefaultStderrLogBurst, "stderr lines of one stdio server that mcpd logs at once before --stderr-log-rate holds them back")
 	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 0, "if longer than a call's default timeout, the call's progress notifications restart that timeout, up to this in all (mcpd then asks every call for progress); 0 turns it off; a call's own timeout is never extended")
 	fs.IntVar(&c.maxProcs, "max-procs", 1, "how many threads run mcpd's Go code at once, at most 1024; 0 means one per available CPU; without this flag a GOMAXPROCS variable is honoured; servers mcpd starts keep their own default")
@@ -542,6 +547,9 @@ func parseFlagSet(fs *flag.FlagSet, c *config, args []string, lookup func(string
 	if c.maxInFlight < 0 {
 		return nil, fmt.Errorf("--max-inflight-calls %d: want 0 (no cap) or more", c.maxInFlight)
 	}
+	if c.stderrLogRate < 0 {
+		return nil, fmt.Errorf("--stderr-log-rate %d: want 0 (no limit) or more", c.stderrLogRate)
+	}
 	if c.oauthStateDir == "" {
 		c.oauthStateDir = defaultOAuthStateDir(lookup)
 		c.oauthStateDirDefault = true
@@ -639,12 +647,22 @@ func (c *config) checkRanges() error {
 		{"keepalive-failures", c.keepAliveFails, 1},
 		{"mcp-max-sessions", c.mcpMaxSessions, 1},
 		{"max-polls", c.maxPolls, 1},
+		{"stderr-log-burst", c.stderrLogBurst, 1},
 	} {
 		if n.v < n.least {
 			return fmt.Errorf("--%s %d: want at least %d", n.flag, n.v, n.least)
 		}
 	}
 	return nil
+}
+
+// stderrLogRateOption is --stderr-log-rate as mcpclient.Options takes it:
+// there 0 selects the default, and a negative rate means no limit.
+func (c *config) stderrLogRateOption() float64 {
+	if c.stderrLogRate == 0 {
+		return -1
+	}
+	return float64(c.stderrLogRate)
 }
 
 // checkAPIToken refuses an MCPD_API_TOKEN with whitespace, without quoting

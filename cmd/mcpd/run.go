@@ -176,6 +176,8 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 		MaxInFlight:       c.maxInFlight,
 		MaxPolls:          c.maxPolls,
 		QueueTimeout:      c.queueTimeout,
+		StderrLogRate:     c.stderrLogRateOption(),
+		StderrLogBurst:    c.stderrLogBurst,
 		OnStateChange:     health.ServerStateChanged,
 		OnRemoved:         health.ServerRemoved,
 		Events:            bus,

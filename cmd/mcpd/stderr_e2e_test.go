@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
+)
+
+// TestStderrFlood connects a server that floods stderr as it starts:
+// mcpd reads it all (the server gets to serve), logs the default burst
+// and then the default rate of its lines, counts the others in warnings
+// and in mcpd_server_stderr_lines_dropped_total, and still shows the
+// newest lines in the stderr tail.
+func TestStderrFlood(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--metrics-listen", addr}})
+	start := time.Now()
+	s := d.connectFake(ctx, t, "flood", fakeStderrFlood)
+	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("state: got %v (%s), want READY: mcpd stopped reading the flood?", s.GetState(), s.GetLastError())
+	}
+	// The lines over the limit are reported when the flood has eased,
+	// within a few seconds.
+	var logged, dropped int
+	poll(ctx, t, "every stderr line logged or reported dropped", func() (bool, error) {
+		logged, dropped = stderrLogCounts(t, d.log.String(), "flood")
+		return logged+dropped == fakeFloodLines, fmt.Errorf("%d logged, %d reported dropped of %d", logged, dropped, fakeFloodLines)
+	})
+	// The bucket refilled for no longer than the test ran: a bound that a
+	// slow machine raises, never one it can break.
+	elapsed := time.Since(start)
+	const burst, rate = 200, 20 // the defaults of --stderr-log-burst and --stderr-log-rate
+	if most := burst + int(rate*elapsed.Seconds()) + 1; logged > most {
+		t.Errorf("stderr lines logged: got %d of %d in %v, want at most %d (a burst of %d, then %d a second)",
+			logged, fakeFloodLines, elapsed, most, burst, rate)
+	}
+	if logged < burst {
+		t.Errorf("stderr lines logged: got %d, want at least the burst of %d", logged, burst)
+	}
+	server := map[string]string{"server": "flood"}
+	m := scrapeMetrics(ctx, t, addr)
+	m.want(t, "mcpd_server_stderr_lines_total", server, fakeFloodLines)
+	m.want(t, "mcpd_server_stderr_lines_dropped_total", server, float64(dropped))
+
+	resp, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "flood"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := resp.GetServer().GetStderrTail()
+	if len(tail) == 0 || tail[len(tail)-1] != fakeFloodLine(fakeFloodLines) {
+		t.Errorf("stderr_tail ends with %q, want the last line %q", tail[max(0, len(tail)-3):], fakeFloodLine(fakeFloodLines))
+	}
+	// The server still answers.
+	if got := text(d.mustCall(ctx, t, "mcp__flood__echo", map[string]any{"text": "after the flood"})); got != "after the flood" {
+		t.Errorf("echo: got %q", got)
+	}
+}
+
+// TestStderrLogRateOff: --stderr-log-rate 0 logs every stderr line.
+func TestStderrLogRateOff(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--stderr-log-rate", "0"}})
+	if s := d.connectFake(ctx, t, "flood", fakeStderrFlood); s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("state: got %v (%s), want READY", s.GetState(), s.GetLastError())
+	}
+	poll(ctx, t, "every stderr line logged", func() (bool, error) {
+		logged, dropped := stderrLogCounts(t, d.log.String(), "flood")
+		if dropped != 0 {
+			t.Fatalf("%d stderr lines reported dropped with no limit", dropped)
+		}
+		return logged == fakeFloodLines, fmt.Errorf("%d of %d logged", logged, fakeFloodLines)
+	})
+}
+
+// stderrLogCounts counts the stderr lines of server in mcpd's JSON log,
+// and the lines its warnings report dropped.
+func stderrLogCounts(t *testing.T, log, server string) (logged, dropped int) {
+	t.Helper()
+	for line := range strings.Lines(log) {
+		if !strings.Contains(line, `"server":"`+server+`"`) {
+			continue
+		}
+		var e struct {
+			Server, Stream, Level string
+			Dropped               int
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Server != server {
+			continue // not mcpd's JSON: another process's line on the same output
+		}
+		switch {
+		case e.Stream == "stderr":
+			logged++
+		case e.Level == "warn":
+			dropped += e.Dropped
+		}
+	}
+	return logged, dropped
+}
