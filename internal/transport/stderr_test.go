@@ -69,27 +69,11 @@ func TestStderrLogRateLimit(t *testing.T) {
 // TestStderrLogLimitShared runs two processes on one limiter, as a server
 // and its restart: the second gets what the first left of the burst.
 func TestStderrLogLimitShared(t *testing.T) {
-	ctx := testContext(t)
 	limit := rate.NewLimiter(0, 5) // a burst of 5 that never refills
 	var dropped atomic.Int64
 	var logged []int
 	for range 2 {
-		var logs syncBuffer
-		p := startFake(t, "script", map[string]string{fakeFloodEnv: "3", fakeExitEnv: "0"}, &ProcessOptions{
-			Logger: zerolog.New(&logs), StopGrace: gracefulStopGrace,
-			StderrLogLimit: limit, OnStderrLineDropped: func() { dropped.Add(1) },
-		})
-		<-p.Done()
-		if err := p.Stop(ctx); err != nil {
-			t.Fatalf("Stop: %v", err)
-		}
-		n := 0
-		for _, e := range logs.entries(t) {
-			if e["stream"] == "stderr" {
-				n++
-			}
-		}
-		logged = append(logged, n)
+		logged = append(logged, stderrLinesLogged(t, 3, limit, func() { dropped.Add(1) }))
 	}
 	if diff := cmp.Diff([]int{3, 2}, logged); diff != "" {
 		t.Errorf("stderr lines logged by each process (-want +got):\n%s", diff)
@@ -97,14 +81,23 @@ func TestStderrLogLimitShared(t *testing.T) {
 	if got := dropped.Load(); got != 1 {
 		t.Errorf("OnStderrLineDropped: called %d times, want 1", got)
 	}
-
 	// rate.Inf logs every line.
+	if n := stderrLinesLogged(t, 1000, rate.NewLimiter(rate.Inf, 0), nil); n != 1000 {
+		t.Errorf("without a limit: %d stderr lines logged, want 1000", n)
+	}
+}
+
+// stderrLinesLogged runs a child that writes lines to stderr and exits,
+// with limit as its log limit, and counts the stderr lines logged.
+func stderrLinesLogged(t *testing.T, lines int, limit *rate.Limiter, onDrop func()) int {
+	t.Helper()
 	var logs syncBuffer
-	p := startFake(t, "script", map[string]string{fakeFloodEnv: "1000", fakeExitEnv: "0"}, &ProcessOptions{
-		Logger: zerolog.New(&logs), StopGrace: gracefulStopGrace, StderrLogLimit: rate.NewLimiter(rate.Inf, 0),
+	p := startFake(t, "script", map[string]string{fakeFloodEnv: strconv.Itoa(lines), fakeExitEnv: "0"}, &ProcessOptions{
+		Logger: zerolog.New(&logs), StopGrace: gracefulStopGrace,
+		StderrLogLimit: limit, OnStderrLineDropped: onDrop,
 	})
 	<-p.Done()
-	if err := p.Stop(ctx); err != nil {
+	if err := p.Stop(testContext(t)); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
 	n := 0
@@ -113,9 +106,7 @@ func TestStderrLogLimitShared(t *testing.T) {
 			n++
 		}
 	}
-	if n != 1000 {
-		t.Errorf("without a limit: %d stderr lines logged, want 1000", n)
-	}
+	return n
 }
 
 // fakeTimers stands in for time.AfterFunc.
