@@ -467,6 +467,71 @@ func TestRemoteCallCutOffMayHaveRun(t *testing.T) {
 	}
 }
 
+// TestReadOnlyCallCutOffAsTheSessionEnds calls a read-only tool over
+// Streamable HTTP, and the call's request reaches the server and runs, but
+// its connection is cut before the answer, and the server forgets the
+// session (a restart): the next request of the session gets 404. Nothing
+// else tells mcpd that the session ended (its event stream stays open),
+// so the call fails before the session is seen to end. The call is sent
+// again on a new session all the same, as after any end of a session, and
+// returns its result.
+func TestReadOnlyCallCutOffAsTheSessionEnds(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "forgetful", Version: "0.0.1"}, nil)
+	var runs atomic.Int32
+	mcp.AddTool(srv, &mcp.Tool{Name: "look", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		runs.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "looked"}}}, nil, nil
+	})
+	var (
+		mu        sync.Mutex
+		forgotten string // the session the server no longer knows
+		cut       bool
+	)
+	up := serveThrough(t, srv, nil, nil, func(handler http.Handler, w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		session := r.Header.Get("Mcp-Session-Id")
+		mu.Lock()
+		gone := session != "" && session == forgotten
+		first := !cut && r.Method == http.MethodPost && bytes.Contains(body, []byte(`"method":"tools/call"`))
+		if first {
+			cut, forgotten = true, session
+		}
+		mu.Unlock()
+		switch {
+		case gone && r.Method != http.MethodDelete:
+			http.Error(w, "session not found", http.StatusNotFound)
+		case first:
+			// The server runs the call, and the connection breaks before
+			// its answer.
+			handler.ServeHTTP(httptest.NewRecorder(), r)
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Errorf("hijack: %v", err)
+				return
+			}
+			conn.Close()
+		default:
+			handler.ServeHTTP(w, r)
+		}
+	})
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--keepalive-interval", "0"}})
+	d.connectReady(ctx, t, remoteConfig("forgetful", "http", up.URL))
+
+	resp, err := d.call(ctx, t, "mcp__forgetful__look", nil, 0)
+	if err != nil || text(resp) != "looked" {
+		t.Fatalf("the call: %v %v, want looked, from the new session", resp, err)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Errorf("the tool ran %d times, want twice (on the old session and the new one)", n)
+	}
+	if s := d.waitServer(ctx, t, "forgetful", mcpdv1.ServerState_SERVER_STATE_READY); s.GetRestarts() != 1 {
+		t.Errorf("restarts: got %d, want 1 (last_error %q)", s.GetRestarts(), s.GetLastError())
+	}
+}
+
 // TestProxyRefusesOneCall: a proxy in front of a Streamable HTTP server
 // refuses one call's POST with a 4xx page of its own (a body over its
 // size limit, a rule of its firewall): that call fails, with a code that

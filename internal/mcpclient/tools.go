@@ -239,6 +239,13 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 		if ctx.Err() != nil {
 			return nil, a.err // the caller gave up
 		}
+		if !a.sessionEnded && a.sent && repeatable && sent == 0 && errors.Is(a.err, ErrUnavailable) && u.cfg.Kind != config.TransportAgent {
+			// The call's connection may have failed just before the run
+			// saw the session end (a server that went away, or came back
+			// without the session): a call that would be sent again on a
+			// new session must not fail for the order of the two.
+			a.sessionEnded = u.sessionEnds(ctx, cs)
+		}
 		if !a.sessionEnded {
 			// The session lives on, or its end was not seen yet (the call
 			// failed with the connection before the run noticed). A call

@@ -1510,8 +1510,58 @@ func (u *upstream) awaitSession(ctx context.Context, ended *mcp.ClientSession) (
 
 // sessionEndGrace is how long a call waits for the run to notice the end
 // of a session that the call saw end before it takes the session, still
-// the server's and ready, for alive.
+// the server's and ready, for alive; and how long sessionEnds waits for
+// the end of a session that its server did not answer for.
 const sessionEndGrace = 2 * time.Second
+
+// sessionEnds reports whether session cs is ending: a request on it just
+// failed after it may have reached the server, and the session may have
+// ended with it (its server went away, or came back without it) before
+// the run saw the end. The session's own requests may not tell the run
+// for seconds (a standalone stream is opened again after a second or
+// more, a keepalive probe comes every KeepAlive), so the server is asked
+// at once with the keepalive's probe: an answer means the session lives
+// on, and a server that forgot the session has it ended (see classify).
+// Without an answer, the run has sessionEndGrace to see the end.
+func (u *upstream) sessionEnds(ctx context.Context, cs *mcp.ClientSession) bool {
+	if isStateless(cs) && u.cfg.Kind != config.TransportStdio {
+		return false // no session: each request is an HTTP request of its own
+	}
+	ctx, cancel := context.WithTimeout(ctx, sessionEndGrace)
+	probe, _ := u.keepAliveProbe(cs)
+	answered := make(chan bool, 1) // whether the server answered the probe
+	probed := make(chan struct{})
+	defer func() {
+		cancel()
+		<-probed
+	}()
+	go func() {
+		defer close(probed)
+		if probe == nil {
+			return
+		}
+		err := probe(ctx)
+		// A JSON-RPC error is an answer too.
+		answered <- err == nil || !errors.Is(u.classify(ctx, cs, "probe", err), ErrUnavailable)
+	}()
+	for {
+		u.mu.Lock()
+		current, changed := u.session == cs && u.state == StateReady, u.changed
+		u.mu.Unlock()
+		if !current {
+			return true
+		}
+		select {
+		case <-changed:
+		case alive := <-answered:
+			if alive {
+				return false
+			}
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
 
 // isCurrent says whether cs is the session of a ready server.
 func (u *upstream) isCurrent(cs *mcp.ClientSession) bool {
