@@ -259,7 +259,22 @@ func TestStandaloneStreamCutByProxy(t *testing.T) {
 // for them.
 func serveThrough(t *testing.T, srv *mcp.Server, opts *mcp.StreamableHTTPOptions, release func(), proxy func(server http.Handler, w http.ResponseWriter, r *http.Request)) *httptest.Server {
 	t.Helper()
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts)
+	return serveHandlerThrough(t, srv, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts), release, proxy)
+}
+
+// serveOverThrough is serveThrough for kind "http" (Streamable HTTP) or
+// "sse" (the legacy HTTP+SSE transport).
+func serveOverThrough(t *testing.T, kind string, srv *mcp.Server, release func(), proxy func(server http.Handler, w http.ResponseWriter, r *http.Request)) *httptest.Server {
+	t.Helper()
+	if kind == "sse" {
+		return serveHandlerThrough(t, srv, mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil), release, proxy)
+	}
+	return serveThrough(t, srv, nil, release, proxy)
+}
+
+// serveHandlerThrough is serveThrough with srv's HTTP handler given.
+func serveHandlerThrough(t *testing.T, srv *mcp.Server, handler http.Handler, release func(), proxy func(server http.Handler, w http.ResponseWriter, r *http.Request)) *httptest.Server {
+	t.Helper()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { proxy(handler, w, r) }))
 	t.Cleanup(func() {
 		if release != nil {
@@ -532,25 +547,34 @@ func TestReadOnlyCallCutOffAsTheSessionEnds(t *testing.T) {
 	}
 }
 
-// TestProxyRefusesOneCall: a proxy in front of a Streamable HTTP server
-// refuses one call's POST with a 4xx page of its own (a body over its
-// size limit, a rule of its firewall): that call fails, with a code that
-// says whether trying again can help, and the session goes on, the calls
-// it runs meanwhile included. A JSON-RPC error sent with the 4xx is the
-// server's own answer, and reaches the caller as such.
+// TestProxyRefusesOneCall: a proxy in front of a Streamable HTTP or
+// legacy SSE server refuses one call's POST with a 4xx page of its own (a
+// body over its size limit, a rule of its firewall): that call fails, with
+// a code that says whether trying again can help, and the session goes
+// on, the calls it runs meanwhile included. A JSON-RPC error sent with the
+// 4xx is the server's own answer, and reaches the caller as such.
 func TestProxyRefusesOneCall(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
+	type refusal struct {
+		kind     string // "http" or "sse"
 		status   int
 		rpcError bool // the refusal is a JSON-RPC error (-32602), not a page
 		wantCode codes.Code
 		wantText string // in the message
-	}{
-		{status: http.StatusRequestEntityTooLarge, wantCode: codes.ResourceExhausted, wantText: "413"},
-		{status: http.StatusForbidden, wantCode: codes.Unavailable, wantText: "403"},
-		{status: http.StatusBadRequest, rpcError: true, wantCode: codes.InvalidArgument, wantText: "arguments over the limit"},
-	} {
-		t.Run(fmt.Sprintf("%d rpc error %v", tc.status, tc.rpcError), func(t *testing.T) {
+	}
+	var cases []refusal
+	for _, kind := range []string{"http", "sse"} {
+		cases = append(cases,
+			refusal{kind: kind, status: http.StatusRequestEntityTooLarge, wantCode: codes.ResourceExhausted, wantText: "413"},
+			refusal{kind: kind, status: http.StatusForbidden, wantCode: codes.Unavailable, wantText: "403"},
+			refusal{kind: kind, status: http.StatusBadRequest, rpcError: true, wantCode: codes.InvalidArgument, wantText: "arguments over the limit"},
+		)
+	}
+	// The Streamable HTTP client of the SDK keeps the session on a 429 by
+	// itself; the legacy SSE one does not.
+	cases = append(cases, refusal{kind: "sse", status: http.StatusTooManyRequests, wantCode: codes.Unavailable, wantText: "429"})
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s %d rpc error %v", tc.kind, tc.status, tc.rpcError), func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
 			srv, releaseWait := serverBehindProxy()
@@ -561,7 +585,7 @@ func TestProxyRefusesOneCall(t *testing.T) {
 				runs.Add(1)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "stored"}}}, nil, nil
 			})
-			proxy := serveThrough(t, srv, nil, releaseWait, func(handler http.Handler, w http.ResponseWriter, r *http.Request) {
+			proxy := serveOverThrough(t, tc.kind, srv, releaseWait, func(handler http.Handler, w http.ResponseWriter, r *http.Request) {
 				if r.ContentLength > 64<<10 && !tc.rpcError {
 					http.Error(w, "<html><body>refused by the proxy</body></html>", tc.status)
 					return
@@ -583,7 +607,7 @@ func TestProxyRefusesOneCall(t *testing.T) {
 				handler.ServeHTTP(w, r)
 			})
 			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
-			d.connectReady(ctx, t, remoteConfig("proxied", "http", proxy.URL))
+			d.connectReady(ctx, t, remoteConfig("proxied", tc.kind, proxy.URL))
 
 			waiting := make(chan error, 1)
 			go func() {
@@ -618,5 +642,135 @@ func TestProxyRefusesOneCall(t *testing.T) {
 				t.Errorf("store ran %d times, want once (the small call)", n)
 			}
 		})
+	}
+}
+
+// TestProxyRefusesOneMessage: a proxy in front of a server refuses, with a
+// 4xx page of its own, the POST of a message of mcpd's that is no call:
+// its answer to the server's roots/list, or the cancellation of a call.
+// The message is lost, and said so in the log (the status, not the page);
+// the session goes on, the call in flight beside it and the next call
+// included. Over Streamable HTTP and the legacy HTTP+SSE transport.
+func TestProxyRefusesOneMessage(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"http", "sse"} {
+		for _, refuse := range []string{"answer", "cancellation"} {
+			t.Run(kind+" "+refuse, func(t *testing.T) {
+				t.Parallel()
+				testProxyRefusesOneMessage(t, kind, refuse)
+			})
+		}
+	}
+}
+
+func testProxyRefusesOneMessage(t *testing.T, kind, refuse string) {
+	ctx := testContext(t)
+	srv, releaseWait := serverBehindProxy()
+	refused := make(chan struct{})
+	refusedOnce := sync.OnceFunc(func() { close(refused) })
+	// roots asks mcpd for its roots, and says whether the answer came.
+	mcp.AddTool(srv, &mcp.Tool{Name: "roots"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		answered := make(chan error, 1)
+		go func() {
+			_, err := req.Session.ListRoots(ctx, nil)
+			answered <- err
+		}()
+		got := "unanswered"
+		select {
+		case err := <-answered:
+			got = fmt.Sprintf("answered (%v)", err)
+		case <-refused:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: got}}}, nil, nil
+	})
+	holding := make(chan struct{}, 1)
+	mcp.AddTool(srv, &mcp.Tool{Name: "hold"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		holding <- struct{}{}
+		select {
+		case <-ctx.Done():
+		case <-refused: // the cancellation never comes
+		}
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	proxy := serveOverThrough(t, kind, srv, releaseWait, func(handler http.Handler, w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.Method == http.MethodPost {
+			msg, err := jsonrpc.DecodeMessage(body)
+			_, isAnswer := msg.(*jsonrpc.Response)
+			note, _ := msg.(*jsonrpc.Request)
+			if err == nil && (refuse == "answer" && isAnswer || refuse == "cancellation" && note != nil && note.Method == "notifications/cancelled") {
+				http.Error(w, "<html><body>refused by the proxy</body></html>", http.StatusForbidden)
+				refusedOnce()
+				return
+			}
+		}
+		handler.ServeHTTP(w, r)
+	})
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+	d.connectReady(ctx, t, remoteConfig("proxied", kind, proxy.URL))
+
+	waiting := make(chan error, 1)
+	go func() {
+		resp, err := d.call(ctx, t, "mcp__proxied__wait", nil, 0)
+		if err == nil && text(resp) != "waited" {
+			err = fmt.Errorf("got %q, want waited", text(resp))
+		}
+		waiting <- err
+	}()
+	switch refuse {
+	case "answer":
+		resp, err := d.call(ctx, t, "mcp__proxied__roots", nil, 0)
+		if err != nil || text(resp) != "unanswered" {
+			t.Errorf("the call whose roots/list answer was refused: %v %v, want unanswered", resp, err)
+		}
+	case "cancellation":
+		callCtx, cancel := context.WithCancel(ctx)
+		held := make(chan error, 1)
+		go func() {
+			_, err := d.call(callCtx, t, "mcp__proxied__hold", nil, 0)
+			held <- err
+		}()
+		select {
+		case <-holding:
+		case <-ctx.Done():
+			t.Fatal("the hold tool never ran")
+		}
+		cancel()
+		wantCode(t, <-held, codes.Canceled)
+		select {
+		case <-refused:
+		case <-ctx.Done():
+			t.Fatal("no cancellation reached the proxy")
+		}
+	}
+	releaseWait()
+	if err := <-waiting; err != nil {
+		t.Errorf("the call in flight beside it: %v, want its result", err)
+	}
+	if resp, err := d.call(ctx, t, "mcp__proxied__wait", nil, 0); err != nil || text(resp) != "waited" {
+		t.Errorf("the next call: %v %v, want waited", resp, err)
+	}
+	if s := d.waitServer(ctx, t, "proxied", mcpdv1.ServerState_SERVER_STATE_READY); s.GetRestarts() != 0 {
+		t.Errorf("the server restarted %d times, want its session kept (last_error %q)", s.GetRestarts(), s.GetLastError())
+	}
+	lost := `"lost":"notifications/cancelled"`
+	if refuse == "answer" {
+		lost = `"lost":"mcpd's answer to the server's request"`
+	}
+	poll(ctx, t, "a warning of the lost message", func() (bool, error) {
+		for line := range strings.Lines(d.log.String()) {
+			if strings.Contains(line, `"status":403`) && strings.Contains(line, lost) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if strings.Contains(d.log.String(), "refused by the proxy") {
+		t.Error("the log quotes the proxy's page")
 	}
 }

@@ -38,8 +38,9 @@ import (
 // http.RoundTripper, because the Streamable HTTP connection cannot be
 // wrapped (the SDK updates it through an unexported interface): static
 // headers, a bound on message size, and turning "unknown session" answers
-// into the SDK's session-loss error, and recording whether a request was
-// sent at all (transport.SendRecord).
+// into the SDK's session-loss error, a 4xx to one message into the failure
+// of that message alone (refusedAlone), and recording whether a request
+// was sent at all (transport.SendRecord).
 
 // Defaults of RemoteOptions.
 const (
@@ -473,13 +474,17 @@ func (rt *remoteRoundTripper) send(req *http.Request) (*http.Response, error) {
 			rec.MarkRefused()
 		}
 	}
-	if rt.streamable && req.Method == http.MethodPost && resp.StatusCode >= 400 && resp.StatusCode < 500 {
-		if call, _ := callIn(req); call != nil {
-			if refused := refusedCall(resp, call); refused != resp {
-				resp = refused
-				if rec != nil {
+	if req.Method == http.MethodPost && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		if msg, known := messageIn(req); known {
+			refused, err := rt.refusedAlone(resp, msg)
+			if err != nil || refused != resp {
+				if call, ok := msg.(*jsonrpc.Request); ok && call.IsCall() && rec != nil {
 					rec.MarkRefused()
 				}
+				if err != nil {
+					return nil, err
+				}
+				resp = refused
 			}
 		}
 	}
@@ -546,6 +551,16 @@ func carriesCall(req *http.Request) bool {
 // holds, nil for another message; known is false when the body cannot be
 // read again to tell.
 func callIn(req *http.Request) (call *jsonrpc.Request, known bool) {
+	msg, known := messageIn(req)
+	if call, ok := msg.(*jsonrpc.Request); ok && call.IsCall() {
+		return call, true
+	}
+	return nil, known
+}
+
+// messageIn returns the JSON-RPC message that req's body holds; known is
+// false when the body cannot be read again, or holds no one message.
+func messageIn(req *http.Request) (msg jsonrpc.Message, known bool) {
 	if req.GetBody == nil {
 		return nil, false
 	}
@@ -558,62 +573,111 @@ func callIn(req *http.Request) (call *jsonrpc.Request, known bool) {
 	if err != nil {
 		return nil, false
 	}
-	msg, err := jsonrpc.DecodeMessage(data)
+	msg, err = jsonrpc.DecodeMessage(data)
 	if err != nil {
 		return nil, false
 	}
-	if call, ok := msg.(*jsonrpc.Request); ok && call.IsCall() {
-		return call, true
-	}
-	return nil, true
+	return msg, true
 }
 
-// codeRefusedByHTTP is the JSON-RPC code of the error refusedCall puts in
+// codeRefusedByHTTP is the JSON-RPC code of the error refusedAlone puts in
 // place of a call's HTTP refusal.
 const codeRefusedByHTTP = -32098
 
-// refusedCall turns a 4xx answer of the server, or of a proxy in front of
-// it, to the POST of call (a body too large for the proxy, a firewall's
-// rule) into a JSON-RPC error answering call: the SDK ends the whole
-// session on such an answer, cutting off every call it runs, while it
-// refuses that one request alone. Left as they are: 401 and a challenge
-// (WWW-Authenticate: the OAuth layer's), 404 (a lost session) and 429
-// (which the SDK takes for transient).
-func refusedCall(resp *http.Response, call *jsonrpc.Request) *http.Response {
+// rejectedByTransport marks the failed write of a message that failed
+// alone: the SDK's connection goes on after it (its jsonrpc2.ErrRejected,
+// which errors.Is matches by code).
+var rejectedByTransport = &jsonrpc.Error{Code: codeRejectedByTransport, Message: "rejected by transport"}
+
+// refusal fails the POST of a call of a legacy SSE session that the server,
+// or a proxy in front of it, refused alone (see refusedAlone); the
+// connection's Write fails the call with answer (see sseConn.Write).
+type refusal struct{ answer *jsonrpc.Error }
+
+func (r *refusal) Error() string { return r.answer.Message }
+
+// refusedAlone turns a 4xx answer of the server, or of a proxy in front of
+// it, to the POST of msg (a body too large for the proxy, a firewall's
+// rule) into one that fails msg alone: the SDK would end the whole session
+// on it (Streamable HTTP) or fail every write after it (legacy SSE),
+// cutting off every call the session runs. A call gets a JSON-RPC error
+// answering it: as the answer to its POST over Streamable HTTP, and as the
+// POST's error (a *refusal) over SSE, whose answers come on the stream.
+// Another message (mcpd's answer to a server's request, a notification) is
+// lost: its POST is taken as accepted, and a warning names the status (the
+// server's or proxy's page may quote what it was sent). Left as they are
+// (resp itself, nil): 401 and a challenge (WWW-Authenticate: the OAuth
+// layer's), 404 (a lost session), 429 of Streamable HTTP (which the SDK
+// takes for transient), the handshake's messages, and a JSON-RPC error of
+// the server's own over Streamable HTTP, which the SDK passes on (a
+// call's answer; any other message's write fails alone).
+func (rt *remoteRoundTripper) refusedAlone(resp *http.Response, msg jsonrpc.Message) (*http.Response, error) {
+	req, _ := msg.(*jsonrpc.Request)
+	call := req
+	if req != nil && !req.IsCall() {
+		call = nil
+	}
 	switch {
 	case resp.StatusCode < 400 || resp.StatusCode >= 500,
-		resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusTooManyRequests,
+		resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound,
+		resp.StatusCode == http.StatusTooManyRequests && rt.streamable,
 		resp.Header.Get("WWW-Authenticate") != "",
-		// The handshake's answers say which era the server speaks.
-		call.Method == "initialize" || call.Method == "server/discover":
-		return resp
+		// The handshake says whether the session works at all, and which
+		// era the server speaks.
+		req != nil && (req.Method == "initialize" || req.Method == "server/discover" || req.Method == "notifications/initialized"):
+		return resp, nil
 	}
-	answer, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: call.ID, Error: &jsonrpc.Error{
-		Code:    codeRefusedByHTTP,
-		Message: fmt.Sprintf("HTTP %s (from the server, or a proxy in front of it)", resp.Status),
-		Data:    json.RawMessage(strconv.Itoa(resp.StatusCode)),
-	}})
-	if err != nil {
-		return resp
-	}
-	// The server's own JSON-RPC error, which the SDK passes on, stays.
 	peek, _ := io.ReadAll(io.LimitReader(resp.Body, sessionErrorPeek))
-	if msg, err := jsonrpc.DecodeMessage(peek); err == nil {
-		if r, ok := msg.(*jsonrpc.Response); ok && r.Error != nil {
-			resp.Body = &struct {
-				io.Reader
-				io.Closer
-			}{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
-			return resp
+	var own *jsonrpc.Error
+	if m, err := jsonrpc.DecodeMessage(peek); err == nil {
+		if r, ok := m.(*jsonrpc.Response); ok && r.Error != nil {
+			errors.As(r.Error, &own)
 		}
 	}
+	if own != nil && rt.streamable {
+		resp.Body = &struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
+		return resp, nil
+	}
 	resp.Body.Close()
+	if call == nil {
+		what := "mcpd's answer to the server's request"
+		if req != nil {
+			what = req.Method
+		}
+		rt.log.Warn().Int("status", resp.StatusCode).Str("lost", what).
+			Msg("the server, or a proxy in front of it, refused a message of mcpd's that is no call: the message is lost, the session goes on")
+		out := *resp
+		out.StatusCode, out.Status = http.StatusAccepted, "202 Accepted"
+		out.Header = resp.Header.Clone()
+		out.Header.Del("Content-Type")
+		out.Header.Del("Content-Length")
+		out.Body, out.ContentLength = http.NoBody, 0
+		return &out, nil
+	}
+	answer := own // the server's own error, over SSE
+	if answer == nil {
+		answer = &jsonrpc.Error{
+			Code:    codeRefusedByHTTP,
+			Message: fmt.Sprintf("HTTP %s (from the server, or a proxy in front of it)", resp.Status),
+			Data:    json.RawMessage(strconv.Itoa(resp.StatusCode)),
+		}
+	}
+	if !rt.streamable {
+		return nil, &refusal{answer: answer}
+	}
+	data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: call.ID, Error: answer})
+	if err != nil {
+		return nil, fmt.Errorf("encode the refusal of %s: %w", call.Method, err)
+	}
 	out := *resp
 	out.Header = resp.Header.Clone()
 	out.Header.Set("Content-Type", "application/json")
 	out.Header.Del("Content-Length")
-	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(answer)), int64(len(answer))
-	return &out
+	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
+	return &out, nil
 }
 
 // cancelBody cancels its request's context once the body is closed.
@@ -913,6 +977,18 @@ type sseConn struct {
 	mcp.Connection
 	cancel context.CancelFunc
 	state  *sseState
+}
+
+// Write sends msg. A message that the server, or a proxy in front of it,
+// refused alone (see refusedAlone) fails alone: the SDK takes any failed
+// write for a broken connection, and fails every write after it.
+func (c *sseConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	var refused *refusal
+	if errors.As(err, &refused) {
+		return fmt.Errorf("%w: %w", refused.answer, rejectedByTransport)
+	}
+	return err
 }
 
 func (c *sseConn) Read(ctx context.Context) (jsonrpc.Message, error) {
