@@ -165,7 +165,8 @@ export class Daemon {
     if (MCPD_BIN === undefined) throw new Error("no mcpd binary");
     const env = { ...process.env };
     delete env["MCPD_API_TOKEN"]; // only this daemon's flags count
-    // The machine's managed files (mcpd's and Claude Code's) must not reach the tests.
+    // The machine's config scopes (~/.mcp.json, ~/.claude.json, the managed files) must not reach the tests.
+    env["HOME"] = this.dir;
     env["MCPD_MANAGED_CONFIG"] = path.join(this.dir, "managed-mcp.json");
     env["MCPD_CLAUDE_MANAGED_DIR"] = path.join(this.dir, "claude-code");
     const args = ["--listen", grpc, "--log-level", "debug", ...this.args];
