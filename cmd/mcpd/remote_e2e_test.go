@@ -774,3 +774,70 @@ func testProxyRefusesOneMessage(t *testing.T, kind, refuse string) {
 		t.Error("the log quotes the proxy's page")
 	}
 }
+
+// TestSSESessionForgotten: a legacy SSE server forgets a session whose
+// event stream stays open (a POST that reaches an instance behind a load
+// balancer that never had it, a server that dropped it): it answers the
+// session's POSTs 404, as the go-sdk does, or 400 saying it has no such
+// session, as many TypeScript servers do. That ends the session, as it
+// does over Streamable HTTP, and the call it answered so (which did not
+// run) is sent on the new session: it is not a refusal of that one call.
+func TestSSESessionForgotten(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status int
+		page   string
+	}{
+		{http.StatusNotFound, "session not found"},
+		{http.StatusBadRequest, "No transport found for sessionId"},
+	} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			srv := mcp.NewServer(&mcp.Implementation{Name: "forgetful-sse", Version: "0.0.1"}, nil)
+			var runs atomic.Int32
+			mcp.AddTool(srv, &mcp.Tool{Name: "note"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				runs.Add(1)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "noted"}}}, nil, nil
+			})
+			var (
+				mu        sync.Mutex
+				seen      []string // the sessions of the POSTs so far
+				forgotten []string
+			)
+			forget := func() {
+				mu.Lock()
+				defer mu.Unlock()
+				forgotten = slices.Clone(seen)
+			}
+			proxy := serveOverThrough(t, "sse", srv, nil, func(handler http.Handler, w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost {
+					session := r.URL.Query().Get("sessionid")
+					mu.Lock()
+					seen = append(seen, session)
+					gone := slices.Contains(forgotten, session)
+					mu.Unlock()
+					if gone {
+						http.Error(w, tc.page, tc.status)
+						return
+					}
+				}
+				handler.ServeHTTP(w, r)
+			})
+			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--keepalive-interval", "0"}})
+			d.connectReady(ctx, t, remoteConfig("forgetful", "sse", proxy.URL))
+			forget()
+
+			resp, err := d.call(ctx, t, "mcp__forgetful__note", nil, 0)
+			if err != nil || text(resp) != "noted" {
+				t.Fatalf("the call: %v %v, want noted, from the new session", resp, err)
+			}
+			if n := runs.Load(); n != 1 {
+				t.Errorf("the tool ran %d times, want once (on the new session)", n)
+			}
+			if s := d.waitServer(ctx, t, "forgetful", mcpdv1.ServerState_SERVER_STATE_READY); s.GetRestarts() != 1 {
+				t.Errorf("restarts: got %d, want 1 (last_error %q)", s.GetRestarts(), s.GetLastError())
+			}
+		})
+	}
+}

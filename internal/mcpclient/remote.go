@@ -474,6 +474,19 @@ func (rt *remoteRoundTripper) send(req *http.Request) (*http.Response, error) {
 			rec.MarkRefused()
 		}
 	}
+	if !rt.streamable && req.Method == http.MethodPost && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		// A legacy SSE session's messages go to an endpoint that names the
+		// session: a 404, or a 400 naming the session, says the server no
+		// longer knows it (an instance behind a load balancer that never
+		// had it, a server that dropped it), as over Streamable HTTP. The
+		// call it answered so did not run.
+		if msg, known := messageIn(req); known && !isHandshake(msg) && sessionLost(resp) {
+			if call, ok := msg.(*jsonrpc.Request); ok && call.IsCall() && rec != nil {
+				rec.MarkRefused()
+			}
+			return nil, errSessionForgotten
+		}
+	}
 	if req.Method == http.MethodPost && resp.StatusCode >= 400 && resp.StatusCode < 500 {
 		if msg, known := messageIn(req); known {
 			refused, err := rt.refusedAlone(resp, msg)
@@ -624,7 +637,7 @@ func (rt *remoteRoundTripper) refusedAlone(resp *http.Response, msg jsonrpc.Mess
 		resp.Header.Get("WWW-Authenticate") != "",
 		// The handshake says whether the session works at all, and which
 		// era the server speaks.
-		req != nil && (req.Method == "initialize" || req.Method == "server/discover" || req.Method == "notifications/initialized"):
+		isHandshake(msg):
 		return resp, nil
 	}
 	peek, _ := io.ReadAll(io.LimitReader(resp.Body, sessionErrorPeek))
@@ -679,6 +692,20 @@ func (rt *remoteRoundTripper) refusedAlone(resp *http.Response, msg jsonrpc.Mess
 	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
 	return &out, nil
 }
+
+// isHandshake says whether msg is one of the messages that set a session
+// up: a refusal of one fails the attempt to connect.
+func isHandshake(msg jsonrpc.Message) bool {
+	req, ok := msg.(*jsonrpc.Request)
+	return ok && (req.Method == "initialize" || req.Method == "server/discover" || req.Method == "notifications/initialized")
+}
+
+// errSessionForgotten fails the POST of a message of a legacy SSE session
+// that the server no longer knows (see send): the SDK's session-loss
+// error, which has the session rebuilt and the call it failed sent on the
+// new one (the SDK's own SSE client knows no such answer, and would fail
+// the write with the bare status).
+var errSessionForgotten = fmt.Errorf("the server no longer knows the session: %w", mcp.ErrSessionMissing)
 
 // cancelBody cancels its request's context once the body is closed.
 type cancelBody struct {
@@ -985,8 +1012,13 @@ type sseConn struct {
 func (c *sseConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	err := c.Connection.Write(ctx, msg)
 	var refused *refusal
-	if errors.As(err, &refused) {
+	switch {
+	case errors.As(err, &refused):
 		return fmt.Errorf("%w: %w", refused.answer, rejectedByTransport)
+	case errors.Is(err, errSessionForgotten):
+		// Without net/http's wrapper, which quotes the URL (it may hold a
+		// token).
+		return errSessionForgotten
 	}
 	return err
 }
