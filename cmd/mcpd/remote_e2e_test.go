@@ -535,12 +535,20 @@ func TestReadOnlyCallCutOffAsTheSessionEnds(t *testing.T) {
 	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--keepalive-interval", "0"}})
 	d.connectReady(ctx, t, remoteConfig("forgetful", "http", up.URL))
 
-	resp, err := d.call(ctx, t, "mcp__forgetful__look", nil, 0)
-	if err != nil || text(resp) != "looked" {
-		t.Fatalf("the call: %v %v, want looked, from the new session", resp, err)
+	answeredOnNewSession(ctx, t, d, "look", "looked", &runs, 2)
+}
+
+// answeredOnNewSession calls tool of server "forgetful" and wants its answer,
+// want, from the session that replaced the one it was first sent on: the
+// tool run wantRuns times in all, and the server restarted once.
+func answeredOnNewSession(ctx context.Context, t *testing.T, d *daemon, tool, want string, runs *atomic.Int32, wantRuns int32) {
+	t.Helper()
+	resp, err := d.call(ctx, t, "mcp__forgetful__"+tool, nil, 0)
+	if err != nil || text(resp) != want {
+		t.Fatalf("the call: %v %v, want %s, from the new session", resp, err, want)
 	}
-	if n := runs.Load(); n != 2 {
-		t.Errorf("the tool ran %d times, want twice (on the old session and the new one)", n)
+	if n := runs.Load(); n != wantRuns {
+		t.Errorf("the tool ran %d times, want %d", n, wantRuns)
 	}
 	if s := d.waitServer(ctx, t, "forgetful", mcpdv1.ServerState_SERVER_STATE_READY); s.GetRestarts() != 1 {
 		t.Errorf("restarts: got %d, want 1 (last_error %q)", s.GetRestarts(), s.GetLastError())
@@ -828,16 +836,7 @@ func TestSSESessionForgotten(t *testing.T) {
 			d.connectReady(ctx, t, remoteConfig("forgetful", "sse", proxy.URL))
 			forget()
 
-			resp, err := d.call(ctx, t, "mcp__forgetful__note", nil, 0)
-			if err != nil || text(resp) != "noted" {
-				t.Fatalf("the call: %v %v, want noted, from the new session", resp, err)
-			}
-			if n := runs.Load(); n != 1 {
-				t.Errorf("the tool ran %d times, want once (on the new session)", n)
-			}
-			if s := d.waitServer(ctx, t, "forgetful", mcpdv1.ServerState_SERVER_STATE_READY); s.GetRestarts() != 1 {
-				t.Errorf("restarts: got %d, want 1 (last_error %q)", s.GetRestarts(), s.GetLastError())
-			}
+			answeredOnNewSession(ctx, t, d, "note", "noted", &runs, 1) // not run on the forgotten session
 		})
 	}
 }
