@@ -91,6 +91,14 @@ type oauthUpstream struct {
 	// tokenDown makes the token endpoint drop connections, as a network
 	// failure would.
 	tokenDown bool
+	// refreshHangs makes the token endpoint take a refresh and answer it
+	// only once released ends (as the test does); refreshHung is closed
+	// when it first took one.
+	refreshHangs bool
+	refreshHung  chan struct{}
+	hungOnce     sync.Once
+	released     context.Context
+	release      context.CancelFunc
 }
 
 const (
@@ -115,7 +123,9 @@ type oauthUpstreamTLS struct {
 // nil.
 func newOAuthUpstream(t *testing.T, tlsOpts *oauthUpstreamTLS) *oauthUpstream {
 	u := &oauthUpstream{access: map[string]bool{}, refresh: map[string]bool{}, codes: map[string]string{}, expiresIn: 3600,
-		secrets: []string{oauthClientSecret}, grants: map[string]int{}, browser: noRedirects}
+		secrets: []string{oauthClientSecret}, grants: map[string]int{}, browser: noRedirects,
+		refreshHung: make(chan struct{})}
+	u.released, u.release = context.WithCancel(context.Background())
 	// start starts ts, behind TLS with a certificate from ca if set.
 	var resourceCA, asCA *testCA
 	start := func(ts *httptest.Server, ca *testCA, clientAuth tls.ClientAuthType) {
@@ -176,6 +186,7 @@ func newOAuthUpstream(t *testing.T, tlsOpts *oauthUpstreamTLS) *oauthUpstream {
 	prm.AuthorizationServers = []string{issuer}
 	prm.ScopesSupported = []string{"echo"}
 	t.Cleanup(func() {
+		u.release() // Close waits for the refreshes held
 		u.resource.CloseClientConnections()
 		u.resource.Close()
 		u.as.Close()
@@ -241,6 +252,17 @@ func newOAuthUpstream(t *testing.T, tlsOpts *oauthUpstreamTLS) *oauthUpstream {
 		}
 		_ = r.ParseForm()
 		u.mu.Lock()
+		hang := u.refreshHangs && r.PostForm.Get("grant_type") == "refresh_token"
+		u.mu.Unlock()
+		if hang {
+			u.hungOnce.Do(func() { close(u.refreshHung) })
+			select {
+			case <-u.released.Done():
+			case <-r.Context().Done():
+			}
+			return
+		}
+		u.mu.Lock()
 		defer u.mu.Unlock()
 		gt := r.PostForm.Get("grant_type")
 		u.grants[gt]++
@@ -303,6 +325,25 @@ func (u *oauthUpstream) setTokenDown(down bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.tokenDown = down
+}
+
+// hangRefresh makes the token endpoint take every refresh from now on and
+// never answer it (until the test ends).
+func (u *oauthUpstream) hangRefresh() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.refreshHangs = true
+}
+
+// tookRefreshHung reports whether the token endpoint took a refresh that
+// it holds.
+func (u *oauthUpstream) tookRefreshHung() bool {
+	select {
+	case <-u.refreshHung:
+		return true
+	default:
+		return false
+	}
 }
 
 func (u *oauthUpstream) setExpiresIn(s int) {

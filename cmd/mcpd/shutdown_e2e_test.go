@@ -434,6 +434,93 @@ func TestShutdownRemoteServerConnecting(t *testing.T) {
 	d.stopCleanly(t)
 }
 
+// TestShutdownOAuthRenewalHung stops an OAuth-protected server whose
+// tokens are about to expire from the moment they are issued, so that
+// mcpd renews the token before each request, while the authorization
+// server takes every renewal and never answers it. The close of the
+// session sends its DELETE on a context nobody ends, and so waits for
+// that renewal; the stop grace bounds the renewal as it bounds the
+// request itself, and mcpd exits 0 within its bound: on shutdown, and
+// after DisconnectServer, which returns within the drain.
+func TestShutdownOAuthRenewalHung(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		// begin, if set, begins to stop the server once renewals hang;
+		// end checks how that went once mcpd exited.
+		begin func(ctx context.Context, t *testing.T, d *daemon, up *oauthUpstream) (end func())
+	}{
+		{"Shutdown", []string{"--shutdown-timeout", "1s", "--stop-grace", "200ms"}, nil},
+		{"Disconnect", []string{"--shutdown-timeout", "1s", "--stop-grace", "200ms"}, func(ctx context.Context, t *testing.T, d *daemon, up *oauthUpstream) func() {
+			disconnected := make(chan error, 1)
+			go func() {
+				_, err := d.hub.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{Name: "protected"})
+				disconnected <- err
+			}()
+			awaitRefreshHung(ctx, t, up)
+			return func() {
+				// The stop grace is shorter than the drain: the RPC ends
+				// on its own, not cut off by the shutdown.
+				if err := <-disconnected; err != nil {
+					t.Errorf("DisconnectServer: %v", err)
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			up := newOAuthUpstream(t, nil)
+			// Within mcpd's renewal margin: every request renews first.
+			up.setExpiresIn(1)
+			d := startDaemon(ctx, t, daemonOptions{
+				config: emptyConfig(t),
+				args:   append([]string{"--oauth-state-dir", filepath.Join(shortTempDir(t), "oauth")}, tc.args...),
+			})
+			resp, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: httpServerConfig("protected", up.url(), nil)})
+			if err != nil {
+				t.Fatalf("ConnectServer: %v", err)
+			}
+			if st := resp.GetServer().GetState(); st != mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED {
+				t.Fatalf("ConnectServer: got state %v (%s), want AUTHORIZATION_REQUIRED", st, resp.GetServer().GetLastError())
+			}
+			redirect := approve(ctx, t, resp.GetServer().GetAuthorizationUrl())
+			if r := httpGet(ctx, t, http.DefaultClient, redirect); r.StatusCode != http.StatusOK {
+				t.Fatalf("the redirect listener: got HTTP %d, want 200", r.StatusCode)
+			}
+			d.waitServer(ctx, t, "protected", mcpdv1.ServerState_SERVER_STATE_READY)
+			d.mustCall(ctx, t, "mcp__protected__echo", map[string]any{"message": "hi"})
+			if up.grantCount("refresh_token") == 0 {
+				t.Fatal("mcpd renewed no token before its requests; the test would prove nothing")
+			}
+			up.hangRefresh()
+			end := func() {}
+			if tc.begin != nil {
+				end = tc.begin(ctx, t, d, up)
+			}
+			d.stopCleanly(t)
+			end()
+			if !up.tookRefreshHung() {
+				t.Error("the close of the session renewed no token; the test proves nothing")
+			}
+			if !logHasLine(d.log.String(), "its requests are cut off") {
+				t.Errorf("mcpd log: no line about the session's requests being cut off")
+			}
+		})
+	}
+}
+
+// awaitRefreshHung waits until up's token endpoint holds a refresh.
+func awaitRefreshHung(ctx context.Context, t *testing.T, up *oauthUpstream) {
+	t.Helper()
+	select {
+	case <-up.refreshHung:
+	case <-ctx.Done():
+		t.Fatal("mcpd renewed no token")
+	}
+}
+
 // hangFrom says from when hungRemote hangs.
 type hangFrom int
 

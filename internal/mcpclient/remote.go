@@ -288,10 +288,13 @@ func (o *RemoteOptions) transport(cfg config.Server, listenEnded func(), cut con
 		}
 		rt.headers.Set(k, v)
 	}
-	var base http.RoundTripper = rt
+	// The OAuth layer sits between rt's bounds and its send: a token
+	// renewal before a request is bounded and cut off with the request.
+	rt.next = sender{rt}
 	if o.OAuth != nil && (cfg.OAuth != nil || !hasHeader(cfg.Headers, "Authorization")) {
-		base = o.OAuth.Transport(cfg.Name, cfg.URL, cfg.OAuth, rt, oauthVia)
+		rt.next = o.OAuth.Transport(cfg.Name, cfg.URL, cfg.OAuth, rt.next, oauthVia)
 	}
+	var base http.RoundTripper = rt
 	if cfg.Trace && cfg.Kind == config.TransportHTTP {
 		// Stdio and SSE sessions are traced on their connection.
 		base = &traceRoundTripper{base: base, t: newTracer(cfg, o.Logger.With().Str("server", cfg.Name).Logger())}
@@ -357,8 +360,14 @@ func origin(u *url.URL) string {
 }
 
 // remoteRoundTripper adds static headers, bounds response bodies, and makes
-// an "unknown session" answer look like the 404 the SDK understands.
+// an "unknown session" answer look like the 404 the SDK understands. Its
+// RoundTrip bounds a request (PostTimeout, the cut) and hands it to next,
+// which ends in send; what lies between (the OAuth layer, which may renew
+// a token first) is under the same bounds.
 type remoteRoundTripper struct {
+	// next sends a request on RoundTrip's bounds: sender{rt}, or the OAuth
+	// layer in front of it.
+	next     http.RoundTripper
 	base     http.RoundTripper
 	origin   string
 	headers  http.Header // static headers, canonical keys
@@ -389,8 +398,14 @@ func (rt *remoteRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if rt.cut != nil {
 		return rt.roundTripCut(req)
 	}
-	return rt.send(req)
+	return rt.next.RoundTrip(req)
 }
+
+// sender sends a request with its remoteRoundTripper's send, under the
+// bounds that the remoteRoundTripper's RoundTrip set.
+type sender struct{ rt *remoteRoundTripper }
+
+func (s sender) RoundTrip(req *http.Request) (*http.Response, error) { return s.rt.send(req) }
 
 // roundTripCut sends req until it is done or rt.cut ends.
 func (rt *remoteRoundTripper) roundTripCut(req *http.Request) (*http.Response, error) {
@@ -403,7 +418,7 @@ func (rt *remoteRoundTripper) roundTripCut(req *http.Request) (*http.Response, e
 		stop()
 		cancel()
 	}
-	resp, err := rt.send(req.WithContext(ctx))
+	resp, err := rt.next.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		release()
 		return nil, err
