@@ -538,6 +538,21 @@ func TestReadOnlyCallCutOffAsTheSessionEnds(t *testing.T) {
 	answeredOnNewSession(ctx, t, d, "look", "looked", &runs, 2)
 }
 
+// waitInBackground calls the wait tool of server "proxied" on a goroutine
+// of its own; the channel gets the call's error (one for an answer other
+// than "waited") once it is answered.
+func waitInBackground(ctx context.Context, t *testing.T, d *daemon) <-chan error {
+	waiting := make(chan error, 1)
+	go func() {
+		resp, err := d.call(ctx, t, "mcp__proxied__wait", nil, 0)
+		if err == nil && text(resp) != "waited" {
+			err = fmt.Errorf("got %q, want waited", text(resp))
+		}
+		waiting <- err
+	}()
+	return waiting
+}
+
 // answeredOnNewSession calls tool of server "forgetful" and wants its answer,
 // want, from the session that replaced the one it was first sent on: the
 // tool run wantRuns times in all, and the server restarted once.
@@ -617,14 +632,7 @@ func TestProxyRefusesOneCall(t *testing.T) {
 			d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
 			d.connectReady(ctx, t, remoteConfig("proxied", tc.kind, proxy.URL))
 
-			waiting := make(chan error, 1)
-			go func() {
-				resp, err := d.call(ctx, t, "mcp__proxied__wait", nil, 0)
-				if err == nil && text(resp) != "waited" {
-					err = fmt.Errorf("got %q, want waited", text(resp))
-				}
-				waiting <- err
-			}()
+			waiting := waitInBackground(ctx, t, d)
 			_, err := d.call(ctx, t, "mcp__proxied__store", map[string]any{"data": strings.Repeat("x", 100<<10)}, 0)
 			st, _ := status.FromError(err)
 			if st.Code() != tc.wantCode {
@@ -722,14 +730,7 @@ func testProxyRefusesOneMessage(t *testing.T, kind, refuse string) {
 	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
 	d.connectReady(ctx, t, remoteConfig("proxied", kind, proxy.URL))
 
-	waiting := make(chan error, 1)
-	go func() {
-		resp, err := d.call(ctx, t, "mcp__proxied__wait", nil, 0)
-		if err == nil && text(resp) != "waited" {
-			err = fmt.Errorf("got %q, want waited", text(resp))
-		}
-		waiting <- err
-	}()
+	waiting := waitInBackground(ctx, t, d)
 	switch refuse {
 	case "answer":
 		resp, err := d.call(ctx, t, "mcp__proxied__roots", nil, 0)
