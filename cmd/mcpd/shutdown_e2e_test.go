@@ -401,11 +401,7 @@ func TestShutdownRemoteServerHung(t *testing.T) {
 			})
 			d.connectReady(ctx, t, remoteConfig("hung", tc.kind, url))
 			go func() { _, _ = d.hub.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__hung__hang"}) }()
-			select {
-			case <-hanging:
-			case <-ctx.Done():
-				t.Fatal("the server did not begin to hang")
-			}
+			awaitClosed(ctx, t, hanging, "the server did not begin to hang")
 			d.stopCleanly(t)
 		})
 	}
@@ -426,11 +422,7 @@ func TestShutdownRemoteServerConnecting(t *testing.T) {
 		args:    []string{"--shutdown-timeout", "1s", "--stop-grace", "200ms", "--connect-timeout", "10m"},
 		unready: true,
 	})
-	select {
-	case <-hanging:
-	case <-ctx.Done():
-		t.Fatal("the server did not begin to hang")
-	}
+	awaitClosed(ctx, t, hanging, "the server did not begin to hang")
 	d.stopCleanly(t)
 }
 
@@ -458,7 +450,7 @@ func TestShutdownOAuthRenewalHung(t *testing.T) {
 				_, err := d.hub.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{Name: "protected"})
 				disconnected <- err
 			}()
-			awaitRefreshHung(ctx, t, up)
+			awaitClosed(ctx, t, up.refreshHung, "mcpd renewed no token")
 			return func() {
 				// The stop grace is shorter than the drain: the RPC ends
 				// on its own, not cut off by the shutdown.
@@ -511,13 +503,14 @@ func TestShutdownOAuthRenewalHung(t *testing.T) {
 	}
 }
 
-// awaitRefreshHung waits until up's token endpoint holds a refresh.
-func awaitRefreshHung(ctx context.Context, t *testing.T, up *oauthUpstream) {
+// awaitClosed waits until ch is closed, and fails the test with failure
+// if ctx ends first.
+func awaitClosed(ctx context.Context, t *testing.T, ch <-chan struct{}, failure string) {
 	t.Helper()
 	select {
-	case <-up.refreshHung:
+	case <-ch:
 	case <-ctx.Done():
-		t.Fatal("mcpd renewed no token")
+		t.Fatal(failure)
 	}
 }
 
