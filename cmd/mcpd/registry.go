@@ -425,7 +425,10 @@ func (r *registry) reconcileName(ctx context.Context, name string) {
 	if r.agentServes(name, w) {
 		return
 	}
-	if had && old.same(w) {
+	// An agent's server that has the name is not the entry's server, even
+	// where the entry is unchanged: a managed entry takes the name back.
+	taken := w.cfg.Kind != mcpconfig.TransportAgent && r.agentHolds(name)
+	if had && old.same(w) && !taken {
 		// A server that gave up (it could not start, or crash-looped) is
 		// started again below: the reload may follow the fix of what it
 		// lacked. One whose entry is unusable would only fail again.
@@ -468,10 +471,36 @@ func (r *registry) reconcileName(ctx context.Context, name string) {
 // with replace, or a name no file had): like a server added through the
 // API, it overrides the files, so a reload neither replaces, relabels nor
 // removes it. It stays until DisconnectServer; the next reload then
-// brings back the files' entry of that name.
+// brings back the files' entry of that name. A managed entry under
+// Claude Code's exclusive control takes the name back at once.
 func (r *registry) agentServes(name string, w want) bool {
+	if !r.agentHolds(name) || w.cfg.Kind == mcpconfig.TransportAgent {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.policy.Holds(w.cfg) == nil
+}
+
+// agentHolds reports whether an agent's server has the name now.
+func (r *registry) agentHolds(name string) bool {
 	st, err := r.mgr.Get(name)
-	return err == nil && st.Config.Kind == mcpconfig.TransportAgent && w.cfg.Kind != mcpconfig.TransportAgent
+	return err == nil && st.Config.Kind == mcpconfig.TransportAgent
+}
+
+// ServeTools lets an agent serve its tools under a name, unless Claude
+// Code's policy holds that name for the organisation's server (see
+// ClaudePolicy.Holds): the check and the take-over happen under the
+// name's lock, so a reload cannot slip between them.
+func (r *registry) ServeTools(ctx context.Context, decl mcpclient.AgentDeclaration, replace bool) (*mcpclient.AgentLink, mcpclient.Status, error) {
+	defer r.names.Lock(decl.Server)()
+	r.mu.Lock()
+	held := r.policy.Holds(r.desired()[decl.Server].cfg)
+	r.mu.Unlock()
+	if held != nil {
+		return nil, mcpclient.Status{}, mcpclient.Deny("server %q: %v", decl.Server, held)
+	}
+	return r.mgr.ServeTools(ctx, decl, replace)
 }
 
 // Connect adds a server through the API and remembers it (see registry).

@@ -838,3 +838,77 @@ func TestClaudeCodeManagedPolicy(t *testing.T) {
 		t.Errorf("broken managed settings: exit %d, output %q; want exit 1 naming %s", code, out, settings)
 	}
 }
+
+// TestClaudeCodeExclusiveHoldsNamesFromAgents: under the exclusive control
+// of Claude Code's managed-mcp.json, agents still serve tools of their own
+// (Claude Code exempts its in-process servers), but no agent's ServeTools
+// takes the name of a managed server, and a reload that brings such an
+// entry takes its name back from the agent that served it, whether the
+// entry is new or was there, from mcpd's own managed file, before the
+// control began.
+func TestClaudeCodeExclusiveHoldsNamesFromAgents(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	dir := shortTempDir(t)
+	claudeDir := filepath.Join(dir, "claude-code")
+	if err := os.Mkdir(claudeDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ownManaged := filepath.Join(dir, "managed.json")
+	replaceFile(t, ownManaged, mustJSON(t, map[string]any{"mcpServers": map[string]any{"own": demoEntry(t, "own")}}))
+	d := startDaemon(ctx, t, daemonOptions{
+		config: emptyConfig(t),
+		args:   []string{"--managed-config", ownManaged},
+		env:    []string{"MCPD_CLAUDE_MANAGED_DIR=" + claudeDir},
+	})
+	d.waitServer(ctx, t, "own", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	// Before the control: agents may serve any name, a managed one too.
+	serve := func(name string, replace bool) (*toolAgent, error) {
+		t.Helper()
+		a, _, err := serveTools(ctx, t, d, &mcpdv1.ToolServerDeclaration{Server: name, Tools: agentTools(), Replace: replace})
+		return a, err
+	}
+	tookOwn, err := serve("own", true)
+	if err != nil {
+		t.Fatalf("ServeTools replacing a managed server without exclusive control: %v", err)
+	}
+	tookLater, err := serve("later", false)
+	if err != nil {
+		t.Fatalf("ServeTools: %v", err)
+	}
+
+	replaceFile(t, filepath.Join(claudeDir, "managed-mcp.json"), mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"later": demoEntry(t, "later"), "ok": demoEntry(t, "ok"),
+	}}))
+	d.send(t, syscall.SIGHUP)
+	for name, agent := range map[string]*toolAgent{"own": tookOwn, "later": tookLater} {
+		if err := agent.ended(ctx, t); status.Code(err) != codes.Aborted {
+			t.Errorf("%s: the agent's stream ended with %v, want ABORTED as the managed entry takes its name", name, err)
+		}
+		s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
+		if s.GetTransport() != mcpdv1.Transport_TRANSPORT_STDIO || s.GetScope() != mcpdv1.ConfigScope_CONFIG_SCOPE_MANAGED {
+			t.Errorf("%s after the reload: got %v from scope %v, want the managed entry's stdio server", name, s.GetTransport(), s.GetScope())
+		}
+	}
+
+	exclusive := filepath.Join(claudeDir, "managed-mcp.json") + " has exclusive control"
+	for _, name := range []string{"ok", "own", "later"} {
+		_, err := serve(name, true)
+		if st := wantCode(t, err, codes.PermissionDenied); !strings.Contains(st.Message(), exclusive) {
+			t.Errorf("ServeTools replacing %s under exclusive control: got %q, want the control named", name, st.Message())
+		}
+		if s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY); s.GetTransport() != mcpdv1.Transport_TRANSPORT_STDIO {
+			t.Errorf("%s after a refused ServeTools: got %v, want the managed stdio server", name, s.GetTransport())
+		}
+	}
+	mine, err := serve("mine", false)
+	if err != nil {
+		t.Fatalf("ServeTools of an agent's own name under exclusive control: %v", err)
+	}
+	outcome := callAsync(ctx, d, &mcpdv1.CallToolRequest{Name: "mcp__mine__echo", Arguments: mustStruct(t, map[string]any{"text": "hi"})})
+	mine.answer(t, mine.nextCall(ctx, t).GetId(), agentText("mine"))
+	if o := waitOutcome(ctx, t, outcome); o.err != nil || text(o.resp) != "mine" {
+		t.Errorf("call of the agent's own tool: got %v, %v; want its answer", o.resp, o.err)
+	}
+}

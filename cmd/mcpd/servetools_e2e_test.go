@@ -382,11 +382,15 @@ func TestServeTools(t *testing.T) {
 		_, err = d.call(ctx, t, "mcp__app__echo", nil, 0)
 		wantCode(t, err, codes.NotFound)
 
-		// The stream's end fails the call in flight and stops the server.
+		// The stream's end fails the call in flight, which the agent had
+		// and may have run (so a client's retry must not repeat it), and
+		// stops the server.
 		outcome = callAsync(ctx, d, &mcpdv1.CallToolRequest{Name: "mcp__app__work"})
 		second.nextCall(ctx, t)
 		second.stop()
-		wantCode(t, waitOutcome(ctx, t, outcome).err, codes.Unavailable)
+		if info := errorInfo(wantCode(t, waitOutcome(ctx, t, outcome).err, codes.Unavailable)); info.GetReason() != "CALL_MAY_HAVE_RUN" {
+			t.Errorf("the call in flight: got error details %v, want reason CALL_MAY_HAVE_RUN", info)
+		}
 		srv := d.waitServer(ctx, t, "app", mcpdv1.ServerState_SERVER_STATE_STOPPED)
 		if !strings.Contains(srv.GetLastError(), "ServeTools stream ended") {
 			t.Fatalf("last_error: got %q, want it to say the stream ended", srv.GetLastError())

@@ -99,6 +99,19 @@ func (p *ClaudePolicy) Check(s Server) error {
 	return fmt.Errorf("not allowed by Claude Code's policy: allowedMcpServers (%s) %s", strings.Join(p.allowFiles, ", "), how)
 }
 
+// Holds returns an error if s, the entry that names a server, is one the
+// organisation holds under exclusive control (a server of the managed
+// scope while managed-mcp.json is read): no agent's ServeTools takes its
+// name, and the entry takes back a name an agent served before. Check
+// leaves agents' own servers free; this keeps them from shadowing the
+// organisation's.
+func (p *ClaudePolicy) Holds(s Server) error {
+	if p == nil || p.Exclusive == "" || s.Kind == TransportAgent || s.Source.Scope != ScopeManaged {
+		return nil
+	}
+	return fmt.Errorf("the managed scope's server of this name stands: Claude Code's %s has exclusive control", p.Exclusive)
+}
+
 // matches reports whether the entry names server s. For an allowlist
 // (allow), a URL with user information never matches.
 func (e policyEntry) matches(s Server, allow bool) bool {

@@ -203,6 +203,13 @@ func TestClaudePolicyExclusive(t *testing.T) {
 		if (e.Name == "github") != (err == nil) || (err != nil && !strings.Contains(err.Error(), exclusive+" has exclusive control")) {
 			t.Errorf("%s: got %v; want only the managed server allowed", e.Name, err)
 		}
+		// Only the managed server's name is held from agents.
+		if held := m.Policy.Holds(e.Server); (e.Name == "github") != (held != nil) {
+			t.Errorf("%s: Holds got %v; want only the managed server's name held", e.Name, held)
+		}
+	}
+	if err := m.Policy.Holds(Server{Name: "github", Kind: TransportAgent, Source: Source{Scope: ScopeManaged}}); err != nil {
+		t.Errorf("an agent's own server: Holds got %v, want nil", err)
 	}
 
 	// Without the file, nothing is exclusive.
@@ -212,6 +219,9 @@ func TestClaudePolicyExclusive(t *testing.T) {
 	}, nil)
 	if err != nil || m.Policy != nil || summary(m)["github"] != "user:user" {
 		t.Fatalf("no managed-mcp.json: got %v, policy %v, %v; want the user's servers, no policy", summary(m), m.Policy, err)
+	}
+	if err := m.Policy.Holds(Server{Name: "github", Kind: TransportStdio, Source: Source{Scope: ScopeManaged}}); err != nil {
+		t.Errorf("without exclusive control: Holds got %v, want nil", err)
 	}
 }
 

@@ -245,6 +245,9 @@ type Registry interface {
 	// SetEnabled disables a server, or enables it and waits, up to ctx,
 	// until it is ready or has failed.
 	SetEnabled(ctx context.Context, name string, enabled bool) (mcpclient.Status, error)
+	// ServeTools makes an agent's declaration the server of its name;
+	// see mcpclient.Manager.ServeTools.
+	ServeTools(ctx context.Context, decl mcpclient.AgentDeclaration, replace bool) (*mcpclient.AgentLink, mcpclient.Status, error)
 }
 
 // ManagerRegistry is a Registry that only acts on the Manager.
@@ -272,4 +275,9 @@ func (r ManagerRegistry) SetEnabled(ctx context.Context, name string, enabled bo
 		return r.Manager.Get(name)
 	}
 	return r.Manager.Await(ctx, name)
+}
+
+// ServeTools serves the agent's tools; see mcpclient.Manager.ServeTools.
+func (r ManagerRegistry) ServeTools(ctx context.Context, decl mcpclient.AgentDeclaration, replace bool) (*mcpclient.AgentLink, mcpclient.Status, error) {
+	return r.Manager.ServeTools(ctx, decl, replace)
 }

@@ -174,10 +174,11 @@ type Options struct {
 	// Commands restricts the commands ConnectServer may start; nil allows
 	// all.
 	Commands *CommandPolicy
-	// Registry carries out ConnectServer, DisconnectServer and
-	// SetServerEnabled; default: the Manager alone. The daemon's registry
-	// also records them, so that config reloads keep them and a state
-	// file can persist them.
+	// Registry carries out ConnectServer, DisconnectServer,
+	// SetServerEnabled and ServeTools' declaration; default: the Manager
+	// alone. The daemon's registry also records them, so that config
+	// reloads keep them and a state file can persist them, and holds them
+	// to Claude Code's policy.
 	Registry Registry
 	// GRPCOptions are appended to the server's options (for example a
 	// maximum message size).

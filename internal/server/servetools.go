@@ -45,7 +45,7 @@ func (h *hub) ServeTools(stream grpc.BidiStreamingServer[mcpdv1.ServeToolsReques
 	if err != nil {
 		return toStatus(err)
 	}
-	link, st, err := h.mgr.ServeTools(ctx, d, decl.GetReplace())
+	link, st, err := h.reg.ServeTools(ctx, d, decl.GetReplace())
 	if err != nil {
 		return toStatus(err)
 	}
