@@ -1368,3 +1368,27 @@ func TestGatewaySessionLimit(t *testing.T) {
 		return err == nil, nil
 	})
 }
+
+// TestMCPEndpointReadIsPrivate: a 2026-07-28 resources/read through the
+// endpoint says "cacheScope": "private", as its lists do, whatever the
+// server said: what a read returns is the server's answer to mcpd's
+// credentials, and the caller's permissions decide who gets it, so no
+// cache shared between users may keep it. (The demo server, as any SDK
+// server, calls its reads public.)
+func TestMCPEndpointReadIsPrivate(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	config := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"demo": {"command": %q, "args": ["demo-server"]}}}`, mcpdBinary(t)))
+	_, url := startGateway(ctx, t, config)
+	cs := connectMCP(ctx, t, url, "2026-07-28", "", nil)
+	waitResources(ctx, t, cs, "mcpd://demo/demo://readme")
+	for _, uri := range []string{"mcpd://demo/demo://readme", "demo://readme"} {
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatalf("read %s: %v", uri, err)
+		}
+		if res.CacheScope != "private" {
+			t.Errorf("read %s: cacheScope %q, want private", uri, res.CacheScope)
+		}
+	}
+}

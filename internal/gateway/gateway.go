@@ -172,10 +172,7 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 		CompletionHandler:  g.complete,
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
-		// Lists are filtered per caller, and what a server answers may be
-		// its answer to the credentials mcpd holds for it: no cache shared
-		// between users may keep a result (2026-07-28 cacheScope).
-		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
+		SetCacheable:       func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { privateCache(c) },
 	})
 	if g.opts.ToolSearch {
 		g.srv.AddTool(searchTool, g.searchTools)

@@ -237,6 +237,13 @@ func (g *Gateway) setLogLevel(ctx context.Context, caller access.Caller, req mcp
 	}
 }
 
+// privateCache is the endpoint's cache decision for every 2026-07-28
+// result that carries cache fields: lists are filtered per caller, and
+// what a server answers may be its answer to the credentials mcpd holds
+// for it, so no cache shared between users may keep a result. A server's
+// time to live stands.
+func privateCache(c *mcp.Cacheable) { c.CacheScope = "private" }
+
 // resultForHost rewrites the resource URIs in a server's tool result to
 // the ones the host can read through the gateway.
 func resultForHost(server string, res *mcp.CallToolResult) *mcp.CallToolResult {
@@ -321,6 +328,10 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	}
 	cp := *res
 	cp.Meta = withoutServerInfo(res.Meta)
+	// The guard answers resources/read itself, past the SDK's
+	// SetCacheable: the server's own cacheScope ("public" by default)
+	// must not reach the host.
+	privateCache(&cp.Cacheable)
 	if bare {
 		return &cp, nil
 	}
