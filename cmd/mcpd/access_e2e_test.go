@@ -931,3 +931,60 @@ func samplingAgent(ctx context.Context, t *testing.T, d *daemon, answer string) 
 		return &mcpdv1.ServerRequestReply{Id: req.GetId(), Result: &mcpdv1.ServerRequestReply_Sampling{Sampling: reply}}
 	}, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_SAMPLING)
 }
+
+// TestCallerListsAskOnlyVisibleServers: ListResources,
+// ListResourceTemplates and ListPrompts over every server ask only the
+// servers the caller may see. A server it may not see gets no request on
+// its behalf: the caller's list neither waits on it nor makes it do
+// anything (an OAuth server would start a consent for it).
+func TestCallerListsAskOnlyVisibleServers(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := startDaemon(ctx, t, daemonOptions{
+		config: twoDemoServers(t),
+		args:   []string{"--callers", permissionCallers(t), "--metrics-listen", metrics},
+		env:    []string{"E2E_OUTSIDER_TOKEN=" + outsiderToken},
+	})
+	admin := bearer(ctx, adminToken)
+	d.waitServer(admin, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	d.waitServer(admin, t, "other", mcpdv1.ServerState_SERVER_STATE_READY)
+	methods := []string{"resources/list", "resources/templates/list", "prompts/list"}
+	// asked counts the list requests mcpd made to server "other".
+	asked := func() map[string]float64 {
+		s := scrapeMetrics(ctx, t, metrics)
+		out := map[string]float64{}
+		for _, m := range methods {
+			out[m], _ = s.value("mcp_client_operation_duration_seconds", map[string]string{"server": "other", "mcp_method_name": m})
+		}
+		return out
+	}
+	list := func(ctx context.Context, who string) {
+		t.Helper()
+		if _, err := d.hub.ListResources(ctx, &mcpdv1.ListResourcesRequest{}); err != nil {
+			t.Fatalf("%s ListResources: %v", who, err)
+		}
+		if _, err := d.hub.ListResourceTemplates(ctx, &mcpdv1.ListResourceTemplatesRequest{}); err != nil {
+			t.Fatalf("%s ListResourceTemplates: %v", who, err)
+		}
+		if _, err := d.hub.ListPrompts(ctx, &mcpdv1.ListPromptsRequest{}); err != nil {
+			t.Fatalf("%s ListPrompts: %v", who, err)
+		}
+	}
+
+	before := asked()
+	list(bearer(ctx, readerToken), "reader") // sees "demo" only
+	for m, n := range asked() {
+		if n != before[m] {
+			t.Errorf("the reader's lists sent %v %s to server \"other\", which it may not see; want none", n-before[m], m)
+		}
+	}
+	// The admin sees both: its lists ask "other" (the metric counts).
+	before = asked()
+	list(admin, "admin")
+	for m, n := range asked() {
+		if n != before[m]+1 {
+			t.Errorf("the admin's lists sent %v %s to server \"other\"; want 1", n-before[m], m)
+		}
+	}
+}

@@ -150,7 +150,7 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 		keep := false
 		if ready {
 			lctx, cancel := context.WithTimeout(ctx, listTimeout)
-			prompts, err := g.mgr.ListPrompts(lctx, server)
+			prompts, err := g.mgr.ListPrompts(lctx, server, nil)
 			cancel()
 			keep = err != nil
 			for _, p := range prompts {
@@ -174,8 +174,8 @@ func (g *Gateway) syncServer(ctx context.Context, server string, what syncWhat) 
 		keep := false
 		if ready {
 			lctx, cancel := context.WithTimeout(ctx, listTimeout)
-			resources, err := g.mgr.ListResources(lctx, server)
-			templates, terr := g.mgr.ListResourceTemplates(lctx, server)
+			resources, err := g.mgr.ListResources(lctx, server, nil)
+			templates, terr := g.mgr.ListResourceTemplates(lctx, server, nil)
 			cancel()
 			keep = err != nil || terr != nil
 			for _, r := range resources {

@@ -29,9 +29,10 @@ type Prompt struct {
 
 // ListResources lists the resources of one server, or of every ready server
 // when server is empty, following upstream cursors; sorted by server, then
-// URI.
-func (m *Manager) ListResources(ctx context.Context, server string) ([]Resource, error) {
-	out, err := gather(ctx, m, server, "resources/list", hasResources, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]Resource, error) {
+// URI. Listing every server, it asks only those visible reports (nil: all),
+// so that a caller's list sends nothing to a server it may not see.
+func (m *Manager) ListResources(ctx context.Context, server string, visible func(server string) bool) ([]Resource, error) {
+	out, err := gather(ctx, m, server, visible, "resources/list", hasResources, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]Resource, error) {
 		var items []Resource
 		for r, err := range cs.Resources(ctx, nil) {
 			if err != nil {
@@ -48,8 +49,8 @@ func (m *Manager) ListResources(ctx context.Context, server string) ([]Resource,
 }
 
 // ListResourceTemplates lists resource templates like ListResources.
-func (m *Manager) ListResourceTemplates(ctx context.Context, server string) ([]ResourceTemplate, error) {
-	out, err := gather(ctx, m, server, "resources/templates/list", hasResources, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]ResourceTemplate, error) {
+func (m *Manager) ListResourceTemplates(ctx context.Context, server string, visible func(server string) bool) ([]ResourceTemplate, error) {
+	out, err := gather(ctx, m, server, visible, "resources/templates/list", hasResources, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]ResourceTemplate, error) {
 		var items []ResourceTemplate
 		for t, err := range cs.ResourceTemplates(ctx, nil) {
 			if err != nil {
@@ -66,8 +67,8 @@ func (m *Manager) ListResourceTemplates(ctx context.Context, server string) ([]R
 }
 
 // ListPrompts lists prompts like ListResources, sorted by server, then name.
-func (m *Manager) ListPrompts(ctx context.Context, server string) ([]Prompt, error) {
-	out, err := gather(ctx, m, server, "prompts/list", hasPrompts, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]Prompt, error) {
+func (m *Manager) ListPrompts(ctx context.Context, server string, visible func(server string) bool) ([]Prompt, error) {
+	out, err := gather(ctx, m, server, visible, "prompts/list", hasPrompts, func(ctx context.Context, u *upstream, cs *mcp.ClientSession) ([]Prompt, error) {
 		var items []Prompt
 		for p, err := range cs.Prompts(ctx, nil) {
 			if err != nil {
@@ -172,12 +173,13 @@ func onSession[T any](ctx context.Context, u *upstream, op string, do func(conte
 }
 
 // gather lists items of one server, or of every ready server with the
-// capability when server is empty. Asking one server that lacks the
+// capability that visible reports (nil: every one) when server is empty.
+// Asking one server that lacks the
 // capability gives an empty list; when listing all, a server that fails is
 // left out (and logged) so that one broken server does not hide the rest.
 // list returns the SDK's errors as they are; op names the method in the
 // classified error.
-func gather[T any](ctx context.Context, m *Manager, server, op string, capable func(*mcp.ServerCapabilities) bool,
+func gather[T any](ctx context.Context, m *Manager, server string, visible func(string) bool, op string, capable func(*mcp.ServerCapabilities) bool,
 	list func(context.Context, *upstream, *mcp.ClientSession) ([]T, error)) ([]T, error) {
 	one := func(u *upstream) ([]T, error) {
 		return onSession(ctx, u, op, func(ctx context.Context, cs *mcp.ClientSession) ([]T, error) {
@@ -200,6 +202,9 @@ func gather[T any](ctx context.Context, m *Manager, server, op string, capable f
 		wg  sync.WaitGroup
 	)
 	for _, u := range m.snapshot() {
+		if visible != nil && !visible(u.cfg.Name) {
+			continue
+		}
 		if _, err := u.ready(); err != nil {
 			continue
 		}

@@ -565,6 +565,14 @@ func (h *hub) allowed(ctx context.Context, act access.Action) bool {
 	return h.access.Allowed(caller, act)
 }
 
+// visible is the filter of the servers the request's caller may see: a
+// list over every server asks only those upstream.
+func (h *hub) visible(ctx context.Context) func(server string) bool {
+	return func(server string) bool {
+		return h.allowed(ctx, access.Action{Verb: access.ViewServer, Server: server})
+	}
+}
+
 // eventAllowed reports whether the caller may see ev: a resource update
 // needs the resource, a poll's result what the poll reads (the resource,
 // or calling the tool), every other event of a server the server.

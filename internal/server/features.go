@@ -30,7 +30,7 @@ func page[T any](items []T, token string, size int32, key func(T) string) (out [
 func serverKey(server, key string) string { return server + "\x00" + key }
 
 func (h *hub) ListResources(ctx context.Context, req *mcpdv1.ListResourcesRequest) (*mcpdv1.ListResourcesResponse, error) {
-	all, err := h.mgr.ListResources(ctx, req.GetServer())
+	all, err := h.mgr.ListResources(ctx, req.GetServer(), h.visible(ctx))
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -51,7 +51,7 @@ func (h *hub) ListResources(ctx context.Context, req *mcpdv1.ListResourcesReques
 }
 
 func (h *hub) ListResourceTemplates(ctx context.Context, req *mcpdv1.ListResourceTemplatesRequest) (*mcpdv1.ListResourceTemplatesResponse, error) {
-	all, err := h.mgr.ListResourceTemplates(ctx, req.GetServer())
+	all, err := h.mgr.ListResourceTemplates(ctx, req.GetServer(), h.visible(ctx))
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -94,7 +94,7 @@ func (h *hub) ReadResource(ctx context.Context, req *mcpdv1.ReadResourceRequest)
 }
 
 func (h *hub) ListPrompts(ctx context.Context, req *mcpdv1.ListPromptsRequest) (*mcpdv1.ListPromptsResponse, error) {
-	all, err := h.mgr.ListPrompts(ctx, req.GetServer())
+	all, err := h.mgr.ListPrompts(ctx, req.GetServer(), h.visible(ctx))
 	if err != nil {
 		return nil, toStatus(err)
 	}
