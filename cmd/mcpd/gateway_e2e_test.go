@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
@@ -1390,5 +1393,91 @@ func TestMCPEndpointReadIsPrivate(t *testing.T) {
 		if res.CacheScope != "private" {
 			t.Errorf("read %s: cacheScope %q, want private", uri, res.CacheScope)
 		}
+	}
+}
+
+// TestMCPEndpointRequestsAfterPermissionLost: a reload of the callers file
+// that takes server_requests from a caller who stays stops the server's
+// requests from reaching that caller's hosts at once, their calls in
+// flight included, as a HandleServerRequests stream is no longer sent
+// requests of a kind its caller lost. The server is declined instead.
+func TestMCPEndpointRequestsAfterPermissionLost(t *testing.T) {
+	t.Parallel()
+	for _, era := range mcpEras {
+		t.Run(era, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			const hostToken = "host-token-8d1f"
+			callersFile := filepath.Join(shortTempDir(t), "callers.json")
+			callers := func(hostPermissions map[string]any) string {
+				return mustJSON(t, map[string]any{"callers": []any{
+					map[string]any{"name": "host", "token_sha256": sha256Hex(hostToken), "permissions": hostPermissions},
+					map[string]any{"name": "admin", "token_sha256": sha256Hex(adminToken), "permissions": map[string]any{
+						"servers": []string{"*"}, "tools": []string{"*"}, "manage": true,
+					}},
+				}})
+			}
+			// "probe" names no server: GetServer of it tells when a reload
+			// has taken effect (NOT_FOUND before, PERMISSION_DENIED after).
+			replaceFile(t, callersFile, callers(map[string]any{
+				"servers": []string{"pair", "probe"}, "tools": []string{"mcp__pair__*"}, "server_requests": []string{"sampling"},
+			}))
+			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			d := startDaemon(ctx, t, daemonOptions{
+				config: writeConfig(t, fmt.Sprintf(`{"mcpServers": {"pair": {"command": %q, "env": {%q: %q}}}}`, testBinary(t), fakeServerEnv, fakeAskPair)),
+				args:   []string{"--callers", callersFile, "--mcp-listen", addr, "--metrics-listen", metrics},
+			})
+			admin := bearer(ctx, adminToken)
+			d.waitServer(admin, t, "pair", mcpdv1.ServerState_SERVER_STATE_READY)
+			asked := make(chan string, 4)
+			host := connectMCP(ctx, t, "http://"+addr+"/mcp", era, hostToken, &mcp.ClientOptions{
+				CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+					asked <- fmt.Sprint(req.Params.Messages[0].Content.(*mcp.TextContent).Text)
+					return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "the host"}}, nil
+				},
+			})
+			waitTools(ctx, t, host, "mcp__pair__ask")
+			args := func(tag string) map[string]any { return map[string]any{"group": era, "count": 2, "tag": tag} }
+			type outcome struct {
+				res *mcp.CallToolResult
+				err error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				res, err := host.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__pair__ask", Arguments: args("host-call")})
+				done <- outcome{res, err}
+			}()
+			poll(ctx, t, "the host's call to reach the server", func() (bool, error) {
+				v, _ := scrapeMetrics(ctx, t, metrics).value("mcpd_calls_in_flight", map[string]string{"server": "pair"})
+				return v == 1, nil
+			})
+
+			// The host's caller stays, without server_requests.
+			replaceFile(t, callersFile, callers(map[string]any{"servers": []string{"pair"}, "tools": []string{"mcp__pair__*"}}))
+			d.send(t, syscall.SIGHUP)
+			poll(ctx, t, "the reload to take effect", func() (bool, error) {
+				_, err := d.hub.GetServer(bearer(ctx, hostToken), &mcpdv1.GetServerRequest{Name: "probe"})
+				return status.Code(err) == codes.PermissionDenied, nil
+			})
+			// A second call lets both ask for their samples.
+			if _, err := d.call(admin, t, "mcp__pair__ask", args("grpc-call"), 0); err != nil {
+				t.Logf("the admin's call: %v", err)
+			}
+			var o outcome
+			select {
+			case o = <-done:
+			case <-ctx.Done():
+				t.Fatal("the host's call did not end")
+			}
+			select {
+			case tag := <-asked:
+				t.Errorf("the host was asked to sample %q after its caller lost server_requests", tag)
+			default:
+			}
+			if o.err == nil && strings.Contains(toolText(t, o.res), "answered by the host") {
+				t.Errorf("the host's call: got %q, want no answer of the host's in it", toolText(t, o.res))
+			}
+		})
 	}
 }

@@ -42,7 +42,10 @@ const suspendedTimeout = 2 * time.Minute
 type suspended struct {
 	// of names the request it suspends (inputKey): only a retry of that
 	// request, by the same caller, resumes it.
-	of     string
+	of string
+	// may reports whether the host's caller may answer a request, by the
+	// callers file in force: a reload may take a kind away meanwhile.
+	may    func(*mcpclient.ServerRequest) bool
 	agent  *mcpclient.Agent
 	detach func()         // detaches the agent and cancels the upstream request
 	done   chan outcomeOf // cap 1: the upstream request's outcome
@@ -63,6 +66,10 @@ type suspended struct {
 // take hands req to the host, unless the host answered it ahead: then it
 // answers req with that answer.
 func (s *suspended) take(broker *mcpclient.Broker, req *mcpclient.ServerRequest) {
+	if !s.may(req) {
+		_ = broker.Answer(s.agent, req.ID, refusedReply)
+		return
+	}
 	if resp, ok := s.ahead[req.InputKey]; ok && req.InputKey != "" {
 		delete(s.ahead, req.InputKey)
 		_ = broker.Answer(s.agent, req.ID, replyFrom(req.Kind, resp))
@@ -129,7 +136,11 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 		defer detach()
 		for key, resp := range responses {
 			if req, ok := s.asked[key]; ok {
-				_ = g.mgr.Requests().Answer(s.agent, req.ID, replyFrom(req.Kind, resp))
+				reply := replyFrom(req.Kind, resp)
+				if !s.may(req) {
+					reply = refusedReply
+				}
+				_ = g.mgr.Requests().Answer(s.agent, req.ID, reply)
 				delete(s.asked, key)
 			}
 		}
@@ -150,7 +161,8 @@ func (g *Gateway) withInput(ctx context.Context, caps *mcp.ClientCapabilities, c
 		// Answers sent ahead, with no requestState, are used for the
 		// server's requests of their keys: a server that knows the
 		// answers it needs completes in one round.
-		s = &suspended{of: key, agent: agent, done: make(chan outcomeOf, 1), asked: map[string]*mcpclient.ServerRequest{}, ahead: responses, relay: relay}
+		may := func(req *mcpclient.ServerRequest) bool { return g.mayAnswer(caller, req) }
+		s = &suspended{of: key, may: may, agent: agent, done: make(chan outcomeOf, 1), asked: map[string]*mcpclient.ServerRequest{}, ahead: responses, relay: relay}
 		s.detach = sync.OnceFunc(func() {
 			broker.Detach(agent)
 			cancelUp()

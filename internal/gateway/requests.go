@@ -48,7 +48,19 @@ func (g *Gateway) answerServerRequests(ctx context.Context, ss *mcp.ServerSessio
 			case <-askCtx.Done():
 				return
 			case req := <-agent.Requests():
-				wg.Go(func() { _ = broker.Answer(agent, req.ID, askHost(askCtx, ss, req)) })
+				wg.Go(func() {
+					// The callers file in force decides, for each request
+					// and for its answer, as on a HandleServerRequests
+					// stream: a reload may have taken the kind away since
+					// the call began.
+					reply := refusedReply
+					if g.mayAnswer(caller, req) {
+						if reply = askHost(askCtx, ss, req); !g.mayAnswer(caller, req) {
+							reply = refusedReply
+						}
+					}
+					_ = broker.Answer(agent, req.ID, reply)
+				})
 			}
 		}
 	})
@@ -57,6 +69,17 @@ func (g *Gateway) answerServerRequests(ctx context.Context, ss *mcp.ServerSessio
 		cancel()
 		wg.Wait()
 	}
+}
+
+// refusedReply answers a server's request that the host's caller may no
+// longer answer (the callers file changed since its call began), as the
+// gRPC edge answers one for an agent's stream.
+var refusedReply = mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client may not answer this request"}}
+
+// mayAnswer reports whether caller may answer req, by the callers file in
+// force.
+func (g *Gateway) mayAnswer(caller access.Caller, req *mcpclient.ServerRequest) bool {
+	return g.allowed(caller, access.Action{Verb: access.AnswerRequests, Server: req.Server, RequestKind: req.Kind.String()})
 }
 
 // askHost sends one server request to the host and returns its answer.
