@@ -263,9 +263,14 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			g.loadCalled(req.(*mcp.CallToolRequest).Params.Name)
 		}
 		var res mcp.Result
-		if method == "resources/read" {
+		switch {
+		case method == "resources/read":
 			res, err = g.readResource(ctx, req.(*mcp.ReadResourceRequest))
-		} else {
+		case method == "tools/call" && !g.listsTool(req.(*mcp.CallToolRequest).Params.Name):
+			// The SDK would answer as this does, but the audit line says
+			// NotFound, as gRPC's CallTool of an unknown tool does.
+			err = unknownTool(req.(*mcp.CallToolRequest).Params.Name)
+		default:
 			res, err = next(ctx, method, req)
 		}
 		err = settle(ctx, err)
@@ -282,6 +287,24 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, err
 	}
+}
+
+// listsTool reports whether the endpoint lists the tool of this qualified
+// name (to the callers who may call it): one of a READY server, and, with
+// tool search, loaded.
+func (g *Gateway) listsTool(name string) bool {
+	if g.opts.ToolSearch && name == searchToolName {
+		return true
+	}
+	server, _, _ := SplitQualifiedName(name)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	items := g.published[server]
+	if items == nil {
+		return false
+	}
+	_, ok := items.tools[name]
+	return ok
 }
 
 // refused writes the audit line of a request refused before its handler

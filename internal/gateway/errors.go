@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,7 +46,9 @@ func wireError(err error) error {
 	case errors.As(err, &rpc):
 		// The server's own answer, as it gave it.
 		return &jsonrpc.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
-	case errors.Is(err, mcpclient.ErrNotFound), errors.Is(err, mcpclient.ErrInvalidArgument):
+	case errors.Is(err, mcpclient.ErrNotFound):
+		return &notFoundError{wire: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}}
+	case errors.Is(err, mcpclient.ErrInvalidArgument):
 		return invalidParams(err.Error())
 	case errors.Is(err, mcpclient.ErrPermissionDenied), errors.Is(err, access.ErrPermissionDenied),
 		errors.Is(err, access.ErrUnauthenticated):
@@ -72,6 +75,21 @@ func wireError(err error) error {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+}
+
+// notFoundError is an unknown tool, prompt, resource or server: the host
+// is told of it with invalid params, as the SDK tells of an unknown tool
+// (what MCP clients expect), and it stays ErrNotFound for the audit line,
+// as the gRPC edge's NOT_FOUND.
+type notFoundError struct{ wire *jsonrpc.Error }
+
+func (e *notFoundError) Error() string   { return e.wire.Message }
+func (e *notFoundError) Unwrap() []error { return []error{e.wire, mcpclient.ErrNotFound} }
+
+// unknownTool is the answer to a call of a tool the endpoint does not
+// list, in the words of the SDK's own answer.
+func unknownTool(name string) error {
+	return &notFoundError{wire: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}}
 }
 
 func invalidParams(msg string) error {

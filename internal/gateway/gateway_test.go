@@ -280,6 +280,14 @@ func TestUnresolvedNamesAudited(t *testing.T) {
 			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "nosuch", Arguments: map[string]any{}})
 			return err
 		}, want{"mcp tools/call", "tool", "nosuch", "NotFound"}}, // as gRPC's CallTool
+		{"unlisted tool", func() error {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__a__nosuch", Arguments: map[string]any{}})
+			return err
+		}, want{"mcp tools/call", "tool", "mcp__a__nosuch", "NotFound"}}, // as gRPC's CallTool
+		{"tool of an unknown server", func() error {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__nosuch__add", Arguments: map[string]any{}})
+			return err
+		}, want{"mcp tools/call", "tool", "mcp__nosuch__add", "NotFound"}}, // as gRPC's CallTool
 		{"unknown prompt", func() error {
 			_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "nosuch"})
 			return err
