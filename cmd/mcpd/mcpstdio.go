@@ -170,6 +170,12 @@ type bridge struct {
 	session  string // Mcp-Session-Id, once mcpd gave one
 	version  string // the negotiated protocol version (initialize era)
 	standing bool   // the standalone stream was started
+	// hello is the host's initialize, which opens a new session when mcpd
+	// lost the host's (see renew).
+	hello *jsonrpc.Request
+	// renewMu makes one renewal at a time; renewals numbers their ids.
+	renewMu  sync.Mutex
+	renewals int
 	// inflight are the POSTs of requests not answered yet, by the request's
 	// id: a 2026-07-28 request is cancelled by ending its POST, and a
 	// subscriptions/listen ends with stdin.
@@ -337,6 +343,9 @@ func (b *bridge) refuse(line []byte) {
 // Either wait is bounded by orderWait.
 func (b *bridge) send(ctx context.Context, m outgoing, posts *sync.WaitGroup, streamCtx context.Context, streams *sync.WaitGroup) {
 	if req, ok := lone(m); ok && req.Method == "initialize" {
+		b.mu.Lock()
+		b.hello = req
+		b.mu.Unlock()
 		b.post(m.ctx, m.msgs, m.batch, m.body, nil)
 		b.startStandalone(streamCtx, streams)
 		return
@@ -492,18 +501,30 @@ func (b *bridge) post(ctx context.Context, msgs []jsonrpc.Message, batch bool, b
 		req, _ = msgs[0].(*jsonrpc.Request)
 	}
 	waiting := newAnswers(msgs, batch)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.endpoint, bytes.NewReader(body))
-	if err != nil {
-		b.settle(waiting, jsonrpc.CodeInternalError, err.Error())
-		return
+	do := func() (*http.Response, string, error) {
+		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.endpoint, bytes.NewReader(body))
+		if err != nil {
+			return nil, "", err
+		}
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set("Accept", "application/json, text/event-stream")
+		b.setHeaders(hreq, req)
+		resp, err := b.client.Do(hreq)
+		if err != nil {
+			err = fmt.Errorf("mcpd is not reachable: %w", err)
+		}
+		return resp, hreq.Header.Get("Mcp-Session-Id"), err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json, text/event-stream")
-	b.setHeaders(hreq, req)
-	resp, err := b.client.Do(hreq)
+	resp, session, err := do()
+	if err == nil && resp.StatusCode == http.StatusNotFound && session != "" && (req == nil || req.Method != "initialize") && b.renew(ctx, session) {
+		// mcpd lost the session (it restarted): it never saw the message,
+		// which goes again, in the new session.
+		resp.Body.Close()
+		resp, _, err = do()
+	}
 	if err != nil {
 		if ctx.Err() == nil {
-			b.settle(waiting, jsonrpc.CodeInternalError, "mcpd is not reachable: "+err.Error())
+			b.settle(waiting, jsonrpc.CodeInternalError, err.Error())
 		}
 		return
 	}
@@ -787,6 +808,9 @@ func (b *bridge) startStandalone(ctx context.Context, wg *sync.WaitGroup) {
 					})
 				}
 				resp.Body.Close()
+				if resp.StatusCode == http.StatusNotFound && b.renew(ctx, h.Header.Get("Mcp-Session-Id")) {
+					continue // the stream of the new session
+				}
 				if !ok {
 					return // no stream for this session (405), or no session (404)
 				}
@@ -800,6 +824,111 @@ func (b *bridge) startStandalone(ctx context.Context, wg *sync.WaitGroup) {
 			}
 		}
 	})
+}
+
+// renew opens a new session with the host's initialize when mcpd answered
+// 404 to a message of session old: mcpd restarted, or ended the session.
+// A host that starts stdio servers knows nothing of sessions, and would
+// get nothing but errors from then on. The host is told that every list
+// may have changed; what it set up in the old session (resource
+// subscriptions, a log level) is not set up again. It reports whether
+// the bridge has a session other than old, this renewal's or another's.
+func (b *bridge) renew(ctx context.Context, old string) bool {
+	b.renewMu.Lock()
+	defer b.renewMu.Unlock()
+	b.mu.Lock()
+	current, hello := b.session, b.hello
+	b.renewals++
+	n := b.renewals
+	b.mu.Unlock()
+	if current != old {
+		return current != ""
+	}
+	if hello == nil {
+		return false
+	}
+	id, err := jsonrpc.MakeID(fmt.Sprintf("mcpd-mcp-stdio-renew-%d", n))
+	if err != nil {
+		return false
+	}
+	session, version, err := b.initialize(ctx, &jsonrpc.Request{ID: id, Method: "initialize", Params: hello.Params})
+	if err != nil {
+		return false
+	}
+	b.mu.Lock()
+	b.session, b.version = session, version
+	b.mu.Unlock()
+	// Sent as the host sent it after its own initialize; mcpd answers 202.
+	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage("{}")}); err == nil {
+		if h, err := http.NewRequestWithContext(ctx, http.MethodPost, b.endpoint, bytes.NewReader(data)); err == nil {
+			h.Header.Set("Content-Type", "application/json")
+			h.Header.Set("Accept", "application/json, text/event-stream")
+			b.setHeaders(h, nil)
+			if resp, err := b.client.Do(h); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+	for _, method := range []string{"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"} {
+		b.write(&jsonrpc.Request{Method: method, Params: json.RawMessage("{}")})
+	}
+	return true
+}
+
+// initialize sends the bridge's own initialize, and returns the session
+// it opened and its protocol version.
+func (b *bridge) initialize(ctx context.Context, req *jsonrpc.Request) (session, version string, err error) {
+	data, err := jsonrpc.EncodeMessage(req)
+	if err != nil {
+		return "", "", err
+	}
+	h, err := http.NewRequestWithContext(ctx, http.MethodPost, b.endpoint, bytes.NewReader(data))
+	if err != nil {
+		return "", "", err
+	}
+	h.Header.Set("Content-Type", "application/json")
+	h.Header.Set("Accept", "application/json, text/event-stream")
+	if b.token != "" {
+		h.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	resp, err := b.client.Do(h)
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	session = resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || session == "" || !carriesMessages(resp) {
+		return "", "", fmt.Errorf("initialize: HTTP %d", resp.StatusCode)
+	}
+	err = errors.New("initialize: no answer")
+	one := func(data []byte) {
+		msg, derr := jsonrpc.DecodeMessage(bytes.TrimSpace(data))
+		r, ok := msg.(*jsonrpc.Response)
+		if derr != nil || !ok || r.ID != req.ID {
+			return
+		}
+		if r.Error != nil {
+			err = r.Error
+			return
+		}
+		var res struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		if jerr := json.Unmarshal(r.Result, &res); jerr != nil {
+			err = jerr
+			return
+		}
+		version, err = res.ProtocolVersion, nil
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		readEvents(resp.Body, one)
+	} else if data, rerr := io.ReadAll(io.LimitReader(resp.Body, stdioMaxLine)); rerr == nil {
+		one(data)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return session, version, nil
 }
 
 // endSession tells mcpd the host is gone, best effort.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -213,5 +214,63 @@ func TestMCPStdioTLS(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMCPStdioSessionRenewed: when mcpd restarts, the session of an
+// initialize-era host behind mcp-stdio is gone (mcpd answers 404), and a
+// host that starts stdio servers cannot start a new one: it does not know
+// of sessions. The bridge opens a new session with the host's initialize,
+// sends the request again (mcpd never saw it), and tells the host that
+// the lists may have changed.
+func TestMCPStdioSessionRenewed(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	url := "http://" + addr + "/mcp"
+	first := startDaemon(ctx, t, daemonOptions{args: []string{"--mcp-listen", addr}})
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__demo__echo")
+
+	changed := make(chan struct{}, 16)
+	cmd := exec.Command(mcpdBinary(t), "mcp-stdio", "--connect", url)
+	cmd.Env = daemonEnv()
+	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-host", Version: "0"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connect through mcp-stdio: %v", err)
+	}
+	defer cs.Close()
+	echo := func(msg string) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": msg}})
+		if err != nil {
+			t.Fatalf("echo %q through mcp-stdio: %v", msg, err)
+		}
+		if got := toolText(t, res); !strings.Contains(got, msg) {
+			t.Fatalf("echo %q through mcp-stdio: got %q", msg, got)
+		}
+	}
+	echo("before the restart")
+	for len(changed) > 0 {
+		<-changed
+	}
+
+	if code := first.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code after SIGTERM: got %d, want 0", code)
+	}
+	startDaemon(ctx, t, daemonOptions{args: []string{"--mcp-listen", addr}})
+	waitTools(ctx, t, connectMCP(ctx, t, url, "", "", nil), "mcp__demo__echo")
+	echo("after the restart")
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no notifications/tools/list_changed after the session was renewed")
 	}
 }
