@@ -1481,3 +1481,43 @@ func TestMCPEndpointRequestsAfterPermissionLost(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPEndpointCallMayHaveRun: a tool call whose server dies while it
+// runs is a result with isError whose text says that the call may have
+// run, as CallTool's UNAVAILABLE over gRPC says: the host's model must not
+// take it for a call that never happened and repeat what it did.
+func TestMCPEndpointCallMayHaveRun(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d, url := startGateway(ctx, t, emptyConfig(t))
+	dir := t.TempDir()
+	s := d.connect(ctx, t, "gated", testBinary(t), nil, map[string]string{fakeServerEnv: fakeGated, fakeGateDirEnv: dir})
+	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("gated server: %v %s", s.GetState(), s.GetLastError())
+	}
+	cs := connectMCP(ctx, t, url, "2025-11-25", "", nil)
+	waitTools(ctx, t, cs, "mcp__gated__"+gatedPlain)
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__gated__" + gatedPlain, Arguments: map[string]any{"tag": "killed"}})
+		done <- outcome{res, err}
+	}()
+	poll(ctx, t, "the call started by the server", func() (bool, error) {
+		starts, err := readGatedStarts(dir)
+		return len(starts) == 1, err
+	})
+	if err := syscall.Kill(int(s.GetPid()), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("call of a server killed meanwhile: got error %v, want a result with isError", o.err)
+	}
+	if got := toolText(t, o.res); !o.res.IsError || !strings.Contains(got, "may have run") {
+		t.Errorf("call of a server killed meanwhile: got isError %v, text %q; want isError saying the call may have run", o.res.IsError, got)
+	}
+}

@@ -107,10 +107,17 @@ func internalError(method string) error {
 // bad arguments are protocol errors, as the spec has them; a call that
 // could not run or finish (the server unavailable, the deadline passed, the
 // session lost mid-call) is a tool result with isError set, which the
-// host's model can read and act on.
+// host's model can read and act on; one that may have run says so.
 func toolError(err error) (*mcp.CallToolResult, error) {
 	if couldNotRun(err) {
-		res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		text := err.Error()
+		var interrupted *mcpclient.CallInterruptedError
+		if errors.As(err, &interrupted) {
+			// As the gRPC edge says it: the model must not take the call
+			// for one that never happened.
+			text += "; " + interrupted.MayHaveRun()
+		}
+		res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 		return res, nil
 	}
 	return nil, wireError(err)

@@ -96,6 +96,19 @@ type CallInterruptedError struct {
 }
 
 func (e *CallInterruptedError) Error() string { return e.Err.Error() }
+
+// MayHaveRun says, in words a caller (or a model) reads, that the call may
+// have run, and whether it was sent again: every edge says it so.
+func (e *CallInterruptedError) MayHaveRun() string {
+	msg := "the call may have run: "
+	switch {
+	case e.Retried:
+		return msg + "it was sent twice (the tool is marked read-only or idempotent), and neither attempt finished"
+	case e.Repeatable:
+		return msg + "it was not sent again"
+	}
+	return msg + "it was not sent again, for the server does not mark the tool readOnlyHint or idempotentHint"
+}
 func (e *CallInterruptedError) Unwrap() error { return e.Err }
 
 // kindError attaches a sentinel kind to a descriptive message, so that

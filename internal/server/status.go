@@ -128,16 +128,7 @@ func reasonStatus(code codes.Code, err error, reason string) error {
 // ErrorInfo reason CALL_MAY_HAVE_RUN: the agent decides whether to call
 // again.
 func interruptedStatus(e *mcpclient.CallInterruptedError) error {
-	msg := e.Error() + "; the call may have run: "
-	switch {
-	case e.Retried:
-		msg += "it was sent twice (the tool is marked read-only or idempotent), and neither attempt finished"
-	case e.Repeatable:
-		msg += "it was not sent again"
-	default:
-		msg += "it was not sent again, for the server does not mark the tool readOnlyHint or idempotentHint"
-	}
-	st := status.New(codes.Unavailable, msg)
+	st := status.New(codes.Unavailable, e.Error()+"; "+e.MayHaveRun())
 	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{
 		Reason: reasonCallMayHaveRun,
 		Domain: errorDomain,
