@@ -790,6 +790,10 @@ class AsyncToolServing:
             if not self._stopping:
                 raise
         finally:
+            # The stream is over, whoever ended it: nothing more goes out
+            # on it, and the writer, waiting on its queue, would otherwise
+            # stay pending until a stop() that may never come.
+            self._writer.cancel()
             self._cancel_calls()
 
     def _cancel_calls(self) -> None:

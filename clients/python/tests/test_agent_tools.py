@@ -436,3 +436,24 @@ def test_async_client_close_does_not_wait_for_ever_for_a_stubborn_tool(daemon: D
         await asyncio.wait_for(caller, RPC_TIMEOUT)
 
     run_async(main())
+
+
+def test_async_serving_ended_by_mcpd_leaves_no_task(daemon: Daemon) -> None:
+    # mcpd ends a serving's stream (another agent took the server over):
+    # its tasks end with it, as the sync serving's thread does, rather than
+    # wait for a stop() that an agent which serves again never makes.
+    async def main() -> None:
+        async with AsyncClient(daemon.target, timeout=RPC_TIMEOUT) as agent, AsyncClient(daemon.target, timeout=RPC_TIMEOUT) as other:
+            before = asyncio.all_tasks()
+            serving = await agent.serve_tools(AgentTools("pyasyncended"))
+            mine = {t for t in asyncio.all_tasks() - before if not _grpc_status_task(t)}
+            assert mine, "the serving started no task"
+            async with await other.serve_tools(AgentTools("pyasyncended"), replace=True):
+                with pytest.raises(Exception) as ei:
+                    await asyncio.wait_for(serving.wait(), RPC_TIMEOUT)
+                assert type(ei.value).__name__ == "Aborted"
+                _, pending = await asyncio.wait(mine, timeout=RPC_TIMEOUT)
+                assert not pending, f"tasks of a serving that mcpd ended still pending: {sorted(t.get_name() for t in pending)}"
+            await other.disconnect_server("pyasyncended")
+
+    run_async(main())
