@@ -360,6 +360,8 @@ class AsyncClient:
             from ._http import needs_grpc
 
             raise needs_grpc("serve_tools")
+        if self._closed:
+            raise ValueError("the client is closed")
         serving = await AsyncToolServing.open(self._stub, self._metadata, tools, replace=replace)
         self._streams.add(serving)
         return serving

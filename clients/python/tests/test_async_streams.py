@@ -21,7 +21,7 @@ import pytest
 
 import mcpd_grpc
 from conftest import RPC_TIMEOUT, WIRES, Daemon
-from mcpd_grpc import AsyncClient, EventKind, Progress, ServerConfig, ServerState
+from mcpd_grpc import AgentTools, AsyncClient, EventKind, Progress, ServerConfig, ServerState
 from mcpd_grpc.mcpd.v1 import mcpd_pb2 as pb
 
 
@@ -276,6 +276,8 @@ async def test_closed_async_client_raises_value_error(daemon: Daemon, wire: str)
         await c.servers()
     with pytest.raises(ValueError):
         await c.call_tool_stream("mcp__demo__add", {"a": 1, "b": 2}).__anext__()
+    with pytest.raises(ValueError):
+        await c.serve_tools(AgentTools("pyclosed"))
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio tells a task's own cancellation (Task.cancelling) from 3.11")
