@@ -159,6 +159,8 @@ class AsyncClient:
         self._worker: Optional[_AsyncRequestWorker] = None
         self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
         self._closed = False
+        #: The work of close(), once it began.
+        self._closing: Optional[asyncio.Task[None]] = None
 
     def __repr__(self) -> str:
         return f"AsyncClient(target={self.target!r})"
@@ -206,12 +208,24 @@ class AsyncClient:
 
     async def close(self) -> None:
         """Stops the request handlers and open streams, waits for the tasks
-        of :meth:`serve_tools`, and closes the channel. Idempotent."""
-        if self._closed:
+        of :meth:`serve_tools`, and closes the channel. Idempotent: a close
+        whose caller is cancelled goes on to the end, and a later call
+        waits for it."""
+        closing = self._closing
+        if closing is None:
+            if self._loop is not None:
+                self._check_loop()  # what needs closing belongs to the client's loop
+            self._closed = True
+            closing = self._closing = asyncio.get_running_loop().create_task(self._close())
+            closing.add_done_callback(_retrieve)
+        elif closing.done():
             return
-        if self._loop is not None:
-            self._check_loop()  # what needs closing belongs to the client's loop
-        self._closed = True
+        # Shielded: a close cut off part-way (a timeout around it, a
+        # shutdown that cancels the tasks left) would leave the channel open
+        # for good, the client being closed for every later call.
+        await asyncio.shield(closing)
+
+    async def _close(self) -> None:
         worker, self._worker = self._worker, None
         if worker is not None:
             await worker.stop()

@@ -457,3 +457,43 @@ def test_async_serving_ended_by_mcpd_leaves_no_task(daemon: Daemon) -> None:
             await other.disconnect_server("pyasyncended")
 
     run_async(main())
+
+
+def test_async_client_close_cut_short_is_finished(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A close() whose task is cancelled part-way (a timeout around it, a
+    # shutdown that cancels the tasks left) still closes everything, and a
+    # second close() waits for what the first had still to wait for,
+    # rather than return at once with the client half closed.
+    monkeypatch.setattr(agent_tools, "_STOP_WAIT", RPC_TIMEOUT)
+
+    async def main() -> None:
+        tools = AgentTools("pyclosecut")
+        started, release = asyncio.Event(), asyncio.Event()
+
+        @tools.tool
+        async def stubborn() -> str:
+            """Ignores its cancellation until released."""
+            started.set()
+            while not release.is_set():
+                try:
+                    await asyncio.sleep(0.01)
+                except asyncio.CancelledError:
+                    pass
+            return "done"
+
+        before = asyncio.all_tasks()
+        agent = AsyncClient(daemon.target, timeout=RPC_TIMEOUT)
+        serving = await agent.serve_tools(tools)
+        caller = asyncio.get_running_loop().run_in_executor(None, _call_until_stopped, daemon, "pyclosecut", "stubborn")
+        await asyncio.wait_for(started.wait(), RPC_TIMEOUT)
+        closing = asyncio.get_running_loop().create_task(agent.close())
+        await asyncio.wait_for(serving.wait(), RPC_TIMEOUT)  # close() ended the stream; it waits for the tool now
+        closing.cancel()
+        await asyncio.gather(closing, return_exceptions=True)
+        release.set()
+        await asyncio.wait_for(agent.close(), RPC_TIMEOUT)
+        left = sorted(repr(t) for t in asyncio.all_tasks() - before if not _grpc_status_task(t))
+        assert not left, f"tasks still pending after a second AsyncClient.close(): {left}"
+        await asyncio.wait_for(caller, RPC_TIMEOUT)
+
+    run_async(main())
