@@ -398,7 +398,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.managedConfig, "managed-config", "/etc/mcpd/managed-mcp.json", "the operator's config file, read first (every later scope overrides it per server); a missing file is skipped")
 	fs.StringVar(&c.claudeManaged, "claude-managed-dir", "/etc/claude-code", "the directory of Claude Code's managed settings, read with the managed scope: managed-mcp.json, when it exists, takes exclusive control, and the allowedMcpServers and deniedMcpServers of managed-settings.json (and managed-settings.d/*.json) hold for every server; empty reads none")
 	fs.StringVar(&c.scopes, "scopes", "managed,user,project,local", "the config scopes read before --config, comma-separated; empty reads only --config (and the built-in default when there is none)")
-	fs.StringVar(&c.project, "project", "", "the project directory whose .mcp.json and .mcp.local.json are read, and whose servers in ~/.claude.json (it must exist); default the working directory")
+	fs.StringVar(&c.project, "project", "", "the project directory whose .mcp.json and .mcp.local.json are read, and whose servers in ~/.claude.json, all started in it (it must exist); default the working directory")
 	fs.StringVar(&c.stateFile, "state-file", "", "file mcpd owns (mode 0600) that keeps servers added with ConnectServer and the servers enabled or disabled with SetServerEnabled across restarts; secret values are kept only as ${VAR} references; empty keeps none")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the API token that every RPC but health and reflection must present as 'authorization: Bearer <token>' (or set MCPD_API_TOKEN)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")

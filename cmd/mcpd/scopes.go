@@ -83,7 +83,7 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 		return nil, fmt.Errorf("project directory: %w", err)
 	}
 	if read[mcpconfig.ScopeProject] {
-		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeProject, Path: filepath.Join(dir, projectFile), Optional: true, Claude: mcpconfig.ClaudeMcpjson})
+		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeProject, Path: filepath.Join(dir, projectFile), Optional: true, Claude: mcpconfig.ClaudeMcpjson, Dir: dir})
 	}
 	// Claude Code keeps what it knows of this project in ~/.claude.json
 	// under the project's path, as given or with its symlinks resolved.
@@ -96,9 +96,9 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 			// Claude Code's local scope (what `claude mcp add` writes by
 			// default): its servers for this project. mcpd's own local
 			// file wins over them.
-			layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true, Projects: keys, Claude: mcpconfig.ClaudeServers})
+			layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true, Projects: keys, Claude: mcpconfig.ClaudeServers, Dir: dir})
 		}
-		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(dir, localFile), Optional: true})
+		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(dir, localFile), Optional: true, Dir: dir})
 	}
 	// The servers the user turned down in Claude Code for this project,
 	// wherever Claude Code keeps that choice: its project object, with

@@ -912,3 +912,47 @@ func TestClaudeCodeExclusiveHoldsNamesFromAgents(t *testing.T) {
 		t.Errorf("call of the agent's own tool: got %v, %v; want its answer", o.resp, o.err)
 	}
 }
+
+// TestProjectServersStartInProject starts the servers of the project's
+// files (its .mcp.json, .mcp.local.json and Claude Code's local scope for
+// it) in the project directory, as Claude Code, started there, does: a
+// relative command or argument (`uv run server.py`, `./bin/server`) is
+// the project's, whichever directory mcpd itself runs in. A relative cwd
+// in those files is the project's too.
+func TestProjectServersStartInProject(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	home, project := shortTempDir(t), shortTempDir(t)
+	script := "#!/bin/sh\nexec " + strconv.Quote(mcpdBinary(t)) + " demo-server \"$@\"\n"
+	for _, dir := range []string{project, filepath.Join(project, "sub")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "srv.sh"), []byte(script), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	realProject, err := filepath.EvalSymlinks(project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, filepath.Join(home, ".claude.json"), mustJSON(t, map[string]any{
+		"projects": map[string]any{realProject: map[string]any{"mcpServers": map[string]any{
+			"claude-local": map[string]any{"command": "./srv.sh", "args": []string{"claude-local"}},
+		}}},
+	}))
+	replaceFile(t, filepath.Join(project, ".mcp.json"), mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"shared": map[string]any{"command": "sh", "args": []string{"srv.sh", "shared"}},
+	}}))
+	replaceFile(t, filepath.Join(project, ".mcp.local.json"), mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"sub": map[string]any{"command": "sh", "args": []string{"srv.sh", "sub"}, "cwd": "sub"},
+	}}))
+	// mcpd runs in another directory (the test's), with no srv.sh.
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--project", project}, env: []string{"HOME=" + home}})
+	for _, name := range []string{"claude-local", "shared", "sub"} {
+		s := d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY, mcpdv1.ServerState_SERVER_STATE_FAILED)
+		if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+			t.Errorf("server %s of the project: got %v (%s), want READY", name, s.GetState(), s.GetLastError())
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,6 +139,12 @@ type Layer struct {
 	Reserved func(name string) bool
 	// Claude says what Claude Code makes of the file.
 	Claude ClaudeRole
+	// Dir, if not empty, is the directory the file's stdio servers start
+	// in: the project's, for the project's files, as Claude Code started
+	// there runs them. An entry's relative cwd is taken from it; one
+	// without cwd gets Dir. Without Dir they start in mcpd's working
+	// directory, as a relative cwd is taken from it.
+	Dir string
 }
 
 // Entry is one server of a merged configuration.
@@ -288,6 +295,9 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 			policy.exclusive = l.Path
 		}
 		for _, e := range f.Entries(src) {
+			if l.Dir != "" && e.Server.Kind == TransportStdio {
+				e.Server.Cwd = inDir(l.Dir, e.Server.Cwd)
+			}
 			if policy.exclusive != "" && l.Scope != ScopeManaged && managed[e.Name] {
 				m.Warnings = append(m.Warnings, fmt.Sprintf("%s: server %q left out: Claude Code's %s has exclusive control, and its entry of that name stands", name, e.Name, policy.exclusive))
 				continue
@@ -310,6 +320,15 @@ func LoadLayers(layers []Layer, lookup func(string) (string, bool)) (*Merged, er
 		m.Entries = append(m.Entries, e)
 	}
 	return m, nil
+}
+
+// inDir is cwd, an entry's working directory, taken from dir: dir when
+// cwd is empty, dir joined with cwd when it is relative.
+func inDir(dir, cwd string) string {
+	if filepath.IsAbs(cwd) {
+		return cwd
+	}
+	return filepath.Join(dir, cwd)
 }
 
 // fileRead is what reading one layer's file gave.

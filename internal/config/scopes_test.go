@@ -358,3 +358,34 @@ func TestLoadLayersClaudeChoicesBroken(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadLayersDir starts a layer's stdio servers in its Dir: an entry
+// without cwd gets Dir, a relative cwd is taken from it, an absolute one
+// stays; a layer without Dir keeps its entries' cwd as written.
+func TestLoadLayersDir(t *testing.T) {
+	project := `{"mcpServers": {
+		"none": {"command": "./srv"},
+		"rel": {"command": "srv", "cwd": "sub/dir"},
+		"abs": {"command": "srv", "cwd": "/opt/srv"},
+		"parked": {"command": "srv", "disabled": true},
+		"web": {"url": "https://example.com/mcp"}
+	}}`
+	m, err := LoadLayers([]Layer{
+		{Scope: ScopeProject, Path: "project", Inline: []byte(project), Dir: "/home/me/app"},
+		{Scope: ScopeFlag, Path: "flag", Inline: []byte(`{"mcpServers": {"flag": {"command": "srv", "cwd": "sub"}}}`)},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range m.Entries {
+		got[e.Name] = e.Server.Cwd
+	}
+	want := map[string]string{
+		"none": "/home/me/app", "rel": "/home/me/app/sub/dir", "abs": "/opt/srv", "parked": "/home/me/app",
+		"web": "", "flag": "sub",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cwd by server (-want +got):\n%s", diff)
+	}
+}
