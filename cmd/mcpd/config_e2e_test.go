@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
 
@@ -185,4 +187,33 @@ func TestMaxProcs(t *testing.T) {
 	if got := d.describe(ctx, t, "child").Procs; got == procs {
 		t.Errorf("server's GOMAXPROCS: got %d, mcpd's own; want the server's default", got)
 	}
+}
+
+// TestConfigDisabledTools reads "disabledTools", with which Windsurf,
+// Roo Code and Kiro keep tools of a server from the model, as toolsDeny:
+// the tools it names are hidden and refused, not exposed with a warning
+// that the field is not understood.
+func TestConfigDisabledTools(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: writeConfig(t, mustJSON(t, map[string]any{"mcpServers": map[string]any{
+		"demo": map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}, "disabledTools": []string{"echo", "weather"}},
+	}}))})
+	s := d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	if w := s.GetConfigWarnings(); len(w) > 0 {
+		t.Errorf("config warnings: got %q, want none", w)
+	}
+	tools, err := d.hub.ListTools(ctx, &mcpdv1.ListToolsRequest{Server: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.GetTools() {
+		names = append(names, tool.GetToolName())
+	}
+	if slices.Contains(names, "echo") || slices.Contains(names, "weather") || !slices.Contains(names, "add") {
+		t.Errorf("tools: got %q, want add and neither echo nor weather", names)
+	}
+	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "hi"}, 0)
+	wantCode(t, err, codes.PermissionDenied)
 }

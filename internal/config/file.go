@@ -103,7 +103,8 @@ func Load(path string, lookup func(string) (string, bool)) (*File, error) {
 // entry: it is listed in [File.Disabled] and not started. mcpd reads these
 // option fields in an entry: "timeout" and "connectTimeout" (seconds, a
 // number), "protocolVersion", "toolsAllow", "toolsDeny" and "toolsAsk"
-// (arrays of tool patterns), "strictCapabilities", "permissions" (tool rules on the
+// (arrays of tool patterns; "disabledTools", as Windsurf, Roo Code and
+// Kiro write it, adds to "toolsDeny"), "strictCapabilities", "permissions" (tool rules on the
 // server's own tool names), "alwaysAllow" and "autoApprove" (tools that
 // run without asking), "trace" and "traceRedact". Any other field is
 // reported in the server's [Server.Warnings] and otherwise ignored.
@@ -237,6 +238,10 @@ type entry struct {
 	ToolsAllow      []string          `json:"toolsAllow"`
 	ToolsDeny       []string          `json:"toolsDeny"`
 	ToolsAsk        []string          `json:"toolsAsk"`
+	// DisabledTools is how Windsurf, Roo Code and Kiro keep a server's
+	// tools from the model: read as more toolsDeny, so that a file
+	// written for them hides what it hides there.
+	DisabledTools []string `json:"disabledTools"`
 	// StrictCapabilities: see Server.StrictCapabilities.
 	StrictCapabilities bool       `json:"strictCapabilities"`
 	OAuth              *OAuth     `json:"oauth"`
@@ -495,6 +500,14 @@ func (e *entry) server(name string, ex expander, warnings []string) (Server, err
 		Warnings:        warnings,
 
 		StrictCapabilities: e.StrictCapabilities,
+	}
+	for i, name := range e.DisabledTools {
+		if p := patternProblem(name); p != "" {
+			fail(fmt.Errorf("%w: disabledTools[%d]: %s", ErrInvalid, i, p))
+		}
+	}
+	if len(e.DisabledTools) > 0 {
+		s.ToolsDeny = append(slices.Clone(e.ToolsDeny), e.DisabledTools...)
 	}
 	if e.Permissions != nil {
 		s.Permissions = *e.Permissions

@@ -639,3 +639,25 @@ func TestEntryKeysAreTheClientsList(t *testing.T) {
 		}
 	}
 }
+
+// TestParseDisabledTools reads Windsurf's, Roo Code's and Kiro's
+// "disabledTools" as more toolsDeny, and refuses a name that is no tool
+// pattern as it refuses one in toolsDeny.
+func TestParseDisabledTools(t *testing.T) {
+	f, err := Parse([]byte(`{"mcpServers": {
+		"a": {"command": "cat", "toolsDeny": ["rm_*"], "disabledTools": ["delete_repo", "push"]},
+		"b": {"command": "cat", "disabledTools": ["x", ""]}
+	}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Servers) != 1 || len(f.Servers[0].Warnings) > 0 || !slices.Equal(f.Servers[0].ToolsDeny, []string{"rm_*", "delete_repo", "push"}) {
+		t.Fatalf("servers: got %+v, want a with toolsDeny [rm_* delete_repo push] and no warning", f.Servers)
+	}
+	if !f.Servers[0].AllowsTool("read") || f.Servers[0].AllowsTool("delete_repo") {
+		t.Error("a: want read allowed and delete_repo denied")
+	}
+	if len(f.Invalid) != 1 || f.Invalid[0].Name != "b" || !strings.Contains(f.Invalid[0].Error(), "disabledTools[1]: empty tool pattern") {
+		t.Errorf("invalid: got %v, want b refused for disabledTools[1]", f.Invalid)
+	}
+}

@@ -549,7 +549,8 @@ class ServerConfig:
           :meth:`OAuthConfig.from_mcp_json`).
         - ``timeout`` (``call_timeout``) and ``connectTimeout``, in seconds,
           0 meaning the daemon's default; ``protocolVersion``,
-          ``toolsAllow``, ``toolsDeny``, ``toolsAsk``,
+          ``toolsAllow``, ``toolsDeny`` (and ``disabledTools``, as Windsurf,
+          Roo Code and Kiro write it, which adds to it), ``toolsAsk``,
           ``strictCapabilities``, ``trace``.
 
         ``${VAR}`` is not expanded here: mcpd expands it only in files, and
@@ -628,7 +629,8 @@ class ServerConfig:
             "connect_timeout": e.seconds("connectTimeout"),
             "protocol_version": e.string("protocolVersion"),
             "tools_allow": e.strings("toolsAllow"),
-            "tools_deny": e.strings("toolsDeny"),
+            # Windsurf's, Roo Code's and Kiro's disabledTools: more toolsDeny.
+            "tools_deny": e.strings("toolsDeny") + e.strings("disabledTools"),
             "tools_ask": e.strings("toolsAsk"),
             "strict_capabilities": e.boolean("strictCapabilities"),
             "trace": e.boolean("trace"),
@@ -675,6 +677,7 @@ _ENTRY_READ = frozenset(
         "protocolVersion",
         "toolsAllow",
         "toolsDeny",
+        "disabledTools",
         "toolsAsk",
         "strictCapabilities",
         "trace",
@@ -700,6 +703,7 @@ _ENTRY_OPTIONS = {
     "protocolVersion": "protocol_version",
     "toolsAllow": "tools_allow",
     "toolsDeny": "tools_deny",
+    "disabledTools": "tools_deny",
     "toolsAsk": "tools_ask",
     "strictCapabilities": "strict_capabilities",
     "trace": "trace",

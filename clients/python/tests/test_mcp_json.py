@@ -221,3 +221,14 @@ def test_connect_server_from_an_entry_hides_denied_tools(client: Client, mcpd_bi
             client.call_tool("mcp__fromjson__fail")
     finally:
         client.disconnect_server("fromjson")
+
+
+def test_disabled_tools_add_to_tools_deny() -> None:
+    """Windsurf, Roo Code and Kiro keep tools from the model with
+    "disabledTools": mcpd reads it as more toolsDeny, and so does
+    from_mcp_json, rather than refuse a file written for them."""
+    c = read({"command": "srv", "toolsDeny": ["rm_*"], "disabledTools": ["delete_repo", "push"]})
+    assert c.tools_deny == ("rm_*", "delete_repo", "push")
+    assert read({"command": "srv", "disabledTools": ["push"]}).tools_deny == ("push",)
+    refused({"command": "srv", "disabledTools": ["push"]}, "'disabledTools'.*tools_deny", tools_deny=["rm"])
+    refused({"command": "srv", "disabledTools": "push"}, "'disabledTools' is a string, want an array of strings")

@@ -447,6 +447,7 @@ export const MCP_JSON_READ: ReadonlySet<string> = new Set([
   "protocolVersion",
   "toolsAllow",
   "toolsDeny",
+  "disabledTools",
   "toolsAsk",
   "strictCapabilities",
   "trace",
@@ -471,6 +472,7 @@ const MCP_JSON_OPTIONS: ReadonlyMap<string, keyof McpJsonOptions> = new Map([
   ["protocolVersion", "protocolVersion"],
   ["toolsAllow", "toolsAllow"],
   ["toolsDeny", "toolsDeny"],
+  ["disabledTools", "toolsDeny"],
   ["toolsAsk", "toolsAsk"],
   ["strictCapabilities", "strictCapabilities"],
   ["trace", "trace"],
@@ -750,8 +752,9 @@ export const ServerConfig = {
    *   reads there, with its types; any other is refused).
    * - `timeout` (`callTimeoutMs`) and `connectTimeout` (`connectTimeoutMs`),
    *   in seconds as in the file, 0 meaning the daemon's default;
-   *   `protocolVersion`, `toolsAllow`, `toolsDeny`, `toolsAsk`,
-   *   `strictCapabilities`, `trace`.
+   *   `protocolVersion`, `toolsAllow`, `toolsDeny` (and `disabledTools`,
+   *   as Windsurf, Roo Code and Kiro write it, which adds to it),
+   *   `toolsAsk`, `strictCapabilities`, `trace`.
    *
    * `${VAR}` is not expanded here: mcpd expands it only in files, and uses
    * `ConnectServer`'s values as given, so expand what you need before.
@@ -849,7 +852,8 @@ export const ServerConfig = {
       connectTimeoutMs: ms("connectTimeout"),
       protocolVersion: e.string("protocolVersion"),
       toolsAllow: e.strings("toolsAllow"),
-      toolsDeny: e.strings("toolsDeny"),
+      // Windsurf's, Roo Code's and Kiro's disabledTools: more toolsDeny.
+      toolsDeny: [...e.strings("toolsDeny"), ...e.strings("disabledTools")],
       toolsAsk: e.strings("toolsAsk"),
       strictCapabilities: e.boolean("strictCapabilities"),
       trace: e.boolean("trace"),

@@ -129,6 +129,13 @@ describe("ServerConfig.fromMcpJson", () => {
     assert.deepEqual([t.serverConfigMessage(e).callTimeout, t.serverConfigMessage(e).connectTimeout], [undefined, undefined]);
   });
 
+  it("reads disabledTools (Windsurf, Roo Code, Kiro) as more toolsDeny", () => {
+    assert.deepEqual(message({ command: "srv", toolsDeny: ["rm_*"], disabledTools: ["delete_repo", "push"] }).toolsDeny, ["rm_*", "delete_repo", "push"]);
+    assert.deepEqual(message({ command: "srv", disabledTools: ["push"] }).toolsDeny, ["push"]);
+    refused({ command: "srv", disabledTools: ["push"] }, /"disabledTools" is in the entry and the option toolsDeny/, { toolsDeny: ["rm"] });
+    refused({ command: "srv", disabledTools: "push" }, /"disabledTools" is a string, want an array of strings/);
+  });
+
   for (const key of ["timeout", "connectTimeout"]) {
     it(`reads ${key} in seconds within the daemon's bound`, () => {
       assert.match(refused({ command: "npx", [key]: -1 }, new RegExp(`"${key}"`), undefined, RangeError), /negative/);
