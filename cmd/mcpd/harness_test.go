@@ -145,6 +145,8 @@ type daemonOptions struct {
 	// unready returns once mcpd listens, without waiting for it to report
 	// SERVING (which it does once its configured servers have started).
 	unready bool
+	// dir is mcpd's working directory; empty means the test's.
+	dir string
 }
 
 // daemon is one running mcpd process and a gRPC client to it. Its methods
@@ -198,6 +200,7 @@ func startDaemon(ctx context.Context, t *testing.T, opts daemonOptions) *daemon 
 	args = append(args, opts.args...)
 	d.cmd = exec.Command(mcpdBinary(t), args...)
 	d.cmd.Env = daemonEnv(opts.env...)
+	d.cmd.Dir = opts.dir
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	// A process that inherited mcpd's stderr must not hang Wait forever.
 	d.cmd.WaitDelay = 5 * time.Second

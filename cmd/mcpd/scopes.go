@@ -82,8 +82,16 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("project directory: %w", err)
 	}
+	// The project's servers start in the project, as Claude Code started
+	// there runs them. In mcpd's own working directory they do anyway,
+	// and an entry that moves, unchanged, between the project's files and
+	// the others runs on.
+	start := dir
+	if wd, err := os.Getwd(); err == nil && sameDir(wd, dir) {
+		start = ""
+	}
 	if read[mcpconfig.ScopeProject] {
-		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeProject, Path: filepath.Join(dir, projectFile), Optional: true, Claude: mcpconfig.ClaudeMcpjson, Dir: dir})
+		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeProject, Path: filepath.Join(dir, projectFile), Optional: true, Claude: mcpconfig.ClaudeMcpjson, Dir: start})
 	}
 	// Claude Code keeps what it knows of this project in ~/.claude.json
 	// under the project's path, as given or with its symlinks resolved.
@@ -96,9 +104,9 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 			// Claude Code's local scope (what `claude mcp add` writes by
 			// default): its servers for this project. mcpd's own local
 			// file wins over them.
-			layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true, Projects: keys, Claude: mcpconfig.ClaudeServers, Dir: dir})
+			layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(home, userClaudeFile), Optional: true, Shared: true, Projects: keys, Claude: mcpconfig.ClaudeServers, Dir: start})
 		}
-		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(dir, localFile), Optional: true, Dir: dir})
+		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeLocal, Path: filepath.Join(dir, localFile), Optional: true, Dir: start})
 	}
 	// The servers the user turned down in Claude Code for this project,
 	// wherever Claude Code keeps that choice: its project object, with
@@ -126,6 +134,17 @@ func configLayers(c *config) ([]mcpconfig.Layer, error) {
 		layers = append(layers, mcpconfig.Layer{Scope: mcpconfig.ScopeFlag, Path: v})
 	}
 	return layers, nil
+}
+
+// sameDir reports whether the directories a and b are one: the same path,
+// or one reached through a symlink to the other.
+func sameDir(a, b string) bool {
+	if a == b {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
 }
 
 // The files of Claude Code's managed settings, in --claude-managed-dir.

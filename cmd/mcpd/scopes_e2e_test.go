@@ -956,3 +956,32 @@ func TestProjectServersStartInProject(t *testing.T) {
 		}
 	}
 }
+
+// TestServerMovedIntoProjectKeepsRunning moves a server's entry, unchanged,
+// from the user's ~/.mcp.json to the project's .mcp.json of the directory
+// mcpd runs in (the default project): its process runs on, only its scope
+// and source change, as the working directory it has is the project's
+// either way.
+func TestServerMovedIntoProjectKeepsRunning(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	home, project := shortTempDir(t), shortTempDir(t)
+	user, shared := filepath.Join(home, ".mcp.json"), filepath.Join(project, ".mcp.json")
+	scopeFile(t, user, "moved", []string{"m"}, nil)
+	scopeFile(t, shared, "stays", []string{"p"}, nil)
+	d := startDaemon(ctx, t, daemonOptions{dir: project, args: []string{"--project", "."}, env: []string{"HOME=" + home}})
+	before := d.waitServer(ctx, t, "m", mcpdv1.ServerState_SERVER_STATE_READY)
+
+	replaceFile(t, shared, mustJSON(t, map[string]any{"mcpServers": map[string]any{"m": demoEntry(t, "moved"), "p": demoEntry(t, "stays")}}))
+	replaceFile(t, user, `{"mcpServers": {}}`)
+	d.send(t, syscall.SIGHUP)
+	var after *mcpdv1.Server
+	poll(ctx, t, "m comes from the project's file", func() (bool, error) {
+		resp, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "m"})
+		after = resp.GetServer()
+		return after.GetScope() == mcpdv1.ConfigScope_CONFIG_SCOPE_PROJECT || after.GetPid() != before.GetPid(), err
+	})
+	if after.GetPid() != before.GetPid() || after.GetRestarts() != before.GetRestarts() {
+		t.Errorf("moved server: got pid %d restarts %d, want it untouched (pid %d restarts %d)", after.GetPid(), after.GetRestarts(), before.GetPid(), before.GetRestarts())
+	}
+}
