@@ -281,6 +281,9 @@ func (s *Server) Validate() error {
 		if p := urlProblem(s.URL); p != "" {
 			ps = append(ps, p)
 		}
+		// HTTP header names have no case: two keys that differ only in it
+		// are one header, which would get either value by map order.
+		canonical := make(map[string]string, len(s.Headers))
 		for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
 			switch {
 			case !isHeaderName(k):
@@ -288,6 +291,10 @@ func (s *Server) Validate() error {
 			case strings.ContainsAny(s.Headers[k], "\r\n\x00"):
 				add("header %s value contains a line break or NUL", k)
 			}
+			if first, ok := canonical[strings.ToLower(k)]; ok {
+				add("headers %q and %q name one HTTP header (names have no case): keep one", first, k)
+			}
+			canonical[strings.ToLower(k)] = k
 		}
 		if s.Command != "" || len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" {
 			add("%s server takes no command, args, env or cwd", s.Kind)

@@ -157,6 +157,10 @@ func TestValidate(t *testing.T) {
 		{name: "url without host", base: httpServer, edit: func(s *Server) { s.URL = "http:///mcp" }, errs: []string{"url has no host"}},
 		{name: "unparsable url with secret", base: httpServer, edit: func(s *Server) { s.URL = "https://h/x?k=" + secret + "%zz\x7f" }, errs: []string{"not a valid URL"}},
 		{name: "bad header name", base: httpServer, edit: func(s *Server) { s.Headers = map[string]string{"X Key": "v"} }, errs: []string{`header name "X Key"`}},
+		// Sent as one header, the two values would take turns by map order.
+		{name: "header names differing in case", base: httpServer, edit: func(s *Server) {
+			s.Headers = map[string]string{"Authorization": "Bearer " + secret, "authorization": "Bearer other", "X-Key": "a"}
+		}, errs: []string{`headers "Authorization" and "authorization" name one HTTP header`}},
 		{name: "header value with newline", base: httpServer, edit: func(s *Server) { s.Headers = map[string]string{"X-Key": secret + "\r\nEvil: 1"} }, errs: []string{"header X-Key value contains a line break"}},
 		{name: "unknown protocol", base: stdioServer, edit: func(s *Server) { s.ProtocolVersion = "2025-01-01" }, errs: []string{`protocol version "2025-01-01" is not one of 2024-11-05`}},
 		{name: "negative call timeout", base: stdioServer, edit: func(s *Server) { s.CallTimeout = -time.Second }, errs: []string{"call timeout -1s is negative"}},
