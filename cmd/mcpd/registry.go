@@ -67,8 +67,13 @@ type want struct {
 	disabled bool
 }
 
+// same reports whether w sets a server up as o does, and shows it as o
+// does: an argument or URL newly written as a ${VAR} template (a secret
+// moved out of the file) restarts the server, whose status, log lines and
+// errors would otherwise show the value for as long as it runs.
 func (w want) same(o want) bool {
-	return w.cfg.Equal(&o.cfg) && w.disabled == o.disabled && errText(w.err) == errText(o.err)
+	return w.cfg.Equal(&o.cfg) && w.disabled == o.disabled && errText(w.err) == errText(o.err) &&
+		slices.Equal(w.cfg.DisplayArgs(), o.cfg.DisplayArgs()) && w.cfg.DisplayURL() == o.cfg.DisplayURL()
 }
 
 func errText(err error) string {

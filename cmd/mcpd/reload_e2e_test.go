@@ -510,3 +510,36 @@ func TestReloadAnnouncesChangedTools(t *testing.T) {
 		t.Errorf("after a restart with the same tools: got %v, want the next restart's CONNECTING and no tools_changed", ev)
 	}
 }
+
+// TestReloadShowsNewTemplate moves a secret argument of a server's entry
+// into a ${VAR} template, as an operator does on finding it in ListServers:
+// after the reload, the server's status shows the template, not the
+// secret it showed before, although the expanded value is the same.
+func TestReloadShowsNewTemplate(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	const secret = "s3cr3t-literal-token"
+	entry := func(arg string, extra map[string]any) string {
+		e := map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server", arg}}
+		maps.Copy(e, extra)
+		return mustJSON(t, map[string]any{"mcpServers": map[string]any{"s": e}})
+	}
+	path := writeConfig(t, entry(secret, nil))
+	d := startDaemon(ctx, t, daemonOptions{config: path, env: []string{"MCPD_E2E_TOKEN=" + secret}})
+	if s := d.waitServer(ctx, t, "s", mcpdv1.ServerState_SERVER_STATE_READY); !slices.Contains(s.GetArgs(), secret) {
+		t.Fatalf("args: got %q, want the literal argument shown", s.GetArgs())
+	}
+
+	// The ignored field marks the reload as applied.
+	replaceFile(t, path, entry("${MCPD_E2E_TOKEN}", map[string]any{"description": "reloaded"}))
+	d.send(t, syscall.SIGHUP)
+	var s *mcpdv1.Server
+	poll(ctx, t, "the reload reaches the server", func() (bool, error) {
+		resp, err := d.hub.GetServer(ctx, &mcpdv1.GetServerRequest{Name: "s"})
+		s = resp.GetServer()
+		return s.GetState() == mcpdv1.ServerState_SERVER_STATE_READY && len(s.GetConfigWarnings()) > 0, err
+	})
+	if slices.Contains(s.GetArgs(), secret) || !slices.Contains(s.GetArgs(), "${MCPD_E2E_TOKEN}") {
+		t.Errorf("args after the reload: got %q, want the template ${MCPD_E2E_TOKEN} instead of its value", s.GetArgs())
+	}
+}

@@ -430,9 +430,10 @@ func matchTool(pattern, name string) bool {
 // Equal reports whether s and o describe the same server: every exported
 // field but the tool rules (Permissions, AlwaysAllow, which apply without
 // a restart) is compared, nil and empty slices and maps are equal, slice order
-// matters. A reload restarts a server only when Equal reports false; since
-// values are compared after expansion, a changed environment variable
-// counts as a change.
+// matters. A reload restarts a server when Equal reports false (or when
+// DisplayArgs or DisplayURL change: a value newly written as a ${VAR}
+// template must stop showing); since values are compared after expansion,
+// a changed environment variable counts as a change.
 func (s *Server) Equal(o *Server) bool {
 	if s == nil || o == nil {
 		return s == o
