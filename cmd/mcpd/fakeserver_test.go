@@ -43,7 +43,7 @@ const (
 	fakeAskPair        = "ask-pair"          // real server whose tool "ask" waits for count calls of a group, then asks each call's client to sample its tag
 	fakePidFileEnv     = "MCPD_FAKE_PIDFILE" // grandchild: where to write the grandchild's pid
 	fakeStubborn       = "stubborn"          // real server that ignores SIGTERM and, once its stdin closes, creates the file fakeMarkEnv names and hangs
-	fakeNote           = "note"              // real server whose resource fakeNoteURI changes only by its tool "set"; tool "subscribed" says whether anyone follows it
+	fakeNote           = "note"              // real server whose resource fakeNoteURI changes only by its tool "set"; tool "subscribed" says whether anyone follows it; it refuses subscriptions while the file fakeMarkEnv names (if set) exists
 	fakeCloseStdout    = "close-stdout"      // real server that closes its stdout, unanswered, when asked to call a tool, and runs on until a signal ends it
 	fakeStderrFlood    = "stderr-flood"      // real server that first writes fakeFloodLines lines to stderr (fakeFloodLine), as fast as the pipe takes them
 	fakeMarkEnv        = "MCPD_FAKE_MARK"
@@ -549,6 +549,11 @@ type fakeNoteState struct {
 }
 
 func (n *fakeNoteState) subscribe(context.Context, *mcp.SubscribeRequest) error {
+	if mark := os.Getenv(fakeMarkEnv); mark != "" {
+		if _, err := os.Stat(mark); err == nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "fake: subscriptions refused"}
+		}
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.subscribers++

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpd-project/mcpd/internal/config"
 	"github.com/mcpd-project/mcpd/internal/events"
 )
 
@@ -53,6 +54,11 @@ type interest struct {
 	// since is the event bus's last sequence when mcpd began to hold the
 	// subscription: updates published after it are on the bus.
 	since uint64
+	// failed says why the server's current session has no subscription
+	// of it: subscribing again on a new session failed (the server
+	// refused it). Its holders get no updates; the server's status notes
+	// it, and the next holder tries again. "" when subscribed.
+	failed string
 }
 
 func newSettings() *settings {
@@ -153,9 +159,11 @@ func (s *settings) rootsFor(server string) []*mcp.Root {
 }
 
 // addInterest counts one more holder of a resource's subscription and says
-// whether it is the first, which subscribes upstream. A subscription let
-// go of but not yet unsubscribed is taken over as it is.
-func (s *settings) addInterest(server, uri string) (first bool) {
+// whether it is the first, which subscribes upstream, or one of a
+// subscription the server's session does not have (interest.failed),
+// which tries again. A subscription let go of but not yet unsubscribed is
+// taken over as it is.
+func (s *settings) addInterest(server, uri string) (first, failed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.subs[server] == nil {
@@ -164,7 +172,7 @@ func (s *settings) addInterest(server, uri string) (first bool) {
 	in := s.subs[server][uri]
 	if in == nil {
 		s.subs[server][uri] = &interest{holders: 1}
-		return true
+		return true, false
 	}
 	if in.release != nil {
 		if in.release.Stop() {
@@ -173,7 +181,39 @@ func (s *settings) addInterest(server, uri string) (first bool) {
 		in.release = nil
 	}
 	in.holders++
-	return false
+	return false, in.failed != ""
+}
+
+// subscribed records whether the server's current session subscribed a
+// held resource: err is why not, nil when it did.
+func (s *settings) subscribed(server, uri string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in := s.subs[server][uri]; in != nil {
+		in.failed = ""
+		if err != nil {
+			in.failed = err.Error()
+		}
+	}
+}
+
+// maxSubscriptionNotes bounds the notes on failed subscriptions in a
+// server's status.
+const maxSubscriptionNotes = 5
+
+// subscriptionNotes are status notes on the resources held for a server
+// whose current session has no subscription of them.
+func (s *settings) subscriptionNotes(server string) []string {
+	s.mu.Lock()
+	var why []string
+	for uri, in := range s.subs[server] {
+		if in.failed != "" {
+			why = append(why, config.RedactURI(uri)+" ("+in.failed+"): no updates of it arrive")
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(why)
+	return toolNameNotes("resource subscription failed on the current session: ", "more resource subscriptions failed", why)
 }
 
 // held records since on a subscription that has just begun (see
@@ -361,17 +401,29 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 	if err != nil {
 		return nil, err
 	}
-	if m.settings.addInterest(server, uri) {
+	first, failed := m.settings.addInterest(server, uri)
+	if first || failed {
+		// A subscription the server's session does not have (it refused
+		// it when mcpd subscribed again on a new session) is asked for
+		// again: the stream gets the server's answer, as the first one
+		// did, rather than a subscription that sends nothing.
 		if cs, err := u.ready(); err == nil {
 			ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
 			defer cancel()
 			ctx, unbind := u.bindRun(ctx)
 			defer unbind()
 			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-				m.settings.forget(server, uri)
+				if first {
+					m.settings.forget(server, uri)
+				} else {
+					m.releaseLocked(server, uri)
+				}
 				return nil, u.classify(ctx, cs, "resources/subscribe", err)
 			}
+			m.settings.subscribed(server, uri, nil)
 		}
+	}
+	if first {
 		m.settings.held(server, uri, m.lastSequence())
 	}
 	return sync.OnceFunc(func() { m.releaseResource(server, uri) }), nil
@@ -447,6 +499,12 @@ func (m *Manager) ResourceInterest(server, uri string) int {
 func (m *Manager) releaseResource(server, uri string) {
 	unlock, _ := m.settings.lockSubscribing(context.Background(), server)
 	defer unlock()
+	m.releaseLocked(server, uri)
+}
+
+// releaseLocked drops one holder of a resource's subscription; the caller
+// holds the server's subscribing lock.
+func (m *Manager) releaseLocked(server, uri string) {
 	if !m.settings.dropInterest(server, uri) {
 		return
 	}

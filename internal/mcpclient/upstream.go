@@ -223,6 +223,12 @@ type interests interface {
 	lockSubscribing(ctx context.Context, server string) (unlock func(), err error)
 	// rootsFor is the roots set with SetRoots for the server.
 	rootsFor(server string) []*mcp.Root
+	// subscribed records whether a new session subscribed uri: err is
+	// why not, nil when it did.
+	subscribed(server, uri string, err error)
+	// subscriptionNotes are status notes on the resources held whose
+	// subscription the current session does not have.
+	subscriptionNotes(server string) []string
 }
 
 func newUpstream(cfg config.Server, opts *Options, stopping context.Context, wants interests, roots []*mcp.Root) *upstream {
@@ -907,11 +913,18 @@ func (u *upstream) applyLogLevel(ctx context.Context, cs *mcp.ClientSession, lev
 	}
 }
 
+// subscribeAll subscribes uris on a new session. A failure (the server
+// refused) leaves the subscription held without updates: it is logged and
+// noted in the server's status, and the next stream that asks for the
+// resource tries again (see Manager.SubscribeResource).
 func (u *upstream) subscribeAll(ctx context.Context, cs *mcp.ClientSession, uris []string) {
 	for _, uri := range uris {
-		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+		if err != nil {
 			u.log.Warn().Str("error", u.cfg.Redact(err.Error())).Str("uri", config.RedactURI(uri)).Msg("subscribing again")
+			err = errors.New(u.cfg.Redact(err.Error()))
 		}
+		u.wants.subscribed(u.cfg.Name, uri, err)
 	}
 }
 
@@ -1386,6 +1399,10 @@ func (u *upstream) publish(e events.Event) {
 }
 
 func (u *upstream) status() Status {
+	var subNotes []string
+	if u.wants != nil {
+		subNotes = u.wants.subscriptionNotes(u.cfg.Name)
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	st := Status{
@@ -1409,6 +1426,7 @@ func (u *upstream) status() Status {
 		st.Notes = append(st.Notes, noteToolsUndeclared)
 	}
 	st.Notes = append(st.Notes, u.toolNotes...)
+	st.Notes = append(st.Notes, subNotes...)
 	if u.init != nil {
 		st.ProtocolVersion = u.init.ProtocolVersion
 		st.ServerInfo = u.init.ServerInfo
