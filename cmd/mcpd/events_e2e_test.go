@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -121,5 +122,66 @@ func nextUpdate(t *testing.T, sub mcpdv1.MCPHub_SubscribeClient, uri string) *mc
 		if resp.GetEvent().GetResourceUpdated().GetUri() == uri {
 			return resp.GetEvent()
 		}
+	}
+}
+
+// TestResumeFromForeignSequence: a resume point beyond every number this
+// run of mcpd gave out comes from elsewhere (another replica, or a run
+// before a clock that went back): the client cannot have seen any event of
+// this run, so the stream starts with a gap, then everything buffered,
+// rather than from now, which loses, unmarked, what happened meanwhile.
+func TestResumeFromForeignSequence(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	afterHeader := func(sub mcpdv1.MCPHub_SubscribeClient) uint64 {
+		t.Helper()
+		md, err := sub.Header()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := md.Get("mcpd-after-sequence")
+		if len(v) != 1 {
+			t.Fatalf("mcpd-after-sequence: got %q, want one number", v)
+		}
+		n, err := strconv.ParseUint(v[0], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	now, err := d.hub.Subscribe(ctx, &mcpdv1.SubscribeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := afterHeader(now)
+
+	foreign := last + 1_000_000
+	sub, err := d.hub.Subscribe(ctx, &mcpdv1.SubscribeRequest{AfterSequence: &foreign})
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterHeader(sub) // the stream reads the bus from here
+	d.connectFake(ctx, t, "other", fakeNote)
+	first, err := sub.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gap := first.GetEvent().GetGap()
+	if gap == nil {
+		t.Fatalf("first event after a foreign resume point: got %v, want a gap", first)
+	}
+	if got := first.GetEvent().GetSequence(); got != gap.GetLastSequence() || got >= last {
+		t.Errorf("gap: got sequence %d, want its last sequence, below this run's events (last %d)", got, last)
+	}
+	// Then what this run buffered, from its first event: the demo
+	// server's start.
+	next, err := sub.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next.GetEvent(); ev.GetSequence() != gap.GetLastSequence()+1 || ev.GetServer() != "demo" || ev.GetServerState() == nil {
+		t.Errorf("after the gap: got %v, want this run's first event, demo's state, %d", ev, gap.GetLastSequence()+1)
 	}
 }

@@ -318,8 +318,11 @@ func (b *Bus) Close() {
 // KindGap for n+1 .. oldest buffered - 1 (also for n = 0). An n below the
 // first sequence (but 0) is from before this bus, from an earlier run of
 // the daemon: the subscription reads a KindGap first, then everything
-// buffered. If n is greater than LastSequence (a number this bus never
-// gave out) the subscription starts from now, as with nil.
+// buffered. So does an n greater than LastSequence, a number this bus
+// never gave out (one of another daemon's, or of an earlier run before the
+// clock went back): whoever holds it has seen no event of this bus. Its
+// gap runs from the sequence before the first (FirstSequence - 1, a
+// number of no run of this bus) to the last evicted one.
 //
 // Subscribe registers nothing with the bus: a subscription is only a
 // cursor, so an abandoned one costs the bus nothing. Close it anyway to
@@ -328,9 +331,13 @@ func (b *Bus) Subscribe(f Filter, after *uint64) *Subscription {
 	b.mu.Lock()
 	next := b.last + 1
 	switch {
-	case after == nil || *after >= b.last:
+	case after == nil:
 	case *after == 0:
 		next = b.start
+	case *after > b.last:
+		// Next finds it below the oldest event and below what the
+		// dropped summary knows (its floor starts at b.start-1): a gap.
+		next = b.start - 1
 	default:
 		next = *after + 1
 	}
@@ -358,7 +365,7 @@ type Subscription struct {
 // events after it (or a gap for those no longer buffered). A reader that
 // loses the subscription before its first event resumes from here, not
 // from a later "now". Call it before Next.
-func (s *Subscription) After() uint64 { return s.next - 1 }
+func (s *Subscription) After() uint64 { return max(s.next, 1) - 1 }
 
 // Next returns the next event that passes the subscription's filter,
 // blocking until one is published. When the events the subscription wants

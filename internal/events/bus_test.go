@@ -362,8 +362,10 @@ func TestSubscribeStart(t *testing.T) {
 		{"just before the oldest", ptr(12), nil, 13},
 		{"inside the buffer", ptr(17), nil, 18},
 		{"last published", ptr(19), nil, 20},
-		{"beyond last: previous daemon", ptr(20), nil, 20},
-		{"far beyond last", ptr(1 << 60), nil, 20},
+		// A number the bus never gave out: whoever holds it saw none of
+		// its events.
+		{"beyond last: another daemon's", ptr(20), &Event{Sequence: 12, Kind: KindGap, GapFrom: 0, GapTo: 12}, 13},
+		{"far beyond last", ptr(1 << 60), &Event{Sequence: 12, Kind: KindGap, GapFrom: 0, GapTo: 12}, 13},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -399,10 +401,11 @@ func TestSubscribeEmptyBus(t *testing.T) {
 	tests := []struct {
 		name  string
 		after *uint64
+		gap   bool // a gap first: after is no number of this bus
 	}{
-		{"nil", nil},
-		{"zero", ptr(0)},
-		{"beyond", ptr(7)},
+		{"nil", nil, false},
+		{"zero", ptr(0), false},
+		{"beyond", ptr(7), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -412,6 +415,11 @@ func TestSubscribeEmptyBus(t *testing.T) {
 			sub := b.Subscribe(Filter{}, tt.after)
 			defer sub.Close()
 			b.Publish(Event{Server: "s", Kind: KindToolsChanged})
+			if tt.gap {
+				if e := mustNext(ctx, t, sub); e.Kind != KindGap || e.Sequence != 0 || e.GapFrom != 0 || e.GapTo != 0 {
+					t.Fatalf("got %+v, want a gap 0..0 (nothing of this bus missed, resumed from 0)", e)
+				}
+			}
 			if e := mustNext(ctx, t, sub); e.Sequence != 1 || e.Kind != KindToolsChanged {
 				t.Fatalf("got %v event %d, want tools_changed event 1", e.Kind, e.Sequence)
 			}
@@ -883,8 +891,8 @@ func TestFirstSequence(t *testing.T) {
 	if ev := first(ptr(1001)); ev.Kind != KindLog || ev.Sequence != 1002 {
 		t.Errorf("after 1001: got %+v, want event 1002", ev)
 	}
-	if ev := first(ptr(5000)); ev.Kind != KindLog || ev.Sequence != 1003 {
-		t.Errorf("after 5000, never reached: got %+v, want the next event, 1003", ev)
+	if ev := first(ptr(5000)); ev.Kind != KindGap || ev.GapFrom != 999 || ev.GapTo != 999 || ev.Sequence != 999 {
+		t.Errorf("after 5000, never given out: got %+v, want a gap 999..999, before the first event", ev)
 	}
 }
 

@@ -15,8 +15,8 @@
 //
 // A daemon numbers its events from its start time (Options.FirstSequence,
 // BootSequence), so a resume point of an earlier run is below every
-// number of this one: the subscriber gets a gap first. A resume point
-// beyond the last published sequence is treated as "from now".
+// number of this one: the subscriber gets a gap first. So does a resume
+// point beyond the last published sequence, which this bus never gave out.
 package events
 
 import (
