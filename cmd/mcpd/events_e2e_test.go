@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -183,5 +184,53 @@ func TestResumeFromForeignSequence(t *testing.T) {
 	}
 	if ev := next.GetEvent(); ev.GetSequence() != gap.GetLastSequence()+1 || ev.GetServer() != "demo" || ev.GetServerState() == nil {
 		t.Errorf("after the gap: got %v, want this run's first event, demo's state, %d", ev, gap.GetLastSequence()+1)
+	}
+}
+
+// TestResumeFromZeroAfterSubscriptionLapsed: a stream opened with
+// after_sequence 0 that saw no event resumes with 0 again (the Python and
+// TypeScript clients do). If mcpd let the resource's subscription go
+// meanwhile, the resumed stream gets an update of it, as one resumed from
+// any other number does: the resource changed while nobody followed it,
+// and the server will not say so again.
+func TestResumeFromZeroAfterSubscriptionLapsed(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+	d.connectFake(ctx, t, "note", fakeNote)
+	note := []*mcpdv1.ResourceRef{{Server: "note", Uri: fakeNoteURI}}
+	updates := []mcpdv1.EventKind{mcpdv1.EventKind_EVENT_KIND_RESOURCE_UPDATED}
+	subscribed := func() string { return text(d.mustCall(ctx, t, "mcp__note__subscribed", nil)) }
+	zero := uint64(0)
+
+	sctx, cancel := context.WithCancel(ctx)
+	if _, err := d.hub.Subscribe(sctx, &mcpdv1.SubscribeRequest{Resources: note, Kinds: updates, AfterSequence: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "the note server to have a subscriber", func() (bool, error) { return subscribed() == "true", nil })
+	cancel()
+	poll(ctx, t, "mcpd to let the subscription go", func() (bool, error) { return subscribed() == "false", nil })
+	d.mustCall(ctx, t, "mcp__note__set", map[string]any{"text": "v2"}) // nobody hears of it
+
+	resumed, err := d.hub.Subscribe(ctx, &mcpdv1.SubscribeRequest{Resources: note, Kinds: updates, AfterSequence: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "the note server to have a subscriber again", func() (bool, error) { return subscribed() == "true", nil })
+	// Without the update, the stream would wait for a change that came
+	// already: this one would be the first it hears of.
+	d.mustCall(ctx, t, "mcp__note__set", map[string]any{"text": "v3"})
+	ev, err := resumed.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := resumed.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*mcpdv1.SubscribeResponse{ev, second} {
+		if e.GetEvent().GetResourceUpdated().GetUri() != fakeNoteURI {
+			t.Errorf("resumed stream: got %v, want updates of %s", e, fakeNoteURI)
+		}
 	}
 }

@@ -200,7 +200,10 @@ func (h *hub) Subscribe(req *mcpdv1.SubscribeRequest, stream grpc.ServerStreamin
 		// it gets one update now, as the resource may have changed. A
 		// hold that began with the bus at the stream's own last event may
 		// have begun after it: nothing was published in between to say.
-		if since, ok := h.mgr.ResourceHeldSince(r.Server, r.URI); ok && after != nil && *after > 0 && since >= *after {
+		// after 0 is no exception: a stream that saw no event resumes
+		// with it (the clients do), and cannot be told from a first one,
+		// which reads the resource anyway.
+		if since, ok := h.mgr.ResourceHeldSince(r.Server, r.URI); ok && after != nil && since >= *after {
 			h.events.Publish(events.Event{Kind: events.KindResourceUpdated, Server: r.Server, URI: r.URI})
 		}
 	}
