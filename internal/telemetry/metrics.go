@@ -64,7 +64,7 @@ func newInstruments() instruments {
 		}),
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpd_events_dropped_total",
-			Help: "Events Subscribe streams missed: published while the stream was open, and evicted from the buffer before it read them (reported to the stream as a gap).",
+			Help: "Events Subscribe streams missed: published while the stream was open, and evicted from the buffer before it read them, or too large to send (reported to the stream as a gap).",
 		}),
 		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mcpd_event_subscribers",
