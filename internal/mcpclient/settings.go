@@ -197,12 +197,9 @@ func (s *settings) subscribed(server, uri string, err error) {
 	}
 }
 
-// maxSubscriptionNotes bounds the notes on failed subscriptions in a
-// server's status.
-const maxSubscriptionNotes = 5
-
 // subscriptionNotes are status notes on the resources held for a server
-// whose current session has no subscription of them.
+// whose current session has no subscription of them, as many as notes on
+// tool names (maxToolNameNotes), then a count of the rest.
 func (s *settings) subscriptionNotes(server string) []string {
 	s.mu.Lock()
 	var why []string
