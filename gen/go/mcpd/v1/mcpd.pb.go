@@ -1407,7 +1407,9 @@ type Server struct {
 	// Notes where mcpd treats the server otherwise than its declarations say,
 	// for example tools listed although it declared no tools capability,
 	// tools it left out (a name no request can use, a name listed twice), or
-	// tools kept under names outside MCP's rule.
+	// tools kept under names outside MCP's rule; and what else an operator
+	// should know of it: why it is disabled, a resource subscription the
+	// server refused on a new session.
 	Notes []string `protobuf:"bytes,23,rep,name=notes,proto3" json:"notes,omitempty"`
 	// Lists what mcpd did not understand in the server's config entry, for
 	// example a field it does not know; each is also logged once.
@@ -5440,7 +5442,9 @@ type Event_Log struct {
 
 type Event_Gap struct {
 	// Says events were lost for this stream: they fell out of mcpd's
-	// buffer before the stream read them.
+	// buffer before the stream read them, were too large to send, or
+	// were published before the stream's after_sequence by another run
+	// of mcpd (or at a number this run never gave out).
 	Gap *Gap `protobuf:"bytes,10,opt,name=gap,proto3,oneof"`
 }
 
@@ -8388,7 +8392,8 @@ type Poll struct {
 	Target isPoll_Target `protobuf_oneof:"target"`
 	// Gives the time between two polls.
 	Interval *durationpb.Duration `protobuf:"bytes,5,opt,name=interval,proto3" json:"interval,omitempty"`
-	// Says the poll waits for its server to be READY again.
+	// Says the poll skips its turns: its server is not READY, or its caller
+	// may no longer make its request (last_error says why).
 	Paused bool `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
 	// Counts the polls made.
 	Polls uint64 `protobuf:"varint,7,opt,name=polls,proto3" json:"polls,omitempty"`

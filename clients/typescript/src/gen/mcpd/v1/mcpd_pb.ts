@@ -666,7 +666,9 @@ export type Server = Message<"mcpd.v1.Server"> & {
    * Notes where mcpd treats the server otherwise than its declarations say,
    * for example tools listed although it declared no tools capability,
    * tools it left out (a name no request can use, a name listed twice), or
-   * tools kept under names outside MCP's rule.
+   * tools kept under names outside MCP's rule; and what else an operator
+   * should know of it: why it is disabled, a resource subscription the
+   * server refused on a new session.
    *
    * @generated from field: repeated string notes = 23;
    */
@@ -2727,7 +2729,9 @@ export type Event = Message<"mcpd.v1.Event"> & {
   } | {
     /**
      * Says events were lost for this stream: they fell out of mcpd's
-     * buffer before the stream read them.
+     * buffer before the stream read them, were too large to send, or
+     * were published before the stream's after_sequence by another run
+     * of mcpd (or at a number this run never gave out).
      *
      * @generated from field: mcpd.v1.Gap gap = 10;
      */
@@ -4273,7 +4277,8 @@ export type Poll = Message<"mcpd.v1.Poll"> & {
   interval?: Duration | undefined;
 
   /**
-   * Says the poll waits for its server to be READY again.
+   * Says the poll skips its turns: its server is not READY, or its caller
+   * may no longer make its request (last_error says why).
    *
    * @generated from field: bool paused = 6;
    */
