@@ -351,7 +351,13 @@ export class Client {
 
   // -- plumbing -------------------------------------------------------------
 
-  private async rpc<T>(call: (opts: ConnectCallOptions) => Promise<T>, opts: CallOptions = {}, timeoutMs = opts.timeoutMs ?? this.timeoutMs): Promise<T> {
+  /** toolCall: the call runs a tool, which a connection cut off during it may have run (see {@link toMCPDError}). */
+  private async rpc<T>(
+    call: (opts: ConnectCallOptions) => Promise<T>,
+    opts: CallOptions = {},
+    timeoutMs = opts.timeoutMs ?? this.timeoutMs,
+    toolCall = false,
+  ): Promise<T> {
     if (this.closed) throw new Cancelled("the client is closed");
     // The call's signal: the caller's, if any, and the client's close().
     // Not AbortSignal.any, which keeps every combined signal alive for as
@@ -364,7 +370,7 @@ export class Client {
       if (timeoutMs !== undefined) callOpts.timeoutMs = timeoutMs;
       return await call(callOpts);
     } catch (e) {
-      throw toMCPDError(e, signal.aborted);
+      throw toMCPDError(e, signal.aborted, toolCall);
     } finally {
       l?.dispose();
     }
@@ -459,7 +465,7 @@ export class Client {
     const req = this.callRequest(name, args, opts);
     const deadline = opts.timeoutMs !== undefined ? opts.timeoutMs + CALL_TIMEOUT_GRACE_MS : this.timeoutMs;
     const call = async (): Promise<t.ToolResult> =>
-      t.toToolResult(await this.rpc((o) => this.hub.callTool(req, o), { signal: opts.signal }, deadline));
+      t.toToolResult(await this.rpc((o) => this.hub.callTool(req, o), { signal: opts.signal }, deadline, true));
     try {
       return await call();
     } catch (e) {
@@ -791,7 +797,7 @@ export class ToolCallStream implements AsyncIterableIterator<t.StreamItem> {
       } catch (e) {
         const aborted = this.abort.controller.signal.aborted;
         this.finish();
-        throw toMCPDError(e, aborted);
+        throw toMCPDError(e, aborted, true);
       }
       if (r.done) break;
       this.pending = this.read();

@@ -285,6 +285,34 @@ function connectionFailed(err: unknown): boolean {
   return false;
 }
 
+/**
+ * Errors of a connection that was never made, or of a request that never
+ * left this process: nothing reached mcpd. (A reset or closed connection
+ * says nothing of the kind: mcpd may have read the request and run it.)
+ */
+const NOT_SENT = new Set([
+  "ECONNREFUSED",
+  "ENOENT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "ENOTFOUND",
+  "ERR_HTTP2_GOAWAY_SESSION",
+  "ERR_HTTP2_INVALID_SESSION",
+]);
+
+function neverSent(err: unknown): boolean {
+  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const { code, syscall } = e as { code?: unknown; syscall?: unknown };
+    // Any error of the connect call (a listener that died with connections
+    // in its backlog resets them: "connect ECONNRESET").
+    if (syscall === "connect" || (typeof code === "string" && NOT_SENT.has(code))) return true;
+    if (code === "ERR_HTTP2_STREAM_ERROR" && /\bNGHTTP2_REFUSED_STREAM\b/.test(String((e as { message?: unknown }).message))) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
 const GRPC_LISTENER_HINT =
   'mcpd answered in HTTP/2 as its gRPC listener (--listen) does: use wire "grpc" for this address, or the address of mcpd\'s --http-listen for the Connect wires';
 
@@ -356,24 +384,43 @@ function answered(err: ConnectError): boolean {
  * without a status from mcpd was cut off with its connection (an HTTP/2
  * stream reset), which is {@link Unavailable} (as is a connection that
  * fails), so that it counts as retryable. A CANCELLED that mcpd sent stays
- * {@link Cancelled}.
+ * {@link Cancelled}. `toolCall` says that the call runs a tool: one cut off
+ * with its connection (no status from mcpd, over a connection that was
+ * made) may have run, and its Unavailable has reason
+ * {@link REASON_CALL_MAY_HAVE_RUN}, as mcpd's own does, and is not
+ * `retryable`; one whose connection was refused reached nothing.
  */
-export function toMCPDError(reason: unknown, aborted?: boolean): MCPDError {
+export function toMCPDError(reason: unknown, aborted?: boolean, toolCall = false): MCPDError {
   if (reason instanceof MCPDError) return reason;
   // A call aborted with an MCPDError as the signal's reason (close(),
   // cancel()) fails with a ConnectError around it: the reason is the error.
   if (reason instanceof ConnectError && reason.code === Code.Canceled && reason.cause instanceof MCPDError) return reason.cause;
   let err = ConnectError.from(reason);
+  // Whether the call may have reached mcpd and been cut off on its way
+  // back: an Unavailable that mcpd did not send, of a connection that broke.
+  let cutOff = false;
   const tls = err.code === Code.Unavailable || err.code === Code.Internal || err.code === Code.Unknown ? tlsFailure(err.cause) : undefined;
   if (tls !== undefined) {
     err = new ConnectError(`could not complete a TLS handshake with mcpd: ${tls}`, Code.Unavailable, undefined, undefined, reason);
   } else if (atGrpcListener(err)) {
     err = new ConnectError(GRPC_LISTENER_HINT, Code.Unavailable, undefined, undefined, reason);
-  } else if (
-    err.code !== Code.Unavailable &&
-    (connectionFailed(err.cause) || (aborted === false && err.code === Code.Canceled && !answered(err)))
-  ) {
-    err = new ConnectError(err.rawMessage, Code.Unavailable, err.metadata, undefined, reason);
+  } else {
+    if (
+      err.code !== Code.Unavailable &&
+      (connectionFailed(err.cause) || (aborted === false && err.code === Code.Canceled && !answered(err)))
+    ) {
+      err = new ConnectError(err.rawMessage, Code.Unavailable, err.metadata, undefined, reason);
+    }
+    cutOff = err.code === Code.Unavailable && !answered(err) && !neverSent(reason);
+  }
+  if (toolCall && cutOff) {
+    // The tool may have run, as when mcpd loses the server's session
+    // during the call: the same reason, so that the call is not retryable.
+    return new Unavailable(`${err.rawMessage}; the call may have run: the connection to mcpd broke while it was in flight`, {
+      cause: reason,
+      reason: REASON_CALL_MAY_HAVE_RUN,
+      domain: ERROR_DOMAIN,
+    });
   }
   const cls = BY_CODE[err.code] ?? MCPDError;
   const init: MCPDErrorInit = { code: err.code, cause: reason };

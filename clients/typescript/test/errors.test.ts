@@ -7,8 +7,11 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { Cancelled, Client, MCPDError, NotFound, ResourceExhausted, Unavailable, UnknownError, toMCPDError } from "../src/index.js";
-import { Daemon, MCPD_BIN, REPO, SUITE_TIMEOUT_MS, testWires } from "./harness.js";
+import { fileURLToPath } from "node:url";
+import { Cancelled, Client, MCPDError, NotFound, REASON_CALL_MAY_HAVE_RUN, ResourceExhausted, ServerConfig, Unavailable, UnknownError, toMCPDError } from "../src/index.js";
+import { Daemon, MCPD_BIN, REPO, SUITE_TIMEOUT_MS, linesOf, tempDir, testWires } from "./harness.js";
+
+const RECORDING_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "recording-server.js");
 
 function field(num: number, payload: Uint8Array): number[] {
   return [(num << 3) | 2, payload.length, ...payload];
@@ -58,6 +61,25 @@ describe("toMCPDError", () => {
     const reset = new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled);
     assert.ok(toMCPDError(reset, false) instanceof Unavailable);
     assert.ok(toMCPDError(reset, true) instanceof Cancelled);
+  });
+
+  it("makes a tool call cut off with its connection CALL_MAY_HAVE_RUN, not one that never reached mcpd", () => {
+    const reset = new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled);
+    const cut = toMCPDError(reset, false, true);
+    assert.ok(cut instanceof Unavailable && cut.reason === REASON_CALL_MAY_HAVE_RUN && !cut.retryable, String(cut));
+    assert.ok(toMCPDError(reset, false).retryable, "a call that runs no tool stays retryable");
+    const refused = new ConnectError("connect ECONNREFUSED", Code.Unavailable, undefined, undefined, Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }));
+    const down = toMCPDError(refused, false, true);
+    assert.ok(down instanceof Unavailable && down.reason === "" && down.retryable, String(down));
+    // A listener that died with the connection in its backlog: reset while connecting.
+    const backlog = Object.assign(new Error("connect ECONNRESET /run/mcpd.sock"), { code: "ECONNRESET", syscall: "connect" });
+    assert.ok(toMCPDError(new ConnectError(backlog.message, Code.Aborted, undefined, undefined, backlog), false, true).retryable);
+    const midCall = Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
+    assert.ok(!toMCPDError(new ConnectError(midCall.message, Code.Aborted, undefined, undefined, midCall), false, true).retryable);
+    // mcpd's own UNAVAILABLE (a server not ready) is as mcpd sent it.
+    const sent = new ConnectError("server is reconnecting", Code.Unavailable, { "grpc-status": "14" });
+    const notReady = toMCPDError(sent, false, true);
+    assert.ok(notReady instanceof Unavailable && notReady.reason === "" && notReady.retryable, String(notReady));
   });
 
   it("survives garbage details and plain errors", () => {
@@ -164,6 +186,61 @@ describe("retryable from a real mcpd", { skip, timeout: SUITE_TIMEOUT_MS }, () =
         await holder.close();
       }
     });
+  }
+});
+
+describe("a tool call cut off with its connection to mcpd", { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  // mcpd killed while it runs a tool call (the recording server's "wait",
+  // which never answers): the call reached the tool and may have had its
+  // effect, so it is no more retryable than mcpd's own CALL_MAY_HAVE_RUN.
+  // A call that never reached mcpd (nothing listens) stays retryable.
+  for (const wire of testWires()) {
+    for (const streamed of [false, true]) {
+      it(`${wire}: ${streamed ? "callToolStream" : "callTool"} is Unavailable with CALL_MAY_HAVE_RUN, not retryable`, async () => {
+        const dir = tempDir();
+        const record = path.join(dir, "record.txt");
+        const own = await new Daemon().start();
+        const c = own.client(wire);
+        try {
+          const s = await c.connectServer(ServerConfig.stdio("rec", process.execPath, [RECORDING_SERVER], { env: { RECORD_FILE: record } }));
+          assert.ok(s.ready, `${s.state} ${s.lastError}`);
+          const call = streamed
+            ? (async () => {
+                for await (const _ of c.callToolStream("mcp__rec__wait", {}));
+              })()
+            : c.callTool("mcp__rec__wait", {});
+          call.catch(() => undefined);
+          await linesOf(record, "called ", 1);
+          own.signal("SIGKILL");
+          await assert.rejects(call, (e: unknown) => {
+            assert.ok(e instanceof Unavailable, String(e));
+            assert.equal(e.reason, REASON_CALL_MAY_HAVE_RUN, String(e));
+            assert.equal(e.domain, "mcpd.v1");
+            assert.equal(e.retryable, false);
+            assert.match(e.rawMessage, /may have run/);
+            return true;
+          });
+          // Once mcpd has exited nothing listens: the call of a new client
+          // (no connection kept from before, which may carry it before it
+          // sees that mcpd is gone) never reaches mcpd.
+          await own.stop();
+          const fresh = own.client(wire);
+          try {
+            await assert.rejects(fresh.callTool("mcp__rec__wait", {}), (e: unknown) => {
+              assert.ok(e instanceof Unavailable, String(e));
+              assert.equal(e.reason, "", String(e));
+              assert.equal(e.retryable, true);
+              return true;
+            });
+          } finally {
+            await fresh.close();
+          }
+        } finally {
+          await c.close();
+          await own.stop();
+        }
+      });
+    }
   }
 });
 
