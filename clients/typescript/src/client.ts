@@ -41,6 +41,8 @@ const RECONNECT_INITIAL_MS = 100;
 const RECONNECT_MAX_MS = 2_000;
 /** A stream that mcpd answered this long before it failed counts as a fresh outage. */
 const STABLE_STREAM_MS = 5_000;
+/** The longest delay setTimeout takes (2^31-1 ms, about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 /** JSON-RPC "invalid params": what callers of an agent tool see as InvalidArgument. */
 const INVALID_PARAMS = -32602;
 
@@ -744,7 +746,11 @@ export class Client {
     return handler;
   }
 
-  /** Waits until mcpd routes requests of every registered kind to this client; false on timeout. */
+  /**
+   * Waits until mcpd routes requests of every registered kind to this
+   * client; false on timeout. `Infinity` waits without a bound (until
+   * ready, the handler stream fails for good, or close()).
+   */
   async handlersReady(timeoutMs = 10_000): Promise<boolean> {
     if (this.closed) return false;
     return this.worker === undefined ? true : this.worker.waitReady(timeoutMs);
@@ -1256,7 +1262,9 @@ class RequestWorker {
         const waiter = (): void => {
           if (ready()) finish();
         };
-        const timer = setTimeout(finish, timeoutMs);
+        // A timer longer than 2^31-1 ms fires at once (Node's
+        // TimeoutOverflowWarning): longer than that, as Infinity, is no bound.
+        const timer = timeoutMs <= MAX_TIMER_MS ? setTimeout(finish, timeoutMs) : undefined;
         this.waiters.add(waiter);
       });
     }

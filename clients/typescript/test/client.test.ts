@@ -984,6 +984,23 @@ for (const wire of testWires()) {
       }),
     );
 
+    it("waits without a bound for handlersReady(Infinity)", async () => {
+      const c = daemon.client(wire);
+      const warnings: string[] = [];
+      const onWarning = (w: Error): void => void warnings.push(w.name);
+      process.on("warning", onWarning);
+      try {
+        c.onRoots(() => []);
+        assert.equal(await c.handlersReady(Infinity), true, "handlersReady(Infinity) gave up");
+        assert.equal(await c.handlersReady(2 ** 40), true);
+        await new Promise((r) => setImmediate(r)); // warnings are emitted on the next tick
+        assert.deepEqual(warnings, []);
+      } finally {
+        process.off("warning", onWarning);
+        await c.close();
+      }
+    });
+
     it("closes without waiting for a handler that is still running", { skip: skipEverything }, async () => {
       const c = daemon.client(wire);
       const ev = await connectEverything(c, `evclose-${wire.replace(/[^a-z0-9]/g, "")}`);
