@@ -46,6 +46,7 @@ const (
 	fakeNote           = "note"              // real server whose resource fakeNoteURI changes only by its tool "set"; tool "subscribed" says whether anyone follows it; it refuses subscriptions while the file fakeMarkEnv names (if set) exists
 	fakeCloseStdout    = "close-stdout"      // real server that closes its stdout, unanswered, when asked to call a tool, and runs on until a signal ends it
 	fakeStderrFlood    = "stderr-flood"      // real server that first writes fakeFloodLines lines to stderr (fakeFloodLine), as fast as the pipe takes them
+	fakeStdoutFlood    = "stdout-flood"      // real server that first writes fakeFloodLines lines that are no JSON-RPC (fakeFloodLine) to stdout, its logging on the wrong stream
 	fakeMarkEnv        = "MCPD_FAKE_MARK"
 	// fakeStacksEnv names a directory: on SIGUSR1 a fake writes the stacks
 	// of its goroutines to <mode>-<pid>.stacks there (see dumpStacks).
@@ -252,6 +253,14 @@ func runFakeServer(mode string) int {
 		}
 	case fakeStderrFlood:
 		w := bufio.NewWriter(os.Stderr)
+		for i := 1; i <= fakeFloodLines; i++ {
+			fmt.Fprintln(w, fakeFloodLine(i))
+		}
+		if err := w.Flush(); err != nil {
+			return 1
+		}
+	case fakeStdoutFlood:
+		w := bufio.NewWriter(os.Stdout)
 		for i := 1; i <= fakeFloodLines; i++ {
 			fmt.Fprintln(w, fakeFloodLine(i))
 		}

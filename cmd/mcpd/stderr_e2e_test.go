@@ -105,3 +105,62 @@ func stderrLogCounts(t *testing.T, log, server string) (logged, dropped int) {
 	}
 	return logged, dropped
 }
+
+// TestStdoutNoiseFlood connects a server that writes a flood of lines
+// that are no JSON-RPC to stdout as it starts (its logging on the wrong
+// stream): mcpd skips them all (the server gets to serve), and its log
+// warns of them at the rate stderr lines reach it, a burst and then a rate,
+// counting the others in a warning, rather than one warning per line as
+// fast as the server writes.
+func TestStdoutNoiseFlood(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t)})
+	start := time.Now()
+	s := d.connectFake(ctx, t, "noise", fakeStdoutFlood)
+	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("state: got %v (%s), want READY: mcpd stopped reading the flood?", s.GetState(), s.GetLastError())
+	}
+	var logged, dropped int
+	poll(ctx, t, "every skipped stdout line logged or reported dropped", func() (bool, error) {
+		logged, dropped = skippedLogCounts(t, d.log.String(), "noise")
+		return logged+dropped == fakeFloodLines, fmt.Errorf("%d logged, %d reported dropped of %d", logged, dropped, fakeFloodLines)
+	})
+	elapsed := time.Since(start)
+	const burst, rate = 200, 20 // the defaults of --stderr-log-burst and --stderr-log-rate
+	if most := burst + int(rate*elapsed.Seconds()) + 1; logged > most {
+		t.Errorf("skipped stdout lines logged: got %d of %d in %v, want at most %d (a burst of %d, then %d a second)",
+			logged, fakeFloodLines, elapsed, most, burst, rate)
+	}
+	if logged < burst {
+		t.Errorf("skipped stdout lines logged: got %d, want at least the burst of %d", logged, burst)
+	}
+	if got := text(d.mustCall(ctx, t, "mcp__noise__echo", map[string]any{"text": "after the flood"})); got != "after the flood" {
+		t.Errorf("echo: got %q", got)
+	}
+}
+
+// skippedLogCounts counts the warnings of skipped stdout lines of server
+// in mcpd's JSON log, and the lines its warnings report left out.
+func skippedLogCounts(t *testing.T, log, server string) (logged, dropped int) {
+	t.Helper()
+	for line := range strings.Lines(log) {
+		if !strings.Contains(line, `"server":"`+server+`"`) {
+			continue
+		}
+		var e struct {
+			Server, Stream, Level, Message string
+			Dropped                        int
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Server != server || e.Level != "warn" {
+			continue
+		}
+		switch {
+		case e.Message == "skipping stdout line that is not JSON-RPC":
+			logged++
+		case e.Stream == "stdout":
+			dropped += e.Dropped
+		}
+	}
+	return logged, dropped
+}

@@ -77,7 +77,9 @@ type Options struct {
 	// share: lines per second, default transport.DefaultStderrLogRate,
 	// negative: no limit; and the burst, default
 	// transport.DefaultStderrLogBurst. Lines over the limit still reach
-	// the stderr tail; a warning counts them.
+	// the stderr tail; a warning counts them. The warnings of a server's
+	// stdout lines that are no JSON-RPC have a bucket of their own, of the
+	// same rate and burst.
 	StderrLogRate  float64
 	StderrLogBurst int
 	// Dialer, if set, opens the transport of servers that are not stdio

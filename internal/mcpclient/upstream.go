@@ -124,8 +124,11 @@ type upstream struct {
 	// (Manager.Hurry), a stop kills the process group at once.
 	stopping context.Context
 	// stderrLog bounds the stderr lines of the server's processes that
-	// reach the log, one start after another.
-	stderrLog *rate.Limiter
+	// reach the log, one start after another; skippedLog, with the same
+	// rate and burst, the warnings of their stdout lines that are no
+	// JSON-RPC.
+	stderrLog  *rate.Limiter
+	skippedLog *rate.Limiter
 
 	calls    *inflight
 	requests runningRequests         // what the server is running, for keepAlive
@@ -252,6 +255,7 @@ func newUpstream(cfg config.Server, opts *Options, stopping context.Context, wan
 		stderrRate = rate.Inf
 	}
 	u.stderrLog = rate.NewLimiter(stderrRate, opts.StderrLogBurst)
+	u.skippedLog = rate.NewLimiter(stderrRate, opts.StderrLogBurst)
 	if opts.Trace != nil && opts.Trace(cfg.Name) {
 		u.cfg.Trace = true
 	}
@@ -1220,6 +1224,7 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 		OnStderrLine:        u.opts.Telemetry.StderrLines(u.cfg.Name),
 		StderrLogLimit:      u.stderrLog,
 		OnStderrLineDropped: u.opts.Telemetry.StderrLinesDropped(u.cfg.Name),
+		SkippedLogLimit:     u.skippedLog,
 		Withhold:            u.opts.WithholdEnv,
 		Hurry:               u.stopping,
 	})

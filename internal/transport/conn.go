@@ -235,6 +235,11 @@ func (c *lineConn) skip(line []byte, err error) {
 	} else {
 		c.p.skippedLine(strings.ToValidUTF8(string(line[:min(len(line), maxSkippedLogBytes)]), ""))
 	}
+	// A server that logs to stdout writes as fast as one that floods
+	// stderr: the warnings are rate limited as its stderr lines are.
+	if !c.p.skipLog.admit() {
+		return
+	}
 	ev := c.p.log.Warn()
 	if ev == nil {
 		return

@@ -92,6 +92,14 @@ type ProcessOptions struct {
 	// OnStderrLineDropped, if set, is called for every stderr line that
 	// StderrLogLimit kept from the log; it must not block.
 	OnStderrLineDropped func()
+	// SkippedLogLimit bounds the warnings of stdout lines that the
+	// connection skips as no JSON-RPC (a server that logs to stdout) as
+	// StderrLogLimit bounds stderr lines, with a bucket of its own: a
+	// line it does not allow is still counted in SkippedOutput, and the
+	// lines so kept from the log are counted in a warn event
+	// ("stream":"stdout", "dropped"). nil selects a limiter of this
+	// process alone, of DefaultStderrLogRate and DefaultStderrLogBurst.
+	SkippedLogLimit *rate.Limiter
 	// Withhold, if set, names the variables of the daemon's own
 	// environment that the child does not inherit (its credentials). A
 	// variable StdioSpec.Env sets reaches the child either way.
@@ -120,8 +128,10 @@ type Process struct {
 	stdout *os.File // our read end of the child's stdout
 	stderr *os.File // our read end of the child's stderr
 	tail   *lineTail
-	// stderrLog decides which stderr lines reach the log.
-	stderrLog *stderrGate
+	// stderrLog decides which stderr lines reach the log, skipLog which
+	// warnings of skipped stdout lines do.
+	stderrLog *logGate
+	skipLog   *logGate
 
 	done       chan struct{} // closed once the child is reaped
 	exitErr    error         // written before done is closed
@@ -183,6 +193,9 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 	}
 	if o.StderrLogLimit == nil {
 		o.StderrLogLimit = rate.NewLimiter(DefaultStderrLogRate, DefaultStderrLogBurst)
+	}
+	if o.SkippedLogLimit == nil {
+		o.SkippedLogLimit = rate.NewLimiter(DefaultStderrLogRate, DefaultStderrLogBurst)
 	}
 	env, err := mergeEnv(os.Environ(), spec.Env, o.Withhold)
 	if err != nil {
@@ -263,7 +276,8 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 		stopped:    make(chan struct{}),
 		hurry:      make(chan struct{}),
 	}
-	p.stderrLog = newStderrGate(o.StderrLogLimit, p.stderrDropped, o.OnStderrLineDropped)
+	p.stderrLog = newLogGate(o.StderrLogLimit, p.stderrDropped, o.OnStderrLineDropped)
+	p.skipLog = newLogGate(o.SkippedLogLimit, p.skippedDropped, nil)
 	started := make(chan error)
 	go p.supervise(started)
 	startErr := <-started
@@ -473,6 +487,13 @@ func (p *Process) stderrDropped(n int) {
 		Msg("stderr lines over the log's rate limit were dropped from the log (the stderr tail keeps the newest)")
 }
 
+// skippedDropped reports n warnings of skipped stdout lines that the
+// log's rate limit kept out.
+func (p *Process) skippedDropped(n int) {
+	p.log.Warn().Int("pid", p.pid).Str("stream", "stdout").Int("dropped", n).
+		Msg("warnings of stdout lines that are not JSON-RPC over the log's rate limit were dropped from the log")
+}
+
 // Stop stops the child in order: close stdin, wait StopGrace, SIGTERM the
 // process group, wait StopGrace, SIGKILL the group, reap. Once the child is
 // reaped its group is SIGKILLed too, so no grandchild that stayed in the
@@ -537,6 +558,9 @@ func (p *Process) stop(ctx context.Context) error {
 	timer.Stop()
 	_ = p.stderr.Close()
 	<-p.stderrDone
+	// The connection reads no more: what its skipped lines left out of
+	// the log is reported now.
+	p.skipLog.close()
 	return errors.Join(errs...)
 }
 

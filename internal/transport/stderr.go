@@ -76,12 +76,13 @@ func (p *Process) stderrLine(line []byte) {
 	}
 }
 
-// stderrGate decides which stderr lines of one process reach the log, by
-// a token bucket that the server's successive processes may share, and
+// logGate decides which lines of one output of a process (its stderr
+// lines, or the stdout lines its connection skips) reach the log, by a
+// token bucket that the server's successive processes may share, and
 // reports the lines it kept out: once per stderrDropReport at most, the
 // report due stderrDropReport after the first line dropped since the last
-// one, and a last report when the process's stderr ends.
-type stderrGate struct {
+// one, and a last report when the output ends (close).
+type logGate struct {
 	limit *rate.Limiter
 	now   func() time.Time
 	// after runs f once d has passed (time.AfterFunc); stop cancels that.
@@ -98,8 +99,8 @@ type stderrGate struct {
 	closed  bool
 }
 
-func newStderrGate(limit *rate.Limiter, report func(n int), onDrop func()) *stderrGate {
-	return &stderrGate{
+func newLogGate(limit *rate.Limiter, report func(n int), onDrop func()) *logGate {
+	return &logGate{
 		limit:  limit,
 		now:    time.Now,
 		after:  func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop },
@@ -110,7 +111,7 @@ func newStderrGate(limit *rate.Limiter, report func(n int), onDrop func()) *stde
 
 // admit reports whether a line that arrives now goes to the log. One
 // that does not is counted, and reported later.
-func (g *stderrGate) admit() bool {
+func (g *logGate) admit() bool {
 	if g.limit.AllowN(g.now(), 1) {
 		return true
 	}
@@ -127,7 +128,7 @@ func (g *stderrGate) admit() bool {
 }
 
 // due runs when a report is due.
-func (g *stderrGate) due() {
+func (g *logGate) due() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -140,7 +141,7 @@ func (g *stderrGate) due() {
 // close reports the lines dropped since the last report, if any, and
 // cancels the report due: nothing is reported once it returns. The
 // stderr reader calls it when it returns.
-func (g *stderrGate) close() {
+func (g *logGate) close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.closed = true
@@ -151,7 +152,7 @@ func (g *stderrGate) close() {
 	g.reportLocked()
 }
 
-func (g *stderrGate) reportLocked() {
+func (g *logGate) reportLocked() {
 	if g.dropped > 0 {
 		g.report(g.dropped)
 		g.dropped = 0

@@ -130,7 +130,7 @@ func TestStderrGate(t *testing.T) {
 	var timers fakeTimers
 	var reports []int
 	drops := 0
-	g := newStderrGate(rate.NewLimiter(2, 3), func(n int) { reports = append(reports, n) }, func() { drops++ })
+	g := newLogGate(rate.NewLimiter(2, 3), func(n int) { reports = append(reports, n) }, func() { drops++ })
 	g.now = func() time.Time { return now }
 	g.after = timers.after
 
