@@ -47,6 +47,7 @@ const (
 	fakeCloseStdout    = "close-stdout"      // real server that closes its stdout, unanswered, when asked to call a tool, and runs on until a signal ends it
 	fakeStderrFlood    = "stderr-flood"      // real server that first writes fakeFloodLines lines to stderr (fakeFloodLine), as fast as the pipe takes them
 	fakeStdoutFlood    = "stdout-flood"      // real server that first writes fakeFloodLines lines that are no JSON-RPC (fakeFloodLine) to stdout, its logging on the wrong stream
+	fakeLastWords      = "last-words"        // real server that, once its stdin closes, writes fakeLastWordsBytes to stdout (more than a pipe holds), creates the file fakeMarkEnv names and exits 0
 	fakeMarkEnv        = "MCPD_FAKE_MARK"
 	// fakeStacksEnv names a directory: on SIGUSR1 a fake writes the stacks
 	// of its goroutines to <mode>-<pid>.stacks there (see dumpStacks).
@@ -85,6 +86,11 @@ const (
 	fakeSleepCancelled = "fake: sleep cancelled"
 	methodDiscover     = "server/discover"
 )
+
+// fakeLastWordsBytes is what the last-words fake writes to stdout as it
+// exits: far more than a pipe holds, so that it gets written only if
+// mcpd still reads it then, whatever mcpd read before it stopped.
+const fakeLastWordsBytes = 1 << 20
 
 // fakeFloodLines is how many lines the stderr-flood fake writes: about
 // 130 KB, twice what a pipe holds, so that it gets to serve only if mcpd
@@ -267,6 +273,7 @@ func runFakeServer(mode string) int {
 		if err := w.Flush(); err != nil {
 			return 1
 		}
+	case fakeLastWords:
 	case fakeStubborn:
 		// Nor does a write to a pipe mcpd closed end it: only SIGKILL.
 		signal.Ignore(syscall.SIGTERM, syscall.SIGPIPE)
@@ -287,6 +294,22 @@ func runFakeServer(mode string) int {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake: run:", err)
+	}
+	if mode == fakeLastWords {
+		// As a server that flushes what it still has to say (answers of
+		// calls that were running, a last log line) as it exits: a
+		// write to a pipe nobody reads any more would end it by SIGPIPE
+		// before the mark.
+		line := strings.Repeat("x", 1023) + "\n"
+		for range fakeLastWordsBytes / len(line) {
+			if _, err := os.Stdout.WriteString(line); err != nil {
+				return 1
+			}
+		}
+		if err := os.WriteFile(os.Getenv(fakeMarkEnv), nil, 0o600); err != nil {
+			return 1
+		}
+		return 0
 	}
 	if mode == fakeCloseStdout {
 		time.Sleep(time.Hour) // until mcpd's SIGTERM

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -573,5 +576,48 @@ func TestRetryFailuresPublished(t *testing.T) {
 		if got[i] == got[i-1] {
 			t.Errorf("event %d repeats the one before: %v (all: %v)", i, got[i], got)
 		}
+	}
+}
+
+// TestStopLetsServerFinishWriting stops a server that writes to stdout as
+// it exits, once its stdin closes: mcpd's stop asks it to exit by closing
+// its stdin and then waits, so the server must get to finish (its write
+// taken, whatever it says) and exit by itself, rather than be killed by
+// SIGPIPE (or, in Node or Python, fail with EPIPE) because mcpd stopped
+// reading its stdout at the moment it asked it to exit.
+func TestStopLetsServerFinishWriting(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	// A stop grace the server never needs, however slow the machine:
+	// it exits as soon as it has written.
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--stop-grace", "1m"}})
+	mark := filepath.Join(t.TempDir(), "exited")
+	s := d.connect(ctx, t, "last", testBinary(t), nil, map[string]string{fakeServerEnv: fakeLastWords, fakeMarkEnv: mark})
+	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("state: got %v (%s), want READY", s.GetState(), s.GetLastError())
+	}
+	pid := s.GetPid()
+	// DisconnectServer returns once the process is reaped.
+	if _, err := d.hub.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{Name: "last"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Errorf("the server did not get to finish its last write and exit: %v", err)
+	}
+	// mcpd logged the exit before the reply; the log reaches the test
+	// through a pipe, a little later.
+	want := fmt.Sprintf(`"pid":%d,"status":`, pid)
+	var exited string
+	poll(ctx, t, "the server's exit logged", func() (bool, error) {
+		for line := range strings.Lines(d.log.String()) {
+			if strings.Contains(line, `"server":"last"`) && strings.Contains(line, want) && strings.Contains(line, "server process exited") {
+				exited = line
+				return true, nil
+			}
+		}
+		return false, errors.New("no line yet")
+	})
+	if !strings.Contains(exited, want+`"exit status 0"`) {
+		t.Errorf("the server's exit: got %s, want exit status 0", strings.TrimSpace(exited))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 	"golang.org/x/time/rate"
 )
 
@@ -136,7 +138,12 @@ type Process struct {
 	done       chan struct{} // closed once the child is reaped
 	exitErr    error         // written before done is closed
 	stderrDone chan struct{} // closed when the stderr reader returns
-	onStderr   func()        // ProcessOptions.OnStderrLine
+	// drain, once the stop began, reads what the child still writes to
+	// its stdout, and discards it (see closeInput); drainDone is closed
+	// when it returns. Both nil until then, or if no drain could start.
+	drain     *os.File
+	drainDone chan struct{}
+	onStderr  func() // ProcessOptions.OnStderrLine
 
 	// heldOutput, once the child is reaped, is the timer of abandonOutput.
 	heldOutput atomic.Pointer[time.Timer]
@@ -558,21 +565,58 @@ func (p *Process) stop(ctx context.Context) error {
 	timer.Stop()
 	_ = p.stderr.Close()
 	<-p.stderrDone
+	// Likewise stdout: the group is dead, and a process that left it
+	// had the grace above.
+	if p.drain != nil {
+		_ = p.drain.Close()
+		<-p.drainDone
+	}
 	// The connection reads no more: what its skipped lines left out of
 	// the log is reported now.
 	p.skipLog.close()
 	return errors.Join(errs...)
 }
 
-// closeInput closes stdin, which asks the server to exit, and our read end of
-// stdout, which unblocks a pending Read (and keeps a child that is still
-// writing from blocking on a full pipe that nobody reads any more).
+// closeInput closes stdin, which asks the server to exit, and the
+// connection's read end of stdout, which unblocks a pending Read. What
+// the child still writes to stdout as it exits (the answers of calls it
+// was running, a last log line) is read and discarded until the stop
+// ends: a child must neither block on a full pipe that nobody reads any
+// more nor, while it does what closing its stdin asked, be ended by
+// SIGPIPE (or fail with EPIPE) for a write.
 func (p *Process) closeInput() {
 	p.closeInputOnce.Do(func() {
 		p.closing.Store(true)
 		_ = p.stdin.Close()
+		p.startDrain()
 		_ = p.stdout.Close()
 	})
+}
+
+// startDrain reads the child's stdout through a duplicate of our read
+// end, so that closing the original ends the connection's reads while
+// the pipe stays open for the child. Without a duplicate (out of file
+// descriptors) the child's writes fail as the pipe closes.
+func (p *Process) startDrain() {
+	raw, err := p.stdout.SyscallConn()
+	if err != nil {
+		return
+	}
+	dup := -1
+	if cerr := raw.Control(func(fd uintptr) {
+		dup, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); cerr != nil || err != nil {
+		p.log.Debug().Int("pid", p.pid).AnErr("error", errors.Join(cerr, err)).Msg("stdout is not read while the server stops")
+		return
+	}
+	// The duplicate shares the pipe's non-blocking mode, so it goes
+	// through the runtime poller and Close unblocks its Read.
+	p.drain = os.NewFile(uintptr(dup), "stdout")
+	p.drainDone = make(chan struct{})
+	go func() {
+		defer close(p.drainDone)
+		_, _ = io.Copy(io.Discard, p.drain)
+	}()
 }
 
 // awaitExit reports whether the child was reaped within the stop grace.
