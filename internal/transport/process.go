@@ -390,9 +390,10 @@ func (p *Process) reaped(err error) {
 
 // abandonOutput runs heldOutputGrace after the reap. If stdout is still
 // open then, a process outside the group holds it, and Read would wait for
-// its EOF while the server is dead: close our ends of the pipes, as Stop
-// does first, so that the connection ends and the session with it. Output
-// still waiting in the pipe is left to the reader first.
+// its EOF while the server is dead: close stdin and the connection's end
+// of stdout, as Stop does first (closeInput), so that the connection ends
+// and the session with it. Output still waiting in the pipe is left to the
+// reader first.
 func (p *Process) abandonOutput() {
 	if p.closing.Load() {
 		return
