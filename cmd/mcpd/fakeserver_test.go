@@ -48,6 +48,7 @@ const (
 	fakeStderrFlood    = "stderr-flood"      // real server that first writes fakeFloodLines lines to stderr (fakeFloodLine), as fast as the pipe takes them
 	fakeStdoutFlood    = "stdout-flood"      // real server that first writes fakeFloodLines lines that are no JSON-RPC (fakeFloodLine) to stdout, its logging on the wrong stream
 	fakeLastWords      = "last-words"        // real server that, once its stdin closes, writes fakeLastWordsBytes to stdout (more than a pipe holds), creates the file fakeMarkEnv names and exits 0
+	fakeSlowTerm       = "slow-term"         // real server that outlives its stdin and, on SIGTERM, once its parent is gone, cleans up a while, creates the file fakeMarkEnv names and exits 0
 	fakeMarkEnv        = "MCPD_FAKE_MARK"
 	// fakeStacksEnv names a directory: on SIGUSR1 a fake writes the stacks
 	// of its goroutines to <mode>-<pid>.stacks there (see dumpStacks).
@@ -274,6 +275,25 @@ func runFakeServer(mode string) int {
 			return 1
 		}
 	case fakeLastWords:
+	case fakeSlowTerm:
+		// Run under a wrapper (sh -c) that SIGTERM ends at once, it is
+		// left in mcpd's process group with its clean-up to do.
+		parent := os.Getppid()
+		terms := make(chan os.Signal, 1)
+		signal.Notify(terms, syscall.SIGTERM)
+		go func() {
+			<-terms
+			for os.Getppid() == parent {
+				time.Sleep(time.Millisecond)
+			}
+			// The clean-up: mcpd has reaped the wrapper by now, and
+			// must not take that for the end of the server.
+			time.Sleep(100 * time.Millisecond)
+			if err := os.WriteFile(os.Getenv(fakeMarkEnv), nil, 0o600); err != nil {
+				os.Exit(1)
+			}
+			os.Exit(0)
+		}()
 	case fakeStubborn:
 		// Nor does a write to a pipe mcpd closed end it: only SIGKILL.
 		signal.Ignore(syscall.SIGTERM, syscall.SIGPIPE)
@@ -294,6 +314,9 @@ func runFakeServer(mode string) int {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake: run:", err)
+	}
+	if mode == fakeSlowTerm {
+		select {} // past its stdin, until SIGTERM
 	}
 	if mode == fakeLastWords {
 		// As a server that flushes what it still has to say (answers of

@@ -621,3 +621,31 @@ func TestStopLetsServerFinishWriting(t *testing.T) {
 		t.Errorf("the server's exit: got %s, want exit status 0", strings.TrimSpace(exited))
 	}
 }
+
+// TestStopGivesWrappedServerItsGrace stops a server that a shell wrapper
+// runs (sh -c "server; ..."), and that does not exit when its stdin
+// closes: the SIGTERM of the stop reaches the wrapper and the server, the
+// wrapper dies of it at once, and the server must still get the stop
+// grace to clean up and exit, rather than be killed with the rest of the
+// process group the moment mcpd reaps the wrapper.
+func TestStopGivesWrappedServerItsGrace(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	// The stop waits one grace for the server to exit on its own before
+	// SIGTERM; the server's clean-up (a tenth of a second) fits the
+	// second many times over.
+	d := startDaemon(ctx, t, daemonOptions{config: emptyConfig(t), args: []string{"--stop-grace", "5s"}})
+	mark := filepath.Join(t.TempDir(), "cleaned-up")
+	s := d.connect(ctx, t, "wrapped", "sh", []string{"-c", `"$0"; echo wrapper done >&2`, testBinary(t)},
+		map[string]string{fakeServerEnv: fakeSlowTerm, fakeMarkEnv: mark})
+	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("state: got %v (%s), want READY", s.GetState(), s.GetLastError())
+	}
+	// DisconnectServer returns once the stop is over.
+	if _, err := d.hub.DisconnectServer(ctx, &mcpdv1.DisconnectServerRequest{Name: "wrapped"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Errorf("the wrapped server did not get to clean up after SIGTERM: %v", err)
+	}
+}

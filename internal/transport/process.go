@@ -159,7 +159,10 @@ type Process struct {
 
 	// closing is set when the stop sequence starts; the connection reports
 	// ErrConnectionClosed from then on.
-	closing        atomic.Bool
+	closing atomic.Bool
+	// terminating is set just before the stop sends SIGTERM to the group:
+	// from then on the stop, not the reap, kills what is left of it.
+	terminating    atomic.Bool
 	closeInputOnce sync.Once
 
 	connectMu sync.Mutex
@@ -369,11 +372,15 @@ func (p *Process) supervise(started chan<- error) {
 }
 
 // reaped records how the child ended, then kills what is left of its
-// process group.
+// process group, unless the stop has sent the group SIGTERM: then the
+// rest of the group gets the stop's grace to exit (see stop).
 func (p *Process) reaped(err error) {
 	// The server is gone; a grandchild left in its group would only hold the
-	// pipes open (hiding EOF) and leak.
-	_ = signalGroup(p.pid, syscall.SIGKILL)
+	// pipes open (hiding EOF) and leak. But a wrapper (sh -c) that SIGTERM
+	// ended at once leaves the server it ran cleaning up.
+	if !p.terminating.Load() {
+		_ = signalGroup(p.pid, syscall.SIGKILL)
+	}
 	p.exitErr = err
 	ev := p.log.Info().Int("pid", p.pid)
 	if err != nil {
@@ -441,7 +448,9 @@ func (p *Process) Pid() int { return p.pid }
 
 // Done returns a channel closed once the child has exited and been reaped.
 // By then whatever the child left in its process group has been sent
-// SIGKILL: the server is considered gone when its direct child is. Should
+// SIGKILL (unless Stop had sent the group SIGTERM: Stop then gives the
+// group its grace, and kills it): the server is considered gone when its
+// direct child is. Should
 // stdout stay open heldOutputGrace longer (a process that left the group
 // holds it), the connection ends as if Stop had begun.
 func (p *Process) Done() <-chan struct{} { return p.done }
@@ -503,9 +512,12 @@ func (p *Process) skippedDropped(n int) {
 }
 
 // Stop stops the child in order: close stdin, wait StopGrace, SIGTERM the
-// process group, wait StopGrace, SIGKILL the group, reap. Once the child is
-// reaped its group is SIGKILLed too, so no grandchild that stayed in the
-// group survives; one that left it (setsid, a container started through a
+// process group, wait StopGrace, SIGKILL the group, reap. The wait after
+// SIGTERM is the group's: a wrapper (sh -c) that SIGTERM ends at once
+// leaves the server it ran the rest of the grace to exit. Once the child
+// is reaped (and, after SIGTERM, the group is gone or out of time) its
+// group is SIGKILLed too, so no grandchild that stayed in the group
+// survives; one that left it (setsid, a container started through a
 // client such as docker) is out of reach. Stop returns after the child is
 // reaped and every goroutine the Process started has returned.
 //
@@ -541,13 +553,22 @@ func (p *Process) stop(ctx context.Context) error {
 	p.closeInput()
 	var errs []error
 	if !p.awaitExit(ctx) {
+		p.terminating.Store(true)
 		errs = append(errs, signalGroup(p.pid, syscall.SIGTERM))
-		if !p.awaitExit(ctx) {
-			errs = append(errs, signalGroup(p.pid, syscall.SIGKILL))
-			// Nothing survives SIGKILL except a process stuck in the kernel,
-			// and then there is nothing better to do than wait.
-			<-p.done
+		// The grace is the group's: the child's exit may come first (a
+		// wrapper that SIGTERM ends at once, its server still cleaning
+		// up), and the reap then leaves the group alone.
+		timer := time.NewTimer(p.stopGrace)
+		gone := p.awaitExitUntil(ctx, timer.C) && p.awaitGroupGone(ctx, timer.C)
+		timer.Stop()
+		// What the grace ran out on goes now, and so does a member that
+		// holds none of the server's output.
+		if err := signalGroup(p.pid, syscall.SIGKILL); !gone {
+			errs = append(errs, err)
 		}
+		// Nothing survives SIGKILL except a process stuck in the kernel,
+		// and then there is nothing better to do than wait.
+		<-p.done
 	}
 	// (A timer that fires anyway finds the stop begun and does nothing.)
 	if t := p.heldOutput.Load(); t != nil {
@@ -624,10 +645,53 @@ func (p *Process) startDrain() {
 func (p *Process) awaitExit(ctx context.Context) bool {
 	timer := time.NewTimer(p.stopGrace)
 	defer timer.Stop()
+	return p.awaitExitUntil(ctx, timer.C)
+}
+
+// groupPollInterval is how often awaitGroupGone looks whether the process
+// group is empty: the kernel tells no one when it is.
+const groupPollInterval = 10 * time.Millisecond
+
+// awaitGroupGone reports whether the child's process group was gone
+// before expired, the hurry or ctx's end: no process left in it, or none
+// left that holds the server's stdout or stderr. (The second tells the
+// end of a member that exited but that nobody reaped yet, as a PID 1
+// slow to reap orphans leaves it; a member that closed both is killed
+// with the group.)
+func (p *Process) awaitGroupGone(ctx context.Context, expired <-chan time.Time) bool {
+	tick := time.NewTicker(groupPollInterval)
+	defer tick.Stop()
+	stderrOpen, stdoutOpen := p.stderrDone, p.drainDone // nil: not waited for
+	for {
+		if err := syscall.Kill(-p.pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
+		}
+		if stderrOpen == nil && stdoutOpen == nil {
+			return true
+		}
+		select {
+		case <-stderrOpen:
+			stderrOpen = nil
+		case <-stdoutOpen:
+			stdoutOpen = nil
+		case <-tick.C:
+		case <-expired:
+			return false
+		case <-p.hurry:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// awaitExitUntil reports whether the child was reaped before expired, the
+// hurry or ctx's end.
+func (p *Process) awaitExitUntil(ctx context.Context, expired <-chan time.Time) bool {
 	select {
 	case <-p.done:
 		return true
-	case <-timer.C:
+	case <-expired:
 	case <-p.hurry:
 	case <-ctx.Done():
 	}
