@@ -188,6 +188,11 @@ func TestParseFlags(t *testing.T) {
 		{name: "no message size", args: []string{"--max-message-bytes", "0"}, wantErr: "--max-message-bytes 0: want at least 1"},
 		{name: "zero call timeout", args: []string{"--call-timeout", "0"}, wantErr: "--call-timeout 0: want a duration above 0"},
 		{name: "negative stop grace", args: []string{"--stop-grace", "-1s"}, wantErr: "--stop-grace -1s: want a duration of 0 or more"},
+		// A stop needs a grace to tell a server's exit from its stdout
+		// closing and to read its last stderr lines; 0 was taken, and
+		// meant the default 2s.
+		{name: "zero stop grace", args: []string{"--stop-grace", "0"}, wantErr: "--stop-grace 0: want a duration above 0"},
+		{name: "zero stop grace from the environment", env: map[string]string{"MCPD_STOP_GRACE": "0s"}, wantErr: "--stop-grace 0: want a duration above 0"},
 		{name: "client keepalive below a second", args: []string{"--client-keepalive", "500ms"}, wantErr: "--client-keepalive 500ms: want 0 (off) or at least 1s"},
 		{name: "no client keepalive", args: []string{"--client-keepalive", "0"}, want: with(func(c *config) { c.clientKeepalive = 0 })},
 		// A probe waits half the interval: at a few ms every probe failed,

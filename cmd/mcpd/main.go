@@ -614,7 +614,7 @@ func (c *config) checkRanges() error {
 		{"restart-backoff", c.restartBackoff, false, 0},
 		{"restart-backoff-max", c.restartMax, false, 0},
 		{"crash-loop-window", c.crashWindow, false, 0},
-		{"stop-grace", c.stopGrace, true, 0},
+		{"stop-grace", c.stopGrace, false, 0},
 		{"shutdown-timeout", c.shutdownTimeout, true, 0},
 		{"queue-timeout", c.queueTimeout, true, 0},
 		{"keepalive-interval", c.keepAlive, true, time.Second},
