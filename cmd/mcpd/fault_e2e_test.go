@@ -416,6 +416,36 @@ func TestExpiringCallsKeepServer(t *testing.T) {
 	}
 }
 
+// TestInFlightCapNoWait: with --queue-timeout 0 a call that finds every
+// slot taken is refused at once with QUEUE_TIMEOUT; it does not wait (0
+// was taken as the 5s default, and a call whose own deadline came first
+// ended DEADLINE_EXCEEDED).
+func TestInFlightCapNoWait(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--max-inflight-calls", "1", "--queue-timeout", "0"}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	longCtx, cancelLong := context.WithCancel(ctx)
+	defer cancelLong()
+	long, err := d.hub.CallToolStream(longCtx, &mcpdv1.CallToolStreamRequest{
+		Name:      "mcp__demo__slow",
+		Arguments: mustStruct(t, map[string]any{"steps": 600, "delay_ms": 100}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := long.Recv(); err != nil || msg.GetProgress() == nil {
+		t.Fatalf("long call: got %v, %v; want progress", msg, err)
+	}
+	// A deadline well short of the 5s default and well beyond a refusal.
+	callCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err = d.hub.CallTool(callCtx, &mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "queued"})})
+	if info := errorInfo(wantCode(t, err, codes.ResourceExhausted)); info.GetReason() != "QUEUE_TIMEOUT" {
+		t.Errorf("queued call: got ErrorInfo %v, want reason QUEUE_TIMEOUT", info)
+	}
+}
+
 // TestInFlightCap caps calls in flight to a server at one: while a long
 // call holds the slot, another waits --queue-timeout and is refused with
 // RESOURCE_EXHAUSTED and ErrorInfo reason QUEUE_TIMEOUT, on the gRPC and

@@ -423,7 +423,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.maxPolls, "max-polls", 64, "polls (StartPoll, and fallback polls of Subscribe) running at once at most")
 	fs.IntVar(&c.stderrLogRate, "stderr-log-rate", transport.DefaultStderrLogRate, "stderr lines of one stdio server that mcpd logs per second, after a burst of --stderr-log-burst; a warning counts the lines over it, which the server's stderr tail still shows; 0 logs every line; the warnings of its stdout lines that are no JSON-RPC have the same limit, apart")
 	fs.IntVar(&c.stderrLogBurst, "stderr-log-burst", transport.DefaultStderrLogBurst, "stderr lines of one stdio server that mcpd logs at once before --stderr-log-rate holds them back")
-	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED")
+	fs.DurationVar(&c.queueTimeout, "queue-timeout", 5*time.Second, "how long a call waits for a free slot under --max-inflight-calls before RESOURCE_EXHAUSTED (0: no wait)")
 	fs.DurationVar(&c.maxCallTimeout, "max-call-timeout", 0, "if longer than a call's default timeout, the call's progress notifications restart that timeout, up to this in all (mcpd then asks every call for progress); 0 turns it off; a call's own timeout is never extended")
 	fs.IntVar(&c.maxProcs, "max-procs", 1, "how many threads run mcpd's Go code at once, at most 1024; 0 means one per available CPU; without this flag a GOMAXPROCS variable is honoured; servers mcpd starts keep their own default")
 	c.memoryLimit = defaultMemoryLimit
@@ -654,6 +654,15 @@ func (c *config) checkRanges() error {
 		}
 	}
 	return nil
+}
+
+// queueTimeoutOption is --queue-timeout as mcpclient.Options takes it:
+// there 0 selects the default, and a negative timeout means no wait.
+func (c *config) queueTimeoutOption() time.Duration {
+	if c.queueTimeout == 0 {
+		return -1
+	}
+	return c.queueTimeout
 }
 
 // stderrLogRateOption is --stderr-log-rate as mcpclient.Options takes it:

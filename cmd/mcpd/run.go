@@ -175,7 +175,7 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 		KeepAliveFailures: c.keepAliveFails,
 		MaxInFlight:       c.maxInFlight,
 		MaxPolls:          c.maxPolls,
-		QueueTimeout:      c.queueTimeout,
+		QueueTimeout:      c.queueTimeoutOption(),
 		StderrLogRate:     c.stderrLogRateOption(),
 		StderrLogBurst:    c.stderrLogBurst,
 		OnStateChange:     health.ServerStateChanged,

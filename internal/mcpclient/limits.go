@@ -42,6 +42,10 @@ func (l *inflight) acquire(ctx context.Context, server string) (release func(), 
 		return l.release, nil
 	default:
 	}
+	if l.queueWait < 0 {
+		l.rejected.Add(1)
+		return nil, errorf(ErrQueueTimeout, "server %q has %d calls in flight, and calls do not wait for a slot", server, cap(l.slots))
+	}
 	l.waiting.Add(1)
 	defer l.waiting.Add(-1)
 	t := time.NewTimer(l.queueWait)

@@ -63,7 +63,8 @@ type Options struct {
 	KeepAlive         time.Duration
 	KeepAliveFailures int
 	// MaxInFlight caps the concurrent calls to one server (0: no cap); a
-	// call waits up to QueueTimeout for a slot (default 5s).
+	// call waits up to QueueTimeout for a slot (0: 5s; negative: it is
+	// refused at once).
 	MaxInFlight  int
 	QueueTimeout time.Duration
 	// CallTimeoutMax, when longer than a call's default timeout, lets the
@@ -167,7 +168,7 @@ func (o *Options) withDefaults() *Options {
 	if out.CrashLoopWindow <= 0 {
 		out.CrashLoopWindow = time.Minute
 	}
-	if out.QueueTimeout <= 0 {
+	if out.QueueTimeout == 0 {
 		out.QueueTimeout = 5 * time.Second
 	}
 	if out.InstanceID == "" {
