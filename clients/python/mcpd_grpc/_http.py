@@ -24,7 +24,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _common
-from .errors import Cancelled, DeadlineExceeded, MCPDError, Unavailable, from_connect_error
+from .errors import Cancelled, DeadlineExceeded, MCPDError, Unavailable, call_cut_off, from_connect_error
 from .mcpd.v1 import mcpd_pb2 as pb
 
 if TYPE_CHECKING:
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 _SERVICE = "/mcpd.v1.MCPHub/"
 _SERVER_STREAMS = frozenset({"CallToolStream", "Subscribe"})
+#: The methods that run a tool: one whose connection broke after its request
+#: went out may have run it (see broke()).
+TOOL_CALLS = frozenset({"CallTool", "CallToolStream"})
 _BIDI_STREAMS = frozenset({"HandleServerRequests", "ServeTools"})
 #: The unary methods the proto marks free of side effects or idempotent
 #: (tests/test_http_wire.py checks the list against it): the only ones sent
@@ -199,9 +202,10 @@ class HTTPStub(StubBase["Connection"]):
 
     def _unary_method(self, path: str, out: Any) -> Callable[..., Any]:
         resendable = path.rsplit("/", 1)[-1] in RESENDABLE
+        tool_call = path.rsplit("/", 1)[-1] in TOOL_CALLS
 
         def unary(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> Any:
-            return self._unary(path, out, request, metadata, timeout, resendable)
+            return self._unary(path, out, request, metadata, timeout, resendable, tool_call)
 
         return unary
 
@@ -252,7 +256,9 @@ class HTTPStub(StubBase["Connection"]):
                 return
         conn.close()
 
-    def _unary(self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float], resendable: bool) -> Any:
+    def _unary(
+        self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float], resendable: bool, tool_call: bool
+    ) -> Any:
         body = request.SerializeToString()
         head = self.request_head(path, "application/proto", metadata, timeout, len(body))
         while True:
@@ -270,19 +276,22 @@ class HTTPStub(StubBase["Connection"]):
                 if conn is None:
                     raise unreachable(self, e) from e
                 conn.close()
-                if reused and not conn.answered and resendable:  # most likely closed idle by mcpd
+                # Resent: a read, most likely on a connection mcpd closed
+                # while it was idle. A tool call on one is not: the request
+                # went out, and nothing proves that mcpd did not read it.
+                if reused and not conn.answered and resendable:
                     continue
-                raise unreachable(self, e) from e
+                raise broke(self, e, tool_call and conn.sent) from e
             except socket.timeout as e:
                 if conn is not None:
                     conn.close()
                 if not deadline_passed(e):
-                    raise unreachable(self, e) from e
+                    raise broke(self, e, tool_call and conn is not None and conn.sent) from e
                 raise DeadlineExceeded("the call's deadline passed before mcpd answered") from e
             except (OSError, ValueError) as e:
                 if conn is not None:
                     conn.close()
-                raise unreachable(self, e) from e
+                raise broke(self, e, tool_call and conn is not None and conn.sent) from e
             except BaseException:
                 if conn is not None:
                     conn.close()
@@ -313,6 +322,8 @@ class ServerStream:
         self._headers: Dict[str, str] = {}
         self._error: Optional[BaseException] = None
         self._conn: Optional[Connection] = None
+        #: Whether the stream runs a tool (see broke()).
+        self._tool_call = path.rsplit("/", 1)[-1] in TOOL_CALLS
         body = envelope(request)
         try:
             # The request goes out now; the response headers may come with
@@ -356,13 +367,13 @@ class ServerStream:
         except socket.timeout as e:
             self._finish()
             if not deadline_passed(e):
-                raise Unavailable("the stream to mcpd broke") from e
+                raise stream_broke(STREAM_BROKE, self._tool_call) from e
             raise DeadlineExceeded("the call's deadline passed") from e
         except (OSError, ValueError) as e:
             self._finish()
             if self._cancelled:
                 raise Cancelled("the stream was cancelled") from e
-            raise Unavailable("the stream to mcpd broke") from e
+            raise stream_broke(STREAM_BROKE, self._tool_call) from e
 
     def _finish(self) -> None:
         self._done = True
@@ -384,9 +395,9 @@ class ServerStream:
         if len(head) < ENVELOPE_HEAD:
             if self._cancelled:
                 raise Cancelled("the stream was cancelled")
-            raise stream_cut(head)
+            raise stream_cut(head, self._tool_call)
         data = resp.read(envelope_size(head))
-        msg = stream_message(head, data, self._out)
+        msg = stream_message(head, data, self._out, self._tool_call)
         if msg is None:
             raise StopIteration
         return msg
@@ -451,19 +462,30 @@ def envelope_size(head: bytes) -> int:
     return int.from_bytes(head[1:ENVELOPE_HEAD], "big")
 
 
-def stream_cut(head: bytes) -> Unavailable:
+#: The error of a stream whose connection failed.
+STREAM_BROKE = "the stream to mcpd broke"
+
+
+def stream_broke(message: str, tool_call: bool) -> Unavailable:
+    """The error of a stream whose connection ended or failed after its
+    request went out: for a tool call (CallToolStream), one that may have
+    run."""
+    return call_cut_off(message) if tool_call else Unavailable(message)
+
+
+def stream_cut(head: bytes, tool_call: bool) -> Unavailable:
     """The error of a stream whose connection ended before its end message
     (head: what came of the next envelope)."""
     if head:
-        return Unavailable("mcpd closed the stream in the middle of a message")
-    return Unavailable("mcpd closed the stream without ending it")
+        return stream_broke("mcpd closed the stream in the middle of a message", tool_call)
+    return stream_broke("mcpd closed the stream without ending it", tool_call)
 
 
-def stream_message(head: bytes, data: bytes, out: Any) -> Any:
+def stream_message(head: bytes, data: bytes, out: Any, tool_call: bool) -> Any:
     """The message of one envelope, or None at the stream's clean end;
     raises the error the stream ended with."""
     if len(data) < envelope_size(head):
-        raise Unavailable("mcpd closed the stream in the middle of a message")
+        raise stream_broke("mcpd closed the stream in the middle of a message", tool_call)
     if head[0] & _END_STREAM:
         err = _end_stream_error(data)
         if err is not None:
@@ -548,6 +570,9 @@ class Connection:
     #: if this one was idle (mcpd closed it), one that failed after it may
     #: not.
     answered = False
+    #: Whether the last request was written whole (to the kernel): one
+    #: that was not never reached a handler of mcpd's.
+    sent = False
     #: Whether a response head was read (only the first is checked for HTTP/2).
     _first_head_read = False
     #: Whether the connection is closed (a body that ran to its end), and
@@ -608,7 +633,9 @@ class Connection:
         # connection fails it unanswered, and it may be sent again if its
         # method is RESENDABLE.
         self.answered = False
+        self.sent = False
         self._sock.sendall(data)
+        self.sent = True
 
     def read_head(self) -> Tuple[int, Dict[str, str]]:
         """The status and the headers (names in lower case) of a response."""
@@ -765,6 +792,18 @@ def speaks_http2() -> Unavailable:
 def unreachable(stub: StubBase[Any], e: BaseException) -> Unavailable:
     reason = getattr(e, "strerror", None) or type(e).__name__
     return Unavailable(f"cannot reach mcpd at {stub.address()}: {reason}")
+
+
+def broke(stub: StubBase[Any], e: BaseException, may_have_run: bool) -> Unavailable:
+    """The error of a unary call whose connection failed. may_have_run: the
+    call runs a tool and its request was written whole, so mcpd may have
+    read it and run the tool before the connection broke (killed,
+    restarted, the connection cut), which an answer would have said: it is
+    call_cut_off. A request not written whole reached no handler."""
+    if not may_have_run:
+        return unreachable(stub, e)
+    reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    return call_cut_off(f"the connection to mcpd at {stub.address()} broke: {reason}")
 
 
 def error_of(status: int, body: bytes) -> MCPDError:

@@ -26,10 +26,13 @@ from ._http import (
     MAX_LINE,
     READ_GRACE,
     RESENDABLE,
+    STREAM_BROKE,
+    TOOL_CALLS,
     TRUNCATED,
     Closed,
     StubBase,
     add_header,
+    broke,
     chunk_size,
     envelope,
     envelope_size,
@@ -38,11 +41,12 @@ from ._http import (
     set_options,
     speaks_http2,
     status_of,
+    stream_broke,
     stream_cut,
     stream_message,
     unreachable,
 )
-from .errors import Cancelled, DeadlineExceeded, MCPDError, Unavailable
+from .errors import Cancelled, DeadlineExceeded, MCPDError
 
 #: What a server stream's read() returns at the stream's clean end.
 EOF: object = object()
@@ -61,9 +65,10 @@ class AsyncHTTPStub(StubBase["Connection"]):
 
     def _unary_method(self, path: str, out: Any) -> Callable[..., Any]:
         resendable = path.rsplit("/", 1)[-1] in RESENDABLE
+        tool_call = path.rsplit("/", 1)[-1] in TOOL_CALLS
 
         async def unary(request: Any, metadata: Sequence[Tuple[str, str]] = (), timeout: Optional[float] = None) -> Any:
-            return await self._unary(path, out, request, metadata, timeout, resendable)
+            return await self._unary(path, out, request, metadata, timeout, resendable, tool_call)
 
         return unary
 
@@ -106,7 +111,9 @@ class AsyncHTTPStub(StubBase["Connection"]):
             conn.close()
         return None
 
-    async def _unary(self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float], resendable: bool) -> Any:
+    async def _unary(
+        self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float], resendable: bool, tool_call: bool
+    ) -> Any:
         body = request.SerializeToString()
         data = self.request_head(path, "application/proto", metadata, timeout, len(body)) + body
         deadline = _deadline(timeout)
@@ -124,12 +131,16 @@ class AsyncHTTPStub(StubBase["Connection"]):
                 status, headers, answer = await bounded(conn.exchange(data), deadline, _LATE)
             except (Closed, ConnectionResetError, BrokenPipeError) as e:
                 conn.close()
-                if reused and not conn.answered and resendable:  # most likely closed idle by mcpd (see RESENDABLE)
+                # Resent: a read, most likely on a connection mcpd closed
+                # while it was idle (see RESENDABLE). A tool call on one is
+                # not: the request went out, and nothing proves that mcpd did
+                # not read it.
+                if reused and not conn.answered and resendable:
                     continue
-                raise unreachable(self, e) from e
+                raise broke(self, e, tool_call and conn.sent) from e
             except (OSError, ValueError, EOFError) as e:
                 conn.close()
-                raise unreachable(self, e) from e
+                raise broke(self, e, tool_call and conn.sent) from e
             except BaseException:
                 # A cancelled task among them: closing the connection is what
                 # makes mcpd cancel the call upstream.
@@ -194,6 +205,10 @@ class Connection:
         self._to_eof = False  # the last body ran to the connection's end
         #: Whether a byte of the last response came (see _http.Connection).
         self.answered = False
+        #: Whether the last request was written (see _http.Connection): a
+        #: drain that fails means the transport lost the connection with
+        #: the request not written whole.
+        self.sent = False
         #: Whether a response head was read (only the first is checked for HTTP/2).
         self._first_head_read = False
 
@@ -201,8 +216,10 @@ class Connection:
         # A failure from here on, before a byte of the answer, means the
         # request never ran: the previous response's answer must not count.
         self.answered = False
+        self.sent = False
         self._writer.write(data)
         await self._writer.drain()
+        self.sent = True
 
     async def exchange(self, data: bytes) -> Tuple[int, Dict[str, str], bytes]:
         """Sends a request; the response's status, headers and body."""
@@ -339,6 +356,8 @@ class AsyncServerStream:
         self._headers: Dict[str, str] = {}
         self._cancelled = False
         self._done = False
+        #: Whether the stream runs a tool (see _http.broke()).
+        self._tool_call = path.rsplit("/", 1)[-1] in TOOL_CALLS
         self._opening: Optional[asyncio.Task[Optional[BaseException]]] = None
         try:
             loop = asyncio.get_running_loop()
@@ -407,7 +426,7 @@ class AsyncServerStream:
             self._finish()
             if self._cancelled:
                 raise Cancelled("the stream was cancelled") from e
-            raise Unavailable("the stream to mcpd broke") from e
+            raise stream_broke(STREAM_BROKE, self._tool_call) from e
         except asyncio.CancelledError:
             self._finish()
             if self._is_cancelled() and not task_cancelling():
@@ -442,8 +461,8 @@ class AsyncServerStream:
         if len(head) < ENVELOPE_HEAD:
             if self._cancelled:
                 raise Cancelled("the stream was cancelled")
-            raise stream_cut(head)
-        msg = stream_message(head, await self._body.read(envelope_size(head)), self._out)
+            raise stream_cut(head, self._tool_call)
+        msg = stream_message(head, await self._body.read(envelope_size(head)), self._out, self._tool_call)
         return EOF if msg is None else msg
 
 

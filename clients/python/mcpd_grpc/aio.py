@@ -245,14 +245,17 @@ class AsyncClient:
 
     # -- plumbing ----------------------------------------------------------
 
-    async def _rpc(self, method: Any, request: Any, timeout: Any = _UNSET) -> Any:
+    async def _rpc(self, method: Any, request: Any, timeout: Any = _UNSET, tool_call: bool = False) -> Any:
+        """Calls method; tool_call says that it runs a tool, which a
+        connection cut off during it may have run (see from_rpc_error; the
+        HTTP wire tells that itself)."""
         if self._closed:
             raise ValueError("the client is closed")
         timeout = self._timeout if timeout is _UNSET else timeout
         try:
             return await method(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as e:
-            raise from_rpc_error(e) from e
+            raise from_rpc_error(e, tool_call) from e
         except asyncio.CancelledError:
             # grpc.aio ends the calls of a channel that close() closed this
             # way; the task itself was not cancelled (as the sync Client).
@@ -338,7 +341,7 @@ class AsyncClient:
         req = cv.call_request(pb.CallToolRequest, self._to_qualified.get(name, name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else _UNSET
         try:
-            return cv.tool_result(await self._rpc(self._stub.CallTool, req, deadline))
+            return cv.tool_result(await self._rpc(self._stub.CallTool, req, deadline, tool_call=True))
         except (NotFound, InvalidArgument) as e:
             # mcpd's own refusal of an unknown name carries no JSON-RPC code.
             if e.jsonrpc_code is not None:
@@ -347,7 +350,7 @@ class AsyncClient:
             if retry is None:
                 raise
             req.name = retry
-            return cv.tool_result(await self._rpc(self._stub.CallTool, req, deadline))
+            return cv.tool_result(await self._rpc(self._stub.CallTool, req, deadline, tool_call=True))
 
     def call_tool_stream(
         self,
@@ -601,7 +604,7 @@ class AsyncToolCallStream:
             try:
                 m = await self._call.read()
             except grpc.RpcError as e:
-                raise from_rpc_error(e) from e
+                raise from_rpc_error(e, tool_call=True) from e
             except asyncio.CancelledError:
                 # grpc.aio ends a read of a cancelled call this way; a
                 # cancel() of ours is the call's end, not the task's.

@@ -187,13 +187,16 @@ class Client:
         if self._closed:
             raise ValueError("the client is closed")
 
-    def _rpc(self, method: Any, request: Any, timeout: Any = _UNSET) -> Any:
+    def _rpc(self, method: Any, request: Any, timeout: Any = _UNSET, tool_call: bool = False) -> Any:
+        """Calls method; tool_call says that it runs a tool, which a
+        connection cut off during it may have run (see from_rpc_error; the
+        HTTP wire tells that itself)."""
         self._check_open()
         timeout = self._timeout if timeout is _UNSET else timeout
         try:
             return method(request, metadata=self._metadata, timeout=timeout)
         except self._wire_errors as e:
-            raise from_rpc_error(e) from e
+            raise from_rpc_error(e, tool_call) from e
 
     def _pages(self, method: Any, request_type: Any, field: str, server: Optional[str]) -> List[Any]:
         out: List[Any] = []
@@ -293,7 +296,7 @@ class Client:
         req = cv.call_request(pb.CallToolRequest, self._qualified(name), arguments, timeout, meta)
         deadline = timeout + _common.CALL_TIMEOUT_GRACE if timeout is not None else _UNSET
         try:
-            return cv.tool_result(self._rpc(self._stub.CallTool, req, deadline))
+            return cv.tool_result(self._rpc(self._stub.CallTool, req, deadline, tool_call=True))
         except (NotFound, InvalidArgument) as e:
             # mcpd's own refusal of an unknown name carries no JSON-RPC code.
             if e.jsonrpc_code is not None:
@@ -302,7 +305,7 @@ class Client:
             if retry is None:
                 raise
             req.name = retry
-            return cv.tool_result(self._rpc(self._stub.CallTool, req, deadline))
+            return cv.tool_result(self._rpc(self._stub.CallTool, req, deadline, tool_call=True))
 
     def call_tool_stream(
         self,
@@ -638,7 +641,7 @@ class ToolCallStream:
             try:
                 m = next(self._call)
             except self._wire_errors as e:
-                raise from_rpc_error(e) from e
+                raise from_rpc_error(e, tool_call=True) from e
             item = cv.stream_item(m)
             if item is None:
                 continue

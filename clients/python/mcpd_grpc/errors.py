@@ -51,7 +51,9 @@ REASON_AUTHORIZATION_REQUIRED = "AUTHORIZATION_REQUIRED"
 #: The ErrorInfo reason of an ``UNAVAILABLE`` tool call whose server went
 #: away after it may have started the call; metadata ``server``, ``tool``
 #: and ``retried``. Such an error is not ``retryable``: the tool may have
-#: had its effect, so call it again only if that is safe.
+#: had its effect, so call it again only if that is safe. The client gives
+#: it too, with no metadata, to a tool call whose connection to mcpd broke
+#: while it was in flight (see :func:`call_cut_off`).
 REASON_CALL_MAY_HAVE_RUN = "CALL_MAY_HAVE_RUN"
 #: The ErrorInfo reason of a ``RESOURCE_EXHAUSTED`` tool call that waited
 #: ``--queue-timeout`` while ``--max-inflight-calls`` calls to its server
@@ -242,7 +244,8 @@ class Unavailable(MCPDError):
     """mcpd or the server is not reachable right now (connecting,
     reconnecting, crashed, shutting down). Retrying later may succeed,
     except after ``reason`` ``"CALL_MAY_HAVE_RUN"``: the tool call may have
-    had its effect (not retryable)."""
+    had its effect (not retryable), whether mcpd lost the server's session
+    during it or the client its connection to mcpd."""
 
     code_name = "UNAVAILABLE"
 
@@ -292,12 +295,47 @@ class ServerRequestError(Exception):
         self.code = code
 
 
-def from_rpc_error(err: Any) -> MCPDError:
-    """Returns the :class:`MCPDError` for a gRPC error (sync or aio)."""
+#: The end of the message of a tool call cut off with its connection.
+CUT_OFF = "the call may have run: the connection to mcpd broke while it was in flight"
+
+
+def call_cut_off(message: str) -> Unavailable:
+    """The error of a tool call whose connection to mcpd broke while it was
+    in flight, with no status from mcpd (mcpd killed or restarted, the
+    connection cut): mcpd may have read it and run the tool, as when it
+    loses the server's session during a call, so it has the same reason,
+    ``CALL_MAY_HAVE_RUN``, and is not ``retryable``."""
+    return Unavailable(f"{message}; {CUT_OFF}", reason=REASON_CALL_MAY_HAVE_RUN, domain=ERROR_DOMAIN)
+
+
+#: What grpcio says of a call that never left the client: no connection
+#: was made (refused, no such socket, a name that does not resolve, no TLS
+#: handshake, an HTTP/1.x listener), so nothing reached mcpd.
+_GRPC_NOT_SENT = ("failed to connect to all addresses", "DNS resolution failed", "errors resolving ", "empty address list")
+#: What marks mcpd's own UNAVAILABLE statuses without an ErrorInfo (a
+#: server not ready, mcpd shutting down): grpcio shows nothing else that
+#: tells them from its own (a trailers-only status has no metadata to
+#: show), and its own never name a server in quotes.
+_GRPC_FROM_MCPD = 'server "'
+_GRPC_SHUTTING_DOWN = "mcpd is shutting down"
+
+
+def from_rpc_error(err: Any, tool_call: bool = False) -> MCPDError:
+    """Returns the :class:`MCPDError` for a gRPC error (sync or aio).
+    ``tool_call`` says that the call runs a tool: an ``UNAVAILABLE`` that
+    mcpd did not send, over a connection that was made, is
+    :func:`call_cut_off`."""
     code = _call(err, "code")
     message = _call(err, "details") or ""
     info = _error_info(_call(err, "trailing_metadata") or ())
-    return _build(code.name if code is not None else "UNKNOWN", message, info)
+    name = code.name if code is not None else "UNKNOWN"
+    if tool_call and name == "UNAVAILABLE" and info is None and not _grpc_not_sent_or_from_mcpd(message):
+        return call_cut_off(message)
+    return _build(name, message, info)
+
+
+def _grpc_not_sent_or_from_mcpd(message: str) -> bool:
+    return any(m in message for m in _GRPC_NOT_SENT) or _GRPC_FROM_MCPD in message or message == _GRPC_SHUTTING_DOWN
 
 
 _CONNECT_SPELLING = {"CANCELED": "CANCELLED"}

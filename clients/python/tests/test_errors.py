@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
+import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, List, Optional
 
 import pytest
 
@@ -12,6 +15,7 @@ from conftest import RPC_TIMEOUT, WIRES, Daemon, poll, run_async
 from mcpd_grpc import AsyncClient, Client, ServerConfig
 
 TOKEN = "test-token-5f1c"
+RECORDING_SERVER = Path(__file__).resolve().parent / "recording_server.py"
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +88,154 @@ def test_unavailable_is_retryable(tmp_path: Path) -> None:
         with pytest.raises(mcpd_grpc.Unavailable) as info:
             c.servers()
         assert info.value.retryable and info.value.code.name == "UNAVAILABLE"
+
+
+def _called(record: Path) -> Callable[[], bool]:
+    return lambda: "called " in record.read_text()
+
+
+def _check_cut_off(e: BaseException) -> None:
+    assert isinstance(e, mcpd_grpc.Unavailable), f"got {e!r}"
+    assert (e.reason, e.domain) == ("CALL_MAY_HAVE_RUN", "mcpd.v1"), f"got {e!r} reason {e.reason!r}"
+    assert e.retryable is False and e.metadata == {}, f"got {e!r}"
+    assert e.message.endswith("; the call may have run: the connection to mcpd broke while it was in flight"), e.message
+
+
+def _check_never_sent(e: BaseException) -> None:
+    assert isinstance(e, mcpd_grpc.Unavailable), f"got {e!r}"
+    assert e.reason == "" and e.retryable is True, f"got {e!r} reason {e.reason!r}"
+
+
+def _recording_daemon(mcpd_bin: str, tmp_path: Path) -> Daemon:
+    return Daemon(mcpd_bin, tmp_path, "cut", http=True).start()
+
+
+def _recording_config(record: Path) -> ServerConfig:
+    return ServerConfig.stdio("rec", sys.executable, [str(RECORDING_SERVER)], env={"RECORD_FILE": str(record)})
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["call_tool", "call_tool_stream"])
+@pytest.mark.parametrize("wire", WIRES)
+def test_tool_call_cut_off_with_its_connection(mcpd_bin: str, tmp_path: Path, wire: str, streamed: bool) -> None:
+    """mcpd killed while it runs a tool call (the recording server's
+    "wait", which never answers): the call reached the tool and may have had
+    its effect, so it is no more retryable than mcpd's own CALL_MAY_HAVE_RUN.
+    A call that never reached mcpd (nothing listens) stays retryable."""
+    record = tmp_path / "record.txt"
+    record.touch()
+    d = _recording_daemon(mcpd_bin, tmp_path)
+    try:
+        with d.client(wire) as c:
+            s = c.connect_server(_recording_config(record))
+            assert s.ready, f"{s.state} {s.last_error}"
+            errs: List[BaseException] = []
+
+            def call() -> None:
+                try:
+                    if streamed:
+                        for _ in c.call_tool_stream("mcp__rec__wait"):
+                            pass
+                    else:
+                        c.call_tool("mcp__rec__wait")
+                except BaseException as e:  # noqa: BLE001 - checked below
+                    errs.append(e)
+
+            t = threading.Thread(target=call)
+            t.start()
+            poll("the call to reach the tool", _called(record))
+            assert d.proc is not None
+            d.proc.kill()  # SIGKILL: no drain, no status
+            d.proc.wait(timeout=RPC_TIMEOUT)
+            t.join(timeout=RPC_TIMEOUT)
+            assert not t.is_alive(), "the call outlived mcpd"
+            assert len(errs) == 1, f"the call ended without an error: {errs}"
+            _check_cut_off(errs[0])
+        # Nothing listens now: a new client's call never reaches mcpd.
+        with d.client(wire) as fresh:
+            with pytest.raises(mcpd_grpc.Unavailable) as info:
+                if streamed:
+                    list(fresh.call_tool_stream("mcp__rec__wait"))
+                else:
+                    fresh.call_tool("mcp__rec__wait")
+            _check_never_sent(info.value)
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["call_tool", "call_tool_stream"])
+@pytest.mark.parametrize("wire", WIRES)
+def test_async_tool_call_cut_off_with_its_connection(mcpd_bin: str, tmp_path: Path, wire: str, streamed: bool) -> None:
+    """test_tool_call_cut_off_with_its_connection for the AsyncClient."""
+    record = tmp_path / "record.txt"
+    record.touch()
+    d = _recording_daemon(mcpd_bin, tmp_path)
+
+    async def call(c: AsyncClient) -> None:
+        if streamed:
+            async for _ in c.call_tool_stream("mcp__rec__wait"):
+                pass
+        else:
+            await c.call_tool("mcp__rec__wait")
+
+    async def aio() -> None:
+        async with AsyncClient(d.target_of(wire), timeout=RPC_TIMEOUT) as c:
+            s = await c.connect_server(_recording_config(record))
+            assert s.ready, f"{s.state} {s.last_error}"
+            task = asyncio.ensure_future(call(c))
+            called = _called(record)
+            while not called():
+                assert not task.done(), f"the call ended before it reached the tool: {task!r}"
+                await asyncio.sleep(0.02)
+            assert d.proc is not None
+            d.proc.kill()  # SIGKILL: no drain, no status
+            err: Optional[BaseException] = None
+            try:
+                await task
+            except BaseException as e:  # noqa: BLE001 - checked below
+                err = e
+            assert err is not None, "the call ended without an error"
+            _check_cut_off(err)
+        d.proc.wait(timeout=RPC_TIMEOUT)
+        async with AsyncClient(d.target_of(wire), timeout=RPC_TIMEOUT) as fresh:
+            with pytest.raises(mcpd_grpc.Unavailable) as info:
+                await call(fresh)
+            _check_never_sent(info.value)
+
+    try:
+        run_async(aio())
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_tool_call_to_a_server_not_ready_stays_retryable(mcpd_bin: str, tmp_path: Path, wire: str) -> None:
+    """mcpd's own UNAVAILABLE for a tool call of a server that failed to
+    start carries no ErrorInfo, and the tool never ran: it stays
+    retryable on every client and wire, streamed or not."""
+    d = Daemon(mcpd_bin, tmp_path, "failed", http=True).start()
+    try:
+        with d.client(wire) as c:
+            s = c.connect_server(ServerConfig.stdio("broken", "/bin/false"))
+            assert s.state.value == "failed", f"{s.state} {s.last_error}"
+            for call in (lambda: c.call_tool("mcp__broken__x"), lambda: list(c.call_tool_stream("mcp__broken__x"))):
+                with pytest.raises(mcpd_grpc.Unavailable) as info:
+                    call()
+                e = info.value
+                assert e.reason == "" and e.retryable and 'server "broken"' in e.message, f"got {e!r} reason {e.reason!r}"
+
+        async def aio() -> None:
+            async with AsyncClient(d.target_of(wire), timeout=RPC_TIMEOUT) as c:
+                with pytest.raises(mcpd_grpc.Unavailable) as info:
+                    await c.call_tool("mcp__broken__x")
+                assert info.value.reason == "" and info.value.retryable, f"got {info.value!r}"
+                with pytest.raises(mcpd_grpc.Unavailable) as info:
+                    async for _ in c.call_tool_stream("mcp__broken__x"):
+                        pass
+                assert info.value.reason == "" and info.value.retryable, f"got {info.value!r}"
+
+        run_async(aio())
+    finally:
+        d.stop()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import socket
 import struct
 import sys
 import threading
-from typing import Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -116,12 +116,15 @@ def serve() -> Iterator[Callable[[Callable[[Conn, int], None]], ScriptedServer]]
         s.close()
 
 
-def calls(wire: str, url: str, n: int, between: Callable[[], object] = lambda: None) -> List[str]:
-    """n calls in a row on one client, between() run before each but the
-    first; the text of each result, or the name of the error it raised."""
+def outcome(e: mcpd_grpc.MCPDError) -> str:
+    """The name of an error, and its reason if it has one, and whether it
+    is retryable: "Unavailable CALL_MAY_HAVE_RUN final"."""
+    return " ".join(filter(None, (type(e).__name__, e.reason, "" if e.retryable else "final")))
 
-    def outcome(e: mcpd_grpc.MCPDError) -> str:
-        return type(e).__name__
+
+def calls(wire: str, url: str, n: int, between: Callable[[], object] = lambda: None, arguments: Optional[Dict[str, Any]] = None) -> List[str]:
+    """n tool calls in a row on one client, between() run before each but
+    the first; the text of each result, or the outcome() of its error."""
 
     if wire == "sync":
         out = []
@@ -130,7 +133,7 @@ def calls(wire: str, url: str, n: int, between: Callable[[], object] = lambda: N
                 if i:
                     between()
                 try:
-                    out.append(c.call_tool("mcp__x__echo").text)
+                    out.append(c.call_tool("mcp__x__echo", arguments).text)
                 except mcpd_grpc.MCPDError as e:
                     out.append(outcome(e))
         return out
@@ -143,7 +146,7 @@ def calls(wire: str, url: str, n: int, between: Callable[[], object] = lambda: N
                     await asyncio.to_thread(between)
                     await asyncio.sleep(0)  # the loop sees the connection's end
                 try:
-                    out.append((await c.call_tool("mcp__x__echo")).text)
+                    out.append((await c.call_tool("mcp__x__echo", arguments)).text)
                 except mcpd_grpc.MCPDError as e:
                     out.append(outcome(e))
         return out
@@ -210,24 +213,24 @@ def second_call(wire: str, url: str, method: str) -> str:
     """A tool call (answered), then method on the same connection: the
     second call's outcome, the name of its error if it raised."""
 
-    def outcome(result: object) -> str:
+    def result(result: object) -> str:
         return "ok" if result is not None else "none"
 
     if wire == "sync":
         with Client(url, timeout=10) as c:
             c.call_tool("mcp__x__echo")
             try:
-                return outcome(c.call_tool("mcp__x__echo") if method == "call_tool" else c.servers())
+                return result(c.call_tool("mcp__x__echo") if method == "call_tool" else c.servers())
             except mcpd_grpc.MCPDError as e:
-                return type(e).__name__
+                return outcome(e)
 
     async def body() -> str:
         async with AsyncClient(url, timeout=10) as c:
             await c.call_tool("mcp__x__echo")
             try:
-                return outcome(await c.call_tool("mcp__x__echo") if method == "call_tool" else await c.servers())
+                return result(await c.call_tool("mcp__x__echo") if method == "call_tool" else await c.servers())
             except mcpd_grpc.MCPDError as e:
-                return type(e).__name__
+                return outcome(e)
 
     return run_async(body())  # type: ignore[return-value]
 
@@ -235,9 +238,11 @@ def second_call(wire: str, url: str, method: str) -> str:
 @pytest.mark.parametrize("wire", WIRES)
 def test_a_tool_call_cut_unanswered_is_not_sent_again(wire: str, serve: Callable[..., ScriptedServer]) -> None:
     """A call cut off with no byte of its answer on a reused connection may
-    have run: a tool call fails (UNAVAILABLE) rather than run twice."""
+    have run: a tool call fails (UNAVAILABLE) rather than run twice, with
+    reason CALL_MAY_HAVE_RUN, not retryable: nothing proves that mcpd had
+    closed the connection before it read the request."""
     server = serve(cut_after_first)
-    assert second_call(wire, server.url, "call_tool") == "Unavailable"
+    assert second_call(wire, server.url, "call_tool") == "Unavailable CALL_MAY_HAVE_RUN final"
     assert server.requests == ["/mcpd.v1.MCPHub/CallTool"] * 2 and server.connections == 1
 
 
@@ -290,7 +295,7 @@ def test_a_reset_after_the_answer_began_is_not_sent_again(wire: str, serve: Call
             conn.reset()
 
     server = serve(script)
-    assert calls(wire, server.url, 2) == ["ok", "Unavailable"]
+    assert calls(wire, server.url, 2) == ["ok", "Unavailable CALL_MAY_HAVE_RUN final"]
     # The tool may have run: the request is not sent a second time.
     assert len(server.requests) == 2 and server.connections == 1
 
@@ -302,7 +307,37 @@ def test_a_body_cut_short_is_unavailable(wire: str, serve: Callable[..., Scripte
             conn.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER[:3]))
 
     server = serve(script)
-    assert calls(wire, server.url, 1) == ["Unavailable"]
+    assert calls(wire, server.url, 1) == ["Unavailable CALL_MAY_HAVE_RUN final"]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_tool_call_cut_before_its_answer_may_have_run(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    """A tool call read whole on a fresh connection that then closes without
+    a word (mcpd killed in the middle of the call) may have run."""
+
+    def script(conn: Conn, index: int) -> None:
+        conn.read_request()
+
+    server = serve(script)
+    assert calls(wire, server.url, 1) == ["Unavailable CALL_MAY_HAVE_RUN final"]
+    assert server.requests == ["/mcpd.v1.MCPHub/CallTool"]
+
+
+#: Arguments far larger than what the kernels of both ends buffer on a
+#: connection whose reader reads nothing.
+HUGE = {"message": "x" * (16 << 20)}
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_tool_call_not_written_whole_never_ran(wire: str, serve: Callable[..., ScriptedServer]) -> None:
+    """A tool call whose request the connection took only in part (reset
+    before it read any of it) reached no handler: it is retryable."""
+
+    def script(conn: Conn, index: int) -> None:
+        conn.reset()
+
+    server = serve(script)
+    assert calls(wire, server.url, 1, arguments=HUGE) == ["Unavailable"]
 
 
 @pytest.mark.parametrize("wire", WIRES)
@@ -351,8 +386,8 @@ def test_a_connection_the_kernel_gave_up_on_is_unavailable(wire: str, serve: Cal
     """A connection the kernel gave up on (TCP keepalive probes or sent
     bytes left unanswered) fails its reads with ETIMEDOUT, a TimeoutError
     like the socket's own timeout from Python 3.10: the call raises
-    Unavailable, as for any connection that broke, not DeadlineExceeded,
-    and a subscription reconnects."""
+    Unavailable, as for any connection that broke, not DeadlineExceeded
+    (a tool call sent on it may have run), and a subscription reconnects."""
     from mcpd_grpc import _http, _http_aio
 
     def script(conn: Conn, index: int) -> None:
@@ -364,7 +399,7 @@ def test_a_connection_the_kernel_gave_up_on_is_unavailable(wire: str, serve: Cal
 
     monkeypatch.setattr(_http.Connection if wire == "sync" else _http_aio.Connection, "read_head", dead)
     server = serve(script)
-    assert calls(wire, server.url, 1) == ["Unavailable"]
+    assert calls(wire, server.url, 1) == ["Unavailable CALL_MAY_HAVE_RUN final"]
 
     if wire == "sync":
         with Client(server.url, timeout=10) as c:

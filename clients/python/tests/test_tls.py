@@ -190,10 +190,16 @@ def test_mutual_tls_over_https(mcpd_bin: str, tmp_path: Path) -> None:
                 c.call_tool("mcp__demo__add", {"a": 1, "b": 2})
             items = list(c.call_tool_stream("mcp__demo__echo", {"message": "streamed"}))
             assert items[-1].text == "streamed", items
-        # Without the CA the server's certificate is not trusted.
-        with Client(target, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
-            with pytest.raises(mcpd_grpc.Unavailable):
-                c.servers()
+        # Without the CA the server's certificate is not trusted. No TLS
+        # handshake: a tool call reached nothing, and is retryable.
+        for untrusted in (target, d.target):
+            with Client(untrusted, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
+                with pytest.raises(mcpd_grpc.Unavailable):
+                    c.servers()
+                for call in (lambda: c.call_tool("mcp__demo__echo", {"message": "x"}), lambda: list(c.call_tool_stream("mcp__demo__echo", {"message": "x"}))):
+                    with pytest.raises(mcpd_grpc.Unavailable) as info:
+                        call()
+                    assert info.value.reason == "" and info.value.retryable, f"{untrusted}: got {info.value!r}"
 
         async def over_https() -> None:
             async with AsyncClient(target, ca_file=server_ca.path, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
@@ -202,9 +208,17 @@ def test_mutual_tls_over_https(mcpd_bin: str, tmp_path: Path) -> None:
                     await c.call_tool("mcp__demo__add", {"a": 1, "b": 2})
                 items = [i async for i in c.call_tool_stream("mcp__demo__echo", {"message": "streamed"})]
                 assert items[-1].text == "streamed", items
-            async with AsyncClient(target, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
-                with pytest.raises(mcpd_grpc.Unavailable):
-                    await c.servers()
+            for untrusted in (target, d.target):
+                async with AsyncClient(untrusted, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
+                    with pytest.raises(mcpd_grpc.Unavailable):
+                        await c.servers()
+                    with pytest.raises(mcpd_grpc.Unavailable) as info:
+                        await c.call_tool("mcp__demo__echo", {"message": "x"})
+                    assert info.value.reason == "" and info.value.retryable, f"{untrusted}: got {info.value!r}"
+                    with pytest.raises(mcpd_grpc.Unavailable) as info:
+                        async for _ in c.call_tool_stream("mcp__demo__echo", {"message": "x"}):
+                            pass
+                    assert info.value.reason == "" and info.value.retryable, f"{untrusted}: got {info.value!r}"
 
         run_async(over_https())
     finally:

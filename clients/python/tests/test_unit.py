@@ -171,6 +171,47 @@ class TestErrors:
         assert errors.ResourceExhausted.retryable is False and errors.MCPDError.retryable is False
         assert errors.Unavailable("x").retryable is True and errors.ResourceExhausted("x").retryable is False
 
+    @pytest.mark.parametrize(
+        "details, cut_off",
+        [
+            # grpcio's own, of a connection that broke during the call.
+            ("Stream removed (Socket closed)", True),
+            ("Socket closed", True),
+            ("keepalive watchdog timeout", True),
+            # grpcio's own, of a connection never made: nothing reached mcpd.
+            ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: Failed to connect to remote host: Connection refused", False),
+            ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:9: Ssl handshake failed: SSL_ERROR_SSL", False),
+            ("DNS resolution failed for nosuchhost.invalid:5: C-ares status is not ARES_SUCCESS", False),
+            ("errors resolving nosuchhost.invalid:5: [field:hostname lookup error:address lookup failed]", False),
+            # mcpd's own, without an ErrorInfo: a server not ready, a shutdown.
+            ('server "rec" is failed: connect: server process exited: exit status 1', False),
+            ('tools/call: server "rec" lost the session; mcpd is reconnecting', False),
+            ("mcpd is shutting down", False),
+        ],
+    )
+    def test_tool_call_cut_off(self, details: str, cut_off: bool) -> None:
+        """A tool call's UNAVAILABLE that mcpd did not send, over a
+        connection that was made, may have run: CALL_MAY_HAVE_RUN, not
+        retryable. Any other call's is as grpcio gave it."""
+        e = errors.from_rpc_error(FakeRpcError(grpc.StatusCode.UNAVAILABLE, details), tool_call=True)
+        assert type(e) is errors.Unavailable
+        if cut_off:
+            assert (e.reason, e.domain, e.metadata, e.retryable) == ("CALL_MAY_HAVE_RUN", "mcpd.v1", {}, False), repr(e)
+            assert e.message == details + "; the call may have run: the connection to mcpd broke while it was in flight", e.message
+        else:
+            assert (e.reason, e.message, e.retryable) == ("", details, True), repr(e)
+        plain = errors.from_rpc_error(FakeRpcError(grpc.StatusCode.UNAVAILABLE, details))
+        assert (plain.reason, plain.message, plain.retryable) == ("", details, True), repr(plain)
+
+    def test_tool_call_status_from_mcpd_is_kept(self) -> None:
+        # mcpd's own CALL_MAY_HAVE_RUN, with its metadata; other codes.
+        info = _status_bin(ERROR_INFO_TYPE, "CALL_MAY_HAVE_RUN", "mcpd.v1", {"server": "rec", "tool": "wait", "retried": "false"})
+        e = errors.from_rpc_error(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "lost", (("grpc-status-details-bin", info),)), tool_call=True)
+        assert (e.message, e.reason, e.metadata["tool"]) == ("lost", "CALL_MAY_HAVE_RUN", "wait"), repr(e)
+        for code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL, grpc.StatusCode.DEADLINE_EXCEEDED):
+            e = errors.from_rpc_error(FakeRpcError(code, "Socket closed"), tool_call=True)
+            assert e.code == code and e.reason == "" and e.message == "Socket closed", repr(e)
+
     @pytest.mark.parametrize("code", ["canceled", "cancelled"])
     def test_connect_cancelled(self, code: str) -> None:
         # Connect (and mcpd's HTTP wire) spell it with one L.
