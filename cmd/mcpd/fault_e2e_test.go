@@ -20,6 +20,7 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -416,17 +417,13 @@ func TestExpiringCallsKeepServer(t *testing.T) {
 	}
 }
 
-// TestInFlightCapNoWait: with --queue-timeout 0 a call that finds every
-// slot taken is refused at once with QUEUE_TIMEOUT; it does not wait (0
-// was taken as the 5s default, and a call whose own deadline came first
-// ended DEADLINE_EXCEEDED).
-func TestInFlightCapNoWait(t *testing.T) {
-	t.Parallel()
-	ctx := testContext(t)
-	d := startDaemon(ctx, t, daemonOptions{args: []string{"--max-inflight-calls", "1", "--queue-timeout", "0"}})
-	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
-	longCtx, cancelLong := context.WithCancel(ctx)
-	defer cancelLong()
+// holdDemoSlot starts a long call of the demo server's slow tool and
+// returns once its first progress says it holds a slot of the server's
+// --max-inflight-calls; cancel ends it (at the latest with the test).
+func holdDemoSlot(ctx context.Context, t *testing.T, d *daemon) (long grpc.ServerStreamingClient[mcpdv1.CallToolStreamResponse], cancel context.CancelFunc) {
+	t.Helper()
+	longCtx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
 	long, err := d.hub.CallToolStream(longCtx, &mcpdv1.CallToolStreamRequest{
 		Name:      "mcp__demo__slow",
 		Arguments: mustStruct(t, map[string]any{"steps": 600, "delay_ms": 100}),
@@ -437,10 +434,23 @@ func TestInFlightCapNoWait(t *testing.T) {
 	if msg, err := long.Recv(); err != nil || msg.GetProgress() == nil {
 		t.Fatalf("long call: got %v, %v; want progress", msg, err)
 	}
+	return long, cancel
+}
+
+// TestInFlightCapNoWait: with --queue-timeout 0 a call that finds every
+// slot taken is refused at once with QUEUE_TIMEOUT; it does not wait (0
+// was taken as the 5s default, and a call whose own deadline came first
+// ended DEADLINE_EXCEEDED).
+func TestInFlightCapNoWait(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--max-inflight-calls", "1", "--queue-timeout", "0"}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	holdDemoSlot(ctx, t, d)
 	// A deadline well short of the 5s default and well beyond a refusal.
 	callCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	_, err = d.hub.CallTool(callCtx, &mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "queued"})})
+	_, err := d.hub.CallTool(callCtx, &mcpdv1.CallToolRequest{Name: "mcp__demo__echo", Arguments: mustStruct(t, map[string]any{"message": "queued"})})
 	if info := errorInfo(wantCode(t, err, codes.ResourceExhausted)); info.GetReason() != "QUEUE_TIMEOUT" {
 		t.Errorf("queued call: got ErrorInfo %v, want reason QUEUE_TIMEOUT", info)
 	}
@@ -458,21 +468,9 @@ func TestInFlightCap(t *testing.T) {
 	d := startDaemon(ctx, t, daemonOptions{args: []string{"--max-inflight-calls", "1", "--queue-timeout", "300ms", "--http-listen", addr}})
 	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
 
-	longCtx, cancelLong := context.WithCancel(ctx)
-	defer cancelLong()
-	long, err := d.hub.CallToolStream(longCtx, &mcpdv1.CallToolStreamRequest{
-		Name:      "mcp__demo__slow",
-		Arguments: mustStruct(t, map[string]any{"steps": 600, "delay_ms": 100}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The first progress says the long call holds the slot.
-	if msg, err := long.Recv(); err != nil || msg.GetProgress() == nil {
-		t.Fatalf("long call: got %v, %v; want progress", msg, err)
-	}
+	long, cancelLong := holdDemoSlot(ctx, t, d)
 
-	_, err = d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "queued"}, 0)
+	_, err := d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "queued"}, 0)
 	st := wantCode(t, err, codes.ResourceExhausted)
 	if !strings.Contains(st.Message(), "in flight") {
 		t.Errorf("queued call: got %q, want a message about calls in flight", st.Message())
