@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -27,24 +28,7 @@ func TestStderrFlood(t *testing.T) {
 	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
 		t.Fatalf("state: got %v (%s), want READY: mcpd stopped reading the flood?", s.GetState(), s.GetLastError())
 	}
-	// The lines over the limit are reported when the flood has eased,
-	// within a few seconds.
-	var logged, dropped int
-	poll(ctx, t, "every stderr line logged or reported dropped", func() (bool, error) {
-		logged, dropped = stderrLogCounts(t, d.log.String(), "flood")
-		return logged+dropped == fakeFloodLines, fmt.Errorf("%d logged, %d reported dropped of %d", logged, dropped, fakeFloodLines)
-	})
-	// The bucket refilled for no longer than the test ran: a bound that a
-	// slow machine raises, never one it can break.
-	elapsed := time.Since(start)
-	const burst, rate = 200, 20 // the defaults of --stderr-log-burst and --stderr-log-rate
-	if most := burst + int(rate*elapsed.Seconds()) + 1; logged > most {
-		t.Errorf("stderr lines logged: got %d of %d in %v, want at most %d (a burst of %d, then %d a second)",
-			logged, fakeFloodLines, elapsed, most, burst, rate)
-	}
-	if logged < burst {
-		t.Errorf("stderr lines logged: got %d, want at least the burst of %d", logged, burst)
-	}
+	_, dropped := wantLogRateLimited(ctx, t, "stderr lines", start, func() (int, int) { return stderrLogCounts(t, d.log.String(), "flood") })
 	server := map[string]string{"server": "flood"}
 	m := scrapeMetrics(ctx, t, addr)
 	m.want(t, "mcpd_server_stderr_lines_total", server, fakeFloodLines)
@@ -121,20 +105,7 @@ func TestStdoutNoiseFlood(t *testing.T) {
 	if s.GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
 		t.Fatalf("state: got %v (%s), want READY: mcpd stopped reading the flood?", s.GetState(), s.GetLastError())
 	}
-	var logged, dropped int
-	poll(ctx, t, "every skipped stdout line logged or reported dropped", func() (bool, error) {
-		logged, dropped = skippedLogCounts(t, d.log.String(), "noise")
-		return logged+dropped == fakeFloodLines, fmt.Errorf("%d logged, %d reported dropped of %d", logged, dropped, fakeFloodLines)
-	})
-	elapsed := time.Since(start)
-	const burst, rate = 200, 20 // the defaults of --stderr-log-burst and --stderr-log-rate
-	if most := burst + int(rate*elapsed.Seconds()) + 1; logged > most {
-		t.Errorf("skipped stdout lines logged: got %d of %d in %v, want at most %d (a burst of %d, then %d a second)",
-			logged, fakeFloodLines, elapsed, most, burst, rate)
-	}
-	if logged < burst {
-		t.Errorf("skipped stdout lines logged: got %d, want at least the burst of %d", logged, burst)
-	}
+	wantLogRateLimited(ctx, t, "skipped stdout lines", start, func() (int, int) { return skippedLogCounts(t, d.log.String(), "noise") })
 	if got := text(d.mustCall(ctx, t, "mcp__noise__echo", map[string]any{"text": "after the flood"})); got != "after the flood" {
 		t.Errorf("echo: got %q", got)
 	}
@@ -161,6 +132,32 @@ func skippedLogCounts(t *testing.T, log, server string) (logged, dropped int) {
 		case e.Stream == "stdout":
 			dropped += e.Dropped
 		}
+	}
+	return logged, dropped
+}
+
+// wantLogRateLimited waits until each of a fake server's fakeFloodLines
+// lines was logged or reported dropped (counts reads both from mcpd's
+// log; the lines over the limit are reported when the flood has eased,
+// within a few seconds), then checks that the log took them at the
+// defaults of --stderr-log-burst and --stderr-log-rate: the burst, then
+// the rate over the time since start. The bucket refilled for no longer
+// than the test ran: a bound that a slow machine raises, never one it can
+// break. It returns the counts.
+func wantLogRateLimited(ctx context.Context, t *testing.T, what string, start time.Time, counts func() (logged, dropped int)) (logged, dropped int) {
+	t.Helper()
+	poll(ctx, t, "every one of the "+what+" logged or reported dropped", func() (bool, error) {
+		logged, dropped = counts()
+		return logged+dropped == fakeFloodLines, fmt.Errorf("%d logged, %d reported dropped of %d", logged, dropped, fakeFloodLines)
+	})
+	elapsed := time.Since(start)
+	const burst, rate = 200, 20
+	if most := burst + int(rate*elapsed.Seconds()) + 1; logged > most {
+		t.Errorf("%s logged: got %d of %d in %v, want at most %d (a burst of %d, then %d a second)",
+			what, logged, fakeFloodLines, elapsed, most, burst, rate)
+	}
+	if logged < burst {
+		t.Errorf("%s logged: got %d, want at least the burst of %d", what, logged, burst)
 	}
 	return logged, dropped
 }
