@@ -404,25 +404,34 @@ def test_async_client_close_ends_serving_tasks(daemon: Daemon) -> None:
     run_async(main())
 
 
+def _stubborn_tools(server: str) -> Tuple[AgentTools, asyncio.Event, asyncio.Event]:
+    """Tools of server with one async tool, stubborn, that ignores its
+    cancellation until release is set; started is set once it runs. Make
+    them inside the event loop that serves them."""
+    tools = AgentTools(server)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tools.tool
+    async def stubborn() -> str:
+        """Ignores its cancellation until released."""
+        started.set()
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                pass
+        return "done"
+
+    return tools, started, release
+
+
 def test_async_client_close_does_not_wait_for_ever_for_a_stubborn_tool(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
     # A tool that ignores its cancellation holds AsyncClient.close() only
     # for the serving's stop wait, as a sync tool holds Client.close().
     monkeypatch.setattr(agent_tools, "_STOP_WAIT", 0.5)
 
     async def main() -> None:
-        tools = AgentTools("pystubborn")
-        started, release = asyncio.Event(), asyncio.Event()
-
-        @tools.tool
-        async def stubborn() -> str:
-            """Ignores its cancellation until released."""
-            started.set()
-            while not release.is_set():
-                try:
-                    await asyncio.sleep(0.05)
-                except asyncio.CancelledError:
-                    pass
-            return "done"
+        tools, started, release = _stubborn_tools("pystubborn")
 
         agent = AsyncClient(daemon.target, timeout=RPC_TIMEOUT)
         serving = await agent.serve_tools(tools)
@@ -467,19 +476,7 @@ def test_async_client_close_cut_short_is_finished(daemon: Daemon, monkeypatch: p
     monkeypatch.setattr(agent_tools, "_STOP_WAIT", RPC_TIMEOUT)
 
     async def main() -> None:
-        tools = AgentTools("pyclosecut")
-        started, release = asyncio.Event(), asyncio.Event()
-
-        @tools.tool
-        async def stubborn() -> str:
-            """Ignores its cancellation until released."""
-            started.set()
-            while not release.is_set():
-                try:
-                    await asyncio.sleep(0.01)
-                except asyncio.CancelledError:
-                    pass
-            return "done"
+        tools, started, release = _stubborn_tools("pyclosecut")
 
         before = asyncio.all_tasks()
         agent = AsyncClient(daemon.target, timeout=RPC_TIMEOUT)
