@@ -499,3 +499,55 @@ func TestTraceExportFailureLoggedOnce(t *testing.T) {
 	d.mustCall(ctx, t, "mcp__demo__echo", map[string]any{"message": "traced"})
 	poll(ctx, t, "a second warning, for the second outage", func() (bool, error) { return failures() == 2, nil })
 }
+
+// TestMCPEndpointTracesLeaveOutRefusedNames: a tool name, prompt name or
+// resource URI longer than mcpd takes, which the MCP endpoint refuses and
+// which its log and audit line leave out, is left out of the request's
+// span too: a host could otherwise have mcpd hold and export spans of
+// megabytes each (name and attribute alike), up to --max-message-bytes.
+// The span is still there, named after the method, with its error.
+func TestMCPEndpointTracesLeaveOutRefusedNames(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	receiver, endpoint := startOTLPReceiver(t, "http/protobuf")
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{
+		args: []string{"--mcp-listen", addr},
+		env:  []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint},
+	})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	const size = 64 << 10
+	cs := connectMCP(ctx, t, "http://"+addr+"/mcp", "2025-11-25", "", nil)
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__" + strings.Repeat("x", size)}); err == nil {
+		t.Error("tools/call of a name too long: no error")
+	}
+	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "mcp__demo__" + strings.Repeat("y", size)}); err == nil {
+		t.Error("prompts/get of a name too long: no error")
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mcpd://demo/" + strings.Repeat("z", size)}); err == nil {
+		t.Error("resources/read of a URI too long: no error")
+	}
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code %d, want 0", code)
+	}
+	spans, _ := receiver.snapshot()
+	served := map[string]bool{}
+	for _, s := range spans {
+		texts := []string{s.GetName()}
+		for _, kv := range s.GetAttributes() {
+			texts = append(texts, kv.GetValue().GetStringValue())
+		}
+		all := strings.Join(texts, "\x00")
+		if strings.Contains(all, strings.Repeat("x", 64)) || strings.Contains(all, strings.Repeat("y", 64)) || strings.Contains(all, strings.Repeat("z", 64)) {
+			t.Errorf("span %.60q (%v) holds a refused name of %d bytes: %d bytes of name and attributes", s.GetName(), s.GetKind(), size, len(all))
+		}
+		if s.GetKind() == tracepb.Span_SPAN_KIND_SERVER && attr(s.GetAttributes(), "error.type") != "" {
+			served[attr(s.GetAttributes(), "mcp.method.name")] = true
+		}
+	}
+	for _, method := range []string{"tools/call", "prompts/get", "resources/read"} {
+		if !served[method] {
+			t.Errorf("no failed server span of %s", method)
+		}
+	}
+}

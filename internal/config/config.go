@@ -182,6 +182,16 @@ type Server struct {
 // APIs accept.
 const MaxNameLen = 64
 
+// The longest tool name, qualified tool name and resource URI mcpd
+// takes, in bytes (see mcpclient.MaxToolNameLen and mcpclient.MaxURILen,
+// which say why); here, so that the metrics and traces can bound what
+// they record by them too.
+const (
+	MaxToolNameLen          = 1024
+	MaxQualifiedToolNameLen = len("mcp__") + MaxNameLen + len("__") + MaxToolNameLen
+	MaxURILen               = 16 << 10
+)
+
 // ValidateName reports whether name can be a server name: 1 to 64
 // characters from A-Z, a-z, 0-9, '_' and '-', without "__" (the qualified
 // tool name mcp__<server>__<tool> must split unambiguously). The error wraps

@@ -12,11 +12,11 @@ import (
 // longer names from servers that break the rule (the metrics label them
 // "other"), up to this, far beyond any name in use. A tool whose name is
 // longer is left out: no request could name it (CheckToolNameLength).
-const MaxToolNameLen = 1024
+const MaxToolNameLen = config.MaxToolNameLen
 
 // MaxQualifiedToolNameLen bounds a qualified tool name,
 // mcp__<server>__<tool>, in bytes.
-const MaxQualifiedToolNameLen = len("mcp__") + config.MaxNameLen + len("__") + MaxToolNameLen
+const MaxQualifiedToolNameLen = config.MaxQualifiedToolNameLen
 
 // CheckServerNameLength refuses, as ErrInvalidArgument, a server name
 // (the request field field) longer than any server's can be: it names no
@@ -44,7 +44,7 @@ func CheckToolNameLength(field, name string) error {
 // bytes. MCP sets no bound, but web servers refuse request lines longer
 // than 8 to 16 KiB, and a longer one would be copied whole into the
 // answer, the log and the audit line of every request that names it.
-const MaxURILen = 16 << 10
+const MaxURILen = config.MaxURILen
 
 // MaxPromptNameLen bounds a prompt name a request names, qualified or a
 // server's own, in bytes: as a qualified tool name.

@@ -408,11 +408,11 @@ func describeServed(method string, req mcp.Request) operation {
 	op := operation{method: method, network: "tcp"}
 	switch p := req.GetParams().(type) {
 	case *mcp.CallToolParamsRaw:
-		op.tool = p.Name
+		op.tool = bounded(p.Name, config.MaxQualifiedToolNameLen)
 	case *mcp.GetPromptParams:
-		op.prompt = p.Name
+		op.prompt = bounded(p.Name, config.MaxQualifiedToolNameLen)
 	case *mcp.ReadResourceParams:
-		op.uri = p.URI
+		op.uri = bounded(p.URI, config.MaxURILen)
 	}
 	if v, ok := req.(interface{ ProtocolVersion() string }); ok {
 		op.protocolVersion = v.ProtocolVersion()
@@ -434,11 +434,11 @@ func describe(up Upstream, method string, req mcp.Request) operation {
 	}
 	switch p := req.GetParams().(type) {
 	case *mcp.CallToolParams:
-		op.tool = p.Name
+		op.tool = bounded(p.Name, config.MaxQualifiedToolNameLen)
 	case *mcp.GetPromptParams:
-		op.prompt = p.Name
+		op.prompt = bounded(p.Name, config.MaxQualifiedToolNameLen)
 	case *mcp.ReadResourceParams:
-		op.uri = p.URI
+		op.uri = bounded(p.URI, config.MaxURILen)
 	case *mcp.InitializeParams:
 		op.protocolVersion = p.ProtocolVersion
 	}
@@ -449,6 +449,18 @@ func describe(up Upstream, method string, req mcp.Request) operation {
 		}
 	}
 	return op
+}
+
+// bounded is a tool or prompt name, or a resource URI, as a span records
+// it: "" when it is longer than max, the most mcpd takes. mcpd refuses
+// such a request, and its log and audit line leave the name out; so does
+// the span, lest a caller have mcpd hold and export spans of megabytes
+// each (the name goes into the span's name and an attribute).
+func bounded(s string, max int) string {
+	if len(s) > max {
+		return ""
+	}
+	return s
 }
 
 // spanName follows the MCP conventions: the method, then the tool or
