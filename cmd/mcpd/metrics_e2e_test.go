@@ -616,3 +616,43 @@ func TestMetricsRefusedCalls(t *testing.T) {
 	s.want(t, "mcpd_tool_calls_total", map[string]string{"server": "demo", "tool": "fail", "outcome": "permission_denied"}, 3)
 	s.want(t, "mcpd_tool_calls_total", map[string]string{"server": "demo", "tool": "echo", "outcome": "permission_denied"}, 1)
 }
+
+// TestMetricsCallCutByDisable: a call of a read-only tool whose server is
+// disabled while it runs ends UNAVAILABLE (CALL_MAY_HAVE_RUN): its
+// session ended, and mcpd had no session to send it again on. The tool
+// calls metric counts it under the code the caller got, unavailable, and
+// the resends metric counts nothing, for nothing was sent again.
+func TestMetricsCallCutByDisable(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	d := startDaemon(ctx, t, daemonOptions{args: []string{"--metrics-listen", addr}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.hub.CallTool(ctx, slowRequest(t))
+		done <- err
+	}()
+	waitMetric(ctx, t, addr, "mcpd_calls_in_flight", map[string]string{"server": "demo"}, 1)
+	if _, err := d.hub.SetServerEnabled(ctx, &mcpdv1.SetServerEnabledRequest{Name: "demo", Enabled: false}); err != nil {
+		t.Fatalf("SetServerEnabled: %v", err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		t.Fatal("the slow call did not end")
+	}
+	st := wantCode(t, err, codes.Unavailable)
+	if !strings.Contains(st.Message(), "not sent again") {
+		t.Errorf("status %q: want the call said not sent again", st.Message())
+	}
+	s := scrapeMetrics(ctx, t, addr)
+	s.want(t, "mcpd_tool_calls_total", map[string]string{"server": "demo", "tool": "slow", "outcome": "unavailable"}, 1)
+	if got, _ := s.value("mcpd_tool_calls_total", map[string]string{"server": "demo", "outcome": "error"}); got != 0 {
+		t.Errorf("mcpd_tool_calls_total{outcome=\"error\"}: got %v, want 0 (the caller got UNAVAILABLE)", got)
+	}
+	if got, _ := s.value("mcpd_tool_call_resends_total", nil); got != 0 {
+		t.Errorf("mcpd_tool_call_resends_total: got %v, want 0: the call was not sent again\n%s", got, grepLines(s.raw, "mcpd_tool_call_resends_total"))
+	}
+}

@@ -75,7 +75,10 @@ func (u *upstream) toolLabel(name string) string {
 // ok, tool_error, or the kind of error, tested in the order the gRPC edge
 // maps them.
 func callOutcome(res *mcp.CallToolResult, err error) string {
-	var rpcErr *RPCError
+	var (
+		rpcErr      *RPCError
+		interrupted *CallInterruptedError
+	)
 	switch {
 	case err == nil && res != nil && res.IsError:
 		return "tool_error"
@@ -91,6 +94,10 @@ func callOutcome(res *mcp.CallToolResult, err error) string {
 		return "not_found"
 	case errors.Is(err, ErrInvalidArgument):
 		return "invalid_argument"
+	case errors.As(err, &interrupted):
+		// UNAVAILABLE (CALL_MAY_HAVE_RUN) at every edge, whatever ended
+		// it: a server disabled or waiting for a consent too.
+		return "unavailable"
 	case errors.Is(err, ErrUnavailable):
 		return "unavailable"
 	case errors.Is(err, ErrPermissionDenied):

@@ -224,6 +224,7 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 	interrupted := func(err error) error {
 		return &CallInterruptedError{Server: u.cfg.Name, Tool: toolName, Repeatable: repeatable, Retried: sent > 1, Err: err}
 	}
+	resend := "" // why the call goes again, counted once it does
 	for {
 		cs, err := u.awaitSession(ctx, ended)
 		if err != nil {
@@ -231,6 +232,10 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 				return nil, interrupted(err)
 			}
 			return nil, err
+		}
+		if resend != "" {
+			u.opts.Telemetry.ToolCallResent(u.cfg.Name, toolName, resend)
+			resend = ""
 		}
 		res, a := u.attempt(ctx, cs, c)
 		if a.err == nil {
@@ -262,12 +267,12 @@ func (u *upstream) callTool(ctx context.Context, toolName string, args map[strin
 		}
 		ended = cs
 		if !a.sent {
-			u.opts.Telemetry.ToolCallResent(u.cfg.Name, toolName, "not_sent")
+			resend = "not_sent"
 			continue
 		}
 		sent++
 		if repeatable && sent == 1 && !a.tooLarge {
-			u.opts.Telemetry.ToolCallResent(u.cfg.Name, toolName, "idempotent")
+			resend = "idempotent"
 			continue
 		}
 		return nil, interrupted(a.err)
