@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -549,5 +551,53 @@ func TestMCPEndpointTracesLeaveOutRefusedNames(t *testing.T) {
 		if !served[method] {
 			t.Errorf("no failed server span of %s", method)
 		}
+	}
+}
+
+// TestTraceExporterSettingsLogNoSecret: OTEL_EXPORTER_OTLP_HEADERS written
+// wrong ("authorization:Bearer ..." with a colon, a value with a stray
+// "%"), or an OTLP endpoint that does not parse, is reported as a JSON
+// warning on mcpd's log, without the value: the OpenTelemetry SDK
+// printed each bad header pair whole, collector token and all, and the
+// endpoint with its password and query, in lines of its own format on
+// stderr.
+func TestTraceExporterSettingsLogNoSecret(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	const (
+		colonSecret    = "colon-secret-5d2e81"
+		escapeSecret   = "escape-secret-a9c3f7"
+		passwordSecret = "password-secret-37b0e4"
+		querySecret    = "query-secret-c81d5a"
+	)
+	d := startDaemon(ctx, t, daemonOptions{env: []string{
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://mcpd:" + passwordSecret + "@127.0.0.1:port/v1/traces?key=" + querySecret,
+		"OTEL_EXPORTER_OTLP_HEADERS=authorization:Bearer " + colonSecret + ",x-api-key=%zz" + escapeSecret,
+	}})
+	d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+	log := d.log.String()
+	for _, secret := range []string{colonSecret, escapeSecret, passwordSecret, querySecret} {
+		if strings.Contains(log, secret) {
+			t.Errorf("the log holds an OTLP header value (%s):\n%s", secret, log)
+		}
+	}
+	headers, urls := 0, 0
+	for line := range strings.Lines(log) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Errorf("a log line that is not JSON: %q", line)
+			continue
+		}
+		msg := fmt.Sprint(m["message"])
+		switch {
+		case m["level"] != "warn":
+		case strings.Contains(msg, "header"):
+			headers++
+		case strings.Contains(msg, "url"):
+			urls++
+		}
+	}
+	if headers != 2 || urls != 1 {
+		t.Errorf("%d warnings about the OTLP headers and %d about the endpoint, want 2 (one per bad pair) and 1:\n%s", headers, urls, log)
 	}
 }

@@ -549,13 +549,20 @@ func (s *Server) Redact(text string) string {
 	// Other URLs derived from it (the endpoint a legacy SSE server names,
 	// a redirect's target) keep its user info, and may carry a token in
 	// their query: mask them too, wherever net/http quotes them.
-	text = urlInText.ReplaceAllStringFunc(text, func(m string) string {
+	text = RedactURLsIn(text)
+	return strings.ReplaceAll(text, placeholder, s.DisplayURL())
+}
+
+// RedactURLsIn is text (an error message, say) with every http(s) URL in
+// it that may carry a credential (user info, a query, a fragment) masked
+// as RedactURL masks it.
+func RedactURLsIn(text string) string {
+	return urlInText.ReplaceAllStringFunc(text, func(m string) string {
 		if !strings.ContainsAny(m, "@?#") {
 			return m
 		}
 		return RedactURL(m)
 	})
-	return strings.ReplaceAll(text, placeholder, s.DisplayURL())
 }
 
 // urlInText finds http(s) URLs in an error message or a log line.

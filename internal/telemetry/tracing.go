@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
@@ -93,6 +94,8 @@ func (t *Telemetry) startTracing(ctx context.Context, opts *Options, version str
 	if err != nil || !on {
 		return err
 	}
+	// Before the exporter reads its settings, which it reports there.
+	otel.SetLogger(logr.New(sdkLogSink{log: opts.Logger}))
 	var exp sdktrace.SpanExporter
 	if protocol == "grpc" {
 		exp, err = otlptracegrpc.New(ctx)
@@ -122,6 +125,33 @@ func (t *Telemetry) startTracing(ctx context.Context, opts *Options, version str
 	t.provider = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	t.tracer = t.provider.Tracer(instrumentationName, trace.WithInstrumentationVersion(version))
 	return nil
+}
+
+// sdkLogSink is the OpenTelemetry SDK's logger, on mcpd's log. The SDK
+// reports there what it cannot use of its settings (an OTLP header
+// written without "=" or with a stray "%", an endpoint that is no URL).
+// It passes warnings and errors (logr verbosity 1 and less; the SDK's
+// info and debug lines describe every export), each as a warning, and
+// leaves out the key-value pairs the SDK adds: they quote the settings
+// themselves, and an OTLP header's value is often the collector's token.
+// Without it the SDK printed them whole on stderr, in a format of its
+// own.
+type sdkLogSink struct{ log zerolog.Logger }
+
+func (s sdkLogSink) Init(logr.RuntimeInfo)            {}
+func (s sdkLogSink) Enabled(level int) bool           { return level <= 1 }
+func (s sdkLogSink) WithValues(...any) logr.LogSink   { return s }
+func (s sdkLogSink) WithName(string) logr.LogSink     { return s }
+func (s sdkLogSink) Info(_ int, msg string, _ ...any) { s.log.Warn().Msg("trace exporter: " + msg) }
+
+func (s sdkLogSink) Error(err error, msg string, _ ...any) {
+	ev := s.log.Warn()
+	if err != nil {
+		// An error may quote a setting too: a URL that does not parse,
+		// with its user info or query.
+		ev = ev.Str("error", config.RedactURLsIn(err.Error()))
+	}
+	ev.Msg("trace exporter: " + msg)
 }
 
 // reportingExporter logs a collector that fails once per outage: when
