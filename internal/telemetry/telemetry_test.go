@@ -36,6 +36,11 @@ func TestTracingConfig(t *testing.T) {
 		{name: "exporter none", env: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x"}},
 		{name: "sdk disabled", env: map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}},
 		{name: "other exporter", env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, errSubstring: "zipkin"},
+		// Enum values in any case, as OpenTelemetry's environment
+		// variable spec asks.
+		{name: "exporter in capitals", env: map[string]string{"OTEL_TRACES_EXPORTER": "OTLP", "OTEL_EXPORTER_OTLP_PROTOCOL": "GRPC"}, on: true, protocol: "grpc"},
+		{name: "exporter None", env: map[string]string{"OTEL_TRACES_EXPORTER": "None", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x"}},
+		{name: "protocol in capitals", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "HTTP/Protobuf"}, on: true, protocol: "http/protobuf"},
 		{name: "json protocol", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, errSubstring: "http/json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,11 +50,14 @@ func tracingConfig(lookup func(string) (string, bool)) (on bool, protocol string
 	if lookup == nil {
 		return false, "", nil
 	}
+	// The values compared are enums, which OpenTelemetry's spec of its
+	// variables reads in any case: "OTLP", "None" and "GRPC" too (of the
+	// endpoints, only whether they are set counts).
 	get := func(name string) string {
 		v, _ := lookup(name)
-		return strings.TrimSpace(v)
+		return strings.ToLower(strings.TrimSpace(v))
 	}
-	if strings.EqualFold(get("OTEL_SDK_DISABLED"), "true") {
+	if get("OTEL_SDK_DISABLED") == "true" {
 		return false, "", nil
 	}
 	switch exporter := get("OTEL_TRACES_EXPORTER"); exporter {
