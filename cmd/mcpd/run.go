@@ -134,7 +134,8 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 		tel = nil
 	}
 	defer func() {
-		flushCtx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+		// A second signal says "now": the spans still buffered are dropped.
+		flushCtx, cancel := context.WithTimeout(now, traceFlushTimeout)
 		defer cancel()
 		if err := tel.Shutdown(flushCtx); err != nil {
 			log.Warn().Err(err).Msg("flushing traces")
