@@ -459,3 +459,84 @@ func TestAskAfterToolFilter(t *testing.T) {
 	}
 	nextApproval(ctx, t, seen)
 }
+
+// TestApprovalRuleDeniedWhilePending: a call waiting for approval under an
+// "ask" rule, whose tool a reload then denies, is refused under the deny
+// rule even when the agent approves it afterwards: the agent approved a
+// call the rules in force no longer let through. On gRPC as on the MCP
+// endpoint.
+func TestApprovalRuleDeniedWhilePending(t *testing.T) {
+	t.Parallel()
+	for _, wire := range []string{"grpc", "mcp"} {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			config := func(effect string) string {
+				demo := map[string]any{"command": mcpdBinary(t), "args": []string{"demo-server"}}
+				return mustJSON(t, map[string]any{
+					"permissions": map[string]any{effect: []string{"mcp__demo__echo"}},
+					"mcpServers":  map[string]any{"demo": demo},
+				})
+			}
+			path := writeConfig(t, config("ask"))
+			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			d := startDaemon(ctx, t, daemonOptions{config: path, args: []string{
+				"--server-request-timeout", "60s", "--mcp-listen", addr,
+			}})
+			d.waitServer(ctx, t, "demo", mcpdv1.ServerState_SERVER_STATE_READY)
+			agent := registerAgent(ctx, t, d, mcpdv1.ServerRequestKind_SERVER_REQUEST_KIND_APPROVAL)
+
+			callDone := make(chan error, 1)
+			if wire == "grpc" {
+				go func() {
+					_, err := d.call(ctx, t, "mcp__demo__echo", map[string]any{"message": "hi"}, 0)
+					callDone <- err
+				}()
+			} else {
+				cs := connectMCP(ctx, t, "http://"+addr+"/mcp", "", "", nil)
+				waitTools(ctx, t, cs, "mcp__demo__echo")
+				go func() {
+					res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"message": "hi"}})
+					if err == nil {
+						err = fmt.Errorf("the call ran: %v", res.Content)
+					}
+					callDone <- err
+				}()
+			}
+			m, err := agent.Recv()
+			if err != nil || m.GetRequest().GetApproval() == nil {
+				t.Fatalf("the approval request: got %v, %v", m, err)
+			}
+			replaceFile(t, path, config("deny"))
+			d.send(t, syscall.SIGHUP)
+			poll(ctx, t, "the deny rule to hide the tool", func() (bool, error) {
+				list, err := d.hub.ListTools(ctx, &mcpdv1.ListToolsRequest{Server: "demo"})
+				if err != nil {
+					return false, err
+				}
+				for _, tool := range list.GetTools() {
+					if tool.GetName() == "mcp__demo__echo" {
+						return false, nil
+					}
+				}
+				return true, nil
+			})
+			if err := agent.Send(&mcpdv1.HandleServerRequestsRequest{Message: &mcpdv1.HandleServerRequestsRequest_Reply{Reply: &mcpdv1.ServerRequestReply{
+				Id: m.GetRequest().GetId(), Result: &mcpdv1.ServerRequestReply_Approval{Approval: &mcpdv1.ApprovalResult{Approved: true}},
+			}}}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-callDone:
+				if wire == "grpc" {
+					wantCode(t, err, codes.PermissionDenied)
+				}
+				if err == nil || !strings.Contains(err.Error(), "deny mcp__demo__echo") {
+					t.Errorf("refusal: got %v, want it to name the deny rule", err)
+				}
+			case <-ctx.Done():
+				t.Fatal("the call neither ran nor was refused")
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -313,6 +314,21 @@ func (a *Authorizer) authorizeCaller(caller Caller, act Action) error {
 		}
 	}
 	return nil
+}
+
+// Approved returns what a call of act meets once an agent approved it
+// under an "ask": nil while the rules still let it through (an "ask" of
+// theirs included), else the refusal of what came in force while the
+// agent was asked (a reload's "deny" rule, a callers file that no longer
+// lets the caller call the tool). An agent approves a call, not a rule:
+// what the rules in force deny, no approval given for the old ones lets
+// through.
+func (a *Authorizer) Approved(caller Caller, act Action) error {
+	err := a.Authorize(caller, act)
+	if errors.Is(err, ErrApprovalRequired) {
+		return nil
+	}
+	return err
 }
 
 // Allowed is Authorize as a filter: whether caller may perform act. A

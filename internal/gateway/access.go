@@ -248,6 +248,10 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 					err = nil
 				} else {
 					err = settle(ctx, g.approve(ctx, caller, need, act.Server, req))
+					if err == nil {
+						// A reload during the wait may deny the call now.
+						err = g.opts.Access.Approved(caller, act)
+					}
 				}
 			}
 			if err != nil {

@@ -362,6 +362,10 @@ func (g *guard) check(ctx context.Context, caller access.Caller, r *request, sta
 					req.Arguments = r.arguments()
 				}
 				err = g.approve(ctx, need, act.Server, req)
+				if err == nil {
+					// A reload during the wait may deny the call now.
+					err = g.authz.Approved(caller, act)
+				}
 				r.approved = err == nil
 			}
 		}
