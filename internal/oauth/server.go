@@ -56,6 +56,12 @@ type serverAuth struct {
 	stepUps   int
 	stepUpKey string
 
+	// onDisk is the access token of the record as this Manager last read
+	// it from, or wrote it to, the state directory: a record there with
+	// another token was written since by another mcpd sharing the
+	// directory (see adoptStored).
+	onDisk string
+
 	// released says the server was removed (Manager.Release) and not
 	// connected since; guarded by m.mu, not mu.
 	released bool
@@ -93,6 +99,7 @@ func (sa *serverAuth) configure(resource string, cfg *config.OAuth, requests *Tr
 			sa.m.log.Warn().Str("server", sa.name).Err(err).Msg("oauth state unreadable; starting afresh")
 		}
 		sa.rec = rec
+		sa.onDisk = accessTokenOf(rec)
 	}
 	if sa.rec == nil || sa.rec.Resource != resource || sa.rec.Settings != settings {
 		// Like a Forget: a token or registration a request for the old
@@ -220,7 +227,55 @@ func (sa *serverAuth) persist() {
 	sa.mu.Unlock()
 	if err := sa.m.store.save(sa.name, &rec); err != nil {
 		sa.m.log.Warn().Str("server", sa.name).Err(err).Msg("cannot save oauth state; tokens stay in memory")
+		return
 	}
+	sa.mu.Lock()
+	sa.onDisk = accessTokenOf(&rec)
+	sa.mu.Unlock()
+}
+
+// accessTokenOf is r's access token, or "".
+func accessTokenOf(r *record) string {
+	if r == nil || r.Token == nil {
+		return ""
+	}
+	return r.Token.AccessToken
+}
+
+// adoptStored takes the token another mcpd sharing the state directory
+// saved since this one last read or wrote the record, for the same URL
+// and settings, with the client, issuer and DPoP key it goes with. Its
+// refresh token may have rotated the one this Manager holds away:
+// spending that would be refused (and may revoke the grant). It reports
+// whether it took one. Called with authSem held, before a refresh and
+// after a refused one.
+func (sa *serverAuth) adoptStored() bool {
+	sa.saveMu.Lock()
+	defer sa.saveMu.Unlock()
+	disk, err := sa.m.store.load(sa.name)
+	if err != nil || disk == nil || disk.Token == nil {
+		return false
+	}
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	if disk.Resource != sa.rec.Resource || disk.Settings != sa.rec.Settings ||
+		disk.Token.AccessToken == sa.onDisk || disk.Token.AccessToken == accessTokenOf(sa.rec) {
+		return false
+	}
+	var key *dpopKey
+	if sa.wantsDPoP() {
+		if key, err = parseDPoPKey(disk.DPoPKey); err != nil {
+			return false
+		}
+	}
+	sa.rec = disk
+	sa.onDisk = disk.Token.AccessToken
+	if key != nil {
+		sa.dpop = key
+	}
+	sa.lastErr, sa.refused = "", ""
+	sa.m.log.Info().Str("server", sa.name).Msg("oauth token taken from the state directory, where another mcpd saved it")
+	return true
 }
 
 // holdsLocked reports whether the record's token is still t; sa.mu is
@@ -284,6 +339,11 @@ func (sa *serverAuth) endFlow(err error) bool {
 // answer that asked for a new token, if any (a server may name its
 // metadata only there).
 func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challenge) error {
+	if sa.adoptStored() {
+		if t := sa.token(); t != nil && !t.expiring(time.Now()) {
+			return nil
+		}
+	}
 	sa.mu.Lock()
 	gen := sa.gen
 	t := sa.rec.Token
@@ -324,6 +384,9 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	nt, err := tokenRequest(ctx, sa.httpClients().any, meta.asm.TokenEndpoint, form, ca, meta.asm.Issuer, dk)
 	if err != nil {
 		if refusedGrant(err) {
+			if sa.adoptStored() {
+				return nil // another mcpd renewed it meanwhile
+			}
 			sa.dropToken(t)
 		}
 		return err
@@ -386,6 +449,9 @@ func (sa *serverAuth) authorize(ctx context.Context, challenges []oauthex.Challe
 	}
 	if f := sa.pendingFlow(); f != nil {
 		return sa.consentError()
+	}
+	if !stepUp && sa.adoptStored() {
+		return nil // another mcpd sharing the state directory has a token
 	}
 	if !stepUp && sent != nil && sent.RefreshToken != "" {
 		err := sa.refresh(ctx, challenges)

@@ -1,0 +1,83 @@
+package oauth
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSharedStateDirFollowsRotation: two mcpd instances share a state
+// directory (the per-user default). One refreshes, and its authorization
+// server rotates the refresh token: the other, holding the old one, must
+// take the rotated token from the file rather than spend the old one (a
+// refused refresh drops its token, asks a person again, and writes a
+// record without a token over the other's).
+func TestSharedStateDirFollowsRotation(t *testing.T) {
+	as := newTestAS(t)
+	as.expiresIn = 1 // within the refresh margin: renewed before every use
+	dir := t.TempDir()
+	m1 := newManager(t, dir)
+	c1 := client(m1, as, nil)
+	_, _ = post(t, c1, as)
+	if err := m1.Complete(context.Background(), "srv", consent(t, m1)); err != nil {
+		t.Fatal(err)
+	}
+	// The second instance starts now, and reads the token of the first.
+	m2 := newManager(t, dir)
+	c2 := client(m2, as, nil)
+
+	// The first refreshes: rt-0 is spent, rt-1 is on disk.
+	if resp, err := post(t, c1, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("first instance's request: got %v %v, want 200", resp, err)
+	}
+	// The access tokens the resource accepts are only the newest: as an
+	// expired one would be.
+	as.mu.Lock()
+	for tok := range as.tokens {
+		if tok != "at-1" {
+			delete(as.tokens, tok)
+		}
+	}
+	as.mu.Unlock()
+
+	if resp, err := post(t, c2, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("second instance's request: got %v %v, want 200 with the rotated token from the state file", resp, err)
+	}
+	if _, ok := m2.Pending("srv"); ok {
+		t.Error("second instance: a consent is pending, want none (the first instance's token is on disk)")
+	}
+	as.mu.Lock()
+	refreshedBy := len(as.refreshedBy)
+	as.mu.Unlock()
+	data, err := os.ReadFile(filepath.Join(dir, "srv.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"refreshToken"`) {
+		t.Errorf("state file after the second instance's request holds no token (%d refreshes sent), want the rotated one kept", refreshedBy)
+	}
+}
+
+// TestSharedStateDirConsentOnce: an instance without a token takes the
+// one another instance sharing the state directory obtained since it
+// started, rather than asking a person a second time.
+func TestSharedStateDirConsentOnce(t *testing.T) {
+	as := newTestAS(t)
+	dir := t.TempDir()
+	m1 := newManager(t, dir)
+	m2 := newManager(t, dir)
+	c1, c2 := client(m1, as, nil), client(m2, as, nil) // both read the (empty) state
+	_, _ = post(t, c1, as)
+	if err := m1.Complete(context.Background(), "srv", consent(t, m1)); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := post(t, c2, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("second instance's request: got %v %v, want 200 with the token the first saved", resp, err)
+	}
+	if _, ok := m2.Pending("srv"); ok {
+		t.Error("second instance: a consent is pending, want none")
+	}
+}
