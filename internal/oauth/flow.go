@@ -282,6 +282,8 @@ func (f *flow) complete(ctx context.Context, params url.Values) error {
 	if t.Scopes == nil {
 		t.Scopes = scopesOf(f.authURL)
 	}
+	issuedTo := *f.client
+	t.IssuedTo = &issuedTo
 	f.completed = true
 	if !sa.setToken(t, asm.Issuer, f.gen, nil) {
 		return fail(errForgotten)

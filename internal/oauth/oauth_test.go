@@ -48,10 +48,16 @@ type testAS struct {
 	// movedTo, when set, is the authorization server the resource's
 	// metadata names instead of this one.
 	movedTo string
+	// registrations counts dynamic client registrations: the first
+	// client is dyn-client, the next dyn-client-2, and so on.
+	registrations int
+	// issuedTo is the client each refresh token was issued to; a refresh
+	// by another client is refused, as authorization servers do.
+	issuedTo map[string]string
 }
 
 func newTestAS(t *testing.T) *testAS {
-	as := &testAS{challenges: map[string]string{}, tokens: map[string][]string{}, refresh: map[string]bool{}, refreshScopes: map[string][]string{}, expiresIn: 3600}
+	as := &testAS{challenges: map[string]string{}, tokens: map[string][]string{}, refresh: map[string]bool{}, refreshScopes: map[string][]string{}, issuedTo: map[string]string{}, expiresIn: 3600}
 	mux := http.NewServeMux()
 	as.srv = httptest.NewServer(mux)
 	t.Cleanup(as.srv.Close)
@@ -74,8 +80,15 @@ func newTestAS(t *testing.T) *testAS {
 		})
 	})
 	mux.HandleFunc("/register", func(w http.ResponseWriter, r *http.Request) {
+		as.mu.Lock()
+		as.registrations++
+		id := "dyn-client"
+		if as.registrations > 1 {
+			id = fmt.Sprintf("dyn-client-%d", as.registrations)
+		}
+		as.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
-		writeJSON(w, map[string]any{"client_id": "dyn-client", "token_endpoint_auth_method": "none"})
+		writeJSON(w, map[string]any{"client_id": id, "token_endpoint_auth_method": "none"})
 	})
 	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -100,6 +113,10 @@ func newTestAS(t *testing.T) *testAS {
 		defer as.mu.Unlock()
 		gt := r.PostForm.Get("grant_type")
 		as.grantTypes = append(as.grantTypes, gt)
+		by := r.PostForm.Get("client_id")
+		if id, _, ok := r.BasicAuth(); ok {
+			by = id
+		}
 		var scopes []string
 		switch gt {
 		case "authorization_code":
@@ -114,12 +131,8 @@ func newTestAS(t *testing.T) *testAS {
 			delete(as.challenges, r.PostForm.Get("code"))
 			scopes = strings.Fields(scope)
 		case "refresh_token":
-			by := r.PostForm.Get("client_id")
-			if id, _, ok := r.BasicAuth(); ok {
-				by = id
-			}
 			as.refreshedBy = append(as.refreshedBy, by)
-			if !as.refresh[r.PostForm.Get("refresh_token")] {
+			if rt := r.PostForm.Get("refresh_token"); !as.refresh[rt] || as.issuedTo[rt] != by {
 				w.WriteHeader(http.StatusBadRequest)
 				writeJSON(w, map[string]any{"error": "invalid_grant"})
 				return
@@ -138,6 +151,7 @@ func newTestAS(t *testing.T) *testAS {
 		access, refresh := fmt.Sprintf("at-%d", n), fmt.Sprintf("rt-%d", n)
 		as.tokens[access] = scopes
 		as.refresh[refresh] = true
+		as.issuedTo[refresh] = by
 		as.refreshScopes[refresh] = scopes
 		writeJSON(w, map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": as.expiresIn, "refresh_token": refresh, "scope": strings.Join(scopes, " ")})
 	})

@@ -371,6 +371,9 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	}
 	client := givenClient(cfg, meta.asm)
 	if client == nil {
+		client = t.IssuedTo
+	}
+	if client == nil {
 		client = stored
 	}
 	ca := sa.clientAuth(client)
@@ -397,6 +400,7 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	if nt.Scopes == nil {
 		nt.Scopes = t.Scopes
 	}
+	nt.IssuedTo = t.IssuedTo
 	if issuer == "" {
 		issuer = meta.asm.Issuer
 	}

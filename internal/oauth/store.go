@@ -47,6 +47,11 @@ type tokenRecord struct {
 	RefreshToken string    `json:"refreshToken,omitempty"`
 	Expiry       time.Time `json:"expiry,omitzero"`
 	Scopes       []string  `json:"scopes,omitempty"`
+	// IssuedTo is the client a consent's token was issued to, which
+	// refreshes it: the record's Client may be a newer registration
+	// (another redirect URL) whose consent did not complete. Nil in
+	// records from before, and for the grants without a person.
+	IssuedTo *clientRecord `json:"issuedTo,omitempty"`
 }
 
 // expiring reports whether the token must be renewed before use.

@@ -1,0 +1,66 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+)
+
+// TestRefreshAsTheClientTheTokenWasIssuedTo: mcpd restarted with another
+// redirect URL (the default listener port is a free one) registers a new
+// client for a step-up consent. The person declines it; the token of the
+// first consent must still be refreshed as the client it was issued to,
+// not the newer registration (which the authorization server refuses:
+// the token is dropped and a person asked again).
+func TestRefreshAsTheClientTheTokenWasIssuedTo(t *testing.T) {
+	as := newTestAS(t)
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	c := client(m, as, nil)
+	_, _ = post(t, c, as)
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restart: the redirect listener has another port.
+	m2 := newManager(t, dir)
+	m2.SetRedirectURL("http://127.0.0.1:2" + CallbackPath)
+	c2 := client(m2, as, nil)
+	as.mu.Lock()
+	as.needScope = "write"
+	as.mu.Unlock()
+	if _, err := post(t, c2, as); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("request needing write: got %v, want ErrAuthorizationRequired", err)
+	}
+	p, ok := m2.Pending("srv")
+	if !ok {
+		t.Fatal("no step-up consent pending")
+	}
+	u, _ := url.Parse(p.URL)
+	if got := u.Query().Get("client_id"); got == "dyn-client" {
+		t.Fatalf("step-up consent as %q, want a new registration for the new redirect URL", got)
+	}
+	// The person declines.
+	declined := "http://127.0.0.1:2" + CallbackPath + "?" + url.Values{"error": {"access_denied"}, "state": {u.Query().Get("state")}, "iss": {as.srv.URL}}.Encode()
+	if err := m2.Complete(context.Background(), "srv", declined); !errors.Is(err, ErrAuthorizationFailed) {
+		t.Fatalf("declined consent: got %v, want ErrAuthorizationFailed", err)
+	}
+
+	// The access token expires: the resource no longer takes it.
+	as.mu.Lock()
+	as.needScope = ""
+	clear(as.tokens)
+	as.mu.Unlock()
+	if resp, err := post(t, c2, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("request after the token expired: got %v %v, want 200 with a refreshed token", resp, err)
+	}
+	as.mu.Lock()
+	by := slices.Clone(as.refreshedBy)
+	as.mu.Unlock()
+	if !slices.Equal(by, []string{"dyn-client"}) {
+		t.Errorf("refreshes came from %q, want one, from dyn-client, the client the token was issued to", by)
+	}
+}
