@@ -277,6 +277,7 @@ func (f *flow) complete(ctx context.Context, params url.Values) error {
 			// endpoint was not reached, and the code may still be good.
 			return err
 		}
+		sa.dropClientIfUnknown(f.client, err)
 		return fail(err)
 	}
 	if t.Scopes == nil {

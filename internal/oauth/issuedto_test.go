@@ -64,3 +64,63 @@ func TestRefreshAsTheClientTheTokenWasIssuedTo(t *testing.T) {
 		t.Errorf("refreshes came from %q, want one, from dyn-client, the client the token was issued to", by)
 	}
 }
+
+// TestUnknownClientRegistersAgain: an authorization server that deleted
+// mcpd's dynamic registration refuses its refresh with invalid_client.
+// The consent that follows must be for a new registration: one for the
+// deleted client fails at the authorization server, every time, until
+// ForgetAuthorization.
+func TestUnknownClientRegistersAgain(t *testing.T) {
+	as := newTestAS(t)
+	m := newManager(t, t.TempDir())
+	c := client(m, as, nil)
+	_, _ = post(t, c, as)
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	as.mu.Lock()
+	as.unknownClient = "dyn-client"
+	clear(as.tokens) // the access token expired
+	as.mu.Unlock()
+	if _, err := post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("request after the client was deleted: got %v, want ErrAuthorizationRequired", err)
+	}
+	p, ok := m.Pending("srv")
+	if !ok {
+		t.Fatal("no consent pending")
+	}
+	u, _ := url.Parse(p.URL)
+	if got := u.Query().Get("client_id"); got == "dyn-client" {
+		t.Errorf("consent asks for the deleted client %q, want a new registration", got)
+	}
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("request after the new consent: got %v %v, want 200", resp, err)
+	}
+}
+
+// TestUnknownClientAtCodeExchange: a code exchange refused invalid_client
+// (the registration deleted while the person consented) fails the
+// consent, and the next one registers again.
+func TestUnknownClientAtCodeExchange(t *testing.T) {
+	as := newTestAS(t)
+	m := newManager(t, t.TempDir())
+	c := client(m, as, nil)
+	_, _ = post(t, c, as)
+	as.mu.Lock()
+	as.unknownClient = "dyn-client"
+	as.mu.Unlock()
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); !errors.Is(err, ErrAuthorizationFailed) {
+		t.Fatalf("Complete for a deleted client: got %v, want ErrAuthorizationFailed", err)
+	}
+	if _, err := post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("next request: got %v, want ErrAuthorizationRequired", err)
+	}
+	p, _ := m.Pending("srv")
+	u, _ := url.Parse(p.URL)
+	if got := u.Query().Get("client_id"); got == "dyn-client" {
+		t.Errorf("consent asks for the deleted client %q, want a new registration", got)
+	}
+}

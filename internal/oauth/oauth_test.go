@@ -54,6 +54,9 @@ type testAS struct {
 	// issuedTo is the client each refresh token was issued to; a refresh
 	// by another client is refused, as authorization servers do.
 	issuedTo map[string]string
+	// unknownClient is a client the server no longer knows (it deleted
+	// the registration): its token requests are refused invalid_client.
+	unknownClient string
 }
 
 func newTestAS(t *testing.T) *testAS {
@@ -120,6 +123,11 @@ func newTestAS(t *testing.T) *testAS {
 		var scopes []string
 		switch gt {
 		case "authorization_code":
+			if by != "" && by == as.unknownClient {
+				w.WriteHeader(http.StatusUnauthorized)
+				writeJSON(w, map[string]any{"error": "invalid_client"})
+				return
+			}
 			ch, ok := as.challenges[r.PostForm.Get("code")]
 			sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
 			pkce, scope, _ := strings.Cut(ch, " ")
@@ -132,6 +140,11 @@ func newTestAS(t *testing.T) *testAS {
 			scopes = strings.Fields(scope)
 		case "refresh_token":
 			as.refreshedBy = append(as.refreshedBy, by)
+			if by != "" && by == as.unknownClient {
+				w.WriteHeader(http.StatusUnauthorized)
+				writeJSON(w, map[string]any{"error": "invalid_client"})
+				return
+			}
 			if rt := r.PostForm.Get("refresh_token"); !as.refresh[rt] || as.issuedTo[rt] != by {
 				w.WriteHeader(http.StatusBadRequest)
 				writeJSON(w, map[string]any{"error": "invalid_grant"})

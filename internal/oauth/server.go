@@ -297,6 +297,26 @@ func (sa *serverAuth) dropToken(t *tokenRecord) {
 	sa.persist()
 }
 
+// dropClientIfUnknown forgets c, a registration mcpd made itself, when
+// err is the token endpoint's invalid_client: the authorization server
+// deleted it (or let it expire), and a consent for it would fail there
+// every time. The next consent registers again.
+func (sa *serverAuth) dropClientIfUnknown(c *clientRecord, err error) {
+	te, ok := errors.AsType[*tokenError](err)
+	if !ok || te.Code != "invalid_client" || c == nil || c.How != "dynamic" {
+		return
+	}
+	sa.mu.Lock()
+	if sa.rec.Client == nil || sa.rec.Client.ID != c.ID {
+		sa.mu.Unlock()
+		return
+	}
+	sa.rec.Client = nil
+	sa.mu.Unlock()
+	sa.m.log.Info().Str("server", sa.name).Msg("the authorization server no longer knows mcpd's client; registering again")
+	sa.persist()
+}
+
 // forget clears the record and removes its file, under saveMu so that no
 // write of the old record lands after the removal.
 func (sa *serverAuth) forget() error {
@@ -391,6 +411,7 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 				return nil // another mcpd renewed it meanwhile
 			}
 			sa.dropToken(t)
+			sa.dropClientIfUnknown(client, err)
 		}
 		return err
 	}
