@@ -102,7 +102,7 @@ func runMCPStdio(args []string, lookup func(string) (string, bool), stdin io.Rea
 	// The first signal stops the bridge in order; a second one, should
 	// that hang, kills it.
 	context.AfterFunc(ctx, stop)
-	b := &bridge{endpoint: endpoint, client: client, token: token, out: stdout, orderWait: stdioOrderWait}
+	b := &bridge{endpoint: endpoint, client: client, token: token, out: stdout, stderr: stderr, orderWait: stdioOrderWait}
 	if err := b.run(ctx, stdin); err != nil {
 		fmt.Fprintln(stderr, "mcpd mcp-stdio:", err)
 		return stdioError
@@ -165,6 +165,9 @@ type bridge struct {
 
 	outMu sync.Mutex
 	out   io.Writer
+	// stderr is where the bridge says what the host cannot see: a session
+	// mcpd lost and opened again, or could not open again. Nil: nowhere.
+	stderr io.Writer
 
 	mu       sync.Mutex
 	session  string // Mcp-Session-Id, once mcpd gave one
@@ -790,6 +793,10 @@ func (b *bridge) startStandalone(ctx context.Context, wg *sync.WaitGroup) {
 	b.standing = true
 	b.mu.Unlock()
 	wg.Go(func() {
+		// renewed: the last turn opened a new session. A new session's
+		// stream that mcpd forgets at once too waits stdioRetry before the
+		// next renewal, as every other failure does.
+		renewed := false
 		for ctx.Err() == nil {
 			h, err := http.NewRequestWithContext(ctx, http.MethodGet, b.endpoint, nil)
 			if err != nil {
@@ -809,10 +816,13 @@ func (b *bridge) startStandalone(ctx context.Context, wg *sync.WaitGroup) {
 				}
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusNotFound && b.renew(ctx, h.Header.Get("Mcp-Session-Id")) {
-					continue // the stream of the new session
-				}
-				if !ok {
+					if renewed = !renewed; renewed {
+						continue // the stream of the new session, at once
+					}
+				} else if !ok {
 					return // no stream for this session (405), or no session (404)
+				} else {
+					renewed = false
 				}
 			}
 			t := time.NewTimer(stdioRetry)
@@ -853,8 +863,12 @@ func (b *bridge) renew(ctx context.Context, old string) bool {
 	}
 	session, version, err := b.initialize(ctx, &jsonrpc.Request{ID: id, Method: "initialize", Params: hello.Params})
 	if err != nil {
+		if ctx.Err() == nil {
+			b.note("mcpd lost the session (it restarted, or ended it), and a new one could not be opened: %v", err)
+		}
 		return false
 	}
+	b.note("mcpd lost the session (it restarted, or ended it): a new one is open")
 	b.mu.Lock()
 	b.session, b.version = session, version
 	b.mu.Unlock()
@@ -873,6 +887,14 @@ func (b *bridge) renew(ctx context.Context, old string) bool {
 		b.write(&jsonrpc.Request{Method: method, Params: json.RawMessage("{}")})
 	}
 	return true
+}
+
+// note writes one line to the bridge's stderr, which hosts keep in their
+// logs of the server.
+func (b *bridge) note(format string, args ...any) {
+	if b.stderr != nil {
+		fmt.Fprintf(b.stderr, "mcpd mcp-stdio: "+format+"\n", args...)
+	}
 }
 
 // initialize sends the bridge's own initialize, and returns the session

@@ -234,6 +234,8 @@ func TestMCPStdioSessionRenewed(t *testing.T) {
 	changed := make(chan struct{}, 16)
 	cmd := exec.Command(mcpdBinary(t), "mcp-stdio", "--connect", url)
 	cmd.Env = daemonEnv()
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
 	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-host", Version: "0"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
@@ -272,5 +274,9 @@ func TestMCPStdioSessionRenewed(t *testing.T) {
 	case <-changed:
 	case <-ctx.Done():
 		t.Fatal("no notifications/tools/list_changed after the session was renewed")
+	}
+	// The host's log of the server says why its lists changed.
+	if !strings.Contains(stderr.String(), "mcpd lost the session") {
+		t.Errorf("mcp-stdio's stderr: got %q, want a line about the renewed session", stderr.String())
 	}
 }
