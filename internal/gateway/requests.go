@@ -74,7 +74,7 @@ func (g *Gateway) answerServerRequests(ctx context.Context, ss *mcp.ServerSessio
 // refusedReply answers a server's request that the host's caller may no
 // longer answer (the callers file changed since its call began), as the
 // gRPC edge answers one for an agent's stream.
-var refusedReply = mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client may not answer this request"}}
+var refusedReply = mcpclient.NotPermittedReply()
 
 // mayAnswer reports whether caller may answer req, by the callers file in
 // force.

@@ -62,6 +62,13 @@ type Reply struct {
 	Error *jsonrpc.Error
 }
 
+// NotPermittedReply is the answer to a server's request that the caller
+// of the agent (or host) it went to may not answer, or no longer may: the
+// callers file changed since. Every wire refuses with it.
+func NotPermittedReply() Reply {
+	return Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client may not answer this request"}}
+}
+
 // BrokerOptions configure a Broker.
 type BrokerOptions struct {
 	// Timeout bounds how long a server's request waits for an agent's

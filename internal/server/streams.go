@@ -347,7 +347,7 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				// approval among them) counts as a refusal.
 				h.log.Warn().Str("server", server).Stringer("kind", kind).Msg("server request reply refused: the agent's caller may no longer answer it")
 				refusal = "the caller may no longer answer " + kind.String() + " requests of server " + server
-				toServer = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client may not answer this request"}
+				toServer = mcpclient.NotPermittedReply().Error
 			}
 			if refusal != "" {
 				err = h.broker.Refuse(agent, reply.GetId(), refusal, toServer)
@@ -388,8 +388,7 @@ func (h *hub) HandleServerRequests(stream grpc.BidiStreamingServer[mcpdv1.Handle
 				// server gets an error now instead of an answer from an
 				// agent that may no longer give one.
 				h.log.Warn().Str("server", req.Server).Stringer("kind", req.Kind).Msg("server request not forwarded: the agent's caller may no longer answer it")
-				r := mcpclient.Reply{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client may not answer this request"}}
-				if aerr := h.broker.Answer(agent, req.ID, r); aerr != nil {
+				if aerr := h.broker.Answer(agent, req.ID, mcpclient.NotPermittedReply()); aerr != nil {
 					h.log.Warn().Err(aerr).Str("server", req.Server).Msg("server request not answered")
 				}
 				continue
