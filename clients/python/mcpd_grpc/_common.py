@@ -64,6 +64,11 @@ STABLE_STREAM = 5.0
 # fail the call with UNAVAILABLE (gRPC's default there is 20 s).
 _CHANNEL_OPTIONS: Dict[str, Any] = {
     "grpc.max_receive_message_length": 64 * 1024 * 1024,
+    # Each client its own connections: grpcio otherwise shares one between
+    # channels of equal settings, so a client made after mcpd restarted
+    # could start on a connection an older client had to the mcpd that went
+    # away, its first call failing as one that may have run.
+    "grpc.use_local_subchannel_pool": 1,
     "grpc.initial_reconnect_backoff_ms": 100,
     "grpc.max_reconnect_backoff_ms": 2000,
 }

@@ -341,12 +341,13 @@ class UnixProxy:
     """A byte-level proxy from one Unix socket to another, so a test can
     cut every connection (and refuse new ones) while mcpd keeps running,
     or hold mcpd's first bytes on each new connection for reply_delay
-    seconds (a slow handshake)."""
+    seconds (a slow handshake); accepted counts the connections it took."""
 
     def __init__(self, listen: Path, upstream: Path) -> None:
         self.listen = listen
         self.upstream = upstream
         self.reply_delay = 0.0
+        self.accepted = 0
         self._lock = threading.Lock()
         self._conns: List[socket.socket] = []
         self._refusing = False
@@ -372,6 +373,7 @@ class UnixProxy:
             except OSError:
                 return  # closed
             with self._lock:
+                self.accepted += 1
                 refusing = self._refusing
             if refusing:
                 down.close()

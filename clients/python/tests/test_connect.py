@@ -1,4 +1,4 @@
-"""Connecting to mcpd when its side of the handshake is slow."""
+"""Connecting to mcpd: each client its own connection, and a slow handshake."""
 
 from __future__ import annotations
 
@@ -29,3 +29,21 @@ def test_slow_handshake_async(proxy: UnixProxy) -> None:
             return (await c.get_server("demo")).ready
 
     assert run_async(call())
+
+
+def test_each_client_its_own_connection(proxy: UnixProxy) -> None:
+    """Two clients open at once do not share a connection (grpcio's
+    default shares one between channels of equal settings): a new client
+    after mcpd restarted must not start on a connection an older one had
+    to the mcpd that went away, where its first call would fail as one
+    that may have run instead of one never sent."""
+    with Client(proxy.target, timeout=RPC_TIMEOUT) as a, Client(proxy.target, timeout=RPC_TIMEOUT) as b:
+        assert a.get_server("demo").ready and b.get_server("demo").ready
+    assert proxy.accepted == 2
+
+    async def calls() -> None:
+        async with AsyncClient(proxy.target, timeout=RPC_TIMEOUT) as a, AsyncClient(proxy.target, timeout=RPC_TIMEOUT) as b:
+            assert (await a.get_server("demo")).ready and (await b.get_server("demo")).ready
+
+    run_async(calls())
+    assert proxy.accepted == 4
