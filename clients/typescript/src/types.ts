@@ -670,9 +670,15 @@ function oauthFromMcpJson(server: string, o: Record<string, unknown>): MessageIn
 
 function duration(ms: number | undefined): MessageInitShape<typeof import("@bufbuild/protobuf/wkt").DurationSchema> | undefined {
   if (ms === undefined) return undefined;
-  if (ms < 0) throw new RangeError("a timeout must not be negative");
-  const seconds = Math.floor(ms / 1000);
-  return { seconds: BigInt(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
+  if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`a timeout must be a finite number of milliseconds, not negative: got ${ms}`);
+  let seconds = Math.floor(ms / 1000);
+  let nanos = Math.round((ms - seconds * 1000) * 1e6);
+  if (nanos >= 1e9) {
+    // Just under a whole second rounds up to it: a Duration's nanos stay below 1e9.
+    seconds += 1;
+    nanos -= 1e9;
+  }
+  return { seconds: BigInt(seconds), nanos };
 }
 
 export { duration as durationFromMs };

@@ -112,6 +112,20 @@ describe("ServerConfig.fromMcpJson", () => {
     for (const key of KEYS["oauth.idp"]) assert.ok(message({ url: URL, oauth: { idp: { [key]: null } } }).oauth?.idp, key);
   });
 
+  it("turns milliseconds into a valid Duration", () => {
+    // Just under two seconds must not round to nanos = 1e9 (out of range).
+    for (const [ms, seconds, nanos] of [
+      [1999.9999999, 2n, 0],
+      [0.0000001, 0n, 0],
+      [1500, 1n, 500_000_000],
+      [0, 0n, 0],
+    ] as const) {
+      const d = t.durationFromMs(ms);
+      assert.deepEqual([d?.seconds, d?.nanos], [seconds, nanos], String(ms));
+    }
+    for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY]) assert.throws(() => t.durationFromMs(bad), RangeError, String(bad));
+  });
+
   it("reads the options, with timeouts in seconds", () => {
     const c = message({ command: "npx", toolsDeny: ["delete_*"], toolsAllow: ["get_*"], toolsAsk: ["put_*"], timeout: 30, connectTimeout: 2.5 });
     assert.deepEqual([c.toolsDeny, c.toolsAllow, c.toolsAsk], [["delete_*"], ["get_*"], ["put_*"]]);
