@@ -122,8 +122,8 @@ def arguments_struct(arguments: Union[None, str, bytes, Mapping[str, Any]]) -> O
 def duration(seconds: Optional[float]) -> Optional[duration_pb2.Duration]:
     if seconds is None:
         return None
-    if seconds < 0:
-        raise ValueError("a timeout must not be negative")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"a timeout must be a finite number of seconds, not negative: got {seconds!r}")
     d = duration_pb2.Duration()
     d.FromNanoseconds(int(seconds * 1e9))
     return d

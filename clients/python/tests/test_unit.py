@@ -612,3 +612,13 @@ def test_target_from_the_environment_is_checked_too(monkeypatch: pytest.MonkeyPa
 def test_grpc_scheme_targets_go_to_grpc_as_they_are(target: str) -> None:
     with mcpd_grpc.Client(target) as c:
         assert c.target == target
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_a_timeout_must_be_finite_and_not_negative(bad: float) -> None:
+    from mcpd_grpc import _convert
+
+    with pytest.raises(ValueError, match="finite"):
+        _convert.duration(bad)
+    d = _convert.duration(1.5)
+    assert d is not None and (d.seconds, d.nanos) == (1, 500_000_000)
