@@ -581,6 +581,8 @@ class AsyncClient:
     async def handlers_ready(self, timeout: Optional[float] = 10.0) -> bool:
         """Waits until mcpd routes requests of every registered kind to this
         client; False on timeout."""
+        if self._closed:
+            raise ValueError("the client is closed")
         self._ensure_worker()
         if self._worker is None:
             return True

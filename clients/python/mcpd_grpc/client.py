@@ -609,6 +609,7 @@ class Client:
         """Waits until mcpd routes requests of every registered kind to this
         client; False on timeout. Raises the error that stopped the handler
         stream for good (e.g. Unauthenticated)."""
+        self._check_open()
         with self._lock:
             worker = self._worker
         if worker is None:

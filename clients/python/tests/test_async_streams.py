@@ -278,6 +278,8 @@ async def test_closed_async_client_raises_value_error(daemon: Daemon, wire: str)
         await c.call_tool_stream("mcp__demo__add", {"a": 1, "b": 2}).__anext__()
     with pytest.raises(ValueError):
         await c.serve_tools(AgentTools("pyclosed"))
+    with pytest.raises(ValueError):
+        await c.handlers_ready(0)
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio tells a task's own cancellation (Task.cancelling) from 3.11")

@@ -478,6 +478,7 @@ def test_a_closed_client_says_so_on_either_wire(target: str) -> None:
         lambda: client.get_server("demo"),
         client.tools_for_openai,
         client.subscribe,
+        lambda: client.handlers_ready(0),
     ):
         with pytest.raises(ValueError, match="^the client is closed$"):
             call()
