@@ -326,7 +326,7 @@ func (m *Manager) ServeTools(ctx context.Context, decl AgentDeclaration, replace
 	end, ok := m.begin(cfg.Name)
 	if !ok {
 		end()
-		return nil, Status{}, errorf(ErrUnavailable, "mcpd is shutting down")
+		return nil, Status{}, errorf(ErrShuttingDown, "mcpd is shutting down")
 	}
 	m.mu.Lock()
 	old := m.servers[cfg.Name]

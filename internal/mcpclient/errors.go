@@ -22,6 +22,10 @@ var (
 	// ErrUnavailable means the server cannot take the request now (starting,
 	// reconnecting, failed, or its connection closed); retrying may succeed.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrShuttingDown means mcpd is stopping and takes no new work; a
+	// client may try again once it (or another mcpd) is back. It is of
+	// kind ErrUnavailable too.
+	ErrShuttingDown = fmt.Errorf("shutting down: %w", ErrUnavailable)
 	// ErrPermissionDenied means a policy (a tool filter) refuses the request.
 	ErrPermissionDenied = errors.New("permission denied")
 	// ErrResourceExhausted means a limit was reached: the calls in flight

@@ -269,7 +269,7 @@ func (m *Manager) start(cfg config.Server, replace bool) (*upstream, error) {
 	end, ok := m.begin(cfg.Name)
 	defer end()
 	if !ok {
-		return nil, errorf(ErrUnavailable, "mcpd is shutting down")
+		return nil, errorf(ErrShuttingDown, "mcpd is shutting down")
 	}
 	m.mu.Lock()
 	old := m.servers[cfg.Name]
@@ -383,7 +383,7 @@ func (m *Manager) AddStopped(cfg config.Server, state State, reason error, repla
 	end, ok := m.begin(cfg.Name)
 	defer end()
 	if !ok {
-		return errorf(ErrUnavailable, "mcpd is shutting down")
+		return errorf(ErrShuttingDown, "mcpd is shutting down")
 	}
 	m.mu.Lock()
 	old := m.servers[cfg.Name]
@@ -415,7 +415,7 @@ func (m *Manager) SetEnabled(name string, enabled bool) error {
 		return err
 	}
 	if !ok {
-		return errorf(ErrUnavailable, "mcpd is shutting down")
+		return errorf(ErrShuttingDown, "mcpd is shutting down")
 	}
 	u.setEnabled(enabled)
 	return nil
@@ -530,7 +530,7 @@ func (m *Manager) Restart(ctx context.Context, name string) (Status, error) {
 	}
 	if !ok {
 		end()
-		return Status{}, errorf(ErrUnavailable, "mcpd is shutting down")
+		return Status{}, errorf(ErrShuttingDown, "mcpd is shutting down")
 	}
 	if err := old.cfg.Validate(); err != nil {
 		end()

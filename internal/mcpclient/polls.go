@@ -235,7 +235,7 @@ func (pl *poller) start(spec PollSpec, publish func(*poll, json.RawMessage, erro
 // has stopped its polls already or will find this one.
 func (pl *poller) startLocked(spec PollSpec, publish func(*poll, json.RawMessage, error, bool), prefix string) (*poll, error) {
 	if pl.closed {
-		return nil, errorf(ErrUnavailable, "mcpd is shutting down")
+		return nil, errorf(ErrShuttingDown, "mcpd is shutting down")
 	}
 	if len(pl.polls)+len(pl.fallbacks) >= pl.max {
 		return nil, errorf(ErrResourceExhausted, "mcpd already runs %d polls, its limit (--max-polls)", pl.max)

@@ -587,7 +587,11 @@ func TestToStatus(t *testing.T) {
 		{fmt.Errorf("x: %w", context.Canceled), codes.Canceled, ""},
 		{fmt.Errorf("x: %w", mcpclient.ErrNotFound), codes.NotFound, ""},
 		{mcpclient.Deny("no"), codes.PermissionDenied, ""},
-		{fmt.Errorf("x: %w", mcpclient.ErrUnavailable), codes.Unavailable, ""},
+		// mcpd's own UNAVAILABLE has a reason, so that a client tells it
+		// from a connection to mcpd that broke (none).
+		{fmt.Errorf("x: %w", mcpclient.ErrUnavailable), codes.Unavailable, reasonServerUnavailable},
+		{fmt.Errorf("x: %w", mcpclient.ErrShuttingDown), codes.Unavailable, reasonShuttingDown},
+		{errShuttingDown, codes.Unavailable, reasonShuttingDown},
 		{&mcpclient.RPCError{Server: "s", Code: -32602, Message: "bad"}, codes.InvalidArgument, reasonUpstreamError},
 		{&mcpclient.RPCError{Server: "s", Code: -32601, Message: "no method"}, codes.Unimplemented, reasonUpstreamError},
 		{&mcpclient.RPCError{Server: "s", Code: 42, Message: "custom"}, codes.Unknown, reasonUpstreamError},

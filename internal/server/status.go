@@ -35,6 +35,14 @@ const (
 	// for one of its server's in-flight slots: unlike the other causes of
 	// RESOURCE_EXHAUSTED, it passes as the calls in flight finish.
 	reasonQueueTimeout = "QUEUE_TIMEOUT"
+	// reasonServerUnavailable marks a request its server cannot take now
+	// (not READY, its session ended, an HTTP exchange with it refused or
+	// failed), and reasonShuttingDown one mcpd refused or ended while
+	// stopping. With CALL_MAY_HAVE_RUN, every UNAVAILABLE mcpd sends has a
+	// reason, so a client tells them from a connection to mcpd that broke,
+	// which has none (and during a tool call may have run it).
+	reasonServerUnavailable = "SERVER_UNAVAILABLE"
+	reasonShuttingDown      = "SHUTTING_DOWN"
 )
 
 // toStatus is the one place where errors become gRPC statuses. Handlers
@@ -69,8 +77,10 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &interrupted):
 		return interruptedStatus(interrupted)
+	case errors.Is(err, mcpclient.ErrShuttingDown):
+		return reasonStatus(codes.Unavailable, err, reasonShuttingDown)
 	case errors.Is(err, mcpclient.ErrUnavailable):
-		return status.Error(codes.Unavailable, err.Error())
+		return reasonStatus(codes.Unavailable, err, reasonServerUnavailable)
 	case errors.Is(err, mcpclient.ErrPermissionDenied), errors.Is(err, access.ErrPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, access.ErrUnauthenticated):

@@ -99,8 +99,13 @@ func TestShutdownEndsStreamsWaitingForTheirFirstMessage(t *testing.T) {
 		"ServeTools":           func() error { _, err := tools.Recv(); return err },
 	}
 	for name, recv := range recvs {
-		if err := recv(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "mcpd is shutting down") {
+		err := recv()
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "mcpd is shutting down") {
 			t.Errorf("%s at shutdown: got %v, want UNAVAILABLE: mcpd is shutting down", name, err)
+		}
+		// The reason tells it from a connection to mcpd that broke.
+		if info := errorInfo(status.Convert(err)); info.GetReason() != reasonShuttingDown {
+			t.Errorf("%s at shutdown: ErrorInfo %v, want reason %s", name, info, reasonShuttingDown)
 		}
 	}
 	<-stopped

@@ -28,9 +28,9 @@ import (
 // block the upstream session, and the result is never dropped.
 const streamedNotes = 256
 
-// errShuttingDown ends long-lived streams when the daemon stops; it is
-// retryable.
-var errShuttingDown = status.Error(codes.Unavailable, "mcpd is shutting down")
+// errShuttingDown ends long-lived streams, and refuses new calls, when the
+// daemon stops; it is retryable.
+var errShuttingDown = reasonStatus(codes.Unavailable, errors.New("mcpd is shutting down"), reasonShuttingDown)
 
 func (h *hub) CallToolStream(req *mcpdv1.CallToolStreamRequest, stream grpc.ServerStreamingServer[mcpdv1.CallToolStreamResponse]) error {
 	if req.GetName() == "" {

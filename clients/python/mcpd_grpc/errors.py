@@ -61,6 +61,13 @@ REASON_CALL_MAY_HAVE_RUN = "CALL_MAY_HAVE_RUN"
 #: a ``RESOURCE_EXHAUSTED`` without it, a message over
 #: ``--max-message-bytes``, fails the same way again.
 REASON_QUEUE_TIMEOUT = "QUEUE_TIMEOUT"
+#: The ErrorInfo reason of an ``UNAVAILABLE`` that mcpd sent because the
+#: server cannot take the request now (not ``READY``, its session ended, an
+#: HTTP exchange with it refused or failed); ``retryable``.
+REASON_SERVER_UNAVAILABLE = "SERVER_UNAVAILABLE"
+#: The ErrorInfo reason of an ``UNAVAILABLE`` that mcpd sent while stopping
+#: (a call refused, a stream ended); ``retryable``, once mcpd is back.
+REASON_SHUTTING_DOWN = "SHUTTING_DOWN"
 
 _DETAILS_KEY = "grpc-status-details-bin"
 _ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -312,10 +319,11 @@ def call_cut_off(message: str) -> Unavailable:
 #: was made (refused, no such socket, a name that does not resolve, no TLS
 #: handshake, an HTTP/1.x listener), so nothing reached mcpd.
 _GRPC_NOT_SENT = ("failed to connect to all addresses", "DNS resolution failed", "errors resolving ", "empty address list")
-#: What marks mcpd's own UNAVAILABLE statuses without an ErrorInfo (a
-#: server not ready, mcpd shutting down): grpcio shows nothing else that
-#: tells them from its own (a trailers-only status has no metadata to
-#: show), and its own never name a server in quotes.
+#: What marks the UNAVAILABLE statuses of an mcpd from before they had an
+#: ErrorInfo (SERVER_UNAVAILABLE, SHUTTING_DOWN: a server not ready, mcpd
+#: shutting down): grpcio shows nothing else that tells them from its own
+#: (a trailers-only status has no metadata to show), and its own never
+#: name a server in quotes.
 _GRPC_FROM_MCPD = 'server "'
 _GRPC_SHUTTING_DOWN = "mcpd is shutting down"
 

@@ -12,7 +12,7 @@ import pytest
 
 import mcpd_grpc
 from conftest import RPC_TIMEOUT, WIRES, Daemon, poll, run_async
-from mcpd_grpc import AsyncClient, Client, ServerConfig
+from mcpd_grpc import AsyncClient, Client, ServerConfig, errors
 
 TOKEN = "test-token-5f1c"
 RECORDING_SERVER = Path(__file__).resolve().parent / "recording_server.py"
@@ -210,7 +210,7 @@ def test_async_tool_call_cut_off_with_its_connection(mcpd_bin: str, tmp_path: Pa
 @pytest.mark.parametrize("wire", WIRES)
 def test_tool_call_to_a_server_not_ready_stays_retryable(mcpd_bin: str, tmp_path: Path, wire: str) -> None:
     """mcpd's own UNAVAILABLE for a tool call of a server that failed to
-    start carries no ErrorInfo, and the tool never ran: it stays
+    start has reason SERVER_UNAVAILABLE, and the tool never ran: it stays
     retryable on every client and wire, streamed or not."""
     d = Daemon(mcpd_bin, tmp_path, "failed", http=True).start()
     try:
@@ -221,17 +221,17 @@ def test_tool_call_to_a_server_not_ready_stays_retryable(mcpd_bin: str, tmp_path
                 with pytest.raises(mcpd_grpc.Unavailable) as info:
                     call()
                 e = info.value
-                assert e.reason == "" and e.retryable and 'server "broken"' in e.message, f"got {e!r} reason {e.reason!r}"
+                assert e.reason == errors.REASON_SERVER_UNAVAILABLE and e.retryable and 'server "broken"' in e.message, f"got {e!r} reason {e.reason!r}"
 
         async def aio() -> None:
             async with AsyncClient(d.target_of(wire), timeout=RPC_TIMEOUT) as c:
                 with pytest.raises(mcpd_grpc.Unavailable) as info:
                     await c.call_tool("mcp__broken__x")
-                assert info.value.reason == "" and info.value.retryable, f"got {info.value!r}"
+                assert info.value.reason == errors.REASON_SERVER_UNAVAILABLE and info.value.retryable, f"got {info.value!r}"
                 with pytest.raises(mcpd_grpc.Unavailable) as info:
                     async for _ in c.call_tool_stream("mcp__broken__x"):
                         pass
-                assert info.value.reason == "" and info.value.retryable, f"got {info.value!r}"
+                assert info.value.reason == errors.REASON_SERVER_UNAVAILABLE and info.value.retryable, f"got {info.value!r}"
 
         run_async(aio())
     finally:

@@ -183,7 +183,7 @@ class TestErrors:
             ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:9: Ssl handshake failed: SSL_ERROR_SSL", False),
             ("DNS resolution failed for nosuchhost.invalid:5: C-ares status is not ARES_SUCCESS", False),
             ("errors resolving nosuchhost.invalid:5: [field:hostname lookup error:address lookup failed]", False),
-            # mcpd's own, without an ErrorInfo: a server not ready, a shutdown.
+            # An older mcpd's own, without an ErrorInfo: a server not ready, a shutdown.
             ('server "rec" is failed: connect: server process exited: exit status 1', False),
             ('tools/call: server "rec" lost the session; mcpd is reconnecting', False),
             ("mcpd is shutting down", False),
@@ -204,6 +204,11 @@ class TestErrors:
         assert (plain.reason, plain.message, plain.retryable) == ("", details, True), repr(plain)
 
     def test_tool_call_status_from_mcpd_is_kept(self) -> None:
+        # mcpd's own UNAVAILABLE has a reason, whatever its message says.
+        for reason in (errors.REASON_SERVER_UNAVAILABLE, errors.REASON_SHUTTING_DOWN):
+            info = _status_bin(ERROR_INFO_TYPE, reason, "mcpd.v1", {})
+            e = errors.from_rpc_error(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "not now", (("grpc-status-details-bin", info),)), tool_call=True)
+            assert (e.message, e.reason, e.retryable) == ("not now", reason, True), repr(e)
         # mcpd's own CALL_MAY_HAVE_RUN, with its metadata; other codes.
         info = _status_bin(ERROR_INFO_TYPE, "CALL_MAY_HAVE_RUN", "mcpd.v1", {"server": "rec", "tool": "wait", "retried": "false"})
         e = errors.from_rpc_error(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "lost", (("grpc-status-details-bin", info),)), tool_call=True)

@@ -35,6 +35,14 @@ export const REASON_CALL_MAY_HAVE_RUN = "CALL_MAY_HAVE_RUN";
  * fails the same way again.
  */
 export const REASON_QUEUE_TIMEOUT = "QUEUE_TIMEOUT";
+/**
+ * The ErrorInfo reason of an `UNAVAILABLE` that mcpd sent because the server
+ * cannot take the request now (not `READY`, its session ended, an HTTP
+ * exchange with it refused or failed); `retryable`.
+ */
+export const REASON_SERVER_UNAVAILABLE = "SERVER_UNAVAILABLE";
+/** The ErrorInfo reason of an `UNAVAILABLE` that mcpd sent while stopping (a call refused, a stream ended); `retryable`, once mcpd is back. */
+export const REASON_SHUTTING_DOWN = "SHUTTING_DOWN";
 
 const ERROR_INFO_TYPE = "google.rpc.ErrorInfo";
 

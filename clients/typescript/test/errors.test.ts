@@ -8,7 +8,19 @@ import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { fileURLToPath } from "node:url";
-import { Cancelled, Client, MCPDError, NotFound, REASON_CALL_MAY_HAVE_RUN, ResourceExhausted, ServerConfig, Unavailable, UnknownError, toMCPDError } from "../src/index.js";
+import {
+  Cancelled,
+  Client,
+  MCPDError,
+  NotFound,
+  REASON_CALL_MAY_HAVE_RUN,
+  REASON_SERVER_UNAVAILABLE,
+  ResourceExhausted,
+  ServerConfig,
+  Unavailable,
+  UnknownError,
+  toMCPDError,
+} from "../src/index.js";
 import { Daemon, MCPD_BIN, REPO, SUITE_TIMEOUT_MS, linesOf, tempDir, testWires } from "./harness.js";
 
 const RECORDING_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "recording-server.js");
@@ -76,10 +88,15 @@ describe("toMCPDError", () => {
     assert.ok(toMCPDError(new ConnectError(backlog.message, Code.Aborted, undefined, undefined, backlog), false, true).retryable);
     const midCall = Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
     assert.ok(!toMCPDError(new ConnectError(midCall.message, Code.Aborted, undefined, undefined, midCall), false, true).retryable);
-    // mcpd's own UNAVAILABLE (a server not ready) is as mcpd sent it.
+    // mcpd's own UNAVAILABLE (a server not ready) is as mcpd sent it, with
+    // its reason (an older mcpd's had none).
     const sent = new ConnectError("server is reconnecting", Code.Unavailable, { "grpc-status": "14" });
     const notReady = toMCPDError(sent, false, true);
     assert.ok(notReady instanceof Unavailable && notReady.reason === "" && notReady.retryable, String(notReady));
+    const withReason = new ConnectError("server is reconnecting", Code.Unavailable, { "grpc-status": "14" });
+    withReason.details.push({ type: "google.rpc.ErrorInfo", value: errorInfo(REASON_SERVER_UNAVAILABLE, "mcpd.v1", {}) });
+    const told = toMCPDError(withReason, false, true);
+    assert.ok(told instanceof Unavailable && told.reason === REASON_SERVER_UNAVAILABLE && told.retryable, String(told));
   });
 
   it("survives garbage details and plain errors", () => {
@@ -157,6 +174,25 @@ describe("retryable from a real mcpd", { skip, timeout: SUITE_TIMEOUT_MS }, () =
   });
 
   for (const wire of testWires()) {
+    it(`${wire}: a tool call to a server that is not ready is, with SERVER_UNAVAILABLE`, async () => {
+      const c = daemon.client(wire);
+      const name = `broken-${wire.replace(/[^a-z0-9]/g, "")}`;
+      try {
+        const s = await c.connectServer(ServerConfig.stdio(name, "/bin/false"), { replace: true });
+        assert.equal(s.state, "failed", `${s.state} ${s.lastError}`);
+        for (const call of [() => c.callTool(`mcp__${name}__x`), async () => { for await (const _ of c.callToolStream(`mcp__${name}__x`)); }]) {
+          await assert.rejects(call(), (e: unknown) => {
+            assert.ok(e instanceof Unavailable, String(e));
+            assert.deepEqual([e.reason, e.domain, e.retryable], [REASON_SERVER_UNAVAILABLE, "mcpd.v1", true], String(e));
+            return true;
+          });
+        }
+      } finally {
+        await c.disconnectServer(name).catch(() => undefined);
+        await c.close();
+      }
+    });
+
     it(`${wire}: a call refused after --queue-timeout is, with QUEUE_TIMEOUT; a message over --max-message-bytes is not`, async () => {
       const holder = daemon.client("grpc");
       const c = daemon.client(wire);
