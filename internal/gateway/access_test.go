@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
 
 	"github.com/mcpd-project/mcpd/internal/access"
 	"github.com/mcpd-project/mcpd/internal/config"
@@ -52,11 +53,33 @@ func TestGatewaySetsServerAsks(t *testing.T) {
 // internal error instead of ending the process.
 func TestRecoverPanics(t *testing.T) {
 	g := &Gateway{}
-	h := g.recoverPanics(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
+	h := g.internalErrors(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
 	res, err := h(context.Background(), "tools/call", nil)
 	var je *jsonrpc.Error
 	if res != nil || !errors.As(err, &je) || je.Code != jsonrpc.CodeInternalError || strings.Contains(je.Message, "boom") {
 		t.Errorf("got %v, %v; want an internal error that does not quote the panic", res, err)
+	}
+}
+
+// TestUnexpectedErrorHidden: an error no case of the table maps reaches
+// the host as "internal error" (-32603), as at the gRPC edge, not with its
+// text; the cause is in mcpd's log.
+func TestUnexpectedErrorHidden(t *testing.T) {
+	var buf syncBuffer
+	g := &Gateway{log: zerolog.New(&buf)}
+	h := g.internalErrors(func(context.Context, string, mcp.Request) (mcp.Result, error) {
+		return nil, wireError(errors.New("open /var/lib/mcpd/x: detail"))
+	})
+	_, err := h(context.Background(), "prompts/get", nil)
+	var je *jsonrpc.Error
+	if err == nil || err.Error() != "internal error" || !errors.As(err, &je) || je.Code != jsonrpc.CodeInternalError {
+		t.Errorf("got %v; want error -32603 \"internal error\"", err)
+	}
+	if log := buf.String(); !strings.Contains(log, "open /var/lib/mcpd/x: detail") || !strings.Contains(log, "prompts/get") {
+		t.Errorf("the log does not name the cause and the method: %s", log)
+	}
+	if got := outcome(err); got != "Error" {
+		t.Errorf("audited as %s, want Error", got)
 	}
 }
 

@@ -74,8 +74,20 @@ func wireError(err error) error {
 		// the message says what was wrong.
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	return &unexpectedError{cause: err}
 }
+
+// unexpectedError is an error no case of wireError maps: a bug of mcpd's.
+// As at the gRPC edge, the host gets "internal error", not its text, which
+// may carry internals; internalErrors logs the cause.
+type unexpectedError struct{ cause error }
+
+var internalWireError = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+
+// Error is what the host reads (the SDK answers with the outer error's
+// text and the code of the *jsonrpc.Error it wraps).
+func (e *unexpectedError) Error() string   { return internalWireError.Message }
+func (e *unexpectedError) Unwrap() []error { return []error{internalWireError, e.cause} }
 
 // notFoundError is an unknown tool, prompt, resource or server: the host
 // is told of it with invalid params, as the SDK tells of an unknown tool
@@ -136,14 +148,20 @@ func couldNotRun(err error) bool {
 	return errors.Is(err, mcpclient.ErrUnavailable) || errors.Is(err, mcpclient.ErrResourceExhausted) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// recoverPanics turns a panic in a request's handler into an internal
-// error for that request, logged as the gRPC listener's recovery does.
-func (g *Gateway) recoverPanics(next mcp.MethodHandler) mcp.MethodHandler {
+// internalErrors turns a panic in a request's handler into an internal
+// error for that request, logged as the gRPC listener's recovery does, and
+// logs the cause of an unexpectedError, as the gRPC listener's logging
+// interceptor logs that of an INTERNAL status.
+func (g *Gateway) internalErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
 		defer func() {
 			if p := recover(); p != nil {
 				g.log.Error().Interface("panic", p).Str("method", method).Msg("recovered from panic in handler")
-				res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+				res, err = nil, internalWireError
+			}
+			var unexpected *unexpectedError
+			if errors.As(err, &unexpected) {
+				g.log.Error().Str("method", method).Str("error", unexpected.cause.Error()).Msg("MCP endpoint: internal error")
 			}
 		}()
 		return next(ctx, method, req)

@@ -185,8 +185,9 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	g.srv.AddReceivingMiddleware(mgr.Telemetry().ServerMiddleware())
 	g.srv.AddReceivingMiddleware(g.cutOffRequests)
 	// Outermost: a panic in a handler fails its request, not mcpd (the
-	// SDK runs handlers on goroutines without a recover).
-	g.srv.AddReceivingMiddleware(g.recoverPanics)
+	// SDK runs handlers on goroutines without a recover), and the cause of
+	// an internal error is logged.
+	g.srv.AddReceivingMiddleware(g.internalErrors)
 	server := func(*http.Request) *mcp.Server { return g.srv }
 	g.stateful = mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
 		MaxRequestBodyBytes: g.opts.MaxMessageBytes,
