@@ -147,6 +147,9 @@ type daemonOptions struct {
 	unready bool
 	// dir is mcpd's working directory; empty means the test's.
 	dir string
+	// pidNamespace runs mcpd as PID 1 of a PID namespace of its own, as
+	// in a container (Linux, as root).
+	pidNamespace bool
 }
 
 // daemon is one running mcpd process and a gRPC client to it. Its methods
@@ -205,6 +208,9 @@ func startDaemon(ctx context.Context, t *testing.T, opts daemonOptions) *daemon 
 	// A process that inherited mcpd's stderr must not hang Wait forever.
 	d.cmd.WaitDelay = 5 * time.Second
 	dieWithTest(d.cmd)
+	if opts.pidNamespace {
+		inNewPIDNamespace(t, d.cmd)
+	}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start mcpd: %v", err)
 	}

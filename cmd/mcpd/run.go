@@ -30,6 +30,7 @@ import (
 	"github.com/mcpd-project/mcpd/internal/mcpclient"
 	"github.com/mcpd-project/mcpd/internal/server"
 	"github.com/mcpd-project/mcpd/internal/telemetry"
+	"github.com/mcpd-project/mcpd/internal/transport"
 )
 
 // defaultConfig is used when no config file exists and no --config is
@@ -56,6 +57,14 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 		return err
 	}
 	log.Debug().Int("pid", os.Getpid()).Msg("mcpd starting")
+	var reaper *transport.Reaper
+	if os.Getpid() == 1 {
+		// The init process of a container inherits every orphan: the
+		// children a server's wrapper (npx, uvx, sh -c) leaves behind.
+		reaper = transport.NewReaper(log)
+		defer reaper.Run()()
+		log.Info().Msg("running as PID 1: reaping orphaned processes")
+	}
 	if err := keepFromSameUser(); err != nil {
 		log.Warn().Err(err).Msg("cannot keep the daemon's memory and environment from other processes of its user")
 	}
@@ -187,6 +196,7 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 		OAuth:             upstreamAuth,
 		Trace:             tracedServers(c.traceServers),
 		WithholdEnv:       withheldEnv(authz),
+		Reaper:            reaper,
 		// Servers reached by URL: Streamable HTTP and legacy SSE.
 		Dialer: mcpclient.NewRemoteDialer(&mcpclient.RemoteOptions{Logger: log, MaxMessageBytes: c.maxMessageBytes, Telemetry: tel, OAuth: upstreamAuth}),
 	})

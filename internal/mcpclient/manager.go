@@ -118,6 +118,9 @@ type Options struct {
 	// that stdio servers do not inherit (mcpd's own credentials); a
 	// server's own env setting passes a variable anyway.
 	WithholdEnv func(name string) bool
+	// Reaper, if set, reaps the orphans of the servers' processes (mcpd
+	// as PID 1), leaving each server's own process to its supervision.
+	Reaper *transport.Reaper
 	// InstanceID names this mcpd process: its MCP endpoint shows it in
 	// its capabilities (InstanceCapability), and a server that shows it
 	// is that endpoint reached again, which is refused. Default: a random

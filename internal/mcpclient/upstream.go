@@ -1227,6 +1227,7 @@ func (u *upstream) dial(ctx context.Context, kind config.TransportKind, version 
 		SkippedLogLimit:     u.skippedLog,
 		Withhold:            u.opts.WithholdEnv,
 		Hurry:               u.stopping,
+		Reaper:              u.opts.Reaper,
 	})
 	u.mu.Lock()
 	u.lastProc = proc // nil after a failed start: the old tail is not its

@@ -111,6 +111,9 @@ type ProcessOptions struct {
 	// its grace periods, the stop begun by closing the connection too,
 	// which has no context of its own.
 	Hurry context.Context
+	// Reaper, if set, is the reaper of orphans (mcpd as PID 1), which
+	// must leave this process's child to it.
+	Reaper *Reaper
 }
 
 // Process is a supervised stdio MCP server: a child process in its own
@@ -126,6 +129,7 @@ type Process struct {
 	stopGrace time.Duration
 
 	cmd    *exec.Cmd
+	reaper *Reaper  // nil unless mcpd reaps orphans (PID 1)
 	stdin  *os.File // our write end of the child's stdin
 	stdout *os.File // our read end of the child's stdout
 	stderr *os.File // our read end of the child's stderr
@@ -285,6 +289,7 @@ func StartProcess(spec StdioSpec, opts *ProcessOptions) (*Process, error) {
 		stderrDone: make(chan struct{}),
 		stopped:    make(chan struct{}),
 		hurry:      make(chan struct{}),
+		reaper:     o.Reaper,
 	}
 	p.stderrLog = newLogGate(o.StderrLogLimit, p.stderrDropped, o.OnStderrLineDropped)
 	p.skipLog = newLogGate(o.SkippedLogLimit, p.skippedDropped, nil)
@@ -362,13 +367,21 @@ func mergeEnv(base []string, extra map[string]string, withhold func(string) bool
 func (p *Process) supervise(started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := p.cmd.Start(); err != nil {
+	err := p.reaper.startChild(func() (int, error) {
+		if err := p.cmd.Start(); err != nil {
+			return 0, err
+		}
+		return p.cmd.Process.Pid, nil
+	})
+	if err != nil {
 		started <- err
 		return
 	}
 	p.pid = p.cmd.Process.Pid
 	started <- nil
-	p.reaped(p.cmd.Wait())
+	err = p.cmd.Wait()
+	p.reaper.release(p.pid)
+	p.reaped(err)
 }
 
 // reaped records how the child ended, then kills what is left of its
