@@ -69,11 +69,15 @@ func (r *Reaper) reapOrphans() (blocked bool) {
 			return true
 		}
 		var status unix.WaitStatus
-		if _, err := unix.Wait4(pid, &status, unix.WNOHANG, nil); err != nil {
+		reaped, err := unix.Wait4(pid, &status, unix.WNOHANG, nil)
+		if err != nil {
 			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ECHILD) {
 				continue // look again
 			}
 			return false
+		}
+		if reaped != pid {
+			return false // not reapable after all: the next SIGCHLD looks again, rather than a spin
 		}
 		r.log.Debug().Int("pid", pid).Int("status", status.ExitStatus()).Str("signal", signalName(status)).Msg("reaped an orphaned process")
 	}

@@ -81,14 +81,10 @@ func TestReaperReapsOrphansOnly(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// Every orphan was killed as this process's child: gone altogether
-	// once reaped, a zombie (/proc entry in state Z) until then.
+	// Every orphan was killed as this process's child: gone once reaped
+	// (or its pid reused by a process of another parent).
 	for _, pid := range orphan {
-		for {
-			_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-			if errors.Is(err, os.ErrNotExist) {
-				break
-			}
+		for parentOf(pid) == os.Getpid() {
 			select {
 			case <-ctx.Done():
 				t.Fatalf("orphan %d was never reaped", pid)
@@ -136,6 +132,24 @@ func TestReaperLeavesProcessChildren(t *testing.T) {
 	if blocked := r.reapOrphans(); blocked {
 		t.Error("reapOrphans: blocked with no child left")
 	}
+}
+
+// parentOf returns the parent pid of pid, 0 when there is no such process.
+func parentOf(pid int) int {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
 }
 
 // isZombie reports whether pid has exited and awaits its reap.
