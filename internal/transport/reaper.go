@@ -25,14 +25,16 @@ type Reaper struct {
 	// once is never taken for an orphan before its pid is known.
 	starting sync.RWMutex
 
-	mu  sync.Mutex
-	own map[int]struct{} // the pids of the Processes' children, until reaped
+	mu sync.Mutex
+	// own counts the Processes' children of each pid until released: a
+	// pid freed by one's reap may be another's before the first releases.
+	own map[int]int
 }
 
 // NewReaper returns a Reaper that logs each orphan it reaps at debug level.
 // It reaps once Run is called.
 func NewReaper(log zerolog.Logger) *Reaper {
-	return &Reaper{log: log, own: make(map[int]struct{})}
+	return &Reaper{log: log, own: make(map[int]int)}
 }
 
 // startChild calls start, which starts a child and returns its pid, and
@@ -49,7 +51,7 @@ func (r *Reaper) startChild(start func() (pid int, err error)) error {
 		return err
 	}
 	r.mu.Lock()
-	r.own[pid] = struct{}{}
+	r.own[pid]++
 	r.mu.Unlock()
 	return nil
 }
@@ -60,7 +62,9 @@ func (r *Reaper) release(pid int) {
 		return
 	}
 	r.mu.Lock()
-	delete(r.own, pid)
+	if r.own[pid]--; r.own[pid] <= 0 {
+		delete(r.own, pid)
+	}
 	r.mu.Unlock()
 }
 
@@ -68,6 +72,5 @@ func (r *Reaper) release(pid int) {
 func (r *Reaper) owns(pid int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.own[pid]
-	return ok
+	return r.own[pid] > 0
 }
