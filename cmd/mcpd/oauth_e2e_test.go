@@ -854,3 +854,41 @@ func TestForgetAuthorizationOfAGoneServer(t *testing.T) {
 	_, err := d.hub.ForgetAuthorization(ctx, &mcpdv1.ForgetAuthorizationRequest{Server: "never"})
 	wantCode(t, err, codes.NotFound)
 }
+
+// TestOAuthConsentThroughAnotherInstance: two mcpd sharing the OAuth state
+// directory (the per-user default) wait for a person's consent to the same
+// server; the person consents through the first. The second takes the
+// token the first saved and becomes READY without asking anyone again.
+func TestOAuthConsentThroughAnotherInstance(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	up := newOAuthUpstream(t, nil)
+	stateDir := filepath.Join(shortTempDir(t), "oauth")
+	opts := daemonOptions{config: emptyConfig(t), args: []string{"--oauth-state-dir", stateDir}}
+	const name = "protected"
+	daemons := []*daemon{startDaemon(ctx, t, opts), startDaemon(ctx, t, opts)}
+	var authURLs []string
+	for _, d := range daemons {
+		resp, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: httpServerConfig(name, up.url(), nil)})
+		if err != nil {
+			t.Fatalf("ConnectServer: %v", err)
+		}
+		if srv := resp.GetServer(); srv.GetState() != mcpdv1.ServerState_SERVER_STATE_AUTHORIZATION_REQUIRED {
+			t.Fatalf("ConnectServer: got state %v, want AUTHORIZATION_REQUIRED", srv.GetState())
+		}
+		authURLs = append(authURLs, resp.GetServer().GetAuthorizationUrl())
+	}
+	redirect := approve(ctx, t, authURLs[0])
+	if r := httpGet(ctx, t, http.DefaultClient, redirect); r.StatusCode != http.StatusOK {
+		t.Fatalf("the first instance's redirect listener: got HTTP %d, want 200", r.StatusCode)
+	}
+	for i, d := range daemons {
+		d.waitServer(ctx, t, name, mcpdv1.ServerState_SERVER_STATE_READY)
+		if got := text(d.mustCall(ctx, t, "mcp__protected__echo", map[string]any{"message": "hi"})); got != "echo: hi" {
+			t.Errorf("instance %d: CallTool got %q, want %q", i+1, got, "echo: hi")
+		}
+	}
+	if n := up.grantCount("authorization_code"); n != 1 {
+		t.Errorf("the authorization server exchanged %d codes, want 1: one consent for both instances", n)
+	}
+}

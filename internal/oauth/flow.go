@@ -25,6 +25,9 @@ type flow struct {
 	expires  time.Time
 	done     chan struct{}
 	timer    *time.Timer
+	// watch looks in the state directory for another mcpd's token (see
+	// checkStored); nil without a state directory.
+	watch *time.Timer
 
 	once       sync.Once
 	completing sync.Mutex // one completion at a time; the first wins
@@ -38,6 +41,9 @@ var errForgotten = errorf(ErrAuthorizationFailed, "authorization was forgotten")
 func (f *flow) finish() {
 	f.once.Do(func() {
 		f.timer.Stop()
+		if f.watch != nil {
+			f.watch.Stop()
+		}
 		f.sa.m.removeFlow(f)
 		close(f.done)
 	})
@@ -92,10 +98,18 @@ func (sa *serverAuth) startFlow(ctx context.Context, meta *metadata, scopes []st
 			sa.m.changed(sa.name)
 		}
 	})
+	if sa.m.store.dir != "" {
+		// Set before the flow is seen (finish stops it), armed after.
+		f.watch = time.AfterFunc(time.Hour, f.checkStored)
+		f.watch.Reset(sa.m.opts.StoredPoll)
+	}
 	sa.mu.Lock()
 	if sa.gen != gen {
 		sa.mu.Unlock()
 		f.timer.Stop()
+		if f.watch != nil {
+			f.watch.Stop()
+		}
 		return errForgotten
 	}
 	sa.pending = f
@@ -104,6 +118,33 @@ func (sa *serverAuth) startFlow(ctx context.Context, meta *metadata, scopes []st
 	sa.m.log.Info().Str("server", sa.name).Str("issuer", meta.asm.Issuer).Time("expires", f.expires).Msg("server needs authorization")
 	sa.m.changed(sa.name)
 	return sa.consentError()
+}
+
+// checkStored ends f as completed when another mcpd sharing the state
+// directory saved a token for the server meanwhile (a person consented
+// there), so that nobody is asked a second time; else it looks again
+// after StoredPoll, until f ends. It skips a turn while a request of the
+// server authorizes or refreshes (adoptStored takes authSem's turn).
+func (f *flow) checkStored() {
+	sa := f.sa
+	select {
+	case <-f.done:
+		return
+	default:
+	}
+	select {
+	case sa.authSem <- struct{}{}:
+		adopted := sa.pendingFlow() == f && sa.adoptStored()
+		sa.unlockAuth()
+		if adopted {
+			if sa.endFlowIf(f, nil) {
+				sa.m.changed(sa.name)
+			}
+			return
+		}
+	default:
+	}
+	f.watch.Reset(sa.m.opts.StoredPoll)
 }
 
 // endFlowIf ends the pending flow if it is still f.

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestSharedStateDirFollowsRotation: two mcpd instances share a state
@@ -79,5 +81,44 @@ func TestSharedStateDirConsentOnce(t *testing.T) {
 	}
 	if _, ok := m2.Pending("srv"); ok {
 		t.Error("second instance: a consent is pending, want none")
+	}
+}
+
+// TestSharedStateDirPendingConsentTakesAnothersToken: two instances
+// sharing a state directory both wait for a person's consent; the person
+// consents through the first. The second's pending consent ends, with the
+// first's token, without asking anyone again.
+func TestSharedStateDirPendingConsentTakesAnothersToken(t *testing.T) {
+	as := newTestAS(t)
+	dir := t.TempDir()
+	var changes atomic.Int32
+	m1 := newManagerWith(t, &Options{StateDir: dir, StoredPoll: 20 * time.Millisecond})
+	m2 := newManagerWith(t, &Options{StateDir: dir, StoredPoll: 20 * time.Millisecond, OnChange: func(string) { changes.Add(1) }})
+	c1, c2 := client(m1, as, nil), client(m2, as, nil)
+	_, _ = post(t, c1, as)
+	_, _ = post(t, c2, as)
+	p, ok := m2.Pending("srv")
+	if !ok {
+		t.Fatal("second instance: no consent pending")
+	}
+	if err := m1.Complete(context.Background(), "srv", consent(t, m1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second instance's consent is still pending after the first's was completed")
+	}
+	if msg := m2.LastError("srv"); msg != "" {
+		t.Errorf("second instance: last error %q, want none", msg)
+	}
+	if _, ok := m2.Pending("srv"); ok {
+		t.Error("second instance: a consent is pending, want none")
+	}
+	if changes.Load() < 2 {
+		t.Errorf("second instance: %d changes reported, want the consent's start and its end", changes.Load())
+	}
+	if resp, err := post(t, c2, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("second instance's request: got %v %v, want 200 with the first's token", resp, err)
 	}
 }

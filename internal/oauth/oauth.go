@@ -62,6 +62,9 @@ var (
 // Defaults of Options.
 const (
 	defaultFlowTTL = 10 * time.Minute
+	// defaultStoredPoll: a person who consented through another mcpd
+	// sharing the state directory waits at most this long for this one.
+	defaultStoredPoll = 2 * time.Second
 	// maxStepUps bounds the re-authorizations after 403 insufficient_scope
 	// that did not lead to a successful request, so that a server that
 	// never accepts any scope does not ask a person forever.
@@ -87,6 +90,10 @@ type Options struct {
 	// FlowTTL bounds how long a pending authorization waits for consent;
 	// default 10 minutes.
 	FlowTTL time.Duration
+	// StoredPoll is how often a pending authorization looks in StateDir
+	// for a token another mcpd sharing it saved meanwhile (a person
+	// consented there), which ends it; default 2s.
+	StoredPoll time.Duration
 	// ClientName names mcpd in dynamic client registration; default
 	// "mcpd".
 	ClientName string
@@ -124,6 +131,9 @@ func New(opts *Options) (*Manager, error) {
 	}
 	if m.opts.FlowTTL <= 0 {
 		m.opts.FlowTTL = defaultFlowTTL
+	}
+	if m.opts.StoredPoll <= 0 {
+		m.opts.StoredPoll = defaultStoredPoll
 	}
 	if m.opts.ClientName == "" {
 		m.opts.ClientName = "mcpd"
