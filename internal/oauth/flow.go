@@ -123,8 +123,11 @@ func (sa *serverAuth) startFlow(ctx context.Context, meta *metadata, scopes []st
 // checkStored ends f as completed when another mcpd sharing the state
 // directory saved a token for the server meanwhile (a person consented
 // there), so that nobody is asked a second time; else it looks again
-// after StoredPoll, until f ends. It skips a turn while a request of the
-// server authorizes or refreshes (adoptStored takes authSem's turn).
+// after StoredPoll, until f ends. Only a consent for a server without a
+// token ends so: a step-up (more scopes for the token held) would be
+// ended by any token another instance renews. It skips a turn while a
+// request of the server authorizes or refreshes (adoptStored takes
+// authSem's turn).
 func (f *flow) checkStored() {
 	sa := f.sa
 	select {
@@ -134,7 +137,7 @@ func (f *flow) checkStored() {
 	}
 	select {
 	case sa.authSem <- struct{}{}:
-		adopted := sa.pendingFlow() == f && sa.adoptStored()
+		adopted := sa.pendingFlow() == f && sa.token() == nil && sa.adoptStored()
 		sa.unlockAuth()
 		if adopted {
 			if sa.endFlowIf(f, nil) {

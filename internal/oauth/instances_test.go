@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -120,5 +121,43 @@ func TestSharedStateDirPendingConsentTakesAnothersToken(t *testing.T) {
 	}
 	if resp, err := post(t, c2, as); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("second instance's request: got %v %v, want 200 with the first's token", resp, err)
+	}
+}
+
+// TestSharedStateDirStepUpNotEndedByAnothersToken: an instance waiting
+// for a step-up (more scopes for the token it holds) keeps waiting when
+// another instance saves a token (a renewal of its own), which need not
+// have those scopes.
+func TestSharedStateDirStepUpNotEndedByAnothersToken(t *testing.T) {
+	as := newTestAS(t)
+	dir := t.TempDir()
+	m := newManagerWith(t, &Options{StateDir: dir, StoredPoll: 10 * time.Millisecond})
+	c := client(m, as, nil)
+	stepUpPending(t, m, c, as)
+	p, ok := m.Pending("srv")
+	if !ok {
+		t.Fatal("no step-up pending")
+	}
+	// Another instance's renewal lands in the file.
+	path := filepath.Join(dir, "srv.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec["token"].(map[string]any)["accessToken"] = "at-renewed-elsewhere"
+	if data, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done:
+		t.Fatal("the step-up ended when another instance saved a token")
+	case <-time.After(200 * time.Millisecond): // twenty looks
 	}
 }
