@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,10 +107,7 @@ func (sa *serverAuth) startFlow(ctx context.Context, meta *metadata, scopes []st
 	sa.mu.Lock()
 	if sa.gen != gen {
 		sa.mu.Unlock()
-		f.timer.Stop()
-		if f.watch != nil {
-			f.watch.Stop()
-		}
+		f.finish() // never seen: its timers stop, and a late look ends at done
 		return errForgotten
 	}
 	sa.pending = f
@@ -121,13 +119,11 @@ func (sa *serverAuth) startFlow(ctx context.Context, meta *metadata, scopes []st
 }
 
 // checkStored ends f as completed when another mcpd sharing the state
-// directory saved a token for the server meanwhile (a person consented
-// there), so that nobody is asked a second time; else it looks again
-// after StoredPoll, until f ends. Only a consent for a server without a
-// token ends so: a step-up (more scopes for the token held) would be
-// ended by any token another instance renews. It skips a turn while a
-// request of the server authorizes or refreshes (adoptStored takes
-// authSem's turn).
+// directory saved a token for the server meanwhile that has every scope f
+// asks for (a person consented there), so that nobody is asked a second
+// time; else it looks again after StoredPoll, until f ends. It skips a
+// turn while a request of the server authorizes or refreshes (adoptStored
+// takes authSem's turn) or the redirect of f is being completed.
 func (f *flow) checkStored() {
 	sa := f.sa
 	select {
@@ -135,19 +131,46 @@ func (f *flow) checkStored() {
 		return
 	default:
 	}
-	select {
-	case sa.authSem <- struct{}{}:
-		adopted := sa.pendingFlow() == f && sa.token() == nil && sa.adoptStored()
-		sa.unlockAuth()
+	if f.completing.TryLock() {
+		adopted := false
+		if !f.completed {
+			select {
+			case sa.authSem <- struct{}{}:
+				adopted = sa.adoptStored(f.satisfiedBy)
+				sa.unlockAuth()
+			default:
+			}
+		}
 		if adopted {
+			f.completed = true // a redirect coming later finds it done
 			if sa.endFlowIf(f, nil) {
 				sa.m.changed(sa.name)
 			}
+		}
+		f.completing.Unlock()
+		if adopted {
 			return
 		}
-	default:
 	}
 	f.watch.Reset(sa.m.opts.StoredPoll)
+}
+
+// satisfiedBy reports whether a record another mcpd saved ends f: f is
+// still the server's pending consent, begun since the last
+// ForgetAuthorization, and the record's token has every scope f asks for
+// (offline_access asks for a refresh token, not a scope of the token). A
+// step-up's scopes include those of the token it adds to. sa.mu is held.
+func (f *flow) satisfiedBy(disk *record) bool {
+	sa := f.sa
+	if sa.pending != f || sa.gen != f.gen {
+		return false
+	}
+	for _, scope := range scopesOf(f.authURL) {
+		if scope != "offline_access" && !slices.Contains(disk.Token.Scopes, scope) {
+			return false
+		}
+	}
+	return true
 }
 
 // endFlowIf ends the pending flow if it is still f.

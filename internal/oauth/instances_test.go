@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -88,39 +87,63 @@ func TestSharedStateDirConsentOnce(t *testing.T) {
 // TestSharedStateDirPendingConsentTakesAnothersToken: two instances
 // sharing a state directory both wait for a person's consent; the person
 // consents through the first. The second's pending consent ends, with the
-// first's token, without asking anyone again.
+// first's token, without asking anyone again: with no token before, and
+// with a token the server refused (expired, without a refresh token).
 func TestSharedStateDirPendingConsentTakesAnothersToken(t *testing.T) {
-	as := newTestAS(t)
-	dir := t.TempDir()
-	var changes atomic.Int32
-	m1 := newManagerWith(t, &Options{StateDir: dir, StoredPoll: 20 * time.Millisecond})
-	m2 := newManagerWith(t, &Options{StateDir: dir, StoredPoll: 20 * time.Millisecond, OnChange: func(string) { changes.Add(1) }})
-	c1, c2 := client(m1, as, nil), client(m2, as, nil)
-	_, _ = post(t, c1, as)
-	_, _ = post(t, c2, as)
-	p, ok := m2.Pending("srv")
-	if !ok {
-		t.Fatal("second instance: no consent pending")
+	for _, held := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no token", true: "a refused token"}[held], func(t *testing.T) {
+			as := newTestAS(t)
+			dir := t.TempDir()
+			if held {
+				// A token the resource no longer takes, without a refresh
+				// token: both instances read it, are refused, and ask.
+				writeRecord(t, dir, as, "at-stale")
+			}
+			changes := make(chan struct{}, 16)
+			m1 := newManagerWith(t, &Options{StateDir: dir, StoredPoll: 20 * time.Millisecond})
+			m2 := newManagerWith(t, &Options{StateDir: dir, StoredPoll: 20 * time.Millisecond, OnChange: func(string) { changes <- struct{}{} }})
+			t.Cleanup(func() { m1.Release("srv"); m2.Release("srv") })
+			c1, c2 := client(m1, as, nil), client(m2, as, nil)
+			_, _ = post(t, c1, as)
+			_, _ = post(t, c2, as)
+			p, ok := m2.Pending("srv")
+			if !ok {
+				t.Fatal("second instance: no consent pending")
+			}
+			<-changes // its start
+			if err := m1.Complete(context.Background(), "srv", consent(t, m1)); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-changes: // its end
+			case <-time.After(10 * time.Second):
+				t.Fatal("the second instance's consent is still pending after the first's was completed")
+			}
+			<-p.Done
+			if msg := m2.LastError("srv"); msg != "" {
+				t.Errorf("second instance: last error %q, want none", msg)
+			}
+			if _, ok := m2.Pending("srv"); ok {
+				t.Error("second instance: a consent is pending, want none")
+			}
+			if resp, err := post(t, c2, as); err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("second instance's request: got %v %v, want 200 with the first's token", resp, err)
+			}
+		})
 	}
-	if err := m1.Complete(context.Background(), "srv", consent(t, m1)); err != nil {
+}
+
+// writeRecord writes the state file of server srv of as, holding access
+// token token without a refresh token, as another mcpd would have.
+func writeRecord(t *testing.T, dir string, as *testAS, token string) {
+	t.Helper()
+	rec := record{Resource: as.srv.URL + "/mcp", Token: &tokenRecord{AccessToken: token, TokenType: "Bearer", Scopes: []string{"read"}}}
+	data, err := json.Marshal(&rec)
+	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-p.Done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the second instance's consent is still pending after the first's was completed")
-	}
-	if msg := m2.LastError("srv"); msg != "" {
-		t.Errorf("second instance: last error %q, want none", msg)
-	}
-	if _, ok := m2.Pending("srv"); ok {
-		t.Error("second instance: a consent is pending, want none")
-	}
-	if changes.Load() < 2 {
-		t.Errorf("second instance: %d changes reported, want the consent's start and its end", changes.Load())
-	}
-	if resp, err := post(t, c2, as); err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("second instance's request: got %v %v, want 200 with the first's token", resp, err)
+	if err := os.WriteFile(filepath.Join(dir, "srv.json"), data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -132,6 +155,7 @@ func TestSharedStateDirStepUpNotEndedByAnothersToken(t *testing.T) {
 	as := newTestAS(t)
 	dir := t.TempDir()
 	m := newManagerWith(t, &Options{StateDir: dir, StoredPoll: 10 * time.Millisecond})
+	t.Cleanup(func() { m.Release("srv") })
 	c := client(m, as, nil)
 	stepUpPending(t, m, c, as)
 	p, ok := m.Pending("srv")

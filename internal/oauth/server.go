@@ -248,8 +248,9 @@ func accessTokenOf(r *record) string {
 // refresh token may have rotated the one this Manager holds away:
 // spending that would be refused (and may revoke the grant). It reports
 // whether it took one. Called with authSem held, before a refresh and
-// after a refused one.
-func (sa *serverAuth) adoptStored() bool {
+// after a refused one, and by a pending consent (flow.checkStored), whose
+// accept, if set, is asked with sa.mu held whether to take the record.
+func (sa *serverAuth) adoptStored(accept func(disk *record) bool) bool {
 	sa.saveMu.Lock()
 	defer sa.saveMu.Unlock()
 	disk, err := sa.m.store.load(sa.name)
@@ -260,6 +261,9 @@ func (sa *serverAuth) adoptStored() bool {
 	defer sa.mu.Unlock()
 	if disk.Resource != sa.rec.Resource || disk.Settings != sa.rec.Settings ||
 		disk.Token.AccessToken == sa.onDisk || disk.Token.AccessToken == accessTokenOf(sa.rec) {
+		return false
+	}
+	if accept != nil && !accept(disk) {
 		return false
 	}
 	var key *dpopKey
@@ -359,7 +363,7 @@ func (sa *serverAuth) endFlow(err error) bool {
 // answer that asked for a new token, if any (a server may name its
 // metadata only there).
 func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challenge) error {
-	if sa.adoptStored() {
+	if sa.adoptStored(nil) {
 		if t := sa.token(); t != nil && !t.expiring(time.Now()) {
 			return nil
 		}
@@ -407,7 +411,7 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	nt, err := tokenRequest(ctx, sa.httpClients().any, meta.asm.TokenEndpoint, form, ca, meta.asm.Issuer, dk)
 	if err != nil {
 		if refusedGrant(err) {
-			if sa.adoptStored() {
+			if sa.adoptStored(nil) {
 				return nil // another mcpd renewed it meanwhile
 			}
 			sa.dropToken(t)
@@ -475,7 +479,7 @@ func (sa *serverAuth) authorize(ctx context.Context, challenges []oauthex.Challe
 	if f := sa.pendingFlow(); f != nil {
 		return sa.consentError()
 	}
-	if !stepUp && sa.adoptStored() {
+	if !stepUp && sa.adoptStored(nil) {
 		return nil // another mcpd sharing the state directory has a token
 	}
 	if !stepUp && sent != nil && sent.RefreshToken != "" {
