@@ -273,7 +273,10 @@ func (g *Gateway) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		case method == "tools/call" && !g.listsTool(req.(*mcp.CallToolRequest).Params.Name):
 			// The SDK would answer as this does, but the audit line says
 			// NotFound, as gRPC's CallTool of an unknown tool does.
-			err = unknownTool(req.(*mcp.CallToolRequest).Params.Name)
+			err = unknownItem("tool", req.(*mcp.CallToolRequest).Params.Name)
+		case method == "prompts/get" && !g.listsPrompt(req.(*mcp.GetPromptRequest).Params.Name):
+			// As for tools: NotFound, as gRPC's GetPrompt says.
+			err = unknownItem("prompt", req.(*mcp.GetPromptRequest).Params.Name)
 		default:
 			res, err = next(ctx, method, req)
 		}
@@ -300,15 +303,23 @@ func (g *Gateway) listsTool(name string) bool {
 	if g.opts.ToolSearch && name == searchToolName {
 		return true
 	}
+	return g.lists(name, func(items *serverItems) bool { _, ok := items.tools[name]; return ok })
+}
+
+// listsPrompt reports whether the endpoint lists the prompt of this
+// qualified name: one of a READY server.
+func (g *Gateway) listsPrompt(name string) bool {
+	return g.lists(name, func(items *serverItems) bool { _, ok := items.prompts[name]; return ok })
+}
+
+// lists reports whether has finds the item of this qualified name among
+// the published items of its server.
+func (g *Gateway) lists(name string, has func(*serverItems) bool) bool {
 	server, _, _ := SplitQualifiedName(name)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	items := g.published[server]
-	if items == nil {
-		return false
-	}
-	_, ok := items.tools[name]
-	return ok
+	return items != nil && has(items)
 }
 
 // refused writes the audit line of a request refused before its handler

@@ -47,7 +47,7 @@ func wireError(err error) error {
 		// The server's own answer, as it gave it.
 		return &jsonrpc.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
 	case errors.Is(err, mcpclient.ErrNotFound):
-		return &notFoundError{wire: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}}
+		return notFound(err.Error())
 	case errors.Is(err, mcpclient.ErrInvalidArgument):
 		return invalidParams(err.Error())
 	case errors.Is(err, mcpclient.ErrPermissionDenied), errors.Is(err, access.ErrPermissionDenied),
@@ -98,10 +98,15 @@ type notFoundError struct{ wire *jsonrpc.Error }
 func (e *notFoundError) Error() string   { return e.wire.Message }
 func (e *notFoundError) Unwrap() []error { return []error{e.wire, mcpclient.ErrNotFound} }
 
-// unknownTool is the answer to a call of a tool the endpoint does not
-// list, in the words of the SDK's own answer.
-func unknownTool(name string) error {
-	return &notFoundError{wire: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}}
+// unknownItem is the answer to a request for a tool or prompt (kind) the
+// endpoint does not list, in the words of the SDK's own answer.
+func unknownItem(kind, name string) error {
+	return notFound(fmt.Sprintf("unknown %s %q", kind, name))
+}
+
+// notFound is a notFoundError saying msg.
+func notFound(msg string) error {
+	return &notFoundError{wire: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}}
 }
 
 func invalidParams(msg string) error {

@@ -291,7 +291,11 @@ func TestUnresolvedNamesAudited(t *testing.T) {
 		{"unknown prompt", func() error {
 			_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "nosuch"})
 			return err
-		}, want{"mcp prompts/get", "prompt", "nosuch", "InvalidArgument"}},
+		}, want{"mcp prompts/get", "prompt", "nosuch", "NotFound"}}, // as gRPC's GetPrompt
+		{"prompt of an unknown server", func() error {
+			_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "mcp__nosuch__greet"})
+			return err
+		}, want{"mcp prompts/get", "server", "nosuch", "NotFound"}}, // as gRPC's GetPrompt
 		{"unresolvable resource", func() error {
 			_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "res://nosuch"})
 			return err

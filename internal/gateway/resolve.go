@@ -101,7 +101,7 @@ func (g *Gateway) resolvePrompt(caller access.Caller, name string) (server, prom
 	g.mu.Unlock()
 	switch len(candidates) {
 	case 0:
-		return "", "", invalidParams("unknown prompt " + name + " (prompts are named mcp__<server>__<prompt>)")
+		return "", "", notFound("unknown prompt " + name + " (prompts are named mcp__<server>__<prompt>)")
 	case 1:
 		return candidates[0], name, nil
 	}
