@@ -441,7 +441,7 @@ func (u *upstream) agentLink() *AgentLink {
 func (u *upstream) attach(link *AgentLink) {
 	u.lifeMu.Lock()
 	defer u.lifeMu.Unlock()
-	u.stopLocked()
+	u.stopLocked("handed to another agent stream")
 	u.mu.Lock()
 	u.agent = link
 	disabled := u.state == StateDisabled

@@ -59,6 +59,8 @@ func TestCallsAcrossRestart(t *testing.T) {
 				t.Fatalf("got %v, want a CallInterruptedError of kind ErrUnavailable", r.err)
 			case interrupted.Server != "f" || interrupted.Tool != "hold" || interrupted.Retried || interrupted.Repeatable:
 				t.Errorf("got %+v, want server f, tool hold, neither repeatable nor retried", interrupted)
+			case !strings.Contains(r.err.Error(), `server "f" was restarted`):
+				t.Errorf("got %q, want it to say that the server was restarted", r.err)
 			}
 		})
 	}

@@ -208,6 +208,9 @@ type run struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the run goroutine returns
 	settled chan struct{} // closed when the connection attempt succeeded or failed
+	// ended says how the run was stopped, for the requests it cuts off
+	// ("stopped", "restarted", "disabled"); set under u.mu before cancel.
+	ended string
 }
 
 // interests is what the Manager keeps per server name for agents, so that
@@ -300,13 +303,19 @@ func (u *upstream) stop() {
 	if link := u.agentLink(); link != nil {
 		link.end(errorf(ErrAborted, "server %q was removed or replaced", u.cfg.Name))
 	}
-	u.stopLocked()
+	u.stopLocked("stopped")
 	u.setState(StateStopped, "")
 }
 
-func (u *upstream) stopLocked() {
+// stopLocked ends the current run, if any, and waits for it; ended says
+// how, in the words of the error of a request it cuts off ("server %q was
+// <ended>").
+func (u *upstream) stopLocked(ended string) {
 	u.mu.Lock()
 	r := u.run
+	if r != nil {
+		r.ended = ended
+	}
 	u.mu.Unlock()
 	if r != nil {
 		r.cancel()
@@ -324,7 +333,7 @@ func (u *upstream) setEnabled(enabled bool) {
 	u.mu.Unlock()
 	switch {
 	case !enabled && state != StateDisabled:
-		u.stopLocked()
+		u.stopLocked("disabled")
 		u.setState(StateDisabled, "")
 	case enabled && state == StateDisabled:
 		if err := u.cfg.Validate(); err != nil {
@@ -343,7 +352,7 @@ func (u *upstream) restart() {
 	u.lifeMu.Lock()
 	defer u.lifeMu.Unlock()
 	u.setState(StateConnecting, "")
-	u.stopLocked()
+	u.stopLocked("restarted")
 	u.mu.Lock()
 	u.restarts++
 	u.mu.Unlock()
@@ -1670,7 +1679,13 @@ func (u *upstream) bindRun(ctx context.Context) (context.Context, func()) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(r.ctx, func() {
-		cancel(&kindError{kind: ErrUnavailable, msg: fmt.Sprintf("server %q was stopped", u.cfg.Name), cause: errRunStopped})
+		u.mu.Lock()
+		ended := r.ended
+		u.mu.Unlock()
+		if ended == "" {
+			ended = "stopped" // with mcpd's own lifetime
+		}
+		cancel(&kindError{kind: ErrUnavailable, msg: fmt.Sprintf("server %q was %s", u.cfg.Name, ended), cause: errRunStopped})
 	})
 	stopScope := func() bool { return false }
 	if scope != nil {
