@@ -1,7 +1,6 @@
 package oauth
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -49,10 +48,7 @@ func TestReleasedServersLeaveNothing(t *testing.T) {
 	// Tokens stay past Release, for the next connect, until Forget.
 	as := newTestAS(t)
 	c := client(m, as, nil)
-	_, _ = post(t, c, as)
-	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, m, c, as)
 	if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("request after consent: got %v %v, want 200", resp, err)
 	}

@@ -23,10 +23,7 @@ func TestSharedStateDirFollowsRotation(t *testing.T) {
 	dir := t.TempDir()
 	m1 := newManager(t, dir)
 	c1 := client(m1, as, nil)
-	_, _ = post(t, c1, as)
-	if err := m1.Complete(context.Background(), "srv", consent(t, m1)); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, m1, c1, as)
 	// The second instance starts now, and reads the token of the first.
 	m2 := newManager(t, dir)
 	c2 := client(m2, as, nil)
@@ -72,10 +69,7 @@ func TestSharedStateDirConsentOnce(t *testing.T) {
 	m1 := newManager(t, dir)
 	m2 := newManager(t, dir)
 	c1, c2 := client(m1, as, nil), client(m2, as, nil) // both read the (empty) state
-	_, _ = post(t, c1, as)
-	if err := m1.Complete(context.Background(), "srv", consent(t, m1)); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, m1, c1, as)
 	if resp, err := post(t, c2, as); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("second instance's request: got %v %v, want 200 with the token the first saved", resp, err)
 	}

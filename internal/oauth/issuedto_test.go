@@ -20,10 +20,7 @@ func TestRefreshAsTheClientTheTokenWasIssuedTo(t *testing.T) {
 	dir := t.TempDir()
 	m := newManager(t, dir)
 	c := client(m, as, nil)
-	_, _ = post(t, c, as)
-	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, m, c, as)
 
 	// A restart: the redirect listener has another port.
 	m2 := newManager(t, dir)
@@ -74,10 +71,7 @@ func TestUnknownClientRegistersAgain(t *testing.T) {
 	as := newTestAS(t)
 	m := newManager(t, t.TempDir())
 	c := client(m, as, nil)
-	_, _ = post(t, c, as)
-	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, m, c, as)
 	as.mu.Lock()
 	as.unknownClient = "dyn-client"
 	clear(as.tokens) // the access token expired

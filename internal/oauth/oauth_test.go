@@ -214,6 +214,16 @@ func post(t *testing.T, c *http.Client, as *testAS) (*http.Response, error) {
 	return resp, err
 }
 
+// authorize has c's server authorized through m: its first request asks
+// for consent, which the person gives.
+func authorize(t *testing.T, m *Manager, c *http.Client, as *testAS) {
+	t.Helper()
+	_, _ = post(t, c, as)
+	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // consent follows the pending authorization URL like a browser that stops
 // at mcpd's redirect, and returns where it was sent.
 func consent(t *testing.T, m *Manager) string {
@@ -251,10 +261,7 @@ func newManagerWith(t *testing.T, opts *Options) *Manager {
 // waiting for it.
 func stepUpPending(t *testing.T, m *Manager, c *http.Client, as *testAS) {
 	t.Helper()
-	_, _ = post(t, c, as)
-	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, m, c, as)
 	as.mu.Lock()
 	as.needScope = "write"
 	as.mu.Unlock()
@@ -346,10 +353,7 @@ func TestRefreshBeforeExpiry(t *testing.T) {
 	as.expiresIn = 1 // within the refresh margin: renewed before every use
 	m := newManager(t, t.TempDir())
 	c := client(m, as, nil)
-	_, _ = post(t, c, as)
-	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, m, c, as)
 	if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("request: got %v %v, want 200", resp, err)
 	}
@@ -593,10 +597,7 @@ func TestRefreshAsTheConfiguredClient(t *testing.T) {
 	as.expiresIn = 1 // within the refresh margin: renewed before every use
 	m := newManager(t, t.TempDir())
 	c := client(m, as, &config.OAuth{ClientID: "pre", ClientSecret: "s3cret"})
-	_, _ = post(t, c, as)
-	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, m, c, as)
 	if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("request: got %v %v, want 200", resp, err)
 	}
@@ -615,10 +616,7 @@ func TestRefreshUnreachableKeepsToken(t *testing.T) {
 	as := newTestAS(t)
 	net, m := newFailingManager(t)
 	c := client(m, as, nil)
-	_, _ = post(t, c, as)
-	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, m, c, as)
 	as.mu.Lock()
 	clear(as.tokens) // the access token is refused: a refresh is due
 	as.mu.Unlock()
@@ -639,10 +637,7 @@ func TestRefreshStaysWithItsIssuer(t *testing.T) {
 	as, other := newTestAS(t), newTestAS(t)
 	m := newManager(t, t.TempDir())
 	c := client(m, as, nil)
-	_, _ = post(t, c, as)
-	if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, m, c, as)
 	as.mu.Lock()
 	clear(as.tokens)
 	as.movedTo = other.srv.URL
