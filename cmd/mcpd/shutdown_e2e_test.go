@@ -143,6 +143,9 @@ func TestShutdownDrains(t *testing.T) {
 			// The watch ends rather than hold the graceful stop open.
 			if _, err := watch.Recv(); status.Code(err) != codes.Unavailable {
 				t.Errorf("health watch after NOT_SERVING: got %v, want UNAVAILABLE", err)
+			} else if r := errorInfo(status.Convert(err)).GetReason(); r != "SHUTTING_DOWN" {
+				// mcpd ended it, which a client tells from a lost connection by the reason.
+				t.Errorf("health watch after NOT_SERVING: reason %q, want SHUTTING_DOWN: %v", r, err)
 			}
 			var result *mcpdv1.CallToolResponse
 			for {
