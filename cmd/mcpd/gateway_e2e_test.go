@@ -223,6 +223,14 @@ func TestMCPEndpointGoClient(t *testing.T) {
 			if !slices.Contains(comp.Completion.Values, "pirate") {
 				t.Errorf("completion: got %v, want pirate", comp.Completion.Values)
 			}
+			// A 2026-07-28 answer names its server: mcpd, never the one
+			// behind it.
+			for what, meta := range map[string]mcp.Meta{"resources/read": rr.Meta, "prompts/get": pr.Meta, "completion/complete": comp.Meta} {
+				info, _ := meta["io.modelcontextprotocol/serverInfo"].(map[string]any)
+				if name, _ := info["name"].(string); name != "" && name != "mcpd" {
+					t.Errorf("%s: the answer names server %q, want mcpd", what, name)
+				}
+			}
 
 			// Sampling: the upstream's request reaches this host (the
 			// initialize era sends it on the call's stream; 2026-07-28 as an
@@ -323,6 +331,9 @@ func TestMCPStdioGoClient(t *testing.T) {
 	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}
 {"jsonrpc":"2.0","method":"notifications/initialized"}
 {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__demo__add","arguments":{"a":40,"b":2}}}
+{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"mcpd://demo/demo://readme"}}
+{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"mcp__demo__greet","arguments":{"name":"Ada"}}}
+{"jsonrpc":"2.0","id":5,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"mcp__demo__greet"},"argument":{"name":"style","value":"p"}}}
 `)
 	out, err := cmd.Output()
 	if err != nil {
@@ -330,6 +341,28 @@ func TestMCPStdioGoClient(t *testing.T) {
 	}
 	if !strings.Contains(string(out), `"id":2`) || !strings.Contains(string(out), "42") {
 		t.Errorf("mcp-stdio with a closed stdin: got %q, want the answer to request 2 (42)", out)
+	}
+	// The demo server speaks 2026-07-28 to mcpd; its answers reach this
+	// 2025-11-25 host without that revision's resultType, and never with
+	// the demo server's name for mcpd's.
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var msg struct {
+			ID     int                        `json:"id"`
+			Result map[string]json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &msg); err != nil || msg.Result == nil {
+			t.Errorf("mcp-stdio: want a result, got %s", line)
+			continue
+		}
+		if _, ok := msg.Result["resultType"]; ok {
+			t.Errorf("answer %d to a 2025-11-25 host carries resultType: %s", msg.ID, line)
+		}
+		if strings.Contains(line, `"mcpd-demo"`) {
+			t.Errorf("answer %d names the upstream server: %s", msg.ID, line)
+		}
+	}
+	if n := strings.Count(string(out), `"jsonrpc"`); n != 5 {
+		t.Errorf("mcp-stdio: got %d answers, want 5: %s", n, out)
 	}
 }
 

@@ -246,14 +246,24 @@ func privateCache(c *mcp.Cacheable) { c.CacheScope = "private" }
 
 // resultForHost rewrites the resource URIs in a server's tool result to
 // the ones the host can read through the gateway.
+//
+// This and the other results for a host are new values, not copies of the
+// server's: a copy would keep the resultType a 2026-07-28 server sent,
+// which the SDK sets for a host of that revision and leaves out for an
+// earlier one only on values it did not decode. TestResultFieldsCopied
+// names every field, so that an SDK upgrade that adds one fails it.
 func resultForHost(server string, res *mcp.CallToolResult) *mcp.CallToolResult {
 	if res == nil {
 		return &mcp.CallToolResult{Content: []mcp.Content{}}
 	}
-	cp := *res
-	cp.Content = contentForHost(server, res.Content)
-	cp.Meta = withoutServerInfo(res.Meta)
-	return &cp
+	return &mcp.CallToolResult{
+		Meta:              withoutServerInfo(res.Meta),
+		Content:           contentForHost(server, res.Content),
+		StructuredContent: res.StructuredContent,
+		IsError:           res.IsError,
+		InputRequests:     res.InputRequests,
+		RequestState:      res.RequestState,
+	}
 }
 
 // withoutServerInfo drops the upstream server's identity from a result's
@@ -326,14 +336,26 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	if !ok {
 		return nil, internalError("resources/read")
 	}
-	cp := *res
-	cp.Meta = withoutServerInfo(res.Meta)
+	return readResult(server, res, bare), nil
+}
+
+// readResult is a server's resources/read result for a host: with the
+// gateway's URIs unless the host asked by the server's own URI (bare).
+func readResult(server string, res *mcp.ReadResourceResult, bare bool) *mcp.ReadResourceResult {
+	// A new value, not a copy: see resultForHost.
+	cp := &mcp.ReadResourceResult{
+		Meta:          withoutServerInfo(res.Meta),
+		Cacheable:     res.Cacheable,
+		Contents:      res.Contents,
+		InputRequests: res.InputRequests,
+		RequestState:  res.RequestState,
+	}
 	// The guard answers resources/read itself, past the SDK's
 	// SetCacheable: the server's own cacheScope ("public" by default)
 	// must not reach the host.
 	privateCache(&cp.Cacheable)
 	if bare {
-		return &cp, nil
+		return cp
 	}
 	cp.Contents = make([]*mcp.ResourceContents, 0, len(res.Contents))
 	for _, c := range res.Contents {
@@ -341,7 +363,7 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 		rc.URI = ResourceURI(server, c.URI)
 		cp.Contents = append(cp.Contents, &rc)
 	}
-	return &cp, nil
+	return cp
 }
 
 // getPrompt renders a prompt by its qualified name.
@@ -369,15 +391,26 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 	if !ok {
 		return nil, internalError("prompts/get")
 	}
-	cp := *res
-	cp.Meta = withoutServerInfo(res.Meta)
-	cp.Messages = make([]*mcp.PromptMessage, 0, len(res.Messages))
+	return promptResult(server, res), nil
+}
+
+// promptResult is a server's prompts/get result for a host, with the
+// gateway's URIs in its messages.
+func promptResult(server string, res *mcp.GetPromptResult) *mcp.GetPromptResult {
+	// A new value, not a copy: see resultForHost.
+	cp := &mcp.GetPromptResult{
+		Meta:          withoutServerInfo(res.Meta),
+		Description:   res.Description,
+		Messages:      make([]*mcp.PromptMessage, 0, len(res.Messages)),
+		InputRequests: res.InputRequests,
+		RequestState:  res.RequestState,
+	}
 	for _, m := range res.Messages {
 		mm := *m
 		mm.Content = oneContentForHost(server, m.Content)
 		cp.Messages = append(cp.Messages, &mm)
 	}
-	return &cp, nil
+	return cp
 }
 
 // complete completes an argument of a prompt (by qualified name) or of a
@@ -401,7 +434,14 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	if err != nil {
 		return nil, wireError(err)
 	}
-	return res, nil
+	return completeResult(res), nil
+}
+
+// completeResult is a server's completion/complete result for a host.
+func completeResult(res *mcp.CompleteResult) *mcp.CompleteResult {
+	// A new value, not a copy: see resultForHost. The SDK sets resultType
+	// again for a 2026-07-28 host.
+	return &mcp.CompleteResult{Meta: withoutServerInfo(res.Meta), Completion: res.Completion}
 }
 
 // subscribe subscribes upstream to a resource a host wants updates of. The
