@@ -1,6 +1,8 @@
 package oauth
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,5 +47,44 @@ func TestStoreRecordNotAFile(t *testing.T) {
 	_, err = s.load("gh")
 	if err == nil || !strings.Contains(err.Error(), "is a character device, not a regular file") {
 		t.Errorf("got %v, want the device refused", err)
+	}
+}
+
+// TestStoreLock: a server's lock in the state directory is held by one
+// taker at a time, a second waits until the first lets go or its context
+// ends, and other servers' locks are their own.
+func TestStoreLock(t *testing.T) {
+	s, err := openStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := s.lock(context.Background(), "srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*lockPoll)
+	defer cancel()
+	if _, err := s.lock(ctx, "srv"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("second lock while the first is held: got %v, want the context's end", err)
+	}
+	other, err := s.lock(context.Background(), "other")
+	if err != nil {
+		t.Fatalf("another server's lock: %v", err)
+	}
+	other()
+	got := make(chan error, 1)
+	go func() {
+		u, err := s.lock(context.Background(), "srv")
+		if err == nil {
+			u()
+		}
+		got <- err
+	}()
+	unlock()
+	if err := <-got; err != nil {
+		t.Errorf("lock after the first let go: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(s.dir, "srv.lock")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("lock file: got %v, %v, want mode 0600", fi, err)
 	}
 }

@@ -60,6 +60,51 @@ func TestSharedStateDirFollowsRotation(t *testing.T) {
 	}
 }
 
+// TestSharedStateDirRefreshOnce: two instances sharing a state directory
+// hold the same token, and both renew it at once. Only one spends the
+// refresh token; the other waits for the state directory's lock and takes
+// the renewed token. Spent twice, the authorization server would revoke
+// the grant (reuse detection), and both would need a person again.
+func TestSharedStateDirRefreshOnce(t *testing.T) {
+	as := newTestAS(t)
+	as.expiresIn = 1 // within the refresh margin: renewed before every use
+	as.reuseRevokes = true
+	dir := t.TempDir()
+	m1 := newManager(t, dir)
+	c1 := client(m1, as, nil)
+	authorize(t, m1, c1, as)
+	m2 := newManager(t, dir)
+	c2 := client(m2, as, nil) // reads the first instance's token
+
+	// The renewed token lasts; the delay is long enough that both
+	// renewals overlap without the lock.
+	as.mu.Lock()
+	as.expiresIn = 3600
+	as.mu.Unlock()
+	as.refreshDelay.Store(int64(300 * time.Millisecond))
+	codes := make(chan string, 2)
+	for _, c := range []*http.Client{c1, c2} {
+		go func() {
+			resp, err := post(t, c, as)
+			if err != nil {
+				codes <- err.Error()
+				return
+			}
+			codes <- resp.Status
+		}()
+	}
+	for range 2 {
+		if got := <-codes; got != "200 OK" {
+			t.Errorf("request of an instance: got %s, want 200 OK", got)
+		}
+	}
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if len(as.refreshedBy) != 1 {
+		t.Errorf("refreshes sent: got %d, want 1 (the other instance takes the renewed token)", len(as.refreshedBy))
+	}
+}
+
 // TestSharedStateDirConsentOnce: an instance without a token takes the
 // one another instance sharing the state directory obtained since it
 // started, rather than asking a person a second time.

@@ -57,10 +57,16 @@ type testAS struct {
 	// unknownClient is a client the server no longer knows (it deleted
 	// the registration): its token requests are refused invalid_client.
 	unknownClient string
+	// refreshDelay holds back the answer to every refresh.
+	refreshDelay atomic.Int64 // time.Duration
+	// reuseRevokes makes a refresh token spent a second time revoke every
+	// token, as OAuth 2.1 has servers that rotate refresh tokens do.
+	reuseRevokes bool
+	spent        map[string]bool
 }
 
 func newTestAS(t *testing.T) *testAS {
-	as := &testAS{challenges: map[string]string{}, tokens: map[string][]string{}, refresh: map[string]bool{}, refreshScopes: map[string][]string{}, issuedTo: map[string]string{}, expiresIn: 3600}
+	as := &testAS{challenges: map[string]string{}, tokens: map[string][]string{}, refresh: map[string]bool{}, refreshScopes: map[string][]string{}, issuedTo: map[string]string{}, spent: map[string]bool{}, expiresIn: 3600}
 	mux := http.NewServeMux()
 	as.srv = httptest.NewServer(mux)
 	t.Cleanup(as.srv.Close)
@@ -112,6 +118,9 @@ func newTestAS(t *testing.T) *testAS {
 	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
 		as.tokenCalls.Add(1)
 		_ = r.ParseForm()
+		if r.PostForm.Get("grant_type") == "refresh_token" {
+			time.Sleep(time.Duration(as.refreshDelay.Load()))
+		}
 		as.mu.Lock()
 		defer as.mu.Unlock()
 		gt := r.PostForm.Get("grant_type")
@@ -145,12 +154,17 @@ func newTestAS(t *testing.T) *testAS {
 				writeJSON(w, map[string]any{"error": "invalid_client"})
 				return
 			}
+			if rt := r.PostForm.Get("refresh_token"); as.reuseRevokes && as.spent[rt] {
+				clear(as.tokens)
+				clear(as.refresh)
+			}
 			if rt := r.PostForm.Get("refresh_token"); !as.refresh[rt] || as.issuedTo[rt] != by {
 				w.WriteHeader(http.StatusBadRequest)
 				writeJSON(w, map[string]any{"error": "invalid_grant"})
 				return
 			}
 			delete(as.refresh, r.PostForm.Get("refresh_token"))
+			as.spent[r.PostForm.Get("refresh_token")] = true
 			scopes = as.refreshScopes[r.PostForm.Get("refresh_token")]
 		case "client_credentials":
 			if id, secret, ok := r.BasicAuth(); !ok || id != "svc" || secret != "s3cret" {

@@ -363,6 +363,18 @@ func (sa *serverAuth) endFlow(err error) bool {
 // answer that asked for a new token, if any (a server may name its
 // metadata only there).
 func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challenge) error {
+	// Another mcpd sharing the state directory may be renewing the same
+	// token: it saves the new one before it lets go, and adoptStored then
+	// takes it instead of spending the refresh token a second time.
+	unlock, err := sa.m.store.lock(ctx, sa.name)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		sa.m.log.Warn().Str("server", sa.name).Err(errWithoutPath(err)).Msg("cannot lock the oauth state; renewing without the lock")
+	default:
+		defer unlock()
+	}
 	if sa.adoptStored(nil) {
 		if t := sa.token(); t != nil && !t.expiring(time.Now()) {
 			return nil

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,6 +131,20 @@ func (s *store) save(server string, r *record) error {
 		return fmt.Errorf("write oauth state of %q: %w", server, err)
 	}
 	return nil
+}
+
+// lock takes the server's lock, which every mcpd sharing the directory
+// takes before it renews the server's token: a refresh token spent by two
+// instances at once is refused to one of them, and an authorization
+// server that detects the reuse revokes the whole grant. The lock file,
+// <server>.lock, stays (removing it would let two instances hold a lock
+// each, one on the removed file). It waits until ctx ends; without a
+// directory there is nothing to share, and nothing to lock.
+func (s *store) lock(ctx context.Context, server string) (func(), error) {
+	if s.dir == "" || strings.ContainsAny(server, `/\`) {
+		return func() {}, nil
+	}
+	return lockFile(ctx, filepath.Join(s.dir, server+".lock"))
 }
 
 func (s *store) remove(server string) error {
