@@ -96,6 +96,8 @@ type oauthUpstream struct {
 	// when it first took one.
 	refreshHangs bool
 	refreshHung  chan struct{}
+	// refreshDelay holds back the answer to every refresh.
+	refreshDelay time.Duration
 	hungOnce     sync.Once
 	released     context.Context
 	release      context.CancelFunc
@@ -253,6 +255,13 @@ func newOAuthUpstream(t *testing.T, tlsOpts *oauthUpstreamTLS) *oauthUpstream {
 		_ = r.ParseForm()
 		u.mu.Lock()
 		hang := u.refreshHangs && r.PostForm.Get("grant_type") == "refresh_token"
+		if r.PostForm.Get("grant_type") == "refresh_token" {
+			u.grants["refresh_token taken"]++
+			delay := u.refreshDelay
+			u.mu.Unlock()
+			time.Sleep(delay)
+			u.mu.Lock()
+		}
 		u.mu.Unlock()
 		if hang {
 			u.hungOnce.Do(func() { close(u.refreshHung) })
@@ -859,6 +868,8 @@ func TestForgetAuthorizationOfAGoneServer(t *testing.T) {
 // directory (the per-user default) wait for a person's consent to the same
 // server; the person consents through the first. The second takes the
 // token the first saved and becomes READY without asking anyone again.
+// When the token expires, both renew it at once: one spends the refresh
+// token, the other takes what it saved.
 func TestOAuthConsentThroughAnotherInstance(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -890,5 +901,30 @@ func TestOAuthConsentThroughAnotherInstance(t *testing.T) {
 	}
 	if n := up.grantCount("authorization_code"); n != 1 {
 		t.Errorf("the authorization server exchanged %d codes, want 1: one consent for both instances", n)
+	}
+
+	up.expireAccess()
+	up.mu.Lock()
+	up.refreshDelay = 500 * time.Millisecond // both renewals overlap without the lock
+	up.mu.Unlock()
+	got := make(chan string, len(daemons))
+	args := mustStruct(t, map[string]any{"message": "again"})
+	for _, d := range daemons {
+		go func() {
+			res, err := d.hub.CallTool(ctx, &mcpdv1.CallToolRequest{Name: "mcp__protected__echo", Arguments: args})
+			if err != nil {
+				got <- err.Error()
+				return
+			}
+			got <- text(res)
+		}()
+	}
+	for range daemons {
+		if g := <-got; g != "echo: again" {
+			t.Errorf("CallTool with an expired token: got %q, want %q", g, "echo: again")
+		}
+	}
+	if n := up.grantCount("refresh_token taken"); n != 1 {
+		t.Errorf("the authorization server took %d refreshes, want 1: the second instance takes the renewed token", n)
 	}
 }
