@@ -210,7 +210,9 @@ func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect
 	if given := givenClient(cfg, asm); given != nil {
 		return given, nil
 	}
-	if stored != nil && stored.How == "dynamic" && stored.RedirectURI == redirect {
+	// A registration whose secret expires before a consent could end is
+	// made again: the code exchange would be refused, the consent lost.
+	if stored != nil && stored.How == "dynamic" && stored.RedirectURI == redirect && !stored.secretExpiresWithin(sa.m.opts.FlowTTL) {
 		return stored, nil
 	}
 	if asm.RegistrationEndpoint == "" {
@@ -237,7 +239,8 @@ func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect
 	if err != nil {
 		return nil, registrationError(err)
 	}
-	c := &clientRecord{ID: resp.ClientID, Secret: resp.ClientSecret, AuthMethod: resp.TokenEndpointAuthMethod, RedirectURI: redirect, How: "dynamic"}
+	c := &clientRecord{ID: resp.ClientID, Secret: resp.ClientSecret, AuthMethod: resp.TokenEndpointAuthMethod, RedirectURI: redirect, How: "dynamic",
+		SecretExpires: resp.ClientSecretExpiresAt}
 	if c.AuthMethod == "" {
 		c.AuthMethod = method
 		if c.Secret != "" && method == config.AuthMethodNone {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestRefreshAsTheClientTheTokenWasIssuedTo: mcpd restarted with another
@@ -116,5 +117,50 @@ func TestUnknownClientAtCodeExchange(t *testing.T) {
 	u, _ := url.Parse(p.URL)
 	if got := u.Query().Get("client_id"); got == "dyn-client" {
 		t.Errorf("consent asks for the deleted client %q, want a new registration", got)
+	}
+}
+
+// TestExpiringSecretRegistersAgain: a consent for a dynamic registration
+// whose secret expires before the consent could end (client_secret_
+// expires_at) is for a new registration; the code exchange with the
+// expired secret would be refused, and the person's consent lost. A
+// secret that lasts is kept.
+func TestExpiringSecretRegistersAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		expiresIn time.Duration
+		want      string
+	}{
+		{"expires within a consent's time", 5 * time.Minute, "dyn-client-2"},
+		{"lasts", time.Hour, "dyn-client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := newTestAS(t)
+			as.secretExpiresIn = tc.expiresIn
+			m := newManager(t, t.TempDir()) // a consent has 10 minutes
+			c := client(m, as, nil)
+			authorize(t, m, c, as)
+			as.mu.Lock()
+			clear(as.tokens) // revoked: the next request needs a consent
+			clear(as.refresh)
+			as.mu.Unlock()
+			if _, err := post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
+				t.Fatalf("request with revoked tokens: got %v, want ErrAuthorizationRequired", err)
+			}
+			p, ok := m.Pending("srv")
+			if !ok {
+				t.Fatal("no consent pending")
+			}
+			u, _ := url.Parse(p.URL)
+			if got := u.Query().Get("client_id"); got != tc.want {
+				t.Errorf("consent for client %q, want %q", got, tc.want)
+			}
+			if err := m.Complete(context.Background(), "srv", consent(t, m)); err != nil {
+				t.Fatal(err)
+			}
+			if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("request after the consent: got %v %v, want 200", resp, err)
+			}
+		})
 	}
 }

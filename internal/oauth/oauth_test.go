@@ -57,6 +57,9 @@ type testAS struct {
 	// unknownClient is a client the server no longer knows (it deleted
 	// the registration): its token requests are refused invalid_client.
 	unknownClient string
+	// secretExpiresIn, when set, gives each registration a secret that
+	// expires that long after it is made.
+	secretExpiresIn time.Duration
 	// refreshDelay holds back the answer to every refresh.
 	refreshDelay atomic.Int64 // time.Duration
 	// reuseRevokes makes a refresh token spent a second time revoke every
@@ -95,9 +98,15 @@ func newTestAS(t *testing.T) *testAS {
 		if as.registrations > 1 {
 			id = fmt.Sprintf("dyn-client-%d", as.registrations)
 		}
+		reg := map[string]any{"client_id": id, "token_endpoint_auth_method": "none"}
+		if as.secretExpiresIn != 0 {
+			reg["client_secret"] = "secret-of-" + id
+			reg["client_secret_expires_at"] = time.Now().Add(as.secretExpiresIn).Unix()
+			reg["token_endpoint_auth_method"] = "client_secret_basic"
+		}
 		as.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
-		writeJSON(w, map[string]any{"client_id": id, "token_endpoint_auth_method": "none"})
+		writeJSON(w, reg)
 	})
 	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()

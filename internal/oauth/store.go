@@ -39,6 +39,15 @@ type clientRecord struct {
 	RedirectURI string `json:"redirectUri,omitempty"`
 	// How is "dynamic", "metadata-document" or "preregistered".
 	How string `json:"how"`
+	// SecretExpires is when a registration's secret expires
+	// (client_secret_expires_at); zero: never.
+	SecretExpires time.Time `json:"secretExpires,omitzero"`
+}
+
+// secretExpiresWithin reports whether the client's secret expires within
+// d from now: a consent started with it could not be completed.
+func (c *clientRecord) secretExpiresWithin(d time.Duration) bool {
+	return c.Secret != "" && !c.SecretExpires.IsZero() && time.Now().Add(d).After(c.SecretExpires)
 }
 
 // tokenRecord is a token response.
