@@ -391,7 +391,12 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 			return nil, ctx.Err()
 		}
 	}
-	defer unlock()
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			unlock()
+		}
+	}()
 	// Looked up under the lock: a server replaced meanwhile has caught up
 	// by now, and this is the one to subscribe on.
 	u, err := m.lookup(server)
@@ -405,25 +410,65 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 		// again: the stream gets the server's answer, as the first one
 		// did, rather than a subscription that sends nothing.
 		if cs, err := u.ready(); err == nil {
-			ctx, cancel := context.WithTimeout(ctx, u.callTimeout(0))
-			defer cancel()
-			ctx, unbind := u.bindRun(ctx)
-			defer unbind()
-			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-				if first {
-					m.settings.forget(server, uri)
-				} else {
-					m.releaseLocked(server, uri)
+			sub := m.startSubscribe(ctx, u, cs, server, uri, first)
+			select {
+			case err := <-sub.done:
+				if err := sub.finish(err); err != nil {
+					return nil, err
 				}
-				return nil, u.classify(ctx, cs, "resources/subscribe", err)
+			case <-ctx.Done():
+				// The caller went away; the server may subscribe all the
+				// same, and an unsubscribe sent now could overtake the
+				// subscribe. It ends in the background, holding the lock,
+				// and its interest is let go then, as any is.
+				handedOff = true
+				m.settings.delayed.Add(1)
+				go func() {
+					defer m.settings.delayed.Done()
+					defer unlock()
+					if sub.finish(<-sub.done) == nil {
+						m.releaseLocked(server, uri)
+					}
+				}()
+				return nil, fmt.Errorf("resources/subscribe: %w", context.Cause(ctx))
 			}
-			m.settings.subscribed(server, uri, nil)
 		}
 	}
 	if first {
 		m.settings.held(server, uri, m.lastSequence())
 	}
 	return sync.OnceFunc(func() { m.releaseResource(server, uri) }), nil
+}
+
+// subscribing is a resources/subscribe under way.
+type subscribing struct {
+	done   <-chan error
+	finish func(error) error // records the answer; nil: subscribed
+}
+
+// startSubscribe sends resources/subscribe for an interest addInterest
+// counted, under the server's subscribing lock. The request is not
+// cancelled with ctx: a server may subscribe although its client gave
+// up, so the answer is waited for, within the server's call timeout.
+func (m *Manager) startSubscribe(ctx context.Context, u *upstream, cs *mcp.ClientSession, server, uri string, first bool) subscribing {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.callTimeout(0))
+	sctx, unbind := u.bindRun(sctx)
+	done := make(chan error, 1)
+	go func() { done <- cs.Subscribe(sctx, &mcp.SubscribeParams{URI: uri}) }()
+	return subscribing{done: done, finish: func(err error) error {
+		defer cancel()
+		defer unbind()
+		if err != nil {
+			if first {
+				m.settings.forget(server, uri)
+			} else {
+				m.releaseLocked(server, uri)
+			}
+			return u.classify(sctx, cs, "resources/subscribe", err)
+		}
+		m.settings.subscribed(server, uri, nil)
+		return nil
+	}}
 }
 
 // WatchResource is SubscribeResource for a caller that accepts polling:

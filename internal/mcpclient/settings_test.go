@@ -272,6 +272,71 @@ func TestReleaseWhileSessionSetsUp(t *testing.T) {
 	}
 }
 
+// TestCancelledFirstSubscribeLetGo: the caller of a first subscription
+// goes away while the server is still answering its resources/subscribe.
+// The server subscribes all the same (cancellation is advisory); mcpd
+// waits for its answer, then unsubscribes, rather than leave the server
+// sending updates nobody reads.
+func TestCancelledFirstSubscribeLetGo(t *testing.T) {
+	ctx := testContext(t)
+	var unsubscribes atomic.Int32
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "late", Version: "1"}, &mcp.ServerOptions{
+		SupportedProtocolVersions: legacyVersions,
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			if req.Params.URI == testDocURI {
+				close(entered)
+				<-proceed // subscribes, whatever the client says meanwhile
+			}
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			if req.Params.URI == testDocURI {
+				unsubscribes.Add(1)
+			}
+			return nil
+		},
+	})
+	ts := serveRemote(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	m, _ := busManager(t, &Options{
+		ProbeTimeout:     20 * time.Second,
+		Dialer:           NewRemoteDialer(&RemoteOptions{HTTPClient: testHTTPClient(t)}),
+		UnsubscribeDelay: -1,
+	})
+	if _, err := m.Connect(ctx, remoteConfig("s", config.TransportHTTP, ts.URL), false); err != nil {
+		t.Fatal(err)
+	}
+	callCtx, cancel := context.WithCancel(ctx)
+	got := make(chan error, 1)
+	go func() {
+		_, err := m.SubscribeResource(callCtx, "s", testDocURI)
+		got <- err
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the server never saw resources/subscribe")
+	}
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Fatalf("SubscribeResource whose caller went away: got %v, want context.Canceled", err)
+	}
+	close(proceed)
+	// A subscription waits for the server's lock, which the first one's
+	// answer and its release hold.
+	barrier, err := m.SubscribeResource(ctx, "s", "test://barrier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	barrier()
+	if n := unsubscribes.Load(); n != 1 {
+		t.Errorf("the server saw %d resources/unsubscribe of %s, want 1", n, testDocURI)
+	}
+	if _, held := m.ResourceHeldSince("s", testDocURI); held {
+		t.Error("the resource is still held, want it let go")
+	}
+}
+
 // TestSubscribeGivesUpWaitingAtItsDeadline holds a server's subscription
 // lock and checks that SubscribeResource returns at its context's end, not
 // when the lock is free; and that an unknown server name gets no lock.
