@@ -1414,17 +1414,23 @@ func TestGatewaySessionLimit(t *testing.T) {
 func TestMCPEndpointReadIsPrivate(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	config := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"demo": {"command": %q, "args": ["demo-server"]}}}`, mcpdBinary(t)))
+	config := writeConfig(t, fmt.Sprintf(`{"mcpServers": {"demo": {"command": %[1]q, "args": ["demo-server"]},
+		"legacy": {"command": %[1]q, "args": ["demo-server"], "protocolVersion": "2025-11-25"}}}`, mcpdBinary(t)))
 	_, url := startGateway(ctx, t, config)
 	cs := connectMCP(ctx, t, url, "2026-07-28", "", nil)
-	waitResources(ctx, t, cs, "mcpd://demo/demo://readme")
-	for _, uri := range []string{"mcpd://demo/demo://readme", "demo://readme"} {
+	waitResources(ctx, t, cs, "mcpd://demo/demo://readme", "mcpd://legacy/demo://readme")
+	for _, uri := range []string{"mcpd://demo/demo://readme", "mcpd://legacy/demo://readme"} {
 		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
 		if err != nil {
 			t.Fatalf("read %s: %v", uri, err)
 		}
 		if res.CacheScope != "private" {
 			t.Errorf("read %s: cacheScope %q, want private", uri, res.CacheScope)
+		}
+		// The revision requires resultType, whichever revision the
+		// server behind speaks.
+		if raw := statelessPost(ctx, t, url, "resources/read", uri, map[string]any{"uri": uri}); !strings.Contains(string(raw), `"resultType":"complete"`) {
+			t.Errorf("read %s: got %s, want resultType complete", uri, raw)
 		}
 	}
 }

@@ -249,8 +249,9 @@ func privateCache(c *mcp.Cacheable) { c.CacheScope = "private" }
 //
 // This and the other results for a host are new values, not copies of the
 // server's: a copy would keep the resultType a 2026-07-28 server sent,
-// which the SDK sets for a host of that revision and leaves out for an
-// earlier one only on values it did not decode. TestResultFieldsCopied
+// which the SDK sets for a host of that revision (readResultTyped does for
+// resources/read) and leaves out for an earlier one only on values it did
+// not decode. TestResultFieldsCopied
 // names every field, so that an SDK upgrade that adds one fails it.
 func resultForHost(server string, res *mcp.CallToolResult) *mcp.CallToolResult {
 	if res == nil {
@@ -326,17 +327,40 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	}
 	key := inputKey("resources/read", req.Params.URI, g.callerOf(req))
 	out, inputs, state, err := g.maybeWithInput(ctx, req, server, key, req.Params.RequestState, req.Params.InputResponses, read)
+	stateless := statelessHost(req.ProtocolVersion())
 	switch {
 	case err != nil:
 		return nil, wireError(err)
 	case inputs != nil:
-		return &mcp.ReadResourceResult{InputRequests: inputs, RequestState: state}, nil
+		return readResultTyped(&mcp.ReadResourceResult{InputRequests: inputs, RequestState: state}, stateless), nil
 	}
 	res, ok := out.(*mcp.ReadResourceResult)
 	if !ok {
 		return nil, internalError("resources/read")
 	}
-	return readResult(server, res, bare), nil
+	return readResultTyped(readResult(server, res, bare), stateless), nil
+}
+
+// readResultTyped gives a 2026-07-28 host's resources/read result its
+// resultType, which that revision requires ("input_required" is what
+// makes a host answer the input requests). The SDK sets it on what its
+// handlers return, but the guard answers resources/read itself; and only
+// the type's UnmarshalJSON sets the field.
+func readResultTyped(res *mcp.ReadResourceResult, stateless bool) *mcp.ReadResourceResult {
+	if !stateless {
+		return res
+	}
+	typ := `{"resultType":"complete"}`
+	if res.InputRequests != nil {
+		typ = `{"resultType":"input_required"}`
+	}
+	var out mcp.ReadResourceResult
+	if err := json.Unmarshal([]byte(typ), &out); err != nil {
+		return res // cannot happen: a constant the type reads
+	}
+	out.Meta, out.Cacheable, out.Contents = res.Meta, res.Cacheable, res.Contents
+	out.InputRequests, out.RequestState = res.InputRequests, res.RequestState
+	return &out
 }
 
 // readResult is a server's resources/read result for a host: with the

@@ -24,7 +24,7 @@ func TestResultFieldsCopied(t *testing.T) {
 		{
 			name:   "tools/call",
 			fields: []string{"Meta", "Content", "StructuredContent", "IsError", "InputRequests", "RequestState"},
-			json:   `{"_meta":{"k":"v"},"content":[{"type":"text","text":"t"}],"structuredContent":{"n":1},"isError":true,"requestState":"s","resultType":"complete"}`,
+			json:   `{"_meta":{"k":"v"},"content":[{"type":"text","text":"t"}],"structuredContent":{"n":1},"isError":true,"inputRequests":{"k":{"method":"roots/list","params":{}}},"requestState":"s","resultType":"complete"}`,
 			host: func(in string) (mcp.Result, error) {
 				var res mcp.CallToolResult
 				err := json.Unmarshal([]byte(in), &res)
@@ -34,7 +34,7 @@ func TestResultFieldsCopied(t *testing.T) {
 		{
 			name:   "resources/read",
 			fields: []string{"Meta", "TTLMs", "CacheScope", "Contents", "InputRequests", "RequestState"},
-			json:   `{"_meta":{"k":"v"},"ttlMs":5,"cacheScope":"private","contents":[{"uri":"demo://r","text":"t"}],"requestState":"s","resultType":"complete"}`,
+			json:   `{"_meta":{"k":"v"},"ttlMs":5,"cacheScope":"private","contents":[{"uri":"demo://r","text":"t"}],"inputRequests":{"k":{"method":"roots/list","params":{}}},"requestState":"s","resultType":"complete"}`,
 			host: func(in string) (mcp.Result, error) {
 				var res mcp.ReadResourceResult
 				err := json.Unmarshal([]byte(in), &res)
@@ -44,7 +44,7 @@ func TestResultFieldsCopied(t *testing.T) {
 		{
 			name:   "prompts/get",
 			fields: []string{"Meta", "Description", "Messages", "InputRequests", "RequestState"},
-			json:   `{"_meta":{"k":"v"},"description":"d","messages":[{"role":"user","content":{"type":"text","text":"t"}}],"requestState":"s","resultType":"complete"}`,
+			json:   `{"_meta":{"k":"v"},"description":"d","messages":[{"role":"user","content":{"type":"text","text":"t"}}],"inputRequests":{"k":{"method":"roots/list","params":{}}},"requestState":"s","resultType":"complete"}`,
 			host: func(in string) (mcp.Result, error) {
 				var res mcp.GetPromptResult
 				err := json.Unmarshal([]byte(in), &res)
@@ -100,4 +100,48 @@ func exportedFields(typ reflect.Type) []string {
 		}
 	}
 	return out
+}
+
+// TestReadResultTyped: the endpoint answers resources/read itself, past
+// the SDK's handler that would set resultType: a 2026-07-28 host gets it
+// from readResultTyped ("input_required" makes a host answer the input
+// requests), an initialize-era host does not.
+func TestReadResultTyped(t *testing.T) {
+	inputs := mcp.InputRequestMap{"k": &mcp.ListRootsParams{}}
+	for _, tt := range []struct {
+		name      string
+		res       *mcp.ReadResourceResult
+		stateless bool
+		want      string // the resultType sent; "" none
+	}{
+		{"complete", &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "demo://r", Text: "t"}}}, true, "complete"},
+		{"input required", &mcp.ReadResourceResult{InputRequests: inputs, RequestState: "s"}, true, "input_required"},
+		{"initialize era", &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "demo://r", Text: "t"}}}, false, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := readResultTyped(tt.res, tt.stateless)
+			data, err := json.Marshal(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				ResultType    string          `json:"resultType"`
+				Contents      json.RawMessage `json:"contents"`
+				InputRequests json.RawMessage `json:"inputRequests"`
+				RequestState  string          `json:"requestState"`
+			}
+			if err := json.Unmarshal(data, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.ResultType != tt.want {
+				t.Errorf("resultType: got %q, want %q in %s", got.ResultType, tt.want, data)
+			}
+			if out.NeedsInput() != (tt.want == "input_required") {
+				t.Errorf("NeedsInput: got %v for resultType %q", out.NeedsInput(), tt.want)
+			}
+			if (len(tt.res.Contents) > 0) != (string(got.Contents) != "null") || (tt.res.InputRequests != nil) != (got.InputRequests != nil) || got.RequestState != tt.res.RequestState {
+				t.Errorf("fields lost: got %s", data)
+			}
+		})
+	}
 }
