@@ -105,6 +105,32 @@ func TestSharedStateDirRefreshOnce(t *testing.T) {
 	}
 }
 
+// TestRefreshLetsGoOfTheLock: a renewal whose context ends as it takes
+// the state directory's lock lets go of it; held on, it would stop every
+// other instance's renewals, and this one's next.
+func TestRefreshLetsGoOfTheLock(t *testing.T) {
+	as := newTestAS(t)
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	authorize(t, m, client(m, as, nil), as)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the lock is free: taken at the first try all the same
+	if err := m.servers["srv"].refresh(ctx, nil); err == nil {
+		t.Fatal("refresh with its context ended: got nil, want an error")
+	}
+	s, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait, stop := context.WithTimeout(context.Background(), 5*lockPoll)
+	defer stop()
+	unlock, err := s.lock(wait, "srv")
+	if err != nil {
+		t.Fatalf("the lock after a renewal that ended: %v, want it free", err)
+	}
+	unlock()
+}
+
 // TestSharedStateDirConsentOnce: an instance without a token takes the
 // one another instance sharing the state directory obtained since it
 // started, rather than asking a person a second time.

@@ -2,8 +2,17 @@
 
 package oauth
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
-// lockFile takes no lock where flock(2) is missing: instances that share a
-// state directory there may spend a refresh token twice.
-func lockFile(ctx context.Context, _ string) (func(), error) { return func() {}, ctx.Err() }
+// lockFile takes no lock where flock(2) is missing: the renewal goes on
+// without it (logged), and instances that share a state directory there
+// may spend a refresh token twice.
+func lockFile(ctx context.Context, _ string) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("no file locks on this system")
+}

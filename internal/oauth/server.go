@@ -368,12 +368,12 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	// takes it instead of spending the refresh token a second time.
 	unlock, err := sa.m.store.lock(ctx, sa.name)
 	switch {
+	case err == nil:
+		defer unlock()
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case err != nil:
-		sa.m.log.Warn().Str("server", sa.name).Err(errWithoutPath(err)).Msg("cannot lock the oauth state; renewing without the lock")
 	default:
-		defer unlock()
+		sa.m.log.Warn().Str("server", sa.name).Err(errWithoutPath(err)).Msg("cannot lock the oauth state; renewing without the lock")
 	}
 	if sa.adoptStored(nil) {
 		if t := sa.token(); t != nil && !t.expiring(time.Now()) {
