@@ -41,7 +41,7 @@ type settings struct {
 	settling map[string]map[string]time.Time // server -> uri -> when
 
 	closed   bool           // the Manager closed: no more delayed unsubscribes
-	delayed  sync.WaitGroup // delayed unsubscribes pending or running
+	delayed  sync.WaitGroup // delayed unsubscribes pending or running, and subscribes a caller left (track)
 	releases int            // delayed unsubscribes ever scheduled, for their gen
 }
 
@@ -288,6 +288,20 @@ func (s *settings) endRelease(server, uri string, gen int) bool {
 	return true
 }
 
+// track counts work that ends a subscription in the background (with
+// delayed.Done), unless the Manager is closing: then it reports false.
+// Counted under mu, so that no count is added once close has begun and
+// Close may be waiting.
+func (s *settings) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.delayed.Add(1)
+	return true
+}
+
 // close cancels the pending delayed unsubscribes (the servers are being
 // stopped) and refuses new ones; wait for those running with delayed.
 func (s *settings) close() {
@@ -421,14 +435,26 @@ func (m *Manager) SubscribeResource(ctx context.Context, server, uri string) (re
 				// same, and an unsubscribe sent now could overtake the
 				// subscribe. It ends in the background, holding the lock,
 				// and its interest is let go then, as any is.
+				finish := func() {
+					if sub.finish(<-sub.done) != nil {
+						return
+					}
+					if first {
+						// A stream that resumes meanwhile takes this
+						// interest over: it began now.
+						m.settings.held(server, uri, m.lastSequence())
+					}
+					m.releaseLocked(server, uri)
+				}
+				if !m.settings.track() {
+					finish() // the Manager is closing: its servers stop, which ends the request
+					return nil, fmt.Errorf("resources/subscribe: %w", context.Cause(ctx))
+				}
 				handedOff = true
-				m.settings.delayed.Add(1)
 				go func() {
 					defer m.settings.delayed.Done()
 					defer unlock()
-					if sub.finish(<-sub.done) == nil {
-						m.releaseLocked(server, uri)
-					}
+					finish()
 				}()
 				return nil, fmt.Errorf("resources/subscribe: %w", context.Cause(ctx))
 			}

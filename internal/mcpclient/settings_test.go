@@ -275,65 +275,83 @@ func TestReleaseWhileSessionSetsUp(t *testing.T) {
 // TestCancelledFirstSubscribeLetGo: the caller of a first subscription
 // goes away while the server is still answering its resources/subscribe.
 // The server subscribes all the same (cancellation is advisory); mcpd
-// waits for its answer, then unsubscribes, rather than leave the server
-// sending updates nobody reads.
+// waits for its answer, then lets the subscription go as any: at once
+// without an unsubscribe delay, rather than leave the server sending
+// updates nobody reads; with one, held meanwhile since the subscribe, so
+// that a stream resuming within the delay gets its catch-up update.
 func TestCancelledFirstSubscribeLetGo(t *testing.T) {
-	ctx := testContext(t)
-	var unsubscribes atomic.Int32
-	entered, proceed := make(chan struct{}), make(chan struct{})
-	srv := mcp.NewServer(&mcp.Implementation{Name: "late", Version: "1"}, &mcp.ServerOptions{
-		SupportedProtocolVersions: legacyVersions,
-		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
-			if req.Params.URI == testDocURI {
-				close(entered)
-				<-proceed // subscribes, whatever the client says meanwhile
+	for _, tc := range []struct {
+		name         string
+		delay        time.Duration
+		unsubscribes int32
+	}{
+		{"without a delay", -1, 1},
+		{"within the delay", time.Minute, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t)
+			var unsubscribes atomic.Int32
+			entered, proceed := make(chan struct{}), make(chan struct{})
+			srv := mcp.NewServer(&mcp.Implementation{Name: "late", Version: "1"}, &mcp.ServerOptions{
+				SupportedProtocolVersions: legacyVersions,
+				SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+					if req.Params.URI == testDocURI {
+						close(entered)
+						<-proceed // subscribes, whatever the client says meanwhile
+					}
+					return nil
+				},
+				UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+					if req.Params.URI == testDocURI {
+						unsubscribes.Add(1)
+					}
+					return nil
+				},
+			})
+			ts := serveRemote(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+			m, _ := busManager(t, &Options{
+				ProbeTimeout:     20 * time.Second,
+				Dialer:           NewRemoteDialer(&RemoteOptions{HTTPClient: testHTTPClient(t)}),
+				UnsubscribeDelay: tc.delay,
+			})
+			if _, err := m.Connect(ctx, remoteConfig("s", config.TransportHTTP, ts.URL), false); err != nil {
+				t.Fatal(err)
 			}
-			return nil
-		},
-		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
-			if req.Params.URI == testDocURI {
-				unsubscribes.Add(1)
+			callCtx, cancel := context.WithCancel(ctx)
+			got := make(chan error, 1)
+			go func() {
+				_, err := m.SubscribeResource(callCtx, "s", testDocURI)
+				got <- err
+			}()
+			select {
+			case <-entered:
+			case <-ctx.Done():
+				t.Fatal("the server never saw resources/subscribe")
 			}
-			return nil
-		},
-	})
-	ts := serveRemote(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	m, _ := busManager(t, &Options{
-		ProbeTimeout:     20 * time.Second,
-		Dialer:           NewRemoteDialer(&RemoteOptions{HTTPClient: testHTTPClient(t)}),
-		UnsubscribeDelay: -1,
-	})
-	if _, err := m.Connect(ctx, remoteConfig("s", config.TransportHTTP, ts.URL), false); err != nil {
-		t.Fatal(err)
-	}
-	callCtx, cancel := context.WithCancel(ctx)
-	got := make(chan error, 1)
-	go func() {
-		_, err := m.SubscribeResource(callCtx, "s", testDocURI)
-		got <- err
-	}()
-	select {
-	case <-entered:
-	case <-ctx.Done():
-		t.Fatal("the server never saw resources/subscribe")
-	}
-	cancel()
-	if err := <-got; !errors.Is(err, context.Canceled) {
-		t.Fatalf("SubscribeResource whose caller went away: got %v, want context.Canceled", err)
-	}
-	close(proceed)
-	// A subscription waits for the server's lock, which the first one's
-	// answer and its release hold.
-	barrier, err := m.SubscribeResource(ctx, "s", "test://barrier")
-	if err != nil {
-		t.Fatal(err)
-	}
-	barrier()
-	if n := unsubscribes.Load(); n != 1 {
-		t.Errorf("the server saw %d resources/unsubscribe of %s, want 1", n, testDocURI)
-	}
-	if _, held := m.ResourceHeldSince("s", testDocURI); held {
-		t.Error("the resource is still held, want it let go")
+			before := m.lastSequence()
+			cancel()
+			if err := <-got; !errors.Is(err, context.Canceled) {
+				t.Fatalf("SubscribeResource whose caller went away: got %v, want context.Canceled", err)
+			}
+			close(proceed)
+			// A subscription waits for the server's lock, which the first
+			// one's answer and its release hold.
+			barrier, err := m.SubscribeResource(ctx, "s", "test://barrier")
+			if err != nil {
+				t.Fatal(err)
+			}
+			barrier()
+			if n := unsubscribes.Load(); n != tc.unsubscribes {
+				t.Errorf("the server saw %d resources/unsubscribe of %s, want %d", n, testDocURI, tc.unsubscribes)
+			}
+			since, held := m.ResourceHeldSince("s", testDocURI)
+			switch {
+			case tc.delay < 0 && held:
+				t.Error("the resource is still held, want it let go")
+			case tc.delay > 0 && (!held || since < before):
+				t.Errorf("the resource within its unsubscribe delay: held %v since %d, want held since %d or later", held, since, before)
+			}
+		})
 	}
 }
 
