@@ -20,8 +20,9 @@ import math
 import select
 import socket
 import threading
+import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
 from . import _common
 from .errors import Cancelled, DeadlineExceeded, MCPDError, Unavailable, call_cut_off, from_connect_error
@@ -83,7 +84,17 @@ _UNIX_SCHEME = _common.HTTP_UNIX_SCHEME
 # _MAX_TIMEOUT_MS is one past the largest Connect-Timeout-Ms: 10 digits.
 _MAX_TIMEOUT_MS = 10_000_000_000
 
-C = TypeVar("C")
+
+class _Pooled(Protocol):
+    """What the pool of idle connections needs of one."""
+
+    #: When it was last given back (time.monotonic()).
+    idle_since: float
+
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Pooled)
 
 
 def needs_grpc(what: str) -> ValueError:
@@ -142,6 +153,24 @@ class StubBase(Generic[C]):
         self._lock = threading.Lock()
         #: The server streams still open, cancelled by close().
         self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    #: Seconds a connection may stay in the pool unused: an older one is
+    #: closed when a call gives one back, rather than kept half-closed (mcpd
+    #: closes a connection idle for 2 minutes) until a call finds it. A
+    #: burst of concurrent calls so leaves no connections behind for long.
+    idle_kept = 60.0
+
+    def _pool(self, conn: C) -> List[C]:
+        """Puts conn in the pool of idle connections, and takes out those
+        idle for longer than idle_kept, which the caller closes. Called
+        with the lock held where there is one."""
+        now = time.monotonic()
+        conn.idle_since = now
+        self._idle.append(conn)
+        stale: List[C] = []
+        while now - self._idle[0].idle_since > self.idle_kept:
+            stale.append(self._idle.pop(0))
+        return stale
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -251,10 +280,9 @@ class HTTPStub(StubBase["Connection"]):
 
     def _give_back(self, conn: Connection) -> None:
         with self._lock:
-            if not self._closed:
-                self._idle.append(conn)
-                return
-        conn.close()
+            stale = [conn] if self._closed else self._pool(conn)
+        for c in stale:
+            c.close()
 
     def _unary(
         self, path: str, out: Any, request: Any, metadata: Sequence[Tuple[str, str]], timeout: Optional[float], resendable: bool, tool_call: bool
@@ -573,6 +601,8 @@ class Connection:
     #: Whether the last request was written whole (to the kernel): one
     #: that was not never reached a handler of mcpd's.
     sent = False
+    #: When the pool last took it back.
+    idle_since = 0.0
     #: Whether a response head was read (only the first is checked for HTTP/2).
     _first_head_read = False
     #: Whether the connection is closed (a body that ran to its end), and

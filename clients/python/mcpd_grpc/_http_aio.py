@@ -146,10 +146,8 @@ class AsyncHTTPStub(StubBase["Connection"]):
                 # makes mcpd cancel the call upstream.
                 conn.close()
                 raise
-            if conn.reusable(headers) and not self._closed:
-                self._idle.append(conn)
-            else:
-                conn.close()
+            for c in self._pool(conn) if conn.reusable(headers) and not self._closed else [conn]:
+                c.close()
             if status != 200:
                 raise error_of(status, answer)
             msg = out()
@@ -211,6 +209,8 @@ class Connection:
         self.sent = False
         #: Whether a response head was read (only the first is checked for HTTP/2).
         self._first_head_read = False
+        #: When the pool last took it back.
+        self.idle_since = 0.0
 
     async def send(self, data: bytes) -> None:
         # A failure from here on, before a byte of the answer, means the

@@ -8,6 +8,7 @@ import asyncio
 import re
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Iterator, List
 
@@ -257,5 +258,38 @@ def test_http_wire_at_the_grpc_listener_says_so(daemon: Daemon) -> None:
             with pytest.raises(mcpd_grpc.Unavailable, match=re.escape(_GRPC_PORT_HINT)):
                 async for _ in c.subscribe(reconnect=False):
                     pass
+
+    run_async(body())
+
+
+def test_connections_idle_too_long_are_closed(daemon: Daemon) -> None:
+    """A burst of concurrent calls leaves a connection each in the pool;
+    those unused for idle_kept seconds are closed when a call gives one
+    back, on both HTTP wires."""
+    slow = ("mcp__demo__slow", {"steps": 1, "delay_ms": 500})
+
+    def idle_after_burst(c: Client) -> int:
+        threads = [threading.Thread(target=c.call_tool, args=slow) for _ in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=RPC_TIMEOUT)
+        return len(c._stub._idle)
+
+    with daemon.client("http") as c:
+        assert idle_after_burst(c) == 4
+        c._stub.idle_kept = 0.2
+        time.sleep(0.3)
+        c.call_tool("mcp__demo__echo", {"message": "x"})
+        assert len(c._stub._idle) == 1
+
+    async def body() -> None:
+        async with AsyncClient(daemon.http_target, timeout=RPC_TIMEOUT) as c:
+            await asyncio.gather(*(c.call_tool(*slow) for _ in range(4)))
+            assert len(c._stub._idle) == 4
+            c._stub.idle_kept = 0.2
+            await asyncio.sleep(0.3)
+            await c.call_tool("mcp__demo__echo", {"message": "x"})
+            assert len(c._stub._idle) == 1
 
     run_async(body())
