@@ -82,7 +82,8 @@ func (s *tokenEndpointSpy) received(text string) bool {
 // an OAuth grant (an assertion, an ID token, a signing key) and send it,
 // or a signature made with it, to an authorization server the request
 // names: that would read (or sign with) any file of mcpd's user, its API
-// token file and the servers' keys among them.
+// token file and the servers' keys among them; nor name the files of a
+// tls block.
 func TestAllowCommandKeepsLocalFiles(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -106,6 +107,14 @@ func TestAllowCommandKeepsLocalFiles(t *testing.T) {
 			if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "--allow-command") {
 				t.Errorf("--allow-command %s: ConnectServer with oauth %v: got %v, want PERMISSION_DENIED naming --allow-command", allow, o, err)
 			}
+		}
+		// A tls block names files too: a client key mcpd would prove its
+		// identity with, a CA it would trust with the server's headers.
+		_, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{
+			Name: "tls", Transport: &mcpdv1.ServerConfig_Http{Http: &mcpdv1.HttpConfig{Url: spy.srv.URL + "/mcp", Tls: &mcpdv1.TlsConfig{CaFile: secret}}},
+		}})
+		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "--allow-command") {
+			t.Errorf("--allow-command %s: ConnectServer with tls: got %v, want PERMISSION_DENIED naming --allow-command", allow, err)
 		}
 		if spy.received(secretText) {
 			t.Errorf("--allow-command %s: the token endpoint a request named was sent the contents of a local file", allow)

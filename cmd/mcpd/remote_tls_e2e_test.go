@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	mcpdv1 "github.com/mcpd-project/mcpd/gen/go/mcpd/v1"
 )
@@ -108,6 +110,31 @@ func TestRemoteServerMutualTLS(t *testing.T) {
 	d.waitServer(ctx, t, "internal", mcpdv1.ServerState_SERVER_STATE_READY)
 	if got := text(d.mustCall(ctx, t, "mcp__internal__echo", map[string]any{"message": "rotated"})); got != "rotated" {
 		t.Errorf("echo after rotation: got %q, want %q", got, "rotated")
+	}
+
+	// The same through ConnectServer, whose tls names the files as the
+	// block does (absolute paths; no variables).
+	api := &mcpdv1.TlsConfig{CaFile: filepath.Join(certs, "ca.pem"), CertFile: filepath.Join(certs, "client.pem"), KeyFile: filepath.Join(certs, "client-key.pem")}
+	resp, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{
+		Name: "api", Transport: &mcpdv1.ServerConfig_Remote{Remote: &mcpdv1.HttpConfig{Url: up.URL, Tls: api}},
+	}})
+	if err != nil || resp.GetServer().GetState() != mcpdv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("ConnectServer with tls: got %v, %v, want READY", resp.GetServer(), err)
+	}
+	if got := text(d.mustCall(ctx, t, "mcp__api__echo", map[string]any{"message": "through the API"})); got != "through the API" {
+		t.Errorf("echo of the API's server: got %q, want %q", got, "through the API")
+	}
+	for name, bad := range map[string]*mcpdv1.TlsConfig{
+		"empty":    {},
+		"relative": {CaFile: "ca.pem"},
+		"key only": {KeyFile: api.KeyFile},
+	} {
+		_, err := d.hub.ConnectServer(ctx, &mcpdv1.ConnectServerRequest{Server: &mcpdv1.ServerConfig{
+			Name: "bad", Transport: &mcpdv1.ServerConfig_Http{Http: &mcpdv1.HttpConfig{Url: up.URL, Tls: bad}},
+		}})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "tls") {
+			t.Errorf("ConnectServer with a %s tls: got %v, want INVALID_ARGUMENT naming tls", name, err)
+		}
 	}
 
 	for _, k := range []string{goodKey, rogueKey, newKey} {

@@ -606,7 +606,7 @@ func TestParseWarningsExplainUnusableEntries(t *testing.T) {
 }
 
 // TestEntryKeysAreTheClientsList checks the keys of a server entry, its
-// oauth block and the block's idp object against the list the Python and
+// oauth block, the block's idp object and its tls block against the list the Python and
 // TypeScript clients' tests read (clients/testdata/mcp-json-keys.json): a
 // key added here must be added there, where ServerConfig.from_mcp_json and
 // ServerConfig.fromMcpJson have to read it or refuse it by name rather
@@ -627,6 +627,7 @@ func TestEntryKeysAreTheClientsList(t *testing.T) {
 		{"entry", entryFields},
 		{"oauth", oauthFields},
 		{"oauth.idp", idpFields},
+		{"tls", tlsFields},
 	} {
 		var got []string
 		raw, _ := shared[tc.list].([]any)

@@ -53,21 +53,27 @@ func serverConfigFromProto(pc *mcpdv1.ServerConfig) (config.Server, error) {
 		cfg.Cwd = t.Stdio.GetCwd()
 	case *mcpdv1.ServerConfig_Http:
 		cfg.Kind = config.TransportHTTP
-		cfg.URL = t.Http.GetUrl()
-		cfg.Headers = t.Http.GetHeaders()
+		cfg.URL, cfg.Headers, cfg.TLS = t.Http.GetUrl(), t.Http.GetHeaders(), tlsFromProto(t.Http.GetTls())
 	case *mcpdv1.ServerConfig_Sse:
 		cfg.Kind = config.TransportSSE
-		cfg.URL = t.Sse.GetUrl()
-		cfg.Headers = t.Sse.GetHeaders()
+		cfg.URL, cfg.Headers, cfg.TLS = t.Sse.GetUrl(), t.Sse.GetHeaders(), tlsFromProto(t.Sse.GetTls())
 	case *mcpdv1.ServerConfig_Remote:
 		cfg.Kind = config.TransportAuto
-		cfg.URL = t.Remote.GetUrl()
-		cfg.Headers = t.Remote.GetHeaders()
+		cfg.URL, cfg.Headers, cfg.TLS = t.Remote.GetUrl(), t.Remote.GetHeaders(), tlsFromProto(t.Remote.GetTls())
 	default:
 		return config.Server{}, invalidf("server %q: one of stdio, http, sse or remote is required", pc.GetName())
 	}
 	cfg.OAuth = oauthFromProto(pc.GetOauth())
 	return cfg, nil
+}
+
+// tlsFromProto reads a tls block; config.Server.Validate checks it (an
+// empty one included, as a config file's "tls": {} is refused).
+func tlsFromProto(t *mcpdv1.TlsConfig) *config.TLS {
+	if t == nil {
+		return nil
+	}
+	return &config.TLS{CA: t.GetCaFile(), Cert: t.GetCertFile(), Key: t.GetKeyFile()}
 }
 
 // oauthFromProto reads an oauth block; config.Server.Validate checks it.

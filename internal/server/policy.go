@@ -27,7 +27,7 @@ type CommandPolicy struct {
 
 // Check refuses a stdio server whose command the policy does not allow,
 // and, when the policy allows not every command, a server whose oauth
-// block names a file.
+// block names a file, or that has a tls block (which names files).
 func (p *CommandPolicy) Check(cfg config.Server) error {
 	if p == nil || (!p.None && len(p.Allowed) == 0) {
 		return nil
@@ -37,6 +37,12 @@ func (p *CommandPolicy) Check(cfg config.Server) error {
 		// signature made with it) to an authorization server the request
 		// names: any file of that user, its API token file among them.
 		return mcpclient.Deny("oauth.%s: a server added through the API names no local file while --allow-command is set; give the value itself, or put the server in the config file", field)
+	}
+	if cfg.TLS != nil {
+		// The same for a client key, which proves mcpd's identity to a
+		// server the request names, and for a CA file, which decides whom
+		// mcpd trusts with the server's headers.
+		return mcpclient.Deny("tls: a server added through the API names no local file while --allow-command is set; put the server in the config file")
 	}
 	if cfg.Kind != config.TransportStdio {
 		return nil

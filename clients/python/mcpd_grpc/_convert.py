@@ -358,6 +358,8 @@ def server_config_to_proto(c: Union[t.ServerConfig, pb.ServerConfig]) -> pb.Serv
         out.connect_timeout.CopyFrom(connect_timeout)
     tr = t.Transport(c.transport)
     if tr is t.Transport.STDIO:
+        if c.tls is not None:
+            raise ValueError(f"server {c.name!r}: a stdio server takes no tls (it is for http and sse servers)")
         out.stdio.command = c.command
         out.stdio.args.extend(c.args)
         out.stdio.env.update(c.env)
@@ -369,6 +371,8 @@ def server_config_to_proto(c: Union[t.ServerConfig, pb.ServerConfig]) -> pb.Serv
         h = getattr(out, field)
         h.url = c.url
         h.headers.update(c.headers)
+        if c.tls is not None:
+            h.tls.CopyFrom(pb.TlsConfig(ca_file=c.tls.ca_file, cert_file=c.tls.cert_file, key_file=c.tls.key_file))
     else:
         raise ValueError(f"server {c.name!r}: no transport")
     if c.oauth is not None:

@@ -405,6 +405,36 @@ _IDP_JSON = {
 }
 
 
+@dataclass(frozen=True)
+class TLSConfig:
+    """A private CA and a client certificate for an HTTP or SSE server
+    (proto ``TlsConfig``; a config file's ``tls`` block): absolute paths of
+    PEM files on mcpd's machine, read again at every connect. ``ca_file``
+    holds the CA certificates the server's certificate must chain to
+    (instead of the system's roots); ``cert_file`` (the chain, leaf first)
+    and ``key_file`` go together. mcpd uses them for the server's OAuth
+    requests too. While mcpd runs with ``--allow-command``, it refuses a
+    ``connect_server`` that names them (PermissionDenied)."""
+
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+
+    @classmethod
+    def from_mcp_json(cls, block: Mapping[str, Any]) -> TLSConfig:
+        """The ``tls`` block of a ``.mcp.json`` server entry (``ca``,
+        ``cert``, ``key``). ``${VAR}`` is not expanded here. A block that
+        names no file is refused, as mcpd refuses it."""
+        fields = _json_fields("tls", block, _TLS_JSON)
+        if not any(fields.values()):
+            raise ValueError("tls: the block names no file (want ca, or cert and key, or all three)")
+        return cls(**fields)
+
+
+# .mcp.json's keys of a tls block, and their field names.
+_TLS_JSON = {"ca": "ca_file", "cert": "cert_file", "key": "key_file"}
+
+
 def _json_fields(where: str, block: Any, names: Mapping[str, str]) -> Dict[str, Any]:
     """The fields of an oauth block (or its idp object) by their field
     names, checked as mcpd decodes them: strings, except scopes (an array
@@ -463,15 +493,18 @@ class ServerConfig:
     trace: bool = False
     """Log every JSON-RPC message of the server at mcpd's debug level
     (docs/servers.md, "Wire tracing")."""
+    tls: Optional[TLSConfig] = None
+    """A private CA and client certificate of an HTTP or SSE server."""
 
     def __repr__(self) -> str:
         # env and header values are secrets: show only their names (and
-        # OAuthConfig's repr leaves its secrets out).
+        # OAuthConfig's repr leaves its secrets out). TLS paths are not.
         oauth = f", oauth={self.oauth!r}" if self.oauth is not None else ""
+        tls = f", tls={self.tls!r}" if self.tls is not None else ""
         return (
             f"ServerConfig(name={self.name!r}, transport={self.transport.value!r}, "
             f"command={self.command!r}, args={self.args!r}, url={self.url!r}, "
-            f"env_names={sorted(self.env)!r}, header_names={sorted(self.headers)!r}{oauth})"
+            f"env_names={sorted(self.env)!r}, header_names={sorted(self.headers)!r}{oauth}{tls})"
         )
 
     @classmethod
@@ -496,12 +529,14 @@ class ServerConfig:
         *,
         headers: Optional[Mapping[str, str]] = None,
         oauth: Optional[OAuthConfig] = None,
+        tls: Optional[TLSConfig] = None,
         **options: Any,
     ) -> ServerConfig:
         """A server at a Streamable HTTP endpoint; ``oauth`` configures its
         authorization (default: consent on the first 401, see
-        :class:`OAuthConfig`)."""
-        return cls(name, Transport.HTTP, url=url, headers=dict(headers or {}), oauth=oauth, **_options(options))
+        :class:`OAuthConfig`), ``tls`` a private CA and client certificate
+        (:class:`TLSConfig`)."""
+        return cls(name, Transport.HTTP, url=url, headers=dict(headers or {}), oauth=oauth, tls=tls, **_options(options))
 
     @classmethod
     def sse(
@@ -511,10 +546,11 @@ class ServerConfig:
         *,
         headers: Optional[Mapping[str, str]] = None,
         oauth: Optional[OAuthConfig] = None,
+        tls: Optional[TLSConfig] = None,
         **options: Any,
     ) -> ServerConfig:
         """A server at a legacy HTTP+SSE endpoint."""
-        return cls(name, Transport.SSE, url=url, headers=dict(headers or {}), oauth=oauth, **_options(options))
+        return cls(name, Transport.SSE, url=url, headers=dict(headers or {}), oauth=oauth, tls=tls, **_options(options))
 
     @classmethod
     def remote(
@@ -524,11 +560,12 @@ class ServerConfig:
         *,
         headers: Optional[Mapping[str, str]] = None,
         oauth: Optional[OAuthConfig] = None,
+        tls: Optional[TLSConfig] = None,
         **options: Any,
     ) -> ServerConfig:
         """A server at a URL whose transport mcpd detects (Streamable HTTP,
         then legacy SSE). Needs an mcpd whose API has ``ServerConfig.remote``."""
-        return cls(name, Transport.AUTO, url=url, headers=dict(headers or {}), oauth=oauth, **_options(options))
+        return cls(name, Transport.AUTO, url=url, headers=dict(headers or {}), oauth=oauth, tls=tls, **_options(options))
 
     @classmethod
     def from_mcp_json(cls, name: str, entry: Mapping[str, Any], **options: Any) -> ServerConfig:
@@ -546,7 +583,8 @@ class ServerConfig:
         - stdio: ``command``, ``args``, ``env``, ``cwd``.
         - ``http``, ``sse``, ``auto``: ``url`` (``serverUrl`` when ``url``
           is empty), ``headers``, ``oauth`` (camelCase keys, see
-          :meth:`OAuthConfig.from_mcp_json`).
+          :meth:`OAuthConfig.from_mcp_json`), ``tls`` (``ca``, ``cert``,
+          ``key``: :meth:`TLSConfig.from_mcp_json`).
         - ``timeout`` (``call_timeout``) and ``connectTimeout``, in seconds,
           0 meaning the daemon's default; ``protocolVersion``,
           ``toolsAllow``, ``toolsDeny`` (and ``disabledTools``, as Windsurf,
@@ -559,9 +597,9 @@ class ServerConfig:
 
         Refused with a ValueError that names the key, since ``ConnectServer``
         has no field for it and dropping it would leave the server less
-        guarded, or otherwise, than the entry says: a ``tls`` block (config
-        files only), and unless empty ``permissions``, ``alwaysAllow``,
-        ``autoApprove`` and ``traceRedact``. ``"disabled": true`` is refused
+        guarded, or otherwise, than the entry says: unless empty,
+        ``permissions``, ``alwaysAllow``, ``autoApprove`` and
+        ``traceRedact``. ``"disabled": true`` is refused
         too: a server cannot be connected disabled, and connecting it would
         start what the entry parks (leave such an entry out).
 
@@ -596,7 +634,7 @@ class ServerConfig:
                         f'what the entry parks. Leave the entry out, or remove "disabled" and call set_server_enabled({name!r}, False) '
                         "after connecting (which starts it first)"
                     )
-            elif value is not None and (key == "tls" or _says_something(value)):
+            elif value is not None and _says_something(value):
                 raise e.error(f"{key!r} cannot be sent with ConnectServer, which has no field for it ({why}): connect this server from a config file")
         url, server_url = e.string("url"), e.string("serverUrl")
         url = url or server_url
@@ -617,9 +655,11 @@ class ServerConfig:
             transport = Transport.STDIO
         else:
             raise e.error("entry needs a command (stdio) or a url (http, sse)")
-        raw_oauth = entry.get("oauth")
+        raw_oauth, raw_tls = entry.get("oauth"), entry.get("tls")
         if raw_oauth is not None and not isinstance(raw_oauth, Mapping):
             raise e.error(f"field 'oauth' is {_json_kind(raw_oauth)}, want an object")
+        if raw_tls is not None and not isinstance(raw_tls, Mapping):
+            raise e.error(f"field 'tls' is {_json_kind(raw_tls)}, want an object")
 
         for key, option in _ENTRY_OPTIONS.items():
             if entry.get(key) is not None and option in options:
@@ -646,6 +686,8 @@ class ServerConfig:
                 raise e.error("stdio server takes no headers")
             if raw_oauth is not None:
                 raise e.error("stdio server takes no oauth block (OAuth is for http and sse servers)")
+            if raw_tls is not None:
+                raise e.error("stdio server takes no tls block (tls is for http and sse servers)")
             return cls.stdio(name, command, args, env=env, cwd=cwd, **opts)
         if not url:
             raise e.error("http and sse servers need a url")
@@ -653,9 +695,10 @@ class ServerConfig:
             raise e.error(f"{transport.value} server takes no command, args, env or cwd")
         try:
             oauth = OAuthConfig.from_mcp_json(raw_oauth) if raw_oauth is not None else None
+            tls = TLSConfig.from_mcp_json(raw_tls) if raw_tls is not None else None
         except ValueError as err:
             raise e.error(str(err)) from None
-        return cls(name, transport, url=url, headers=headers, oauth=oauth, **_options(opts))
+        return cls(name, transport, url=url, headers=headers, oauth=oauth, tls=tls, **_options(opts))
 
 
 # How ServerConfig.from_mcp_json treats each key mcpd's config file reader
@@ -672,6 +715,7 @@ _ENTRY_READ = frozenset(
         "serverUrl",
         "headers",
         "oauth",
+        "tls",
         "timeout",
         "connectTimeout",
         "protocolVersion",
@@ -684,10 +728,8 @@ _ENTRY_READ = frozenset(
     }
 )
 # Keys mcpd honours that ConnectServer cannot carry, and why: refused when
-# they say something (tls whenever it is there, disabled when true, with a
-# message of its own).
+# they say something (disabled when true, with a message of its own).
 _ENTRY_REFUSED = {
-    "tls": "a private CA and client certificate are read from config files only",
     "permissions": "a server's own tool rules are read from config files only",
     "alwaysAllow": "tools that run without asking are read from config files only",
     "autoApprove": "tools that run without asking are read from config files only",

@@ -12,7 +12,7 @@ import pytest
 
 import mcpd_grpc
 from conftest import REPO
-from mcpd_grpc import Client, OAuthConfig, ServerConfig, types
+from mcpd_grpc import Client, OAuthConfig, ServerConfig, TLSConfig, types
 from mcpd_grpc import _convert as cv
 from mcpd_grpc.types import Transport
 
@@ -38,6 +38,7 @@ def test_every_key_mcpd_knows_is_read_refused_or_ignored() -> None:
     assert read_keys | refused_keys | ignored_keys == set(KEYS["entry"])
     assert set(types._OAUTH_JSON) == set(KEYS["oauth"])
     assert set(types._IDP_JSON) == set(KEYS["oauth.idp"])
+    assert set(types._TLS_JSON) == set(KEYS["tls"])
 
 
 def test_options() -> None:
@@ -116,10 +117,29 @@ def test_fields_of_the_other_transport_are_refused() -> None:
         refused({"type": "http", "url": "https://h.example/mcp", key: value}, "takes no command, args, env or cwd")
 
 
+def test_tls_block() -> None:
+    block = {"ca": "/etc/mcpd/ca.pem", "cert": "/etc/mcpd/client.pem", "key": "/run/creds/client-key.pem"}
+    want = TLSConfig(ca_file="/etc/mcpd/ca.pem", cert_file="/etc/mcpd/client.pem", key_file="/run/creds/client-key.pem")
+    c = read({"url": "https://h.example/mcp", "tls": block})
+    assert c.tls == want and c == ServerConfig.remote("x", "https://h.example/mcp", tls=want)
+    assert "client-key.pem" in repr(c)  # paths, not secrets
+    p = cv.server_config_to_proto(c)
+    assert (p.remote.tls.ca_file, p.remote.tls.cert_file, p.remote.tls.key_file) == (want.ca_file, want.cert_file, want.key_file)
+    p = cv.server_config_to_proto(read({"type": "sse", "url": "https://h.example/sse", "tls": {"ca": "/ca.pem", "cert": None}}))
+    assert p.sse.tls.ca_file == "/ca.pem" and not p.sse.tls.cert_file
+    assert read({"url": "https://h.example/mcp", "tls": None}).tls is None
+    refused({"url": "https://h.example/mcp", "tls": {}}, "tls: the block names no file")
+    refused({"url": "https://h.example/mcp", "tls": {"ca": "/ca.pem", "crt": "/c.pem"}}, "unknown tls keys: crt")
+    refused({"url": "https://h.example/mcp", "tls": {"ca": 1}}, "tls.ca is a number, want a string")
+    refused({"url": "https://h.example/mcp", "tls": "/ca.pem"}, "field 'tls' is a string, want an object")
+    refused({"command": "srv", "tls": {"ca": "/ca.pem"}}, "takes no tls")
+    with pytest.raises(ValueError, match="takes no tls"):
+        cv.server_config_to_proto(ServerConfig("x", Transport.STDIO, command="srv", tls=want))
+
+
 @pytest.mark.parametrize(
     ("key", "value", "empty"),
     [
-        ("tls", {"ca": "/etc/ca.pem"}, None),
         ("permissions", {"deny": ["delete_*"]}, {}),
         ("alwaysAllow", ["read_file"], []),
         ("autoApprove", ["read_file"], []),
@@ -132,8 +152,6 @@ def test_settings_connect_server_cannot_carry_are_refused(key: str, value: Any, 
     assert "config file" in message
     # One that says nothing is read as absent (Cline writes "autoApprove": []).
     assert read({**url, key: empty}) == ServerConfig.remote("x", url["url"])
-    if key == "tls":
-        refused({**url, key: {}}, "'tls'")  # mcpd refuses an empty block
 
 
 def test_a_disabled_entry_is_refused() -> None:

@@ -369,6 +369,22 @@ export const REQUEST_KINDS: Record<ServerRequestKind, pb.ServerRequestKind> = {
 /** A server configuration as the proto spells it (plain object). */
 export type ServerConfigInit = Exclude<MessageInitShape<typeof pb.ServerConfigSchema>, pb.ServerConfig>;
 
+/**
+ * A private CA and a client certificate for an HTTP or SSE server (proto
+ * `TlsConfig`; a config file's `tls` block): absolute paths of PEM files on
+ * mcpd's machine, read again at every connect. `certFile` (the chain, leaf
+ * first) and `keyFile` go together. mcpd uses them for the server's OAuth
+ * requests too; while it runs with `--allow-command` it refuses a
+ * `connectServer` that names them (PermissionDenied).
+ */
+export type TlsConfigInit = Exclude<MessageInitShape<typeof pb.TlsConfigSchema>, pb.TlsConfig>;
+
+/** The options of a remote server: its headers and TLS files. */
+export interface RemoteOptions extends ServerOptions {
+  headers?: Record<string, string> | undefined;
+  tls?: TlsConfigInit | undefined;
+}
+
 /** Options every kind of server takes. */
 export interface ServerOptions {
   /** Bounds each tool call (ms); unset: mcpd's default. */
@@ -414,6 +430,8 @@ export interface McpJsonEntry {
   headers?: Record<string, string> | undefined;
   /** The oauth block, in the file's camelCase (`clientId`, `tokenEndpointAuthMethod`, ...). */
   oauth?: JsonObject | undefined;
+  /** The tls block: `ca`, `cert`, `key` (paths). */
+  tls?: JsonObject | undefined;
   /** The call timeout, in seconds (0: mcpd's default). */
   timeout?: number | undefined;
   /** In seconds (0: mcpd's default). */
@@ -442,6 +460,7 @@ export const MCP_JSON_READ: ReadonlySet<string> = new Set([
   "serverUrl",
   "headers",
   "oauth",
+  "tls",
   "timeout",
   "connectTimeout",
   "protocolVersion",
@@ -453,10 +472,8 @@ export const MCP_JSON_READ: ReadonlySet<string> = new Set([
   "trace",
 ]);
 // Keys mcpd honours that ConnectServer cannot carry, and why: refused when
-// they say something (tls whenever it is there, disabled when true, with a
-// message of its own).
+// they say something (disabled when true, with a message of its own).
 export const MCP_JSON_REFUSED: ReadonlyMap<string, string> = new Map([
-  ["tls", "a private CA and client certificate are read from config files only"],
   ["permissions", "a server's own tool rules are read from config files only"],
   ["alwaysAllow", "tools that run without asking are read from config files only"],
   ["autoApprove", "tools that run without asking are read from config files only"],
@@ -509,6 +526,12 @@ export const OAUTH_KEYS: ReadonlySet<string> = new Set([
   "dpop",
 ]);
 export const IDP_KEYS: ReadonlySet<string> = new Set(["issuer", "tokenEndpoint", "clientId", "clientSecret", "idToken", "idTokenFile"]);
+// The keys of a .mcp.json tls block, and the TlsConfig fields they fill.
+export const TLS_KEYS: ReadonlyMap<string, "caFile" | "certFile" | "keyFile"> = new Map([
+  ["ca", "caFile"],
+  ["cert", "certFile"],
+  ["key", "keyFile"],
+]);
 
 const quote = (s: string): string => JSON.stringify(s);
 
@@ -668,6 +691,24 @@ function oauthFromMcpJson(server: string, o: Record<string, unknown>): MessageIn
   };
 }
 
+/**
+ * The tls block of server's entry (`ca`, `cert`, `key`: strings; null
+ * counts as absent); unknown keys are refused, and so is a block that
+ * names no file, as mcpd refuses it.
+ */
+function tlsFromMcpJson(server: string, o: Record<string, unknown>): TlsConfigInit {
+  const f = new McpJsonFields(server, o, "tls.");
+  const unknown = unknownKeys(o, new Set(TLS_KEYS.keys()));
+  if (unknown) throw f.error(`unknown tls keys: ${unknown}`);
+  const out: TlsConfigInit = {};
+  for (const [key, field] of TLS_KEYS) {
+    const v = f.string(key);
+    if (v) out[field] = v;
+  }
+  if (Object.keys(out).length === 0) throw f.error("tls: the block names no file (want ca, or cert and key, or all three)");
+  return out;
+}
+
 function duration(ms: number | undefined): MessageInitShape<typeof import("@bufbuild/protobuf/wkt").DurationSchema> | undefined {
   if (ms === undefined) return undefined;
   if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`a timeout must be a finite number of milliseconds, not negative: got ${ms}`);
@@ -713,6 +754,12 @@ function common(name: string, o: ServerOptions): ServerConfigInit {
   return c;
 }
 
+function remoteValue(url: string, opts: RemoteOptions): MessageInitShape<typeof pb.HttpConfigSchema> {
+  const v: MessageInitShape<typeof pb.HttpConfigSchema> = { url, headers: opts.headers ?? {} };
+  if (opts.tls) v.tls = opts.tls;
+  return v;
+}
+
 /** Builders of server configurations, like the Python client's `ServerConfig`. */
 export const ServerConfig = {
   /** A server run as a child process speaking MCP on stdin and stdout. */
@@ -727,17 +774,17 @@ export const ServerConfig = {
       transport: { case: "stdio", value: { command, args: strings("args", args) ?? [], env: opts.env ?? {}, cwd: opts.cwd ?? "" } },
     };
   },
-  /** A server at a Streamable HTTP endpoint. */
-  http(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> | undefined } = {}): ServerConfigInit {
-    return { ...common(name, opts), transport: { case: "http", value: { url, headers: opts.headers ?? {} } } };
+  /** A server at a Streamable HTTP endpoint; `tls` names a private CA and client certificate. */
+  http(name: string, url: string, opts: RemoteOptions = {}): ServerConfigInit {
+    return { ...common(name, opts), transport: { case: "http", value: remoteValue(url, opts) } };
   },
   /** A server at a legacy HTTP+SSE endpoint. */
-  sse(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> | undefined } = {}): ServerConfigInit {
-    return { ...common(name, opts), transport: { case: "sse", value: { url, headers: opts.headers ?? {} } } };
+  sse(name: string, url: string, opts: RemoteOptions = {}): ServerConfigInit {
+    return { ...common(name, opts), transport: { case: "sse", value: remoteValue(url, opts) } };
   },
   /** A remote server: Streamable HTTP, falling back to HTTP+SSE. */
-  remote(name: string, url: string, opts: ServerOptions & { headers?: Record<string, string> | undefined } = {}): ServerConfigInit {
-    return { ...common(name, opts), transport: { case: "remote", value: { url, headers: opts.headers ?? {} } } };
+  remote(name: string, url: string, opts: RemoteOptions = {}): ServerConfigInit {
+    return { ...common(name, opts), transport: { case: "remote", value: remoteValue(url, opts) } };
   },
   /**
    * One entry of a `.mcp.json` `mcpServers` (or `servers`) map, read as
@@ -755,7 +802,8 @@ export const ServerConfig = {
    * - `http`, `sse`, `auto`: `url` (`serverUrl` when `url` is empty),
    *   `headers`, `oauth` (camelCase keys: `clientId`, `clientSecret`,
    *   `tokenEndpointAuthMethod`, ..., and an `idp` object; the keys mcpd
-   *   reads there, with its types; any other is refused).
+   *   reads there, with its types; any other is refused), `tls` (`ca`,
+   *   `cert`, `key`: the `tls` option).
    * - `timeout` (`callTimeoutMs`) and `connectTimeout` (`connectTimeoutMs`),
    *   in seconds as in the file, 0 meaning the daemon's default;
    *   `protocolVersion`, `toolsAllow`, `toolsDeny` (and `disabledTools`,
@@ -767,9 +815,8 @@ export const ServerConfig = {
    *
    * Refused with a TypeError that names the key, since `ConnectServer` has
    * no field for it and dropping it would leave the server less guarded, or
-   * otherwise, than the entry says: a `tls` block (config files only), and
-   * unless empty `permissions`, `alwaysAllow`, `autoApprove` and
-   * `traceRedact`. `"disabled": true` is refused too: a server cannot be
+   * otherwise, than the entry says: unless empty, `permissions`,
+   * `alwaysAllow`, `autoApprove` and `traceRedact`. `"disabled": true` is refused too: a server cannot be
    * connected disabled, and connecting it would start what the entry parks
    * (leave such an entry out).
    *
@@ -814,7 +861,7 @@ export const ServerConfig = {
         continue;
       }
       const v = e.get(key);
-      if (v !== undefined && (key === "tls" || saysSomething(v))) {
+      if (v !== undefined && saysSomething(v)) {
         throw e.error(`${quote(key)} cannot be sent with ConnectServer, which has no field for it (${why}): connect this server from a config file`);
       }
     }
@@ -841,6 +888,7 @@ export const ServerConfig = {
       throw e.error("entry needs a command (stdio) or a url (http, sse)");
     }
     const oauth = e.object("oauth");
+    const tls = e.object("tls");
 
     const unknownOptions = Object.keys(opts)
       .filter((k) => !OPTION_NAMES.has(k))
@@ -871,14 +919,16 @@ export const ServerConfig = {
       if (url) throw e.error("stdio server takes no url");
       if (Object.keys(headers).length > 0) throw e.error("stdio server takes no headers");
       if (oauth !== undefined) throw e.error("stdio server takes no oauth block (OAuth is for http and sse servers)");
+      if (tls !== undefined) throw e.error("stdio server takes no tls block (tls is for http and sse servers)");
       return ServerConfig.stdio(name, command, args, { ...options, env, cwd });
     }
     if (!url) throw e.error("http and sse servers need a url");
     if (command || args.length > 0 || Object.keys(env).length > 0 || cwd) {
       throw e.error(`${transport === "remote" ? "auto" : transport} server takes no command, args, env or cwd`);
     }
-    const remote: ServerOptions & { headers: Record<string, string> } = { ...options, headers };
+    const remote: RemoteOptions = { ...options, headers };
     if (oauth !== undefined) remote.oauth = oauthFromMcpJson(name, oauth);
+    if (tls !== undefined) remote.tls = tlsFromMcpJson(name, tls);
     return ServerConfig[transport](name, url, remote);
   },
 };

@@ -13,7 +13,7 @@ import * as t from "../src/types.js";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
 /** The keys mcpd's config file reader knows, shared with internal/config's and the Python client's tests. */
-const KEYS = JSON.parse(fs.readFileSync(path.join(REPO, "clients", "testdata", "mcp-json-keys.json"), "utf8")) as Record<"entry" | "oauth" | "oauth.idp", string[]>;
+const KEYS = JSON.parse(fs.readFileSync(path.join(REPO, "clients", "testdata", "mcp-json-keys.json"), "utf8")) as Record<"entry" | "oauth" | "oauth.idp" | "tls", string[]>;
 
 describe("ServerConfig", () => {
   it("sets strictCapabilities", () => {
@@ -103,6 +103,7 @@ describe("ServerConfig.fromMcpJson", () => {
     assert.deepEqual([...known].sort(), [...KEYS.entry].sort());
     assert.deepEqual([...t.OAUTH_KEYS].sort(), [...KEYS.oauth].sort());
     assert.deepEqual([...t.IDP_KEYS].sort(), [...KEYS["oauth.idp"]].sort());
+    assert.deepEqual([...t.TLS_KEYS.keys()].sort(), [...KEYS.tls].sort());
     // And when reading: none is refused as unknown (null counts as absent).
     for (const key of KEYS.entry) {
       const [entry, want] = key === "command" ? [{ url: URL }, ServerConfig.remote("x", URL)] : [{ command: "srv" }, ServerConfig.stdio("x", "srv")];
@@ -220,8 +221,29 @@ describe("ServerConfig.fromMcpJson", () => {
     assert.deepEqual(read({ url: URL, command: "", args: [], env: {}, cwd: "" }), ServerConfig.remote("x", URL));
   });
 
+  it("reads a tls block", () => {
+    const tls = { caFile: "/etc/mcpd/ca.pem", certFile: "/etc/mcpd/client.pem", keyFile: "/run/creds/client-key.pem" };
+    const got = read({ url: URL, tls: { ca: tls.caFile, cert: tls.certFile, key: tls.keyFile } });
+    assert.deepEqual(got, ServerConfig.remote("x", URL, { tls }));
+    const m = create(pb.ServerConfigSchema, got);
+    assert.equal(m.transport.case, "remote");
+    assert.deepEqual(
+      m.transport.case === "remote" ? [m.transport.value.tls?.caFile, m.transport.value.tls?.certFile, m.transport.value.tls?.keyFile] : [],
+      [tls.caFile, tls.certFile, tls.keyFile],
+    );
+    assert.deepEqual(message({ type: "sse", url: URL, tls: { ca: "/ca.pem", cert: null } }).transport, {
+      case: "sse",
+      value: create(pb.HttpConfigSchema, { url: URL, tls: { caFile: "/ca.pem" } }),
+    });
+    assert.deepEqual(read({ url: URL, tls: null }), ServerConfig.remote("x", URL));
+    refused({ url: URL, tls: {} }, /tls: the block names no file/);
+    refused({ url: URL, tls: { ca: "/ca.pem", crt: "/c.pem" } }, /unknown tls keys: crt/);
+    refused({ url: URL, tls: { ca: 1 } }, /"tls.ca" is a number, want a string/);
+    refused({ url: URL, tls: "/ca.pem" }, /"tls" is a string, want an object/);
+    refused({ command: "srv", tls: { ca: "/ca.pem" } }, /takes no tls/);
+  });
+
   for (const [key, value, empty] of [
-    ["tls", { ca: "/etc/ca.pem" }, null],
     ["permissions", { deny: ["delete_*"] }, {}],
     ["alwaysAllow", ["read_file"], []],
     ["autoApprove", ["read_file"], []],
@@ -232,7 +254,6 @@ describe("ServerConfig.fromMcpJson", () => {
       assert.match(got, /config file/);
       // One that says nothing is read as absent (Cline writes "autoApprove": []).
       assert.deepEqual(read({ url: URL, [key]: empty }), ServerConfig.remote("x", URL));
-      if (key === "tls") refused({ url: URL, [key]: {} }, /"tls"/); // mcpd refuses an empty block
     });
   }
 

@@ -1130,7 +1130,11 @@ type HttpConfig struct {
 	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	// Sets headers sent with every request, for example Authorization. Values
 	// are secrets: mcpd never logs or returns them.
-	Headers       map[string]string `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Headers map[string]string `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Names a private CA and a client certificate for an https URL, as a
+	// config file's tls block does; applies to the server's OAuth requests
+	// too. While --allow-command is set, a request names no local file.
+	Tls           *TlsConfig `protobuf:"bytes,3,opt,name=tls,proto3" json:"tls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1179,6 +1183,80 @@ func (x *HttpConfig) GetHeaders() map[string]string {
 	return nil
 }
 
+func (x *HttpConfig) GetTls() *TlsConfig {
+	if x != nil {
+		return x.Tls
+	}
+	return nil
+}
+
+// TlsConfig names the files of a server's TLS: absolute paths on mcpd's
+// machine, read again at every connect (a rotated file is used).
+type TlsConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names a PEM file of the CA certificates the server's certificate must
+	// chain to, instead of the system's roots. Optional.
+	CaFile string `protobuf:"bytes,1,opt,name=ca_file,json=caFile,proto3" json:"ca_file,omitempty"`
+	// Names a PEM file of the client certificate chain, leaf first, which
+	// mcpd presents when the server asks for one. Goes with key_file.
+	CertFile string `protobuf:"bytes,2,opt,name=cert_file,json=certFile,proto3" json:"cert_file,omitempty"`
+	// Names a PEM file of the client certificate's private key.
+	KeyFile       string `protobuf:"bytes,3,opt,name=key_file,json=keyFile,proto3" json:"key_file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TlsConfig) Reset() {
+	*x = TlsConfig{}
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TlsConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TlsConfig) ProtoMessage() {}
+
+func (x *TlsConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TlsConfig.ProtoReflect.Descriptor instead.
+func (*TlsConfig) Descriptor() ([]byte, []int) {
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TlsConfig) GetCaFile() string {
+	if x != nil {
+		return x.CaFile
+	}
+	return ""
+}
+
+func (x *TlsConfig) GetCertFile() string {
+	if x != nil {
+		return x.CertFile
+	}
+	return ""
+}
+
+func (x *TlsConfig) GetKeyFile() string {
+	if x != nil {
+		return x.KeyFile
+	}
+	return ""
+}
+
 // Implementation identifies an MCP server's software.
 type Implementation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1200,7 +1278,7 @@ type Implementation struct {
 
 func (x *Implementation) Reset() {
 	*x = Implementation{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[5]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1290,7 @@ func (x *Implementation) String() string {
 func (*Implementation) ProtoMessage() {}
 
 func (x *Implementation) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[5]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1303,7 @@ func (x *Implementation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Implementation.ProtoReflect.Descriptor instead.
 func (*Implementation) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{5}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Implementation) GetName() string {
@@ -1289,7 +1367,7 @@ type Icon struct {
 
 func (x *Icon) Reset() {
 	*x = Icon{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1379,7 @@ func (x *Icon) String() string {
 func (*Icon) ProtoMessage() {}
 
 func (x *Icon) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[6]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1392,7 @@ func (x *Icon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Icon.ProtoReflect.Descriptor instead.
 func (*Icon) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{6}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Icon) GetSrc() string {
@@ -1420,7 +1498,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1510,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[7]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1523,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{7}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Server) GetName() string {
@@ -1634,7 +1712,7 @@ type ConnectServerRequest struct {
 
 func (x *ConnectServerRequest) Reset() {
 	*x = ConnectServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1724,7 @@ func (x *ConnectServerRequest) String() string {
 func (*ConnectServerRequest) ProtoMessage() {}
 
 func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[8]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1737,7 @@ func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerRequest.ProtoReflect.Descriptor instead.
 func (*ConnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{8}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConnectServerRequest) GetServer() *ServerConfig {
@@ -1687,7 +1765,7 @@ type ConnectServerResponse struct {
 
 func (x *ConnectServerResponse) Reset() {
 	*x = ConnectServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1777,7 @@ func (x *ConnectServerResponse) String() string {
 func (*ConnectServerResponse) ProtoMessage() {}
 
 func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[9]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1790,7 @@ func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerResponse.ProtoReflect.Descriptor instead.
 func (*ConnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{9}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConnectServerResponse) GetServer() *Server {
@@ -1733,7 +1811,7 @@ type DisconnectServerRequest struct {
 
 func (x *DisconnectServerRequest) Reset() {
 	*x = DisconnectServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1823,7 @@ func (x *DisconnectServerRequest) String() string {
 func (*DisconnectServerRequest) ProtoMessage() {}
 
 func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[10]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1836,7 @@ func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{10}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DisconnectServerRequest) GetName() string {
@@ -1777,7 +1855,7 @@ type DisconnectServerResponse struct {
 
 func (x *DisconnectServerResponse) Reset() {
 	*x = DisconnectServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1867,7 @@ func (x *DisconnectServerResponse) String() string {
 func (*DisconnectServerResponse) ProtoMessage() {}
 
 func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[11]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1880,7 @@ func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{11}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{12}
 }
 
 // RestartServerRequest names the server to restart.
@@ -1816,7 +1894,7 @@ type RestartServerRequest struct {
 
 func (x *RestartServerRequest) Reset() {
 	*x = RestartServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +1906,7 @@ func (x *RestartServerRequest) String() string {
 func (*RestartServerRequest) ProtoMessage() {}
 
 func (x *RestartServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[12]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +1919,7 @@ func (x *RestartServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartServerRequest.ProtoReflect.Descriptor instead.
 func (*RestartServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{12}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RestartServerRequest) GetName() string {
@@ -1862,7 +1940,7 @@ type RestartServerResponse struct {
 
 func (x *RestartServerResponse) Reset() {
 	*x = RestartServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +1952,7 @@ func (x *RestartServerResponse) String() string {
 func (*RestartServerResponse) ProtoMessage() {}
 
 func (x *RestartServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[13]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +1965,7 @@ func (x *RestartServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartServerResponse.ProtoReflect.Descriptor instead.
 func (*RestartServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{13}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RestartServerResponse) GetServer() *Server {
@@ -1910,7 +1988,7 @@ type SetServerEnabledRequest struct {
 
 func (x *SetServerEnabledRequest) Reset() {
 	*x = SetServerEnabledRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2000,7 @@ func (x *SetServerEnabledRequest) String() string {
 func (*SetServerEnabledRequest) ProtoMessage() {}
 
 func (x *SetServerEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[14]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2013,7 @@ func (x *SetServerEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetServerEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{14}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetServerEnabledRequest) GetName() string {
@@ -1964,7 +2042,7 @@ type SetServerEnabledResponse struct {
 
 func (x *SetServerEnabledResponse) Reset() {
 	*x = SetServerEnabledResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2054,7 @@ func (x *SetServerEnabledResponse) String() string {
 func (*SetServerEnabledResponse) ProtoMessage() {}
 
 func (x *SetServerEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[15]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2067,7 @@ func (x *SetServerEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetServerEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{15}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetServerEnabledResponse) GetServer() *Server {
@@ -2010,7 +2088,7 @@ type GetServerRequest struct {
 
 func (x *GetServerRequest) Reset() {
 	*x = GetServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2100,7 @@ func (x *GetServerRequest) String() string {
 func (*GetServerRequest) ProtoMessage() {}
 
 func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[16]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2113,7 @@ func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerRequest.ProtoReflect.Descriptor instead.
 func (*GetServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{16}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetServerRequest) GetName() string {
@@ -2056,7 +2134,7 @@ type GetServerResponse struct {
 
 func (x *GetServerResponse) Reset() {
 	*x = GetServerResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2146,7 @@ func (x *GetServerResponse) String() string {
 func (*GetServerResponse) ProtoMessage() {}
 
 func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[17]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2159,7 @@ func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerResponse.ProtoReflect.Descriptor instead.
 func (*GetServerResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{17}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetServerResponse) GetServer() *Server {
@@ -2100,7 +2178,7 @@ type ListServersRequest struct {
 
 func (x *ListServersRequest) Reset() {
 	*x = ListServersRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2190,7 @@ func (x *ListServersRequest) String() string {
 func (*ListServersRequest) ProtoMessage() {}
 
 func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[18]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2203,7 @@ func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
 func (*ListServersRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{18}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{19}
 }
 
 // ListServersResponse reports every server.
@@ -2139,7 +2217,7 @@ type ListServersResponse struct {
 
 func (x *ListServersResponse) Reset() {
 	*x = ListServersResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2229,7 @@ func (x *ListServersResponse) String() string {
 func (*ListServersResponse) ProtoMessage() {}
 
 func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[19]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2242,7 @@ func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
 func (*ListServersResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{19}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListServersResponse) GetServers() []*Server {
@@ -2189,7 +2267,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2279,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[20]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2292,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{20}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListToolsRequest) GetServer() string {
@@ -2251,7 +2329,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2341,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[21]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2354,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{21}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -2323,7 +2401,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2413,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[22]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2426,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{22}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Tool) GetName() string {
@@ -2442,7 +2520,7 @@ type ToolAnnotations struct {
 
 func (x *ToolAnnotations) Reset() {
 	*x = ToolAnnotations{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2532,7 @@ func (x *ToolAnnotations) String() string {
 func (*ToolAnnotations) ProtoMessage() {}
 
 func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[23]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2545,7 @@ func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
 func (*ToolAnnotations) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{23}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ToolAnnotations) GetTitle() string {
@@ -2526,7 +2604,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2616,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[24]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2629,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{24}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -2599,7 +2677,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2689,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[25]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2702,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{25}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CallToolResponse) GetContent() []*Content {
@@ -2678,7 +2756,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2690,7 +2768,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[26]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2703,7 +2781,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{26}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Content) GetKind() isContent_Kind {
@@ -2822,7 +2900,7 @@ type TextContent struct {
 
 func (x *TextContent) Reset() {
 	*x = TextContent{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +2912,7 @@ func (x *TextContent) String() string {
 func (*TextContent) ProtoMessage() {}
 
 func (x *TextContent) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[27]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +2925,7 @@ func (x *TextContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextContent.ProtoReflect.Descriptor instead.
 func (*TextContent) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{27}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TextContent) GetText() string {
@@ -2870,7 +2948,7 @@ type MediaContent struct {
 
 func (x *MediaContent) Reset() {
 	*x = MediaContent{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2882,7 +2960,7 @@ func (x *MediaContent) String() string {
 func (*MediaContent) ProtoMessage() {}
 
 func (x *MediaContent) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[28]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2895,7 +2973,7 @@ func (x *MediaContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MediaContent.ProtoReflect.Descriptor instead.
 func (*MediaContent) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{28}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MediaContent) GetData() []byte {
@@ -2935,7 +3013,7 @@ type ResourceLink struct {
 
 func (x *ResourceLink) Reset() {
 	*x = ResourceLink{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3025,7 @@ func (x *ResourceLink) String() string {
 func (*ResourceLink) ProtoMessage() {}
 
 func (x *ResourceLink) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[29]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3038,7 @@ func (x *ResourceLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceLink.ProtoReflect.Descriptor instead.
 func (*ResourceLink) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{29}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResourceLink) GetUri() string {
@@ -3034,7 +3112,7 @@ type ResourceContents struct {
 
 func (x *ResourceContents) Reset() {
 	*x = ResourceContents{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3046,7 +3124,7 @@ func (x *ResourceContents) String() string {
 func (*ResourceContents) ProtoMessage() {}
 
 func (x *ResourceContents) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[30]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3059,7 +3137,7 @@ func (x *ResourceContents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceContents.ProtoReflect.Descriptor instead.
 func (*ResourceContents) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{30}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResourceContents) GetUri() string {
@@ -3141,7 +3219,7 @@ type Annotations struct {
 
 func (x *Annotations) Reset() {
 	*x = Annotations{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3231,7 @@ func (x *Annotations) String() string {
 func (*Annotations) ProtoMessage() {}
 
 func (x *Annotations) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[31]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3244,7 @@ func (x *Annotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Annotations.ProtoReflect.Descriptor instead.
 func (*Annotations) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{31}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Annotations) GetAudience() []Role {
@@ -3210,7 +3288,7 @@ type CallToolStreamRequest struct {
 
 func (x *CallToolStreamRequest) Reset() {
 	*x = CallToolStreamRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3300,7 @@ func (x *CallToolStreamRequest) String() string {
 func (*CallToolStreamRequest) ProtoMessage() {}
 
 func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[32]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3313,7 @@ func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamRequest.ProtoReflect.Descriptor instead.
 func (*CallToolStreamRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{32}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CallToolStreamRequest) GetName() string {
@@ -3284,7 +3362,7 @@ type CallToolStreamResponse struct {
 
 func (x *CallToolStreamResponse) Reset() {
 	*x = CallToolStreamResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3374,7 @@ func (x *CallToolStreamResponse) String() string {
 func (*CallToolStreamResponse) ProtoMessage() {}
 
 func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[33]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3387,7 @@ func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamResponse.ProtoReflect.Descriptor instead.
 func (*CallToolStreamResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{33}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CallToolStreamResponse) GetKind() isCallToolStreamResponse_Kind {
@@ -3386,7 +3464,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3398,7 +3476,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[34]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3411,7 +3489,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{34}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -3450,7 +3528,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3462,7 +3540,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[35]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3475,7 +3553,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{35}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LogMessage) GetLevel() LogLevel {
@@ -3514,7 +3592,7 @@ type ListResourcesRequest struct {
 
 func (x *ListResourcesRequest) Reset() {
 	*x = ListResourcesRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3526,7 +3604,7 @@ func (x *ListResourcesRequest) String() string {
 func (*ListResourcesRequest) ProtoMessage() {}
 
 func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[36]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3539,7 +3617,7 @@ func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{36}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListResourcesRequest) GetServer() string {
@@ -3576,7 +3654,7 @@ type ListResourcesResponse struct {
 
 func (x *ListResourcesResponse) Reset() {
 	*x = ListResourcesResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3588,7 +3666,7 @@ func (x *ListResourcesResponse) String() string {
 func (*ListResourcesResponse) ProtoMessage() {}
 
 func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[37]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3601,7 +3679,7 @@ func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{37}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListResourcesResponse) GetResources() []*Resource {
@@ -3647,7 +3725,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3659,7 +3737,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[38]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3672,7 +3750,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{38}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Resource) GetServer() string {
@@ -3760,7 +3838,7 @@ type ListResourceTemplatesRequest struct {
 
 func (x *ListResourceTemplatesRequest) Reset() {
 	*x = ListResourceTemplatesRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3772,7 +3850,7 @@ func (x *ListResourceTemplatesRequest) String() string {
 func (*ListResourceTemplatesRequest) ProtoMessage() {}
 
 func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[39]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3785,7 +3863,7 @@ func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{39}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListResourceTemplatesRequest) GetServer() string {
@@ -3822,7 +3900,7 @@ type ListResourceTemplatesResponse struct {
 
 func (x *ListResourceTemplatesResponse) Reset() {
 	*x = ListResourceTemplatesResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +3912,7 @@ func (x *ListResourceTemplatesResponse) String() string {
 func (*ListResourceTemplatesResponse) ProtoMessage() {}
 
 func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[40]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +3925,7 @@ func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{40}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListResourceTemplatesResponse) GetResourceTemplates() []*ResourceTemplate {
@@ -3892,7 +3970,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3904,7 +3982,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[41]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3917,7 +3995,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{41}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResourceTemplate) GetServer() string {
@@ -3996,7 +4074,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4086,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[42]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4099,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{42}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReadResourceRequest) GetServer() string {
@@ -4051,7 +4129,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4063,7 +4141,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[43]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4076,7 +4154,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{43}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReadResourceResponse) GetContents() []*ResourceContents {
@@ -4108,7 +4186,7 @@ type ListPromptsRequest struct {
 
 func (x *ListPromptsRequest) Reset() {
 	*x = ListPromptsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4120,7 +4198,7 @@ func (x *ListPromptsRequest) String() string {
 func (*ListPromptsRequest) ProtoMessage() {}
 
 func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[44]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4133,7 +4211,7 @@ func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsRequest.ProtoReflect.Descriptor instead.
 func (*ListPromptsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{44}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListPromptsRequest) GetServer() string {
@@ -4170,7 +4248,7 @@ type ListPromptsResponse struct {
 
 func (x *ListPromptsResponse) Reset() {
 	*x = ListPromptsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4182,7 +4260,7 @@ func (x *ListPromptsResponse) String() string {
 func (*ListPromptsResponse) ProtoMessage() {}
 
 func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[45]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4195,7 +4273,7 @@ func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsResponse.ProtoReflect.Descriptor instead.
 func (*ListPromptsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{45}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListPromptsResponse) GetPrompts() []*Prompt {
@@ -4235,7 +4313,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4325,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[46]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4338,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{46}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Prompt) GetServer() string {
@@ -4329,7 +4407,7 @@ type PromptArgument struct {
 
 func (x *PromptArgument) Reset() {
 	*x = PromptArgument{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4341,7 +4419,7 @@ func (x *PromptArgument) String() string {
 func (*PromptArgument) ProtoMessage() {}
 
 func (x *PromptArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[47]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4354,7 +4432,7 @@ func (x *PromptArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
 func (*PromptArgument) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{47}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PromptArgument) GetName() string {
@@ -4400,7 +4478,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4412,7 +4490,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[48]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4425,7 +4503,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{48}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetPromptRequest) GetServer() string {
@@ -4464,7 +4542,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4476,7 +4554,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[49]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4489,7 +4567,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{49}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetPromptResponse) GetDescription() string {
@@ -4526,7 +4604,7 @@ type PromptMessage struct {
 
 func (x *PromptMessage) Reset() {
 	*x = PromptMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4538,7 +4616,7 @@ func (x *PromptMessage) String() string {
 func (*PromptMessage) ProtoMessage() {}
 
 func (x *PromptMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[50]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4551,7 +4629,7 @@ func (x *PromptMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptMessage.ProtoReflect.Descriptor instead.
 func (*PromptMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{50}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PromptMessage) GetRole() Role {
@@ -4590,7 +4668,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4602,7 +4680,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[51]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4615,7 +4693,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{51}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CompleteRequest) GetServer() string {
@@ -4695,7 +4773,7 @@ type CompleteArgument struct {
 
 func (x *CompleteArgument) Reset() {
 	*x = CompleteArgument{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4707,7 +4785,7 @@ func (x *CompleteArgument) String() string {
 func (*CompleteArgument) ProtoMessage() {}
 
 func (x *CompleteArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[52]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4720,7 +4798,7 @@ func (x *CompleteArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteArgument.ProtoReflect.Descriptor instead.
 func (*CompleteArgument) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{52}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CompleteArgument) GetName() string {
@@ -4752,7 +4830,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4764,7 +4842,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[53]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4777,7 +4855,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{53}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CompleteResponse) GetValues() []string {
@@ -4814,7 +4892,7 @@ type SetLogLevelRequest struct {
 
 func (x *SetLogLevelRequest) Reset() {
 	*x = SetLogLevelRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4826,7 +4904,7 @@ func (x *SetLogLevelRequest) String() string {
 func (*SetLogLevelRequest) ProtoMessage() {}
 
 func (x *SetLogLevelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[54]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4839,7 +4917,7 @@ func (x *SetLogLevelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogLevelRequest.ProtoReflect.Descriptor instead.
 func (*SetLogLevelRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{54}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetLogLevelRequest) GetServer() string {
@@ -4865,7 +4943,7 @@ type SetLogLevelResponse struct {
 
 func (x *SetLogLevelResponse) Reset() {
 	*x = SetLogLevelResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4877,7 +4955,7 @@ func (x *SetLogLevelResponse) String() string {
 func (*SetLogLevelResponse) ProtoMessage() {}
 
 func (x *SetLogLevelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[55]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4890,7 +4968,7 @@ func (x *SetLogLevelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogLevelResponse.ProtoReflect.Descriptor instead.
 func (*SetLogLevelResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{55}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{56}
 }
 
 // SetRootsRequest sets the roots offered to servers.
@@ -4907,7 +4985,7 @@ type SetRootsRequest struct {
 
 func (x *SetRootsRequest) Reset() {
 	*x = SetRootsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4919,7 +4997,7 @@ func (x *SetRootsRequest) String() string {
 func (*SetRootsRequest) ProtoMessage() {}
 
 func (x *SetRootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[56]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4932,7 +5010,7 @@ func (x *SetRootsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRootsRequest.ProtoReflect.Descriptor instead.
 func (*SetRootsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{56}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SetRootsRequest) GetServer() string {
@@ -4962,7 +5040,7 @@ type Root struct {
 
 func (x *Root) Reset() {
 	*x = Root{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4974,7 +5052,7 @@ func (x *Root) String() string {
 func (*Root) ProtoMessage() {}
 
 func (x *Root) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[57]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4987,7 +5065,7 @@ func (x *Root) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Root.ProtoReflect.Descriptor instead.
 func (*Root) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{57}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Root) GetUri() string {
@@ -5013,7 +5091,7 @@ type SetRootsResponse struct {
 
 func (x *SetRootsResponse) Reset() {
 	*x = SetRootsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5025,7 +5103,7 @@ func (x *SetRootsResponse) String() string {
 func (*SetRootsResponse) ProtoMessage() {}
 
 func (x *SetRootsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[58]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5038,7 +5116,7 @@ func (x *SetRootsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRootsResponse.ProtoReflect.Descriptor instead.
 func (*SetRootsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{58}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{59}
 }
 
 // ResourceRef names one resource of one server.
@@ -5054,7 +5132,7 @@ type ResourceRef struct {
 
 func (x *ResourceRef) Reset() {
 	*x = ResourceRef{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5066,7 +5144,7 @@ func (x *ResourceRef) String() string {
 func (*ResourceRef) ProtoMessage() {}
 
 func (x *ResourceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[59]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5079,7 +5157,7 @@ func (x *ResourceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceRef.ProtoReflect.Descriptor instead.
 func (*ResourceRef) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{59}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ResourceRef) GetServer() string {
@@ -5130,7 +5208,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5142,7 +5220,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[60]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5155,7 +5233,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{60}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SubscribeRequest) GetServers() []string {
@@ -5211,7 +5289,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5223,7 +5301,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[61]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5236,7 +5314,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{61}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SubscribeResponse) GetEvent() *Event {
@@ -5277,7 +5355,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5289,7 +5367,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[62]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5302,7 +5380,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{62}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -5480,7 +5558,7 @@ type ResourceUpdated struct {
 
 func (x *ResourceUpdated) Reset() {
 	*x = ResourceUpdated{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5492,7 +5570,7 @@ func (x *ResourceUpdated) String() string {
 func (*ResourceUpdated) ProtoMessage() {}
 
 func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[63]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5505,7 +5583,7 @@ func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceUpdated.ProtoReflect.Descriptor instead.
 func (*ResourceUpdated) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{63}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ResourceUpdated) GetUri() string {
@@ -5524,7 +5602,7 @@ type ListChanged struct {
 
 func (x *ListChanged) Reset() {
 	*x = ListChanged{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5536,7 +5614,7 @@ func (x *ListChanged) String() string {
 func (*ListChanged) ProtoMessage() {}
 
 func (x *ListChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[64]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5549,7 +5627,7 @@ func (x *ListChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChanged.ProtoReflect.Descriptor instead.
 func (*ListChanged) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{64}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{65}
 }
 
 // ServerStateChanged gives a server's new state, or, for a server retried
@@ -5567,7 +5645,7 @@ type ServerStateChanged struct {
 
 func (x *ServerStateChanged) Reset() {
 	*x = ServerStateChanged{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5579,7 +5657,7 @@ func (x *ServerStateChanged) String() string {
 func (*ServerStateChanged) ProtoMessage() {}
 
 func (x *ServerStateChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[65]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5592,7 +5670,7 @@ func (x *ServerStateChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStateChanged.ProtoReflect.Descriptor instead.
 func (*ServerStateChanged) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{65}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ServerStateChanged) GetState() ServerState {
@@ -5622,7 +5700,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5634,7 +5712,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[66]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5647,7 +5725,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{66}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Gap) GetFirstSequence() uint64 {
@@ -5681,7 +5759,7 @@ type HandleServerRequestsRequest struct {
 
 func (x *HandleServerRequestsRequest) Reset() {
 	*x = HandleServerRequestsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5693,7 +5771,7 @@ func (x *HandleServerRequestsRequest) String() string {
 func (*HandleServerRequestsRequest) ProtoMessage() {}
 
 func (x *HandleServerRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[67]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5706,7 +5784,7 @@ func (x *HandleServerRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleServerRequestsRequest.ProtoReflect.Descriptor instead.
 func (*HandleServerRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{67}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *HandleServerRequestsRequest) GetMessage() isHandleServerRequestsRequest_Message {
@@ -5769,7 +5847,7 @@ type ServerRequestRegistration struct {
 
 func (x *ServerRequestRegistration) Reset() {
 	*x = ServerRequestRegistration{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5781,7 +5859,7 @@ func (x *ServerRequestRegistration) String() string {
 func (*ServerRequestRegistration) ProtoMessage() {}
 
 func (x *ServerRequestRegistration) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[68]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5794,7 +5872,7 @@ func (x *ServerRequestRegistration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestRegistration.ProtoReflect.Descriptor instead.
 func (*ServerRequestRegistration) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{68}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ServerRequestRegistration) GetServers() []string {
@@ -5830,7 +5908,7 @@ type HandleServerRequestsResponse struct {
 
 func (x *HandleServerRequestsResponse) Reset() {
 	*x = HandleServerRequestsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5842,7 +5920,7 @@ func (x *HandleServerRequestsResponse) String() string {
 func (*HandleServerRequestsResponse) ProtoMessage() {}
 
 func (x *HandleServerRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[69]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5855,7 +5933,7 @@ func (x *HandleServerRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleServerRequestsResponse.ProtoReflect.Descriptor instead.
 func (*HandleServerRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{69}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *HandleServerRequestsResponse) GetMessage() isHandleServerRequestsResponse_Message {
@@ -5956,7 +6034,7 @@ type ServerRequestCancel struct {
 
 func (x *ServerRequestCancel) Reset() {
 	*x = ServerRequestCancel{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5968,7 +6046,7 @@ func (x *ServerRequestCancel) String() string {
 func (*ServerRequestCancel) ProtoMessage() {}
 
 func (x *ServerRequestCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[70]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5981,7 +6059,7 @@ func (x *ServerRequestCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestCancel.ProtoReflect.Descriptor instead.
 func (*ServerRequestCancel) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{70}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ServerRequestCancel) GetId() string {
@@ -6012,7 +6090,7 @@ type ServerRequestReplyRefused struct {
 
 func (x *ServerRequestReplyRefused) Reset() {
 	*x = ServerRequestReplyRefused{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6024,7 +6102,7 @@ func (x *ServerRequestReplyRefused) String() string {
 func (*ServerRequestReplyRefused) ProtoMessage() {}
 
 func (x *ServerRequestReplyRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[71]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6037,7 +6115,7 @@ func (x *ServerRequestReplyRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestReplyRefused.ProtoReflect.Descriptor instead.
 func (*ServerRequestReplyRefused) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{71}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ServerRequestReplyRefused) GetId() string {
@@ -6079,7 +6157,7 @@ type ServerRequest struct {
 
 func (x *ServerRequest) Reset() {
 	*x = ServerRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6091,7 +6169,7 @@ func (x *ServerRequest) String() string {
 func (*ServerRequest) ProtoMessage() {}
 
 func (x *ServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[72]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6104,7 +6182,7 @@ func (x *ServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequest.ProtoReflect.Descriptor instead.
 func (*ServerRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{72}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ServerRequest) GetId() string {
@@ -6237,7 +6315,7 @@ type SamplingRequest struct {
 
 func (x *SamplingRequest) Reset() {
 	*x = SamplingRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6249,7 +6327,7 @@ func (x *SamplingRequest) String() string {
 func (*SamplingRequest) ProtoMessage() {}
 
 func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[73]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6262,7 +6340,7 @@ func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingRequest.ProtoReflect.Descriptor instead.
 func (*SamplingRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{73}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SamplingRequest) GetMessages() []*SamplingMessage {
@@ -6306,7 +6384,7 @@ type SamplingMessage struct {
 
 func (x *SamplingMessage) Reset() {
 	*x = SamplingMessage{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6318,7 +6396,7 @@ func (x *SamplingMessage) String() string {
 func (*SamplingMessage) ProtoMessage() {}
 
 func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[74]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6331,7 +6409,7 @@ func (x *SamplingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingMessage.ProtoReflect.Descriptor instead.
 func (*SamplingMessage) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{74}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SamplingMessage) GetRole() Role {
@@ -6370,7 +6448,7 @@ type ElicitationRequest struct {
 
 func (x *ElicitationRequest) Reset() {
 	*x = ElicitationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6382,7 +6460,7 @@ func (x *ElicitationRequest) String() string {
 func (*ElicitationRequest) ProtoMessage() {}
 
 func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[75]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6395,7 +6473,7 @@ func (x *ElicitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationRequest.ProtoReflect.Descriptor instead.
 func (*ElicitationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{75}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ElicitationRequest) GetMode() string {
@@ -6449,7 +6527,7 @@ type RootsRequest struct {
 
 func (x *RootsRequest) Reset() {
 	*x = RootsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6461,7 +6539,7 @@ func (x *RootsRequest) String() string {
 func (*RootsRequest) ProtoMessage() {}
 
 func (x *RootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[76]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6474,7 +6552,7 @@ func (x *RootsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsRequest.ProtoReflect.Descriptor instead.
 func (*RootsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{76}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{77}
 }
 
 // ServerRequestReply answers one ServerRequest.
@@ -6499,7 +6577,7 @@ type ServerRequestReply struct {
 
 func (x *ServerRequestReply) Reset() {
 	*x = ServerRequestReply{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6511,7 +6589,7 @@ func (x *ServerRequestReply) String() string {
 func (*ServerRequestReply) ProtoMessage() {}
 
 func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[77]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6524,7 +6602,7 @@ func (x *ServerRequestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRequestReply.ProtoReflect.Descriptor instead.
 func (*ServerRequestReply) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{77}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ServerRequestReply) GetId() string {
@@ -6658,7 +6736,7 @@ type SamplingResult struct {
 
 func (x *SamplingResult) Reset() {
 	*x = SamplingResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6670,7 +6748,7 @@ func (x *SamplingResult) String() string {
 func (*SamplingResult) ProtoMessage() {}
 
 func (x *SamplingResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[78]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6683,7 +6761,7 @@ func (x *SamplingResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingResult.ProtoReflect.Descriptor instead.
 func (*SamplingResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{78}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SamplingResult) GetRole() Role {
@@ -6727,7 +6805,7 @@ type ElicitationResult struct {
 
 func (x *ElicitationResult) Reset() {
 	*x = ElicitationResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6739,7 +6817,7 @@ func (x *ElicitationResult) String() string {
 func (*ElicitationResult) ProtoMessage() {}
 
 func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[79]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6752,7 +6830,7 @@ func (x *ElicitationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElicitationResult.ProtoReflect.Descriptor instead.
 func (*ElicitationResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{79}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ElicitationResult) GetAction() ElicitationAction {
@@ -6780,7 +6858,7 @@ type RootsResult struct {
 
 func (x *RootsResult) Reset() {
 	*x = RootsResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6792,7 +6870,7 @@ func (x *RootsResult) String() string {
 func (*RootsResult) ProtoMessage() {}
 
 func (x *RootsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[80]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6805,7 +6883,7 @@ func (x *RootsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RootsResult.ProtoReflect.Descriptor instead.
 func (*RootsResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{80}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RootsResult) GetRoots() []*Root {
@@ -6828,7 +6906,7 @@ type ReplyError struct {
 
 func (x *ReplyError) Reset() {
 	*x = ReplyError{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6840,7 +6918,7 @@ func (x *ReplyError) String() string {
 func (*ReplyError) ProtoMessage() {}
 
 func (x *ReplyError) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[81]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6853,7 +6931,7 @@ func (x *ReplyError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyError.ProtoReflect.Descriptor instead.
 func (*ReplyError) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{81}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ReplyError) GetCode() int32 {
@@ -6884,7 +6962,7 @@ type AuthorizationRequest struct {
 
 func (x *AuthorizationRequest) Reset() {
 	*x = AuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6896,7 +6974,7 @@ func (x *AuthorizationRequest) String() string {
 func (*AuthorizationRequest) ProtoMessage() {}
 
 func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[82]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6909,7 +6987,7 @@ func (x *AuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{82}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *AuthorizationRequest) GetAuthorizationUrl() string {
@@ -6939,7 +7017,7 @@ type AuthorizationResult struct {
 
 func (x *AuthorizationResult) Reset() {
 	*x = AuthorizationResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6951,7 +7029,7 @@ func (x *AuthorizationResult) String() string {
 func (*AuthorizationResult) ProtoMessage() {}
 
 func (x *AuthorizationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[83]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6964,7 +7042,7 @@ func (x *AuthorizationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizationResult.ProtoReflect.Descriptor instead.
 func (*AuthorizationResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{83}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *AuthorizationResult) GetRedirectUrl() string {
@@ -6999,7 +7077,7 @@ type ApprovalRequest struct {
 
 func (x *ApprovalRequest) Reset() {
 	*x = ApprovalRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7011,7 +7089,7 @@ func (x *ApprovalRequest) String() string {
 func (*ApprovalRequest) ProtoMessage() {}
 
 func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[84]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7024,7 +7102,7 @@ func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{84}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ApprovalRequest) GetTool() string {
@@ -7082,7 +7160,7 @@ type ApprovalResult struct {
 
 func (x *ApprovalResult) Reset() {
 	*x = ApprovalResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7094,7 +7172,7 @@ func (x *ApprovalResult) String() string {
 func (*ApprovalResult) ProtoMessage() {}
 
 func (x *ApprovalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[85]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7107,7 +7185,7 @@ func (x *ApprovalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResult.ProtoReflect.Descriptor instead.
 func (*ApprovalResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{85}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ApprovalResult) GetApproved() bool {
@@ -7138,7 +7216,7 @@ type CompleteAuthorizationRequest struct {
 
 func (x *CompleteAuthorizationRequest) Reset() {
 	*x = CompleteAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7150,7 +7228,7 @@ func (x *CompleteAuthorizationRequest) String() string {
 func (*CompleteAuthorizationRequest) ProtoMessage() {}
 
 func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[86]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7163,7 +7241,7 @@ func (x *CompleteAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{86}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CompleteAuthorizationRequest) GetServer() string {
@@ -7191,7 +7269,7 @@ type CompleteAuthorizationResponse struct {
 
 func (x *CompleteAuthorizationResponse) Reset() {
 	*x = CompleteAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7203,7 +7281,7 @@ func (x *CompleteAuthorizationResponse) String() string {
 func (*CompleteAuthorizationResponse) ProtoMessage() {}
 
 func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[87]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7216,7 +7294,7 @@ func (x *CompleteAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{87}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *CompleteAuthorizationResponse) GetServer() *Server {
@@ -7237,7 +7315,7 @@ type ForgetAuthorizationRequest struct {
 
 func (x *ForgetAuthorizationRequest) Reset() {
 	*x = ForgetAuthorizationRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7249,7 +7327,7 @@ func (x *ForgetAuthorizationRequest) String() string {
 func (*ForgetAuthorizationRequest) ProtoMessage() {}
 
 func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[88]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7262,7 +7340,7 @@ func (x *ForgetAuthorizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationRequest.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{88}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ForgetAuthorizationRequest) GetServer() string {
@@ -7281,7 +7359,7 @@ type ForgetAuthorizationResponse struct {
 
 func (x *ForgetAuthorizationResponse) Reset() {
 	*x = ForgetAuthorizationResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7293,7 +7371,7 @@ func (x *ForgetAuthorizationResponse) String() string {
 func (*ForgetAuthorizationResponse) ProtoMessage() {}
 
 func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[89]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7306,7 +7384,7 @@ func (x *ForgetAuthorizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetAuthorizationResponse.ProtoReflect.Descriptor instead.
 func (*ForgetAuthorizationResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{89}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{90}
 }
 
 // ServeToolsRequest is a message from the agent on a ServeTools stream.
@@ -7326,7 +7404,7 @@ type ServeToolsRequest struct {
 
 func (x *ServeToolsRequest) Reset() {
 	*x = ServeToolsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7338,7 +7416,7 @@ func (x *ServeToolsRequest) String() string {
 func (*ServeToolsRequest) ProtoMessage() {}
 
 func (x *ServeToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[90]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7351,7 +7429,7 @@ func (x *ServeToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServeToolsRequest.ProtoReflect.Descriptor instead.
 func (*ServeToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{90}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ServeToolsRequest) GetMessage() isServeToolsRequest_Message {
@@ -7441,7 +7519,7 @@ type ToolServerDeclaration struct {
 
 func (x *ToolServerDeclaration) Reset() {
 	*x = ToolServerDeclaration{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7453,7 +7531,7 @@ func (x *ToolServerDeclaration) String() string {
 func (*ToolServerDeclaration) ProtoMessage() {}
 
 func (x *ToolServerDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[91]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7466,7 +7544,7 @@ func (x *ToolServerDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolServerDeclaration.ProtoReflect.Descriptor instead.
 func (*ToolServerDeclaration) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{91}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ToolServerDeclaration) GetServer() string {
@@ -7529,7 +7607,7 @@ type ToolDefinition struct {
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7541,7 +7619,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[92]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7554,7 +7632,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{92}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ToolDefinition) GetName() string {
@@ -7624,7 +7702,7 @@ type ToolCallResult struct {
 
 func (x *ToolCallResult) Reset() {
 	*x = ToolCallResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7636,7 +7714,7 @@ func (x *ToolCallResult) String() string {
 func (*ToolCallResult) ProtoMessage() {}
 
 func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[93]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7649,7 +7727,7 @@ func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallResult.ProtoReflect.Descriptor instead.
 func (*ToolCallResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{93}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ToolCallResult) GetId() string {
@@ -7717,7 +7795,7 @@ type ToolCallProgress struct {
 
 func (x *ToolCallProgress) Reset() {
 	*x = ToolCallProgress{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7729,7 +7807,7 @@ func (x *ToolCallProgress) String() string {
 func (*ToolCallProgress) ProtoMessage() {}
 
 func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[94]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7742,7 +7820,7 @@ func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallProgress.ProtoReflect.Descriptor instead.
 func (*ToolCallProgress) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{94}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ToolCallProgress) GetId() string {
@@ -7776,7 +7854,7 @@ type ServeToolsResponse struct {
 
 func (x *ServeToolsResponse) Reset() {
 	*x = ServeToolsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7788,7 +7866,7 @@ func (x *ServeToolsResponse) String() string {
 func (*ServeToolsResponse) ProtoMessage() {}
 
 func (x *ServeToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[95]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7801,7 +7879,7 @@ func (x *ServeToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServeToolsResponse.ProtoReflect.Descriptor instead.
 func (*ServeToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{95}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ServeToolsResponse) GetMessage() isServeToolsResponse_Message {
@@ -7885,7 +7963,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7897,7 +7975,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[96]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7910,7 +7988,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{96}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *ToolCall) GetId() string {
@@ -7961,7 +8039,7 @@ type ToolCallCancel struct {
 
 func (x *ToolCallCancel) Reset() {
 	*x = ToolCallCancel{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7973,7 +8051,7 @@ func (x *ToolCallCancel) String() string {
 func (*ToolCallCancel) ProtoMessage() {}
 
 func (x *ToolCallCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[97]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7986,7 +8064,7 @@ func (x *ToolCallCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallCancel.ProtoReflect.Descriptor instead.
 func (*ToolCallCancel) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{97}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ToolCallCancel) GetId() string {
@@ -8023,7 +8101,7 @@ type StartPollRequest struct {
 
 func (x *StartPollRequest) Reset() {
 	*x = StartPollRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8035,7 +8113,7 @@ func (x *StartPollRequest) String() string {
 func (*StartPollRequest) ProtoMessage() {}
 
 func (x *StartPollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[98]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8048,7 +8126,7 @@ func (x *StartPollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPollRequest.ProtoReflect.Descriptor instead.
 func (*StartPollRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{98}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *StartPollRequest) GetServer() string {
@@ -8122,7 +8200,7 @@ type PollToolCall struct {
 
 func (x *PollToolCall) Reset() {
 	*x = PollToolCall{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8134,7 +8212,7 @@ func (x *PollToolCall) String() string {
 func (*PollToolCall) ProtoMessage() {}
 
 func (x *PollToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[99]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8147,7 +8225,7 @@ func (x *PollToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollToolCall.ProtoReflect.Descriptor instead.
 func (*PollToolCall) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{99}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *PollToolCall) GetName() string {
@@ -8175,7 +8253,7 @@ type StartPollResponse struct {
 
 func (x *StartPollResponse) Reset() {
 	*x = StartPollResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8187,7 +8265,7 @@ func (x *StartPollResponse) String() string {
 func (*StartPollResponse) ProtoMessage() {}
 
 func (x *StartPollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[100]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8200,7 +8278,7 @@ func (x *StartPollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPollResponse.ProtoReflect.Descriptor instead.
 func (*StartPollResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{100}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *StartPollResponse) GetPoll() *Poll {
@@ -8221,7 +8299,7 @@ type StopPollRequest struct {
 
 func (x *StopPollRequest) Reset() {
 	*x = StopPollRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8233,7 +8311,7 @@ func (x *StopPollRequest) String() string {
 func (*StopPollRequest) ProtoMessage() {}
 
 func (x *StopPollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[101]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8246,7 +8324,7 @@ func (x *StopPollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPollRequest.ProtoReflect.Descriptor instead.
 func (*StopPollRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{101}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *StopPollRequest) GetId() string {
@@ -8265,7 +8343,7 @@ type StopPollResponse struct {
 
 func (x *StopPollResponse) Reset() {
 	*x = StopPollResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8277,7 +8355,7 @@ func (x *StopPollResponse) String() string {
 func (*StopPollResponse) ProtoMessage() {}
 
 func (x *StopPollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[102]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8290,7 +8368,7 @@ func (x *StopPollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPollResponse.ProtoReflect.Descriptor instead.
 func (*StopPollResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{102}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{103}
 }
 
 // ListPollsRequest lists polls.
@@ -8302,7 +8380,7 @@ type ListPollsRequest struct {
 
 func (x *ListPollsRequest) Reset() {
 	*x = ListPollsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8314,7 +8392,7 @@ func (x *ListPollsRequest) String() string {
 func (*ListPollsRequest) ProtoMessage() {}
 
 func (x *ListPollsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[103]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8327,7 +8405,7 @@ func (x *ListPollsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPollsRequest.ProtoReflect.Descriptor instead.
 func (*ListPollsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{103}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{104}
 }
 
 // ListPollsResponse gives the polls.
@@ -8341,7 +8419,7 @@ type ListPollsResponse struct {
 
 func (x *ListPollsResponse) Reset() {
 	*x = ListPollsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8353,7 +8431,7 @@ func (x *ListPollsResponse) String() string {
 func (*ListPollsResponse) ProtoMessage() {}
 
 func (x *ListPollsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[104]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8366,7 +8444,7 @@ func (x *ListPollsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPollsResponse.ProtoReflect.Descriptor instead.
 func (*ListPollsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{104}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *ListPollsResponse) GetPolls() []*Poll {
@@ -8409,7 +8487,7 @@ type Poll struct {
 
 func (x *Poll) Reset() {
 	*x = Poll{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8421,7 +8499,7 @@ func (x *Poll) String() string {
 func (*Poll) ProtoMessage() {}
 
 func (x *Poll) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[105]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8434,7 +8512,7 @@ func (x *Poll) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Poll.ProtoReflect.Descriptor instead.
 func (*Poll) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{105}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *Poll) GetId() string {
@@ -8561,7 +8639,7 @@ type PollResult struct {
 
 func (x *PollResult) Reset() {
 	*x = PollResult{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8573,7 +8651,7 @@ func (x *PollResult) String() string {
 func (*PollResult) ProtoMessage() {}
 
 func (x *PollResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[106]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8586,7 +8664,7 @@ func (x *PollResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollResult.ProtoReflect.Descriptor instead.
 func (*PollResult) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{106}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *PollResult) GetPollId() string {
@@ -8653,7 +8731,7 @@ type SearchToolsRequest struct {
 
 func (x *SearchToolsRequest) Reset() {
 	*x = SearchToolsRequest{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[107]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8665,7 +8743,7 @@ func (x *SearchToolsRequest) String() string {
 func (*SearchToolsRequest) ProtoMessage() {}
 
 func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[107]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8678,7 +8756,7 @@ func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
 func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{107}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *SearchToolsRequest) GetQuery() string {
@@ -8714,7 +8792,7 @@ type SearchToolsResponse struct {
 
 func (x *SearchToolsResponse) Reset() {
 	*x = SearchToolsResponse{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[108]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8726,7 +8804,7 @@ func (x *SearchToolsResponse) String() string {
 func (*SearchToolsResponse) ProtoMessage() {}
 
 func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[108]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8739,7 +8817,7 @@ func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
 func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{108}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *SearchToolsResponse) GetMatches() []*ToolMatch {
@@ -8762,7 +8840,7 @@ type ToolMatch struct {
 
 func (x *ToolMatch) Reset() {
 	*x = ToolMatch{}
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[109]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8774,7 +8852,7 @@ func (x *ToolMatch) String() string {
 func (*ToolMatch) ProtoMessage() {}
 
 func (x *ToolMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpd_v1_mcpd_proto_msgTypes[109]
+	mi := &file_mcpd_v1_mcpd_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8787,7 +8865,7 @@ func (x *ToolMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolMatch.ProtoReflect.Descriptor instead.
 func (*ToolMatch) Descriptor() ([]byte, []int) {
-	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{109}
+	return file_mcpd_v1_mcpd_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *ToolMatch) GetTool() *Tool {
@@ -8856,14 +8934,19 @@ const file_mcpd_v1_mcpd_proto_rawDesc = "" +
 	"\x03cwd\x18\x04 \x01(\tR\x03cwd\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x96\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +
 	"\n" +
 	"HttpConfig\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12:\n" +
-	"\aheaders\x18\x02 \x03(\v2 .mcpd.v1.HttpConfig.HeadersEntryR\aheaders\x1a:\n" +
+	"\aheaders\x18\x02 \x03(\v2 .mcpd.v1.HttpConfig.HeadersEntryR\aheaders\x12$\n" +
+	"\x03tls\x18\x03 \x01(\v2\x12.mcpd.v1.TlsConfigR\x03tls\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +
+	"\tTlsConfig\x12\x17\n" +
+	"\aca_file\x18\x01 \x01(\tR\x06caFile\x12\x1b\n" +
+	"\tcert_file\x18\x02 \x01(\tR\bcertFile\x12\x19\n" +
+	"\bkey_file\x18\x03 \x01(\tR\akeyFile\"\xbc\x01\n" +
 	"\x0eImplementation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
@@ -9463,7 +9546,7 @@ func file_mcpd_v1_mcpd_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpd_v1_mcpd_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 114)
+var file_mcpd_v1_mcpd_proto_msgTypes = make([]protoimpl.MessageInfo, 115)
 var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(ServerState)(0),                      // 0: mcpd.v1.ServerState
 	(ConfigScope)(0),                      // 1: mcpd.v1.ConfigScope
@@ -9478,334 +9561,336 @@ var file_mcpd_v1_mcpd_proto_goTypes = []any{
 	(*OAuthIdentityProvider)(nil),         // 10: mcpd.v1.OAuthIdentityProvider
 	(*StdioConfig)(nil),                   // 11: mcpd.v1.StdioConfig
 	(*HttpConfig)(nil),                    // 12: mcpd.v1.HttpConfig
-	(*Implementation)(nil),                // 13: mcpd.v1.Implementation
-	(*Icon)(nil),                          // 14: mcpd.v1.Icon
-	(*Server)(nil),                        // 15: mcpd.v1.Server
-	(*ConnectServerRequest)(nil),          // 16: mcpd.v1.ConnectServerRequest
-	(*ConnectServerResponse)(nil),         // 17: mcpd.v1.ConnectServerResponse
-	(*DisconnectServerRequest)(nil),       // 18: mcpd.v1.DisconnectServerRequest
-	(*DisconnectServerResponse)(nil),      // 19: mcpd.v1.DisconnectServerResponse
-	(*RestartServerRequest)(nil),          // 20: mcpd.v1.RestartServerRequest
-	(*RestartServerResponse)(nil),         // 21: mcpd.v1.RestartServerResponse
-	(*SetServerEnabledRequest)(nil),       // 22: mcpd.v1.SetServerEnabledRequest
-	(*SetServerEnabledResponse)(nil),      // 23: mcpd.v1.SetServerEnabledResponse
-	(*GetServerRequest)(nil),              // 24: mcpd.v1.GetServerRequest
-	(*GetServerResponse)(nil),             // 25: mcpd.v1.GetServerResponse
-	(*ListServersRequest)(nil),            // 26: mcpd.v1.ListServersRequest
-	(*ListServersResponse)(nil),           // 27: mcpd.v1.ListServersResponse
-	(*ListToolsRequest)(nil),              // 28: mcpd.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),             // 29: mcpd.v1.ListToolsResponse
-	(*Tool)(nil),                          // 30: mcpd.v1.Tool
-	(*ToolAnnotations)(nil),               // 31: mcpd.v1.ToolAnnotations
-	(*CallToolRequest)(nil),               // 32: mcpd.v1.CallToolRequest
-	(*CallToolResponse)(nil),              // 33: mcpd.v1.CallToolResponse
-	(*Content)(nil),                       // 34: mcpd.v1.Content
-	(*TextContent)(nil),                   // 35: mcpd.v1.TextContent
-	(*MediaContent)(nil),                  // 36: mcpd.v1.MediaContent
-	(*ResourceLink)(nil),                  // 37: mcpd.v1.ResourceLink
-	(*ResourceContents)(nil),              // 38: mcpd.v1.ResourceContents
-	(*Annotations)(nil),                   // 39: mcpd.v1.Annotations
-	(*CallToolStreamRequest)(nil),         // 40: mcpd.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil),        // 41: mcpd.v1.CallToolStreamResponse
-	(*Progress)(nil),                      // 42: mcpd.v1.Progress
-	(*LogMessage)(nil),                    // 43: mcpd.v1.LogMessage
-	(*ListResourcesRequest)(nil),          // 44: mcpd.v1.ListResourcesRequest
-	(*ListResourcesResponse)(nil),         // 45: mcpd.v1.ListResourcesResponse
-	(*Resource)(nil),                      // 46: mcpd.v1.Resource
-	(*ListResourceTemplatesRequest)(nil),  // 47: mcpd.v1.ListResourceTemplatesRequest
-	(*ListResourceTemplatesResponse)(nil), // 48: mcpd.v1.ListResourceTemplatesResponse
-	(*ResourceTemplate)(nil),              // 49: mcpd.v1.ResourceTemplate
-	(*ReadResourceRequest)(nil),           // 50: mcpd.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),          // 51: mcpd.v1.ReadResourceResponse
-	(*ListPromptsRequest)(nil),            // 52: mcpd.v1.ListPromptsRequest
-	(*ListPromptsResponse)(nil),           // 53: mcpd.v1.ListPromptsResponse
-	(*Prompt)(nil),                        // 54: mcpd.v1.Prompt
-	(*PromptArgument)(nil),                // 55: mcpd.v1.PromptArgument
-	(*GetPromptRequest)(nil),              // 56: mcpd.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),             // 57: mcpd.v1.GetPromptResponse
-	(*PromptMessage)(nil),                 // 58: mcpd.v1.PromptMessage
-	(*CompleteRequest)(nil),               // 59: mcpd.v1.CompleteRequest
-	(*CompleteArgument)(nil),              // 60: mcpd.v1.CompleteArgument
-	(*CompleteResponse)(nil),              // 61: mcpd.v1.CompleteResponse
-	(*SetLogLevelRequest)(nil),            // 62: mcpd.v1.SetLogLevelRequest
-	(*SetLogLevelResponse)(nil),           // 63: mcpd.v1.SetLogLevelResponse
-	(*SetRootsRequest)(nil),               // 64: mcpd.v1.SetRootsRequest
-	(*Root)(nil),                          // 65: mcpd.v1.Root
-	(*SetRootsResponse)(nil),              // 66: mcpd.v1.SetRootsResponse
-	(*ResourceRef)(nil),                   // 67: mcpd.v1.ResourceRef
-	(*SubscribeRequest)(nil),              // 68: mcpd.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),             // 69: mcpd.v1.SubscribeResponse
-	(*Event)(nil),                         // 70: mcpd.v1.Event
-	(*ResourceUpdated)(nil),               // 71: mcpd.v1.ResourceUpdated
-	(*ListChanged)(nil),                   // 72: mcpd.v1.ListChanged
-	(*ServerStateChanged)(nil),            // 73: mcpd.v1.ServerStateChanged
-	(*Gap)(nil),                           // 74: mcpd.v1.Gap
-	(*HandleServerRequestsRequest)(nil),   // 75: mcpd.v1.HandleServerRequestsRequest
-	(*ServerRequestRegistration)(nil),     // 76: mcpd.v1.ServerRequestRegistration
-	(*HandleServerRequestsResponse)(nil),  // 77: mcpd.v1.HandleServerRequestsResponse
-	(*ServerRequestCancel)(nil),           // 78: mcpd.v1.ServerRequestCancel
-	(*ServerRequestReplyRefused)(nil),     // 79: mcpd.v1.ServerRequestReplyRefused
-	(*ServerRequest)(nil),                 // 80: mcpd.v1.ServerRequest
-	(*SamplingRequest)(nil),               // 81: mcpd.v1.SamplingRequest
-	(*SamplingMessage)(nil),               // 82: mcpd.v1.SamplingMessage
-	(*ElicitationRequest)(nil),            // 83: mcpd.v1.ElicitationRequest
-	(*RootsRequest)(nil),                  // 84: mcpd.v1.RootsRequest
-	(*ServerRequestReply)(nil),            // 85: mcpd.v1.ServerRequestReply
-	(*SamplingResult)(nil),                // 86: mcpd.v1.SamplingResult
-	(*ElicitationResult)(nil),             // 87: mcpd.v1.ElicitationResult
-	(*RootsResult)(nil),                   // 88: mcpd.v1.RootsResult
-	(*ReplyError)(nil),                    // 89: mcpd.v1.ReplyError
-	(*AuthorizationRequest)(nil),          // 90: mcpd.v1.AuthorizationRequest
-	(*AuthorizationResult)(nil),           // 91: mcpd.v1.AuthorizationResult
-	(*ApprovalRequest)(nil),               // 92: mcpd.v1.ApprovalRequest
-	(*ApprovalResult)(nil),                // 93: mcpd.v1.ApprovalResult
-	(*CompleteAuthorizationRequest)(nil),  // 94: mcpd.v1.CompleteAuthorizationRequest
-	(*CompleteAuthorizationResponse)(nil), // 95: mcpd.v1.CompleteAuthorizationResponse
-	(*ForgetAuthorizationRequest)(nil),    // 96: mcpd.v1.ForgetAuthorizationRequest
-	(*ForgetAuthorizationResponse)(nil),   // 97: mcpd.v1.ForgetAuthorizationResponse
-	(*ServeToolsRequest)(nil),             // 98: mcpd.v1.ServeToolsRequest
-	(*ToolServerDeclaration)(nil),         // 99: mcpd.v1.ToolServerDeclaration
-	(*ToolDefinition)(nil),                // 100: mcpd.v1.ToolDefinition
-	(*ToolCallResult)(nil),                // 101: mcpd.v1.ToolCallResult
-	(*ToolCallProgress)(nil),              // 102: mcpd.v1.ToolCallProgress
-	(*ServeToolsResponse)(nil),            // 103: mcpd.v1.ServeToolsResponse
-	(*ToolCall)(nil),                      // 104: mcpd.v1.ToolCall
-	(*ToolCallCancel)(nil),                // 105: mcpd.v1.ToolCallCancel
-	(*StartPollRequest)(nil),              // 106: mcpd.v1.StartPollRequest
-	(*PollToolCall)(nil),                  // 107: mcpd.v1.PollToolCall
-	(*StartPollResponse)(nil),             // 108: mcpd.v1.StartPollResponse
-	(*StopPollRequest)(nil),               // 109: mcpd.v1.StopPollRequest
-	(*StopPollResponse)(nil),              // 110: mcpd.v1.StopPollResponse
-	(*ListPollsRequest)(nil),              // 111: mcpd.v1.ListPollsRequest
-	(*ListPollsResponse)(nil),             // 112: mcpd.v1.ListPollsResponse
-	(*Poll)(nil),                          // 113: mcpd.v1.Poll
-	(*PollResult)(nil),                    // 114: mcpd.v1.PollResult
-	(*SearchToolsRequest)(nil),            // 115: mcpd.v1.SearchToolsRequest
-	(*SearchToolsResponse)(nil),           // 116: mcpd.v1.SearchToolsResponse
-	(*ToolMatch)(nil),                     // 117: mcpd.v1.ToolMatch
-	nil,                                   // 118: mcpd.v1.StdioConfig.EnvEntry
-	nil,                                   // 119: mcpd.v1.HttpConfig.HeadersEntry
-	nil,                                   // 120: mcpd.v1.GetPromptRequest.ArgumentsEntry
-	nil,                                   // 121: mcpd.v1.CompleteRequest.ContextEntry
-	(*durationpb.Duration)(nil),           // 122: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 123: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),         // 124: google.protobuf.Timestamp
-	(*structpb.Value)(nil),                // 125: google.protobuf.Value
+	(*TlsConfig)(nil),                     // 13: mcpd.v1.TlsConfig
+	(*Implementation)(nil),                // 14: mcpd.v1.Implementation
+	(*Icon)(nil),                          // 15: mcpd.v1.Icon
+	(*Server)(nil),                        // 16: mcpd.v1.Server
+	(*ConnectServerRequest)(nil),          // 17: mcpd.v1.ConnectServerRequest
+	(*ConnectServerResponse)(nil),         // 18: mcpd.v1.ConnectServerResponse
+	(*DisconnectServerRequest)(nil),       // 19: mcpd.v1.DisconnectServerRequest
+	(*DisconnectServerResponse)(nil),      // 20: mcpd.v1.DisconnectServerResponse
+	(*RestartServerRequest)(nil),          // 21: mcpd.v1.RestartServerRequest
+	(*RestartServerResponse)(nil),         // 22: mcpd.v1.RestartServerResponse
+	(*SetServerEnabledRequest)(nil),       // 23: mcpd.v1.SetServerEnabledRequest
+	(*SetServerEnabledResponse)(nil),      // 24: mcpd.v1.SetServerEnabledResponse
+	(*GetServerRequest)(nil),              // 25: mcpd.v1.GetServerRequest
+	(*GetServerResponse)(nil),             // 26: mcpd.v1.GetServerResponse
+	(*ListServersRequest)(nil),            // 27: mcpd.v1.ListServersRequest
+	(*ListServersResponse)(nil),           // 28: mcpd.v1.ListServersResponse
+	(*ListToolsRequest)(nil),              // 29: mcpd.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),             // 30: mcpd.v1.ListToolsResponse
+	(*Tool)(nil),                          // 31: mcpd.v1.Tool
+	(*ToolAnnotations)(nil),               // 32: mcpd.v1.ToolAnnotations
+	(*CallToolRequest)(nil),               // 33: mcpd.v1.CallToolRequest
+	(*CallToolResponse)(nil),              // 34: mcpd.v1.CallToolResponse
+	(*Content)(nil),                       // 35: mcpd.v1.Content
+	(*TextContent)(nil),                   // 36: mcpd.v1.TextContent
+	(*MediaContent)(nil),                  // 37: mcpd.v1.MediaContent
+	(*ResourceLink)(nil),                  // 38: mcpd.v1.ResourceLink
+	(*ResourceContents)(nil),              // 39: mcpd.v1.ResourceContents
+	(*Annotations)(nil),                   // 40: mcpd.v1.Annotations
+	(*CallToolStreamRequest)(nil),         // 41: mcpd.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),        // 42: mcpd.v1.CallToolStreamResponse
+	(*Progress)(nil),                      // 43: mcpd.v1.Progress
+	(*LogMessage)(nil),                    // 44: mcpd.v1.LogMessage
+	(*ListResourcesRequest)(nil),          // 45: mcpd.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil),         // 46: mcpd.v1.ListResourcesResponse
+	(*Resource)(nil),                      // 47: mcpd.v1.Resource
+	(*ListResourceTemplatesRequest)(nil),  // 48: mcpd.v1.ListResourceTemplatesRequest
+	(*ListResourceTemplatesResponse)(nil), // 49: mcpd.v1.ListResourceTemplatesResponse
+	(*ResourceTemplate)(nil),              // 50: mcpd.v1.ResourceTemplate
+	(*ReadResourceRequest)(nil),           // 51: mcpd.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),          // 52: mcpd.v1.ReadResourceResponse
+	(*ListPromptsRequest)(nil),            // 53: mcpd.v1.ListPromptsRequest
+	(*ListPromptsResponse)(nil),           // 54: mcpd.v1.ListPromptsResponse
+	(*Prompt)(nil),                        // 55: mcpd.v1.Prompt
+	(*PromptArgument)(nil),                // 56: mcpd.v1.PromptArgument
+	(*GetPromptRequest)(nil),              // 57: mcpd.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),             // 58: mcpd.v1.GetPromptResponse
+	(*PromptMessage)(nil),                 // 59: mcpd.v1.PromptMessage
+	(*CompleteRequest)(nil),               // 60: mcpd.v1.CompleteRequest
+	(*CompleteArgument)(nil),              // 61: mcpd.v1.CompleteArgument
+	(*CompleteResponse)(nil),              // 62: mcpd.v1.CompleteResponse
+	(*SetLogLevelRequest)(nil),            // 63: mcpd.v1.SetLogLevelRequest
+	(*SetLogLevelResponse)(nil),           // 64: mcpd.v1.SetLogLevelResponse
+	(*SetRootsRequest)(nil),               // 65: mcpd.v1.SetRootsRequest
+	(*Root)(nil),                          // 66: mcpd.v1.Root
+	(*SetRootsResponse)(nil),              // 67: mcpd.v1.SetRootsResponse
+	(*ResourceRef)(nil),                   // 68: mcpd.v1.ResourceRef
+	(*SubscribeRequest)(nil),              // 69: mcpd.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),             // 70: mcpd.v1.SubscribeResponse
+	(*Event)(nil),                         // 71: mcpd.v1.Event
+	(*ResourceUpdated)(nil),               // 72: mcpd.v1.ResourceUpdated
+	(*ListChanged)(nil),                   // 73: mcpd.v1.ListChanged
+	(*ServerStateChanged)(nil),            // 74: mcpd.v1.ServerStateChanged
+	(*Gap)(nil),                           // 75: mcpd.v1.Gap
+	(*HandleServerRequestsRequest)(nil),   // 76: mcpd.v1.HandleServerRequestsRequest
+	(*ServerRequestRegistration)(nil),     // 77: mcpd.v1.ServerRequestRegistration
+	(*HandleServerRequestsResponse)(nil),  // 78: mcpd.v1.HandleServerRequestsResponse
+	(*ServerRequestCancel)(nil),           // 79: mcpd.v1.ServerRequestCancel
+	(*ServerRequestReplyRefused)(nil),     // 80: mcpd.v1.ServerRequestReplyRefused
+	(*ServerRequest)(nil),                 // 81: mcpd.v1.ServerRequest
+	(*SamplingRequest)(nil),               // 82: mcpd.v1.SamplingRequest
+	(*SamplingMessage)(nil),               // 83: mcpd.v1.SamplingMessage
+	(*ElicitationRequest)(nil),            // 84: mcpd.v1.ElicitationRequest
+	(*RootsRequest)(nil),                  // 85: mcpd.v1.RootsRequest
+	(*ServerRequestReply)(nil),            // 86: mcpd.v1.ServerRequestReply
+	(*SamplingResult)(nil),                // 87: mcpd.v1.SamplingResult
+	(*ElicitationResult)(nil),             // 88: mcpd.v1.ElicitationResult
+	(*RootsResult)(nil),                   // 89: mcpd.v1.RootsResult
+	(*ReplyError)(nil),                    // 90: mcpd.v1.ReplyError
+	(*AuthorizationRequest)(nil),          // 91: mcpd.v1.AuthorizationRequest
+	(*AuthorizationResult)(nil),           // 92: mcpd.v1.AuthorizationResult
+	(*ApprovalRequest)(nil),               // 93: mcpd.v1.ApprovalRequest
+	(*ApprovalResult)(nil),                // 94: mcpd.v1.ApprovalResult
+	(*CompleteAuthorizationRequest)(nil),  // 95: mcpd.v1.CompleteAuthorizationRequest
+	(*CompleteAuthorizationResponse)(nil), // 96: mcpd.v1.CompleteAuthorizationResponse
+	(*ForgetAuthorizationRequest)(nil),    // 97: mcpd.v1.ForgetAuthorizationRequest
+	(*ForgetAuthorizationResponse)(nil),   // 98: mcpd.v1.ForgetAuthorizationResponse
+	(*ServeToolsRequest)(nil),             // 99: mcpd.v1.ServeToolsRequest
+	(*ToolServerDeclaration)(nil),         // 100: mcpd.v1.ToolServerDeclaration
+	(*ToolDefinition)(nil),                // 101: mcpd.v1.ToolDefinition
+	(*ToolCallResult)(nil),                // 102: mcpd.v1.ToolCallResult
+	(*ToolCallProgress)(nil),              // 103: mcpd.v1.ToolCallProgress
+	(*ServeToolsResponse)(nil),            // 104: mcpd.v1.ServeToolsResponse
+	(*ToolCall)(nil),                      // 105: mcpd.v1.ToolCall
+	(*ToolCallCancel)(nil),                // 106: mcpd.v1.ToolCallCancel
+	(*StartPollRequest)(nil),              // 107: mcpd.v1.StartPollRequest
+	(*PollToolCall)(nil),                  // 108: mcpd.v1.PollToolCall
+	(*StartPollResponse)(nil),             // 109: mcpd.v1.StartPollResponse
+	(*StopPollRequest)(nil),               // 110: mcpd.v1.StopPollRequest
+	(*StopPollResponse)(nil),              // 111: mcpd.v1.StopPollResponse
+	(*ListPollsRequest)(nil),              // 112: mcpd.v1.ListPollsRequest
+	(*ListPollsResponse)(nil),             // 113: mcpd.v1.ListPollsResponse
+	(*Poll)(nil),                          // 114: mcpd.v1.Poll
+	(*PollResult)(nil),                    // 115: mcpd.v1.PollResult
+	(*SearchToolsRequest)(nil),            // 116: mcpd.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),           // 117: mcpd.v1.SearchToolsResponse
+	(*ToolMatch)(nil),                     // 118: mcpd.v1.ToolMatch
+	nil,                                   // 119: mcpd.v1.StdioConfig.EnvEntry
+	nil,                                   // 120: mcpd.v1.HttpConfig.HeadersEntry
+	nil,                                   // 121: mcpd.v1.GetPromptRequest.ArgumentsEntry
+	nil,                                   // 122: mcpd.v1.CompleteRequest.ContextEntry
+	(*durationpb.Duration)(nil),           // 123: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 124: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),         // 125: google.protobuf.Timestamp
+	(*structpb.Value)(nil),                // 126: google.protobuf.Value
 }
 var file_mcpd_v1_mcpd_proto_depIdxs = []int32{
 	11,  // 0: mcpd.v1.ServerConfig.stdio:type_name -> mcpd.v1.StdioConfig
 	12,  // 1: mcpd.v1.ServerConfig.http:type_name -> mcpd.v1.HttpConfig
 	12,  // 2: mcpd.v1.ServerConfig.sse:type_name -> mcpd.v1.HttpConfig
 	12,  // 3: mcpd.v1.ServerConfig.remote:type_name -> mcpd.v1.HttpConfig
-	122, // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
-	122, // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
+	123, // 4: mcpd.v1.ServerConfig.call_timeout:type_name -> google.protobuf.Duration
+	123, // 5: mcpd.v1.ServerConfig.connect_timeout:type_name -> google.protobuf.Duration
 	9,   // 6: mcpd.v1.ServerConfig.oauth:type_name -> mcpd.v1.OAuthConfig
 	10,  // 7: mcpd.v1.OAuthConfig.idp:type_name -> mcpd.v1.OAuthIdentityProvider
-	118, // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
-	119, // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
-	14,  // 10: mcpd.v1.Implementation.icons:type_name -> mcpd.v1.Icon
-	0,   // 11: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
-	2,   // 12: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
-	13,  // 13: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
-	123, // 14: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
-	124, // 15: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
-	124, // 16: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
-	1,   // 17: mcpd.v1.Server.scope:type_name -> mcpd.v1.ConfigScope
-	8,   // 18: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
-	15,  // 19: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
-	15,  // 20: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
-	15,  // 21: mcpd.v1.SetServerEnabledResponse.server:type_name -> mcpd.v1.Server
-	15,  // 22: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
-	15,  // 23: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
-	30,  // 24: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
-	123, // 25: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	123, // 26: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
-	31,  // 27: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
-	123, // 28: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
-	14,  // 29: mcpd.v1.Tool.icons:type_name -> mcpd.v1.Icon
-	123, // 30: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	122, // 31: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	123, // 32: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
-	34,  // 33: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
-	125, // 34: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
-	123, // 35: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
-	35,  // 36: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
-	36,  // 37: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
-	36,  // 38: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
-	37,  // 39: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
-	38,  // 40: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
-	39,  // 41: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
-	123, // 42: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
-	14,  // 43: mcpd.v1.ResourceLink.icons:type_name -> mcpd.v1.Icon
-	123, // 44: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
-	3,   // 45: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
-	123, // 46: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	122, // 47: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	123, // 48: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
-	42,  // 49: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
-	43,  // 50: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
-	33,  // 51: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
-	4,   // 52: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
-	125, // 53: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
-	46,  // 54: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
-	39,  // 55: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
-	123, // 56: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
-	14,  // 57: mcpd.v1.Resource.icons:type_name -> mcpd.v1.Icon
-	49,  // 58: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
-	39,  // 59: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
-	123, // 60: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
-	14,  // 61: mcpd.v1.ResourceTemplate.icons:type_name -> mcpd.v1.Icon
-	38,  // 62: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
-	123, // 63: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
-	54,  // 64: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
-	55,  // 65: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
-	123, // 66: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
-	14,  // 67: mcpd.v1.Prompt.icons:type_name -> mcpd.v1.Icon
-	120, // 68: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
-	58,  // 69: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
-	123, // 70: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
-	3,   // 71: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
-	34,  // 72: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
-	60,  // 73: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
-	121, // 74: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
-	4,   // 75: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
-	65,  // 76: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
-	67,  // 77: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
-	5,   // 78: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
-	122, // 79: mcpd.v1.SubscribeRequest.fallback_poll_interval:type_name -> google.protobuf.Duration
-	70,  // 80: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
-	124, // 81: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
-	71,  // 82: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
-	72,  // 83: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
-	72,  // 84: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
-	72,  // 85: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
-	73,  // 86: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
-	43,  // 87: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
-	74,  // 88: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
-	114, // 89: mcpd.v1.Event.poll_result:type_name -> mcpd.v1.PollResult
-	0,   // 90: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
-	76,  // 91: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
-	85,  // 92: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
-	6,   // 93: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
-	76,  // 94: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
-	80,  // 95: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
-	78,  // 96: mcpd.v1.HandleServerRequestsResponse.cancel:type_name -> mcpd.v1.ServerRequestCancel
-	79,  // 97: mcpd.v1.HandleServerRequestsResponse.reply_refused:type_name -> mcpd.v1.ServerRequestReplyRefused
-	81,  // 98: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
-	83,  // 99: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
-	84,  // 100: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
-	90,  // 101: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
-	92,  // 102: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
-	124, // 103: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
-	82,  // 104: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
-	123, // 105: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
-	3,   // 106: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
-	34,  // 107: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
-	123, // 108: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
-	123, // 109: mcpd.v1.ElicitationRequest.params:type_name -> google.protobuf.Struct
-	86,  // 110: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
-	87,  // 111: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
-	88,  // 112: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
-	91,  // 113: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
-	93,  // 114: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
-	89,  // 115: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
-	3,   // 116: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
-	34,  // 117: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
-	7,   // 118: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
-	123, // 119: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
-	65,  // 120: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
-	124, // 121: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
-	123, // 122: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
-	123, // 123: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
-	122, // 124: mcpd.v1.ApprovalRequest.poll_interval:type_name -> google.protobuf.Duration
-	15,  // 125: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
-	99,  // 126: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
-	101, // 127: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
-	102, // 128: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
-	100, // 129: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
-	13,  // 130: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
-	123, // 131: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	123, // 132: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
-	31,  // 133: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
-	123, // 134: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
-	33,  // 135: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
-	89,  // 136: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
-	42,  // 137: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
-	15,  // 138: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
-	104, // 139: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
-	105, // 140: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
-	123, // 141: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
-	123, // 142: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
-	124, // 143: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
-	107, // 144: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
-	122, // 145: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
-	123, // 146: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
-	113, // 147: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
-	113, // 148: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
-	107, // 149: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
-	122, // 150: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
-	124, // 151: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
-	38,  // 152: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
-	33,  // 153: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
-	117, // 154: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
-	30,  // 155: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
-	16,  // 156: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
-	18,  // 157: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
-	20,  // 158: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
-	22,  // 159: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
-	24,  // 160: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
-	26,  // 161: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
-	28,  // 162: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
-	32,  // 163: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
-	40,  // 164: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
-	44,  // 165: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
-	47,  // 166: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
-	50,  // 167: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
-	52,  // 168: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
-	56,  // 169: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
-	59,  // 170: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
-	62,  // 171: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
-	64,  // 172: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
-	68,  // 173: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
-	75,  // 174: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
-	94,  // 175: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
-	96,  // 176: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
-	98,  // 177: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
-	106, // 178: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
-	109, // 179: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
-	111, // 180: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
-	115, // 181: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
-	17,  // 182: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
-	19,  // 183: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
-	21,  // 184: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
-	23,  // 185: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
-	25,  // 186: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
-	27,  // 187: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
-	29,  // 188: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
-	33,  // 189: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
-	41,  // 190: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
-	45,  // 191: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
-	48,  // 192: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
-	51,  // 193: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
-	53,  // 194: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
-	57,  // 195: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
-	61,  // 196: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
-	63,  // 197: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
-	66,  // 198: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
-	69,  // 199: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
-	77,  // 200: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
-	95,  // 201: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
-	97,  // 202: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
-	103, // 203: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
-	108, // 204: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
-	110, // 205: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
-	112, // 206: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
-	116, // 207: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
-	182, // [182:208] is the sub-list for method output_type
-	156, // [156:182] is the sub-list for method input_type
-	156, // [156:156] is the sub-list for extension type_name
-	156, // [156:156] is the sub-list for extension extendee
-	0,   // [0:156] is the sub-list for field type_name
+	119, // 8: mcpd.v1.StdioConfig.env:type_name -> mcpd.v1.StdioConfig.EnvEntry
+	120, // 9: mcpd.v1.HttpConfig.headers:type_name -> mcpd.v1.HttpConfig.HeadersEntry
+	13,  // 10: mcpd.v1.HttpConfig.tls:type_name -> mcpd.v1.TlsConfig
+	15,  // 11: mcpd.v1.Implementation.icons:type_name -> mcpd.v1.Icon
+	0,   // 12: mcpd.v1.Server.state:type_name -> mcpd.v1.ServerState
+	2,   // 13: mcpd.v1.Server.transport:type_name -> mcpd.v1.Transport
+	14,  // 14: mcpd.v1.Server.server_info:type_name -> mcpd.v1.Implementation
+	124, // 15: mcpd.v1.Server.capabilities:type_name -> google.protobuf.Struct
+	125, // 16: mcpd.v1.Server.state_changed_time:type_name -> google.protobuf.Timestamp
+	125, // 17: mcpd.v1.Server.authorization_expire_time:type_name -> google.protobuf.Timestamp
+	1,   // 18: mcpd.v1.Server.scope:type_name -> mcpd.v1.ConfigScope
+	8,   // 19: mcpd.v1.ConnectServerRequest.server:type_name -> mcpd.v1.ServerConfig
+	16,  // 20: mcpd.v1.ConnectServerResponse.server:type_name -> mcpd.v1.Server
+	16,  // 21: mcpd.v1.RestartServerResponse.server:type_name -> mcpd.v1.Server
+	16,  // 22: mcpd.v1.SetServerEnabledResponse.server:type_name -> mcpd.v1.Server
+	16,  // 23: mcpd.v1.GetServerResponse.server:type_name -> mcpd.v1.Server
+	16,  // 24: mcpd.v1.ListServersResponse.servers:type_name -> mcpd.v1.Server
+	31,  // 25: mcpd.v1.ListToolsResponse.tools:type_name -> mcpd.v1.Tool
+	124, // 26: mcpd.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	124, // 27: mcpd.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	32,  // 28: mcpd.v1.Tool.annotations:type_name -> mcpd.v1.ToolAnnotations
+	124, // 29: mcpd.v1.Tool.meta:type_name -> google.protobuf.Struct
+	15,  // 30: mcpd.v1.Tool.icons:type_name -> mcpd.v1.Icon
+	124, // 31: mcpd.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	123, // 32: mcpd.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	124, // 33: mcpd.v1.CallToolRequest.meta:type_name -> google.protobuf.Struct
+	35,  // 34: mcpd.v1.CallToolResponse.content:type_name -> mcpd.v1.Content
+	126, // 35: mcpd.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Value
+	124, // 36: mcpd.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	36,  // 37: mcpd.v1.Content.text:type_name -> mcpd.v1.TextContent
+	37,  // 38: mcpd.v1.Content.image:type_name -> mcpd.v1.MediaContent
+	37,  // 39: mcpd.v1.Content.audio:type_name -> mcpd.v1.MediaContent
+	38,  // 40: mcpd.v1.Content.resource_link:type_name -> mcpd.v1.ResourceLink
+	39,  // 41: mcpd.v1.Content.resource:type_name -> mcpd.v1.ResourceContents
+	40,  // 42: mcpd.v1.Content.annotations:type_name -> mcpd.v1.Annotations
+	124, // 43: mcpd.v1.Content.meta:type_name -> google.protobuf.Struct
+	15,  // 44: mcpd.v1.ResourceLink.icons:type_name -> mcpd.v1.Icon
+	124, // 45: mcpd.v1.ResourceContents.meta:type_name -> google.protobuf.Struct
+	3,   // 46: mcpd.v1.Annotations.audience:type_name -> mcpd.v1.Role
+	124, // 47: mcpd.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	123, // 48: mcpd.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	124, // 49: mcpd.v1.CallToolStreamRequest.meta:type_name -> google.protobuf.Struct
+	43,  // 50: mcpd.v1.CallToolStreamResponse.progress:type_name -> mcpd.v1.Progress
+	44,  // 51: mcpd.v1.CallToolStreamResponse.log:type_name -> mcpd.v1.LogMessage
+	34,  // 52: mcpd.v1.CallToolStreamResponse.result:type_name -> mcpd.v1.CallToolResponse
+	4,   // 53: mcpd.v1.LogMessage.level:type_name -> mcpd.v1.LogLevel
+	126, // 54: mcpd.v1.LogMessage.data:type_name -> google.protobuf.Value
+	47,  // 55: mcpd.v1.ListResourcesResponse.resources:type_name -> mcpd.v1.Resource
+	40,  // 56: mcpd.v1.Resource.annotations:type_name -> mcpd.v1.Annotations
+	124, // 57: mcpd.v1.Resource.meta:type_name -> google.protobuf.Struct
+	15,  // 58: mcpd.v1.Resource.icons:type_name -> mcpd.v1.Icon
+	50,  // 59: mcpd.v1.ListResourceTemplatesResponse.resource_templates:type_name -> mcpd.v1.ResourceTemplate
+	40,  // 60: mcpd.v1.ResourceTemplate.annotations:type_name -> mcpd.v1.Annotations
+	124, // 61: mcpd.v1.ResourceTemplate.meta:type_name -> google.protobuf.Struct
+	15,  // 62: mcpd.v1.ResourceTemplate.icons:type_name -> mcpd.v1.Icon
+	39,  // 63: mcpd.v1.ReadResourceResponse.contents:type_name -> mcpd.v1.ResourceContents
+	124, // 64: mcpd.v1.ReadResourceResponse.meta:type_name -> google.protobuf.Struct
+	55,  // 65: mcpd.v1.ListPromptsResponse.prompts:type_name -> mcpd.v1.Prompt
+	56,  // 66: mcpd.v1.Prompt.arguments:type_name -> mcpd.v1.PromptArgument
+	124, // 67: mcpd.v1.Prompt.meta:type_name -> google.protobuf.Struct
+	15,  // 68: mcpd.v1.Prompt.icons:type_name -> mcpd.v1.Icon
+	121, // 69: mcpd.v1.GetPromptRequest.arguments:type_name -> mcpd.v1.GetPromptRequest.ArgumentsEntry
+	59,  // 70: mcpd.v1.GetPromptResponse.messages:type_name -> mcpd.v1.PromptMessage
+	124, // 71: mcpd.v1.GetPromptResponse.meta:type_name -> google.protobuf.Struct
+	3,   // 72: mcpd.v1.PromptMessage.role:type_name -> mcpd.v1.Role
+	35,  // 73: mcpd.v1.PromptMessage.content:type_name -> mcpd.v1.Content
+	61,  // 74: mcpd.v1.CompleteRequest.argument:type_name -> mcpd.v1.CompleteArgument
+	122, // 75: mcpd.v1.CompleteRequest.context:type_name -> mcpd.v1.CompleteRequest.ContextEntry
+	4,   // 76: mcpd.v1.SetLogLevelRequest.level:type_name -> mcpd.v1.LogLevel
+	66,  // 77: mcpd.v1.SetRootsRequest.roots:type_name -> mcpd.v1.Root
+	68,  // 78: mcpd.v1.SubscribeRequest.resources:type_name -> mcpd.v1.ResourceRef
+	5,   // 79: mcpd.v1.SubscribeRequest.kinds:type_name -> mcpd.v1.EventKind
+	123, // 80: mcpd.v1.SubscribeRequest.fallback_poll_interval:type_name -> google.protobuf.Duration
+	71,  // 81: mcpd.v1.SubscribeResponse.event:type_name -> mcpd.v1.Event
+	125, // 82: mcpd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	72,  // 83: mcpd.v1.Event.resource_updated:type_name -> mcpd.v1.ResourceUpdated
+	73,  // 84: mcpd.v1.Event.tools_changed:type_name -> mcpd.v1.ListChanged
+	73,  // 85: mcpd.v1.Event.prompts_changed:type_name -> mcpd.v1.ListChanged
+	73,  // 86: mcpd.v1.Event.resources_changed:type_name -> mcpd.v1.ListChanged
+	74,  // 87: mcpd.v1.Event.server_state:type_name -> mcpd.v1.ServerStateChanged
+	44,  // 88: mcpd.v1.Event.log:type_name -> mcpd.v1.LogMessage
+	75,  // 89: mcpd.v1.Event.gap:type_name -> mcpd.v1.Gap
+	115, // 90: mcpd.v1.Event.poll_result:type_name -> mcpd.v1.PollResult
+	0,   // 91: mcpd.v1.ServerStateChanged.state:type_name -> mcpd.v1.ServerState
+	77,  // 92: mcpd.v1.HandleServerRequestsRequest.register:type_name -> mcpd.v1.ServerRequestRegistration
+	86,  // 93: mcpd.v1.HandleServerRequestsRequest.reply:type_name -> mcpd.v1.ServerRequestReply
+	6,   // 94: mcpd.v1.ServerRequestRegistration.kinds:type_name -> mcpd.v1.ServerRequestKind
+	77,  // 95: mcpd.v1.HandleServerRequestsResponse.registered:type_name -> mcpd.v1.ServerRequestRegistration
+	81,  // 96: mcpd.v1.HandleServerRequestsResponse.request:type_name -> mcpd.v1.ServerRequest
+	79,  // 97: mcpd.v1.HandleServerRequestsResponse.cancel:type_name -> mcpd.v1.ServerRequestCancel
+	80,  // 98: mcpd.v1.HandleServerRequestsResponse.reply_refused:type_name -> mcpd.v1.ServerRequestReplyRefused
+	82,  // 99: mcpd.v1.ServerRequest.sampling:type_name -> mcpd.v1.SamplingRequest
+	84,  // 100: mcpd.v1.ServerRequest.elicitation:type_name -> mcpd.v1.ElicitationRequest
+	85,  // 101: mcpd.v1.ServerRequest.roots:type_name -> mcpd.v1.RootsRequest
+	91,  // 102: mcpd.v1.ServerRequest.authorization:type_name -> mcpd.v1.AuthorizationRequest
+	93,  // 103: mcpd.v1.ServerRequest.approval:type_name -> mcpd.v1.ApprovalRequest
+	125, // 104: mcpd.v1.ServerRequest.deadline:type_name -> google.protobuf.Timestamp
+	83,  // 105: mcpd.v1.SamplingRequest.messages:type_name -> mcpd.v1.SamplingMessage
+	124, // 106: mcpd.v1.SamplingRequest.params:type_name -> google.protobuf.Struct
+	3,   // 107: mcpd.v1.SamplingMessage.role:type_name -> mcpd.v1.Role
+	35,  // 108: mcpd.v1.SamplingMessage.content:type_name -> mcpd.v1.Content
+	124, // 109: mcpd.v1.ElicitationRequest.requested_schema:type_name -> google.protobuf.Struct
+	124, // 110: mcpd.v1.ElicitationRequest.params:type_name -> google.protobuf.Struct
+	87,  // 111: mcpd.v1.ServerRequestReply.sampling:type_name -> mcpd.v1.SamplingResult
+	88,  // 112: mcpd.v1.ServerRequestReply.elicitation:type_name -> mcpd.v1.ElicitationResult
+	89,  // 113: mcpd.v1.ServerRequestReply.roots:type_name -> mcpd.v1.RootsResult
+	92,  // 114: mcpd.v1.ServerRequestReply.authorization:type_name -> mcpd.v1.AuthorizationResult
+	94,  // 115: mcpd.v1.ServerRequestReply.approval:type_name -> mcpd.v1.ApprovalResult
+	90,  // 116: mcpd.v1.ServerRequestReply.error:type_name -> mcpd.v1.ReplyError
+	3,   // 117: mcpd.v1.SamplingResult.role:type_name -> mcpd.v1.Role
+	35,  // 118: mcpd.v1.SamplingResult.content:type_name -> mcpd.v1.Content
+	7,   // 119: mcpd.v1.ElicitationResult.action:type_name -> mcpd.v1.ElicitationAction
+	124, // 120: mcpd.v1.ElicitationResult.content:type_name -> google.protobuf.Struct
+	66,  // 121: mcpd.v1.RootsResult.roots:type_name -> mcpd.v1.Root
+	125, // 122: mcpd.v1.AuthorizationRequest.expire_time:type_name -> google.protobuf.Timestamp
+	124, // 123: mcpd.v1.ApprovalRequest.arguments:type_name -> google.protobuf.Struct
+	124, // 124: mcpd.v1.ApprovalRequest.annotations:type_name -> google.protobuf.Struct
+	123, // 125: mcpd.v1.ApprovalRequest.poll_interval:type_name -> google.protobuf.Duration
+	16,  // 126: mcpd.v1.CompleteAuthorizationResponse.server:type_name -> mcpd.v1.Server
+	100, // 127: mcpd.v1.ServeToolsRequest.declare:type_name -> mcpd.v1.ToolServerDeclaration
+	102, // 128: mcpd.v1.ServeToolsRequest.result:type_name -> mcpd.v1.ToolCallResult
+	103, // 129: mcpd.v1.ServeToolsRequest.progress:type_name -> mcpd.v1.ToolCallProgress
+	101, // 130: mcpd.v1.ToolServerDeclaration.tools:type_name -> mcpd.v1.ToolDefinition
+	14,  // 131: mcpd.v1.ToolServerDeclaration.server_info:type_name -> mcpd.v1.Implementation
+	124, // 132: mcpd.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	124, // 133: mcpd.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	32,  // 134: mcpd.v1.ToolDefinition.annotations:type_name -> mcpd.v1.ToolAnnotations
+	124, // 135: mcpd.v1.ToolDefinition.meta:type_name -> google.protobuf.Struct
+	34,  // 136: mcpd.v1.ToolCallResult.result:type_name -> mcpd.v1.CallToolResponse
+	90,  // 137: mcpd.v1.ToolCallResult.error:type_name -> mcpd.v1.ReplyError
+	43,  // 138: mcpd.v1.ToolCallProgress.progress:type_name -> mcpd.v1.Progress
+	16,  // 139: mcpd.v1.ServeToolsResponse.serving:type_name -> mcpd.v1.Server
+	105, // 140: mcpd.v1.ServeToolsResponse.call:type_name -> mcpd.v1.ToolCall
+	106, // 141: mcpd.v1.ServeToolsResponse.cancel:type_name -> mcpd.v1.ToolCallCancel
+	124, // 142: mcpd.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	124, // 143: mcpd.v1.ToolCall.meta:type_name -> google.protobuf.Struct
+	125, // 144: mcpd.v1.ToolCall.deadline:type_name -> google.protobuf.Timestamp
+	108, // 145: mcpd.v1.StartPollRequest.tool:type_name -> mcpd.v1.PollToolCall
+	123, // 146: mcpd.v1.StartPollRequest.interval:type_name -> google.protobuf.Duration
+	124, // 147: mcpd.v1.PollToolCall.arguments:type_name -> google.protobuf.Struct
+	114, // 148: mcpd.v1.StartPollResponse.poll:type_name -> mcpd.v1.Poll
+	114, // 149: mcpd.v1.ListPollsResponse.polls:type_name -> mcpd.v1.Poll
+	108, // 150: mcpd.v1.Poll.tool:type_name -> mcpd.v1.PollToolCall
+	123, // 151: mcpd.v1.Poll.interval:type_name -> google.protobuf.Duration
+	125, // 152: mcpd.v1.Poll.last_poll_time:type_name -> google.protobuf.Timestamp
+	39,  // 153: mcpd.v1.PollResult.contents:type_name -> mcpd.v1.ResourceContents
+	34,  // 154: mcpd.v1.PollResult.tool_result:type_name -> mcpd.v1.CallToolResponse
+	118, // 155: mcpd.v1.SearchToolsResponse.matches:type_name -> mcpd.v1.ToolMatch
+	31,  // 156: mcpd.v1.ToolMatch.tool:type_name -> mcpd.v1.Tool
+	17,  // 157: mcpd.v1.MCPHub.ConnectServer:input_type -> mcpd.v1.ConnectServerRequest
+	19,  // 158: mcpd.v1.MCPHub.DisconnectServer:input_type -> mcpd.v1.DisconnectServerRequest
+	21,  // 159: mcpd.v1.MCPHub.RestartServer:input_type -> mcpd.v1.RestartServerRequest
+	23,  // 160: mcpd.v1.MCPHub.SetServerEnabled:input_type -> mcpd.v1.SetServerEnabledRequest
+	25,  // 161: mcpd.v1.MCPHub.GetServer:input_type -> mcpd.v1.GetServerRequest
+	27,  // 162: mcpd.v1.MCPHub.ListServers:input_type -> mcpd.v1.ListServersRequest
+	29,  // 163: mcpd.v1.MCPHub.ListTools:input_type -> mcpd.v1.ListToolsRequest
+	33,  // 164: mcpd.v1.MCPHub.CallTool:input_type -> mcpd.v1.CallToolRequest
+	41,  // 165: mcpd.v1.MCPHub.CallToolStream:input_type -> mcpd.v1.CallToolStreamRequest
+	45,  // 166: mcpd.v1.MCPHub.ListResources:input_type -> mcpd.v1.ListResourcesRequest
+	48,  // 167: mcpd.v1.MCPHub.ListResourceTemplates:input_type -> mcpd.v1.ListResourceTemplatesRequest
+	51,  // 168: mcpd.v1.MCPHub.ReadResource:input_type -> mcpd.v1.ReadResourceRequest
+	53,  // 169: mcpd.v1.MCPHub.ListPrompts:input_type -> mcpd.v1.ListPromptsRequest
+	57,  // 170: mcpd.v1.MCPHub.GetPrompt:input_type -> mcpd.v1.GetPromptRequest
+	60,  // 171: mcpd.v1.MCPHub.Complete:input_type -> mcpd.v1.CompleteRequest
+	63,  // 172: mcpd.v1.MCPHub.SetLogLevel:input_type -> mcpd.v1.SetLogLevelRequest
+	65,  // 173: mcpd.v1.MCPHub.SetRoots:input_type -> mcpd.v1.SetRootsRequest
+	69,  // 174: mcpd.v1.MCPHub.Subscribe:input_type -> mcpd.v1.SubscribeRequest
+	76,  // 175: mcpd.v1.MCPHub.HandleServerRequests:input_type -> mcpd.v1.HandleServerRequestsRequest
+	95,  // 176: mcpd.v1.MCPHub.CompleteAuthorization:input_type -> mcpd.v1.CompleteAuthorizationRequest
+	97,  // 177: mcpd.v1.MCPHub.ForgetAuthorization:input_type -> mcpd.v1.ForgetAuthorizationRequest
+	99,  // 178: mcpd.v1.MCPHub.ServeTools:input_type -> mcpd.v1.ServeToolsRequest
+	107, // 179: mcpd.v1.MCPHub.StartPoll:input_type -> mcpd.v1.StartPollRequest
+	110, // 180: mcpd.v1.MCPHub.StopPoll:input_type -> mcpd.v1.StopPollRequest
+	112, // 181: mcpd.v1.MCPHub.ListPolls:input_type -> mcpd.v1.ListPollsRequest
+	116, // 182: mcpd.v1.MCPHub.SearchTools:input_type -> mcpd.v1.SearchToolsRequest
+	18,  // 183: mcpd.v1.MCPHub.ConnectServer:output_type -> mcpd.v1.ConnectServerResponse
+	20,  // 184: mcpd.v1.MCPHub.DisconnectServer:output_type -> mcpd.v1.DisconnectServerResponse
+	22,  // 185: mcpd.v1.MCPHub.RestartServer:output_type -> mcpd.v1.RestartServerResponse
+	24,  // 186: mcpd.v1.MCPHub.SetServerEnabled:output_type -> mcpd.v1.SetServerEnabledResponse
+	26,  // 187: mcpd.v1.MCPHub.GetServer:output_type -> mcpd.v1.GetServerResponse
+	28,  // 188: mcpd.v1.MCPHub.ListServers:output_type -> mcpd.v1.ListServersResponse
+	30,  // 189: mcpd.v1.MCPHub.ListTools:output_type -> mcpd.v1.ListToolsResponse
+	34,  // 190: mcpd.v1.MCPHub.CallTool:output_type -> mcpd.v1.CallToolResponse
+	42,  // 191: mcpd.v1.MCPHub.CallToolStream:output_type -> mcpd.v1.CallToolStreamResponse
+	46,  // 192: mcpd.v1.MCPHub.ListResources:output_type -> mcpd.v1.ListResourcesResponse
+	49,  // 193: mcpd.v1.MCPHub.ListResourceTemplates:output_type -> mcpd.v1.ListResourceTemplatesResponse
+	52,  // 194: mcpd.v1.MCPHub.ReadResource:output_type -> mcpd.v1.ReadResourceResponse
+	54,  // 195: mcpd.v1.MCPHub.ListPrompts:output_type -> mcpd.v1.ListPromptsResponse
+	58,  // 196: mcpd.v1.MCPHub.GetPrompt:output_type -> mcpd.v1.GetPromptResponse
+	62,  // 197: mcpd.v1.MCPHub.Complete:output_type -> mcpd.v1.CompleteResponse
+	64,  // 198: mcpd.v1.MCPHub.SetLogLevel:output_type -> mcpd.v1.SetLogLevelResponse
+	67,  // 199: mcpd.v1.MCPHub.SetRoots:output_type -> mcpd.v1.SetRootsResponse
+	70,  // 200: mcpd.v1.MCPHub.Subscribe:output_type -> mcpd.v1.SubscribeResponse
+	78,  // 201: mcpd.v1.MCPHub.HandleServerRequests:output_type -> mcpd.v1.HandleServerRequestsResponse
+	96,  // 202: mcpd.v1.MCPHub.CompleteAuthorization:output_type -> mcpd.v1.CompleteAuthorizationResponse
+	98,  // 203: mcpd.v1.MCPHub.ForgetAuthorization:output_type -> mcpd.v1.ForgetAuthorizationResponse
+	104, // 204: mcpd.v1.MCPHub.ServeTools:output_type -> mcpd.v1.ServeToolsResponse
+	109, // 205: mcpd.v1.MCPHub.StartPoll:output_type -> mcpd.v1.StartPollResponse
+	111, // 206: mcpd.v1.MCPHub.StopPoll:output_type -> mcpd.v1.StopPollResponse
+	113, // 207: mcpd.v1.MCPHub.ListPolls:output_type -> mcpd.v1.ListPollsResponse
+	117, // 208: mcpd.v1.MCPHub.SearchTools:output_type -> mcpd.v1.SearchToolsResponse
+	183, // [183:209] is the sub-list for method output_type
+	157, // [157:183] is the sub-list for method input_type
+	157, // [157:157] is the sub-list for extension type_name
+	157, // [157:157] is the sub-list for extension extendee
+	0,   // [0:157] is the sub-list for field type_name
 }
 
 func init() { file_mcpd_v1_mcpd_proto_init() }
@@ -9819,34 +9904,34 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerConfig_Sse)(nil),
 		(*ServerConfig_Remote)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[23].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[26].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[24].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[27].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Audio)(nil),
 		(*Content_ResourceLink)(nil),
 		(*Content_Resource)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[29].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[30].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[30].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[31].OneofWrappers = []any{
 		(*ResourceContents_Text)(nil),
 		(*ResourceContents_Blob)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[31].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[33].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[32].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[34].OneofWrappers = []any{
 		(*CallToolStreamResponse_Progress)(nil),
 		(*CallToolStreamResponse_Log)(nil),
 		(*CallToolStreamResponse_Result)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[34].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[38].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[51].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[35].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[39].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[52].OneofWrappers = []any{
 		(*CompleteRequest_Prompt)(nil),
 		(*CompleteRequest_ResourceTemplate)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[53].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[60].OneofWrappers = []any{}
-	file_mcpd_v1_mcpd_proto_msgTypes[62].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[54].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[61].OneofWrappers = []any{}
+	file_mcpd_v1_mcpd_proto_msgTypes[63].OneofWrappers = []any{
 		(*Event_ResourceUpdated)(nil),
 		(*Event_ToolsChanged)(nil),
 		(*Event_PromptsChanged)(nil),
@@ -9856,24 +9941,24 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*Event_Gap)(nil),
 		(*Event_PollResult)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[67].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[68].OneofWrappers = []any{
 		(*HandleServerRequestsRequest_Register)(nil),
 		(*HandleServerRequestsRequest_Reply)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[69].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[70].OneofWrappers = []any{
 		(*HandleServerRequestsResponse_Registered)(nil),
 		(*HandleServerRequestsResponse_Request)(nil),
 		(*HandleServerRequestsResponse_Cancel)(nil),
 		(*HandleServerRequestsResponse_ReplyRefused)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[72].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[73].OneofWrappers = []any{
 		(*ServerRequest_Sampling)(nil),
 		(*ServerRequest_Elicitation)(nil),
 		(*ServerRequest_Roots)(nil),
 		(*ServerRequest_Authorization)(nil),
 		(*ServerRequest_Approval)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[77].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[78].OneofWrappers = []any{
 		(*ServerRequestReply_Sampling)(nil),
 		(*ServerRequestReply_Elicitation)(nil),
 		(*ServerRequestReply_Roots)(nil),
@@ -9881,25 +9966,25 @@ func file_mcpd_v1_mcpd_proto_init() {
 		(*ServerRequestReply_Approval)(nil),
 		(*ServerRequestReply_Error)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[90].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[91].OneofWrappers = []any{
 		(*ServeToolsRequest_Declare)(nil),
 		(*ServeToolsRequest_Result)(nil),
 		(*ServeToolsRequest_Progress)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[93].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[94].OneofWrappers = []any{
 		(*ToolCallResult_Result)(nil),
 		(*ToolCallResult_Error)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[95].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[96].OneofWrappers = []any{
 		(*ServeToolsResponse_Serving)(nil),
 		(*ServeToolsResponse_Call)(nil),
 		(*ServeToolsResponse_Cancel)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[98].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[99].OneofWrappers = []any{
 		(*StartPollRequest_ResourceUri)(nil),
 		(*StartPollRequest_Tool)(nil),
 	}
-	file_mcpd_v1_mcpd_proto_msgTypes[105].OneofWrappers = []any{
+	file_mcpd_v1_mcpd_proto_msgTypes[106].OneofWrappers = []any{
 		(*Poll_ResourceUri)(nil),
 		(*Poll_Tool)(nil),
 	}
@@ -9909,7 +9994,7 @@ func file_mcpd_v1_mcpd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpd_v1_mcpd_proto_rawDesc), len(file_mcpd_v1_mcpd_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   114,
+			NumMessages:   115,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

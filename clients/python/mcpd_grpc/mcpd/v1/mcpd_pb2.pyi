@@ -378,7 +378,7 @@ class HandleServerRequestsResponse(_message.Message):
     def __init__(self, registered: _Optional[_Union[ServerRequestRegistration, _Mapping]] = ..., request: _Optional[_Union[ServerRequest, _Mapping]] = ..., cancel: _Optional[_Union[ServerRequestCancel, _Mapping]] = ..., reply_refused: _Optional[_Union[ServerRequestReplyRefused, _Mapping]] = ...) -> None: ...
 
 class HttpConfig(_message.Message):
-    __slots__ = ["headers", "url"]
+    __slots__ = ["headers", "tls", "url"]
     class HeadersEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -387,10 +387,12 @@ class HttpConfig(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     HEADERS_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     headers: _containers.ScalarMap[str, str]
+    tls: TlsConfig
     url: str
-    def __init__(self, url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., tls: _Optional[_Union[TlsConfig, _Mapping]] = ...) -> None: ...
 
 class Icon(_message.Message):
     __slots__ = ["mime_type", "sizes", "src", "theme"]
@@ -1156,6 +1158,16 @@ class TextContent(_message.Message):
     TEXT_FIELD_NUMBER: _ClassVar[int]
     text: str
     def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class TlsConfig(_message.Message):
+    __slots__ = ["ca_file", "cert_file", "key_file"]
+    CA_FILE_FIELD_NUMBER: _ClassVar[int]
+    CERT_FILE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FILE_FIELD_NUMBER: _ClassVar[int]
+    ca_file: str
+    cert_file: str
+    key_file: str
+    def __init__(self, ca_file: _Optional[str] = ..., cert_file: _Optional[str] = ..., key_file: _Optional[str] = ...) -> None: ...
 
 class Tool(_message.Message):
     __slots__ = ["annotations", "description", "icons", "input_schema", "meta", "name", "output_schema", "server", "title", "tool_name"]
