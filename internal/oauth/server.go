@@ -370,6 +370,9 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	switch {
 	case err == nil:
 		defer unlock()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 	case ctx.Err() != nil:
 		return ctx.Err()
 	default:

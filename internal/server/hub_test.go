@@ -468,7 +468,8 @@ func TestCommandPolicy(t *testing.T) {
 }
 
 // TestCommandPolicyNone: --allow-command none allows no command, not even
-// one named none; remote servers start nothing and pass.
+// one named none; remote servers start nothing and pass, unless they name
+// local files (an oauth file field, a tls block), as under any list.
 func TestCommandPolicyNone(t *testing.T) {
 	p := &CommandPolicy{None: true}
 	for _, command := range []string{"none", "npx", "/bin/true"} {
@@ -479,6 +480,20 @@ func TestCommandPolicyNone(t *testing.T) {
 	}
 	if err := p.Check(config.Server{Name: "x", Kind: config.TransportHTTP, URL: "https://mcp.example.com/mcp"}); err != nil {
 		t.Errorf("remote server: got %v, want it allowed", err)
+	}
+	// A remote server naming local files is not, whatever the list says.
+	for _, p := range []*CommandPolicy{p, {Allowed: []string{"/bin/true"}}} {
+		for what, s := range map[string]config.Server{
+			"tls":   {Name: "x", Kind: config.TransportHTTP, URL: "https://mcp.example.com/mcp", TLS: &config.TLS{CA: "/etc/ca.pem"}},
+			"oauth": {Name: "x", Kind: config.TransportSSE, URL: "https://mcp.example.com/sse", OAuth: &config.OAuth{AssertionFile: "/run/token"}},
+		} {
+			if err := p.Check(s); !errors.Is(err, mcpclient.ErrPermissionDenied) || !strings.Contains(err.Error(), "local file") {
+				t.Errorf("%+v: %s naming a file: got %v, want a denial naming the local file", p, what, err)
+			}
+		}
+	}
+	if err := (*CommandPolicy)(nil).Check(config.Server{Name: "x", Kind: config.TransportHTTP, URL: "https://mcp.example.com/mcp", TLS: &config.TLS{CA: "/etc/ca.pem"}}); err != nil {
+		t.Errorf("no --allow-command: tls got %v, want it allowed", err)
 	}
 }
 
