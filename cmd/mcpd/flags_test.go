@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -689,6 +690,28 @@ func TestDemoServerArgs(t *testing.T) {
 		code, done := demoServerArgs(tc.args, &stderr)
 		if code != 0 || done != tc.done || !strings.Contains(stderr.String(), tc.out) || (!done && stderr.Len() > 0) {
 			t.Errorf("demo-server %q: got code %d, done %v, stderr %q; want 0, %v, containing %q", tc.args, code, done, stderr.String(), tc.done, tc.out)
+		}
+	}
+}
+
+// TestStopHeapSampling: mcpd turns off the heap profile's sampling unless
+// GODEBUG sets memprofilerate, which then stands.
+func TestStopHeapSampling(t *testing.T) {
+	was := runtime.MemProfileRate
+	t.Cleanup(func() { runtime.MemProfileRate = was })
+	for _, tc := range []struct {
+		godebug string
+		want    int
+	}{
+		{"", 0},
+		{"madvdontneed=1", 0},
+		{"madvdontneed=1, memprofilerate=4096", 4096},
+		{"memprofilerate=1", 4096},
+	} {
+		runtime.MemProfileRate = 4096
+		stopHeapSampling(tc.godebug)
+		if runtime.MemProfileRate != tc.want {
+			t.Errorf("GODEBUG=%q: MemProfileRate %d, want %d", tc.godebug, runtime.MemProfileRate, tc.want)
 		}
 	}
 }

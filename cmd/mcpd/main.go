@@ -44,6 +44,7 @@ import (
 )
 
 func main() {
+	stopHeapSampling(os.Getenv("GODEBUG"))
 	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
 		if code, done := demoServerArgs(os.Args[2:], os.Stderr); done {
 			os.Exit(code)
@@ -95,6 +96,22 @@ func main() {
 // resident memory under that load rose from about 36 to 59 MiB
 // (docs/performance.md).
 const gcPercent = 1000
+
+// stopHeapSampling turns off the heap profile's sampling
+// (runtime.MemProfileRate), unless GODEBUG sets memprofilerate: mcpd serves
+// no heap profile, and the runtime records a stack trace for about every
+// 512 KiB allocated, which the SDK's 32 KiB decoder buffer per message
+// makes frequent: at 64 callers against the demo server, 3% of mcpd's
+// CPU samples were taking those traces (docs/performance.md). Called
+// first in main: the rate must be set before the allocations it samples.
+func stopHeapSampling(godebug string) {
+	for _, setting := range strings.Split(godebug, ",") {
+		if strings.HasPrefix(strings.TrimSpace(setting), "memprofilerate=") {
+			return
+		}
+	}
+	runtime.MemProfileRate = 0
+}
 
 // tuneGC sets gcPercent unless GOGC is set.
 func tuneGC() {
