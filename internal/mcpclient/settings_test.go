@@ -206,22 +206,18 @@ func TestSubscribeDoesNotWaitForOtherServers(t *testing.T) {
 	}
 }
 
-// TestReleaseWhileSessionSetsUp drops the last interest in a resource while
-// a new session is subscribing to it again: once the session is ready, it
-// must unsubscribe.
-func TestReleaseWhileSessionSetsUp(t *testing.T) {
-	ctx := testContext(t)
-	var subscribes, unsubscribes atomic.Int32
-	replaying, proceed := make(chan struct{}), make(chan struct{})
-	srv := mcp.NewServer(&mcp.Implementation{Name: "release", Version: "1"}, &mcp.ServerOptions{
+// docSubscriptions connects server "s", a legacy Streamable HTTP server
+// that runs subscribed(ctx) for each resources/subscribe of testDocURI and
+// counts its resources/unsubscribe, to a Manager with the given
+// unsubscribe delay.
+func docSubscriptions(ctx context.Context, t *testing.T, delay time.Duration, subscribed func(context.Context)) (*Manager, *atomic.Int32) {
+	t.Helper()
+	unsubscribes := new(atomic.Int32)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "subscriptions", Version: "1"}, &mcp.ServerOptions{
 		SupportedProtocolVersions: legacyVersions,
 		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
-			if req.Params.URI == testDocURI && subscribes.Add(1) == 2 { // the new session's replay
-				close(replaying)
-				select {
-				case <-proceed:
-				case <-ctx.Done():
-				}
+			if req.Params.URI == testDocURI {
+				subscribed(ctx)
 			}
 			return nil
 		},
@@ -233,15 +229,34 @@ func TestReleaseWhileSessionSetsUp(t *testing.T) {
 		},
 	})
 	ts := serveRemote(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	// Without an unsubscribe delay the release is the catch-up's to apply.
 	m, _ := busManager(t, &Options{
 		ProbeTimeout:     20 * time.Second,
 		Dialer:           NewRemoteDialer(&RemoteOptions{HTTPClient: testHTTPClient(t)}),
-		UnsubscribeDelay: -1,
+		UnsubscribeDelay: delay,
 	})
 	if _, err := m.Connect(ctx, remoteConfig("s", config.TransportHTTP, ts.URL), false); err != nil {
 		t.Fatal(err)
 	}
+	return m, unsubscribes
+}
+
+// TestReleaseWhileSessionSetsUp drops the last interest in a resource while
+// a new session is subscribing to it again: once the session is ready, it
+// must unsubscribe.
+func TestReleaseWhileSessionSetsUp(t *testing.T) {
+	ctx := testContext(t)
+	var subscribes atomic.Int32
+	replaying, proceed := make(chan struct{}), make(chan struct{})
+	// Without an unsubscribe delay the release is the catch-up's to apply.
+	m, unsubscribes := docSubscriptions(ctx, t, -1, func(ctx context.Context) {
+		if subscribes.Add(1) == 2 { // the new session's replay
+			close(replaying)
+			select {
+			case <-proceed:
+			case <-ctx.Done():
+			}
+		}
+	})
 	release, err := m.SubscribeResource(ctx, "s", testDocURI)
 	if err != nil {
 		t.Fatal(err)
@@ -290,33 +305,11 @@ func TestCancelledFirstSubscribeLetGo(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t)
-			var unsubscribes atomic.Int32
 			entered, proceed := make(chan struct{}), make(chan struct{})
-			srv := mcp.NewServer(&mcp.Implementation{Name: "late", Version: "1"}, &mcp.ServerOptions{
-				SupportedProtocolVersions: legacyVersions,
-				SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
-					if req.Params.URI == testDocURI {
-						close(entered)
-						<-proceed // subscribes, whatever the client says meanwhile
-					}
-					return nil
-				},
-				UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
-					if req.Params.URI == testDocURI {
-						unsubscribes.Add(1)
-					}
-					return nil
-				},
+			m, unsubscribes := docSubscriptions(ctx, t, tc.delay, func(context.Context) {
+				close(entered)
+				<-proceed // subscribes, whatever the client says meanwhile
 			})
-			ts := serveRemote(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-			m, _ := busManager(t, &Options{
-				ProbeTimeout:     20 * time.Second,
-				Dialer:           NewRemoteDialer(&RemoteOptions{HTTPClient: testHTTPClient(t)}),
-				UnsubscribeDelay: tc.delay,
-			})
-			if _, err := m.Connect(ctx, remoteConfig("s", config.TransportHTTP, ts.URL), false); err != nil {
-				t.Fatal(err)
-			}
 			callCtx, cancel := context.WithCancel(ctx)
 			got := make(chan error, 1)
 			go func() {
