@@ -66,6 +66,29 @@ func TestCallsAcrossRestart(t *testing.T) {
 	}
 }
 
+// TestConnectionClosedByAStop: a request whose connection a stop closed
+// before the stop ended the request's context says how the server was
+// stopped, as the context would have; a connection that closed by itself
+// says so.
+func TestConnectionClosedByAStop(t *testing.T) {
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	r := &run{ctx: runCtx, cancel: stopRun}
+	u := &upstream{cfg: config.Server{Name: "f"}, run: r}
+	ctx, unbind := u.bindRun(context.Background())
+	defer unbind()
+	if err := u.classify(ctx, nil, "tools/call hold", mcp.ErrConnectionClosed); !strings.Contains(err.Error(), `server "f" closed the connection`) {
+		t.Errorf("running: got %q, want the connection closed", err)
+	}
+	u.mu.Lock()
+	r.ended = "restarted" // as stopLocked sets it, before it cancels the run
+	u.mu.Unlock()
+	err := u.classify(ctx, nil, "tools/call hold", mcp.ErrConnectionClosed)
+	if !strings.Contains(err.Error(), `server "f" was restarted`) || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("restarted: got %q, want ErrUnavailable saying the server was restarted", err)
+	}
+}
+
 // TestTooLargeAnswerNotSentAgain calls an idempotent tool whose answer is
 // a line over MaxLineBytes: the line ends the session, and the call is not
 // sent again, for its answer would end the next session too. The server

@@ -1677,11 +1677,9 @@ func (u *upstream) bindRun(ctx context.Context) (context.Context, func()) {
 	if r == nil {
 		return ctx, func() {}
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, boundRunKey{}, r))
 	stop := context.AfterFunc(r.ctx, func() {
-		u.mu.Lock()
-		ended := r.ended
-		u.mu.Unlock()
+		ended := u.runEnded(r)
 		if ended == "" {
 			ended = "stopped" // with mcpd's own lifetime
 		}
@@ -1696,6 +1694,26 @@ func (u *upstream) bindRun(ctx context.Context) (context.Context, func()) {
 		stopScope()
 		cancel(context.Canceled)
 	}
+}
+
+// boundRunKey is the context key of the run bindRun bound a request to.
+type boundRunKey struct{}
+
+// runEnded says how r was stopped ("restarted", ...), "" while it runs or
+// when it ended by itself.
+func (u *upstream) runEnded(r *run) string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return r.ended
+}
+
+// stoppedRun says how the run ctx's request is bound to was stopped, ""
+// if it was not (or the request is bound to none).
+func (u *upstream) stoppedRun(ctx context.Context) string {
+	if r, ok := ctx.Value(boundRunKey{}).(*run); ok {
+		return u.runEnded(r)
+	}
+	return ""
 }
 
 // markLost tells the run loop that a request found session cs gone, if cs
@@ -1791,6 +1809,10 @@ func (u *upstream) classifyRaw(ctx context.Context, cs *mcp.ClientSession, op st
 	case errors.Is(err, mcp.ErrSessionMissing):
 		u.markLost(cs)
 		return errorf(ErrUnavailable, "%s: server %q lost the session; mcpd is reconnecting", op, u.cfg.Name)
+	case errors.Is(err, mcp.ErrConnectionClosed) && u.stoppedRun(ctx) != "":
+		// Stopping the run closed the connection, and the request saw that
+		// before its context's end (bindRun's, which says the same).
+		return errorf(ErrUnavailable, "%s: server %q was %s", op, u.cfg.Name, u.stoppedRun(ctx))
 	case errors.Is(err, mcp.ErrConnectionClosed):
 		u.mu.Lock()
 		why := u.lastErr
