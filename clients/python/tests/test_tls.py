@@ -18,8 +18,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from test_remote import TCPDaemon
 
 import mcpd_grpc
-from conftest import RPC_TIMEOUT, free_port, poll, run_async
-from mcpd_grpc import AsyncClient, Client
+from conftest import RPC_TIMEOUT, Daemon, free_port, poll, run_async
+from mcpd_grpc import AsyncClient, Client, ServerConfig, TLSConfig
 
 
 class CA:
@@ -223,3 +223,55 @@ def test_mutual_tls_over_https(mcpd_bin: str, tmp_path: Path) -> None:
         run_async(over_https())
     finally:
         d.stop()
+
+
+def test_connect_server_with_tls_files(mcpd_bin: str, tmp_path: Path) -> None:
+    """connect_server(..., tls=TLSConfig(...)) reaches an MCP server behind
+    mutual TLS with a private CA: another mcpd's MCP endpoint, whose caller
+    is named by the client certificate the first mcpd presents."""
+    server_ca, client_ca = CA(tmp_path, "server"), CA(tmp_path, "clients")
+    cert, key = server_ca.issue("upstream", server=True)
+    callers = tmp_path / "callers.json"
+    callers.write_text(
+        json.dumps({"callers": [{"name": "hub", "spiffe_id": "spiffe://py.test/hub", "permissions": {"servers": ["demo"], "tools": ["mcp__demo__echo"]}}]})
+    )
+    hub_cert, hub_key = client_ca.issue("hub", uri="spiffe://py.test/hub")
+    mcp_port = free_port()
+    upstream = TCPDaemon(
+        mcpd_bin,
+        tmp_path,
+        "upstream",
+        args=[
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+            "--tls-client-ca",
+            str(client_ca.path),
+            "--callers",
+            str(callers),
+            "--mcp-listen",
+            f"127.0.0.1:{mcp_port}",
+        ],
+    ).start()
+    try:
+        with Client(upstream.target, ca_file=server_ca.path, cert_file=hub_cert, key_file=hub_key, timeout=RPC_TIMEOUT) as c:
+            poll("the upstream's demo server", lambda: c.get_server("demo").ready)
+        d = Daemon(mcpd_bin, tmp_path, "hub").start()
+        try:
+            url = f"https://127.0.0.1:{mcp_port}/mcp"
+            tls = TLSConfig(ca_file=str(server_ca.path), cert_file=str(hub_cert), key_file=str(hub_key))
+            with d.client() as c:
+                s = c.connect_server(ServerConfig.http("up", url, tls=tls))
+                assert s.ready, s.last_error
+                assert c.call_tool("mcp__up__mcp__demo__echo", {"message": "through mTLS"}).text == "through mTLS"
+                # Without the files the upstream's certificate is not trusted;
+                # without the client certificate the upstream refuses mcpd.
+                s = c.connect_server(ServerConfig.http("plain", url))
+                assert not s.ready and "certificate" in s.last_error, s.last_error
+                s = c.connect_server(ServerConfig.http("anonymous", url, tls=TLSConfig(ca_file=str(server_ca.path))))
+                assert not s.ready and s.last_error, s
+        finally:
+            d.stop()
+    finally:
+        upstream.stop()
