@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { Client, MCPDError, Unauthenticated, Unavailable, type Wire } from "../src/index.js";
+import { Client, MCPDError, ServerConfig, Unauthenticated, Unavailable, type Wire } from "../src/index.js";
 import { Daemon, MCPD_BIN, RPC_TIMEOUT_MS, SUITE_TIMEOUT_MS, hasHttpListener, poll, tempDir, testWires } from "./harness.js";
 
 const skip = MCPD_BIN === undefined ? "no mcpd binary (MCPD_BIN)" : false;
@@ -47,6 +47,8 @@ let tlsDaemon: Daemon;
 let mtlsDaemon: Daemon;
 let plainDaemon: Daemon;
 const addr: Record<string, Record<Wire, string>> = {};
+/** The mutual-TLS daemon's MCP endpoint (--mcp-listen: HTTPS, client certificates). */
+let mtlsEndpoint = "";
 
 async function start(name: string, extra: string[]): Promise<Daemon> {
   const [g, h] = [await freePort(), await freePort()];
@@ -67,7 +69,9 @@ before(async () => {
   makeCerts(dir);
   fs.writeFileSync(path.join(dir, "token"), "tls-token\n", { mode: 0o600 });
   tlsDaemon = await start("tls", ["--api-token-file", path.join(dir, "token")]);
-  mtlsDaemon = await start("mtls", ["--tls-client-ca", path.join(dir, "ca.pem")]);
+  const mcpPort = await freePort();
+  mtlsEndpoint = `https://127.0.0.1:${mcpPort}/mcp`;
+  mtlsDaemon = await start("mtls", ["--tls-client-ca", path.join(dir, "ca.pem"), "--mcp-listen", `127.0.0.1:${mcpPort}`]);
   const [g, h] = [await freePort(), await freePort()];
   plainDaemon = await new Daemon().startTCP(`127.0.0.1:${g}`, hasHttpListener() ? `127.0.0.1:${h}` : undefined);
   addr["plain"] = { grpc: `127.0.0.1:${g}`, connect: `127.0.0.1:${h}`, "connect-h2": `127.0.0.1:${h}` };
@@ -139,3 +143,21 @@ for (const wire of testWires()) {
     });
   });
 }
+
+describe("connectServer with tls files", { skip, timeout: SUITE_TIMEOUT_MS }, () => {
+  it("reaches an MCP server behind mutual TLS with a private CA", async () => {
+    // The plain daemon connects the mutual-TLS daemon's MCP endpoint,
+    // presenting the client certificate the tls option names.
+    const c = new Client(addr["plain"]!.grpc, { wire: "grpc", timeoutMs: RPC_TIMEOUT_MS });
+    try {
+      const up = await c.connectServer(ServerConfig.http("up", mtlsEndpoint, { tls: credentials() }));
+      assert.ok(up.ready, up.lastError);
+      assert.equal((await c.callTool("mcp__up__mcp__demo__echo", { message: "through mTLS" })).text, "through mTLS");
+      // Without the files the endpoint's certificate is not trusted.
+      const plain = await c.connectServer(ServerConfig.http("plain", mtlsEndpoint));
+      assert.ok(!plain.ready && /certificate/.test(plain.lastError), plain.lastError);
+    } finally {
+      await c.close();
+    }
+  });
+});
