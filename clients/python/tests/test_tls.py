@@ -91,6 +91,12 @@ class CA:
         return cert_path, key_path
 
 
+def mutual_tls_args(cert: Path, key: Path, client_ca: CA, callers: Path) -> List[str]:
+    """mcpd's flags for TLS with client certificates of client_ca, which
+    name the callers of the callers file."""
+    return ["--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-ca", str(client_ca.path), "--callers", str(callers)]
+
+
 def test_tls_with_token(mcpd_bin: str, tmp_path: Path) -> None:
     ca = CA(tmp_path, "server")
     cert, key = ca.issue("mcpd", server=True)
@@ -124,21 +130,7 @@ def test_mutual_tls_callers(mcpd_bin: str, tmp_path: Path) -> None:
     )
     echoer = client_ca.issue("echoer", uri="spiffe://py.test/echoer")
     adder = client_ca.issue("adder", uri="spiffe://py.test/adder")
-    d = TCPDaemon(
-        mcpd_bin,
-        tmp_path,
-        "mtls",
-        args=[
-            "--tls-cert",
-            str(cert),
-            "--tls-key",
-            str(key),
-            "--tls-client-ca",
-            str(client_ca.path),
-            "--callers",
-            str(callers),
-        ],
-    ).start()
+    d = TCPDaemon(mcpd_bin, tmp_path, "mtls", args=mutual_tls_args(cert, key, client_ca, callers)).start()
     try:
         with Client(d.target, ca_file=server_ca.path, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
             poll("the demo server over mTLS", lambda: c.get_server("demo").ready)
@@ -177,8 +169,7 @@ def test_mutual_tls_over_https(mcpd_bin: str, tmp_path: Path) -> None:
     )
     echoer = client_ca.issue("echoer", uri="spiffe://py.test/echoer")
     http_port = free_port()
-    tls = ["--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-ca", str(client_ca.path), "--callers", str(callers)]
-    d = TCPDaemon(mcpd_bin, tmp_path, "https", args=[*tls, "--http-listen", f"127.0.0.1:{http_port}"]).start()
+    d = TCPDaemon(mcpd_bin, tmp_path, "https", args=[*mutual_tls_args(cert, key, client_ca, callers), "--http-listen", f"127.0.0.1:{http_port}"]).start()
     try:
         with Client(d.target, ca_file=server_ca.path, cert_file=echoer[0], key_file=echoer[1], timeout=RPC_TIMEOUT) as c:
             poll("the demo server over mTLS", lambda: c.get_server("demo").ready)
@@ -238,21 +229,7 @@ def test_connect_server_with_tls_files(mcpd_bin: str, tmp_path: Path) -> None:
     hub_cert, hub_key = client_ca.issue("hub", uri="spiffe://py.test/hub")
     mcp_port = free_port()
     upstream = TCPDaemon(
-        mcpd_bin,
-        tmp_path,
-        "upstream",
-        args=[
-            "--tls-cert",
-            str(cert),
-            "--tls-key",
-            str(key),
-            "--tls-client-ca",
-            str(client_ca.path),
-            "--callers",
-            str(callers),
-            "--mcp-listen",
-            f"127.0.0.1:{mcp_port}",
-        ],
+        mcpd_bin, tmp_path, "upstream", args=[*mutual_tls_args(cert, key, client_ca, callers), "--mcp-listen", f"127.0.0.1:{mcp_port}"]
     ).start()
     try:
         with Client(upstream.target, ca_file=server_ca.path, cert_file=hub_cert, key_file=hub_key, timeout=RPC_TIMEOUT) as c:
