@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -557,15 +558,65 @@ func processGone(pid int) bool {
 	return state == 'Z' || state == 'X'
 }
 
-// freePort returns a TCP port that was free a moment ago.
+// freePort returns a loopback TCP port that no one listens on, for a
+// daemon to bind. It is taken from below the kernel's ephemeral range: a
+// port in that range, once released, can go to any outgoing connection or
+// port-0 listener before the daemon binds it, and the tests here open many
+// of both at once (a CI run failed with "address already in use" that
+// way). Below the range the kernel hands out nothing, and freePort never
+// hands out the same port twice.
 func freePort(t *testing.T) int {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	freePorts.Lock()
+	defer freePorts.Unlock()
+	if freePorts.given == nil {
+		freePorts.given = make(map[int]bool)
 	}
-	defer lis.Close()
-	return lis.Addr().(*net.TCPAddr).Port
+	low := ephemeralPortsFrom() - freePortSpan
+	for range 1000 {
+		port := low + rand.IntN(freePortSpan)
+		if freePorts.given[port] {
+			continue
+		}
+		lis, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // someone else's
+		}
+		lis.Close()
+		freePorts.given[port] = true
+		return port
+	}
+	t.Fatalf("no free port in %d..%d", low, low+freePortSpan-1)
+	return 0
+}
+
+// freePortSpan is how many ports below the ephemeral range freePort
+// picks from.
+const freePortSpan = 10000
+
+// freePorts are the ports freePort has handed out in this process.
+var freePorts struct {
+	sync.Mutex
+	given map[int]bool
+}
+
+// ephemeralPortsFrom is the first port of the kernel's ephemeral range,
+// or Linux's default where it cannot be read.
+func ephemeralPortsFrom() int {
+	const linuxDefault = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return linuxDefault
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return linuxDefault
+	}
+	from, err := strconv.Atoi(fields[0])
+	if err != nil || from <= freePortSpan+1024 {
+		return linuxDefault
+	}
+	return from
 }
 
 // writeConfig writes a .mcp.json file and returns its path.
