@@ -247,15 +247,25 @@ func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect
 			c.AuthMethod = config.AuthMethodClientSecretBasic // RFC 7591's default
 		}
 	}
-	sa.mu.Lock()
-	if sa.gen != gen {
-		sa.mu.Unlock()
+	unlock := sa.lockStateToSave(ctx)
+	kept := sa.saveChange(func() bool {
+		if sa.gen != gen {
+			return false
+		}
+		if sa.rec.Issuer != "" && sa.rec.Issuer != asm.Issuer {
+			// Taken in from another mcpd: a token of the authorization
+			// server the resource had before; its refresh token goes to
+			// no other server.
+			sa.rec.Token = nil
+		}
+		sa.rec.Client = c
+		sa.rec.Issuer = asm.Issuer
+		return true
+	})
+	unlock()
+	if !kept {
 		return nil, errForgotten
 	}
-	sa.rec.Client = c
-	sa.rec.Issuer = asm.Issuer
-	sa.mu.Unlock()
-	sa.persist()
 	sa.m.log.Info().Str("server", sa.name).Str("issuer", asm.Issuer).Msg("oauth client registered")
 	return c, nil
 }
@@ -347,7 +357,9 @@ func (f *flow) complete(ctx context.Context, params url.Values) error {
 			// endpoint was not reached, and the code may still be good.
 			return err
 		}
+		unlock := sa.lockStateToSave(ctx)
 		sa.dropClientIfUnknown(f.client, err)
+		unlock()
 		return fail(err)
 	}
 	if t.Scopes == nil {
@@ -356,7 +368,10 @@ func (f *flow) complete(ctx context.Context, params url.Values) error {
 	issuedTo := *f.client
 	t.IssuedTo = &issuedTo
 	f.completed = true
-	if !sa.setToken(t, asm.Issuer, f.gen, nil) {
+	unlock := sa.lockStateToSave(ctx)
+	kept := sa.setToken(t, asm.Issuer, f.gen, nil)
+	unlock()
+	if !kept {
 		return fail(errForgotten)
 	}
 	sa.endFlowIf(f, nil)

@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -248,5 +249,108 @@ func TestSharedStateDirStepUpNotEndedByAnothersToken(t *testing.T) {
 	case <-p.Done:
 		t.Fatal("the step-up ended when another instance saved a token")
 	case <-time.After(200 * time.Millisecond): // twenty looks
+	}
+}
+
+// TestSharedStateDirSaveKeepsAnothersRenewal: an instance that saves its
+// record for another reason (here a client registration, for a step-up
+// consent through its own redirect URL) after another instance renewed
+// the token keeps the renewed token in the file. Saving its own, older
+// token there would hand the other instance a spent refresh token at its
+// next look at the file, and with reuse detection that revokes the grant.
+func TestSharedStateDirSaveKeepsAnothersRenewal(t *testing.T) {
+	as := newTestAS(t)
+	dir := t.TempDir()
+	m1 := newManager(t, dir)
+	c1 := client(m1, as, nil)
+	authorize(t, m1, c1, as)
+	m2 := newManager(t, dir)
+	m2.SetRedirectURL("http://127.0.0.1:2" + CallbackPath) // its own listener
+	c2 := client(m2, as, nil)
+	if resp, err := post(t, c2, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("second instance's request: got %v %v, want 200 with the first's token", resp, err)
+	}
+
+	// The first renews: at-0 and rt-0 are replaced by at-1 and rt-1.
+	if err := m1.servers["srv"].refresh(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The second, still holding at-0, is asked for more scopes: its
+	// step-up registers a client for its redirect URL and saves it.
+	as.mu.Lock()
+	as.needScope = "write"
+	as.mu.Unlock()
+	if _, err := post(t, c2, as); !errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("second instance's request needing write: got %v, want ErrAuthorizationRequired", err)
+	}
+
+	data, err := os.ReadFile(filepath.Join(dir, "srv.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Token == nil || rec.Token.AccessToken != "at-1" || rec.Token.RefreshToken != "rt-1" {
+		t.Errorf("state file's token after the second instance's save: got %+v, want the first's renewal (at-1, rt-1)", rec.Token)
+	}
+	if rec.Client == nil || rec.Client.RedirectURI != "http://127.0.0.1:2"+CallbackPath {
+		t.Errorf("state file's client: got %+v, want the second instance's registration", rec.Client)
+	}
+	if tok := m2.servers["srv"].token(); tok == nil || tok.AccessToken != "at-1" {
+		t.Errorf("second instance's token: got %+v, want the renewal it took in (at-1)", tok)
+	}
+}
+
+// TestSharedStateDirSaveWaitsForTheLock: a save waits while another
+// instance holds the state directory's lock (a renewal), and then keeps
+// what that instance saved: saved at once, the other's write would have
+// replaced it, or it the other's.
+func TestSharedStateDirSaveWaitsForTheLock(t *testing.T) {
+	as := newTestAS(t)
+	dir := t.TempDir()
+	m1 := newManager(t, dir)
+	authorize(t, m1, client(m1, as, nil), as)
+	m2 := newManager(t, dir)
+	m2.SetRedirectURL("http://127.0.0.1:2" + CallbackPath)
+	c2 := client(m2, as, nil)
+	if resp, err := post(t, c2, as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("second instance's request: got %v %v, want 200", resp, err)
+	}
+	s, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := s.lock(context.Background(), "srv") // another instance renews
+	if err != nil {
+		t.Fatal(err)
+	}
+	as.mu.Lock()
+	as.needScope = "write"
+	as.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := post(t, c2, as) // registers, then saves
+		done <- err
+	}()
+	path := filepath.Join(dir, "srv.json")
+	redirect2 := `"redirectUri": "http://127.0.0.1:2` + CallbackPath + `"`
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if data, _ := os.ReadFile(path); strings.Contains(string(data), redirect2) {
+			t.Fatal("the second instance saved its registration while another held the lock")
+		}
+	}
+	writeRecord(t, dir, as, "at-renewed-elsewhere")
+	unlock()
+	if err := <-done; !errors.Is(err, ErrAuthorizationRequired) {
+		t.Fatalf("second instance's request needing write: got %v, want ErrAuthorizationRequired", err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"at-renewed-elsewhere"`) || !strings.Contains(string(data), redirect2) {
+		t.Errorf("state file after both saves:\n%s\nwant the other's token and the second instance's registration", data)
 	}
 }

@@ -74,6 +74,11 @@ const (
 	refreshMargin = 30 * time.Second
 	// requestTimeout bounds one metadata, registration or token request.
 	requestTimeout = 30 * time.Second
+	// stateLockWait bounds how long a save waits for another mcpd's
+	// hold of the state directory's lock (a renewal, at most a token
+	// request's requestTimeout and its discovery) before it saves
+	// without the lock.
+	stateLockWait = 2 * requestTimeout
 )
 
 // Options configure a Manager. The zero value works: tokens in memory only,

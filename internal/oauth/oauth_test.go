@@ -770,8 +770,8 @@ func TestForgetOvertakesTokenRequest(t *testing.T) {
 	if tok := sa.token(); tok != nil {
 		t.Errorf("token after Forget: got one, want none")
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Errorf("state after Forget: got %d files, want none", len(entries))
+	if files := stateFiles(t, dir); len(files) != 0 {
+		t.Errorf("state after Forget: got %v, want no record", files)
 	}
 }
 

@@ -218,20 +218,91 @@ func (sa *serverAuth) generation() uint64 {
 	return sa.gen
 }
 
-// persist writes the record as it is now.
+// persist writes the record as it is now: a new token, which replaces
+// whatever another mcpd sharing the state directory saved (both are
+// current; the other instance takes this one at its next renewal).
+// Callers hold the server's lock of the directory (lockState), so that
+// the write does not land inside another instance's saveChange.
 func (sa *serverAuth) persist() {
 	sa.saveMu.Lock()
 	defer sa.saveMu.Unlock()
 	sa.mu.Lock()
 	rec := *sa.rec
 	sa.mu.Unlock()
-	if err := sa.m.store.save(sa.name, &rec); err != nil {
+	sa.writeLocked(&rec)
+}
+
+// saveChange applies change to the record and saves it, for every save
+// but a new token's. Another mcpd sharing the state directory may have
+// saved a token since this one last read or wrote the file: that token is
+// taken in first (adoptStored), so that the write keeps it rather than
+// putting back an older one, whose refresh token may be spent (and whose
+// reuse can revoke the grant). change runs with sa.mu held, on the record
+// as it then is, and reports whether there is anything to save. Callers
+// hold the server's lock of the directory (lockState), so that no other
+// instance writes between the read and the write.
+func (sa *serverAuth) saveChange(change func() bool) bool {
+	sa.saveMu.Lock()
+	defer sa.saveMu.Unlock()
+	sa.adoptStoredLocked(nil)
+	sa.mu.Lock()
+	if !change() {
+		sa.mu.Unlock()
+		return false
+	}
+	rec := *sa.rec
+	sa.mu.Unlock()
+	sa.writeLocked(&rec)
+	return true
+}
+
+// writeLocked writes rec, the record as it is now; saveMu is held.
+func (sa *serverAuth) writeLocked(rec *record) {
+	if err := sa.m.store.save(sa.name, rec); err != nil {
 		sa.m.log.Warn().Str("server", sa.name).Err(err).Msg("cannot save oauth state; tokens stay in memory")
 		return
 	}
 	sa.mu.Lock()
-	sa.onDisk = accessTokenOf(&rec)
+	sa.onDisk = accessTokenOf(rec)
 	sa.mu.Unlock()
+}
+
+// lockState takes the server's lock of the state directory (store.lock),
+// which every mcpd sharing the directory holds while it renews the
+// server's token or saves its record. It waits as long as ctx allows and
+// returns ctx's error if ctx ends first. Where the lock itself cannot be
+// had (flock refused) the caller goes on without it, with a warning: the
+// returned func lets go of the lock, if there is one.
+func (sa *serverAuth) lockState(ctx context.Context) (func(), error) {
+	unlock, err := sa.m.store.lock(ctx, sa.name)
+	switch {
+	case err == nil:
+		if ctx.Err() != nil {
+			unlock()
+			return nil, ctx.Err()
+		}
+		return unlock, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	default:
+		sa.m.log.Warn().Str("server", sa.name).Err(errWithoutPath(err)).Msg("cannot lock the oauth state; going on without the lock")
+		return func() {}, nil
+	}
+}
+
+// lockStateToSave is lockState for a save whose request may have ended:
+// what it saves (a registration made, a token obtained) is kept all the
+// same, and it waits for the lock at most stateLockWait, then saves
+// without it.
+func (sa *serverAuth) lockStateToSave(ctx context.Context) func() {
+	wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), stateLockWait)
+	defer cancel()
+	unlock, err := sa.lockState(wait)
+	if err != nil {
+		sa.m.log.Warn().Str("server", sa.name).Msg("the oauth state stayed locked by another mcpd; saving without the lock")
+		return func() {}
+	}
+	return unlock
 }
 
 // accessTokenOf is r's access token, or "".
@@ -253,6 +324,11 @@ func accessTokenOf(r *record) string {
 func (sa *serverAuth) adoptStored(accept func(disk *record) bool) bool {
 	sa.saveMu.Lock()
 	defer sa.saveMu.Unlock()
+	return sa.adoptStoredLocked(accept)
+}
+
+// adoptStoredLocked is adoptStored with saveMu held.
+func (sa *serverAuth) adoptStoredLocked(accept func(disk *record) bool) bool {
 	disk, err := sa.m.store.load(sa.name)
 	if err != nil || disk == nil || disk.Token == nil {
 		return false
@@ -290,35 +366,37 @@ func (sa *serverAuth) holdsLocked(t *tokenRecord) bool {
 
 // dropToken forgets t, a token that no longer works (a refused refresh),
 // unless the record holds another by now.
+// The caller holds the server's lock of the state directory.
 func (sa *serverAuth) dropToken(t *tokenRecord) {
-	sa.mu.Lock()
-	if !sa.holdsLocked(t) {
-		sa.mu.Unlock()
-		return
-	}
-	sa.rec.Token = nil
-	sa.mu.Unlock()
-	sa.persist()
+	sa.saveChange(func() bool {
+		if !sa.holdsLocked(t) {
+			return false
+		}
+		sa.rec.Token = nil
+		return true
+	})
 }
 
 // dropClientIfUnknown forgets c, a registration mcpd made itself, when
 // err is the token endpoint's invalid_client: the authorization server
 // deleted it (or let it expire), and a consent for it would fail there
-// every time. The next consent registers again.
+// every time. The next consent registers again. The caller holds the
+// server's lock of the state directory.
 func (sa *serverAuth) dropClientIfUnknown(c *clientRecord, err error) {
 	te, ok := errors.AsType[*tokenError](err)
 	if !ok || te.Code != "invalid_client" || c == nil || c.How != "dynamic" {
 		return
 	}
-	sa.mu.Lock()
-	if sa.rec.Client == nil || sa.rec.Client.ID != c.ID {
-		sa.mu.Unlock()
-		return
+	dropped := sa.saveChange(func() bool {
+		if sa.rec.Client == nil || sa.rec.Client.ID != c.ID {
+			return false
+		}
+		sa.rec.Client = nil
+		return true
+	})
+	if dropped {
+		sa.m.log.Info().Str("server", sa.name).Msg("the authorization server no longer knows mcpd's client; registering again")
 	}
-	sa.rec.Client = nil
-	sa.mu.Unlock()
-	sa.m.log.Info().Str("server", sa.name).Msg("the authorization server no longer knows mcpd's client; registering again")
-	sa.persist()
 }
 
 // forget clears the record and removes its file, under saveMu so that no
@@ -366,18 +444,11 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	// Another mcpd sharing the state directory may be renewing the same
 	// token: it saves the new one before it lets go, and adoptStored then
 	// takes it instead of spending the refresh token a second time.
-	unlock, err := sa.m.store.lock(ctx, sa.name)
-	switch {
-	case err == nil:
-		defer unlock()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	case ctx.Err() != nil:
-		return ctx.Err()
-	default:
-		sa.m.log.Warn().Str("server", sa.name).Err(errWithoutPath(err)).Msg("cannot lock the oauth state; renewing without the lock")
+	unlock, err := sa.lockState(ctx)
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	if sa.adoptStored(nil) {
 		if t := sa.token(); t != nil && !t.expiring(time.Now()) {
 			return nil
@@ -573,7 +644,10 @@ func (sa *serverAuth) authorizeLocked(ctx context.Context, challenges []oauthex.
 		if err != nil {
 			return err
 		}
-		if !sa.setToken(t, meta.asm.Issuer, gen, nil) {
+		unlock := sa.lockStateToSave(ctx)
+		kept := sa.setToken(t, meta.asm.Issuer, gen, nil)
+		unlock()
+		if !kept {
 			return errForgotten
 		}
 		sa.m.log.Info().Str("server", sa.name).Str("grant", grant).Msg("oauth token obtained")
