@@ -58,9 +58,14 @@ func (sa *serverAuth) startFlow(ctx context.Context, meta *metadata, scopes []st
 	if redirect == "" {
 		return errorf(ErrAuthorizationFailed, "server %q needs a person's consent, but mcpd has no redirect listener (see --oauth-redirect-addr)", sa.name)
 	}
-	client, err := sa.ensureClient(ctx, meta, redirect, gen)
+	client, tookIn, err := sa.ensureClient(ctx, meta, redirect, gen)
 	if err != nil {
 		return err
+	}
+	if tookIn && sa.holdsScopes(scopes) {
+		// Its save took in a token another mcpd obtained meanwhile (a
+		// person consented there): nobody needs asking again.
+		return nil
 	}
 	verifier, challenge := pkce()
 	state := newState()
@@ -165,8 +170,22 @@ func (f *flow) satisfiedBy(disk *record) bool {
 	if sa.pending != f || sa.gen != f.gen {
 		return false
 	}
-	for _, scope := range scopesOf(f.authURL) {
-		if scope != "offline_access" && !slices.Contains(disk.Token.Scopes, scope) {
+	return hasScopes(disk.Token, scopesOf(f.authURL))
+}
+
+// holdsScopes reports whether the record holds a token with every scope
+// of scopes.
+func (sa *serverAuth) holdsScopes(scopes []string) bool {
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	return sa.rec.Token != nil && hasScopes(sa.rec.Token, scopes)
+}
+
+// hasScopes reports whether t has every scope of scopes; offline_access
+// asks for a refresh token, not a scope of the token.
+func hasScopes(t *tokenRecord, scopes []string) bool {
+	for _, scope := range scopes {
+		if scope != "offline_access" && !slices.Contains(t.Scopes, scope) {
 			return false
 		}
 	}
@@ -201,22 +220,22 @@ func givenClient(cfg *config.OAuth, asm *oauthex.AuthServerMeta) *clientRecord {
 // of registration takes: credentials from the config, then a Client ID
 // Metadata Document, then a registration made before (for the same
 // redirect URL), then Dynamic Client Registration.
-func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect string, gen uint64) (*clientRecord, error) {
+func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect string, gen uint64) (c *clientRecord, tookIn bool, err error) {
 	sa.mu.Lock()
 	cfg := sa.cfg
 	stored := sa.rec.Client
 	sa.mu.Unlock()
 	asm := meta.asm
 	if given := givenClient(cfg, asm); given != nil {
-		return given, nil
+		return given, false, nil
 	}
 	// A registration whose secret expires before a consent could end is
 	// made again: the code exchange would be refused, the consent lost.
 	if stored != nil && stored.How == "dynamic" && stored.RedirectURI == redirect && !stored.secretExpiresWithin(sa.m.opts.FlowTTL) {
-		return stored, nil
+		return stored, false, nil
 	}
 	if asm.RegistrationEndpoint == "" {
-		return nil, errorf(ErrAuthorizationFailed, "the authorization server of %q offers no client registration; configure oauth.clientId", sa.name)
+		return nil, false, errorf(ErrAuthorizationFailed, "the authorization server of %q offers no client registration; configure oauth.clientId", sa.name)
 	}
 	method := ""
 	if cfg != nil {
@@ -237,9 +256,9 @@ func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect
 	defer cancel()
 	resp, err := oauthex.RegisterClient(rctx, asm.RegistrationEndpoint, req, sa.httpClients().any)
 	if err != nil {
-		return nil, registrationError(err)
+		return nil, false, registrationError(err)
 	}
-	c := &clientRecord{ID: resp.ClientID, Secret: resp.ClientSecret, AuthMethod: resp.TokenEndpointAuthMethod, RedirectURI: redirect, How: "dynamic",
+	c = &clientRecord{ID: resp.ClientID, Secret: resp.ClientSecret, AuthMethod: resp.TokenEndpointAuthMethod, RedirectURI: redirect, How: "dynamic",
 		SecretExpires: resp.ClientSecretExpiresAt}
 	if c.AuthMethod == "" {
 		c.AuthMethod = method
@@ -247,15 +266,21 @@ func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect
 			c.AuthMethod = config.AuthMethodClientSecretBasic // RFC 7591's default
 		}
 	}
-	unlock := sa.lockStateToSave(ctx)
-	kept := sa.saveChange(func() bool {
+	unlock := sa.m.lockStateToSave(ctx, sa.name)
+	unreadable := false
+	kept, tookIn := sa.saveChange(func() bool {
 		if sa.gen != gen {
 			return false
 		}
 		if sa.rec.Issuer != "" && sa.rec.Issuer != asm.Issuer {
-			// Taken in from another mcpd: a token of the authorization
-			// server the resource had before; its refresh token goes to
-			// no other server.
+			// Taken in from another mcpd, and of another authorization
+			// server. Without the resource's metadata that says nothing
+			// about a move (see authorizeLocked); with it, the resource
+			// moved, and the refresh token goes to no other server.
+			if meta.fallback {
+				unreadable = true
+				return false
+			}
 			sa.rec.Token = nil
 		}
 		sa.rec.Client = c
@@ -263,11 +288,14 @@ func (sa *serverAuth) ensureClient(ctx context.Context, meta *metadata, redirect
 		return true
 	})
 	unlock()
-	if !kept {
-		return nil, errForgotten
+	switch {
+	case unreadable:
+		return nil, false, errorf(ErrUnreachable, "server %q: its resource metadata could not be read; its registration and tokens are kept", sa.name)
+	case !kept:
+		return nil, false, errForgotten
 	}
 	sa.m.log.Info().Str("server", sa.name).Str("issuer", asm.Issuer).Msg("oauth client registered")
-	return c, nil
+	return c, tookIn, nil
 }
 
 // chooseAuthMethod picks a token endpoint authentication method the
@@ -357,7 +385,7 @@ func (f *flow) complete(ctx context.Context, params url.Values) error {
 			// endpoint was not reached, and the code may still be good.
 			return err
 		}
-		unlock := sa.lockStateToSave(ctx)
+		unlock := sa.m.lockStateToSave(ctx, sa.name)
 		sa.dropClientIfUnknown(f.client, err)
 		unlock()
 		return fail(err)
@@ -368,7 +396,7 @@ func (f *flow) complete(ctx context.Context, params url.Values) error {
 	issuedTo := *f.client
 	t.IssuedTo = &issuedTo
 	f.completed = true
-	unlock := sa.lockStateToSave(ctx)
+	unlock := sa.m.lockStateToSave(ctx, sa.name)
 	kept := sa.setToken(t, asm.Issuer, f.gen, nil)
 	unlock()
 	if !kept {

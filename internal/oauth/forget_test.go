@@ -17,9 +17,10 @@ func (m *Manager) serverCount() int {
 }
 
 // A server removed with nothing stored leaves nothing behind, and one
-// whose tokens stayed leaves nothing once they are forgotten: server
-// names are the callers' to choose, and every HTTP or SSE server goes
-// through the Manager, whether it needs a token or not.
+// whose tokens stayed leaves no record once they are forgotten (only its
+// empty lock file, see store.lock): server names are the callers' to
+// choose, and every HTTP or SSE server goes through the Manager, whether
+// it needs a token or not.
 func TestReleasedServersLeaveNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "oauth")
 	m := newManager(t, dir)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpd-project/mcpd/internal/config"
 )
 
 // TestSharedStateDirFollowsRotation: two mcpd instances share a state
@@ -303,54 +306,132 @@ func TestSharedStateDirSaveKeepsAnothersRenewal(t *testing.T) {
 	}
 }
 
-// TestSharedStateDirSaveWaitsForTheLock: a save waits while another
-// instance holds the state directory's lock (a renewal), and then keeps
-// what that instance saved: saved at once, the other's write would have
-// replaced it, or it the other's.
+// TestSharedStateDirSaveWaitsForTheLock: each kind of save (a client
+// registration, a consent's token, a grant's token) waits while another
+// instance holds the state directory's lock (a renewal). Saved at once,
+// it could land between that instance's read of the file and its write.
 func TestSharedStateDirSaveWaitsForTheLock(t *testing.T) {
+	ccfg := &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "s3cret"}
+	for _, tc := range []struct {
+		name string
+		// start readies m's server for the save, and returns the
+		// request that saves; saved is what the file has after it.
+		start func(t *testing.T, as *testAS, m *Manager) func() error
+		saved string
+	}{
+		{"registration", func(t *testing.T, as *testAS, m *Manager) func() error {
+			// A step-up through another redirect URL registers again.
+			c := client(m, as, nil)
+			authorize(t, m, c, as)
+			m.SetRedirectURL("http://127.0.0.1:2" + CallbackPath)
+			as.mu.Lock()
+			as.needScope = "write"
+			as.mu.Unlock()
+			return func() error {
+				if _, err := post(t, c, as); !errors.Is(err, ErrAuthorizationRequired) {
+					return fmt.Errorf("request needing write: got %v, want ErrAuthorizationRequired", err)
+				}
+				return nil
+			}
+		}, `"redirectUri": "http://127.0.0.1:2` + CallbackPath + `"`},
+		{"consent", func(t *testing.T, as *testAS, m *Manager) func() error {
+			_, _ = post(t, client(m, as, nil), as)
+			redirect := consent(t, m)
+			return func() error { return m.Complete(context.Background(), "srv", redirect) }
+		}, `"at-0"`},
+		{"grant", func(t *testing.T, as *testAS, m *Manager) func() error {
+			c := client(m, as, ccfg)
+			return func() error {
+				if resp, err := post(t, c, as); err != nil || resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("request: got %v %v, want 200", resp, err)
+				}
+				return nil
+			}
+		}, `"at-0"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := newTestAS(t)
+			dir := t.TempDir()
+			m := newManager(t, dir)
+			save := tc.start(t, as, m)
+			s, err := openStore(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unlock, err := s.lock(context.Background(), "srv") // another instance renews
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(unlock)
+			done := make(chan error, 1)
+			go func() { done <- save() }()
+			path := filepath.Join(dir, "srv.json")
+			for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if data, _ := os.ReadFile(path); strings.Contains(string(data), tc.saved) {
+					t.Fatal("saved while another instance held the lock")
+				}
+			}
+			unlock()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if data, _ := os.ReadFile(path); !strings.Contains(string(data), tc.saved) {
+				t.Errorf("state file after the save:\n%s\nwant %s in it", data, tc.saved)
+			}
+		})
+	}
+}
+
+// TestRegistrationTakesInAnothersConsent: while an instance registers a
+// client to ask a person for consent, another instance sharing the state
+// directory saves a token (a person consented there). The registration's
+// save takes that token in; the instance uses it, and asks nobody.
+func TestRegistrationTakesInAnothersConsent(t *testing.T) {
 	as := newTestAS(t)
 	dir := t.TempDir()
-	m1 := newManager(t, dir)
-	authorize(t, m1, client(m1, as, nil), as)
-	m2 := newManager(t, dir)
-	m2.SetRedirectURL("http://127.0.0.1:2" + CallbackPath)
-	c2 := client(m2, as, nil)
-	if resp, err := post(t, c2, as); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("second instance's request: got %v %v, want 200", resp, err)
+	as.onRegister = func() {
+		as.mu.Lock()
+		as.tokens["at-elsewhere"] = []string{"read"}
+		as.mu.Unlock()
+		writeRecord(t, dir, as, "at-elsewhere")
 	}
-	s, err := openStore(dir)
-	if err != nil {
-		t.Fatal(err)
+	m := newManager(t, dir)
+	if resp, err := post(t, client(m, as, nil), as); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("request: got %v %v, want 200 with the token the other instance saved", resp, err)
 	}
-	unlock, err := s.lock(context.Background(), "srv") // another instance renews
-	if err != nil {
-		t.Fatal(err)
+	if _, ok := m.Pending("srv"); ok {
+		t.Error("a consent is pending, want none")
 	}
-	as.mu.Lock()
-	as.needScope = "write"
-	as.mu.Unlock()
-	done := make(chan error, 1)
-	go func() {
-		_, err := post(t, c2, as) // registers, then saves
-		done <- err
-	}()
-	path := filepath.Join(dir, "srv.json")
-	redirect2 := `"redirectUri": "http://127.0.0.1:2` + CallbackPath + `"`
-	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if data, _ := os.ReadFile(path); strings.Contains(string(data), redirect2) {
-			t.Fatal("the second instance saved its registration while another held the lock")
+	if err := m.Blocked("srv"); err != nil {
+		t.Errorf("Blocked: %v, want nil", err)
+	}
+}
+
+// TestRegistrationKeepsAnothersTokenWithoutMetadata: the token a
+// registration's save takes in names another issuer than the
+// authorization server this instance found, but only because the
+// resource's metadata could not be read (mcpd then tries the server's
+// origin), which says nothing about a move. The token stays in the file.
+func TestRegistrationKeepsAnothersTokenWithoutMetadata(t *testing.T) {
+	as := newTestAS(t)
+	as.noResourceMetadata = true
+	dir := t.TempDir()
+	as.onRegister = func() {
+		rec := record{Resource: as.srv.URL + "/mcp", Issuer: "https://as.example", Token: &tokenRecord{AccessToken: "at-elsewhere", RefreshToken: "rt-elsewhere"}}
+		data, err := json.Marshal(&rec)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := os.WriteFile(filepath.Join(dir, "srv.json"), data, 0o600); err != nil {
+			t.Error(err)
 		}
 	}
-	writeRecord(t, dir, as, "at-renewed-elsewhere")
-	unlock()
-	if err := <-done; !errors.Is(err, ErrAuthorizationRequired) {
-		t.Fatalf("second instance's request needing write: got %v, want ErrAuthorizationRequired", err)
+	m := newManager(t, dir)
+	if _, err := post(t, client(m, as, nil), as); !errors.Is(err, ErrUnreachable) {
+		t.Errorf("request: got %v, want ErrUnreachable", err)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(data), `"at-renewed-elsewhere"`) || !strings.Contains(string(data), redirect2) {
-		t.Errorf("state file after both saves:\n%s\nwant the other's token and the second instance's registration", data)
+	if data, _ := os.ReadFile(filepath.Join(dir, "srv.json")); !strings.Contains(string(data), `"rt-elsewhere"`) {
+		t.Errorf("state file:\n%s\nwant the other instance's token kept", data)
 	}
 }

@@ -75,10 +75,10 @@ const (
 	// requestTimeout bounds one metadata, registration or token request.
 	requestTimeout = 30 * time.Second
 	// stateLockWait bounds how long a save waits for another mcpd's
-	// hold of the state directory's lock (a renewal, at most a token
-	// request's requestTimeout and its discovery) before it saves
-	// without the lock.
-	stateLockWait = 2 * requestTimeout
+	// hold of the state directory's lock before it saves without the
+	// lock. A renewal holds it through its discovery (a few metadata
+	// requests) and its token request, each at most requestTimeout.
+	stateLockWait = 4 * requestTimeout
 )
 
 // Options configure a Manager. The zero value works: tokens in memory only,
@@ -272,7 +272,9 @@ func (m *Manager) Forget(server string) error {
 		err = sa.forget()
 		m.dropIfReleased(sa)
 	} else {
+		unlock := m.lockStateToSave(context.Background(), server)
 		err = m.store.remove(server)
+		unlock()
 	}
 	m.changed(server)
 	return err

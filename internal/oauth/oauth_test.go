@@ -48,6 +48,11 @@ type testAS struct {
 	// movedTo, when set, is the authorization server the resource's
 	// metadata names instead of this one.
 	movedTo string
+	// noResourceMetadata answers 404 for the resource's metadata, as a
+	// cache or a server that has none does.
+	noResourceMetadata bool
+	// onRegister, when set, runs as each registration is answered.
+	onRegister func()
 	// registrations counts dynamic client registrations: the first
 	// client is dyn-client, the next dyn-client-2, and so on.
 	registrations int
@@ -76,8 +81,12 @@ func newTestAS(t *testing.T) *testAS {
 	base := func() string { return as.srv.URL }
 	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
 		as.mu.Lock()
-		issuer := as.movedTo
+		issuer, none := as.movedTo, as.noResourceMetadata
 		as.mu.Unlock()
+		if none {
+			http.NotFound(w, r)
+			return
+		}
 		if issuer == "" {
 			issuer = base()
 		}
@@ -92,6 +101,9 @@ func newTestAS(t *testing.T) *testAS {
 		})
 	})
 	mux.HandleFunc("/register", func(w http.ResponseWriter, r *http.Request) {
+		if as.onRegister != nil {
+			as.onRegister()
+		}
 		as.mu.Lock()
 		as.registrations++
 		id := "dyn-client"

@@ -238,22 +238,23 @@ func (sa *serverAuth) persist() {
 // taken in first (adoptStored), so that the write keeps it rather than
 // putting back an older one, whose refresh token may be spent (and whose
 // reuse can revoke the grant). change runs with sa.mu held, on the record
-// as it then is, and reports whether there is anything to save. Callers
-// hold the server's lock of the directory (lockState), so that no other
-// instance writes between the read and the write.
-func (sa *serverAuth) saveChange(change func() bool) bool {
+// as it then is, and reports whether there is anything to save.
+// saveChange reports whether it saved, and whether it took in a token.
+// Callers hold the server's lock of the directory (lockState), so that no
+// other instance writes between the read and the write.
+func (sa *serverAuth) saveChange(change func() bool) (saved, tookIn bool) {
 	sa.saveMu.Lock()
 	defer sa.saveMu.Unlock()
-	sa.adoptStoredLocked(nil)
+	tookIn = sa.adoptStoredLocked(nil)
 	sa.mu.Lock()
 	if !change() {
 		sa.mu.Unlock()
-		return false
+		return false, tookIn
 	}
 	rec := *sa.rec
 	sa.mu.Unlock()
 	sa.writeLocked(&rec)
-	return true
+	return true, tookIn
 }
 
 // writeLocked writes rec, the record as it is now; saveMu is held.
@@ -267,14 +268,14 @@ func (sa *serverAuth) writeLocked(rec *record) {
 	sa.mu.Unlock()
 }
 
-// lockState takes the server's lock of the state directory (store.lock),
+// lockState takes server's lock of the state directory (store.lock),
 // which every mcpd sharing the directory holds while it renews the
-// server's token or saves its record. It waits as long as ctx allows and
-// returns ctx's error if ctx ends first. Where the lock itself cannot be
-// had (flock refused) the caller goes on without it, with a warning: the
-// returned func lets go of the lock, if there is one.
-func (sa *serverAuth) lockState(ctx context.Context) (func(), error) {
-	unlock, err := sa.m.store.lock(ctx, sa.name)
+// server's token, saves its record or removes it. It waits as long as ctx
+// allows and returns ctx's error if ctx ends first. Where the lock itself
+// cannot be had (flock refused) the caller goes on without it, with a
+// warning: the returned func lets go of the lock, if there is one.
+func (m *Manager) lockState(ctx context.Context, server string) (func(), error) {
+	unlock, err := m.store.lock(ctx, server)
 	switch {
 	case err == nil:
 		if ctx.Err() != nil {
@@ -285,21 +286,21 @@ func (sa *serverAuth) lockState(ctx context.Context) (func(), error) {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	default:
-		sa.m.log.Warn().Str("server", sa.name).Err(errWithoutPath(err)).Msg("cannot lock the oauth state; going on without the lock")
+		m.log.Warn().Str("server", server).Err(errWithoutPath(err)).Msg("cannot lock the oauth state; going on without the lock")
 		return func() {}, nil
 	}
 }
 
-// lockStateToSave is lockState for a save whose request may have ended:
-// what it saves (a registration made, a token obtained) is kept all the
-// same, and it waits for the lock at most stateLockWait, then saves
-// without it.
-func (sa *serverAuth) lockStateToSave(ctx context.Context) func() {
+// lockStateToSave is lockState for a save (or a removal) whose request
+// may have ended: what it saves (a registration made, a token obtained)
+// is kept all the same, and it waits for the lock at most stateLockWait,
+// then goes on without it.
+func (m *Manager) lockStateToSave(ctx context.Context, server string) func() {
 	wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), stateLockWait)
 	defer cancel()
-	unlock, err := sa.lockState(wait)
+	unlock, err := m.lockState(wait, server)
 	if err != nil {
-		sa.m.log.Warn().Str("server", sa.name).Msg("the oauth state stayed locked by another mcpd; saving without the lock")
+		m.log.Warn().Str("server", server).Msg("the oauth state stayed locked by another mcpd; saving without the lock")
 		return func() {}
 	}
 	return unlock
@@ -387,7 +388,7 @@ func (sa *serverAuth) dropClientIfUnknown(c *clientRecord, err error) {
 	if !ok || te.Code != "invalid_client" || c == nil || c.How != "dynamic" {
 		return
 	}
-	dropped := sa.saveChange(func() bool {
+	dropped, _ := sa.saveChange(func() bool {
 		if sa.rec.Client == nil || sa.rec.Client.ID != c.ID {
 			return false
 		}
@@ -399,10 +400,14 @@ func (sa *serverAuth) dropClientIfUnknown(c *clientRecord, err error) {
 	}
 }
 
-// forget clears the record and removes its file, under saveMu so that no
-// write of the old record lands after the removal.
+// forget clears the record and removes its file, under the state
+// directory's lock, so that another mcpd's renewal under way does not
+// write the file back after the removal, and under saveMu, so that no
+// write of the old record of this one does.
 func (sa *serverAuth) forget() error {
 	sa.endFlow(errorf(ErrAuthorizationFailed, "authorization was forgotten"))
+	unlock := sa.m.lockStateToSave(context.Background(), sa.name)
+	defer unlock()
 	sa.saveMu.Lock()
 	defer sa.saveMu.Unlock()
 	sa.mu.Lock()
@@ -444,7 +449,7 @@ func (sa *serverAuth) refresh(ctx context.Context, challenges []oauthex.Challeng
 	// Another mcpd sharing the state directory may be renewing the same
 	// token: it saves the new one before it lets go, and adoptStored then
 	// takes it instead of spending the refresh token a second time.
-	unlock, err := sa.lockState(ctx)
+	unlock, err := sa.m.lockState(ctx, sa.name)
 	if err != nil {
 		return err
 	}
@@ -644,7 +649,7 @@ func (sa *serverAuth) authorizeLocked(ctx context.Context, challenges []oauthex.
 		if err != nil {
 			return err
 		}
-		unlock := sa.lockStateToSave(ctx)
+		unlock := sa.m.lockStateToSave(ctx, sa.name)
 		kept := sa.setToken(t, meta.asm.Issuer, gen, nil)
 		unlock()
 		if !kept {
