@@ -244,6 +244,7 @@ func run(ctx, now context.Context, c *config, reload <-chan os.Signal) error {
 			Implementation:  &mcp.Implementation{Name: "mcpd", Version: buildVersion()},
 			MaxMessageBytes: int64(c.maxMessageBytes),
 			ToolSearch:      c.mcpToolSearch,
+			Network:         mcpLis.Addr().Network(),
 			MaxSessions:     c.mcpMaxSessions,
 			SessionTimeout:  c.mcpIdleTimeout,
 		})

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -376,6 +377,9 @@ func TestMCPEndpointTraces(t *testing.T) {
 		if v := attr(served.GetAttributes(), "mcp.method.name"); v != "tools/call" {
 			t.Errorf("%+v: the endpoint's span: mcp.method.name %q", c, v)
 		}
+		if v := attr(served.GetAttributes(), "network.transport"); v != "tcp" {
+			t.Errorf("%+v: the endpoint's span: network.transport %q, want tcp", c, v)
+		}
 		upstream := findSpan(t, spans, c.trace, "tools/call whoami", tracepb.Span_SPAN_KIND_CLIENT)
 		if p, want := hex.EncodeToString(upstream.GetParentSpanId()), hex.EncodeToString(served.GetSpanId()); p != want {
 			t.Errorf("%+v: the upstream span has parent %s, want the endpoint's span %s", c, p, want)
@@ -393,6 +397,47 @@ func TestMCPEndpointTraces(t *testing.T) {
 		if got[i].header != wantParent || got[i].metaState != wantState {
 			t.Errorf("%+v: the server saw header %q and tracestate %q; want %q and %q", c, got[i].header, got[i].metaState, wantParent, wantState)
 		}
+	}
+}
+
+// TestMCPEndpointTracesOnUnixSocket: the spans of an MCP endpoint on a
+// Unix socket say so (network.transport unix).
+func TestMCPEndpointTracesOnUnixSocket(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	receiver, endpoint := startOTLPReceiver(t, "http/protobuf")
+	httpURL, _ := startTracedHTTPServer(t)
+	cfg := map[string]any{"mcpServers": map[string]any{"remote": map[string]any{"type": "http", "url": httpURL}}}
+	sock := filepath.Join(shortTempDir(t), "mcp.sock")
+	d := startDaemon(ctx, t, daemonOptions{
+		config: writeConfig(t, mustJSON(t, cfg)),
+		args:   []string{"--mcp-listen", "unix://" + sock},
+		env:    []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint},
+	})
+	d.waitServer(ctx, t, "remote", mcpdv1.ServerState_SERVER_STATE_READY)
+	dial := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dialer net.Dialer
+		return dialer.DialContext(ctx, "unix", sock)
+	}}
+	defer dial.CloseIdleConnections()
+	const trace = "4af7651916cd43dd8448eb211c80319c"
+	tr := &mcp.StreamableClientTransport{Endpoint: "http://mcpd/mcp", HTTPClient: &http.Client{Transport: dial}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "0"}, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := &mcp.CallToolParams{Name: "mcp__remote__whoami", Meta: mcp.Meta{"traceparent": "00-" + trace + "-f7ad6b7169203331-01"}}
+	if _, err := cs.CallTool(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	cs.Close()
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("mcpd exit code %d, want 0", code)
+	}
+	spans, _ := receiver.snapshot()
+	served := findSpan(t, spans, trace, "tools/call mcp__remote__whoami", tracepb.Span_SPAN_KIND_SERVER)
+	if v := attr(served.GetAttributes(), "network.transport"); v != "unix" {
+		t.Errorf("the endpoint's span: network.transport %q, want unix", v)
 	}
 }
 

@@ -54,6 +54,9 @@ type Options struct {
 	// MaxSessions bounds the legacy sessions open at once; an initialize
 	// beyond it is refused. Default DefaultMaxSessions.
 	MaxSessions int
+	// Network is how hosts reach the endpoint, "tcp" (the default) or
+	// "unix": the network.transport of its spans.
+	Network string
 	// ToolSearch lists the one tool search_tools instead of every
 	// server's tools, and publishes the tools it finds (search.go).
 	ToolSearch bool
@@ -150,6 +153,9 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	if g.opts.MaxSessions <= 0 {
 		g.opts.MaxSessions = DefaultMaxSessions
 	}
+	if g.opts.Network == "" {
+		g.opts.Network = "tcp"
+	}
 	instructions := "mcpd: the tools, prompts and resources of every MCP server this daemon is connected to. " +
 		"Tools and prompts are named mcp__<server>__<name>; resource URIs are mcpd://<server>/<the server's own URI>."
 	if g.opts.ToolSearch {
@@ -182,7 +188,7 @@ func New(mgr *mcpclient.Manager, opts *Options) *Gateway {
 	g.srv.AddSendingMiddleware(g.screenUpdates)
 	// A span per request, child of the host's trace context, as the gRPC
 	// edge makes one per RPC; around the guard, so that a refusal has one.
-	g.srv.AddReceivingMiddleware(mgr.Telemetry().ServerMiddleware())
+	g.srv.AddReceivingMiddleware(mgr.Telemetry().ServerMiddleware(g.opts.Network))
 	g.srv.AddReceivingMiddleware(g.cutOffRequests)
 	// Outermost: a panic in a handler fails its request, not mcpd (the
 	// SDK runs handlers on goroutines without a recover), and the cause of

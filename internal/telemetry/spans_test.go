@@ -21,7 +21,7 @@ import (
 // endpoint masks the user info of the server's URI inside mcpd://.
 func TestServerSpanURIRedacted(t *testing.T) {
 	tel, exp := tracedTelemetry(t)
-	h := tel.ServerMiddleware()(func(context.Context, string, mcp.Request) (mcp.Result, error) {
+	h := tel.ServerMiddleware("tcp")(func(context.Context, string, mcp.Request) (mcp.Result, error) {
 		return &mcp.ReadResourceResult{}, nil
 	})
 	req := &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{URI: "mcpd://db/postgres://alice:s3cret@db.internal/app"}}
@@ -131,4 +131,50 @@ func TestHTTPTransportNilBase(t *testing.T) {
 		t.Errorf("traceparent at the server: got %q, want the span's trace", tp)
 	}
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+}
+
+// TestNetworkTransport: network.transport says how mcpd reaches the
+// server (pipe for stdio, tcp for HTTP and SSE), is left out for an
+// agent's tools (its stream may come over TCP, a Unix socket or the HTTP
+// wire), and on the MCP endpoint's spans is how hosts reach it.
+func TestNetworkTransport(t *testing.T) {
+	req := &mcp.ClientRequest[*mcp.CallToolParams]{Params: &mcp.CallToolParams{Name: "echo"}}
+	for transport, want := range map[string]string{"stdio": "pipe", "http": "tcp", "sse": "tcp", "agent": ""} {
+		op := describe(Upstream{Server: "s", Transport: func() string { return transport }}, "tools/call", req)
+		if got, ok := networkAttr(op); got != want || ok != (want != "") {
+			t.Errorf("%s server: network.transport %q (set: %v), want %q", transport, got, ok, want)
+		}
+	}
+	for _, network := range []string{"tcp", "unix"} {
+		tel, exp := tracedTelemetry(t)
+		h := tel.ServerMiddleware(network)(func(context.Context, string, mcp.Request) (mcp.Result, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+		if _, err := h(t.Context(), "tools/call", &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "mcp__s__echo"}}); err != nil {
+			t.Fatal(err)
+		}
+		spans := exp.GetSpans()
+		if len(spans) != 1 {
+			t.Fatalf("spans: got %d, want 1", len(spans))
+		}
+		got := ""
+		for _, a := range spans[0].Attributes {
+			if a.Key == "network.transport" {
+				got = a.Value.AsString()
+			}
+		}
+		if got != network {
+			t.Errorf("endpoint on %s: network.transport %q", network, got)
+		}
+	}
+}
+
+// networkAttr is op's network.transport attribute, and whether it has one.
+func networkAttr(op operation) (string, bool) {
+	for _, a := range op.attributes() {
+		if a.Key == "network.transport" {
+			return a.Value.AsString(), true
+		}
+	}
+	return "", false
 }

@@ -96,7 +96,7 @@ func TestNil(t *testing.T) {
 	tel.InitializeGRPC(nil)
 	tel.ForgetServer("s")
 	tel.ServerRequest("s", "roots", nil, nil)
-	_ = tel.ServerMiddleware()
+	_ = tel.ServerMiddleware("tcp")
 	if tel.Tracing() || tel.GRPCStatsHandler() != nil {
 		t.Error("nil Telemetry traces")
 	}
@@ -295,7 +295,7 @@ func TestServerMiddleware(t *testing.T) {
 		span.End()
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 	})
-	srv.AddReceivingMiddleware(tel.ServerMiddleware())
+	srv.AddReceivingMiddleware(tel.ServerMiddleware("tcp"))
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(ctx, st, nil)
 	if err != nil {
@@ -376,7 +376,7 @@ func TestForgetServer(t *testing.T) {
 // the panic goes on to whoever recovers it.
 func TestServerMiddlewarePanic(t *testing.T) {
 	tel, exp := tracedTelemetry(t)
-	handler := tel.ServerMiddleware()(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
+	handler := tel.ServerMiddleware("tcp")(func(context.Context, string, mcp.Request) (mcp.Result, error) { panic("boom") })
 	func() {
 		defer func() {
 			if recover() == nil {

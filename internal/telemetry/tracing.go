@@ -382,8 +382,9 @@ func withoutTraceContext(req mcp.Request) {
 // context: the one in the request's _meta (traceparent, and tracestate
 // and baggage with it; SEP-414) or, failing that, the one in the HTTP
 // request's headers. The upstream requests made for it are its children.
-// With tracing off it reads nothing.
-func (t *Telemetry) ServerMiddleware() mcp.Middleware {
+// With tracing off it reads nothing. network is how hosts reach the
+// endpoint ("tcp" or "unix": its spans' network.transport).
+func (t *Telemetry) ServerMiddleware(network string) mcp.Middleware {
 	if !t.Tracing() {
 		return func(next mcp.MethodHandler) mcp.MethodHandler { return next }
 	}
@@ -403,7 +404,7 @@ func (t *Telemetry) ServerMiddleware() mcp.Middleware {
 			res, err := next(ctx, method, req)
 			// Described once served: the endpoint resolves a bare tool
 			// or prompt name in the request itself.
-			op := describeServed(method, req)
+			op := describeServed(method, req, network)
 			span.SetName(spanName(op))
 			span.SetAttributes(op.attributes()...)
 			endSpan(span, errorType(res, err))
@@ -437,8 +438,8 @@ func (t *Telemetry) extract(ctx context.Context, req mcp.Request) context.Contex
 
 // describeServed is what the span of a request the MCP endpoint served
 // says: the method and the (qualified) tool, prompt or URI it is about.
-func describeServed(method string, req mcp.Request) operation {
-	op := operation{method: method, network: "tcp"}
+func describeServed(method string, req mcp.Request, network string) operation {
+	op := operation{method: method, network: network}
 	switch p := req.GetParams().(type) {
 	case *mcp.CallToolParamsRaw:
 		op.tool = bounded(p.Name, config.MaxQualifiedToolNameLen)
@@ -461,9 +462,14 @@ func describe(up Upstream, method string, req mcp.Request) operation {
 	if up.Transport != nil {
 		op.transport = up.Transport()
 	}
-	op.network = "tcp"
-	if op.transport == "stdio" {
+	switch op.transport {
+	case "stdio":
 		op.network = "pipe"
+	case "agent":
+		// The agent's stream may come over TCP, a Unix socket or the
+		// HTTP wire: not said.
+	default:
+		op.network = "tcp"
 	}
 	switch p := req.GetParams().(type) {
 	case *mcp.CallToolParams:
@@ -509,9 +515,9 @@ func spanName(op operation) string {
 }
 
 func (op operation) attributes() []attribute.KeyValue {
-	attrs := []attribute.KeyValue{
-		attribute.String("mcp.method.name", op.method),
-		attribute.String("network.transport", op.network),
+	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", op.method)}
+	if op.network != "" {
+		attrs = append(attrs, attribute.String("network.transport", op.network))
 	}
 	if op.server != "" {
 		attrs = append(attrs, attribute.String("mcpd.server.name", op.server))
