@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCredentialFilesNotAFile: a key, assertion or ID token file that is a
@@ -72,6 +73,9 @@ func TestStoreLock(t *testing.T) {
 		t.Fatalf("another server's lock: %v", err)
 	}
 	other()
+	if fi, err := os.Stat(filepath.Join(s.dir, "srv.lock")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("lock file: got %v, %v, want mode 0600", fi, err)
+	}
 	got := make(chan error, 1)
 	go func() {
 		u, err := s.lock(context.Background(), "srv")
@@ -84,7 +88,58 @@ func TestStoreLock(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Errorf("lock after the first let go: %v", err)
 	}
-	if fi, err := os.Stat(filepath.Join(s.dir, "srv.lock")); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("lock file: got %v, %v, want mode 0600", fi, err)
+}
+
+// TestStoreLockGoesWithTheRecord: the lock file stays while the server
+// has a record, and goes when the last holder lets go without one. A
+// taker that waited for the lock on the file removed meanwhile locks the
+// new one: a lock on the removed file would exclude nobody who opens the
+// path afresh.
+func TestStoreLockGoesWithTheRecord(t *testing.T) {
+	s, err := openStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockPath := filepath.Join(s.dir, "srv.lock")
+	unlock, err := s.lock(context.Background(), "srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.save("srv", &record{Resource: "https://example.com/mcp"}); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if _, err := os.Stat(lockPath); err != nil {
+		t.Errorf("lock file of a server with a record after its holder let go: %v, want it kept", err)
+	}
+
+	first, err := s.lock(context.Background(), "srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan func(), 1)
+	go func() {
+		u, err := s.lock(context.Background(), "srv")
+		if err != nil {
+			t.Error(err)
+			u = func() {}
+		}
+		waited <- u
+	}()
+	time.Sleep(5 * lockPoll) // the second waits on the file that will go
+	if err := s.remove("srv"); err != nil {
+		t.Fatal(err)
+	}
+	first() // no record: the lock file goes
+	second := <-waited
+	ctx, cancel := context.WithTimeout(context.Background(), 5*lockPoll)
+	defer cancel()
+	if third, err := s.lock(ctx, "srv"); err == nil {
+		third()
+		t.Error("a third taker got the lock while the second held it")
+	}
+	second()
+	if _, err := os.Stat(lockPath); !os.IsNotExist(err) {
+		t.Errorf("lock file after the last holder let go without a record: %v, want it gone", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -17,10 +16,10 @@ func (m *Manager) serverCount() int {
 }
 
 // A server removed with nothing stored leaves nothing behind, and one
-// whose tokens stayed leaves no record once they are forgotten (only its
-// empty lock file, see store.lock): server names are the callers' to
-// choose, and every HTTP or SSE server goes through the Manager, whether
-// it needs a token or not.
+// whose tokens stayed leaves nothing once they are forgotten, its lock
+// file included: server names are the callers' to choose, and every HTTP
+// or SSE server goes through the Manager, whether it needs a token or
+// not.
 func TestReleasedServersLeaveNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "oauth")
 	m := newManager(t, dir)
@@ -67,14 +66,13 @@ func TestReleasedServersLeaveNothing(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "srv.json")); !os.IsNotExist(err) {
 		t.Errorf("state file after Forget: got %v, want it gone", err)
 	}
-	if files := stateFiles(t, dir); len(files) != 0 {
-		t.Errorf("state directory after the churn: got %v, want no record", files)
+	if files := dirFiles(t, dir); len(files) != 0 {
+		t.Errorf("state directory after the churn: got %v, want nothing", files)
 	}
 }
 
-// stateFiles lists the records in dir: every file but the lock files,
-// which stay (see store.lock).
-func stateFiles(t *testing.T, dir string) []string {
+// dirFiles lists the files in dir.
+func dirFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil && !os.IsNotExist(err) {
@@ -82,9 +80,7 @@ func stateFiles(t *testing.T, dir string) []string {
 	}
 	var files []string
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".lock") {
-			files = append(files, e.Name())
-		}
+		files = append(files, e.Name())
 	}
 	return files
 }

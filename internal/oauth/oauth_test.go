@@ -782,8 +782,8 @@ func TestForgetOvertakesTokenRequest(t *testing.T) {
 	if tok := sa.token(); tok != nil {
 		t.Errorf("token after Forget: got one, want none")
 	}
-	if files := stateFiles(t, dir); len(files) != 0 {
-		t.Errorf("state after Forget: got %v, want no record", files)
+	if files := dirFiles(t, dir); len(files) != 0 {
+		t.Errorf("state after Forget: got %v, want nothing", files)
 	}
 }
 

@@ -96,6 +96,11 @@ func (s *store) path(server string) string {
 	return filepath.Join(s.dir, server+".json")
 }
 
+// lockPath is the server's lock file (see lock).
+func (s *store) lockPath(server string) string {
+	return filepath.Join(s.dir, server+".lock")
+}
+
 // exists reports whether the server has a record on disk.
 func (s *store) exists(server string) bool {
 	if s.dir == "" || strings.ContainsAny(server, `/\`) {
@@ -143,17 +148,29 @@ func (s *store) save(server string, r *record) error {
 }
 
 // lock takes the server's lock, which every mcpd sharing the directory
-// takes before it renews the server's token: a refresh token spent by two
+// takes before it renews the server's token (a refresh token spent by two
 // instances at once is refused to one of them, and an authorization
-// server that detects the reuse revokes the whole grant. The lock file,
-// <server>.lock, stays (removing it would let two instances hold a lock
-// each, one on the removed file). It waits until ctx ends; without a
-// directory there is nothing to share, and nothing to lock.
+// server that detects the reuse revokes the whole grant), saves its
+// record or removes it. The lock file, <server>.lock, stays with the
+// record: the holder removes it as it lets go when there is no record
+// (forgotten, or never saved), so that server names that come and go
+// leave nothing behind; an instance that waited for the lock then finds
+// the file gone and locks a new one (lockFile). It waits until ctx ends;
+// without a directory there is nothing to share, and nothing to lock.
 func (s *store) lock(ctx context.Context, server string) (func(), error) {
 	if s.dir == "" || strings.ContainsAny(server, `/\`) {
 		return func() {}, nil
 	}
-	return lockFile(ctx, filepath.Join(s.dir, server+".lock"))
+	unlock, err := lockFile(ctx, s.lockPath(server))
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		if !s.exists(server) {
+			_ = os.Remove(s.lockPath(server))
+		}
+		unlock()
+	}, nil
 }
 
 func (s *store) remove(server string) error {
