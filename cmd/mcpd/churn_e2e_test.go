@@ -508,8 +508,9 @@ func TestChurnGatewaySessions(t *testing.T) {
 // under fresh names: some are authorized, called and disconnected, others
 // disconnected while the consent is pending. What stays of a gone name is
 // what the docs say stays (its record of tokens and client registration,
-// one file each, for the next connect) until ForgetAuthorization, which
-// leaves nothing: no file, and no name it can forget again.
+// and the record's lock file, for the next connect) until
+// ForgetAuthorization, which leaves nothing: no file, and no name it can
+// forget again.
 func TestChurnOAuthServers(t *testing.T) {
 	t.Parallel()
 	ctx := churnContext(t)
@@ -562,10 +563,14 @@ func TestChurnOAuthServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		// A record, or the lock file that goes with it.
-		name := strings.TrimSuffix(strings.TrimSuffix(f.Name(), ".json"), ".lock")
-		if !slices.Contains(names, name) {
-			t.Errorf("oauth state directory: %s, which is no gone server's record or lock", f.Name())
+		// A record, or the lock file that goes with one.
+		name, isLock := strings.CutSuffix(f.Name(), ".lock")
+		if !isLock {
+			name = strings.TrimSuffix(f.Name(), ".json")
+		}
+		_, err := os.Stat(filepath.Join(stateDir, name+".json"))
+		if !slices.Contains(names, name) || err != nil {
+			t.Errorf("oauth state directory: %s, which is no gone server's record, nor the lock of one", f.Name())
 		}
 	}
 	for _, name := range names {

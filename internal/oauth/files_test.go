@@ -117,6 +117,7 @@ func TestStoreLockGoesWithTheRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(first) // if the test ends early; closing twice does no harm
 	waited := make(chan func(), 1)
 	go func() {
 		u, err := s.lock(context.Background(), "srv")
@@ -126,7 +127,7 @@ func TestStoreLockGoesWithTheRecord(t *testing.T) {
 		}
 		waited <- u
 	}()
-	time.Sleep(5 * lockPoll) // the second waits on the file that will go
+	waitOpened(t, lockPath, 2) // the second waits on the file that will go
 	if err := s.remove("srv"); err != nil {
 		t.Fatal(err)
 	}
@@ -142,4 +143,27 @@ func TestStoreLockGoesWithTheRecord(t *testing.T) {
 	if _, err := os.Stat(lockPath); !os.IsNotExist(err) {
 		t.Errorf("lock file after the last holder let go without a record: %v, want it gone", err)
 	}
+}
+
+// waitOpened waits until this process has path open n times (Linux's
+// /proc/self/fd); where that cannot be read, it waits a few lock polls.
+func waitOpened(t *testing.T, path string, n int) {
+	t.Helper()
+	if _, err := os.ReadDir("/proc/self/fd"); err != nil {
+		time.Sleep(5 * lockPoll)
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		fds, _ := os.ReadDir("/proc/self/fd")
+		open := 0
+		for _, fd := range fds {
+			if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == path {
+				open++
+			}
+		}
+		if open >= n {
+			return
+		}
+	}
+	t.Fatalf("%s is not open %d times", path, n)
 }

@@ -25,6 +25,9 @@ const lockPoll = 20 * time.Millisecond
 // taken again on the new file otherwise.
 func lockFile(ctx context.Context, path string) (func(), error) {
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			return nil, err
