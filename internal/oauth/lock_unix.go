@@ -19,7 +19,7 @@ const lockPoll = 20 * time.Millisecond
 // returns ctx's error once ctx ends first. Closing the file (the returned
 // func) releases it, and so does the process's end, however it ends.
 //
-// The holder may remove the file before it lets go (store.remove): a
+// The holder may remove the file before it lets go (see store.lock): a
 // lock then taken on the removed file excludes nobody who opens the path
 // afresh, so a lock is kept only if path still names the file locked, and
 // taken again on the new file otherwise.
