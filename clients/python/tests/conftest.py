@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import faulthandler
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -115,9 +116,41 @@ WIRES = ["grpc", "http"]
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback TCP port that no one listens on, for a daemon to bind.
+    It is taken from below the kernel's ephemeral range: a port from that
+    range, once released, can go to any outgoing connection before the
+    daemon binds it. Below the range the kernel hands out nothing, and
+    free_port never hands out the same port twice (as the Go tests'
+    freePort)."""
+    low = _ephemeral_ports_from() - _FREE_PORT_SPAN
+    for _ in range(1000):
+        port = low + random.randrange(_FREE_PORT_SPAN)
+        if port in _given_ports:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # someone else's
+        _given_ports.add(port)
+        return port
+    raise RuntimeError(f"no free port in {low}..{low + _FREE_PORT_SPAN - 1}")
+
+
+#: How many ports below the ephemeral range free_port picks from.
+_FREE_PORT_SPAN = 10000
+_given_ports: set[int] = set()
+
+
+def _ephemeral_ports_from() -> int:
+    """The first port of the kernel's ephemeral range, or Linux's default
+    where it cannot be read."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            first = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+    return first if first > _FREE_PORT_SPAN + 1024 else 32768
 
 
 class Daemon:

@@ -14,14 +14,8 @@ from typing import Iterator, List, Optional, Tuple
 import pytest
 
 import mcpd_grpc
-from conftest import POLL_TIMEOUT, RPC_TIMEOUT, Daemon, poll
+from conftest import POLL_TIMEOUT, RPC_TIMEOUT, Daemon, free_port, poll
 from mcpd_grpc import Client, ServerConfig
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class TCPDaemon(Daemon):
@@ -29,7 +23,7 @@ class TCPDaemon(Daemon):
 
     def __init__(self, binary: str, workdir: Path, name: str, args: Optional[List[str]] = None) -> None:
         super().__init__(binary, workdir, name, args=args)
-        self.port = _free_port()
+        self.port = free_port()
 
     @property
     def target(self) -> str:
@@ -62,7 +56,7 @@ def everything_remote(everything_bin: str, tmp_path_factory: pytest.TempPathFact
     urls = []
     try:
         for mode, path in (("streamableHttp", "/mcp"), ("sse", "/sse")):
-            port = _free_port()
+            port = free_port()
             with open(logs / f"{mode}.log", "wb") as log:
                 procs.append(
                     subprocess.Popen(

@@ -6,7 +6,6 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
-import * as net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import {
@@ -32,16 +31,7 @@ import {
   type Subscription,
   type Wire,
 } from "../src/index.js";
-import { Daemon, EVERYTHING_BIN, MCPD_BIN, RPC_TIMEOUT_MS, SUITE_TIMEOUT_MS, UnixProxy, connectEverything, linesOf, poll, tempDir, testWires } from "./harness.js";
-
-/** A free loopback TCP port. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+import { Daemon, EVERYTHING_BIN, MCPD_BIN, RPC_TIMEOUT_MS, SUITE_TIMEOUT_MS, UnixProxy, connectEverything, freePort, linesOf, poll, tempDir, testWires } from "./harness.js";
 
 const RECORDING_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "recording-server.js");
 const QUIET_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "quiet-server.js");

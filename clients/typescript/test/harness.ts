@@ -334,3 +334,43 @@ export async function linesOf(file: string, prefix: string, n = 1): Promise<stri
     return lines.length >= n ? lines : undefined;
   });
 }
+
+/** How many ports below the kernel's ephemeral range freePort picks from. */
+const FREE_PORT_SPAN = 10000;
+const givenPorts = new Set<number>();
+
+/**
+ * A loopback TCP port that no one listens on, for a daemon to bind. It is
+ * taken from below the kernel's ephemeral range: a port from that range,
+ * once released, can go to any outgoing connection before the daemon binds
+ * it. Below the range the kernel hands out nothing, and freePort never
+ * hands out the same port twice (as the Go tests' freePort).
+ */
+export async function freePort(): Promise<number> {
+  const low = ephemeralPortsFrom() - FREE_PORT_SPAN;
+  for (let i = 0; i < 1000; i++) {
+    const port = low + Math.floor(Math.random() * FREE_PORT_SPAN);
+    if (givenPorts.has(port)) continue;
+    const free = await new Promise<boolean>((resolve) => {
+      const server = net.createServer();
+      server.once("error", () => resolve(false)); // someone else's
+      server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+    });
+    if (free) {
+      givenPorts.add(port);
+      return port;
+    }
+  }
+  throw new Error(`no free port in ${low}..${low + FREE_PORT_SPAN - 1}`);
+}
+
+/** The first port of the kernel's ephemeral range, or Linux's default where it cannot be read. */
+function ephemeralPortsFrom(): number {
+  try {
+    const first = Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    if (Number.isInteger(first) && first > FREE_PORT_SPAN + 1024) return first;
+  } catch {
+    // not Linux
+  }
+  return 32768;
+}

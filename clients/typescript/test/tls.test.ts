@@ -4,11 +4,10 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
-import * as net from "node:net";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Client, MCPDError, ServerConfig, Unauthenticated, Unavailable, type Wire } from "../src/index.js";
-import { Daemon, MCPD_BIN, RPC_TIMEOUT_MS, SUITE_TIMEOUT_MS, hasHttpListener, poll, tempDir, testWires } from "./harness.js";
+import { Daemon, MCPD_BIN, RPC_TIMEOUT_MS, SUITE_TIMEOUT_MS, freePort, hasHttpListener, poll, tempDir, testWires } from "./harness.js";
 
 const skip = MCPD_BIN === undefined ? "no mcpd binary (MCPD_BIN)" : false;
 
@@ -26,15 +25,6 @@ function makeCerts(dir: string): void {
     openssl(dir, "req", "-new", ...ec, "-keyout", `${name}-key.pem`, "-out", `${name}.csr`, "-subj", `/CN=${name}`);
     openssl(dir, "x509", "-req", "-in", `${name}.csr`, "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial", "-out", `${name}.pem`, "-days", "1", "-extfile", `${name}.ext`);
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 const dir = tempDir();
